@@ -1,0 +1,50 @@
+# sansrs developer commands. Everything builds from scratch into .venv.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+EXTRAS ?= test,dev,fuzz,ws
+
+.PHONY: help venv test lint typecheck pytest demo fuzz fuzz-ci bench clean
+
+help:
+	@echo "make demo   - run the end-to-end demo on embedded defaults"
+	@echo "make test   - bootstrap .venv, run ruff, mypy --strict and pytest"
+	@echo "make fuzz   - run every atheris fuzz target (FUZZ_SECONDS each, default 300)"
+	@echo "make bench  - run the benchmarks in benchmarks/"
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 required")'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade "pip>=23" "setuptools>=68" wheel
+	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+lint: $(STAMP)
+	$(PY) -m ruff check sansrs adapters tests fuzz benchmarks examples
+
+typecheck: $(STAMP)
+	$(PY) -m mypy
+
+pytest: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test: lint typecheck pytest
+
+demo: $(STAMP)
+	$(PY) examples/demo.py
+
+fuzz: $(STAMP)
+	$(PY) fuzz/run_all.py --seconds $${FUZZ_SECONDS:-300}
+
+# A short, bounded run of every target (about 60 s in total), as CI does.
+fuzz-ci: $(STAMP)
+	$(PY) fuzz/run_all.py --total-seconds 60
+
+bench: $(STAMP)
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,63 @@
+"""The folder adapters/ installs as sansrs.adapters, editable and as a wheel."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _source_packages() -> set[str]:
+    found = set()
+    for top, name in ((ROOT / "sansrs", "sansrs"), (ROOT / "adapters", "sansrs.adapters")):
+        for init in top.rglob("__init__.py"):
+            rel = init.parent.relative_to(top).parts
+            found.add(".".join((name, *rel)))
+    return found
+
+
+def test_every_package_is_listed_in_pyproject() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert set(config["tool"]["setuptools"]["packages"]) == _source_packages()
+
+
+def test_adapters_import_as_subpackage() -> None:
+    import sansrs.adapters
+
+    assert Path(sansrs.adapters.__file__).resolve().parent == ROOT / "adapters"
+
+
+def test_py_typed_marker_present() -> None:
+    assert (ROOT / "sansrs" / "py.typed").is_file()
+
+
+def test_built_wheel_contains_and_imports_core_and_adapters(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+         "-w", str(wheels), str(ROOT)],
+        check=True,
+        timeout=120,
+        capture_output=True,
+    )
+    (wheel,) = wheels.glob("sansrs-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        site = tmp_path / "site"
+        zf.extractall(site)
+    for package in _source_packages():
+        assert package.replace(".", "/") + "/__init__.py" in names
+    assert "sansrs/py.typed" in names
+    assert not any(n.startswith("adapters/") for n in names)
+    probe = (
+        f"import sys; sys.path.insert(0, {str(site)!r}); "
+        "import sansrs, sansrs.adapters; print(sansrs.adapters.__file__)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], check=True, timeout=60, capture_output=True, text=True
+    ).stdout.strip()
+    assert Path(out).resolve().is_relative_to(site.resolve())
