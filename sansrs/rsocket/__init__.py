@@ -2,6 +2,7 @@
 connection state machine."""
 
 from .._errors import LocalProtocolError, ProtocolError, RemoteProtocolError
+from ._codec import HEADER_LENGTH, decode_frame, encode_frame
 from ._frames import (
     FLAG_COMPLETE,
     FLAG_FOLLOWS,
@@ -37,6 +38,16 @@ from ._frames import (
     ResumeFrame,
     ResumeOkFrame,
     SetupFrame,
+    UnknownFrame,
+)
+from ._framing import (
+    PREFIX_LENGTH,
+    FrameReader,
+    FramingError,
+    LengthPrefixSplitter,
+    encode_frame_prefixed,
+    encode_frames_prefixed,
+    prefix_frames,
 )
 
 __all__ = [
@@ -48,6 +59,7 @@ __all__ = [
     "FLAG_NEXT",
     "FLAG_RESPOND",
     "FLAG_RESUME_ENABLE",
+    "HEADER_LENGTH",
     "MAJOR_VERSION",
     "MAX_FRAME_LENGTH",
     "MAX_METADATA_LENGTH",
@@ -55,14 +67,18 @@ __all__ = [
     "MAX_REQUEST_N",
     "MAX_STREAM_ID",
     "MINOR_VERSION",
+    "PREFIX_LENGTH",
     "CancelFrame",
     "ErrorCode",
     "ErrorFrame",
     "ExtFrame",
     "Frame",
+    "FrameReader",
     "FrameType",
+    "FramingError",
     "KeepaliveFrame",
     "LeaseFrame",
+    "LengthPrefixSplitter",
     "LocalProtocolError",
     "MetadataPushFrame",
     "PayloadFrame",
@@ -77,4 +93,10 @@ __all__ = [
     "ResumeFrame",
     "ResumeOkFrame",
     "SetupFrame",
+    "UnknownFrame",
+    "decode_frame",
+    "encode_frame",
+    "encode_frame_prefixed",
+    "encode_frames_prefixed",
+    "prefix_frames",
 ]

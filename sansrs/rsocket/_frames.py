@@ -234,6 +234,28 @@ class ExtFrame:
     frame_type = FrameType.EXT
 
 
+@dataclass(slots=True)
+class UnknownFrame:
+    """A frame this codec does not understand, kept raw.
+
+    Decoding yields it for a frame type sansrs does not know (RESERVED 0x00
+    and the unassigned 0x0F-0x3E), and for a known frame type that fails
+    validation while its (I)gnore flag is set (the spec lets a receiver ignore
+    such a frame instead of failing the connection). The connection ignores it
+    when ``ignore`` is set and otherwise answers ERROR[CONNECTION_ERROR].
+
+    ``flags`` holds all 10 flag bits as on the wire, I included, so
+    ``ignore == bool(flags & FLAG_IGNORE)``; ``body`` is everything after the
+    6-byte frame header. Encoding it gives back the exact bytes.
+    """
+
+    stream_id: int
+    frame_type: int  # 6 bits; a plain int, not necessarily a FrameType member
+    flags: int  # 10 bits, including the I and M bits
+    body: bytes = b""
+    ignore: bool = False
+
+
 Frame = (
     SetupFrame
     | LeaseFrame
@@ -250,6 +272,7 @@ Frame = (
     | ResumeFrame
     | ResumeOkFrame
     | ExtFrame
+    | UnknownFrame
 )
 
 RequestFrame = RequestResponseFrame | RequestFnfFrame | RequestStreamFrame | RequestChannelFrame

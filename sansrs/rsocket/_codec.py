@@ -1,0 +1,739 @@
+"""RSocket 1.0 frame codec: frame objects <-> frame bytes (no length prefix).
+
+``encode_frame`` and ``decode_frame`` are pure functions. The 24-bit length
+prefix of byte-stream transports lives in ``_framing``; WebSocket carries the
+bytes produced here as they are.
+
+Decoding validates every field and raises ``RemoteProtocolError`` whose
+``error_code`` is the ERROR code to answer with: ``INVALID_SETUP`` for a
+malformed SETUP, ``CONNECTION_ERROR`` for everything else. No other exception
+escapes ``decode_frame`` on any input. Two exceptions to "raise":
+
+- a frame type this codec does not know (RESERVED 0x00, unassigned
+  0x0F-0x3E) decodes to ``UnknownFrame``; the connection ignores it when its
+  I flag is set and otherwise answers ERROR[CONNECTION_ERROR];
+- a known frame that fails validation but has its (I)gnore flag set also
+  decodes to ``UnknownFrame(ignore=True)`` (spec: a malformed frame is a
+  connection error "unless the frame's IGNORE flag is set").
+
+Flag bits a frame type does not define are ignored on reception (spec:
+"Handling the Unexpected" 8) and sent as 0. Reserved high bits of 31/63-bit
+fields (stream ID included) must be 0, and a frame must end exactly where its
+layout ends (no trailing bytes after fixed-size frames). Encoding applies the
+same field rules and raises ``LocalProtocolError``, so ``encode_frame``
+accepts a frame exactly when ``decode_frame`` would give it back unchanged.
+docs/rsocket-wire.md lists every check and its code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from struct import Struct
+from typing import Any
+
+from .._errors import LocalProtocolError, RemoteProtocolError
+from ._frames import (
+    FLAG_COMPLETE,
+    FLAG_FOLLOWS,
+    FLAG_IGNORE,
+    FLAG_LEASE,
+    FLAG_METADATA,
+    FLAG_NEXT,
+    FLAG_RESPOND,
+    FLAG_RESUME_ENABLE,
+    MAX_METADATA_LENGTH,
+    MAX_POSITION,
+    MAX_U31,
+    CancelFrame,
+    ErrorCode,
+    ErrorFrame,
+    ExtFrame,
+    Frame,
+    FrameType,
+    KeepaliveFrame,
+    LeaseFrame,
+    MetadataPushFrame,
+    PayloadFrame,
+    RequestChannelFrame,
+    RequestFnfFrame,
+    RequestNFrame,
+    RequestResponseFrame,
+    RequestStreamFrame,
+    ResumeFrame,
+    ResumeOkFrame,
+    SetupFrame,
+    UnknownFrame,
+)
+
+__all__ = ["HEADER_LENGTH", "decode_frame", "encode_frame"]
+
+#: Stream ID (4 bytes) + frame type and flags (2 bytes).
+HEADER_LENGTH = 6
+
+_CONNECTION_ERROR = ErrorCode.CONNECTION_ERROR
+_INVALID_SETUP = ErrorCode.INVALID_SETUP
+
+_MAX_U16 = 0xFFFF
+_MAX_U32 = 0xFFFFFFFF
+_MAX_MIME_LENGTH = 0xFF
+_BIT31 = 0x80000000
+
+# One Struct per wire shape, built once.
+_HEADER = Struct(">IH")  # stream id, type << 10 | flags
+_HEADER_U24 = Struct(">IHBH")  # header + 24-bit length (hi byte, lo 16 bits)
+_HEADER_U32 = Struct(">IHI")  # header + one 32-bit field
+_HEADER_U32_U24 = Struct(">IHIBH")  # header + 32-bit field + 24-bit length
+_HEADER_U32_U32 = Struct(">IHII")  # header + two 32-bit fields (LEASE)
+_HEADER_U64 = Struct(">IHQ")  # header + 63-bit position
+_SETUP_FIXED = Struct(">IHHHII")  # header, major, minor, keepalive, lifetime
+_RESUME_FIXED = Struct(">IHHHH")  # header, major, minor, token length
+_U8 = Struct(">B")
+_U16 = Struct(">H")
+_U24 = Struct(">BH")
+_U64_U64 = Struct(">QQ")
+
+_T_SETUP = FrameType.SETUP << 10
+_T_LEASE = FrameType.LEASE << 10
+_T_KEEPALIVE = FrameType.KEEPALIVE << 10
+_T_REQUEST_RESPONSE = FrameType.REQUEST_RESPONSE << 10
+_T_REQUEST_FNF = FrameType.REQUEST_FNF << 10
+_T_REQUEST_STREAM = FrameType.REQUEST_STREAM << 10
+_T_REQUEST_CHANNEL = FrameType.REQUEST_CHANNEL << 10
+_T_REQUEST_N = FrameType.REQUEST_N << 10
+_T_CANCEL = FrameType.CANCEL << 10
+_T_PAYLOAD = FrameType.PAYLOAD << 10
+_T_ERROR = FrameType.ERROR << 10
+_T_METADATA_PUSH = FrameType.METADATA_PUSH << 10
+_T_RESUME = FrameType.RESUME << 10
+_T_RESUME_OK = FrameType.RESUME_OK << 10
+_T_EXT = FrameType.EXT << 10
+
+_ERROR_CODES: dict[int, int] = {int(code): code for code in ErrorCode}
+
+
+# --------------------------------------------------------------------------
+# decoding
+
+
+def _bad(message: str, code: int = _CONNECTION_ERROR) -> RemoteProtocolError:
+    return RemoteProtocolError(message, error_code=code)
+
+
+def _check_stream_id(name: str, sid: int, code: int = _CONNECTION_ERROR) -> None:
+    """Connection-level frames: stream ID 0 (which also excludes the reserved bit)."""
+    if sid != 0:
+        if sid & _BIT31:
+            raise _bad(f"{name}: reserved bit of the stream ID is set", code)
+        raise _bad(f"{name}: stream ID must be 0, got {sid}", code)
+
+
+def _check_request_stream_id(name: str, sid: int) -> None:
+    if sid & _BIT31:
+        raise _bad(f"{name}: reserved bit of the stream ID is set")
+    if sid == 0:
+        raise _bad(f"{name}: stream ID must be > 0 for a request")
+
+
+def _check_u31(name: str, field: str, value: int, code: int = _CONNECTION_ERROR) -> None:
+    if value & _BIT31:
+        raise _bad(f"{name}: reserved bit of {field} is set", code)
+
+
+def _check_positive_u31(name: str, field: str, value: int, code: int = _CONNECTION_ERROR) -> None:
+    if value & _BIT31:
+        raise _bad(f"{name}: reserved bit of {field} is set", code)
+    if value == 0:
+        raise _bad(f"{name}: {field} must be > 0", code)
+
+
+def _check_u63(name: str, field: str, value: int) -> None:
+    if value > MAX_POSITION:
+        raise _bad(f"{name}: reserved bit of {field} is set")
+
+
+def _exact_length(name: str, data: bytes, expected: int) -> None:
+    n = len(data)
+    if n < expected:
+        raise _bad(f"{name}: frame too short ({n} bytes, needs {expected})")
+    if n > expected:
+        raise _bad(f"{name}: {n - expected} trailing bytes after the frame")
+
+
+def _min_length(name: str, data: bytes, expected: int, code: int = _CONNECTION_ERROR) -> None:
+    if len(data) < expected:
+        raise _bad(f"{name}: frame too short ({len(data)} bytes, needs {expected})", code)
+
+
+def _split_metadata(
+    name: str, data: bytes, offset: int, code: int = _CONNECTION_ERROR
+) -> tuple[bytes, bytes]:
+    """Metadata with its 24-bit length at ``offset``, then data to the end."""
+    end = len(data)
+    if end < offset + 3:
+        raise _bad(f"{name}: frame too short for the metadata length", code)
+    hi, lo = _U24.unpack_from(data, offset)
+    start = offset + 3
+    stop = start + (hi << 16 | lo)
+    if stop > end:
+        raise _bad(
+            f"{name}: metadata length {hi << 16 | lo} exceeds the {end - start} bytes left",
+            code,
+        )
+    return data[start:stop], data[stop:]
+
+
+def _dec_setup(data: bytes, sid: int, tf: int) -> SetupFrame:
+    name = "SETUP"
+    code = _INVALID_SETUP
+    _check_stream_id(name, sid, code)
+    _min_length(name, data, 20, code)  # fixed part + two MIME lengths
+    _, _, major, minor, keepalive, lifetime = _SETUP_FIXED.unpack_from(data)
+    _check_positive_u31(name, "keepalive interval", keepalive, code)
+    _check_positive_u31(name, "max lifetime", lifetime, code)
+    end = len(data)
+    off = 18
+    token = None
+    if tf & FLAG_RESUME_ENABLE:
+        (tlen,) = _U16.unpack_from(data, off)
+        off += 2
+        if off + tlen > end:
+            raise _bad(f"{name}: resume token length {tlen} exceeds the frame", code)
+        token = data[off : off + tlen]
+        off += tlen
+    mimes = []
+    for field in ("metadata MIME type", "data MIME type"):
+        if off >= end:
+            raise _bad(f"{name}: frame too short for the {field} length", code)
+        mlen = data[off]
+        off += 1
+        if off + mlen > end:
+            raise _bad(f"{name}: {field} length {mlen} exceeds the frame", code)
+        raw = data[off : off + mlen]
+        off += mlen
+        if not raw.isascii():
+            raise _bad(f"{name}: {field} is not US-ASCII: {raw!r}", code)
+        mimes.append(raw.decode("ascii"))
+    if tf & FLAG_METADATA:
+        metadata, payload = _split_metadata(name, data, off, code)
+    else:
+        metadata, payload = None, data[off:]
+    return SetupFrame(
+        keepalive,
+        lifetime,
+        mimes[0],
+        mimes[1],
+        metadata,
+        payload,
+        token,
+        bool(tf & FLAG_LEASE),
+        major,
+        minor,
+        bool(tf & FLAG_IGNORE),
+        0,
+    )
+
+
+def _dec_lease(data: bytes, sid: int, tf: int) -> LeaseFrame:
+    name = "LEASE"
+    _check_stream_id(name, sid)
+    _min_length(name, data, 14)
+    _, _, ttl, number = _HEADER_U32_U32.unpack_from(data)
+    _check_u31(name, "time-to-live", ttl)
+    _check_u31(name, "number of requests", number)
+    if tf & FLAG_METADATA:
+        metadata: bytes | None = data[14:]  # metadata-only frame: no length field
+    else:
+        _exact_length(name, data, 14)
+        metadata = None
+    return LeaseFrame(ttl, number, metadata, bool(tf & FLAG_IGNORE), 0)
+
+
+def _dec_keepalive(data: bytes, sid: int, tf: int) -> KeepaliveFrame:
+    name = "KEEPALIVE"
+    _check_stream_id(name, sid)
+    _min_length(name, data, 14)
+    (_, _, position) = _HEADER_U64.unpack_from(data)
+    _check_u63(name, "last received position", position)
+    return KeepaliveFrame(bool(tf & FLAG_RESPOND), position, data[14:], bool(tf & FLAG_IGNORE), 0)
+
+
+def _dec_request_response(data: bytes, sid: int, tf: int) -> RequestResponseFrame:
+    _check_request_stream_id("REQUEST_RESPONSE", sid)
+    if tf & FLAG_METADATA:
+        metadata, payload = _split_metadata("REQUEST_RESPONSE", data, 6)
+    else:
+        metadata, payload = None, data[6:]
+    return RequestResponseFrame(
+        sid, payload, metadata, bool(tf & FLAG_FOLLOWS), bool(tf & FLAG_IGNORE)
+    )
+
+
+def _dec_request_fnf(data: bytes, sid: int, tf: int) -> RequestFnfFrame:
+    _check_request_stream_id("REQUEST_FNF", sid)
+    if tf & FLAG_METADATA:
+        metadata, payload = _split_metadata("REQUEST_FNF", data, 6)
+    else:
+        metadata, payload = None, data[6:]
+    return RequestFnfFrame(sid, payload, metadata, bool(tf & FLAG_FOLLOWS), bool(tf & FLAG_IGNORE))
+
+
+def _dec_request_stream(data: bytes, sid: int, tf: int) -> RequestStreamFrame:
+    name = "REQUEST_STREAM"
+    _check_request_stream_id(name, sid)
+    _min_length(name, data, 10)
+    (_, _, n) = _HEADER_U32.unpack_from(data)
+    _check_positive_u31(name, "initial request N", n)
+    if tf & FLAG_METADATA:
+        metadata, payload = _split_metadata(name, data, 10)
+    else:
+        metadata, payload = None, data[10:]
+    return RequestStreamFrame(
+        sid, n, payload, metadata, bool(tf & FLAG_FOLLOWS), bool(tf & FLAG_IGNORE)
+    )
+
+
+def _dec_request_channel(data: bytes, sid: int, tf: int) -> RequestChannelFrame:
+    name = "REQUEST_CHANNEL"
+    _check_request_stream_id(name, sid)
+    _min_length(name, data, 10)
+    (_, _, n) = _HEADER_U32.unpack_from(data)
+    _check_positive_u31(name, "initial request N", n)
+    if tf & FLAG_METADATA:
+        metadata, payload = _split_metadata(name, data, 10)
+    else:
+        metadata, payload = None, data[10:]
+    return RequestChannelFrame(
+        sid,
+        n,
+        payload,
+        metadata,
+        bool(tf & FLAG_FOLLOWS),
+        bool(tf & FLAG_COMPLETE),
+        bool(tf & FLAG_IGNORE),
+    )
+
+
+def _dec_request_n(data: bytes, sid: int, tf: int) -> RequestNFrame:
+    name = "REQUEST_N"
+    _check_u31(name, "the stream ID", sid)
+    _exact_length(name, data, 10)
+    (_, _, n) = _HEADER_U32.unpack_from(data)
+    _check_positive_u31(name, "request N", n)
+    return RequestNFrame(sid, n, bool(tf & FLAG_IGNORE))
+
+
+def _dec_cancel(data: bytes, sid: int, tf: int) -> CancelFrame:
+    _check_u31("CANCEL", "the stream ID", sid)
+    _exact_length("CANCEL", data, 6)
+    return CancelFrame(sid, bool(tf & FLAG_IGNORE))
+
+
+def _dec_payload(data: bytes, sid: int, tf: int) -> PayloadFrame:
+    _check_u31("PAYLOAD", "the stream ID", sid)
+    if tf & FLAG_METADATA:
+        metadata, payload = _split_metadata("PAYLOAD", data, 6)
+    else:
+        metadata, payload = None, data[6:]
+    return PayloadFrame(
+        sid,
+        payload,
+        metadata,
+        bool(tf & FLAG_FOLLOWS),
+        bool(tf & FLAG_COMPLETE),
+        bool(tf & FLAG_NEXT),
+        bool(tf & FLAG_IGNORE),
+    )
+
+
+def _dec_error(data: bytes, sid: int, tf: int) -> ErrorFrame:
+    _check_u31("ERROR", "the stream ID", sid)
+    _min_length("ERROR", data, 10)
+    (_, _, code) = _HEADER_U32.unpack_from(data)
+    return ErrorFrame(sid, _ERROR_CODES.get(code, code), data[10:], bool(tf & FLAG_IGNORE))
+
+
+def _dec_metadata_push(data: bytes, sid: int, tf: int) -> MetadataPushFrame:
+    _check_u31("METADATA_PUSH", "the stream ID", sid)
+    if not tf & FLAG_METADATA:
+        raise _bad("METADATA_PUSH: the (M)etadata flag must be set")
+    return MetadataPushFrame(data[6:], bool(tf & FLAG_IGNORE), sid)
+
+
+def _dec_resume(data: bytes, sid: int, tf: int) -> ResumeFrame:
+    name = "RESUME"
+    _check_stream_id(name, sid)
+    _min_length(name, data, 12)
+    _, _, major, minor, tlen = _RESUME_FIXED.unpack_from(data)
+    _exact_length(name, data, 12 + tlen + 16)
+    token = data[12 : 12 + tlen]
+    server_pos, client_pos = _U64_U64.unpack_from(data, 12 + tlen)
+    _check_u63(name, "last received server position", server_pos)
+    _check_u63(name, "first available client position", client_pos)
+    return ResumeFrame(token, server_pos, client_pos, major, minor, bool(tf & FLAG_IGNORE), 0)
+
+
+def _dec_resume_ok(data: bytes, sid: int, tf: int) -> ResumeOkFrame:
+    name = "RESUME_OK"
+    _check_stream_id(name, sid)
+    _exact_length(name, data, 14)
+    (_, _, position) = _HEADER_U64.unpack_from(data)
+    _check_u63(name, "last received client position", position)
+    return ResumeOkFrame(position, bool(tf & FLAG_IGNORE), 0)
+
+
+def _dec_ext(data: bytes, sid: int, tf: int) -> ExtFrame:
+    name = "EXT"
+    _check_u31(name, "the stream ID", sid)
+    _min_length(name, data, 10)
+    (_, _, ext_type) = _HEADER_U32.unpack_from(data)
+    _check_positive_u31(name, "extended type", ext_type)
+    if tf & FLAG_METADATA:
+        metadata, payload = _split_metadata(name, data, 10)
+    else:
+        metadata, payload = None, data[10:]
+    return ExtFrame(sid, ext_type, payload, metadata, bool(tf & FLAG_IGNORE))
+
+
+_DECODERS: dict[int, Callable[[bytes, int, int], Frame]] = {
+    FrameType.SETUP: _dec_setup,
+    FrameType.LEASE: _dec_lease,
+    FrameType.KEEPALIVE: _dec_keepalive,
+    FrameType.REQUEST_RESPONSE: _dec_request_response,
+    FrameType.REQUEST_FNF: _dec_request_fnf,
+    FrameType.REQUEST_STREAM: _dec_request_stream,
+    FrameType.REQUEST_CHANNEL: _dec_request_channel,
+    FrameType.REQUEST_N: _dec_request_n,
+    FrameType.CANCEL: _dec_cancel,
+    FrameType.PAYLOAD: _dec_payload,
+    FrameType.ERROR: _dec_error,
+    FrameType.METADATA_PUSH: _dec_metadata_push,
+    FrameType.RESUME: _dec_resume,
+    FrameType.RESUME_OK: _dec_resume_ok,
+    FrameType.EXT: _dec_ext,
+}
+_DECODERS = {int(k): v for k, v in _DECODERS.items()}
+
+
+def decode_frame(data: bytes) -> Frame:
+    """Decode one frame (without length prefix).
+
+    Raises ``RemoteProtocolError`` (and nothing else) on a malformed frame;
+    see the module docstring for ``UnknownFrame``.
+    """
+    if type(data) is not bytes:
+        data = bytes(data)
+    if len(data) < HEADER_LENGTH:
+        raise _bad(f"frame too short ({len(data)} bytes, the header needs {HEADER_LENGTH})")
+    sid, tf = _HEADER.unpack_from(data)
+    decoder = _DECODERS.get(tf >> 10)
+    if decoder is None:
+        return UnknownFrame(sid, tf >> 10, tf & 0x3FF, data[6:], bool(tf & FLAG_IGNORE))
+    try:
+        return decoder(data, sid, tf)
+    except RemoteProtocolError:
+        if tf & FLAG_IGNORE:
+            return UnknownFrame(sid, tf >> 10, tf & 0x3FF, data[6:], True)
+        raise
+
+
+# --------------------------------------------------------------------------
+# encoding
+
+
+def _local(message: str) -> LocalProtocolError:
+    return LocalProtocolError(message)
+
+
+def _enc_stream_id(name: str, sid: int, request: bool = False) -> None:
+    if not 0 <= sid <= MAX_U31:
+        raise _local(f"{name}: stream ID {sid} out of range 0..2**31-1")
+    if request and sid == 0:
+        raise _local(f"{name}: a request needs a stream ID > 0")
+
+
+def _enc_zero_stream_id(name: str, sid: int) -> None:
+    if sid != 0:
+        raise _local(f"{name}: stream ID must be 0, got {sid}")
+
+
+def _enc_range(name: str, field: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise _local(f"{name}: {field} {value} out of range {low}..{high}")
+
+
+def _enc_meta_data(name: str, tf: int, head: bytes, metadata: bytes | None, data: bytes) -> bytes:
+    """Header-and-fields ``head`` + optional 24-bit-length metadata + data."""
+    if metadata is None:
+        return head + data
+    n = len(metadata)
+    if n > MAX_METADATA_LENGTH:
+        raise _local(f"{name}: metadata of {n} bytes exceeds the 24-bit length field")
+    return b"".join((head, _U24.pack(n >> 16, n & 0xFFFF), metadata, data))
+
+
+def _enc_setup(f: SetupFrame) -> bytes:
+    name = "SETUP"
+    _enc_zero_stream_id(name, f.stream_id)
+    _enc_range(name, "major version", f.major_version, 0, _MAX_U16)
+    _enc_range(name, "minor version", f.minor_version, 0, _MAX_U16)
+    _enc_range(name, "keepalive interval", f.keepalive_interval, 1, MAX_U31)
+    _enc_range(name, "max lifetime", f.max_lifetime, 1, MAX_U31)
+    tf = _T_SETUP
+    if f.ignore:
+        tf |= FLAG_IGNORE
+    if f.lease:
+        tf |= FLAG_LEASE
+    parts: list[bytes] = []
+    token = f.resume_token
+    if token is not None:
+        tf |= FLAG_RESUME_ENABLE
+        if len(token) > _MAX_U16:
+            raise _local(f"{name}: resume token of {len(token)} bytes exceeds 65535")
+        parts += (_U16.pack(len(token)), token)
+    for field, mime in (
+        ("metadata MIME type", f.metadata_mime_type),
+        ("data MIME type", f.data_mime_type),
+    ):
+        try:
+            raw = mime.encode("ascii")
+        except UnicodeEncodeError:
+            raise _local(f"{name}: {field} {mime!r} is not US-ASCII") from None
+        if len(raw) > _MAX_MIME_LENGTH:
+            raise _local(f"{name}: {field} of {len(raw)} bytes exceeds 255")
+        parts += (_U8.pack(len(raw)), raw)
+    if f.metadata is not None:
+        tf |= FLAG_METADATA
+        n = len(f.metadata)
+        if n > MAX_METADATA_LENGTH:
+            raise _local(f"{name}: metadata of {n} bytes exceeds the 24-bit length field")
+        parts += (_U24.pack(n >> 16, n & 0xFFFF), f.metadata)
+    parts.append(f.data)
+    head = _SETUP_FIXED.pack(
+        0, tf, f.major_version, f.minor_version, f.keepalive_interval, f.max_lifetime
+    )
+    return head + b"".join(parts)
+
+
+def _enc_lease(f: LeaseFrame) -> bytes:
+    _enc_zero_stream_id("LEASE", f.stream_id)
+    _enc_range("LEASE", "time-to-live", f.ttl, 0, MAX_U31)
+    _enc_range("LEASE", "number of requests", f.number_of_requests, 0, MAX_U31)
+    tf = _T_LEASE | FLAG_IGNORE if f.ignore else _T_LEASE
+    if f.metadata is None:
+        return _HEADER_U32_U32.pack(0, tf, f.ttl, f.number_of_requests)
+    return _HEADER_U32_U32.pack(0, tf | FLAG_METADATA, f.ttl, f.number_of_requests) + f.metadata
+
+
+def _enc_keepalive(f: KeepaliveFrame) -> bytes:
+    _enc_zero_stream_id("KEEPALIVE", f.stream_id)
+    _enc_range("KEEPALIVE", "last received position", f.last_received_position, 0, MAX_POSITION)
+    tf = _T_KEEPALIVE
+    if f.respond:
+        tf |= FLAG_RESPOND
+    if f.ignore:
+        tf |= FLAG_IGNORE
+    return _HEADER_U64.pack(0, tf, f.last_received_position) + f.data
+
+
+def _enc_request_response(f: RequestResponseFrame) -> bytes:
+    sid = f.stream_id
+    _enc_stream_id("REQUEST_RESPONSE", sid, request=True)
+    tf = _T_REQUEST_RESPONSE
+    if f.follows:
+        tf |= FLAG_FOLLOWS
+    if f.ignore:
+        tf |= FLAG_IGNORE
+    if f.metadata is not None:
+        tf |= FLAG_METADATA
+    return _enc_meta_data("REQUEST_RESPONSE", tf, _HEADER.pack(sid, tf), f.metadata, f.data)
+
+
+def _enc_request_fnf(f: RequestFnfFrame) -> bytes:
+    sid = f.stream_id
+    _enc_stream_id("REQUEST_FNF", sid, request=True)
+    tf = _T_REQUEST_FNF
+    if f.follows:
+        tf |= FLAG_FOLLOWS
+    if f.ignore:
+        tf |= FLAG_IGNORE
+    if f.metadata is not None:
+        tf |= FLAG_METADATA
+    return _enc_meta_data("REQUEST_FNF", tf, _HEADER.pack(sid, tf), f.metadata, f.data)
+
+
+def _enc_request_stream(f: RequestStreamFrame) -> bytes:
+    name = "REQUEST_STREAM"
+    sid = f.stream_id
+    _enc_stream_id(name, sid, request=True)
+    _enc_range(name, "initial request N", f.initial_request_n, 1, MAX_U31)
+    tf = _T_REQUEST_STREAM
+    if f.follows:
+        tf |= FLAG_FOLLOWS
+    if f.ignore:
+        tf |= FLAG_IGNORE
+    if f.metadata is not None:
+        tf |= FLAG_METADATA
+    head = _HEADER_U32.pack(sid, tf, f.initial_request_n)
+    return _enc_meta_data(name, tf, head, f.metadata, f.data)
+
+
+def _enc_request_channel(f: RequestChannelFrame) -> bytes:
+    name = "REQUEST_CHANNEL"
+    sid = f.stream_id
+    _enc_stream_id(name, sid, request=True)
+    _enc_range(name, "initial request N", f.initial_request_n, 1, MAX_U31)
+    tf = _T_REQUEST_CHANNEL
+    if f.follows:
+        tf |= FLAG_FOLLOWS
+    if f.complete:
+        tf |= FLAG_COMPLETE
+    if f.ignore:
+        tf |= FLAG_IGNORE
+    if f.metadata is not None:
+        tf |= FLAG_METADATA
+    head = _HEADER_U32.pack(sid, tf, f.initial_request_n)
+    return _enc_meta_data(name, tf, head, f.metadata, f.data)
+
+
+def _enc_request_n(f: RequestNFrame) -> bytes:
+    _enc_stream_id("REQUEST_N", f.stream_id)
+    _enc_range("REQUEST_N", "request N", f.request_n, 1, MAX_U31)
+    tf = _T_REQUEST_N | FLAG_IGNORE if f.ignore else _T_REQUEST_N
+    return _HEADER_U32.pack(f.stream_id, tf, f.request_n)
+
+
+def _enc_cancel(f: CancelFrame) -> bytes:
+    _enc_stream_id("CANCEL", f.stream_id)
+    return _HEADER.pack(f.stream_id, _T_CANCEL | FLAG_IGNORE if f.ignore else _T_CANCEL)
+
+
+def _enc_payload(f: PayloadFrame) -> bytes:
+    sid = f.stream_id
+    if not 0 <= sid <= MAX_U31:
+        raise _local(f"PAYLOAD: stream ID {sid} out of range 0..2**31-1")
+    tf = _T_PAYLOAD
+    if f.follows:
+        tf |= FLAG_FOLLOWS
+    if f.complete:
+        tf |= FLAG_COMPLETE
+    if f.next:
+        tf |= FLAG_NEXT
+    if f.ignore:
+        tf |= FLAG_IGNORE
+    metadata = f.metadata
+    if metadata is None:
+        return _HEADER.pack(sid, tf) + f.data
+    n = len(metadata)
+    if n > MAX_METADATA_LENGTH:
+        raise _local(f"PAYLOAD: metadata of {n} bytes exceeds the 24-bit length field")
+    return b"".join(
+        (_HEADER_U24.pack(sid, tf | FLAG_METADATA, n >> 16, n & 0xFFFF), metadata, f.data)
+    )
+
+
+def _enc_error(f: ErrorFrame) -> bytes:
+    _enc_stream_id("ERROR", f.stream_id)
+    _enc_range("ERROR", "error code", f.error_code, 0, _MAX_U32)
+    tf = _T_ERROR | FLAG_IGNORE if f.ignore else _T_ERROR
+    return _HEADER_U32.pack(f.stream_id, tf, f.error_code) + f.data
+
+
+def _enc_metadata_push(f: MetadataPushFrame) -> bytes:
+    _enc_stream_id("METADATA_PUSH", f.stream_id)
+    if f.metadata is None:
+        raise _local("METADATA_PUSH: metadata is required")
+    tf = _T_METADATA_PUSH | FLAG_METADATA
+    if f.ignore:
+        tf |= FLAG_IGNORE
+    return _HEADER.pack(f.stream_id, tf) + f.metadata
+
+
+def _enc_resume(f: ResumeFrame) -> bytes:
+    name = "RESUME"
+    _enc_zero_stream_id(name, f.stream_id)
+    _enc_range(name, "major version", f.major_version, 0, _MAX_U16)
+    _enc_range(name, "minor version", f.minor_version, 0, _MAX_U16)
+    _enc_range(
+        name, "last received server position", f.last_received_server_position, 0, MAX_POSITION
+    )
+    _enc_range(
+        name, "first available client position", f.first_available_client_position, 0, MAX_POSITION
+    )
+    token = f.resume_token
+    if len(token) > _MAX_U16:
+        raise _local(f"{name}: resume token of {len(token)} bytes exceeds 65535")
+    tf = _T_RESUME | FLAG_IGNORE if f.ignore else _T_RESUME
+    return b"".join(
+        (
+            _RESUME_FIXED.pack(0, tf, f.major_version, f.minor_version, len(token)),
+            token,
+            _U64_U64.pack(f.last_received_server_position, f.first_available_client_position),
+        )
+    )
+
+
+def _enc_resume_ok(f: ResumeOkFrame) -> bytes:
+    _enc_zero_stream_id("RESUME_OK", f.stream_id)
+    _enc_range(
+        "RESUME_OK",
+        "last received client position",
+        f.last_received_client_position,
+        0,
+        MAX_POSITION,
+    )
+    tf = _T_RESUME_OK | FLAG_IGNORE if f.ignore else _T_RESUME_OK
+    return _HEADER_U64.pack(0, tf, f.last_received_client_position)
+
+
+def _enc_ext(f: ExtFrame) -> bytes:
+    sid = f.stream_id
+    _enc_stream_id("EXT", sid)
+    _enc_range("EXT", "extended type", f.extended_type, 1, MAX_U31)
+    tf = _T_EXT
+    if f.ignore:
+        tf |= FLAG_IGNORE
+    if f.metadata is not None:
+        tf |= FLAG_METADATA
+    return _enc_meta_data("EXT", tf, _HEADER_U32.pack(sid, tf, f.extended_type), f.metadata, f.data)
+
+
+def _enc_unknown(f: UnknownFrame) -> bytes:
+    _enc_range("unknown frame", "stream ID", f.stream_id, 0, _MAX_U32)
+    _enc_range("unknown frame", "frame type", f.frame_type, 0, 0x3F)
+    _enc_range("unknown frame", "flags", f.flags, 0, 0x3FF)
+    if bool(f.flags & FLAG_IGNORE) != bool(f.ignore):
+        raise _local("unknown frame: ignore must equal the I bit of flags")
+    return _HEADER.pack(f.stream_id, f.frame_type << 10 | f.flags) + f.body
+
+
+_ENCODERS: dict[type, Callable[[Any], bytes]] = {
+    SetupFrame: _enc_setup,
+    LeaseFrame: _enc_lease,
+    KeepaliveFrame: _enc_keepalive,
+    RequestResponseFrame: _enc_request_response,
+    RequestFnfFrame: _enc_request_fnf,
+    RequestStreamFrame: _enc_request_stream,
+    RequestChannelFrame: _enc_request_channel,
+    RequestNFrame: _enc_request_n,
+    CancelFrame: _enc_cancel,
+    PayloadFrame: _enc_payload,
+    ErrorFrame: _enc_error,
+    MetadataPushFrame: _enc_metadata_push,
+    ResumeFrame: _enc_resume,
+    ResumeOkFrame: _enc_resume_ok,
+    ExtFrame: _enc_ext,
+    UnknownFrame: _enc_unknown,
+}
+
+
+def encode_frame(frame: Frame) -> bytes:
+    """Encode one frame (without length prefix).
+
+    Raises ``LocalProtocolError`` when a field is out of range for the wire
+    (or violates a rule ``decode_frame`` enforces), ``TypeError`` for an
+    object that is not a frame.
+    """
+    encoder = _ENCODERS.get(type(frame))
+    if encoder is None:
+        raise TypeError(f"not an RSocket frame: {frame!r}")
+    return encoder(frame)
