@@ -41,6 +41,7 @@ from ._frames import (
     FLAG_NEXT,
     FLAG_RESPOND,
     FLAG_RESUME_ENABLE,
+    MAX_FRAME_LENGTH,
     MAX_METADATA_LENGTH,
     MAX_POSITION,
     MAX_U31,
@@ -80,6 +81,7 @@ _BIT31 = 0x80000000
 
 # One Struct per wire shape, built once.
 _HEADER = Struct(">IH")  # stream id, type << 10 | flags
+_PREFIX_HEADER = Struct(">BHIH")  # 24-bit frame length (hi byte, lo 16 bits) + header
 _HEADER_U24 = Struct(">IHBH")  # header + 24-bit length (hi byte, lo 16 bits)
 _HEADER_U32 = Struct(">IHI")  # header + one 32-bit field
 _HEADER_U32_U24 = Struct(">IHIBH")  # header + 32-bit field + 24-bit length
@@ -107,6 +109,9 @@ _T_METADATA_PUSH = FrameType.METADATA_PUSH << 10
 _T_RESUME = FrameType.RESUME << 10
 _T_RESUME_OK = FrameType.RESUME_OK << 10
 _T_EXT = FrameType.EXT << 10
+
+#: Type bits + M flag: ``tf & _PAYLOAD_MASK == _T_PAYLOAD`` is PAYLOAD without metadata.
+_PAYLOAD_MASK = 0xFC00 | FLAG_METADATA
 
 _ERROR_CODES: dict[int, int] = {int(code): code for code in ErrorCode}
 
@@ -425,6 +430,17 @@ def decode_frame(data: bytes) -> Frame:
     if len(data) < HEADER_LENGTH:
         raise _bad(f"frame too short ({len(data)} bytes, the header needs {HEADER_LENGTH})")
     sid, tf = _HEADER.unpack_from(data)
+    if tf & _PAYLOAD_MASK == _T_PAYLOAD and sid <= MAX_U31:
+        # Fast path: PAYLOAD without metadata (what _dec_payload would do).
+        return PayloadFrame(
+            sid,
+            data[6:],
+            None,
+            tf & FLAG_FOLLOWS != 0,
+            tf & FLAG_COMPLETE != 0,
+            tf & FLAG_NEXT != 0,
+            tf & FLAG_IGNORE != 0,
+        )
     decoder = _DECODERS.get(tf >> 10)
     if decoder is None:
         return UnknownFrame(sid, tf >> 10, tf & 0x3FF, data[6:], bool(tf & FLAG_IGNORE))
@@ -629,6 +645,38 @@ def _enc_payload(f: PayloadFrame) -> bytes:
     return b"".join(
         (_HEADER_U24.pack(sid, tf | FLAG_METADATA, n >> 16, n & 0xFFFF), metadata, f.data)
     )
+
+
+def _enc_payload_prefixed(f: PayloadFrame) -> bytes:
+    """``_enc_payload`` with the 24-bit length prefix packed in the same call.
+
+    The hot path of ``_framing.encode_frame_prefixed`` (PAYLOAD without
+    metadata); anything else goes through ``_enc_payload``.
+    """
+    metadata = f.metadata
+    if metadata is not None:
+        body = _enc_payload(f)
+        n = len(body)
+        if n > MAX_FRAME_LENGTH:
+            raise _local(f"PAYLOAD: frame of {n} bytes exceeds the 24-bit frame length")
+        return _U24.pack(n >> 16, n & 0xFFFF) + body
+    sid = f.stream_id
+    if not 0 <= sid <= MAX_U31:
+        raise _local(f"PAYLOAD: stream ID {sid} out of range 0..2**31-1")
+    tf = _T_PAYLOAD
+    if f.follows:
+        tf |= FLAG_FOLLOWS
+    if f.complete:
+        tf |= FLAG_COMPLETE
+    if f.next:
+        tf |= FLAG_NEXT
+    if f.ignore:
+        tf |= FLAG_IGNORE
+    data = f.data
+    n = HEADER_LENGTH + len(data)
+    if n > MAX_FRAME_LENGTH:
+        raise _local(f"PAYLOAD: frame of {n} bytes exceeds the 24-bit frame length")
+    return _PREFIX_HEADER.pack(n >> 16, n & 0xFFFF, sid, tf) + data
 
 
 def _enc_error(f: ErrorFrame) -> bytes:

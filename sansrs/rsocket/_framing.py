@@ -32,7 +32,7 @@ from struct import Struct
 from typing import Any
 
 from .._errors import LocalProtocolError, RemoteProtocolError
-from ._codec import HEADER_LENGTH, decode_frame, encode_frame
+from ._codec import HEADER_LENGTH, _enc_payload_prefixed, decode_frame, encode_frame
 from ._frames import (
     FLAG_COMPLETE,
     FLAG_FOLLOWS,
@@ -61,7 +61,10 @@ PREFIX_LENGTH = 3
 
 _U24 = Struct(">BH")
 _PREFIX_HEADER = Struct(">BHIH")  # 24-bit length, stream id, type/flags
-_PAYLOAD_TYPE = int(FrameType.PAYLOAD)
+
+# The fast path in FrameReader.feed spells these out as literals.
+assert (FrameType.PAYLOAD << 10, FLAG_METADATA) == (0x2800, 0x100)
+assert (FLAG_FOLLOWS, FLAG_COMPLETE, FLAG_NEXT, FLAG_IGNORE) == (0x80, 0x40, 0x20, 0x200)
 
 
 class FramingError(RemoteProtocolError):
@@ -199,30 +202,28 @@ class FrameReader(_Buffered):
         end = len(buf)
         off = 0
         payload = PayloadFrame
-        payload_type = _PAYLOAD_TYPE
         # Fast path: a complete frame whose prefix and header are both here,
-        # PAYLOAD without metadata, stream ID without the reserved bit.
+        # PAYLOAD without metadata, stream ID without the reserved bit, and a
+        # length within bounds (9 <= stop - off <= 3 + limit).
         while end - off >= 9:
             hi, lo, sid, tf = unpack(buf, off)
             length = hi << 16 | lo
             stop = off + 3 + length
             if (
-                tf >> 10 == payload_type
-                and not tf & FLAG_METADATA
+                tf & 0xFD00 == 0x2800  # type PAYLOAD, M flag clear
                 and sid < 0x80000000
+                and off + 9 <= stop <= end
                 and length <= limit
-                and length >= HEADER_LENGTH
-                and stop <= end
             ):
                 append(
                     payload(
                         sid,
                         buf[off + 9 : stop],
                         None,
-                        tf & FLAG_FOLLOWS != 0,
-                        tf & FLAG_COMPLETE != 0,
-                        tf & FLAG_NEXT != 0,
-                        tf & FLAG_IGNORE != 0,
+                        tf & 0x80 != 0,  # FLAG_FOLLOWS
+                        tf & 0x40 != 0,  # FLAG_COMPLETE
+                        tf & 0x20 != 0,  # FLAG_NEXT
+                        tf & 0x200 != 0,  # FLAG_IGNORE
                     )
                 )
                 off = stop
@@ -257,7 +258,12 @@ def _prefix(length: int) -> bytes:
 
 
 def encode_frame_prefixed(frame: Frame) -> bytes:
-    """``encode_frame(frame)`` preceded by its 24-bit length."""
+    """``encode_frame(frame)`` preceded by its 24-bit length.
+
+    Raises ``LocalProtocolError`` for a frame longer than 16 MiB - 1.
+    """
+    if type(frame) is PayloadFrame:
+        return _enc_payload_prefixed(frame)
     body = encode_frame(frame)
     return _prefix(len(body)) + body
 
@@ -274,4 +280,13 @@ def prefix_frames(frames: Iterable[bytes]) -> bytes:
 
 def encode_frames_prefixed(frames: Iterable[Frame]) -> bytes:
     """Encode, length-prefix and join many frames (one join)."""
-    return prefix_frames(map(encode_frame, frames))
+    parts: list[bytes] = []
+    append = parts.append
+    for frame in frames:
+        if type(frame) is PayloadFrame:
+            append(_enc_payload_prefixed(frame))
+        else:
+            body = encode_frame(frame)
+            append(_prefix(len(body)))
+            append(body)
+    return b"".join(parts)
