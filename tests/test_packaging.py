@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -36,10 +37,21 @@ def test_py_typed_marker_present() -> None:
 
 
 def test_built_wheel_contains_and_imports_core_and_adapters(tmp_path: Path) -> None:
+    # Build from a copy: an in-tree build/ left by an earlier build could hold
+    # stale modules that would end up in the wheel and hide a packaging bug.
+    src = tmp_path / "src"
+    shutil.copytree(
+        ROOT,
+        src,
+        ignore=shutil.ignore_patterns(
+            ".venv", ".git", "build", "dist", "*.egg-info", "__pycache__", ".*_cache",
+            ".hypothesis", "fuzz", "tests", "benchmarks",
+        ),
+    )
     wheels = tmp_path / "wheels"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-         "-w", str(wheels), str(ROOT)],
+         "-w", str(wheels), str(src)],
         check=True,
         timeout=120,
         capture_output=True,
