@@ -32,7 +32,7 @@ from struct import Struct
 from typing import Any
 
 from .._errors import LocalProtocolError, RemoteProtocolError
-from ._codec import HEADER_LENGTH, _enc_payload_prefixed, decode_frame, encode_frame
+from ._codec import _PAYLOAD_FLAGS, HEADER_LENGTH, _new_frame, decode_frame, encode_frame
 from ._frames import (
     FLAG_COMPLETE,
     FLAG_FOLLOWS,
@@ -40,6 +40,7 @@ from ._frames import (
     FLAG_METADATA,
     FLAG_NEXT,
     MAX_FRAME_LENGTH,
+    MAX_STREAM_ID,
     ErrorCode,
     Frame,
     FrameType,
@@ -64,7 +65,6 @@ _PREFIX_HEADER = Struct(">BHIH")  # 24-bit length, stream id, type/flags
 
 # The fast path in FrameReader.feed spells these out as literals.
 assert (FrameType.PAYLOAD << 10, FLAG_METADATA) == (0x2800, 0x100)
-assert (FLAG_FOLLOWS, FLAG_COMPLETE, FLAG_NEXT, FLAG_IGNORE) == (0x80, 0x40, 0x20, 0x200)
 
 
 class FramingError(RemoteProtocolError):
@@ -202,10 +202,13 @@ class FrameReader(_Buffered):
         end = len(buf)
         off = 0
         payload = PayloadFrame
+        new = _new_frame
+        flag_table = _PAYLOAD_FLAGS
+        last = end - 9  # a complete frame starting at off needs off + 9 <= end
         # Fast path: a complete frame whose prefix and header are both here,
         # PAYLOAD without metadata, stream ID without the reserved bit, and a
         # length within bounds (9 <= stop - off <= 3 + limit).
-        while end - off >= 9:
+        while off <= last:
             hi, lo, sid, tf = unpack(buf, off)
             length = hi << 16 | lo
             stop = off + 3 + length
@@ -215,17 +218,12 @@ class FrameReader(_Buffered):
                 and off + 9 <= stop <= end
                 and length <= limit
             ):
-                append(
-                    payload(
-                        sid,
-                        buf[off + 9 : stop],
-                        None,
-                        tf & 0x80 != 0,  # FLAG_FOLLOWS
-                        tf & 0x40 != 0,  # FLAG_COMPLETE
-                        tf & 0x20 != 0,  # FLAG_NEXT
-                        tf & 0x200 != 0,  # FLAG_IGNORE
-                    )
-                )
+                frame = new(payload)  # every slot set below, no __init__ call
+                frame.stream_id = sid
+                frame.data = buf[off + 9 : stop]
+                frame.metadata = None
+                frame.follows, frame.complete, frame.next, frame.ignore = flag_table[tf & 0x3FF]
+                append(frame)
                 off = stop
                 continue
             if length > limit or length < HEADER_LENGTH:
@@ -260,10 +258,29 @@ def _prefix(length: int) -> bytes:
 def encode_frame_prefixed(frame: Frame) -> bytes:
     """``encode_frame(frame)`` preceded by its 24-bit length.
 
-    Raises ``LocalProtocolError`` for a frame longer than 16 MiB - 1.
+    Raises ``LocalProtocolError`` for a frame longer than 16 MiB - 1 (and
+    whatever ``encode_frame`` raises).
     """
-    if type(frame) is PayloadFrame:
-        return _enc_payload_prefixed(frame)
+    if type(frame) is PayloadFrame and frame.metadata is None:
+        # Hot path: PAYLOAD without metadata, prefix and header in one pack.
+        # Same checks and flags as _codec._enc_payload.
+        sid = frame.stream_id
+        if not 0 <= sid <= MAX_STREAM_ID:
+            raise LocalProtocolError(f"PAYLOAD: stream ID {sid} out of range 0..2**31-1")
+        tf = 0x2800  # FrameType.PAYLOAD << 10
+        if frame.follows:
+            tf |= FLAG_FOLLOWS
+        if frame.complete:
+            tf |= FLAG_COMPLETE
+        if frame.next:
+            tf |= FLAG_NEXT
+        if frame.ignore:
+            tf |= FLAG_IGNORE
+        data = frame.data
+        length = HEADER_LENGTH + len(data)
+        if length > MAX_FRAME_LENGTH:
+            _prefix(length)  # raises
+        return _PREFIX_HEADER.pack(length >> 16, length & 0xFFFF, sid, tf) + data
     body = encode_frame(frame)
     return _prefix(len(body)) + body
 
@@ -280,13 +297,4 @@ def prefix_frames(frames: Iterable[bytes]) -> bytes:
 
 def encode_frames_prefixed(frames: Iterable[Frame]) -> bytes:
     """Encode, length-prefix and join many frames (one join)."""
-    parts: list[bytes] = []
-    append = parts.append
-    for frame in frames:
-        if type(frame) is PayloadFrame:
-            append(_enc_payload_prefixed(frame))
-        else:
-            body = encode_frame(frame)
-            append(_prefix(len(body)))
-            append(body)
-    return b"".join(parts)
+    return b"".join(map(encode_frame_prefixed, frames))

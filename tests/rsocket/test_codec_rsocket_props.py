@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+from dataclasses import fields
 from typing import Any
 
 import pytest
@@ -11,11 +13,15 @@ from strategies import DEFINED_FLAGS, FRAME_STRATEGIES, frame_bytes, frames
 
 from sansrs.rsocket import (
     Frame,
+    FrameReader,
+    PayloadFrame,
     RemoteProtocolError,
     UnknownFrame,
     decode_frame,
     encode_frame,
+    encode_frame_prefixed,
 )
+from sansrs.rsocket._codec import _dec_payload, _enc_payload
 
 
 @pytest.mark.parametrize("cls", list(FRAME_STRATEGIES), ids=lambda c: c.__name__)
@@ -68,3 +74,22 @@ def test_arbitrary_known_type_bytes_raise_only_remote_protocol_error(data: bytes
         decode_frame(data)
     except RemoteProtocolError as exc:
         assert exc.error_code in (0x001, 0x101)
+
+
+@given(frames(PayloadFrame), st.sampled_from([b"", bytes.fromhex("000006 00000001 2400")]))
+def test_payload_fast_paths_agree_with_the_general_ones(frame: PayloadFrame, pad: bytes) -> None:
+    """encode_frame / encode_frame_prefixed / decode_frame / FrameReader.feed
+    take an inline path for PAYLOAD; it must match _enc_payload / _dec_payload
+    and set every field (``repr`` reads them all)."""
+    encoded = encode_frame(frame)
+    assert encoded == _enc_payload(frame)
+    assert encode_frame_prefixed(frame) == len(encoded).to_bytes(3, "big") + encoded
+    sid, tf = struct.unpack_from(">IH", encoded)
+    general = _dec_payload(encoded, sid, tf)
+    for decoded in (
+        decode_frame(encoded),
+        FrameReader().feed(pad + encode_frame_prefixed(frame))[-1],
+    ):
+        assert decoded == general == frame
+        assert repr(decoded) == repr(general)
+        assert all(getattr(decoded, f.name) == getattr(frame, f.name) for f in fields(frame))
