@@ -158,8 +158,7 @@ def _check_u31(name: str, field: str, value: int, code: int = _CONNECTION_ERROR)
 
 
 def _check_positive_u31(name: str, field: str, value: int, code: int = _CONNECTION_ERROR) -> None:
-    if value & _BIT31:
-        raise _bad(f"{name}: reserved bit of {field} is set", code)
+    _check_u31(name, field, value, code)
     if value == 0:
         raise _bad(f"{name}: {field} must be > 0", code)
 
@@ -429,7 +428,6 @@ _DECODERS: dict[int, Callable[[bytes, int, int], Frame]] = {
     FrameType.RESUME_OK: _dec_resume_ok,
     FrameType.EXT: _dec_ext,
 }
-_DECODERS = {int(k): v for k, v in _DECODERS.items()}
 
 
 def decode_frame(data: bytes) -> Frame:
@@ -488,7 +486,7 @@ def _enc_range(name: str, field: str, value: int, low: int, high: int) -> None:
         raise _local(f"{name}: {field} {value} out of range {low}..{high}")
 
 
-def _enc_meta_data(name: str, tf: int, head: bytes, metadata: bytes | None, data: bytes) -> bytes:
+def _enc_meta_data(name: str, head: bytes, metadata: bytes | None, data: bytes) -> bytes:
     """Header-and-fields ``head`` + optional 24-bit-length metadata + data."""
     if metadata is None:
         return head + data
@@ -572,7 +570,7 @@ def _enc_request_response(f: RequestResponseFrame) -> bytes:
         tf |= FLAG_IGNORE
     if f.metadata is not None:
         tf |= FLAG_METADATA
-    return _enc_meta_data("REQUEST_RESPONSE", tf, _HEADER.pack(sid, tf), f.metadata, f.data)
+    return _enc_meta_data("REQUEST_RESPONSE", _HEADER.pack(sid, tf), f.metadata, f.data)
 
 
 def _enc_request_fnf(f: RequestFnfFrame) -> bytes:
@@ -585,7 +583,7 @@ def _enc_request_fnf(f: RequestFnfFrame) -> bytes:
         tf |= FLAG_IGNORE
     if f.metadata is not None:
         tf |= FLAG_METADATA
-    return _enc_meta_data("REQUEST_FNF", tf, _HEADER.pack(sid, tf), f.metadata, f.data)
+    return _enc_meta_data("REQUEST_FNF", _HEADER.pack(sid, tf), f.metadata, f.data)
 
 
 def _enc_request_stream(f: RequestStreamFrame) -> bytes:
@@ -601,7 +599,7 @@ def _enc_request_stream(f: RequestStreamFrame) -> bytes:
     if f.metadata is not None:
         tf |= FLAG_METADATA
     head = _HEADER_U32.pack(sid, tf, f.initial_request_n)
-    return _enc_meta_data(name, tf, head, f.metadata, f.data)
+    return _enc_meta_data(name, head, f.metadata, f.data)
 
 
 def _enc_request_channel(f: RequestChannelFrame) -> bytes:
@@ -619,7 +617,7 @@ def _enc_request_channel(f: RequestChannelFrame) -> bytes:
     if f.metadata is not None:
         tf |= FLAG_METADATA
     head = _HEADER_U32.pack(sid, tf, f.initial_request_n)
-    return _enc_meta_data(name, tf, head, f.metadata, f.data)
+    return _enc_meta_data(name, head, f.metadata, f.data)
 
 
 def _enc_request_n(f: RequestNFrame) -> bytes:
@@ -721,7 +719,7 @@ def _enc_ext(f: ExtFrame) -> bytes:
         tf |= FLAG_IGNORE
     if f.metadata is not None:
         tf |= FLAG_METADATA
-    return _enc_meta_data("EXT", tf, _HEADER_U32.pack(sid, tf, f.extended_type), f.metadata, f.data)
+    return _enc_meta_data("EXT", _HEADER_U32.pack(sid, tf, f.extended_type), f.metadata, f.data)
 
 
 def _enc_unknown(f: UnknownFrame) -> bytes:
