@@ -62,6 +62,7 @@ PREFIX_LENGTH = 3
 
 _U24 = Struct(">BH")
 _PREFIX_HEADER = Struct(">BHIH")  # 24-bit length, stream id, type/flags
+_SHORT_PREFIX_HEADER = Struct(">xHIH")  # the same for a length < 65536 (high byte 0)
 
 # The fast path in FrameReader.feed spells these out as literals.
 assert (FrameType.PAYLOAD << 10, FLAG_METADATA) == (0x2800, 0x100)
@@ -265,22 +266,19 @@ def encode_frame_prefixed(frame: Frame) -> bytes:
         # Hot path: PAYLOAD without metadata, prefix and header in one pack.
         # Same checks and flags as _codec._enc_payload.
         sid = frame.stream_id
-        if not 0 <= sid <= MAX_STREAM_ID:
-            raise LocalProtocolError(f"PAYLOAD: stream ID {sid} out of range 0..2**31-1")
-        tf = 0x2800  # FrameType.PAYLOAD << 10
-        if frame.follows:
-            tf |= FLAG_FOLLOWS
-        if frame.complete:
-            tf |= FLAG_COMPLETE
-        if frame.next:
-            tf |= FLAG_NEXT
-        if frame.ignore:
-            tf |= FLAG_IGNORE
         data = frame.data
         length = HEADER_LENGTH + len(data)
-        if length > MAX_FRAME_LENGTH:
-            _prefix(length)  # raises
-        return _PREFIX_HEADER.pack(length >> 16, length & 0xFFFF, sid, tf) + data
+        if 0 <= sid <= MAX_STREAM_ID and length <= 0xFFFF:
+            tf = 0x2800  # FrameType.PAYLOAD << 10
+            if frame.follows:
+                tf |= FLAG_FOLLOWS
+            if frame.complete:
+                tf |= FLAG_COMPLETE
+            if frame.next:
+                tf |= FLAG_NEXT
+            if frame.ignore:
+                tf |= FLAG_IGNORE
+            return _SHORT_PREFIX_HEADER.pack(length, sid, tf) + data
     body = encode_frame(frame)
     return _prefix(len(body)) + body
 
@@ -296,5 +294,32 @@ def prefix_frames(frames: Iterable[bytes]) -> bytes:
 
 
 def encode_frames_prefixed(frames: Iterable[Frame]) -> bytes:
-    """Encode, length-prefix and join many frames (one join)."""
-    return b"".join(map(encode_frame_prefixed, frames))
+    """Encode, length-prefix and join many frames (one join).
+
+    The same bytes as joining ``encode_frame_prefixed`` of each frame; its hot
+    path is inlined here too, saving a call per PAYLOAD frame.
+    """
+    parts: list[bytes] = []
+    append = parts.append
+    pack = _SHORT_PREFIX_HEADER.pack
+    payload = PayloadFrame
+    for frame in frames:
+        if type(frame) is payload and frame.metadata is None:
+            sid = frame.stream_id
+            data = frame.data
+            length = HEADER_LENGTH + len(data)
+            if 0 <= sid <= MAX_STREAM_ID and length <= 0xFFFF:
+                tf = 0x2800  # FrameType.PAYLOAD << 10
+                if frame.follows:
+                    tf |= FLAG_FOLLOWS
+                if frame.complete:
+                    tf |= FLAG_COMPLETE
+                if frame.next:
+                    tf |= FLAG_NEXT
+                if frame.ignore:
+                    tf |= FLAG_IGNORE
+                append(pack(length, sid, tf))
+                append(data)
+                continue
+        append(encode_frame_prefixed(frame))
+    return b"".join(parts)

@@ -244,3 +244,22 @@ def test_valid_frames_then_garbage(data: Any, good: list[Any], garbage: bytes) -
     chunks = data.draw(split_points(raw))
     out, _ = _run(FrameReader(), chunks)
     assert out[: len(good)] == good
+
+
+@pytest.mark.parametrize("size", [0xFFFF - 7, 0xFFFF - 6, 0xFFFF - 5, 0x10000, 0x12345])
+def test_prefixed_payload_around_the_16_bit_boundary(size: int) -> None:
+    """encode_frame_prefixed packs short PAYLOADs with a 16-bit length; longer
+    ones take the 24-bit path. Both must give the same layout."""
+    frame = PayloadFrame(3, bytes(size), None, next=True)
+    data = encode_frame_prefixed(frame)
+    assert data[:3] == (size + 6).to_bytes(3, "big")
+    assert data[3:] == encode_frame(frame)
+    assert FrameReader().feed(data) == [frame]
+
+
+@given(st.lists(frames(), max_size=10))
+def test_bulk_encoder_matches_per_frame_encoder(many: list[Any]) -> None:
+    joined = b"".join(encode_frame_prefixed(f) for f in many)
+    assert encode_frames_prefixed(many) == joined
+    assert encode_frames_prefixed(iter(many)) == joined
+    assert prefix_frames(encode_frame(f) for f in many) == joined
