@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 lint: $(STAMP)
-	$(PY) -m ruff check sansrs adapters tests fuzz benchmarks examples
+	$(PY) -m ruff check sansrs adapters tck tests fuzz benchmarks examples
 
 typecheck: $(STAMP)
 	$(PY) -m mypy

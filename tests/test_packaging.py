@@ -14,7 +14,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _source_packages() -> set[str]:
     found = set()
-    for top, name in ((ROOT / "sansrs", "sansrs"), (ROOT / "adapters", "sansrs.adapters")):
+    for top, name in (
+        (ROOT / "sansrs", "sansrs"),
+        (ROOT / "adapters", "sansrs.adapters"),
+        (ROOT / "tck", "sansrs.tck"),
+    ):
         for init in top.rglob("__init__.py"):
             rel = init.parent.relative_to(top).parts
             found.add(".".join((name, *rel)))

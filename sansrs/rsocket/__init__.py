@@ -3,6 +3,8 @@ connection state machine."""
 
 from .._errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 from ._codec import HEADER_LENGTH, decode_frame, encode_frame
+from ._config import ConnectionConfig, Framing, Role
+from ._connection import Connection, ConnectionState
 from ._frames import (
     FLAG_COMPLETE,
     FLAG_FOLLOWS,
@@ -49,6 +51,7 @@ from ._framing import (
     encode_frames_prefixed,
     prefix_frames,
 )
+from ._streams import StreamState
 
 __all__ = [
     "FLAG_COMPLETE",
@@ -69,12 +72,16 @@ __all__ = [
     "MINOR_VERSION",
     "PREFIX_LENGTH",
     "CancelFrame",
+    "Connection",
+    "ConnectionConfig",
+    "ConnectionState",
     "ErrorCode",
     "ErrorFrame",
     "ExtFrame",
     "Frame",
     "FrameReader",
     "FrameType",
+    "Framing",
     "FramingError",
     "KeepaliveFrame",
     "LeaseFrame",
@@ -92,7 +99,9 @@ __all__ = [
     "RequestStreamFrame",
     "ResumeFrame",
     "ResumeOkFrame",
+    "Role",
     "SetupFrame",
+    "StreamState",
     "UnknownFrame",
     "decode_frame",
     "encode_frame",

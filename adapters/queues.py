@@ -1,0 +1,312 @@
+"""Plumbing shared by every adapter: wake-ups and the queues between the
+connection-owning I/O thread and application threads (DESIGN.md rule 3).
+
+Two directions, two queues:
+
+- :class:`CreditQueue`, I/O thread -> application: inbound items of one
+  stream. Its capacity is the demand the application granted, so the I/O side
+  can always put without blocking; a put beyond it is a bug (the peer sent
+  more than it was allowed and the core did not stop it, or the adapter
+  miscounted) and raises :class:`CreditExceeded` rather than growing memory.
+- :class:`Inbox`, application -> I/O thread: commands ("send this request",
+  "request 128 more"). The I/O side drains without blocking; producers wait
+  (with a timeout) only when it is full, and wake the loop through a
+  :class:`Wakeup`.
+
+The fast paths take no lock: ``deque.append`` and ``popleft`` are atomic, and a
+consumer only pays for an :class:`threading.Event` when it must sleep.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections import deque
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+__all__ = [
+    "CreditExceeded",
+    "CreditQueue",
+    "EndOfStream",
+    "Inbox",
+    "QueueClosed",
+    "Wakeup",
+]
+
+
+class QueueClosed(Exception):
+    """The queue was closed (stream cancelled or connection gone) while in use."""
+
+
+class EndOfStream(Exception):
+    """The producer completed normally and every item has been taken."""
+
+
+class CreditExceeded(AssertionError):
+    """An I/O-side put found the queue full: more items than demand granted."""
+
+
+def _remaining(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+class Wakeup:
+    """Wakes an I/O loop blocked in ``select``: a socketpair whose read end the
+    loop watches. Wake-ups coalesce: one byte is in flight at most (per race),
+    so a burst of producers costs one system call, not one each.
+
+    Protocol for the loop: call :meth:`clear` *before* draining the inboxes it
+    guards; a wake that lands after ``clear`` leaves a byte for the next select.
+    """
+
+    def __init__(self) -> None:
+        self._reader, self._writer = socket.socketpair()
+        self._reader.setblocking(False)
+        self._writer.setblocking(False)
+        self._pending = False
+        self._closed = False
+
+    def fileno(self) -> int:
+        return self._reader.fileno()
+
+    def wake(self) -> None:
+        """Any thread: make the loop's next (or current) select return."""
+        if self._pending or self._closed:
+            return
+        self._pending = True
+        try:
+            self._writer.send(b"\0")
+        except (BlockingIOError, InterruptedError):
+            pass  # the socket buffer is full of wake bytes already
+        except OSError:
+            pass  # closed concurrently: the loop is going away anyway
+
+    def clear(self) -> None:
+        """I/O thread: consume pending wake bytes; then drain the inboxes."""
+        try:
+            while self._reader.recv(4096):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:
+            pass
+        self._pending = False
+
+    def close(self) -> None:
+        self._closed = True
+        self._reader.close()
+        self._writer.close()
+
+
+class CreditQueue(Generic[T]):
+    """Items of one inbound stream, from the I/O thread to its consumer
+    (one consuming thread at a time).
+
+    ``grant(n)`` (consumer side) raises the capacity *before* the matching
+    demand is signalled to the peer; ``put`` (I/O side) never blocks and checks
+    that it stays within what was granted. ``finish`` ends the stream after the
+    queued items (normally, or with an error); ``close`` abandons it at once
+    (cancel, connection lost) and drops any later put.
+    """
+
+    __slots__ = (
+        "_close_error",
+        "_closed",
+        "_error",
+        "_event",
+        "_finished",
+        "_grant_lock",
+        "_granted",
+        "_items",
+        "_put_count",
+        "_waiting",
+    )
+
+    def __init__(self, granted: int = 0) -> None:
+        if granted < 0:
+            raise ValueError("granted must be >= 0")
+        self._items: deque[T] = deque()
+        self._granted = granted
+        self._put_count = 0
+        self._grant_lock = threading.Lock()
+        self._event = threading.Event()
+        self._waiting = False
+        self._finished = False
+        self._error: BaseException | None = None
+        self._closed = False
+        self._close_error: BaseException | None = None
+
+    # -- consumer side ---------------------------------------------------
+    def grant(self, n: int) -> None:
+        """Allow ``n`` more items. Call before telling the peer it may send them."""
+        if n <= 0:
+            raise ValueError("grant must be positive")
+        with self._grant_lock:
+            self._granted += n
+
+    @property
+    def granted(self) -> int:
+        return self._granted
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, timeout: float | None = None) -> T:
+        """Next item; waits up to ``timeout`` seconds (``None``: no limit).
+
+        Raises :class:`EndOfStream` after the last item of a completed stream,
+        the producer's error after the last item of a failed one,
+        :class:`QueueClosed` once closed, :class:`TimeoutError` on timeout.
+        """
+        if self._closed:
+            raise self._closed_exception()
+        items = self._items
+        if items:
+            return items.popleft()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self._waiting = True
+            self._event.clear()
+            # Re-check after clear: a put or finish from now on sets the event.
+            if self._closed:
+                self._waiting = False
+                raise self._closed_exception()
+            if items:
+                self._waiting = False
+                return items.popleft()
+            if self._finished:
+                self._waiting = False
+                if self._error is not None:
+                    raise self._error
+                raise EndOfStream
+            if not self._event.wait(_remaining(deadline)):
+                self._waiting = False
+                raise TimeoutError(f"no item within {timeout} s")
+
+    def close(self, error: BaseException | None = None) -> None:
+        """Any thread: abandon the queue, wake every waiter, drop queued items."""
+        if self._closed:
+            return
+        self._close_error = error
+        self._closed = True
+        self._items.clear()
+        self._event.set()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def done(self) -> bool:
+        """Finished and drained, or closed: no further item will come out."""
+        return self._closed or (self._finished and not self._items)
+
+    def _closed_exception(self) -> BaseException:
+        if self._close_error is not None:
+            return self._close_error
+        return QueueClosed("queue closed")
+
+    # -- I/O side ----------------------------------------------------------
+    def put(self, item: T) -> None:
+        """Never blocks. Dropped silently once closed (items in flight at cancel)."""
+        if self._closed or self._finished:
+            return
+        if self._put_count >= self._granted:
+            raise CreditExceeded(
+                f"put beyond granted demand ({self._granted}): the queue must never fill"
+            )
+        self._put_count += 1
+        self._items.append(item)
+        if self._waiting:
+            # One wake-up per sleep: without the reset, every put until the
+            # consumer actually runs would pay for Event.set (a lock each).
+            self._waiting = False
+            self._event.set()
+
+    def finish(self, error: BaseException | None = None) -> None:
+        """End the stream after the queued items: normally, or with ``error``."""
+        if self._finished or self._closed:
+            return
+        self._error = error
+        self._finished = True
+        self._event.set()
+
+
+class Inbox(Generic[T]):
+    """Commands from any thread to the I/O thread that drains them.
+
+    ``put`` appends and wakes the loop; it waits for room (up to ``timeout``)
+    only when ``capacity`` items are pending, which bounds memory when
+    producers outrun the loop. The bound is soft by at most the number of
+    producer threads racing past the check at once.
+    """
+
+    def __init__(self, wakeup: Wakeup, capacity: int = 4096) -> None:
+        if capacity <= 0:
+            raise ValueError("capacity must be positive")
+        self._wakeup = wakeup
+        self._capacity = capacity
+        self._items: deque[T] = deque()
+        self._space = threading.Event()
+        self._space_waiters = 0
+        self._waiters_lock = threading.Lock()
+        self._closed = False
+        self._close_error: BaseException | None = None
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, item: T, timeout: float | None = None) -> None:
+        """Any thread. Raises :class:`QueueClosed` once closed, :class:`TimeoutError`
+        if no room appears within ``timeout`` seconds."""
+        if self._closed:
+            raise self._closed_exception()
+        if len(self._items) >= self._capacity:
+            self._wait_for_space(timeout)
+        self._items.append(item)
+        self._wakeup.wake()
+
+    def _wait_for_space(self, timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._waiters_lock:
+            self._space_waiters += 1
+        try:
+            while True:
+                self._space.clear()
+                if self._closed:
+                    raise self._closed_exception()
+                if len(self._items) < self._capacity:
+                    return
+                self._wakeup.wake()
+                if not self._space.wait(_remaining(deadline)):
+                    raise TimeoutError(f"inbox still full after {timeout} s")
+        finally:
+            with self._waiters_lock:
+                self._space_waiters -= 1
+
+    def drain(self) -> list[T]:
+        """I/O thread: take every pending command, never blocking."""
+        items = self._items
+        batch = [items.popleft() for _ in range(len(items))]
+        if self._space_waiters:
+            self._space.set()
+        return batch
+
+    def close(self, error: BaseException | None = None) -> list[T]:
+        """Refuse further puts, wake blocked producers; returns what was pending."""
+        self._close_error = error
+        self._closed = True
+        self._space.set()
+        return self.drain()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _closed_exception(self) -> BaseException:
+        if self._close_error is not None:
+            return self._close_error
+        return QueueClosed("inbox closed")

@@ -1,0 +1,627 @@
+"""Binds the sans-IO RSocket core to a driver loop: the RSocket-specific part
+of the adapters. Everything here runs on the connection's owning thread.
+
+It turns core events into handler calls and request completions, and
+application intents (handed over by ``rsocket_sync``) into core calls. The
+generic pieces (credit-bound outbound, prefetching inbound, sources) come
+from :mod:`.session`; the loop from :mod:`.threads`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sansrs.rsocket import ErrorCode
+
+from . import _rsocket_core as core
+from .queues import CreditQueue
+from .rsocket_types import (
+    Payload,
+    Request,
+    RSocketError,
+    as_payload,
+    error_for_exception,
+    is_single_value,
+)
+from .session import IteratorSource, Outbound, StreamIterator, ThreadedSource, make_source
+from .threads import ConnectionClosed
+
+if TYPE_CHECKING:
+    from .rsocket_sync import RSocketPeer
+    from .threads import ConnectionThread
+
+__all__ = ["EngineOptions", "RSocketEngine", "RequestHandle", "SubscriberSink"]
+
+log = logging.getLogger("sansrs.adapters.rsocket")
+
+#: Items one outbound stream may send per loop turn, so streams share the loop.
+PUMP_BUDGET = 4096
+CHANNEL_PREFETCH = 256
+
+
+@dataclass(kw_only=True)
+class EngineOptions:
+    """Per-connection options (seconds for times)."""
+
+    keepalive_interval: float = 20.0
+    max_lifetime: float = 90.0
+    lease: bool = False
+    lease_ttl: float = 30.0
+    lease_requests: int = 0x7FFFFFFF
+    data_mime_type: str = "application/octet-stream"
+    metadata_mime_type: str = "application/octet-stream"
+    setup_data: bytes = b""
+    setup_metadata: bytes | None = None
+    fragment_size: int | None = None
+    max_frame_size: int | None = None
+    max_concurrent_streams: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.keepalive_interval <= 0 or self.max_lifetime <= 0:
+            raise ValueError("keepalive_interval and max_lifetime must be positive")
+
+
+class SubscriberSink:
+    """Delivers a remote stream to a Reactive Streams Subscriber (on the
+    connection thread); same interface as :class:`CreditQueue`'s I/O side."""
+
+    __slots__ = ("_done", "_subscriber")
+
+    def __init__(self, subscriber: Any) -> None:
+        self._subscriber = subscriber
+        self._done = False
+
+    def put(self, item: Payload) -> None:
+        if not self._done:
+            self._subscriber.on_next(item)
+
+    def finish(self, error: BaseException | None = None) -> None:
+        if self._done:
+            return
+        self._done = True
+        if error is None:
+            self._subscriber.on_complete()
+        else:
+            self._subscriber.on_error(error)
+
+    def close(self, error: BaseException | None = None) -> None:
+        self._done = True
+
+
+Sink = CreditQueue[Payload] | SubscriberSink
+
+
+class RequestHandle:
+    """One request this side started; ``sid`` is set once the core assigned it."""
+
+    __slots__ = ("cancelled", "inbound_done", "kind", "outbound", "sid", "sink")
+
+    def __init__(self, kind: str, sink: Sink) -> None:
+        self.kind = kind
+        self.sink = sink
+        self.sid: int | None = None
+        self.cancelled = False
+        self.inbound_done = False
+        self.outbound: Outbound[Any] | None = None
+
+
+class RSocketEngine:
+    """The :class:`~.threads.Engine` for one RSocket connection."""
+
+    def __init__(self, options: EngineOptions, conn: core.Connection) -> None:
+        self.options = options
+        self.conn = conn
+        self._now = 0.0
+        self._lease_renew_at: float | None = None
+        #: Requests waiting for a lease: (start it, its handle if it has one).
+        self._lease_waiters: deque[tuple[Callable[[], None], RequestHandle | None]] = deque()
+        self._close_started = False
+        #: Server: bytes before the first frame is complete (None once past it).
+        self._before_setup: bytes | None = None
+        self.handler: object = None
+        self.peer: RSocketPeer | None = None
+        self.thread: ConnectionThread | None = None
+        self._requests: dict[int, RequestHandle] = {}
+        self._outbound: dict[int, Outbound[Any]] = {}
+        self._inbound: dict[int, CreditQueue[Payload]] = {}
+        self._runnable: set[int] = set()
+        self._poked: deque[int] = deque()
+        self._closing: BaseException | None = None
+
+    @classmethod
+    def client(cls, options: EngineOptions, handler: object) -> RSocketEngine:
+        engine = cls(options, core.client(options))
+        engine.handler = handler
+        return engine
+
+    @classmethod
+    def server(cls, options: EngineOptions) -> RSocketEngine:
+        engine = cls(options, core.server(options))
+        engine._before_setup = b""
+        return engine
+
+    def attach(self, thread: ConnectionThread, peer: RSocketPeer, handler: object = None) -> None:
+        self.thread = thread
+        self.peer = peer
+        if handler is not None:
+            self.handler = handler
+
+    # -- Engine protocol (driver loop) ---------------------------------------
+    def receive_data(self, data: bytes, now: float) -> None:
+        self._now = now
+        if self._before_setup is not None and data:
+            data = self._feed_setup_first(data, now)
+            if not data:
+                return
+        try:
+            self.conn.receive_data(data, now)
+        except core.RemoteProtocolError as exc:
+            # The core queued the ERROR frame and a ConnectionClosed event;
+            # the events of the frames before the bad one still count.
+            self._closing = ConnectionClosed(f"protocol error from peer: {exc.message}")
+        self._dispatch_events()
+
+    def _feed_setup_first(self, data: bytes, now: float) -> bytes:
+        """Server: hand the core the first frame (SETUP) alone and accept it
+        before the frames behind it. A client may pipeline thousands of
+        requests right after SETUP, and the core holds at most
+        ``max_early_frames`` of them while a SETUP awaits acceptance."""
+        assert self._before_setup is not None
+        buf = self._before_setup + data
+        if len(buf) < 3:
+            self._before_setup = buf
+            return b""
+        end = 3 + int.from_bytes(buf[:3], "big")
+        if len(buf) < end:
+            self._before_setup = buf
+            return b""
+        self._before_setup = None
+        try:
+            self.conn.receive_data(buf[:end], now)
+        except core.RemoteProtocolError as exc:
+            self._closing = ConnectionClosed(f"protocol error from peer: {exc.message}")
+        self._dispatch_events()
+        return buf[end:] if self._closing is None else b""
+
+    def _dispatch_events(self) -> None:
+        events = self.conn.events()
+        payload_event = core.PayloadReceived
+        requests = self._requests
+        while events:
+            for event in events:
+                if type(event) is payload_event:
+                    # Hot path: an item of a stream we requested, inlined.
+                    handle = requests.get(event.stream_id)
+                    if handle is not None and event.next and not event.complete:
+                        handle.sink.put(Payload(event.data, event.metadata))
+                        continue
+                core.dispatch(self, event)
+            events = self.conn.events()  # handlers may have caused more
+
+    def data_to_send(self) -> bytes:
+        return self.conn.data_to_send()
+
+    def next_deadline(self) -> float | None:
+        deadline = self.conn.next_deadline()
+        renew = self._lease_renew_at
+        if renew is not None and (deadline is None or renew < deadline):
+            return renew
+        return deadline
+
+    def handle_timeout(self, now: float) -> None:
+        self._now = now
+        self.conn.handle_timeout(now)
+        renew = self._lease_renew_at
+        if renew is not None and now >= renew:
+            self._grant_lease(now)
+        self._dispatch_events()
+
+    def begin_close(self) -> None:
+        """Graceful close asked locally: ERROR[CONNECTION_CLOSE], then the loop flushes."""
+        if self._close_started:
+            return
+        self._close_started = True
+        if self.conn.state in (core.ConnectionState.ESTABLISHED, core.ConnectionState.CLOSING):
+            with contextlib.suppress(core.LocalProtocolError):
+                self.conn.close("closed by the application")
+        self._dispatch_events()
+        if self._closing is None:
+            self._closing = ConnectionClosed("connection closed locally")
+
+    def wants_close(self) -> bool:
+        return self._closing is not None
+
+    def pump(self) -> bool:
+        if self.conn._events:  # intents (close, errors) can produce events too
+            self._dispatch_events()
+        poked = self._poked
+        while poked:
+            self._runnable.add(poked.popleft())
+        if not self._runnable:
+            return False
+        more = False
+        conn = self.conn
+        for sid in list(self._runnable):
+            if conn.output_blocked:
+                return True
+            out = self._outbound.get(sid)
+            if out is None:
+                self._runnable.discard(sid)
+                continue
+            if out.pump(PUMP_BUDGET):
+                more = True
+            else:
+                self._runnable.discard(sid)
+                if out.finished:
+                    self._outbound_done(sid)
+        return more
+
+    def connection_lost(self, error: BaseException) -> None:
+        if self._closing is not None:
+            error = self._closing
+        for _, waiting in self._lease_waiters:
+            if waiting is not None:
+                waiting.sink.finish(error)
+        self._lease_waiters.clear()
+        for handle in self._requests.values():
+            handle.sink.finish(error)
+            if handle.outbound is not None:
+                handle.outbound.cancel()
+        self._requests.clear()
+        for out in self._outbound.values():
+            out.cancel()
+        self._outbound.clear()
+        for queue in self._inbound.values():
+            queue.finish(error)
+        self._inbound.clear()
+
+    # -- application intents (from rsocket_sync, on this thread) --------------
+    def start_request(
+        self,
+        handle: RequestHandle,
+        payload: Payload,
+        initial_n: int,
+        outbound: Iterable[object] | None = None,
+    ) -> None:
+        if handle.cancelled:
+            return
+        if self._must_wait_for_lease():
+            self._lease_waiters.append(
+                (lambda: self.start_request(handle, payload, initial_n, outbound), handle)
+            )
+            return
+        conn = self.conn
+        try:
+            if handle.kind == "rr":
+                sid = conn.request_response(payload.data, payload.metadata)
+            elif handle.kind == "stream":
+                sid = conn.request_stream(payload.data, payload.metadata, initial_n=initial_n)
+            else:
+                sid = conn.request_channel(
+                    payload.data, payload.metadata, initial_n=initial_n, complete=outbound is None
+                )
+        except core.LocalProtocolError as exc:
+            if self._closing is not None or self.conn.state is core.ConnectionState.CLOSED:
+                handle.sink.finish(ConnectionClosed(f"connection closed: {exc.message}"))
+            else:  # e.g. no stream ID left, or the peer is closing
+                handle.sink.finish(RSocketError(ErrorCode.REJECTED, exc.message))
+            return
+        handle.sid = sid
+        self._requests[sid] = handle
+        if handle.kind == "channel" and outbound is not None:
+            source = ThreadedSource(outbound, lambda: self._poke(sid), f"sansrs-channel-{sid}")
+            handle.outbound = self._new_outbound(sid, source, 0)
+
+    def fire_and_forget(self, payload: Payload) -> None:
+        if self._must_wait_for_lease():
+            self._lease_waiters.append((lambda: self.fire_and_forget(payload), None))
+            return
+        self.conn.request_fnf(payload.data, payload.metadata)
+
+    def metadata_push(self, metadata: bytes) -> None:
+        self.conn.metadata_push(metadata)
+
+    def send_lease(self, ttl: float, requests: int) -> None:
+        self.conn.send_lease(core.milliseconds(ttl), requests)
+
+    # -- leases ------------------------------------------------------------
+    def _must_wait_for_lease(self) -> bool:
+        """Requests wait (in order) for the peer's lease instead of failing."""
+        if self._lease_waiters:
+            return True
+        available = self.conn.lease_available()
+        return available is not None and available <= 0
+
+    def _grant_lease(self, now: float) -> None:
+        ttl = self.options.lease_ttl
+        with contextlib.suppress(core.LocalProtocolError):
+            self.conn.send_lease(core.milliseconds(ttl), self.options.lease_requests)
+        self._lease_renew_at = now + ttl / 2  # renew well before it runs out
+
+    def request_more(self, handle: RequestHandle, n: int) -> None:
+        sid = handle.sid
+        if sid is not None and self._requests.get(sid) is handle and handle.kind != "rr":
+            # The core may already have seen the stream end in a batch whose
+            # events are still being dispatched: then there is nothing to ask.
+            with contextlib.suppress(core.LocalProtocolError):
+                self.conn.request_n(sid, n)
+
+    def cancel(self, handle: RequestHandle) -> None:
+        handle.cancelled = True
+        sid = handle.sid
+        if sid is None or self._requests.get(sid) is not handle:
+            return
+        del self._requests[sid]
+        handle.sink.close()
+        if handle.outbound is not None:
+            handle.outbound.cancel()
+            self._outbound.pop(sid, None)
+        with contextlib.suppress(core.LocalProtocolError):  # already ended in the core
+            self.conn.cancel(sid)
+
+    # -- outbound plumbing --------------------------------------------------
+    def _poke(self, sid: int) -> None:
+        """Any thread: a threaded or publisher source has something for ``sid``."""
+        self._poked.append(sid)
+        if self.thread is not None:
+            self.thread.wake()
+
+    def _new_outbound(
+        self, sid: int, source: IteratorSource[Any] | Any, credit: int
+    ) -> Outbound[Any]:
+        conn = self.conn
+
+        send_payload = conn.send_payload
+
+        def emit(item: object, last: bool) -> None:
+            if type(item) is bytes:
+                send_payload(sid, item, None, last)
+            else:
+                p = as_payload(item)
+                send_payload(sid, p.data, p.metadata, last)
+
+        def complete() -> None:
+            conn.send_complete(sid)
+
+        def fail(exc: BaseException) -> None:
+            code, message = error_for_exception(exc)
+            conn.send_error(sid, code, message)
+
+        def ready() -> bool:
+            return not conn.output_blocked
+
+        out: Outbound[Any] = Outbound(source, emit, complete, fail, credit, ready)
+        self._outbound[sid] = out
+        if credit:
+            self._runnable.add(sid)
+        return out
+
+    def _outbound_done(self, sid: int) -> None:
+        """Our flow on ``sid`` ended; forget a requester channel whose inbound ended too."""
+        self._outbound.pop(sid, None)
+        handle = self._requests.get(sid)
+        if handle is not None and handle.inbound_done:
+            del self._requests[sid]
+
+    # -- responder side ---------------------------------------------------
+    def _handler_method(self, name: str) -> Callable[..., Any] | None:
+        method = getattr(self.handler, name, None)
+        return method if callable(method) else None
+
+    def _request(self, data: bytes, metadata: bytes | None) -> Request:
+        assert self.peer is not None
+        return Request(data, metadata, self.peer)
+
+    def _reject_missing(self, sid: int, name: str) -> None:
+        self.conn.send_error(sid, ErrorCode.REJECTED, f"no handler for {name}")
+
+    def on_request_response(self, sid: int, data: bytes, metadata: bytes | None) -> None:
+        method = self._handler_method("request_response")
+        if method is None:
+            return self._reject_missing(sid, "request_response")
+        try:
+            result = method(self._request(data, metadata))
+            if result is not None and callable(getattr(result, "subscribe", None)):
+                source = make_source(
+                    result, is_single=is_single_value, notify=lambda: self._poke(sid)
+                )
+                self._new_outbound(sid, source, 1)
+                return
+            if result is None:
+                self.conn.send_complete(sid)
+            else:
+                p = as_payload(result)
+                self.conn.send_payload(sid, p.data, p.metadata, complete=True)
+        except Exception as exc:
+            code, message = error_for_exception(exc)
+            self.conn.send_error(sid, code, message)
+
+    def on_fire_and_forget(self, data: bytes, metadata: bytes | None) -> None:
+        method = self._handler_method("fire_and_forget")
+        if method is None:
+            return
+        try:
+            method(self._request(data, metadata))
+        except Exception:
+            log.exception("fire_and_forget handler failed")
+
+    def on_metadata_push(self, metadata: bytes) -> None:
+        method = self._handler_method("metadata_push")
+        if method is None:
+            return
+        try:
+            method(metadata)
+        except Exception:
+            log.exception("metadata_push handler failed")
+
+    def on_request_stream(self, sid: int, data: bytes, metadata: bytes | None, n: int) -> None:
+        method = self._handler_method("request_stream")
+        if method is None:
+            return self._reject_missing(sid, "request_stream")
+        try:
+            result = method(self._request(data, metadata))
+            source = make_source(
+                result, is_single=is_single_value, notify=lambda: self._poke(sid)
+            )
+        except Exception as exc:
+            code, message = error_for_exception(exc)
+            self.conn.send_error(sid, code, message)
+            return
+        self._new_outbound(sid, source, n)
+
+    def on_request_channel(
+        self, sid: int, data: bytes, metadata: bytes | None, n: int, complete: bool
+    ) -> None:
+        method = self._handler_method("request_channel")
+        if method is None:
+            return self._reject_missing(sid, "request_channel")
+        prefetch = int(getattr(self.handler, "channel_prefetch", CHANNEL_PREFETCH))
+        batch = getattr(self.handler, "channel_batch", None)
+        queue: CreditQueue[Payload] = CreditQueue(granted=prefetch)
+        self._inbound[sid] = queue
+        conn = self.conn
+        thread = self.thread
+        assert thread is not None
+
+        # The handler consumes ``inbound`` on its worker thread; demand and
+        # cancel go back through the connection thread. The stream may have
+        # ended in the core meanwhile: then there is nothing to send.
+        def more(k: int) -> None:
+            def send() -> None:
+                if self._inbound.get(sid) is queue:
+                    with contextlib.suppress(core.LocalProtocolError):
+                        conn.request_n(sid, k)
+
+            with contextlib.suppress(ConnectionClosed):
+                thread.call_soon(send)
+
+        def cancel_inbound() -> None:
+            def send() -> None:
+                if self._inbound.pop(sid, None) is queue:
+                    # A channel responder's CANCEL stops only the requester's
+                    # flow; our outbound flow goes on.
+                    with contextlib.suppress(core.LocalProtocolError):
+                        conn.cancel(sid)
+
+            with contextlib.suppress(ConnectionClosed):
+                thread.call_soon(send)
+
+        inbound = StreamIterator(queue, prefetch, more, cancel_inbound, None, batch)
+        if complete:
+            queue.finish()
+            del self._inbound[sid]
+        else:
+            conn.request_n(sid, prefetch)
+        try:
+            result = method(self._request(data, metadata), inbound)
+            source = make_source(
+                result,
+                is_single=is_single_value,
+                notify=lambda: self._poke(sid),
+                threaded=f"sansrs-channel-{sid}",
+            )
+        except Exception as exc:
+            code, message = error_for_exception(exc)
+            self._inbound.pop(sid, None)
+            queue.close()
+            self.conn.send_error(sid, code, message)
+            return
+        self._new_outbound(sid, source, n)
+
+    # -- inbound signals on existing streams ---------------------------------
+    def on_payload(
+        self, sid: int, data: bytes, metadata: bytes | None, next_: bool, complete: bool
+    ) -> None:
+        handle = self._requests.get(sid)
+        if handle is not None:
+            if next_:
+                handle.sink.put(Payload(data, metadata))
+            if complete:
+                handle.inbound_done = True
+                handle.sink.finish()
+                if handle.outbound is None or handle.outbound.finished:
+                    del self._requests[sid]
+            return
+        queue = self._inbound.get(sid)
+        if queue is not None:
+            if next_:
+                queue.put(Payload(data, metadata))
+            if complete:
+                queue.finish()
+                del self._inbound[sid]
+
+    def on_request_n(self, sid: int, n: int) -> None:
+        out = self._outbound.get(sid)
+        if out is not None and not out.finished:
+            out.add_credit(n)
+            self._runnable.add(sid)
+
+    def on_cancel(self, sid: int) -> None:
+        """Requester's CANCEL (ends a responder stream both ways) or a channel
+        responder stopping our outbound flow."""
+        out = self._outbound.get(sid)
+        if out is not None:
+            out.cancel()
+            self._outbound_done(sid)
+        self._runnable.discard(sid)
+        queue = self._inbound.pop(sid, None)
+        if queue is not None:
+            queue.close()  # wakes a channel handler iterating its inbound
+
+    def on_error(self, sid: int, code: int, message: str) -> None:
+        error = RSocketError(code, message)
+        handle = self._requests.pop(sid, None)
+        if handle is not None:
+            handle.sink.finish(error)
+            if handle.outbound is not None:
+                handle.outbound.cancel()
+        queue = self._inbound.pop(sid, None)
+        if queue is not None:
+            queue.finish(error)
+        out = self._outbound.pop(sid, None)
+        if out is not None:
+            out.cancel()
+
+    # -- connection-level signals ---------------------------------------
+    def on_setup(self, ev: Any) -> None:
+        """Server: accept every SETUP. If the client asked for leases, grant
+        them (the first LEASE is mandatory) and renew at half the TTL."""
+        if ev.lease:
+            ttl = self.options.lease_ttl
+            self.conn.accept_setup(
+                lease_ttl=core.milliseconds(ttl), lease_number=self.options.lease_requests
+            )
+            self._lease_renew_at = self._now + ttl / 2
+        else:
+            self.conn.accept_setup()
+
+    def on_lease(self, ttl_ms: int, requests: int) -> None:
+        waiters = self._lease_waiters
+        while waiters:
+            available = self.conn.lease_available()
+            if available is not None and available <= 0:
+                return
+            start, _ = waiters.popleft()
+            start()
+
+    def on_closing(self, message: str) -> None:
+        log.debug("peer is closing: %s", message)
+
+    def on_closed(self, code: int, message: str, by_peer: bool) -> None:
+        who = "peer" if by_peer else "this end"
+        self._closing = ConnectionClosed(
+            f"connection closed by {who}: {RSocketError(code, message)}"
+        )
+
+    def on_lost(self, reason: str, timed_out: bool) -> None:
+        if timed_out:
+            reason = f"peer silent beyond max lifetime (keepalive timeout): {reason}"
+        self._closing = ConnectionClosed(f"connection lost: {reason}")
+
+    def _dispatch(self, event: object) -> None:
+        core.dispatch(self, event)

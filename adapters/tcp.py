@@ -1,0 +1,114 @@
+"""TCP transport: connected sockets with TCP_NODELAY, and a listener.
+
+A transport only moves bytes; framing (RSocket's 24-bit length prefix) is the
+core's business and the driver loop (``threads``, later ``selector``) decides
+when to read and write. Sockets are handed to the loop non-blocking.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+
+from .urls import Endpoint
+
+__all__ = ["TcpListener", "TcpTransport", "open_tcp"]
+
+RECV_SIZE = 256 * 1024
+SOCKET_BUFFER = 1024 * 1024
+
+
+class TcpTransport:
+    """One connected TCP socket (non-blocking once handed to a loop)."""
+
+    scheme = "tcp"
+
+    def __init__(self, sock: socket.socket) -> None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+            with contextlib.suppress(OSError):  # a smaller kernel limit is only slower
+                sock.setsockopt(socket.SOL_SOCKET, opt, SOCKET_BUFFER)
+        sock.setblocking(False)
+        self.sock = sock
+        self._closed = False
+        try:
+            self.peer = _format_address(sock.getpeername())
+        except OSError:
+            self.peer = "?"
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def recv(self, max_bytes: int = RECV_SIZE) -> bytes:
+        """Bytes available now; ``b""`` at end of stream. Raises ``BlockingIOError``
+        when nothing is ready, ``OSError`` (e.g. ``ConnectionResetError``) on failure."""
+        return self.sock.recv(max_bytes)
+
+    def send(self, data: bytes | bytearray | memoryview) -> int:
+        """Write what the kernel accepts now; returns the count (maybe 0)."""
+        try:
+            return self.sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            return 0
+
+    def shutdown_write(self) -> None:
+        """Half-close: the peer reads end of stream, we can still read."""
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.sock.close()
+
+    def abort(self) -> None:
+        """Close with RST instead of FIN: unsent data is discarded."""
+        if self._closed:
+            return
+        with contextlib.suppress(OSError):
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+def open_tcp(endpoint: Endpoint, timeout: float = 10.0) -> TcpTransport:
+    """Connect to ``endpoint`` within ``timeout`` seconds."""
+    sock = socket.create_connection((endpoint.host, endpoint.port), timeout=timeout)
+    return TcpTransport(sock)
+
+
+class TcpListener:
+    """A listening socket. ``endpoint`` carries the real port when bound to 0."""
+
+    def __init__(self, endpoint: Endpoint, backlog: int = 128) -> None:
+        family = socket.AF_INET6 if ":" in endpoint.host else socket.AF_INET
+        self.sock = socket.create_server(
+            (endpoint.host, endpoint.port), family=family, backlog=backlog
+        )
+        self.sock.setblocking(False)
+        self.endpoint = endpoint.with_port(self.sock.getsockname()[1])
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def accept(self) -> TcpTransport | None:
+        """A pending connection, or ``None`` if none is ready (non-blocking)."""
+        try:
+            sock, _ = self.sock.accept()
+        except (BlockingIOError, InterruptedError):
+            return None
+        return TcpTransport(sock)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _format_address(address: object) -> str:
+    if isinstance(address, tuple) and len(address) >= 2:
+        host, port = address[0], address[1]
+        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+    return str(address)

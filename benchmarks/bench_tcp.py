@@ -1,0 +1,198 @@
+"""Threaded adapters over TCP: sansrs vs rsocket-py vs a raw-socket baseline.
+
+Client and server run in separate processes on 127.0.0.1. Each scenario runs
+``--runs`` times per implementation (default 5); the median rate is reported
+with the ratios sansrs/rsocket-py and sansrs/raw.
+
+    .venv/bin/python benchmarks/bench_tcp.py                 # every scenario
+    .venv/bin/python benchmarks/bench_tcp.py --only stream16 --runs 3
+    .venv/bin/python benchmarks/bench_tcp.py --memory 10000000   # RSS check only
+
+Servers: ``python -m sansrs serve`` (the demo responder), ``rsocketpy_peer.py
+serve`` (the same contract on rsocket-py) and ``raw_peer.py serve``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PY = sys.executable
+
+# name: (kind, count, arg, rsocket-py count) -- rsocket-py is ~10-40x slower, so
+# it moves fewer messages for the same wall time; rates are comparable.
+SCENARIOS: dict[str, tuple[str, int, int, int]] = {
+    "stream16": ("stream", 1_000_000, 16, 50_000),
+    "stream1k": ("stream", 300_000, 1024, 30_000),
+    "rr_seq": ("rr", 20_000, 1, 2_000),
+    # sansrs: the same, through response_publisher (no application-thread
+    # hop); the other two run their plain sequential client.
+    "rr_seq_pub": ("rrc", 20_000, 1, 2_000),
+    "rr64": ("rr", 200_000, 64, 10_000),
+    "fnf16": ("fnf", 1_000_000, 16, 50_000),
+}
+TARGETS = {"stream16": 400_000, "stream1k": 300_000, "rr_seq": 15_000, "rr_seq_pub": 15_000,
+           "rr64": 100_000, "fnf16": 400_000}
+IMPLS = ("sansrs", "rsocketpy", "raw")
+
+
+def server_command(impl: str) -> list[str]:
+    if impl == "sansrs":
+        return [PY, "-m", "sansrs", "serve", "tcp://127.0.0.1:0"]
+    if impl == "rsocketpy":
+        return [PY, str(HERE / "rsocketpy_peer.py"), "serve", "0"]
+    return [PY, str(HERE / "raw_peer.py"), "serve", "0"]
+
+
+@contextmanager
+def server(impl: str) -> Iterator[tuple[int, subprocess.Popen[str]]]:
+    proc = subprocess.Popen(server_command(impl), stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().split()
+        if not line or line[0] != "READY":
+            raise RuntimeError(f"{impl} server did not start: {line}")
+        port = int(line[1].rsplit(":", 1)[-1])
+        yield port, proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def client_command(impl: str, port: int, kind: str, count: int, arg: int) -> list[str]:
+    if impl != "sansrs" and kind == "rrc":
+        kind = "rr"
+    if impl == "rsocketpy":
+        return [PY, str(HERE / "rsocketpy_peer.py"), "bench", str(port), kind, str(count),
+                str(arg)]
+    return [PY, str(Path(__file__)), "client", impl, str(port), kind, str(count), str(arg)]
+
+
+def run_client(impl: str, port: int, kind: str, count: int, arg: int) -> float:
+    out = subprocess.run(client_command(impl, port, kind, count, arg), capture_output=True,
+                         text=True, timeout=600, check=True).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    if result["count"] != count:
+        raise RuntimeError(f"{impl} {kind}: {result['count']} of {count}")
+    return float(result["count"] / result["seconds"])
+
+
+# -- client side (one process per run) -----------------------------------------
+
+
+def client_main(impl: str, port: int, kind: str, count: int, arg: int) -> None:
+    if impl == "raw":
+        sys.path.insert(0, str(HERE))
+        import raw_peer
+
+        start = time.perf_counter()
+        if kind == "stream":
+            done = raw_peer.stream(port, count, arg)
+        elif kind in ("rr", "rrc"):
+            done = raw_peer.request_response(port, count, arg)
+        else:
+            done = raw_peer.fire_and_forget(port, count, arg)
+    else:
+        sys.path.insert(0, str(HERE))
+        from sansrs_client import run
+
+        start = time.perf_counter()
+        done = run(f"tcp://127.0.0.1:{port}", kind, count, arg)
+    seconds = time.perf_counter() - start
+    print(json.dumps({"count": done, "seconds": seconds}))
+
+
+def _vm_hwm_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return -1
+
+
+def memory_check(items: int) -> None:
+    """A slow consumer of ``items`` 16-byte stream items; peak RSS of both sides."""
+    with server("sansrs") as (port, proc):
+        cmd = [PY, str(Path(__file__)), "slow-client", str(port), str(items)]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, check=True)
+        client = json.loads(out.stdout.strip().splitlines()[-1])
+        server_kib = _vm_hwm_kib(proc.pid)
+    print(f"memory: {client['count']} items in {client['seconds']:.1f} s; peak RSS "
+          f"client {client['max_rss_kib'] / 1024:.1f} MiB, server {server_kib / 1024:.1f} MiB")
+
+
+def slow_client_main(port: int, items: int) -> None:
+    sys.path.insert(0, str(HERE))
+    from sansrs_client import consume_slowly
+
+    start = time.perf_counter()
+    count = consume_slowly(f"tcp://127.0.0.1:{port}", items)
+    print(json.dumps({
+        "count": count,
+        "seconds": time.perf_counter() - start,
+        "max_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+    }))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--only", action="append", choices=sorted(SCENARIOS))
+    parser.add_argument("--impl", action="append", choices=IMPLS)
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply message counts")
+    parser.add_argument("--memory", type=int, metavar="ITEMS",
+                        help="only run the slow-consumer RSS check with ITEMS items")
+    args, rest = parser.parse_known_args()
+    if rest[:1] == ["client"]:
+        impl, port, kind, count, arg = rest[1:6]
+        client_main(impl, int(port), kind, int(count), int(arg))
+        return
+    if rest[:1] == ["slow-client"]:
+        slow_client_main(int(rest[1]), int(rest[2]))
+        return
+    if rest:
+        parser.error(f"unexpected arguments {rest}")
+    if args.memory:
+        memory_check(args.memory)
+        return
+    impls = args.impl or list(IMPLS)
+    names = args.only or list(SCENARIOS)
+    print(f"bench_tcp: {args.runs} runs, medians; {os.cpu_count()} CPUs; Python "
+          f"{sys.version.split()[0]}")
+    header = f"{'scenario':10} " + " ".join(f"{i:>12}" for i in impls)
+    header += "   sansrs/rsocket-py  sansrs/raw  target"
+    print(header)
+    for name in names:
+        kind, count, arg, rp_count = SCENARIOS[name]
+        medians: dict[str, float] = {}
+        for impl in impls:
+            n = int((rp_count if impl == "rsocketpy" else count) * args.scale)
+            if kind in ("rr", "rrc"):
+                n -= n % arg
+            with server(impl) as (port, _):
+                rates = [run_client(impl, port, kind, n, arg) for _ in range(args.runs)]
+            medians[impl] = statistics.median(rates)
+        s = medians.get("sansrs")
+        ratio_rp = f"{s / medians['rsocketpy']:.1f}x" if s and "rsocketpy" in medians else "-"
+        ratio_raw = f"{s / medians['raw']:.2f}x" if s and "raw" in medians else "-"
+        cells = " ".join(f"{medians[i]:>12,.0f}" for i in impls)
+        print(f"{name:10} {cells}   {ratio_rp:>17}  {ratio_raw:>10}  >= {TARGETS[name]:,}",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()

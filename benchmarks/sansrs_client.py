@@ -1,0 +1,115 @@
+"""sansrs client side of bench_tcp.py (runs in its own process)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+from sansrs.adapters.rsocket_sync import Client, connect
+
+WAIT = 120.0
+
+
+def _stream(client: Client, count: int, size: int) -> int:
+    done = 0
+    request = json.dumps({"n": count, "size": size})
+    with client.request_stream(request, prefetch=1024, timeout=WAIT) as items:
+        for _ in items:
+            done += 1
+    return done
+
+
+class _Chain:
+    """Keeps ``in_flight`` request-responses outstanding through Publishers:
+    each completion starts the next one on the connection thread."""
+
+    def __init__(self, client: Client, total: int) -> None:
+        self.client = client
+        self.left = total
+        self.done = 0
+        self.total = total
+        self.finished = threading.Event()
+        self.error: BaseException | None = None
+
+    def start_one(self) -> None:
+        if self.left <= 0:
+            return
+        self.left -= 1
+        self.client.response_publisher(b"x" * 16).subscribe(_Once(self))
+
+
+class _Once:
+    def __init__(self, chain: _Chain) -> None:
+        self.chain = chain
+
+    def on_subscribe(self, subscription: Any) -> None:
+        subscription.request(1)
+
+    def on_next(self, item: Any) -> None:
+        pass
+
+    def on_error(self, error: BaseException) -> None:
+        self.chain.error = error
+        self.chain.finished.set()
+
+    def on_complete(self) -> None:
+        chain = self.chain
+        chain.done += 1
+        if chain.done == chain.total:
+            chain.finished.set()
+        else:
+            chain.start_one()
+
+
+def _request_response(client: Client, count: int, in_flight: int, chain: bool = False) -> int:
+    if in_flight <= 1 and not chain:
+        for _ in range(count):
+            client.request_response(b"x" * 16, timeout=WAIT)
+        return count
+    requests = _Chain(client, count)
+    for _ in range(in_flight):
+        requests.start_one()
+    if not requests.finished.wait(WAIT):
+        raise TimeoutError(f"{requests.done} of {count} responses")
+    if requests.error is not None:
+        raise requests.error
+    return requests.done
+
+
+def _fire_and_forget(client: Client, count: int, size: int) -> int:
+    payload = b"x" * size
+    fnf = client.fire_and_forget
+    for _ in range(count):
+        fnf(payload, timeout=WAIT)
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        reply = client.request_response(b"fnf-count", timeout=WAIT)
+        if reply is not None and int(reply.data) >= count:
+            return int(reply.data)
+    raise TimeoutError("fire-and-forgets not all counted")
+
+
+def run(url: str, kind: str, count: int, arg: int) -> int:
+    with connect(url) as client:
+        if kind == "stream":
+            return _stream(client, count, arg)
+        if kind == "rr":
+            return _request_response(client, count, arg)
+        if kind == "rrc":
+            return _request_response(client, count, arg, chain=True)
+        return _fire_and_forget(client, count, arg)
+
+
+def consume_slowly(url: str, items: int, pause_every: int = 10_000, pause: float = 0.005) -> int:
+    """Consume a stream of 16-byte items, pausing now and then: the server
+    must wait for credit rather than buffer."""
+    done = 0
+    request = json.dumps({"n": items, "size": 16})
+    with connect(url) as client, client.request_stream(request, timeout=WAIT) as stream:
+        for _ in stream:
+            done += 1
+            if done % pause_every == 0:
+                time.sleep(pause)
+    return done

@@ -1,0 +1,42 @@
+"""Shared plumbing of the fuzz targets (see docs/fuzzing.md).
+
+A target is a file ``fuzz/fuzz_<name>.py`` that
+
+- imports the code under test inside ``with instrumented(__name__):`` (so
+  atheris instruments ``sansrs`` for coverage when the file runs as a fuzzer,
+  and plain imports happen when a test imports the module),
+- defines ``test_one_input(data: bytes) -> None``, which lets
+  ``RemoteProtocolError`` through silently and checks its own invariants
+  with plain ``assert`` / ``raise AssertionError`` (any other exception is
+  a crash),
+- ends with ``if __name__ == "__main__": run(test_one_input)``.
+
+Its seeds live in ``fuzz/corpus/<name>/``. ``fuzz/run_all.py`` finds every
+target by that file name pattern.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+
+def instrumented(module_name: str) -> AbstractContextManager[Any]:
+    """``atheris.instrument_imports`` for the ``sansrs`` package when fuzzing."""
+    if module_name != "__main__":
+        return contextlib.nullcontext()
+    import atheris
+
+    hook: AbstractContextManager[Any] = atheris.instrument_imports(include=["sansrs"])
+    return hook
+
+
+def run(test_one_input: Callable[[bytes], None]) -> None:
+    """Hand ``test_one_input`` to libFuzzer with the command-line options."""
+    import atheris
+
+    atheris.Setup(sys.argv, test_one_input)
+    atheris.Fuzz()

@@ -1,0 +1,80 @@
+"""Configuration of an RSocket ``Connection``: every limit in one place."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from ._frames import MAX_FRAME_LENGTH
+
+__all__ = ["ConnectionConfig", "Framing", "Role"]
+
+
+class Role(enum.Enum):
+    """Which end of the transport connection this core is."""
+
+    CLIENT = "client"
+    SERVER = "server"
+
+
+class Framing(enum.Enum):
+    """How frames travel on the transport (spec: Framing Protocol Usage)."""
+
+    #: Byte stream (TCP): each frame preceded by a 24-bit length.
+    LENGTH_PREFIXED = "length-prefixed"
+    #: Message transport (WebSocket): one frame per message, no prefix.
+    MESSAGES = "messages"
+
+
+#: Smallest fragment size accepted: headers plus a useful slice of data.
+MIN_FRAGMENT_SIZE = 64
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConnectionConfig:
+    """Limits and options of one connection. All sizes are in bytes.
+
+    - ``framing``: ``Framing.LENGTH_PREFIXED`` (``receive_data`` /
+      ``data_to_send``) or ``Framing.MESSAGES`` (``receive_frame`` /
+      ``frames_to_send``).
+    - ``max_frame_size``: largest frame accepted from the peer (without the
+      length prefix). Default 16 MiB - 1, the most the 24-bit prefix can say.
+    - ``fragment_size``: largest frame this end sends; larger payloads and
+      requests are fragmented. Default 16 MiB - 1 (fragment only what could
+      not be sent otherwise). At least 64.
+    - ``max_reassembly_size``: largest reassembled payload (metadata + data)
+      accepted from the peer. Default 64 MiB.
+    - ``max_concurrent_streams``: streams the peer may have open towards us at
+      once; a request beyond it is answered ERROR[REJECTED]. Default 1024.
+    - ``max_queued_output``: bytes queued for sending above which
+      ``output_blocked`` is true and ``send_payload`` refuses (back-pressure
+      for the adapter). Default 4 MiB.
+    - ``max_early_frames``: frames a server holds between receiving SETUP and
+      the application accepting it (a client may send requests right behind
+      its SETUP). Beyond it: ERROR[CONNECTION_ERROR]. Default 1024.
+    - ``reuse_stream_ids``: wrap stream IDs after 2**31-1, skipping IDs still
+      in use (spec: Stream Identifiers, Lifetime). Default True.
+    """
+
+    framing: Framing = Framing.LENGTH_PREFIXED
+    max_frame_size: int = MAX_FRAME_LENGTH
+    fragment_size: int = MAX_FRAME_LENGTH
+    max_reassembly_size: int = 64 * 1024 * 1024
+    max_concurrent_streams: int = 1024
+    max_queued_output: int = 4 * 1024 * 1024
+    max_early_frames: int = 1024
+    reuse_stream_ids: bool = True
+
+    def __post_init__(self) -> None:
+        if not 6 <= self.max_frame_size <= MAX_FRAME_LENGTH:
+            raise ValueError(f"max_frame_size must be in 6..{MAX_FRAME_LENGTH}")
+        if not MIN_FRAGMENT_SIZE <= self.fragment_size <= MAX_FRAME_LENGTH:
+            raise ValueError(f"fragment_size must be in {MIN_FRAGMENT_SIZE}..{MAX_FRAME_LENGTH}")
+        for name in (
+            "max_reassembly_size",
+            "max_concurrent_streams",
+            "max_queued_output",
+            "max_early_frames",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")

@@ -1,0 +1,130 @@
+"""Fragmentation of outgoing payloads and reassembly of incoming ones.
+
+Spec: Fragmentation And Reassembly. Metadata goes completely before data; a
+request is fragmented as the REQUEST_* frame with F followed by PAYLOAD
+frames; only the last fragment lacks F. Follow-up PAYLOAD fragments carry N
+(as rsocket-java sends them); the last one carries the C flag of the whole.
+"""
+
+from __future__ import annotations
+
+from ._frames import (
+    PayloadFrame,
+    RequestChannelFrame,
+    RequestFnfFrame,
+    RequestResponseFrame,
+    RequestStreamFrame,
+)
+
+__all__ = ["Reassembly", "fragment_payload", "fragment_request", "header_size"]
+
+FirstFrame = RequestResponseFrame | RequestFnfFrame | RequestStreamFrame | RequestChannelFrame
+
+
+def header_size(first: type, has_metadata: bool) -> int:
+    """Bytes before the metadata/data of a frame of this class."""
+    base = 10 if first in (RequestStreamFrame, RequestChannelFrame) else 6
+    return base + 3 if has_metadata else base
+
+
+def _slices(
+    metadata: bytes | None, data: bytes, first_header: type, limit: int
+) -> list[tuple[bytes | None, bytes]]:
+    """Split into (metadata, data) slices, each fitting ``limit`` with its header."""
+    out: list[tuple[bytes | None, bytes]] = []
+    m_off = 0
+    d_off = 0
+    m_len = len(metadata) if metadata is not None else 0
+    d_len = len(data)
+    header_class: type = first_header
+    while True:
+        has_md = metadata is not None and (m_off < m_len or (m_len == 0 and not out))
+        room = limit - header_size(header_class, has_md)
+        md: bytes | None = None
+        if has_md:
+            assert metadata is not None
+            take = min(room, m_len - m_off)
+            md = metadata[m_off : m_off + take]
+            m_off += take
+            room -= take
+        dt = b""
+        if m_off >= m_len and room > 0:
+            take = min(room, d_len - d_off)
+            dt = data[d_off : d_off + take]
+            d_off += take
+        out.append((md, dt))
+        header_class = PayloadFrame
+        if m_off >= m_len and d_off >= d_len:
+            return out
+
+
+def fragment_payload(
+    stream_id: int,
+    data: bytes,
+    metadata: bytes | None,
+    complete: bool,
+    next: bool,
+    limit: int,
+) -> list[PayloadFrame]:
+    parts = _slices(metadata, data, PayloadFrame, limit)
+    last = len(parts) - 1
+    return [
+        PayloadFrame(
+            stream_id,
+            dt,
+            md,
+            follows=i != last,
+            complete=complete and i == last,
+            next=next,
+        )
+        for i, (md, dt) in enumerate(parts)
+    ]
+
+
+def fragment_request(first: FirstFrame, limit: int) -> list[FirstFrame | PayloadFrame]:
+    """``first`` (its ``follows`` flag ignored) as the fragments to send."""
+    parts = _slices(first.metadata, first.data, type(first), limit)
+    if len(parts) == 1:
+        return [first]
+    md, dt = parts[0]
+    first.metadata = md
+    first.data = dt
+    first.follows = True
+    out: list[FirstFrame | PayloadFrame] = [first]
+    last = len(parts) - 1
+    for i in range(1, len(parts)):
+        md, dt = parts[i]
+        out.append(PayloadFrame(first.stream_id, dt, md, follows=i != last, next=True))
+    return out
+
+
+class Reassembly:
+    """Fragments of one payload (or request) received so far."""
+
+    __slots__ = ("data", "first", "metadata", "saw_data", "size")
+
+    def __init__(self, first: FirstFrame | PayloadFrame) -> None:
+        self.first = first  # the frame that started the sequence (its flags count)
+        self.metadata: list[bytes] | None = None
+        self.data: list[bytes] = []
+        self.size = 0
+        self.saw_data = False
+
+    def add(self, metadata: bytes | None, data: bytes) -> bool:
+        """Add one fragment; False if metadata follows data (a protocol error)."""
+        if metadata is not None:
+            if self.saw_data:
+                return False
+            if self.metadata is None:
+                self.metadata = []
+            self.metadata.append(metadata)
+            self.size += len(metadata)
+        if data:
+            self.saw_data = True
+            self.data.append(data)
+            self.size += len(data)
+        return True
+
+    def result(self) -> tuple[bytes | None, bytes]:
+        md = None if self.metadata is None else b"".join(self.metadata)
+        return md, b"".join(self.data)

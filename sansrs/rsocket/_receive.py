@@ -1,0 +1,628 @@
+"""The receiving side of an RSocket connection: frames in, events out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from .._errors import LocalProtocolError, RemoteProtocolError
+from ._codec import decode_frame, encode_frame
+from ._config import ConnectionConfig, Role
+from ._core import (
+    _BOTH_OPEN,
+    _CI,
+    _ESTABLISHED,
+    _I,
+    _IN_ONLY,
+    _OUT_ONLY,
+    _PREFIX_HEADER,
+    _RR,
+    _SETUP_ERROR_CODES,
+    _U24,
+    ConnectionCore,
+    ConnectionState,
+    _pending_request,
+)
+from ._fragmentation import Reassembly
+from ._frames import (
+    MAJOR_VERSION,
+    CancelFrame,
+    ErrorCode,
+    ErrorFrame,
+    ExtFrame,
+    Frame,
+    KeepaliveFrame,
+    LeaseFrame,
+    MetadataPushFrame,
+    PayloadFrame,
+    RequestChannelFrame,
+    RequestFnfFrame,
+    RequestNFrame,
+    RequestResponseFrame,
+    RequestStreamFrame,
+    ResumeFrame,
+    ResumeOkFrame,
+    SetupFrame,
+    UnknownFrame,
+)
+from ._streams import (
+    TRANSITIONS,
+    Stream,
+    StreamKind,
+    add_credit,
+)
+from .events import (
+    CancelReceived,
+    ConnectionClosed,
+    ConnectionClosing,
+    ErrorReceived,
+    ExtensionReceived,
+    FireAndForgetReceived,
+    KeepaliveReceived,
+    LeaseReceived,
+    MetadataPushReceived,
+    PayloadReceived,
+    RequestChannelReceived,
+    RequestNReceived,
+    RequestResponseReceived,
+    RequestStreamReceived,
+    SetupReceived,
+    _fast_payload,
+    _set_complete,
+    _set_data,
+    _set_md,
+    _set_next,
+    _set_sid,
+)
+
+__all__ = ["Receiver"]
+
+
+class Receiver(ConnectionCore):
+    """Frame handlers (spec: Handling the Unexpected for what is ignored)."""
+
+    def __init__(self, role: Role, config: ConnectionConfig | None = None) -> None:
+        super().__init__(role, config)
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            SetupFrame: self._on_setup,
+            LeaseFrame: self._on_lease,
+            KeepaliveFrame: self._on_keepalive,
+            RequestResponseFrame: self._on_request,
+            RequestFnfFrame: self._on_request,
+            RequestStreamFrame: self._on_request,
+            RequestChannelFrame: self._on_request,
+            RequestNFrame: self._on_request_n,
+            CancelFrame: self._on_cancel,
+            PayloadFrame: self._on_payload,
+            ErrorFrame: self._on_error,
+            MetadataPushFrame: self._on_metadata_push,
+            ResumeFrame: self._on_resume,
+            ResumeOkFrame: self._ignore,
+            ExtFrame: self._on_ext,
+            UnknownFrame: self._on_unknown,
+        }
+
+    def receive_data(self, data: bytes, now: float | None = None) -> None:
+        """Feed bytes from a byte-stream transport; ``b""`` means it ended.
+
+        Parses every complete frame. Raises ``RemoteProtocolError`` when the
+        peer broke the protocol (the ERROR frame is queued, the connection is
+        closed, and the events of the frames before the bad one are kept).
+        """
+        if not self._prefixed:
+            raise LocalProtocolError("receive_data: this connection uses message framing")
+        if self._state is ConnectionState.CLOSED:
+            self._closed_input()
+            return
+        if now is not None:
+            self._observe(now)
+        if not data:
+            self._on_eof()
+            return
+        if self._keepalive is not None:
+            self._keepalive.on_receive(now)
+        buf = self._inbuf
+        if buf:
+            buf += data
+            if len(buf) < self._need:
+                return
+            data = bytes(buf)
+            buf.clear()
+        elif len(data) < self._need:
+            self._keep(data, 0)
+            return
+        self._parse(data)
+
+    def _keep(self, data: bytes, offset: int) -> None:
+        """Buffer an incomplete frame; fail at once on a bad length prefix."""
+        rest = len(data) - offset
+        self._need = 3
+        if rest:
+            self._inbuf += memoryview(data)[offset:]
+            if rest >= 3:
+                hi, lo = _U24.unpack_from(data, offset)
+                self._check_length(hi << 16 | lo)
+                self._need = 3 + (hi << 16 | lo)
+
+    def _check_length(self, length: int) -> None:
+        if length > self._max_frame or length < 6:
+            self._inbuf.clear()
+            if length < 6:
+                self._fail(
+                    ErrorCode.CONNECTION_ERROR,
+                    f"frame length {length} is shorter than the 6-byte frame header",
+                )
+            self._fail(
+                ErrorCode.CONNECTION_ERROR,
+                f"frame length {length} exceeds the maximum frame size {self._max_frame}",
+            )
+
+    def _parse(self, buf: bytes) -> None:
+        """Process every complete frame of ``buf`` (prefixed), keep the rest.
+
+        The hot path turns a PAYLOAD with only N, on a stream with credit,
+        straight into its event: no frame object, no dispatch. Everything
+        else is decoded by ``decode_frame`` and dispatched.
+        """
+        end = len(buf)
+        off = 0
+        position = 0
+        limit = self._max_frame
+        unpack = _PREFIX_HEADER.unpack_from
+        get_stream = self._streams.get
+        append = self._events.append
+        new = object.__new__
+        event = PayloadReceived
+        rr = _RR
+        fast = self._state is _ESTABLISHED
+        while end - off >= 9:
+            hi, lo, sid, tf = unpack(buf, off)
+            length = hi << 16 | lo
+            if length > limit or length < 6:
+                self.received_position += position
+                self._check_length(length)
+            stop = off + 3 + length
+            if stop > end:
+                break
+            if fast and tf & 0xFDE0 == 0x2820 and sid < 0x80000000:
+                # PAYLOAD with N only (M, F, C clear; undefined bits ignored).
+                s = get_stream(sid)
+                if s is not None and s.in_credit > 0 and s.reassembly is None and s.kind is not rr:
+                    s.in_credit -= 1
+                    ev = new(event)
+                    _set_sid(ev, sid)
+                    _set_data(ev, buf[off + 9 : stop])
+                    _set_md(ev, None)
+                    _set_complete(ev, False)
+                    _set_next(ev, True)
+                    append(ev)
+                    position += length
+                    off = stop
+                    continue
+            self.received_position += position
+            position = 0
+            try:
+                frame = decode_frame(buf[off + 3 : stop])
+            except RemoteProtocolError as exc:
+                self._fail(self._decode_error_code(exc), exc.message)
+            off = stop
+            self._process_one(frame)
+            state = self._state
+            if state is not _ESTABLISHED:
+                if state is ConnectionState.CLOSED:
+                    return
+                fast = False
+            else:
+                fast = True
+            append = self._events.append
+        self.received_position += position
+        self._keep(buf, off)
+
+    def receive_frame(self, frame: bytes, now: float | None = None) -> None:
+        """Feed one frame (one message) from a message transport."""
+        if self._prefixed:
+            raise LocalProtocolError("receive_frame: this connection uses length-prefixed framing")
+        if self._state is ConnectionState.CLOSED:
+            self._closed_input()
+            return
+        if now is not None:
+            self._observe(now)
+        if self._keepalive is not None:
+            self._keepalive.on_receive(now)
+        if len(frame) > self.config.max_frame_size:
+            self._fail(
+                ErrorCode.CONNECTION_ERROR,
+                f"frame of {len(frame)} bytes exceeds the maximum frame size",
+            )
+        try:
+            decoded = decode_frame(frame)
+        except RemoteProtocolError as exc:
+            self._fail(self._decode_error_code(exc), exc.message)
+        self._process([decoded])
+
+    def _decode_error_code(self, exc: RemoteProtocolError) -> int:
+        # A server's first frame that is not a valid SETUP gets INVALID_SETUP
+        # (spec: Connection Establishment), whatever broke it.
+        if not self._client and self._state is ConnectionState.AWAITING_SETUP:
+            return ErrorCode.INVALID_SETUP
+        return exc.error_code
+
+    def _process(self, frames: list[Frame]) -> None:
+        for f in frames:
+            if self._state is ConnectionState.CLOSED:
+                return
+            self._process_one(f)
+
+    def _process_one(self, f: Frame) -> None:
+        state = self._state
+        if state is not _ESTABLISHED:
+            if state is ConnectionState.CLOSED:
+                return
+            if not self._pre_established(f):
+                return
+        self._handlers[type(f)](f)
+
+    def _pre_established(self, f: Frame) -> bool:
+        """Handle states before ESTABLISHED; True to process ``f`` normally."""
+        state = self._state
+        if state is ConnectionState.CLOSING:
+            return True
+        if self._client:
+            # Nothing is expected before our SETUP (spec: 9, ignore).
+            return state is not ConnectionState.AWAITING_SETUP
+        if state is ConnectionState.AWAITING_SETUP:
+            if type(f) is SetupFrame or type(f) is ResumeFrame:
+                return True
+            self._fail(
+                ErrorCode.INVALID_SETUP,
+                f"the first frame must be SETUP or RESUME, got {type(f).__name__}",
+            )
+        # SETUP_RECEIVED: hold frames until the application decides.
+        if type(f) is SetupFrame:
+            return False  # spec 9.6
+        if len(self._early) >= self.config.max_early_frames:
+            self._fail(ErrorCode.CONNECTION_ERROR, "too many frames before SETUP was accepted")
+        self._early.append(f)
+        return False
+
+    def _ignore(self, f: Frame) -> None:
+        """Spec: Handling the Unexpected, 9."""
+
+    # --- connection frames -------------------------------------------
+
+    def _on_setup(self, f: SetupFrame) -> None:
+        if self._client or self._state is not ConnectionState.AWAITING_SETUP:
+            return  # spec 9.9 (client), 9.6 (second SETUP)
+        if f.major_version != MAJOR_VERSION:
+            self._refuse_setup(
+                ErrorCode.INVALID_SETUP,
+                f"unsupported version {f.major_version}.{f.minor_version}",
+            )
+            return
+        if f.resume_token is not None:
+            # Spec: SETUP Frame, NOTE (no resumption support yet).
+            self._refuse_setup(ErrorCode.REJECTED_SETUP, "resumption is not supported")
+            return
+        self._setup = f
+        self._lease_enabled = f.lease
+        self._transition(_CI.RECV_SETUP)
+        self._events.append(
+            SetupReceived(
+                keepalive_interval=f.keepalive_interval,
+                max_lifetime=f.max_lifetime,
+                metadata_mime_type=f.metadata_mime_type,
+                data_mime_type=f.data_mime_type,
+                metadata=f.metadata,
+                data=f.data,
+                lease=f.lease,
+                major_version=f.major_version,
+                minor_version=f.minor_version,
+            )
+        )
+
+    def _refuse_setup(self, code: int, message: str) -> None:
+        self._queue_error(0, code, message)
+        self._transition(_CI.REJECT)
+        self._events.append(ConnectionClosed(error_code=code, message=message, by_peer=False))
+
+    def _on_resume(self, f: ResumeFrame) -> None:
+        if self._client:
+            return
+        if self._state is ConnectionState.AWAITING_SETUP:
+            self._refuse_setup(ErrorCode.REJECTED_RESUME, "resumption is not supported")
+            return
+        # Spec: a RESUME after a SETUP SHOULD get ERROR[CONNECTION_ERROR].
+        self._fail(ErrorCode.CONNECTION_ERROR, "RESUME after SETUP")
+
+    def _on_lease(self, f: LeaseFrame) -> None:
+        if not self._lease_enabled:
+            return  # lease not negotiated: unexpected, ignored (9)
+        self._setup_confirmed = True
+        self._peer_lease.grant(self._now, f.ttl, f.number_of_requests)
+        self._events.append(
+            LeaseReceived(ttl=f.ttl, number_of_requests=f.number_of_requests, metadata=f.metadata)
+        )
+
+    def _on_keepalive(self, f: KeepaliveFrame) -> None:
+        if f.respond:
+            self._queue(KeepaliveFrame(False, self.received_position, f.data))
+        self._events.append(
+            KeepaliveReceived(
+                respond=f.respond, data=f.data, last_received_position=f.last_received_position
+            )
+        )
+
+    def _on_metadata_push(self, f: MetadataPushFrame) -> None:
+        if f.stream_id != 0:
+            return  # spec 9.5
+        self._events.append(MetadataPushReceived(metadata=f.metadata))
+
+    def _on_ext(self, f: ExtFrame) -> None:
+        if f.stream_id:
+            self.received_position += len(encode_frame(f))
+        self._events.append(
+            ExtensionReceived(
+                stream_id=f.stream_id,
+                extended_type=f.extended_type,
+                data=f.data,
+                metadata=f.metadata,
+                ignore=f.ignore,
+            )
+        )
+
+    def _on_unknown(self, f: UnknownFrame) -> None:
+        if f.ignore:
+            return  # spec: Handling Ignore Flag
+        self._fail(ErrorCode.CONNECTION_ERROR, f"frame type {f.frame_type:#x} not understood")
+
+    def _on_error(self, f: ErrorFrame) -> None:
+        sid = f.stream_id
+        if sid == 0:
+            self._on_connection_error(f)
+            return
+        self.received_position += 10 + len(f.data)
+        s = self._streams.get(sid)
+        if s is None:
+            return  # spec 9.3
+        if _pending_request(s):
+            self._remove(s)  # a request still being reassembled: never announced
+            return
+        self._setup_confirmed = True
+        self._events.append(
+            ErrorReceived(stream_id=sid, error_code=f.error_code, message=f.message)
+        )
+        self._stream_step(s, _I.RECV_ERROR)
+
+    def _on_connection_error(self, f: ErrorFrame) -> None:
+        code = f.error_code
+        if code in _SETUP_ERROR_CODES:
+            if not self._client or self._setup_confirmed:
+                return  # spec 9.7 (server), 9.8 (client after establishment)
+            self._transition(_CI.REJECT)
+            self._events.append(ConnectionClosed(error_code=code, message=f.message, by_peer=True))
+            return
+        if code == ErrorCode.CONNECTION_CLOSE:
+            self._close_message = f.message
+            self._close_by_peer = True
+            self._transition(_CI.CLOSE)
+            self._events.append(ConnectionClosing(message=f.message))
+            if not self._streams:
+                self._finish_close()
+            return
+        self._transition(_CI.FATAL)
+        self._events.append(ConnectionClosed(error_code=code, message=f.message, by_peer=True))
+
+    # --- stream frames -----------------------------------------------
+
+    def _on_request(
+        self, f: RequestResponseFrame | RequestFnfFrame | RequestStreamFrame | RequestChannelFrame
+    ) -> None:
+        sid = f.stream_id
+        self.received_position += len(encode_frame(f))
+        self._setup_confirmed = True
+        if sid in self._streams:
+            return  # spec 9.1: a request on a stream ID in use is ignored
+        fnf = type(f) is RequestFnfFrame
+        if sid & 1 != self._peer_parity:
+            # An ID of our own parity: we consider it in use (spec: Stream
+            # Identifiers, Lifetime: the responder MAY reject it).
+            if not fnf:
+                self._queue_error(sid, ErrorCode.REJECTED, "stream ID has the wrong parity")
+            return
+        if self._state is ConnectionState.CLOSING:
+            if not fnf:
+                self._queue_error(sid, ErrorCode.REJECTED, "the connection is closing")
+            return
+        if self._lease_enabled and not self._our_lease.use(self._now):
+            # Spec: Lease Semantics. Also for FNF (the peer ignores it).
+            self._queue_error(sid, ErrorCode.REJECTED, "request beyond the lease")
+            return
+        if not fnf and self._peer_stream_count >= self.config.max_concurrent_streams:
+            self._queue_error(sid, ErrorCode.REJECTED, "too many concurrent streams")
+            return
+        if f.follows:
+            s = self._new_responder_stream(f)
+            r = s.reassembly = Reassembly(f)
+            r.add(f.metadata, f.data)  # the first fragment: metadata cannot follow data
+            self._check_reassembly_size(s, r)
+            return
+        if fnf:
+            self._events.append(
+                FireAndForgetReceived(stream_id=sid, data=f.data, metadata=f.metadata)
+            )
+            return
+        self._new_responder_stream(f)
+        self._announce(f, f.data, f.metadata, getattr(f, "complete", False))
+
+    def _new_responder_stream(
+        self, f: RequestResponseFrame | RequestFnfFrame | RequestStreamFrame | RequestChannelFrame
+    ) -> Stream:
+        sid = f.stream_id
+        t = type(f)
+        if t is RequestResponseFrame:
+            s = Stream(sid, _RR, False, _OUT_ONLY, 1, 0)
+        elif t is RequestStreamFrame:
+            n = f.initial_request_n  # type: ignore[union-attr]
+            s = Stream(sid, StreamKind.REQUEST_STREAM, False, _OUT_ONLY, add_credit(0, n), 0)
+        elif t is RequestChannelFrame:
+            n = f.initial_request_n  # type: ignore[union-attr]
+            state = _OUT_ONLY if f.complete else _BOTH_OPEN  # type: ignore[union-attr]
+            s = Stream(sid, StreamKind.REQUEST_CHANNEL, False, state, add_credit(0, n), 0)
+        else:
+            s = Stream(sid, StreamKind.FIRE_AND_FORGET, False, _IN_ONLY, 0, 0)
+        self._streams[sid] = s
+        self._peer_stream_count += 1
+        return s
+
+    def _announce(
+        self,
+        f: RequestResponseFrame | RequestFnfFrame | RequestStreamFrame | RequestChannelFrame,
+        data: bytes,
+        metadata: bytes | None,
+        complete: bool,
+    ) -> None:
+        sid = f.stream_id
+        t = type(f)
+        if t is RequestResponseFrame:
+            self._events.append(
+                RequestResponseReceived(stream_id=sid, data=data, metadata=metadata)
+            )
+        elif t is RequestStreamFrame:
+            self._events.append(
+                RequestStreamReceived(
+                    stream_id=sid,
+                    data=data,
+                    metadata=metadata,
+                    initial_n=f.initial_request_n,  # type: ignore[union-attr]
+                )
+            )
+        elif t is RequestChannelFrame:
+            s = self._streams[sid]
+            if complete and s.state is _BOTH_OPEN:
+                s.state = _OUT_ONLY
+            self._events.append(
+                RequestChannelReceived(
+                    stream_id=sid,
+                    data=data,
+                    metadata=metadata,
+                    initial_n=f.initial_request_n,  # type: ignore[union-attr]
+                    complete=complete,
+                )
+            )
+        else:
+            fnf = self._streams.get(sid)
+            if fnf is not None:
+                self._remove(fnf)
+            self._events.append(FireAndForgetReceived(stream_id=sid, data=data, metadata=metadata))
+
+    def _on_request_n(self, f: RequestNFrame) -> None:
+        self.received_position += 10
+        s = self._streams.get(f.stream_id)
+        if s is None or s.kind is _RR or _pending_request(s):
+            return  # spec 9
+        st = s.state
+        if st is _BOTH_OPEN or st is _OUT_ONLY:
+            s.out_credit = add_credit(s.out_credit, f.request_n)
+            self._events.append(RequestNReceived(stream_id=f.stream_id, n=f.request_n))
+
+    def _on_cancel(self, f: CancelFrame) -> None:
+        sid = f.stream_id
+        self.received_position += 6
+        s = self._streams.get(sid)
+        if s is None:
+            return  # spec 9.2
+        if _pending_request(s):
+            self._remove(s)  # the requester abandoned a fragmented request
+            return
+        inp = _I.RECV_CANCEL_OUTBOUND if s.requester else _I.RECV_CANCEL
+        if s.requester and s.kind is not StreamKind.REQUEST_CHANNEL:
+            return  # only a channel responder may cancel; ignore otherwise (9)
+        if TRANSITIONS.get((s.state, inp)) is not None:
+            self._events.append(CancelReceived(stream_id=sid))
+            self._stream_step(s, inp)
+
+    def _on_payload(self, f: PayloadFrame) -> None:
+        sid = f.stream_id
+        s = self._streams.get(sid)
+        md = f.metadata
+        data = f.data
+        self.received_position += 6 + len(data) if md is None else 9 + len(md) + len(data)
+        if s is None:
+            return  # spec 9.4 (unknown ID, including 0)
+        if s.reassembly is not None or (f.follows and not f.complete):
+            self._on_fragment(s, f)
+            return
+        st = s.state
+        if st is not _BOTH_OPEN and st is not _IN_ONLY:
+            return  # not receiving on this stream: ignored (9)
+        complete = f.complete
+        nxt = f.next
+        if s.kind is _RR:
+            if s.requester:
+                self._setup_confirmed = True
+            complete = True  # spec 5: a response PAYLOAD completes
+        elif not complete and not nxt:
+            return  # neither C nor N: meaningless, ignored (9)
+        if nxt:
+            if s.in_credit <= 0:
+                self._over_delivery(sid)
+            s.in_credit -= 1
+        self._events.append(_fast_payload(sid, data, md, complete, nxt))
+        if complete:
+            self._stream_step(s, _I.RECV_COMPLETE)
+
+    def _over_delivery(self, sid: int) -> NoReturn:
+        # Choice (docs/rsocket.md): like HTTP/2's flow-control error, a PAYLOAD
+        # beyond the credit we granted is a connection error.
+        self._fail(ErrorCode.CONNECTION_ERROR, f"PAYLOAD beyond the granted credit on stream {sid}")
+
+    def _on_fragment(self, s: Stream, f: PayloadFrame) -> None:
+        r = s.reassembly
+        follows = f.follows and not f.complete  # spec 7: F with C ignores F
+        if r is None:
+            st = s.state
+            if st is not _BOTH_OPEN and st is not _IN_ONLY:
+                return
+            if f.next:
+                # A fragmented PAYLOAD counts one credit, at its first fragment.
+                if s.in_credit <= 0:
+                    self._over_delivery(s.stream_id)
+                s.in_credit -= 1
+            r = s.reassembly = Reassembly(f)
+        if not isinstance(r, Reassembly):  # pragma: no cover - type narrowing
+            return
+        if not r.add(f.metadata, f.data):
+            self._fail(
+                ErrorCode.CONNECTION_ERROR,
+                f"fragment with metadata after data on stream {s.stream_id}",
+            )
+        if not self._check_reassembly_size(s, r):
+            return
+        if follows:
+            return
+        s.reassembly = None
+        md, data = r.result()
+        first = r.first
+        if type(first) is PayloadFrame:
+            complete = f.complete or s.kind is _RR
+            nxt = first.next
+            if s.kind is _RR and s.requester:
+                self._setup_confirmed = True
+            self._events.append(_fast_payload(s.stream_id, data, md, complete, nxt))
+            if complete:
+                self._stream_step(s, _I.RECV_COMPLETE)
+        else:
+            complete = f.complete or getattr(first, "complete", False)
+            self._announce(first, data, md, complete)  # type: ignore[arg-type]
+
+    def _check_reassembly_size(self, s: Stream, r: Reassembly) -> bool:
+        if r.size <= self.config.max_reassembly_size:
+            return True
+        message = f"payload exceeds the maximum reassembly size ({self.config.max_reassembly_size})"
+        if type(r.first) is PayloadFrame:
+            self._fail(ErrorCode.CONNECTION_ERROR, message)
+        # A request not yet announced: reject it (REJECTED: not processed).
+        self._remove(s)
+        if type(r.first) is not RequestFnfFrame:
+            self._queue_error(s.stream_id, ErrorCode.REJECTED, message)
+        return False

@@ -1,0 +1,7 @@
+"""Entry point of ``python -m sansrs.trace``."""
+
+import sys
+
+from ._cli import main
+
+sys.exit(main())

@@ -1,0 +1,88 @@
+"""``python -m sansrs``: serve the demo responder and make requests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+WAIT = 30.0
+
+
+def sansrs(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sansrs", *args], capture_output=True, text=True, timeout=WAIT
+    )
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sansrs", "serve", "tcp://127.0.0.1:0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        ready, address = proc.stdout.readline().split()
+        assert ready == "READY"
+        assert address.startswith("tcp://127.0.0.1:") and not address.endswith(":0")
+        yield address
+    finally:
+        proc.terminate()
+        assert proc.wait(WAIT) == 0  # SIGTERM is a clean shutdown
+
+
+@pytest.mark.parametrize("args", [(), ("serve",), ("request",)])
+def test_help_everywhere(args: tuple[str, ...]) -> None:
+    result = sansrs(*args, "--help")
+    assert result.returncode == 0
+    assert "usage: sansrs" in result.stdout
+
+
+def test_request_response_prints_data_and_metadata(url: str) -> None:
+    result = sansrs("request", url, "--rr", "hello", "-m", "meta")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "hello\t[metadata meta]\n"
+
+
+def test_stream_prints_each_item(url: str) -> None:
+    result = sansrs("request", url, "--stream", '{"n": 3, "size": 4}', "--prefetch", "2")
+    assert result.stdout.splitlines() == ["0000", "0001", "0002"]
+
+
+def test_channel_echoes_each_argument(url: str) -> None:
+    result = sansrs("request", url, "--channel", "a", "b", "c")
+    assert result.stdout.splitlines() == ["a", "b", "c"]
+
+
+def test_fire_and_forget_and_metadata_push_exit_cleanly(url: str) -> None:
+    assert sansrs("request", url, "--fnf", "ping").returncode == 0
+    assert sansrs("request", url, "--metadata-push", "m").returncode == 0
+
+
+def test_error_reply_exits_2_with_the_message(url: str) -> None:
+    result = sansrs("request", url, "--rr", "error!")
+    assert result.returncode == 2
+    assert "APPLICATION_ERROR" in result.stderr and "rejected: error!" in result.stderr
+
+
+def test_unreachable_server_exits_3() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, not listening: connection refused
+        result = sansrs("request", f"tcp://127.0.0.1:{port}", "--rr", "x")
+    assert result.returncode == 3
+    assert "error:" in result.stderr
+
+
+def test_bad_url_is_a_usage_error() -> None:
+    result = sansrs("request", "ws://127.0.0.1:1", "--rr", "x")
+    assert result.returncode == 1
+    assert result.stderr.startswith("error:") and "reserved" in result.stderr
+    result = sansrs("serve", "tcp://127.0.0.1")
+    assert result.returncode == 1 and "missing port" in result.stderr

@@ -1,0 +1,335 @@
+"""Edges of the shared plumbing: close while waiting, timeouts, many producers."""
+
+from __future__ import annotations
+
+import select
+import threading
+
+import pytest
+from sansrs.adapters.queues import (
+    CreditExceeded,
+    CreditQueue,
+    EndOfStream,
+    Inbox,
+    QueueClosed,
+    Wakeup,
+)
+
+WAIT = 5.0
+
+
+def _in_thread(fn: object) -> threading.Thread:
+    t = threading.Thread(target=fn, daemon=True)  # type: ignore[arg-type]
+    t.start()
+    return t
+
+
+# -- CreditQueue -----------------------------------------------------------
+
+
+def test_put_within_granted_demand_then_get_in_order() -> None:
+    q: CreditQueue[int] = CreditQueue(granted=3)
+    for i in range(3):
+        q.put(i)
+    assert [q.get(timeout=0) for _ in range(3)] == [0, 1, 2]
+
+
+def test_put_beyond_granted_demand_raises_instead_of_growing() -> None:
+    q: CreditQueue[int] = CreditQueue(granted=1)
+    q.put(1)
+    with pytest.raises(CreditExceeded):
+        q.put(2)
+    assert len(q) == 1
+
+
+def test_grant_raises_capacity_cumulatively() -> None:
+    q: CreditQueue[int] = CreditQueue()
+    with pytest.raises(CreditExceeded):
+        q.put(0)
+    q.grant(2)
+    q.put(1)
+    q.get(timeout=0)
+    q.put(2)  # capacity counts granted demand, not free slots
+    with pytest.raises(CreditExceeded):
+        q.put(3)
+    assert q.granted == 2
+
+
+@pytest.mark.parametrize("bad", [0, -1])
+def test_grant_must_be_positive(bad: int) -> None:
+    with pytest.raises(ValueError):
+        CreditQueue[int]().grant(bad)
+
+
+def test_negative_initial_grant_rejected() -> None:
+    with pytest.raises(ValueError):
+        CreditQueue[int](granted=-1)
+
+
+def test_get_times_out_on_empty_queue() -> None:
+    q: CreditQueue[int] = CreditQueue(granted=1)
+    with pytest.raises(TimeoutError):
+        q.get(timeout=0.01)
+    with pytest.raises(TimeoutError):
+        q.get(timeout=0)
+
+
+def test_items_then_end_of_stream() -> None:
+    q: CreditQueue[str] = CreditQueue(granted=2)
+    q.put("a")
+    q.finish()
+    q.put("late")  # ignored after finish
+    assert q.get(timeout=0) == "a"
+    assert q.done
+    with pytest.raises(EndOfStream):
+        q.get(timeout=0)
+    with pytest.raises(EndOfStream):
+        q.get(timeout=0)
+
+
+def test_items_then_error_delivers_items_first() -> None:
+    q: CreditQueue[str] = CreditQueue(granted=2)
+    q.put("a")
+    q.finish(ValueError("boom"))
+    q.finish()  # the first terminal signal wins
+    assert q.get(timeout=0) == "a"
+    with pytest.raises(ValueError, match="boom"):
+        q.get(timeout=0)
+
+
+def test_close_drops_items_and_later_puts() -> None:
+    q: CreditQueue[int] = CreditQueue(granted=5)
+    q.put(1)
+    q.close()
+    q.put(2)  # in flight at cancel: dropped, not an error
+    assert len(q) == 0 and q.closed and q.done
+    with pytest.raises(QueueClosed):
+        q.get(timeout=0)
+
+
+def test_close_with_error_raises_that_error() -> None:
+    q: CreditQueue[int] = CreditQueue(granted=1)
+    q.close(ConnectionError("gone"))
+    with pytest.raises(ConnectionError, match="gone"):
+        q.get(timeout=0)
+
+
+def test_close_while_waiting_wakes_the_consumer() -> None:
+    q: CreditQueue[int] = CreditQueue(granted=1)
+    waiting = threading.Event()
+    outcome: list[BaseException] = []
+
+    def consume() -> None:
+        waiting.set()
+        try:
+            q.get(timeout=WAIT)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    t = _in_thread(consume)
+    assert waiting.wait(WAIT)
+    q.close()
+    t.join(WAIT)
+    assert not t.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], QueueClosed)
+
+
+def test_finish_while_waiting_wakes_the_consumer() -> None:
+    q: CreditQueue[int] = CreditQueue(granted=1)
+    outcome: list[BaseException] = []
+
+    def consume() -> None:
+        try:
+            q.get(timeout=WAIT)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    t = _in_thread(consume)
+    q.finish()
+    t.join(WAIT)
+    assert len(outcome) == 1 and isinstance(outcome[0], EndOfStream)
+
+
+def test_producer_thread_to_consumer_thread_keeps_order() -> None:
+    n = 20_000
+    q: CreditQueue[int] = CreditQueue()
+    window = 64
+    q.grant(window)
+    may_put = threading.Semaphore(window)
+
+    def produce() -> None:
+        for i in range(n):
+            assert may_put.acquire(timeout=WAIT)
+            q.put(i)
+        q.finish()
+
+    t = _in_thread(produce)
+    got = []
+    while True:
+        try:
+            got.append(q.get(timeout=WAIT))
+        except EndOfStream:
+            break
+        q.grant(1)
+        may_put.release()
+    t.join(WAIT)
+    assert got == list(range(n))
+
+
+# -- Wakeup ------------------------------------------------------------------
+
+
+def _readable(w: Wakeup, timeout: float) -> bool:
+    return bool(select.select([w], [], [], timeout)[0])
+
+
+def test_wakeup_makes_select_return_and_clear_resets_it() -> None:
+    w = Wakeup()
+    try:
+        assert not _readable(w, 0)
+        w.wake()
+        w.wake()  # coalesced
+        assert _readable(w, WAIT)
+        w.clear()
+        assert not _readable(w, 0)
+        w.wake()  # after clear a new wake goes through again
+        assert _readable(w, WAIT)
+    finally:
+        w.close()
+
+
+def test_wakeup_from_another_thread_interrupts_a_blocked_select() -> None:
+    w = Wakeup()
+    try:
+        t = _in_thread(w.wake)
+        assert _readable(w, WAIT)
+        t.join(WAIT)
+    finally:
+        w.close()
+
+
+def test_wake_after_close_is_harmless() -> None:
+    w = Wakeup()
+    w.close()
+    w.wake()
+
+
+# -- Inbox -------------------------------------------------------------------
+
+
+def test_inbox_put_wakes_the_loop_and_drain_takes_all() -> None:
+    w = Wakeup()
+    try:
+        box: Inbox[int] = Inbox(w, capacity=8)
+        box.put(1)
+        box.put(2)
+        assert _readable(w, WAIT)
+        w.clear()
+        assert box.drain() == [1, 2]
+        assert box.drain() == []
+    finally:
+        w.close()
+
+
+def test_inbox_full_put_times_out() -> None:
+    w = Wakeup()
+    try:
+        box: Inbox[int] = Inbox(w, capacity=2)
+        box.put(1)
+        box.put(2)
+        with pytest.raises(TimeoutError):
+            box.put(3, timeout=0.01)
+        assert len(box) == 2
+    finally:
+        w.close()
+
+
+def test_inbox_full_put_resumes_when_the_loop_drains() -> None:
+    w = Wakeup()
+    try:
+        box: Inbox[int] = Inbox(w, capacity=1)
+        box.put(1)
+        done = threading.Event()
+
+        def produce() -> None:
+            box.put(2, timeout=WAIT)
+            done.set()
+
+        t = _in_thread(produce)
+        assert _readable(w, WAIT)
+        assert box.drain() == [1]
+        assert done.wait(WAIT)
+        assert box.drain() == [2]
+        t.join(WAIT)
+    finally:
+        w.close()
+
+
+def test_inbox_close_while_producer_waits_raises_queue_closed() -> None:
+    w = Wakeup()
+    try:
+        box: Inbox[int] = Inbox(w, capacity=1)
+        box.put(1)
+        outcome: list[BaseException] = []
+        blocked = threading.Event()
+
+        def produce() -> None:
+            blocked.set()
+            try:
+                box.put(2, timeout=WAIT)
+            except BaseException as exc:
+                outcome.append(exc)
+
+        t = _in_thread(produce)
+        assert blocked.wait(WAIT)
+        assert _readable(w, WAIT)  # the blocked producer pokes the loop
+        pending = box.close(ConnectionError("closed"))
+        t.join(WAIT)
+        assert not t.is_alive()
+        assert pending in ([1], [1, 2])
+        if pending == [1]:
+            assert len(outcome) == 1 and isinstance(outcome[0], ConnectionError)
+        with pytest.raises(ConnectionError):
+            box.put(3)
+    finally:
+        w.close()
+
+
+def test_inbox_many_producers_lose_nothing_and_keep_per_producer_order() -> None:
+    w = Wakeup()
+    try:
+        box: Inbox[tuple[int, int]] = Inbox(w, capacity=16)
+        producers, per = 8, 2_000
+
+        def produce(p: int) -> None:
+            for i in range(per):
+                box.put((p, i), timeout=WAIT)
+
+        threads = [
+            threading.Thread(target=produce, args=(p,), daemon=True) for p in range(producers)
+        ]
+        for t in threads:
+            t.start()
+        got: dict[int, list[int]] = {p: [] for p in range(producers)}
+        total = 0
+        while total < producers * per:
+            assert _readable(w, WAIT) or len(box), "producers stalled"
+            w.clear()
+            for p, i in box.drain():
+                got[p].append(i)
+                total += 1
+        for t in threads:
+            t.join(WAIT)
+        assert all(got[p] == list(range(per)) for p in range(producers))
+    finally:
+        w.close()
+
+
+@pytest.mark.parametrize("bad", [0, -3])
+def test_inbox_capacity_must_be_positive(bad: int) -> None:
+    w = Wakeup()
+    try:
+        with pytest.raises(ValueError):
+            Inbox[int](w, capacity=bad)
+    finally:
+        w.close()

@@ -1,0 +1,320 @@
+"""Protocol-agnostic session pieces: prefetch iterators and credit-bound outbound."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sansrs.adapters.queues import CreditQueue, QueueClosed
+from sansrs.adapters.session import (
+    IteratorSource,
+    Outbound,
+    PublisherSource,
+    StreamIterator,
+    ThreadedSource,
+    make_source,
+)
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.requested: list[int] = []
+        self.cancelled = 0
+
+    def request(self, n: int) -> None:
+        self.requested.append(n)
+
+    def cancel(self) -> None:
+        self.cancelled += 1
+
+
+def _iterator(prefetch: int) -> tuple[CreditQueue[int], StreamIterator[int], Recorder]:
+    q: CreditQueue[int] = CreditQueue(granted=prefetch)
+    rec = Recorder()
+    return q, StreamIterator(q, prefetch, rec.request, rec.cancel, timeout=1.0), rec
+
+
+def test_iterator_replenishes_half_the_window_as_items_are_consumed() -> None:
+    q, it, rec = _iterator(4)
+    for i in range(4):
+        q.put(i)
+    assert next(it) == 0 and rec.requested == []
+    assert next(it) == 1 and rec.requested == [2]
+    assert q.granted == 6
+    q.put(4)
+    q.put(5)
+    q.finish()
+    assert list(it) == [2, 3, 4, 5]
+    assert rec.cancelled == 0
+
+
+def test_iterator_does_not_ask_for_more_after_the_stream_ended() -> None:
+    q, it, rec = _iterator(2)
+    q.put(0)
+    q.finish()
+    assert list(it) == [0]
+    assert rec.requested == []
+    it.close()
+    assert rec.cancelled == 0
+
+
+def test_closing_a_running_iterator_cancels_once() -> None:
+    q, it, rec = _iterator(8)
+    q.put(1)
+    with it:
+        assert next(it) == 1
+    it.close()
+    assert rec.cancelled == 1
+    assert q.closed
+    with pytest.raises(StopIteration):
+        next(it)
+
+
+def test_iterator_timeout_leaves_the_stream_usable() -> None:
+    q, it, _ = _iterator(2)
+    it._timeout = 0.01
+    with pytest.raises(TimeoutError):
+        next(it)
+    q.put(7)
+    assert next(it) == 7
+
+
+def test_iterator_raises_the_stream_error_after_items() -> None:
+    q, it, _ = _iterator(2)
+    q.put(1)
+    q.finish(RuntimeError("remote failed"))
+    assert next(it) == 1
+    with pytest.raises(RuntimeError, match="remote failed"):
+        next(it)
+    with pytest.raises(StopIteration):
+        next(it)
+
+
+def test_iterator_rejects_non_positive_prefetch() -> None:
+    with pytest.raises(ValueError):
+        StreamIterator(CreditQueue[int](), 0, lambda n: None, lambda: None)
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.items: list[tuple[Any, bool]] = []
+        self.completed = 0
+        self.errors: list[BaseException] = []
+
+    def emit(self, item: Any, last: bool) -> None:
+        self.items.append((item, last))
+
+    def complete(self) -> None:
+        self.completed += 1
+
+    def fail(self, exc: BaseException) -> None:
+        self.errors.append(exc)
+
+    def outbound(self, source: Any, credit: int = 0) -> Outbound[Any]:
+        return Outbound(source, self.emit, self.complete, self.fail, credit)
+
+
+def test_outbound_sends_only_within_credit_and_marks_the_last() -> None:
+    pulled: list[int] = []
+
+    def gen() -> Iterator[int]:
+        for i in range(5):
+            pulled.append(i)
+            yield i
+
+    sink = Sink()
+    out = sink.outbound(IteratorSource(gen()), credit=2)
+    assert out.pump(100) is False
+    assert sink.items == [(0, False), (1, False)]
+    assert len(pulled) == 3  # one read ahead, never sent
+    out.add_credit(10)
+    assert out.pump(100) is False
+    assert sink.items[-1] == (4, True)
+    assert out.finished and sink.completed == 0
+
+
+def test_outbound_budget_limits_one_pump_and_reports_more() -> None:
+    sink = Sink()
+    out = sink.outbound(IteratorSource(range(10)), credit=10)
+    assert out.pump(3) is True
+    assert [i for i, _ in sink.items] == [0, 1, 2]
+
+
+def test_outbound_exhausted_exactly_at_credit_sends_bare_complete() -> None:
+    sink = Sink()
+
+    class Opaque:
+        """An iterator that only learns it is done when asked again."""
+
+        def __init__(self) -> None:
+            self.left = 2
+
+        def __iter__(self) -> Opaque:
+            return self
+
+        def __next__(self) -> int:
+            if self.left == 0:
+                raise StopIteration
+            self.left -= 1
+            return self.left
+
+    out = sink.outbound(IteratorSource(Opaque()), credit=2)
+    out.pump(10)
+    assert [last for _, last in sink.items] == [False, True]
+    empty = sink.outbound(IteratorSource(()), credit=1)
+    empty.pump(10)
+    assert sink.completed == 1 and empty.finished
+
+
+def test_outbound_turns_a_source_exception_into_fail() -> None:
+    def gen() -> Iterator[int]:
+        yield 1
+        raise ValueError("handler broke")
+
+    sink = Sink()
+    out = sink.outbound(IteratorSource(gen()), credit=5)
+    assert out.pump(10) is False
+    assert len(sink.errors) == 1 and str(sink.errors[0]) == "handler broke"
+    assert out.finished
+
+
+def test_outbound_cancel_closes_the_generator() -> None:
+    closed = threading.Event()
+
+    def gen() -> Iterator[int]:
+        try:
+            yield from range(100)
+        finally:
+            closed.set()
+
+    sink = Sink()
+    out = sink.outbound(IteratorSource(gen()), credit=1)
+    out.pump(10)
+    out.cancel()
+    assert closed.is_set()
+    assert out.pump(10) is False
+
+
+def test_ten_million_item_generator_is_pulled_lazily() -> None:
+    sink = Sink()
+    out = sink.outbound(IteratorSource(iter(range(10_000_000))), credit=3)
+    out.pump(1_000_000)
+    assert len(sink.items) == 3
+
+
+class ListPublisher:
+    """A minimal publisher signalling synchronously on request."""
+
+    def __init__(self, items: list[int]) -> None:
+        self.items = items
+        self.cancelled = False
+
+    def subscribe(self, subscriber: Any) -> None:
+        publisher = self
+
+        class Sub:
+            def request(self, n: int) -> None:
+                for _ in range(n):
+                    if not publisher.items:
+                        break
+                    subscriber.on_next(publisher.items.pop(0))
+                if not publisher.items:
+                    subscriber.on_complete()
+
+            def cancel(self) -> None:
+                publisher.cancelled = True
+
+        subscriber.on_subscribe(Sub())
+
+
+def test_publisher_source_requests_exactly_the_credit() -> None:
+    notified: list[int] = []
+    pub = ListPublisher([1, 2, 3])
+    source = make_source(pub, is_single=lambda r: False, notify=lambda: notified.append(1))
+    assert isinstance(source, PublisherSource)
+    sink = Sink()
+    out = sink.outbound(source, credit=2)
+    assert notified  # on_next woke the loop
+    assert out.pump(10) is False
+    assert [i for i, _ in sink.items] == [1, 2]
+    out.add_credit(5)
+    out.pump(10)
+    assert [i for i, _ in sink.items] == [1, 2, 3]
+    assert out.finished
+
+
+def test_publisher_source_cancel_cancels_the_subscription() -> None:
+    pub = ListPublisher([1, 2, 3])
+    source = make_source(pub, is_single=lambda r: False, notify=lambda: None)
+    out = Sink().outbound(source, credit=1)
+    out.cancel()
+    assert pub.cancelled
+
+
+def test_publisher_source_rejects_null_signals() -> None:
+    source: PublisherSource[int] = PublisherSource(ListPublisher([]), lambda: None)
+    with pytest.raises(TypeError):
+        source.on_next(None)  # type: ignore[arg-type]
+    source.cancel()
+    with pytest.raises(QueueClosed):
+        source._queue.get(timeout=0)
+
+
+def test_make_source_shapes() -> None:
+    def single(r: object) -> bool:
+        return isinstance(r, bytes)
+
+    def drain(src: Any) -> list[Any]:
+        sink = Sink()
+        out = sink.outbound(src, credit=100)
+        out.pump(100)
+        return [i for i, _ in sink.items]
+
+    assert drain(make_source(b"one", is_single=single, notify=lambda: None)) == [b"one"]
+    assert drain(make_source([1, 2], is_single=single, notify=lambda: None)) == [1, 2]
+    assert drain(make_source(None, is_single=single, notify=lambda: None)) == []
+    with pytest.raises(TypeError, match="iterable"):
+        make_source(42, is_single=single, notify=lambda: None)
+
+
+def test_threaded_source_pulls_only_within_demand_off_the_caller_thread() -> None:
+    pulled: list[str] = []
+    notified = threading.Event()
+
+    def gen() -> Iterator[int]:
+        for i in range(100):
+            pulled.append(threading.current_thread().name)
+            yield i
+
+    source = make_source(gen(), is_single=lambda r: False, notify=notified.set, threaded="w")
+    sink = Sink()
+    out = sink.outbound(source, credit=3)
+    got: list[int] = []
+    while len(got) < 3:
+        assert notified.wait(5)
+        notified.clear()
+        out.pump(100)
+        got = [i for i, _ in sink.items]
+    assert got == [0, 1, 2]
+    assert set(pulled) == {"w"} and len(pulled) <= 4  # one blocked in hand at most
+    out.cancel()
+    assert isinstance(source, ThreadedSource) and source.join(5)
+
+
+def test_threaded_source_forwards_errors_and_completion() -> None:
+    def gen() -> Iterator[int]:
+        yield 1
+        raise KeyError("bad")
+
+    woke = threading.Event()
+    source = ThreadedSource(gen(), woke.set, "w2")
+    sink = Sink()
+    out = sink.outbound(source, credit=10)
+    while not out.finished:
+        assert woke.wait(5)
+        woke.clear()
+        out.pump(10)
+    assert [i for i, _ in sink.items] == [1]
+    assert len(sink.errors) == 1 and isinstance(sink.errors[0], KeyError)

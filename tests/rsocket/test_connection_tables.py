@@ -1,0 +1,193 @@
+"""The state tables, walked pair by pair through a real Connection.
+
+Every (stream state x stream input) pair is driven on a live channel, as
+requester and as responder: an allowed pair must land in the table's next
+state; a missing pair must raise ``LocalProtocolError`` (local intents) or
+be ignored (received frames, spec: Handling the Unexpected 9). The
+connection table is checked for completeness of its terminal paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from pair import Pair
+
+from sansrs import LocalProtocolError
+from sansrs.rsocket import (
+    CancelFrame,
+    Connection,
+    ConnectionState,
+    ErrorCode,
+    ErrorFrame,
+    Frame,
+    PayloadFrame,
+    RequestNFrame,
+    StreamState,
+    encode_frame_prefixed,
+)
+from sansrs.rsocket._connection import CONNECTION_TRANSITIONS, ConnectionInput
+from sansrs.rsocket._streams import TRANSITIONS, StreamInput
+
+S = StreamState
+I = StreamInput  # noqa: E741
+
+
+def channel_in(state: StreamState, requester: bool) -> tuple[Pair, Connection, int]:
+    """A pair with a channel whose ``requester``/responder end is in ``state``."""
+    pair = Pair.established()
+    sid = pair.client.request_channel(b"first", initial_n=5)
+    pair.pump()
+    pair.server.request_n(sid, 5)
+    pair.pump()
+    me, peer = (pair.client, pair.server) if requester else (pair.server, pair.client)
+    if state is S.IN_ONLY:
+        me.send_complete(sid)
+    elif state is S.OUT_ONLY:
+        peer.send_complete(sid)
+    elif state is S.CLOSED:
+        me.send_complete(sid)
+        peer.send_complete(sid)
+    pair.pump()
+    pair.take()
+    assert me.stream_state(sid) is (None if state is S.CLOSED else state)
+    return pair, me, sid
+
+
+def feed(conn: Connection, frame: Frame) -> None:
+    conn.receive_data(encode_frame_prefixed(frame))
+
+
+LOCAL: dict[StreamInput, Callable[[Connection, int], None]] = {
+    I.SEND_PAYLOAD: lambda c, sid: c.send_payload(sid, b"x"),
+    I.SEND_COMPLETE: lambda c, sid: c.send_complete(sid),
+    I.SEND_ERROR: lambda c, sid: c.send_error(sid, ErrorCode.APPLICATION_ERROR, "e"),
+    I.SEND_CANCEL: lambda c, sid: c.cancel(sid),
+    I.SEND_CANCEL_INBOUND: lambda c, sid: c.cancel(sid),
+    I.SEND_REQUEST_N: lambda c, sid: c.request_n(sid, 1),
+}
+REMOTE: dict[StreamInput, Callable[[int], Frame]] = {
+    I.RECV_PAYLOAD: lambda sid: PayloadFrame(sid, b"x", next=True),
+    I.RECV_COMPLETE: lambda sid: PayloadFrame(sid, b"", complete=True),
+    I.RECV_ERROR: lambda sid: ErrorFrame(sid, ErrorCode.APPLICATION_ERROR, b"e"),
+    I.RECV_CANCEL: lambda sid: CancelFrame(sid),
+    I.RECV_CANCEL_OUTBOUND: lambda sid: CancelFrame(sid),
+    I.RECV_REQUEST_N: lambda sid: RequestNFrame(sid, 1),
+}
+# Which end produces an input: the requester's CANCEL terminates, the
+# responder's only closes the requester's flow (and vice versa on reception).
+REQUESTER_ONLY = {I.SEND_CANCEL, I.RECV_CANCEL_OUTBOUND}
+RESPONDER_ONLY = {I.SEND_CANCEL_INBOUND, I.RECV_CANCEL}
+
+CASES = [
+    (state, inp, requester)
+    for state in StreamState
+    for inp in StreamInput
+    for requester in (True, False)
+    if not (inp in REQUESTER_ONLY and not requester) and not (inp in RESPONDER_ONLY and requester)
+]
+
+
+def test_every_stream_state_input_pair_is_walked() -> None:
+    walked = {(state, inp) for state, inp, _ in CASES}
+    assert walked == {(s, i) for s in StreamState for i in StreamInput}
+    assert all((s, i) in walked and nxt in StreamState for (s, i), nxt in TRANSITIONS.items())
+    assert not any(state is S.CLOSED for state, _ in TRANSITIONS)
+
+
+@pytest.mark.parametrize(("state", "inp", "requester"), CASES)
+def test_stream_table_pair(state: StreamState, inp: StreamInput, requester: bool) -> None:
+    _, me, sid = channel_in(state, requester)
+    expected = TRANSITIONS.get((state, inp))
+    if requester and inp is I.SEND_ERROR and state is not S.BOTH_OPEN and state is not S.OUT_ONLY:
+        expected = None  # a requester errors only its own open flow (else it cancels)
+    if inp in LOCAL:
+        if expected is None:
+            with pytest.raises(LocalProtocolError):
+                LOCAL[inp](me, sid)
+            assert me.stream_state(sid) is (None if state is S.CLOSED else state)
+            return
+        LOCAL[inp](me, sid)
+    else:
+        feed(me, REMOTE[inp](sid))
+        if expected is None:
+            assert me.events() == []
+            assert me.stream_state(sid) is (None if state is S.CLOSED else state)
+            return
+        assert me.events() != []
+    assert me.stream_state(sid) is (None if expected is S.CLOSED else expected)
+    assert me.state is ConnectionState.ESTABLISHED
+
+
+def test_connection_table_every_state_reaches_closed() -> None:
+    """From every non-terminal state a fatal error and the transport's end
+    close the connection, and nothing leaves CLOSED."""
+    for state in ConnectionState:
+        if state is ConnectionState.CLOSED:
+            assert not any(s is state for s, _ in CONNECTION_TRANSITIONS)
+            continue
+        assert CONNECTION_TRANSITIONS[(state, ConnectionInput.FATAL)] is ConnectionState.CLOSED
+        assert CONNECTION_TRANSITIONS[(state, ConnectionInput.EOF)] is ConnectionState.CLOSED
+
+
+@pytest.mark.parametrize("state", list(ConnectionState))
+@pytest.mark.parametrize("inp", list(ConnectionInput))
+def test_connection_table_pair(state: ConnectionState, inp: ConnectionInput) -> None:
+    """Each allowed pair is reachable through the public API and lands where
+    the table says; disallowed local intents raise."""
+    nxt = CONNECTION_TRANSITIONS.get((state, inp))
+    if nxt is None:
+        return  # checked by the intent tests: e.g. accept_setup without SETUP raises
+    pair = Pair()
+    conn = {
+        ConnectionInput.SEND_SETUP: pair.client,
+    }.get(inp, pair.server)
+    # Reach ``state``.
+    if state is ConnectionState.AWAITING_SETUP:
+        pass
+    else:
+        pair.client.setup()
+        pair.pump()
+        if state is not ConnectionState.SETUP_RECEIVED:
+            pair.server.accept_setup()
+            pair.pump()
+            if inp is ConnectionInput.REJECT:
+                conn = pair.client
+            if state is ConnectionState.CLOSING:
+                sid = pair.client.request_stream(b"", initial_n=1)
+                pair.pump()
+                pair.server.close("bye")
+                pair.pump()
+                conn = pair.server
+    assert conn.state is state
+    if inp is ConnectionInput.SEND_SETUP:
+        conn.setup()
+    elif inp is ConnectionInput.RECV_SETUP:
+        pair.client.setup()
+        pair.pump()
+    elif inp is ConnectionInput.ACCEPT:
+        conn.accept_setup()
+    elif inp is ConnectionInput.REJECT:
+        if conn is pair.client:
+            feed(conn, ErrorFrame(0, ErrorCode.REJECTED_SETUP, b""))
+        elif state is ConnectionState.AWAITING_SETUP:
+            from sansrs.rsocket import SetupFrame
+
+            feed(conn, SetupFrame(1, 1, "a", "b", major_version=9))
+        else:
+            conn.reject_setup()
+    elif inp is ConnectionInput.CLOSE:
+        if state is ConnectionState.CLOSING:
+            feed(conn, ErrorFrame(0, ErrorCode.CONNECTION_CLOSE, b"again"))
+        else:
+            sid = pair.client.request_stream(b"", initial_n=1)
+            pair.pump()
+            conn.close()
+    elif inp is ConnectionInput.DRAINED:
+        conn.send_payload(sid, b"", complete=True)
+    elif inp is ConnectionInput.FATAL:
+        conn.close("x", error_code=ErrorCode.CONNECTION_ERROR)
+    elif inp is ConnectionInput.EOF:
+        conn.receive_data(b"")
+    assert conn.state is nxt
