@@ -17,6 +17,9 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from rsocket import error_codes as rs_errors  # rsocket-py, a pinned test extra
+from rsocket import frame as rs_frame
+from rsocket import frame_parser as rs_parser
 from strategies import FRAME_STRATEGIES, frames
 
 from sansrs.rsocket import (
@@ -45,10 +48,6 @@ from sansrs.rsocket import (
     encode_frame,
     encode_frames_prefixed,
 )
-
-rs_frame = pytest.importorskip("rsocket.frame")
-rs_parser = pytest.importorskip("rsocket.frame_parser")
-rs_errors = pytest.importorskip("rsocket.error_codes")
 
 pytestmark = pytest.mark.interop
 
