@@ -164,8 +164,24 @@ class CreditQueue(Generic[T]):
         if self._closed:
             raise self._closed_exception()
         items = self._items
-        if items:
-            return items.popleft()
+        if not items:
+            self._wait(timeout)
+        return items.popleft()
+
+    def get_batch(self, timeout: float | None = None, max_items: int = 1024) -> list[T]:
+        """Every item ready now (at least one, at most ``max_items``); waits and
+        raises as :meth:`get`. One call per batch instead of one per item."""
+        if self._closed:
+            raise self._closed_exception()
+        items = self._items
+        if not items:
+            self._wait(timeout)
+        popleft = items.popleft
+        return [popleft() for _ in range(min(len(items), max_items))]
+
+    def _wait(self, timeout: float | None) -> None:
+        """Return once an item is queued; raise at the end, on close or timeout."""
+        items = self._items
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             self._waiting = True
@@ -176,7 +192,7 @@ class CreditQueue(Generic[T]):
                 raise self._closed_exception()
             if items:
                 self._waiting = False
-                return items.popleft()
+                return
             if self._finished:
                 self._waiting = False
                 if self._error is not None:
@@ -223,6 +239,20 @@ class CreditQueue(Generic[T]):
         if self._waiting:
             # One wake-up per sleep: without the reset, every put until the
             # consumer actually runs would pay for Event.set (a lock each).
+            self._waiting = False
+            self._event.set()
+
+    def put_many(self, batch: list[T]) -> None:
+        """:meth:`put` for several items at once (one check, one wake-up)."""
+        if self._closed or self._finished:
+            return
+        if self._put_count + len(batch) > self._granted:
+            raise CreditExceeded(
+                f"put beyond granted demand ({self._granted}): the queue must never fill"
+            )
+        self._put_count += len(batch)
+        self._items.extend(batch)
+        if self._waiting:
             self._waiting = False
             self._event.set()
 

@@ -68,26 +68,44 @@ class EngineOptions:
 
 class SubscriberSink:
     """Delivers a remote stream to a Reactive Streams Subscriber (on the
-    connection thread); same interface as :class:`CreditQueue`'s I/O side."""
+    connection thread); same interface as :class:`CreditQueue`'s I/O side.
 
-    __slots__ = ("_done", "_subscriber")
+    A Subscriber method that raises breaks rule 2.13; the sink then treats
+    the subscription as cancelled (``on_broken``) and the connection goes on."""
+
+    __slots__ = ("_done", "_subscriber", "on_broken")
 
     def __init__(self, subscriber: Any) -> None:
         self._subscriber = subscriber
         self._done = False
+        self.on_broken: Callable[[], None] | None = None
 
     def put(self, item: Payload) -> None:
-        if not self._done:
+        if self._done:
+            return
+        try:
             self._subscriber.on_next(item)
+        except Exception:
+            log.exception("Subscriber.on_next raised (rule 2.13); cancelling its stream")
+            self._done = True
+            if self.on_broken is not None:
+                self.on_broken()
+
+    def put_many(self, items: list[Payload]) -> None:
+        for item in items:
+            self.put(item)
 
     def finish(self, error: BaseException | None = None) -> None:
         if self._done:
             return
         self._done = True
-        if error is None:
-            self._subscriber.on_complete()
-        else:
-            self._subscriber.on_error(error)
+        try:
+            if error is None:
+                self._subscriber.on_complete()
+            else:
+                self._subscriber.on_error(error)
+        except Exception:
+            log.exception("Subscriber.on_complete/on_error raised (rule 2.13)")
 
     def close(self, error: BaseException | None = None) -> None:
         self._done = True
@@ -193,14 +211,30 @@ class RSocketEngine:
         payload_event = core.PayloadReceived
         requests = self._requests
         while events:
+            # Hot path: consecutive items of a stream we requested go to its
+            # sink as one batch; everything else through ``core.dispatch``.
+            batch: list[Payload] = []
+            batch_sid = -1
+            batch_handle: RequestHandle | None = None
             for event in events:
-                if type(event) is payload_event:
-                    # Hot path: an item of a stream we requested, inlined.
-                    handle = requests.get(event.stream_id)
-                    if handle is not None and event.next and not event.complete:
-                        handle.sink.put(Payload(event.data, event.metadata))
+                if type(event) is payload_event and event.next and not event.complete:
+                    sid = event.stream_id
+                    if sid == batch_sid:
+                        batch.append(Payload(event.data, event.metadata))
                         continue
+                    handle = requests.get(sid)
+                    if handle is not None:
+                        if batch_handle is not None:
+                            batch_handle.sink.put_many(batch)
+                        batch = [Payload(event.data, event.metadata)]
+                        batch_sid, batch_handle = sid, handle
+                        continue
+                if batch_handle is not None:
+                    batch_handle.sink.put_many(batch)
+                    batch_sid, batch_handle = -1, None
                 core.dispatch(self, event)
+            if batch_handle is not None:
+                batch_handle.sink.put_many(batch)
             events = self.conn.events()  # handlers may have caused more
 
     def data_to_send(self) -> bytes:
@@ -236,9 +270,11 @@ class RSocketEngine:
     def wants_close(self) -> bool:
         return self._closing is not None
 
+    def close_reason(self) -> BaseException | None:
+        return self._closing
+
     def pump(self) -> bool:
-        if self.conn._events:  # intents (close, errors) can produce events too
-            self._dispatch_events()
+        self._dispatch_events()  # intents (close, errors) can produce events too
         poked = self._poked
         while poked:
             self._runnable.add(poked.popleft())
@@ -306,7 +342,9 @@ class RSocketEngine:
                     payload.data, payload.metadata, initial_n=initial_n, complete=outbound is None
                 )
         except core.LocalProtocolError as exc:
-            if self._closing is not None or self.conn.state is core.ConnectionState.CLOSED:
+            if self._closing is not None:
+                handle.sink.finish(self._closing)  # the reason it closed, not "closed"
+            elif self.conn.state is core.ConnectionState.CLOSED:
                 handle.sink.finish(ConnectionClosed(f"connection closed: {exc.message}"))
             else:  # e.g. no stream ID left, or the peer is closing
                 handle.sink.finish(RSocketError(ErrorCode.REJECTED, exc.message))
@@ -385,12 +423,16 @@ class RSocketEngine:
                 p = as_payload(item)
                 send_payload(sid, p.data, p.metadata, last)
 
+        # The stream may already be over for the core (a request-response
+        # answered by its first item, a cancel in flight): nothing to send then.
         def complete() -> None:
-            conn.send_complete(sid)
+            with contextlib.suppress(core.LocalProtocolError):
+                conn.send_complete(sid)
 
         def fail(exc: BaseException) -> None:
             code, message = error_for_exception(exc)
-            conn.send_error(sid, code, message)
+            with contextlib.suppress(core.LocalProtocolError):
+                conn.send_error(sid, code, message)
 
         def ready() -> bool:
             return not conn.output_blocked
@@ -589,8 +631,14 @@ class RSocketEngine:
 
     # -- connection-level signals ---------------------------------------
     def on_setup(self, ev: Any) -> None:
-        """Server: accept every SETUP. If the client asked for leases, grant
-        them (the first LEASE is mandatory) and renew at half the TTL."""
+        """Server: accept the SETUP. If the client asked for leases, grant
+        them (the first LEASE is mandatory) and renew at half the TTL; a
+        server started with ``lease=True`` refuses clients that did not ask."""
+        if self.options.lease and not ev.lease:
+            self.conn.reject_setup(
+                ErrorCode.UNSUPPORTED_SETUP, "this server requires leases (SETUP L flag)"
+            )
+            return
         if ev.lease:
             ttl = self.options.lease_ttl
             self.conn.accept_setup(

@@ -8,6 +8,7 @@ the sans-IO core through :class:`~.rsocket_engine.RSocketEngine`.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -22,7 +23,9 @@ from .threads import ConnectionClosed, ConnectionThread, ServerThread
 from .transports import Transport, listen, open_transport
 from .urls import Endpoint
 
-__all__ = ["Client", "RSocketPeer", "Server", "connect", "serve"]
+__all__ = ["Client", "RSocketPeer", "RemotePublisher", "Server", "connect", "serve"]
+
+log = logging.getLogger("sansrs.adapters.rsocket")
 
 DEFAULT_PREFETCH = 256
 MAX_REQUEST_N = 0x7FFFFFFF
@@ -225,11 +228,19 @@ class RemotePublisher:
             return
         sink = SubscriberSink(subscriber)
         handle = RequestHandle(self._kind, sink)
+        sink.on_broken = lambda: self._peer._cancel(handle)
         subscription = _RemoteSubscription(self, handle)
         # on_subscribe too runs on the connection thread, so that an on_next
         # caused by a request(n) inside it cannot overlap it (rule 1.3).
+        def signal_subscribe() -> None:
+            try:
+                subscriber.on_subscribe(subscription)
+            except Exception:
+                log.exception("Subscriber.on_subscribe raised (rule 2.13); cancelling")
+                self._peer._cancel(handle)
+
         try:
-            self._peer._submit(lambda: subscriber.on_subscribe(subscription))
+            self._peer._submit(signal_subscribe)
         except ConnectionClosed as exc:
             subscriber.on_subscribe(_NoSubscription())
             subscriber.on_error(exc)
@@ -360,8 +371,9 @@ def serve(
     """Listen on ``url`` and answer requests with ``handler`` (shared by every
     connection) or ``handler_factory(peer)`` (one per connection). Returns once
     listening; ``server.url`` has the real port when ``url`` asked for port 0.
-    ``options``: ``keepalive_interval``, ``max_lifetime``, ``lease`` (grant
-    leases: see docs/adapters.md), ``fragment_size``."""
+    ``options``: ``lease`` (refuse clients that do not ask for leases; leases
+    are granted to every client that asks), ``lease_ttl``, ``lease_requests``,
+    ``fragment_size``, ``max_frame_size``, ``max_concurrent_streams``."""
     if handler is not None and handler_factory is not None:
         raise TypeError("pass handler or handler_factory, not both")
     engine_options = EngineOptions(**options)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -91,23 +92,15 @@ class StreamIterator(Generic[T]):
         self._cancel = cancel
         self._timeout = timeout
         self._finished = False
+        # Items taken from the queue in one batch, handed out one by one.
+        self._ready: deque[T] = deque()
 
     def __iter__(self) -> StreamIterator[T]:
         return self
 
     def __next__(self) -> T:
-        if self._finished:
-            raise StopIteration
-        try:
-            item = self._queue.get(self._timeout)
-        except EndOfStream:
-            self._finished = True
-            raise StopIteration from None
-        except TimeoutError:
-            raise
-        except BaseException:
-            self._finished = True
-            raise
+        ready = self._ready
+        item = ready.popleft() if ready else self._take()
         self._consumed += 1
         if self._consumed >= self._batch:
             n, self._consumed = self._consumed, 0
@@ -116,11 +109,30 @@ class StreamIterator(Generic[T]):
                 self._request_more(n)
         return item
 
+    def _take(self) -> T:
+        if self._finished:
+            raise StopIteration
+        try:
+            batch = self._queue.get_batch(self._timeout, self._batch)
+        except EndOfStream:
+            self._finished = True
+            raise StopIteration from None
+        except TimeoutError:
+            raise
+        except BaseException:
+            self._finished = True
+            raise
+        item = batch[0]
+        if len(batch) > 1:
+            self._ready.extend(batch[1:])
+        return item
+
     def close(self) -> None:
         """Cancel the stream if it is still running; idempotent."""
         if self._finished:
             return
         self._finished = True
+        self._ready.clear()
         if not self._queue.done:
             self._queue.close()
             self._cancel()

@@ -56,6 +56,9 @@ class Engine(Protocol):
     def wants_close(self) -> bool:
         """True once the engine is done: flush what is queued, then close."""
 
+    def close_reason(self) -> BaseException | None:
+        """Why the engine wants to close (given to callers that arrive late)."""
+
     def begin_close(self) -> None:
         """A graceful close was asked locally: queue any goodbye for the peer."""
 
@@ -222,6 +225,7 @@ class ConnectionThread:
                         continue
                     del out[:sent]
                 if engine.wants_close() and not out:
+                    error = engine.close_reason() or error
                     break
         except Exception as exc:
             log.exception("connection thread failed")

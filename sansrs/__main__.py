@@ -109,7 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
         "Prints 'READY <url>' once listening; port 0 picks a free port.",
     )
     serve.add_argument("url", help="tcp://HOST:PORT")
-    serve.add_argument("--lease", action="store_true", help="require and grant leases")
+    serve.add_argument(
+        "--lease",
+        action="store_true",
+        help="refuse clients that do not ask for leases (leases are granted to every "
+        "client that asks, with or without this flag)",
+    )
     serve.set_defaults(run=_serve)
     request = sub.add_parser(
         "request", help="make one request and print the results",

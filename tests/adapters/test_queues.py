@@ -333,3 +333,30 @@ def test_inbox_capacity_must_be_positive(bad: int) -> None:
             Inbox[int](w, capacity=bad)
     finally:
         w.close()
+
+
+def test_put_many_and_get_batch_move_items_in_one_step() -> None:
+    q: CreditQueue[int] = CreditQueue(granted=5)
+    q.put_many([1, 2, 3])
+    assert q.get_batch(timeout=0, max_items=2) == [1, 2]
+    assert q.get_batch(timeout=0) == [3]
+    with pytest.raises(CreditExceeded):
+        q.put_many([4, 5, 6])  # 3 + 3 > 5 granted: refused whole
+    q.put_many([4, 5])
+    q.finish()
+    assert q.get_batch(timeout=0) == [4, 5]
+    with pytest.raises(EndOfStream):
+        q.get_batch(timeout=0)
+
+
+def test_get_batch_waits_then_returns_what_arrived() -> None:
+    q: CreditQueue[int] = CreditQueue(granted=10)
+    t = _in_thread(lambda: q.put_many([7, 8]))
+    assert q.get_batch(timeout=WAIT) in ([7, 8],)
+    t.join(WAIT)
+    with pytest.raises(TimeoutError):
+        q.get_batch(timeout=0.01)
+    q.close()
+    with pytest.raises(QueueClosed):
+        q.get_batch(timeout=0)
+    q.put_many([1])  # dropped after close

@@ -405,3 +405,88 @@ def test_cancelling_a_channel_releases_the_handler_thread() -> None:
         assert next(items).data == b"2"  # the handler echoes the inbound after the first
         items.close()
         assert finished.wait(WAIT)
+
+
+def test_lease_requiring_server_refuses_a_client_without_leases() -> None:
+    with serve("tcp://127.0.0.1:0", handler_factory=DemoHandler, lease=True) as server:
+        c = connect(server.url)
+        with pytest.raises(ConnectionClosed, match="requires leases"):
+            c.request_response(b"x", timeout=WAIT)
+        assert c.wait_closed(WAIT)
+
+
+def test_blocking_request_inside_a_handler_is_refused_not_deadlocked(demo: Server) -> None:
+    seen: list[BaseException] = []
+
+    class ClientHandler:
+        def request_response(self, request: Request) -> bytes:
+            try:
+                request.peer.request_response(b"nested", timeout=1)
+            except RuntimeError as exc:
+                seen.append(exc)
+            return b"answered"
+
+    with connect(demo.url, handler=ClientHandler()) as c:
+        c.request_response(b"hello", timeout=WAIT)
+        (peer,) = demo.peers
+        assert peer.request_response(b"ask", timeout=WAIT) == Payload(b"answered")
+    assert len(seen) == 1 and "deadlock" in str(seen[0])
+
+
+def test_request_response_publisher_completing_after_its_item_keeps_the_connection() -> None:
+    """The reply already completed the stream; the publisher's late
+    on_complete must not make the connection thread send on a closed stream."""
+    later = threading.Event()
+    completed = threading.Event()
+
+    class LateComplete:
+        def subscribe(self, subscriber: Any) -> None:
+            class Sub:
+                def request(self, n: int) -> None:
+                    subscriber.on_next(b"first")
+
+                    def finish() -> None:
+                        later.wait(WAIT)
+                        subscriber.on_complete()
+                        completed.set()
+
+                    threading.Thread(target=finish, daemon=True).start()
+
+                def cancel(self) -> None:
+                    pass
+
+            subscriber.on_subscribe(Sub())
+
+    class Handler:
+        def request_response(self, request: Request) -> object:
+            return LateComplete() if request.data == b"pub" else request.data
+
+    with serve("tcp://127.0.0.1:0", Handler()) as server, connect(server.url) as c:
+        assert c.request_response(b"pub", timeout=WAIT) == Payload(b"first")
+        later.set()
+        assert completed.wait(WAIT)
+        assert c.request_response(b"after", timeout=WAIT) == Payload(b"after")
+
+
+def test_subscriber_raising_in_on_next_cancels_its_stream_only(demo: Server) -> None:
+    subscribed = threading.Event()
+
+    class Broken:
+        def on_subscribe(self, s: Any) -> None:
+            s.request(10)
+            subscribed.set()
+
+        def on_next(self, p: Payload) -> None:
+            raise ValueError("subscriber bug")
+
+        def on_error(self, e: BaseException) -> None:
+            pass
+
+        def on_complete(self) -> None:
+            pass
+
+    with connect(demo.url) as c:
+        c.stream_publisher(json.dumps({"n": 10_000_000, "size": 4})).subscribe(Broken())
+        assert subscribed.wait(WAIT)
+        assert c.request_response(b"alive", timeout=WAIT) == Payload(b"alive")
+        assert not c.closed

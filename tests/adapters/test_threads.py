@@ -70,6 +70,9 @@ class LineEcho:
     def begin_close(self) -> None:
         self.closing = True
 
+    def close_reason(self) -> BaseException | None:
+        return None
+
     def wants_close(self) -> bool:
         return self.closing and not self.to_produce
 

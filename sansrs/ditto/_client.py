@@ -1,0 +1,463 @@
+"""The client (subscriber) role of the Ditto streaming subscription protocol, sans-IO.
+
+Intents (``subscribe_for_persisted_events``, ``subscribe_search``,
+``request``, ``cancel``) queue text messages; Ditto's answers come in through
+``receive_message`` and go out as events. A peer that breaks the protocol
+(invalid JSON, a ``next`` beyond the demand, rule 1.1) makes
+``receive_message`` raise ``RemoteProtocolError`` after the affected
+subscription is cancelled; ``failed`` is a normal event whose
+``error.exception()`` is a ``DittoRemoteError``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from typing import Any, Final
+
+from .._errors import LocalProtocolError, RemoteProtocolError
+from ..streams import MAX_DEMAND, add_demand
+from ._config import DittoClientConfig
+from ._envelope import (
+    MAX_LONG,
+    MIN_LONG,
+    DittoError,
+    Envelope,
+    Headers,
+    MessageError,
+    Topic,
+    envelope_from_json,
+    parse_envelope,
+)
+from ._messages import (
+    SUBSCRIBE_PERSISTED,
+    Classified,
+    Kind,
+    SearchOptions,
+    SubscribeOptions,
+    classify,
+    format_instant,
+    subscription_id_of,
+)
+from .events import (
+    ErrorResponseReceived,
+    Event,
+    NextReceived,
+    OtherMessageReceived,
+    PageReceived,
+    StrayMessageReceived,
+    SubscriptionCompleted,
+    SubscriptionCreated,
+    SubscriptionFailed,
+)
+
+__all__ = ["CLIENT_TRANSITIONS", "ClientInput", "ClientState", "DittoClient"]
+
+
+class ClientState(enum.Enum):
+    SUBSCRIBING = "subscribing"  # subscribe sent, no created yet
+    CREATED = "created"  # created, nothing requested yet
+    ACTIVE = "active"  # requested at least once
+    CANCELLED = "cancelled"  # cancel sent; late events are still accepted
+    DONE = "done"  # complete / failed received; forgotten
+
+
+class ClientInput(enum.Enum):
+    CREATED = "created"
+    NEXT = "next"  # within demand
+    NEXT_EXCESS = "next-excess"  # beyond demand (rule 1.1)
+    COMPLETE = "complete"
+    FAILED = "failed"
+    REQUEST = "request"  # local intent
+    CANCEL = "cancel"  # local intent
+
+
+S, In = ClientState, ClientInput
+#: (state, input) -> next state. A missing local intent is ``LocalProtocolError``;
+#: a missing remote input is a protocol violation (``RemoteProtocolError``).
+CLIENT_TRANSITIONS: Final[dict[tuple[ClientState, ClientInput], ClientState]] = {
+    (S.SUBSCRIBING, In.CREATED): S.CREATED,
+    (S.SUBSCRIBING, In.CANCEL): S.CANCELLED,
+    (S.CREATED, In.REQUEST): S.ACTIVE,
+    (S.CREATED, In.CANCEL): S.CANCELLED,
+    (S.CREATED, In.COMPLETE): S.DONE,  # tolerated: Ditto would wait for a request
+    (S.CREATED, In.FAILED): S.DONE,  # the idle timeout may fail before a request
+    (S.CREATED, In.NEXT_EXCESS): S.DONE,
+    (S.ACTIVE, In.REQUEST): S.ACTIVE,
+    (S.ACTIVE, In.CANCEL): S.CANCELLED,
+    (S.ACTIVE, In.NEXT): S.ACTIVE,
+    (S.ACTIVE, In.NEXT_EXCESS): S.DONE,
+    (S.ACTIVE, In.COMPLETE): S.DONE,
+    (S.ACTIVE, In.FAILED): S.DONE,
+    # After a cancel, buffered events may still arrive (README section 4).
+    (S.CANCELLED, In.NEXT): S.CANCELLED,
+    (S.CANCELLED, In.NEXT_EXCESS): S.CANCELLED,
+    (S.CANCELLED, In.COMPLETE): S.DONE,
+    (S.CANCELLED, In.FAILED): S.DONE,
+    (S.CANCELLED, In.CANCEL): S.CANCELLED,
+    (S.CANCELLED, In.CREATED): S.CANCELLED,
+}
+del S, In
+
+
+class _ClientSubscription:
+    __slots__ = ("correlation_id", "demand", "key", "kind", "sid", "state", "topic")
+
+    def __init__(self, key: int, kind: Kind, topic: Topic, correlation_id: str | None) -> None:
+        self.key = key
+        self.kind = kind
+        self.topic = topic  # with criterion, no action
+        self.correlation_id = correlation_id
+        self.sid: str | None = None
+        self.state = ClientState.SUBSCRIBING
+        self.demand = 0
+
+
+class DittoClient:
+    """The subscriber side for one session."""
+
+    def __init__(self, config: DittoClientConfig | None = None) -> None:
+        self.config = config or DittoClientConfig()
+        self._keys = 0
+        self._pending: dict[int, _ClientSubscription] = {}  # subscribed, awaiting created
+        self._by_id: dict[str, _ClientSubscription] = {}
+        # Cancelled subscriptions still accept late events, but Ditto may send
+        # none: remember at most max_subscriptions of them, oldest forgotten first.
+        self._cancelled: dict[str, None] = {}
+        self._events: deque[Event] = deque()
+        self._out: list[str] = []
+
+    # -- sans-IO plumbing ---------------------------------------------------------
+
+    def events(self) -> Iterator[Event]:
+        while self._events:
+            yield self._events.popleft()
+
+    def next_event(self) -> Event | None:
+        return self._events.popleft() if self._events else None
+
+    def messages_to_send(self) -> list[str]:
+        out, self._out = self._out, []
+        return out
+
+    def next_deadline(self) -> float | None:
+        return None  # the client keeps no timers; Ditto times idle subscriptions out
+
+    def handle_timeout(self, now: float) -> None:
+        return None
+
+    def state_of(self, subscription_id: str) -> ClientState:
+        sub = self._by_id.get(subscription_id)
+        return ClientState.DONE if sub is None else sub.state
+
+    # -- intents ----------------------------------------------------------------
+
+    def subscribe_for_persisted_events(
+        self,
+        namespace: str,
+        entity_name: str,
+        *,
+        group: str = "things",
+        from_historical_revision: int | None = None,
+        to_historical_revision: int | None = None,
+        from_historical_timestamp: datetime | str | None = None,
+        to_historical_timestamp: datetime | str | None = None,
+        filter: str | None = None,
+        headers: Mapping[str, Any] | None = None,
+        explicit_range: bool = False,
+    ) -> int:
+        """Queue ``subscribeForPersistedEvents``; returns the local key of the subscription.
+
+        Negative ``from`` revisions mean "the last n", ``to`` <= 0 "the latest /
+        nth most recent". ``explicit_range`` writes both revisions even when
+        not given, as Ditto's own serializer does.
+        """
+        if group not in ("things", "policies"):
+            raise LocalProtocolError("history streaming exists for things and policies only")
+        if filter is not None and group != "things":
+            raise LocalProtocolError("the filter option is supported for things only")
+        for name, value in (
+            ("from_historical_revision", from_historical_revision),
+            ("to_historical_revision", to_historical_revision),
+        ):
+            if value is not None and (type(value) is not int or not MIN_LONG <= value <= MAX_LONG):
+                raise LocalProtocolError(f"{name} must be an int64, got {value!r}")
+        options = SubscribeOptions(
+            from_historical_revision=from_historical_revision,
+            to_historical_revision=to_historical_revision,
+            from_historical_timestamp=_instant(from_historical_timestamp),
+            to_historical_timestamp=_instant(to_historical_timestamp),
+            filter=filter,
+        )
+        _check_names(namespace, entity_name)
+        topic = Topic(
+            namespace=namespace,
+            entity_name=entity_name,
+            group=group,
+            channel="twin" if group == "things" else None,
+            criterion="streaming",
+        )
+        return self._subscribe(
+            Kind.STREAMING,
+            topic,
+            SUBSCRIBE_PERSISTED,
+            options.to_json(explicit_range=explicit_range),
+            headers,
+            None,
+        )
+
+    def subscribe_search(
+        self,
+        *,
+        filter: str | None = None,
+        options: str | None = None,
+        namespaces: list[str] | tuple[str, ...] | None = None,
+        fields: str | None = None,
+        headers: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Queue a search ``subscribe``; ``next`` then brings pages (``PageReceived``)."""
+        search = SearchOptions(
+            filter=filter,
+            options=options,
+            namespaces=None if namespaces is None else tuple(namespaces),
+            fields=fields,
+        )
+        topic = Topic(
+            namespace="_", entity_name="_", group="things", channel="twin", criterion="search"
+        )
+        return self._subscribe(Kind.SEARCH, topic, "subscribe", search.to_json(), headers, fields)
+
+    def _subscribe(
+        self,
+        kind: Kind,
+        topic: Topic,
+        action: str,
+        value: dict[str, Any],
+        headers: Mapping[str, Any] | None,
+        fields: str | None,
+    ) -> int:
+        open_now = len(self._pending) + len(self._by_id) - len(self._cancelled)
+        if open_now >= self.config.max_subscriptions:
+            raise LocalProtocolError(f"at most {self.config.max_subscriptions} subscriptions")
+        out_headers = Headers(headers)
+        if out_headers.correlation_id is None and self.config.correlation_ids is not None:
+            out_headers = out_headers.with_header("correlation-id", self.config.correlation_ids())
+        key = self._keys
+        self._keys += 1
+        sub = _ClientSubscription(key, kind, topic, out_headers.correlation_id)
+        self._pending[key] = sub
+        self._send(topic, action, out_headers, value, fields)
+        return key
+
+    def request(
+        self, subscription_id: str, demand: int, *, headers: Mapping[str, Any] | None = None
+    ) -> None:
+        """Queue ``request``; ``demand`` in 1..2**63-1 (rule 3.9 is the caller's duty here)."""
+        if type(demand) is not int or not 1 <= demand <= MAX_DEMAND:
+            raise LocalProtocolError(
+                f"demand must be in 1..{MAX_DEMAND} (rule 3.9), got {demand!r}"
+            )
+        sub = self._local_target(subscription_id, ClientInput.REQUEST)
+        sub.state = CLIENT_TRANSITIONS[(sub.state, ClientInput.REQUEST)]
+        sub.demand = add_demand(sub.demand, demand)
+        value = {"subscriptionId": subscription_id, "demand": demand}
+        self._send(sub.topic, "request", Headers(headers), value, None)
+
+    def cancel(self, subscription_id: str, *, headers: Mapping[str, Any] | None = None) -> None:
+        """Queue ``cancel`` (no answer comes; late events may still arrive)."""
+        sub = self._local_target(subscription_id, ClientInput.CANCEL)
+        if sub.state is ClientState.CANCELLED:
+            return  # rule 3.7: idempotent
+        sub.state = CLIENT_TRANSITIONS[(sub.state, ClientInput.CANCEL)]
+        self._remember_cancelled(subscription_id)
+        self._send(sub.topic, "cancel", Headers(headers), {"subscriptionId": subscription_id}, None)
+
+    def cancel_pending(self, key: int) -> None:
+        """Cancel subscribe ``key`` before its ``created`` arrived; the cancel goes out with it."""
+        sub = self._pending.get(key)
+        if sub is None:
+            raise LocalProtocolError(f"no subscribe {key} awaits its created")
+        sub.state = CLIENT_TRANSITIONS[(sub.state, ClientInput.CANCEL)]
+
+    def _remember_cancelled(self, sid: str) -> None:
+        self._cancelled[sid] = None
+        if len(self._cancelled) > self.config.max_subscriptions:
+            oldest = next(iter(self._cancelled))
+            del self._cancelled[oldest]
+            del self._by_id[oldest]
+
+    def _local_target(self, sid: str, what: ClientInput) -> _ClientSubscription:
+        sub = self._by_id.get(sid)
+        if sub is None:
+            raise LocalProtocolError(f"no open subscription {sid!r}")
+        if (sub.state, what) not in CLIENT_TRANSITIONS:
+            raise LocalProtocolError(f"{what.value} not allowed for {sid!r} in {sub.state.value}")
+        return sub
+
+    # -- input --------------------------------------------------------------------
+
+    def receive_message(self, text: str) -> None:
+        """Process one message from Ditto; ``RemoteProtocolError`` if it breaks the protocol."""
+        if len(text) > self.config.max_message_size:
+            raise RemoteProtocolError("message exceeds max_message_size", 413)
+        try:
+            envelope = parse_envelope(text)
+            classified = classify(envelope)
+        except MessageError as exc:
+            raise RemoteProtocolError(exc.error.message, exc.error.status) from None
+        if isinstance(classified, Topic):
+            if classified.criterion == "errors" or classified.action == "errors":
+                self._on_error_response(envelope)
+            else:
+                self._events.append(OtherMessageReceived(envelope=envelope))
+            return
+        try:
+            self._dispatch(envelope, classified)
+        except MessageError as exc:
+            raise RemoteProtocolError(exc.error.message, exc.error.status) from None
+
+    def _dispatch(self, envelope: Envelope, msg: Classified) -> None:
+        action = msg.action
+        if action not in ("created", "next", "complete", "failed"):
+            raise RemoteProtocolError(f"Ditto does not send {action!r}", 400)
+        sid = subscription_id_of(envelope)
+        if action == "created":
+            self._on_created(envelope, msg, sid)
+            return
+        sub = self._by_id.get(sid)
+        if sub is None or sub.kind is not msg.kind:
+            self._events.append(StrayMessageReceived(envelope=envelope))
+            return
+        value = envelope.value
+        assert isinstance(value, dict)
+        if action == "next":
+            self._on_next(sub, sid, value)
+        elif action == "complete":
+            self._advance(sub, ClientInput.COMPLETE)
+            self._events.append(SubscriptionCompleted(key=sub.key, subscription_id=sid))
+        else:
+            error = DittoError.from_json(value.get("error"))
+            self._advance(sub, ClientInput.FAILED)
+            self._events.append(SubscriptionFailed(key=sub.key, subscription_id=sid, error=error))
+
+    def _on_created(self, envelope: Envelope, msg: Classified, sid: str) -> None:
+        sub = self._match_pending(envelope, msg)
+        if sub is None or sid in self._by_id:
+            self._events.append(StrayMessageReceived(envelope=envelope))
+            return
+        del self._pending[sub.key]
+        sub.sid = sid
+        self._by_id[sid] = sub
+        if sub.state is ClientState.CANCELLED:
+            # cancelled before the ID was known: tell Ditto now
+            self._remember_cancelled(sid)
+            self._send(sub.topic, "cancel", Headers(), {"subscriptionId": sid}, None)
+            return
+        sub.state = CLIENT_TRANSITIONS[(sub.state, ClientInput.CREATED)]
+        self._events.append(
+            SubscriptionCreated(key=sub.key, subscription_id=sid, headers=envelope.headers)
+        )
+
+    def _match_pending(self, envelope: Envelope, msg: Classified) -> _ClientSubscription | None:
+        correlation_id = envelope.headers.correlation_id
+        fallback = None
+        for sub in self._pending.values():
+            if correlation_id is not None and sub.correlation_id == correlation_id:
+                return sub
+            if fallback is None and sub.kind is msg.kind and _same_entity(sub.topic, msg.topic):
+                fallback = sub
+        return fallback
+
+    def _on_next(self, sub: _ClientSubscription, sid: str, value: dict[str, Any]) -> None:
+        cancelled = sub.state is ClientState.CANCELLED
+        excess = sub.demand == 0 and not cancelled
+        self._advance(sub, ClientInput.NEXT_EXCESS if excess else ClientInput.NEXT)
+        if excess:
+            self._send(sub.topic, "cancel", Headers(), {"subscriptionId": sid}, None)
+            raise RemoteProtocolError(
+                f"next beyond the requested demand on {sid!r} (rule 1.1)", 400
+            )
+        if sub.demand != MAX_DEMAND and sub.demand > 0:
+            sub.demand -= 1
+        if sub.kind is Kind.SEARCH:
+            items = value.get("items")
+            if not isinstance(items, list):
+                raise MessageError(_not_array())
+            self._events.append(PageReceived(key=sub.key, subscription_id=sid, items=tuple(items)))
+            return
+        item = value.get("item")
+        parsed: Envelope | None = None
+        if isinstance(item, dict) and isinstance(item.get("topic"), str):
+            try:
+                parsed = envelope_from_json(item)
+            except MessageError:
+                parsed = None
+        self._events.append(
+            NextReceived(key=sub.key, subscription_id=sid, item=item, envelope=parsed)
+        )
+
+    def _advance(self, sub: _ClientSubscription, what: ClientInput) -> None:
+        following = CLIENT_TRANSITIONS.get((sub.state, what))
+        if following is None:
+            raise RemoteProtocolError(
+                f"{what.value} not allowed on {sub.sid!r} in {sub.state.value}", 400
+            )
+        sub.state = following
+        if following is ClientState.DONE and sub.sid is not None:
+            del self._by_id[sub.sid]
+            self._cancelled.pop(sub.sid, None)
+
+    def _on_error_response(self, envelope: Envelope) -> None:
+        error = DittoError.from_json(envelope.value) if isinstance(envelope.value, dict) else None
+        if error is None:
+            raise RemoteProtocolError("error response without an error object", 400)
+        key = None
+        correlation_id = envelope.headers.correlation_id
+        if correlation_id is not None:
+            for sub in self._pending.values():
+                if sub.correlation_id == correlation_id:
+                    key = sub.key
+                    del self._pending[key]
+                    break
+        self._events.append(ErrorResponseReceived(key=key, error=error, envelope=envelope))
+
+    # -- output -----------------------------------------------------------------
+
+    def _send(
+        self, topic: Topic, action: str, headers: Headers, value: Any, fields: str | None
+    ) -> None:
+        text = Envelope(
+            topic=str(topic.with_action(topic.criterion, action)),
+            headers=headers,
+            path="/",
+            value=value,
+            fields=fields,
+        ).to_text()
+        self._out.append(text)
+
+
+def _instant(value: datetime | str | None) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, datetime):
+        try:
+            return format_instant(value)
+        except ValueError as exc:
+            raise LocalProtocolError(str(exc)) from None
+    raise LocalProtocolError(f"a timestamp must be a datetime or ISO-8601 string, got {value!r}")
+
+
+def _check_names(namespace: str, entity_name: str) -> None:
+    for what in (namespace, entity_name):
+        if not isinstance(what, str) or not what or "/" in what:
+            raise LocalProtocolError(f"invalid namespace or entity name {what!r}")
+
+
+def _same_entity(a: Topic, b: Topic) -> bool:
+    return (a.namespace, a.entity_name, a.group) == (b.namespace, b.entity_name, b.group)
+
+
+def _not_array() -> DittoError:
+    return DittoError(status=400, error="json.invalid", message="The field <items> is no array.")

@@ -1,0 +1,433 @@
+"""The Ditto Protocol envelope, its topic grammar and Ditto's error payload.
+
+Parsing uses the stdlib ``json`` (no per-character work in Python); writing
+reproduces Ditto's compact form: no whitespace, keys in the order
+``ImmutablePayload.toJson`` writes them (shared/ditto/README.md section 1).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .._errors import RemoteProtocolError
+
+__all__ = [
+    "ABSENT",
+    "CONTENT_TYPE_JSON",
+    "MAX_LONG",
+    "MIN_LONG",
+    "DittoError",
+    "DittoRemoteError",
+    "Envelope",
+    "Headers",
+    "MessageError",
+    "Topic",
+    "TopicError",
+    "dumps",
+    "loads",
+    "parse_envelope",
+    "parse_topic",
+]
+
+MAX_LONG: Final = 2**63 - 1
+MIN_LONG: Final = -(2**63)
+CONTENT_TYPE_JSON: Final = "application/json"
+
+
+class _Absent:
+    """Marks a missing ``value`` (distinct from JSON ``null``)."""
+
+    __slots__ = ()
+    _instance: _Absent | None = None
+
+    def __new__(cls) -> _Absent:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+ABSENT: Final = _Absent()
+
+
+def _reject_constant(name: str) -> Any:
+    # Python's json accepts NaN / Infinity; Ditto's parser does not.
+    raise ValueError(f"invalid JSON literal {name}")
+
+
+def loads(text: str) -> Any:
+    """Parse JSON text; ``ValueError`` for anything Ditto's parser would reject."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError as exc:  # deeply nested input
+        raise ValueError("JSON nesting too deep") from exc
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON as Ditto writes it (non-ASCII kept, no NaN).
+
+    A lone surrogate (from a peer's ``"\\ud800"``) cannot travel in a UTF-8
+    WebSocket text message, so such a message is written with ``\\u`` escapes.
+    """
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return json.dumps(value, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    return text
+
+
+#: Deepest JSON nesting accepted in a header value. Headers are echoed back,
+#: and a value nested close to the recursion limit would make writing the
+#: answer fail deeper in the stack than parsing it did.
+MAX_HEADER_DEPTH: Final = 32
+
+
+def _shallow(value: Any) -> bool:
+    """True when ``value`` nests at most ``MAX_HEADER_DEPTH`` deep (iterative walk)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_HEADER_DEPTH:
+            return False
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+    return True
+
+
+def show(value: Any) -> str:
+    """A value for an error message: scalars as JSON (cut at 100), containers by kind."""
+    if isinstance(value, dict):
+        return "JSON object"
+    if isinstance(value, list):
+        return "JSON array"
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 100 else text[:100] + "..."
+
+
+class MessageError(ValueError):
+    """A message does not follow the Ditto Protocol; carries the error to answer with."""
+
+    def __init__(self, error: DittoError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DittoError:
+    """A ``DittoRuntimeException`` as JSON: ``status``, ``error``, ``message`` and the optionals."""
+
+    status: int
+    error: str
+    message: str
+    description: str | None = None
+    href: str | None = None
+
+    def exception(self) -> DittoRemoteError:
+        """This error as a typed exception (``error_code`` = ``status``)."""
+        return DittoRemoteError(self)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": self.status, "error": self.error, "message": self.message}
+        if self.description is not None:
+            out["description"] = self.description
+        if self.href is not None:
+            out["href"] = self.href
+        return out
+
+    @classmethod
+    def from_json(cls, value: Any) -> DittoError:
+        """Read an error object; ``MessageError`` (json.invalid) if it is not one."""
+        if not isinstance(value, dict):
+            raise MessageError(json_invalid("The error is not a JSON object."))
+        status = value.get("status")
+        if type(status) is not int:
+            raise MessageError(json_invalid("The error has no integer 'status'."))
+        optional: dict[str, str | None] = {}
+        for key in ("error", "message", "description", "href"):
+            item = value.get(key)
+            if item is not None and not isinstance(item, str):
+                raise MessageError(json_invalid(f"The error field '{key}' is not a string."))
+            optional[key] = item
+        return cls(
+            status=status,
+            error=optional["error"] or "",
+            message=optional["message"] or "",
+            description=optional["description"],
+            href=optional["href"],
+        )
+
+
+class DittoRemoteError(RemoteProtocolError):
+    """A Ditto error (``failed`` or an error response); ``error_code`` is its HTTP status."""
+
+    def __init__(self, error: DittoError) -> None:
+        super().__init__(f"{error.error}: {error.message}", error.status)
+        self.error = error
+        self.status = error.status
+        self.code = error.error
+        self.description = error.description
+        self.href = error.href
+
+
+JSON_INVALID_DESCRIPTION: Final = (
+    "Check if the JSON was valid (e.g. on https://jsonlint.com) and if it was in required format."
+)
+
+
+def json_invalid(message: str) -> DittoError:
+    return DittoError(
+        status=400, error="json.invalid", message=message, description=JSON_INVALID_DESCRIPTION
+    )
+
+
+def json_field_missing(pointer: str) -> DittoError:
+    return DittoError(
+        status=400,
+        error="json.field.missing",
+        message=f"JSON did not include required <{pointer}> field!",
+        description="Check if all required JSON fields were set.",
+    )
+
+
+def unknown_topic_path(topic: str) -> DittoError:
+    return DittoError(
+        status=400,
+        error="protocoladapter:unknown.topicpath",
+        message=f"The topic path '{topic}' is not supported.",
+        description="Check if you specified a correct topic path.",
+    )
+
+
+class Headers(Mapping[str, Any]):
+    """Ditto headers: names case-insensitive, case-preserving, insertion-ordered.
+
+    Values are any JSON value (the schema allows booleans and arrays).
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[str, Any] | None = None) -> None:
+        # lower-cased name -> (name as given, value)
+        self._items: dict[str, tuple[str, Any]] = {}
+        if items:
+            for name, value in items.items():
+                self._items[name.lower()] = (name, value)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._items[name.lower()][1]
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, _ in self._items.values())
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Headers):  # names compare case-insensitively
+            return {k: v for k, (_, v) in self._items.items()} == {
+                k: v for k, (_, v) in other._items.items()
+            }
+        if isinstance(other, Mapping):
+            return self == Headers(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._items))
+
+    def __repr__(self) -> str:
+        return f"Headers({self.to_json()!r})"
+
+    def with_header(self, name: str, value: Any) -> Headers:
+        """A copy with ``name`` set; an existing name keeps its spelling and position."""
+        copy = Headers()
+        copy._items = dict(self._items)
+        key = name.lower()
+        old = copy._items.get(key)
+        copy._items[key] = (old[0] if old else name, value)
+        return copy
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self._items.values())
+
+    @property
+    def correlation_id(self) -> str | None:
+        value = self.get("correlation-id")
+        return value if isinstance(value, str) else None
+
+
+class TopicError(ValueError):
+    """The topic string does not follow the grammar."""
+
+
+_GROUPS: Final = frozenset({"things", "policies", "connections"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Topic:
+    """``<namespace>/<entityName>/<group>[/<channel>]/<criterion>[/<action>]``.
+
+    ``channel`` is ``"twin"``, ``"live"`` or ``None`` (policies and connections
+    have none; a things topic may leave it out). ``action`` may contain ``/``
+    (message subjects); it is ``None`` for criteria without one (``errors``).
+    """
+
+    namespace: str
+    entity_name: str
+    group: str
+    channel: str | None
+    criterion: str
+    action: str | None = None
+
+    def __str__(self) -> str:
+        parts = [self.namespace, self.entity_name, self.group]
+        if self.channel is not None:
+            parts.append(self.channel)
+        parts.append(self.criterion)
+        if self.action is not None:
+            parts.append(self.action)
+        return "/".join(parts)
+
+    @property
+    def entity_id(self) -> str:
+        """``<namespace>:<entityName>`` (``entityIdFrom``)."""
+        return f"{self.namespace}:{self.entity_name}"
+
+    def with_action(self, criterion: str, action: str | None) -> Topic:
+        """Same entity, ``twin`` channel for things (Ditto always emits twin topics)."""
+        channel = "twin" if self.group == "things" else None
+        return Topic(
+            namespace=self.namespace,
+            entity_name=self.entity_name,
+            group=self.group,
+            channel=channel,
+            criterion=criterion,
+            action=action,
+        )
+
+
+def parse_topic(text: str) -> Topic:
+    parts = text.split("/")
+    if len(parts) < 4 or not parts[0] or not parts[1]:
+        raise TopicError(f"topic {text!r} has too few segments")
+    namespace, name, group = parts[0], parts[1], parts[2]
+    if group not in _GROUPS:
+        raise TopicError(f"unknown group {group!r}")
+    rest = parts[3:]
+    channel: str | None = None
+    if rest[0] in ("twin", "live"):
+        if group != "things":
+            raise TopicError(f"group {group!r} takes no channel")
+        channel, rest = rest[0], rest[1:]
+    if not rest or not rest[0]:
+        raise TopicError(f"topic {text!r} has no criterion")
+    action = "/".join(rest[1:]) if len(rest) > 1 else None
+    return Topic(
+        namespace=namespace,
+        entity_name=name,
+        group=group,
+        channel=channel,
+        criterion=rest[0],
+        action=action,
+    )
+
+
+#: Envelope keys after ``value`` in the order Ditto writes them.
+_TRAILING_KEYS: Final = ("extra", "status", "revision", "timestamp", "metadata", "fields")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Envelope:
+    """One Ditto Protocol message: absent fields are ``None``, absent ``value`` is ``ABSENT``."""
+
+    topic: str
+    headers: Headers
+    path: str = "/"
+    value: Any = ABSENT
+    extra: Any = None
+    status: int | None = None
+    revision: int | None = None
+    timestamp: str | None = None
+    metadata: Any = None
+    fields: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "topic": self.topic,
+            "headers": self.headers.to_json(),
+            "path": self.path,
+        }
+        if self.value is not ABSENT:
+            out["value"] = self.value
+        for key in _TRAILING_KEYS:
+            item = getattr(self, key)
+            if item is not None:
+                out[key] = item
+        return out
+
+    def to_text(self) -> str:
+        return dumps(self.to_json())
+
+
+def envelope_from_json(obj: Any) -> Envelope:
+    """Build an ``Envelope`` from a parsed object; ``MessageError`` when it is not one."""
+    if not isinstance(obj, dict):
+        raise MessageError(json_invalid("The Ditto Protocol message is not a JSON object."))
+    topic = obj.get("topic")
+    if topic is None:
+        raise MessageError(json_field_missing("/topic"))
+    if not isinstance(topic, str):
+        raise MessageError(json_invalid("The field 'topic' is not a string."))
+    headers = obj.get("headers", {})
+    if not isinstance(headers, dict):
+        raise MessageError(json_invalid("The field 'headers' is not a JSON object."))
+    for value in headers.values():
+        if isinstance(value, dict | list) and not _shallow(value):
+            raise MessageError(json_invalid("A header value is nested too deeply."))
+    path = obj.get("path", "/")
+    if not isinstance(path, str):
+        raise MessageError(json_invalid("The field 'path' is not a string."))
+    for key, kind in (("status", int), ("revision", int)):
+        item = obj.get(key)
+        if item is not None and type(item) is not kind:
+            raise MessageError(json_invalid(f"The field '{key}' is not an integer."))
+    for key in ("timestamp", "fields"):
+        item = obj.get(key)
+        if item is not None and not isinstance(item, str):
+            raise MessageError(json_invalid(f"The field '{key}' is not a string."))
+    return Envelope(
+        topic=topic,
+        headers=Headers(headers),
+        path=path,
+        value=obj.get("value", ABSENT) if "value" in obj else ABSENT,
+        extra=obj.get("extra"),
+        status=obj.get("status"),
+        revision=obj.get("revision"),
+        timestamp=obj.get("timestamp"),
+        metadata=obj.get("metadata"),
+        fields=obj.get("fields"),
+    )
+
+
+def parse_envelope(text: str) -> Envelope:
+    """Parse one text message; ``MessageError`` carries Ditto's error for bad input."""
+    try:
+        obj = loads(text)
+    except ValueError:
+        excerpt = text if len(text) <= 100 else text[:100] + "..."
+        raise MessageError(json_invalid(f"Failed to parse JSON string '{excerpt}'!")) from None
+    return envelope_from_json(obj)

@@ -1,0 +1,318 @@
+"""Streaming and search subscription messages: typed values, decoding, encoding.
+
+Field names and error payloads follow shared/ditto/README.md sections 3-5.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from ._envelope import (
+    ABSENT,
+    MAX_LONG,
+    MIN_LONG,
+    DittoError,
+    Envelope,
+    Headers,
+    MessageError,
+    Topic,
+    TopicError,
+    json_field_missing,
+    json_invalid,
+    parse_topic,
+    show,
+    unknown_topic_path,
+)
+
+__all__ = [
+    "COMMAND_ACTIONS",
+    "EVENT_ACTIONS",
+    "RULE_3_9_MESSAGE",
+    "Kind",
+    "SearchOptions",
+    "SubscribeOptions",
+    "classify",
+    "format_instant",
+]
+
+STREAMING: Final = "streaming"
+SEARCH: Final = "search"
+SUBSCRIBE_PERSISTED: Final = "subscribeForPersistedEvents"
+SEARCH_SUBSCRIBE: Final = "subscribe"
+
+COMMAND_ACTIONS: Final = frozenset({"request", "cancel"})
+EVENT_ACTIONS: Final = frozenset({"created", "next", "complete", "failed"})
+
+#: Pekko's text for request(n <= 0) (ReactiveStreamsCompliance.scala).
+RULE_3_9_MESSAGE: Final = (
+    "The number of requested elements must be > 0 (see reactive-streams specification, rule 3.9)"
+)
+CANCELLED_MESSAGE: Final = (
+    "This subscription is considered cancelled. No more messages are processed."
+)
+
+
+class Kind(enum.Enum):
+    """Which protocol a subscription speaks."""
+
+    #: ``<ns>/<name>/<group>[/twin]/streaming/<action>``: one event per ``next``.
+    STREAMING = "streaming"
+    #: ``_/_/things/twin/search/<action>``: one page (array of things) per ``next``.
+    SEARCH = "search"
+
+    def error_code(self, suffix: str) -> str:
+        """``streaming.subscription.<x>`` or ``thing-search:subscription.<x>``."""
+        if self is Kind.STREAMING:
+            return f"streaming.subscription.{suffix}"
+        return f"thing-search:subscription.{suffix}"
+
+
+def protocol_error(kind: Kind, message: str) -> DittoError:
+    return DittoError(status=400, error=kind.error_code("protocol.error"), message=message)
+
+
+def not_found_error(kind: Kind, subscription_id: str) -> DittoError:
+    return DittoError(
+        status=404,
+        error=kind.error_code("not.found"),
+        message=f"No subscription with ID '{subscription_id}' exists.",
+    )
+
+
+def timeout_error(kind: Kind, subscription_id: str) -> DittoError:
+    return DittoError(
+        status=408,
+        error=kind.error_code("timeout"),
+        message=f"The subscription '{subscription_id}' stopped due to a lack of interaction.",
+    )
+
+
+#: What a Publisher failure other than ``DittoException`` becomes (docs/protocols/ditto.md).
+INTERNAL_ERROR: Final = DittoError(
+    status=500,
+    error="internalerror",
+    message="There was a rare case of an unexpected internal error.",
+    description="Please contact the service team or your administrator.",
+)
+
+
+def format_instant(moment: datetime) -> str:
+    """Java's ``Instant.toString()``: UTC, ``Z``, fraction in groups of 3 digits, none if 0."""
+    if moment.tzinfo is None:
+        raise ValueError("timestamps must be timezone-aware")
+    utc = moment.astimezone(UTC)
+    text = utc.strftime("%Y-%m-%dT%H:%M:%S")
+    micros = utc.microsecond
+    if micros:
+        text += f".{micros // 1000:03d}" if micros % 1000 == 0 else f".{micros:06d}"
+    return text + "Z"
+
+
+def _valid_instant(text: str) -> bool:
+    if not text.endswith(("Z", "z")):
+        return False
+    try:
+        datetime.fromisoformat(text[:-1] + "+00:00")
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubscribeOptions:
+    """The value of ``subscribeForPersistedEvents``; ``None`` = not given.
+
+    Ditto defaults a missing ``fromHistoricalRevision`` to 0 and a missing
+    ``toHistoricalRevision`` to Long.MAX; timestamps are ISO-8601 instants.
+    """
+
+    from_historical_revision: int | None = None
+    to_historical_revision: int | None = None
+    from_historical_timestamp: str | None = None
+    to_historical_timestamp: str | None = None
+    filter: str | None = None
+
+    def to_json(self, *, explicit_range: bool = False) -> dict[str, Any]:
+        """The value in Ditto's key order; ``explicit_range`` writes both revisions, like Ditto."""
+        out: dict[str, Any] = {}
+        lo, hi = self.from_historical_revision, self.to_historical_revision
+        if explicit_range:
+            lo = 0 if lo is None else lo
+            hi = MAX_LONG if hi is None else hi
+        if lo is not None:
+            out["fromHistoricalRevision"] = lo
+        if hi is not None:
+            out["toHistoricalRevision"] = hi
+        if self.from_historical_timestamp is not None:
+            out["fromHistoricalTimestamp"] = self.from_historical_timestamp
+        if self.to_historical_timestamp is not None:
+            out["toHistoricalTimestamp"] = self.to_historical_timestamp
+        if self.filter is not None:
+            out["filter"] = self.filter
+        return out
+
+    @classmethod
+    def from_json(cls, value: Any) -> SubscribeOptions:
+        if value is ABSENT or value is None:
+            return cls()
+        if not isinstance(value, dict):
+            raise MessageError(json_invalid("The value of the subscribe is not a JSON object."))
+        revisions = [_long_field(value, key) for key in _REVISION_KEYS]
+        strings = []
+        for key in ("fromHistoricalTimestamp", "toHistoricalTimestamp", "filter"):
+            item = value.get(key)
+            if item is not None and not isinstance(item, str):
+                raise MessageError(json_invalid(f"Value for <{key}> is not a string."))
+            if item is not None and key != "filter" and not _valid_instant(item):
+                raise MessageError(json_invalid(f"Value <{item}> for <{key}> is no instant."))
+            strings.append(item)
+        return cls(
+            from_historical_revision=revisions[0],
+            to_historical_revision=revisions[1],
+            from_historical_timestamp=strings[0],
+            to_historical_timestamp=strings[1],
+            filter=strings[2],
+        )
+
+
+_REVISION_KEYS: Final = ("fromHistoricalRevision", "toHistoricalRevision")
+
+
+def _long_field(value: dict[str, Any], key: str) -> int | None:
+    item = value.get(key)
+    if item is None:
+        return None
+    if type(item) is not int or not MIN_LONG <= item <= MAX_LONG:
+        raise MessageError(json_invalid(f"Value <{show(item)}> for <{key}> is not of type <long>!"))
+    return item
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchOptions:
+    """The value of a search ``subscribe`` plus the envelope's ``fields``."""
+
+    filter: str | None = None
+    options: str | None = None
+    namespaces: tuple[str, ...] | None = None
+    fields: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.filter is not None:
+            out["filter"] = self.filter
+        if self.options is not None:
+            out["options"] = self.options
+        if self.namespaces is not None:
+            out["namespaces"] = list(self.namespaces)
+        return out
+
+    @classmethod
+    def from_envelope(cls, envelope: Envelope) -> SearchOptions:
+        value = envelope.value
+        if value is ABSENT or value is None:
+            value = {}
+        if not isinstance(value, dict):
+            raise MessageError(json_invalid("The value of the subscribe is not a JSON object."))
+        strings = []
+        for key in ("filter", "options"):
+            item = value.get(key)
+            if item is not None and not isinstance(item, str):
+                raise MessageError(json_invalid(f"Value for <{key}> is not a string."))
+            strings.append(item)
+        namespaces = value.get("namespaces")
+        if namespaces is not None and (
+            not isinstance(namespaces, list) or not all(isinstance(n, str) for n in namespaces)
+        ):
+            raise MessageError(json_invalid("Value for <namespaces> is not an array of strings."))
+        return cls(
+            filter=strings[0],
+            options=strings[1],
+            namespaces=None if namespaces is None else tuple(namespaces),
+            fields=envelope.fields,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Classified:
+    """A streaming/search message: its topic, kind, action and decoded envelope."""
+
+    topic: Topic
+    kind: Kind
+    action: str  # "subscribe" for both subscribe actions
+
+
+def classify(envelope: Envelope) -> Classified | Topic:
+    """Sort a message: a streaming/search one, or another Ditto topic (returned as is).
+
+    ``MessageError`` with ``protocoladapter:unknown.topicpath`` for a topic that
+    breaks the grammar, a ``live`` streaming topic or an unknown action.
+    """
+    try:
+        topic = parse_topic(envelope.topic)
+    except TopicError:
+        raise MessageError(unknown_topic_path(envelope.topic)) from None
+    if topic.criterion == STREAMING:
+        if topic.channel == "live" or topic.action is None:
+            raise MessageError(unknown_topic_path(envelope.topic))
+        action = topic.action
+        if action == SUBSCRIBE_PERSISTED:
+            action = "subscribe"
+        elif action not in COMMAND_ACTIONS and action not in EVENT_ACTIONS:
+            raise MessageError(unknown_topic_path(envelope.topic))
+        return Classified(topic=topic, kind=Kind.STREAMING, action=action)
+    if topic.criterion == SEARCH:
+        action = topic.action or ""
+        if action == "errors":  # _/_/things/search/errors: an error response
+            return topic
+        placeholders = topic.namespace == "_" and topic.entity_name == "_"
+        if (
+            topic.group != "things"
+            or topic.channel != "twin"
+            or not placeholders
+            or (
+                action != SEARCH_SUBSCRIBE
+                and action not in COMMAND_ACTIONS
+                and action not in EVENT_ACTIONS
+            )
+        ):
+            raise MessageError(unknown_topic_path(envelope.topic))
+        return Classified(topic=topic, kind=Kind.SEARCH, action=action)
+    return topic
+
+
+def subscription_id_of(envelope: Envelope) -> str:
+    value = envelope.value
+    if not isinstance(value, dict):
+        if value is ABSENT or value is None:
+            raise MessageError(json_field_missing("/subscriptionId"))
+        raise MessageError(json_invalid("The value is not a JSON object."))
+    sid = value.get("subscriptionId")
+    if sid is None:
+        raise MessageError(json_field_missing("/subscriptionId"))
+    if not isinstance(sid, str):
+        raise MessageError(
+            json_invalid(f"Value <{show(sid)}> for <subscriptionId> is not a string.")
+        )
+    return sid
+
+
+def demand_of(envelope: Envelope) -> int:
+    """``demand``; missing is 0 (then rule 3.9), non-long is ``json.invalid``."""
+    assert isinstance(envelope.value, dict)
+    demand = envelope.value.get("demand")
+    if demand is None:
+        return 0
+    if type(demand) is not int or not MIN_LONG <= demand <= MAX_LONG:
+        raise MessageError(
+            json_invalid(f"Value <{show(demand)}> for <demand> is not of type <long>!")
+        )
+    return demand
+
+
+def envelope(topic: Topic, headers: Headers, value: Any, *, fields: str | None = None) -> str:
+    return Envelope(
+        topic=str(topic), headers=headers, path="/", value=value, fields=fields
+    ).to_text()

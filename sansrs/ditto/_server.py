@@ -1,0 +1,595 @@
+"""The server (publisher) role of the Ditto streaming subscription protocol, sans-IO.
+
+One ``DittoServer`` is one session (one WebSocket). Text messages in
+(``receive_message``), events out (``events``), Ditto's answers out
+(``messages_to_send``). For each subscribe the application hands over a
+``sansrs.streams.Publisher`` (``accept``) or an error (``reject``); the core
+subscribes its own Subscriber to that Publisher at the first ``request``
+(Ditto's ``lazify``: no ``complete``/``failed`` before the first request) and
+relays the remote demand to it.
+
+Threading (DESIGN rule 3): the core is driven by one thread. A Publisher that
+signals from another thread must be marshalled onto it by the adapter.
+Signals delivered synchronously inside ``Subscription.request`` are fine: the
+core updates its state before every call into the Publisher.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import heapq
+from collections import deque
+from collections.abc import Iterator
+from typing import Any, Final
+
+from .._errors import LocalProtocolError
+from ..streams import MAX_DEMAND, Publisher, Subscription, add_demand
+from ._config import DittoServerConfig
+from ._envelope import (
+    CONTENT_TYPE_JSON,
+    DittoError,
+    Envelope,
+    Headers,
+    MessageError,
+    Topic,
+    TopicError,
+    parse_envelope,
+    parse_topic,
+)
+from ._messages import (
+    CANCELLED_MESSAGE,
+    INTERNAL_ERROR,
+    RULE_3_9_MESSAGE,
+    Classified,
+    Kind,
+    SearchOptions,
+    SubscribeOptions,
+    classify,
+    demand_of,
+    not_found_error,
+    protocol_error,
+    subscription_id_of,
+    timeout_error,
+)
+from .events import (
+    Event,
+    InvalidMessage,
+    OtherMessageReceived,
+    SubscribeReceived,
+    SubscriptionClosed,
+)
+
+__all__ = ["SERVER_TRANSITIONS", "DittoException", "DittoServer", "ServerInput", "ServerState"]
+
+
+class DittoException(Exception):
+    """Signal this through ``on_error`` to fail a subscription with a given Ditto error."""
+
+    def __init__(self, error: DittoError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+class ServerState(enum.Enum):
+    PENDING = "pending"  # created sent; no decision, no request
+    PENDING_REQUESTED = "pending-requested"  # requested before the application decided
+    READY = "ready"  # a Publisher is waiting for the first request
+    REJECTED = "rejected"  # an error is waiting for the first request
+    ACTIVE = "active"  # the Publisher is subscribed; demand is relayed
+    ZOMBIE = "zombie"  # ended; a request is "considered cancelled"
+    GONE = "gone"  # forgotten; its ID is unknown
+
+
+class ServerInput(enum.Enum):
+    REQUEST = "request"  # request with demand > 0
+    BAD_REQUEST = "bad-request"  # request with demand <= 0 (rule 3.9)
+    CANCEL = "cancel"
+    ACCEPT = "accept"  # application: Publisher
+    REJECT = "reject"  # application: error
+    UP_NEXT = "up-next"  # Publisher: on_next within demand
+    UP_NEXT_EXCESS = "up-next-excess"  # Publisher: on_next beyond demand (rule 1.1)
+    UP_COMPLETE = "up-complete"
+    UP_ERROR = "up-error"
+    IDLE = "idle"  # idle timeout
+    EXPIRE = "expire"  # zombie timeout
+
+
+S, In = ServerState, ServerInput
+_ENDS: Final = {In.BAD_REQUEST: S.ZOMBIE, In.CANCEL: S.ZOMBIE, In.IDLE: S.ZOMBIE}
+
+#: (state, input) -> next state. A missing pair is API misuse (``accept`` twice)
+#: or impossible (a Publisher signal before it was subscribed).
+SERVER_TRANSITIONS: Final[dict[tuple[ServerState, ServerInput], ServerState]] = {
+    **{(S.PENDING, i): s for i, s in _ENDS.items()},
+    (S.PENDING, In.REQUEST): S.PENDING_REQUESTED,
+    (S.PENDING, In.ACCEPT): S.READY,
+    (S.PENDING, In.REJECT): S.REJECTED,
+    **{(S.PENDING_REQUESTED, i): s for i, s in _ENDS.items()},
+    (S.PENDING_REQUESTED, In.REQUEST): S.PENDING_REQUESTED,
+    (S.PENDING_REQUESTED, In.ACCEPT): S.ACTIVE,
+    (S.PENDING_REQUESTED, In.REJECT): S.ZOMBIE,
+    **{(S.READY, i): s for i, s in _ENDS.items()},
+    (S.READY, In.REQUEST): S.ACTIVE,
+    **{(S.REJECTED, i): s for i, s in _ENDS.items()},
+    (S.REJECTED, In.REQUEST): S.ZOMBIE,
+    **{(S.ACTIVE, i): s for i, s in _ENDS.items()},
+    (S.ACTIVE, In.REQUEST): S.ACTIVE,
+    (S.ACTIVE, In.UP_NEXT): S.ACTIVE,
+    (S.ACTIVE, In.UP_NEXT_EXCESS): S.ZOMBIE,
+    (S.ACTIVE, In.UP_COMPLETE): S.ZOMBIE,
+    (S.ACTIVE, In.UP_ERROR): S.ZOMBIE,
+    # A zombie answers requests, ignores late signals, and is forgotten at EXPIRE
+    # (its only timer: it has no idle timeout any more).
+    **{(S.ZOMBIE, i): S.ZOMBIE for i in ServerInput if i not in (In.EXPIRE, In.IDLE)},
+    (S.ZOMBIE, In.EXPIRE): S.GONE,
+}
+del S, In
+
+
+class _Subscription:
+    __slots__ = (
+        "deadline",
+        "failure",
+        "headers",
+        "id",
+        "kind",
+        "outstanding",
+        "pending_demand",
+        "publisher",
+        "relay",
+        "state",
+        "topic",
+    )
+
+    def __init__(self, sid: str, kind: Kind, topic: Topic, headers: Headers) -> None:
+        self.id = sid
+        self.kind = kind
+        self.topic = topic
+        self.headers = headers  # of the latest subscribe/request/cancel
+        self.state = ServerState.PENDING
+        self.publisher: Publisher[Any] | None = None
+        self.failure: DittoError | None = None
+        self.relay: _Relay | None = None
+        self.pending_demand = 0  # requested before the Publisher's on_subscribe
+        self.outstanding = 0  # requested and not yet delivered (rule 1.1)
+        self.deadline = 0.0
+
+
+class _Relay:
+    """The core's Subscriber to one application Publisher."""
+
+    __slots__ = ("_server", "_sub", "upstream")
+
+    def __init__(self, server: DittoServer, sub: _Subscription) -> None:
+        self._server = server
+        self._sub = sub
+        self.upstream: Subscription | None = None
+
+    def _current(self) -> bool:
+        return self._sub.relay is self and self._sub.state is ServerState.ACTIVE
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        if self.upstream is not None or not self._current():
+            subscription.cancel()  # rule 2.5, or already ended
+            return
+        self.upstream = subscription
+        n, self._sub.pending_demand = self._sub.pending_demand, 0
+        if n:
+            self._server._call_upstream(self._sub, subscription, n)
+
+    def on_next(self, item: Any) -> None:
+        if self._current():
+            self._server._on_upstream_next(self._sub, item)
+
+    def on_error(self, error: BaseException) -> None:
+        if self._current():
+            failure = error.error if isinstance(error, DittoException) else INTERNAL_ERROR
+            self._server._end(
+                self._sub, ServerInput.UP_ERROR, failure, "failed", upstream_done=True
+            )
+
+    def on_complete(self) -> None:
+        if self._current():
+            self._server._end(
+                self._sub, ServerInput.UP_COMPLETE, None, "completed", upstream_done=True
+            )
+
+
+_FALLBACK_TOPIC: Final = Topic(
+    namespace="_", entity_name="_", group="things", channel="twin", criterion="errors"
+)
+
+
+class DittoServer:
+    """Ditto's side of streaming (and search) subscriptions for one session."""
+
+    def __init__(self, config: DittoServerConfig | None = None) -> None:
+        self.config = config or DittoServerConfig()
+        self._subs: dict[str, _Subscription] = {}
+        self._zombies: dict[str, None] = {}  # insertion-ordered: oldest first
+        self._events: deque[Event] = deque()
+        self._out: list[str] = []
+        self._timers: list[tuple[float, str]] = []
+        self._now = 0.0
+        self._counter = 0
+
+    # -- sans-IO plumbing ---------------------------------------------------------
+
+    def events(self) -> Iterator[Event]:
+        while self._events:
+            yield self._events.popleft()
+
+    def next_event(self) -> Event | None:
+        return self._events.popleft() if self._events else None
+
+    def messages_to_send(self) -> list[str]:
+        out, self._out = self._out, []
+        return out
+
+    def state_of(self, subscription_id: str) -> ServerState:
+        sub = self._subs.get(subscription_id)
+        return ServerState.GONE if sub is None else sub.state
+
+    def next_deadline(self) -> float | None:
+        timers = self._timers
+        while timers:
+            deadline, sid = timers[0]
+            sub = self._subs.get(sid)
+            if sub is not None and sub.deadline == deadline:
+                return deadline
+            heapq.heappop(timers)  # stale entry
+        return None
+
+    def handle_timeout(self, now: float) -> None:
+        self._now = now
+        while self._timers and self._timers[0][0] <= now:
+            deadline, sid = heapq.heappop(self._timers)
+            sub = self._subs.get(sid)
+            if sub is None or sub.deadline != deadline:
+                continue
+            if sub.state is ServerState.ZOMBIE:
+                self._forget(sub)
+            else:
+                self._end(sub, ServerInput.IDLE, timeout_error(sub.kind, sid), "timeout")
+
+    # -- input --------------------------------------------------------------------
+
+    def receive_message(self, text: str, *, now: float | None = None) -> None:
+        """Process one text message. Never raises on any input text."""
+        if now is not None:
+            self._now = now
+        if len(text) > self.config.max_message_size:
+            error = DittoError(
+                status=413,
+                error="message.too.large",
+                message=f"The message exceeds the maximum of {self.config.max_message_size}.",
+            )
+            self._error_response(None, None, error)
+            return
+        envelope: Envelope | None = None
+        try:
+            envelope = parse_envelope(text)
+            classified = classify(envelope)
+            if isinstance(classified, Topic):
+                self._events.append(OtherMessageReceived(envelope=envelope))
+                return
+            self._dispatch(envelope, classified)
+        except MessageError as exc:
+            self._error_response(envelope, envelope.headers if envelope else None, exc.error)
+
+    def _dispatch(self, envelope: Envelope, msg: Classified) -> None:
+        action = msg.action
+        if action == "subscribe":
+            self._on_subscribe(envelope, msg)
+            return
+        if action not in ("request", "cancel"):
+            # An event sent to the server: Ditto's adapter has no command for it.
+            self._error_response(envelope, envelope.headers, _unknown_command(envelope.topic))
+            return
+        sid = subscription_id_of(envelope)
+        demand = demand_of(envelope) if action == "request" else 0
+        sub = self._subs.get(sid)
+        headers = envelope.headers
+        if sub is None:
+            error = not_found_error(msg.kind, sid)
+            self._send_failed(msg.topic.with_action(msg.kind.value, "failed"), headers, sid, error)
+            self._events.append(InvalidMessage(error=error))
+            return
+        sub.headers = headers  # later events carry the latest request's headers
+        if sub.state is ServerState.ZOMBIE:
+            if action == "request":
+                error = protocol_error(sub.kind, CANCELLED_MESSAGE)
+                self._send_failed(self._topic(sub, "failed"), headers, sid, error)
+                self._events.append(InvalidMessage(error=error))
+            return
+        self._touch(sub)
+        if action == "cancel":
+            self._end(sub, ServerInput.CANCEL, None, "cancelled")
+        elif demand <= 0:
+            error = protocol_error(sub.kind, RULE_3_9_MESSAGE)
+            self._end(sub, ServerInput.BAD_REQUEST, error, "failed")
+            self._events.append(InvalidMessage(error=error))
+        else:
+            self._on_request(sub, demand)
+
+    def _on_subscribe(self, envelope: Envelope, msg: Classified) -> None:
+        options: SubscribeOptions | SearchOptions
+        if msg.kind is Kind.STREAMING:
+            options = SubscribeOptions.from_json(envelope.value)
+            if options.filter is not None and msg.topic.group != "things":
+                raise MessageError(
+                    DittoError(
+                        status=400,
+                        error="json.invalid",
+                        message="The option <filter> is only supported for things.",
+                    )
+                )
+        else:
+            options = SearchOptions.from_envelope(envelope)
+        if len(self._subs) - len(self._zombies) >= self.config.max_subscriptions:
+            error = DittoError(
+                status=429,
+                error=msg.kind.error_code("limit.exceeded"),
+                message=f"At most {self.config.max_subscriptions} subscriptions may be open.",
+            )
+            self._error_response(envelope, envelope.headers, error)
+            return
+        sid = self._new_id()
+        sub = _Subscription(
+            sid, msg.kind, msg.topic.with_action(msg.kind.value, None), envelope.headers
+        )
+        self._subs[sid] = sub
+        self._touch(sub)
+        self._send(sub, "created", {"subscriptionId": sid})
+        self._events.append(
+            SubscribeReceived(
+                subscription_id=sid,
+                kind=msg.kind,
+                topic=msg.topic,
+                headers=envelope.headers,
+                options=options,
+            )
+        )
+
+    def _on_request(self, sub: _Subscription, n: int) -> None:
+        sub.outstanding = add_demand(sub.outstanding, n)
+        state = sub.state
+        if state is ServerState.ACTIVE:
+            relay = sub.relay
+            if relay is not None and relay.upstream is not None:
+                self._call_upstream(sub, relay.upstream, n)
+            else:
+                sub.pending_demand = add_demand(sub.pending_demand, n)
+            return
+        sub.pending_demand = add_demand(sub.pending_demand, n)
+        if state is ServerState.REJECTED:
+            assert sub.failure is not None
+            self._end(sub, ServerInput.REQUEST, sub.failure, "failed")
+            return
+        self._transition(sub, ServerInput.REQUEST)
+        if sub.state is ServerState.ACTIVE:
+            self._start(sub)
+
+    # -- application intents ------------------------------------------------------
+
+    def accept(self, subscription_id: str, publisher: Publisher[Any]) -> None:
+        """Serve ``subscription_id`` from ``publisher`` (subscribed at the first request).
+
+        A subscription that already ended (cancel, timeout) ignores this.
+        """
+        sub = self._application_target(subscription_id, ServerInput.ACCEPT)
+        if sub is None:
+            return
+        if publisher is None:
+            raise TypeError("publisher must not be None")
+        sub.publisher = publisher
+        self._transition(sub, ServerInput.ACCEPT)
+        if sub.state is ServerState.ACTIVE:
+            self._start(sub)
+
+    def reject(self, subscription_id: str, error: DittoError) -> None:
+        """Fail ``subscription_id`` with ``error`` (sent after the first request, as Ditto does)."""
+        sub = self._application_target(subscription_id, ServerInput.REJECT)
+        if sub is None:
+            return
+        if sub.state is ServerState.PENDING_REQUESTED:
+            self._end(sub, ServerInput.REJECT, error, "failed")
+        else:
+            sub.failure = error
+            self._transition(sub, ServerInput.REJECT)
+
+    def _application_target(self, sid: str, what: ServerInput) -> _Subscription | None:
+        sub = self._subs.get(sid)
+        if sub is None:
+            if not self._issued(sid):
+                raise LocalProtocolError(f"no subscription {sid!r} was created")
+            return None  # ended and forgotten
+        if sub.state is ServerState.ZOMBIE:
+            return None
+        if (sub.state, what) not in SERVER_TRANSITIONS:
+            raise LocalProtocolError(f"{what.value} not allowed for {sid!r} in {sub.state.value}")
+        return sub
+
+    def _issued(self, sid: str) -> bool:
+        if self.config.id_factory is not None:
+            return True  # cannot tell: treat as ended
+        return sid.isascii() and sid.isdigit() and len(sid) <= 20 and int(sid) < self._counter
+
+    # -- state changes --------------------------------------------------------------
+
+    def _transition(self, sub: _Subscription, what: ServerInput) -> None:
+        sub.state = SERVER_TRANSITIONS[(sub.state, what)]
+
+    def _start(self, sub: _Subscription) -> None:
+        """ACTIVE: subscribe the relay to the Publisher (lazily, at the first request)."""
+        relay = _Relay(self, sub)
+        sub.relay = relay
+        publisher, sub.publisher = sub.publisher, None
+        assert publisher is not None
+        try:
+            publisher.subscribe(relay)
+        except Exception:  # a Publisher must not raise (1.9); fail the subscription instead
+            if sub.state is ServerState.ACTIVE and sub.relay is relay:
+                self._end(sub, ServerInput.UP_ERROR, INTERNAL_ERROR, "failed")
+
+    def _call_upstream(self, sub: _Subscription, upstream: Subscription, n: int) -> None:
+        try:
+            upstream.request(n)
+        except Exception:  # rule 3.16 says it returns normally; do not let it escape
+            if sub.state is ServerState.ACTIVE:
+                self._end(sub, ServerInput.UP_ERROR, INTERNAL_ERROR, "failed")
+
+    def _on_upstream_next(self, sub: _Subscription, item: Any) -> None:
+        if sub.outstanding <= 0:
+            self._end(sub, ServerInput.UP_NEXT_EXCESS, INTERNAL_ERROR, "failed")
+            return
+        value: dict[str, Any] = {"subscriptionId": sub.id}
+        if sub.kind is Kind.SEARCH:
+            if not isinstance(item, list | tuple):
+                self._end(sub, ServerInput.UP_ERROR, INTERNAL_ERROR, "failed")
+                return
+            value["items"] = [_item_json(i) for i in item]
+        else:
+            value["item"] = _item_json(item)
+        try:
+            text = self._encode(sub, "next", value)
+        except (TypeError, ValueError, RecursionError):  # not JSON: the Publisher's fault
+            self._end(sub, ServerInput.UP_ERROR, INTERNAL_ERROR, "failed")
+            return
+        if sub.outstanding != MAX_DEMAND:  # rule 3.17: MAX is unbounded
+            sub.outstanding -= 1
+        self._transition(sub, ServerInput.UP_NEXT)
+        self._touch(sub)
+        self._out.append(text)
+
+    def _end(
+        self,
+        sub: _Subscription,
+        what: ServerInput,
+        error: DittoError | None,
+        reason: str,
+        *,
+        upstream_done: bool = False,
+    ) -> None:
+        """A transition into ZOMBIE: send the terminal event, cancel upstream, arm the timer."""
+        self._transition(sub, what)
+        if what is ServerInput.UP_COMPLETE:
+            self._send(sub, "complete", {"subscriptionId": sub.id})
+        elif error is not None:
+            self._send_failed(self._topic(sub, "failed"), sub.headers, sub.id, error)
+        relay = sub.relay
+        sub.relay = None
+        sub.publisher = None
+        self._zombies[sub.id] = None
+        sub.deadline = self._now + self.config.zombie_timeout
+        heapq.heappush(self._timers, (sub.deadline, sub.id))
+        if len(self._zombies) > self.config.max_zombies:
+            oldest = next(iter(self._zombies))
+            self._forget(self._subs[oldest])
+        self._events.append(SubscriptionClosed(subscription_id=sub.id, reason=reason, error=error))
+        if relay is not None and relay.upstream is not None and not upstream_done:
+            # rule 3.15: cancel returns normally; if it does not, nothing is left to signal
+            with contextlib.suppress(Exception):
+                relay.upstream.cancel()
+
+    def _forget(self, sub: _Subscription) -> None:
+        self._transition(sub, ServerInput.EXPIRE)
+        del self._subs[sub.id]
+        self._zombies.pop(sub.id, None)
+
+    def _touch(self, sub: _Subscription) -> None:
+        sub.deadline = self._now + self.config.idle_timeout
+        timers = self._timers
+        heapq.heappush(timers, (sub.deadline, sub.id))
+        if len(timers) > 4 * len(self._subs) + 64:  # drop stale entries now and then
+            self._timers = [
+                (d, s) for d, s in timers if s in self._subs and self._subs[s].deadline == d
+            ]
+            heapq.heapify(self._timers)
+
+    def _new_id(self) -> str:
+        factory = self.config.id_factory
+        sid = factory() if factory is not None else str(self._counter)
+        self._counter += 1
+        while sid in self._subs:  # an injected factory repeated itself
+            sid = f"{sid}-{self._counter}"
+            self._counter += 1
+        return sid
+
+    # -- output -----------------------------------------------------------------
+
+    def _topic(self, sub: _Subscription, action: str) -> Topic:
+        return sub.topic.with_action(sub.kind.value, action)
+
+    def _headers(self, headers: Headers) -> Headers:
+        if self.config.content_type_header:
+            return headers.with_header("content-type", CONTENT_TYPE_JSON)
+        return headers
+
+    def _encode(self, sub: _Subscription, action: str, value: dict[str, Any]) -> str:
+        return Envelope(
+            topic=str(self._topic(sub, action)),
+            headers=self._headers(sub.headers),
+            path="/",
+            value=value,
+        ).to_text()
+
+    def _send(self, sub: _Subscription, action: str, value: dict[str, Any]) -> None:
+        self._out.append(self._encode(sub, action, value))
+
+    def _send_failed(self, topic: Topic, headers: Headers, sid: str, error: DittoError) -> None:
+        value = {"subscriptionId": sid, "error": error.to_json()}
+        self._out.append(
+            Envelope(
+                topic=str(topic), headers=self._headers(headers), path="/", value=value
+            ).to_text()
+        )
+
+    def _error_response(
+        self, envelope: Envelope | None, headers: Headers | None, error: DittoError
+    ) -> None:
+        """Ditto's answer to a malformed command: an error response on an ``errors`` topic."""
+        topic = _FALLBACK_TOPIC
+        if envelope is not None:
+            try:
+                parsed = parse_topic(envelope.topic)
+            except TopicError:
+                pass
+            else:
+                topic = parsed.with_action("errors", None)
+                if parsed.criterion == "search":
+                    topic = Topic(
+                        namespace="_",
+                        entity_name="_",
+                        group="things",
+                        channel=None,
+                        criterion="search",
+                        action="errors",
+                    )
+        out_headers = Headers()
+        correlation_id = headers.get("correlation-id") if headers is not None else None
+        if correlation_id is not None:
+            out_headers = out_headers.with_header("correlation-id", correlation_id)
+        self._out.append(
+            Envelope(
+                topic=str(topic),
+                headers=out_headers,
+                path="/",
+                value=error.to_json(),
+                status=error.status,
+            ).to_text()
+        )
+        self._events.append(InvalidMessage(error=error))
+
+
+def _item_json(item: Any) -> Any:
+    return item.to_json() if isinstance(item, Envelope) else item
+
+
+def _unknown_command(topic: str) -> DittoError:
+    return DittoError(
+        status=400,
+        error="protocoladapter:unknown.command",
+        message=f"The topic path '{topic}' is not a command this endpoint accepts.",
+    )

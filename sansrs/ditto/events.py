@@ -1,0 +1,140 @@
+"""Events the Ditto cores report. Frozen, slotted, keyword-only dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ._envelope import DittoError, Envelope, Headers, Topic
+from ._messages import Kind, SearchOptions, SubscribeOptions
+
+__all__ = [
+    "ErrorResponseReceived",
+    "Event",
+    "InvalidMessage",
+    "NextReceived",
+    "OtherMessageReceived",
+    "PageReceived",
+    "StrayMessageReceived",
+    "SubscribeReceived",
+    "SubscriptionClosed",
+    "SubscriptionCompleted",
+    "SubscriptionCreated",
+    "SubscriptionFailed",
+]
+
+# -- server role ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubscribeReceived:
+    """Server: a subscribe; ``created`` is already queued. Answer with ``accept`` or ``reject``.
+
+    ``options`` is ``SubscribeOptions`` (streaming) or ``SearchOptions`` (search).
+    """
+
+    subscription_id: str
+    kind: Kind
+    topic: Topic
+    headers: Headers
+    options: SubscribeOptions | SearchOptions
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubscriptionClosed:
+    """Server: the subscription ended; ``reason`` is cancelled, completed, failed or timeout."""
+
+    subscription_id: str
+    reason: str
+    error: DittoError | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InvalidMessage:
+    """Server: a message was answered with Ditto's error response (or ``failed``)."""
+
+    error: DittoError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OtherMessageReceived:
+    """A well-formed Ditto Protocol message that is not a subscription message."""
+
+    envelope: Envelope
+
+
+# -- client role ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubscriptionCreated:
+    """Client: Ditto answered subscribe ``key`` with ``created``."""
+
+    key: int
+    subscription_id: str
+    headers: Headers
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NextReceived:
+    """Client: one streamed item; ``envelope`` is the item parsed as a Ditto message, or None."""
+
+    key: int
+    subscription_id: str
+    item: Any
+    envelope: Envelope | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PageReceived:
+    """Client (search): one page of things."""
+
+    key: int
+    subscription_id: str
+    items: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubscriptionCompleted:
+    key: int
+    subscription_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubscriptionFailed:
+    """Client: ``failed``; ``error.exception()`` is the typed ``DittoRemoteError``."""
+
+    key: int
+    subscription_id: str
+    error: DittoError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorResponseReceived:
+    """Client: an error response (``.../errors`` topic); ``key`` when it answers a subscribe."""
+
+    key: int | None
+    error: DittoError
+    envelope: Envelope
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StrayMessageReceived:
+    """Client: an event for no subscription we know (e.g. late after a cancel)."""
+
+    envelope: Envelope
+
+
+Event = (
+    SubscribeReceived
+    | SubscriptionClosed
+    | InvalidMessage
+    | OtherMessageReceived
+    | SubscriptionCreated
+    | NextReceived
+    | PageReceived
+    | SubscriptionCompleted
+    | SubscriptionFailed
+    | ErrorResponseReceived
+    | StrayMessageReceived
+)
