@@ -3,12 +3,14 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-EXTRAS ?= test,dev,fuzz,ws
+EXTRAS ?= test,dev,fuzz,ws,spark
 
-.PHONY: help venv test lint typecheck pytest demo fuzz fuzz-ci bench clean
+.PHONY: help venv test lint typecheck pytest demo demo-rsocket fuzz fuzz-ci bench clean
 
 help:
-	@echo "make demo   - run the end-to-end demo on embedded defaults"
+	@echo "make demo   - run the end-to-end Spark pipeline on embedded defaults"
+	@echo "             (SANSRS_SPARK_MASTER=spark://host:7077 for a cluster)"
+	@echo "make demo-rsocket - the RSocket-only demo (every interaction model)"
 	@echo "make test   - bootstrap .venv, run ruff, mypy --strict and pytest"
 	@echo "make fuzz   - run every atheris fuzz target (FUZZ_SECONDS each, default 300)"
 	@echo "make bench  - run the benchmarks in benchmarks/"
@@ -34,6 +36,9 @@ pytest: $(STAMP)
 test: lint typecheck pytest
 
 demo: $(STAMP)
+	$(PY) examples/pipeline.py
+
+demo-rsocket: $(STAMP)
 	$(PY) examples/demo.py
 
 fuzz: $(STAMP)

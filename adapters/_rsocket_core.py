@@ -4,6 +4,7 @@ API moves, only this module follows."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -11,9 +12,14 @@ from sansrs.rsocket import (
     Connection,
     ConnectionConfig,
     ConnectionState,
+    FrameType,
+    Framing,
     LocalProtocolError,
     RemoteProtocolError,
+    ResumeFrame,
     Role,
+    SessionStore,
+    decode_frame,
     events,
 )
 
@@ -28,16 +34,21 @@ __all__ = [
     "LocalProtocolError",
     "PayloadReceived",
     "RemoteProtocolError",
+    "Role",
+    "SessionStore",
     "client",
     "dispatch",
+    "resume_token_of",
     "server",
 ]
 
 Core = Connection
 
 
-def _config(options: EngineOptions) -> ConnectionConfig:
-    limits: dict[str, Any] = {}
+def _config(options: EngineOptions, message_framed: bool) -> ConnectionConfig:
+    # A message transport (WebSocket) carries one frame per message, no
+    # length prefix (spec: Framing Protocol Usage).
+    limits: dict[str, Any] = {"framing": Framing.MESSAGES} if message_framed else {}
     if options.fragment_size is not None:
         limits["fragment_size"] = options.fragment_size
     if options.max_frame_size is not None:
@@ -51,10 +62,17 @@ def _ms(seconds: float) -> int:
     return max(1, min(0x7FFFFFFF, round(seconds * 1000)))
 
 
-def client(options: EngineOptions) -> Connection:
-    """A client connection with its SETUP already queued."""
-    conn = Connection(Role.CLIENT, _config(options))
+def client(
+    options: EngineOptions, message_framed: bool = False, *, resume_buffer_size: int | None = None
+) -> Connection:
+    """A client connection with its SETUP already queued (``resume_buffer_size``:
+    a resumable session, see :mod:`.rsocket_resume`)."""
+    config = _config(options, message_framed)
+    if resume_buffer_size is not None:
+        config = dataclasses.replace(config, resume_buffer_size=resume_buffer_size)
+    conn = Connection(Role.CLIENT, config)
     conn.setup(
+        resume=resume_buffer_size is not None,
         keepalive_interval=_ms(options.keepalive_interval),
         max_lifetime=_ms(options.max_lifetime),
         metadata_mime_type=options.metadata_mime_type,
@@ -66,8 +84,28 @@ def client(options: EngineOptions) -> Connection:
     return conn
 
 
-def server(options: EngineOptions) -> Connection:
-    return Connection(Role.SERVER, _config(options))
+def server(
+    options: EngineOptions,
+    message_framed: bool = False,
+    *,
+    sessions: SessionStore | None = None,
+    resume_buffer_size: int | None = None,
+) -> Connection:
+    config = _config(options, message_framed)
+    if resume_buffer_size is not None:
+        config = dataclasses.replace(config, resume_buffer_size=resume_buffer_size)
+    return Connection(Role.SERVER, config, sessions=sessions)
+
+
+def resume_token_of(frame: bytes) -> bytes | None:
+    """The token of a RESUME frame (no length prefix); None for anything else."""
+    if len(frame) < 6 or frame[4] >> 2 != FrameType.RESUME:
+        return None
+    try:
+        decoded = decode_frame(frame)
+    except RemoteProtocolError:
+        return None
+    return decoded.resume_token if isinstance(decoded, ResumeFrame) else None
 
 
 def milliseconds(seconds: float) -> int:
@@ -134,6 +172,19 @@ def _ignore(engine: RSocketEngine, ev: object) -> None:
     pass
 
 
+# Resumption events reach only the resumable engine (``rsocket_resume``).
+def _disconnected(engine: Any, ev: events.Disconnected) -> None:
+    engine.on_disconnected(ev.reason, ev.timed_out)
+
+
+def _resumed(engine: Any, ev: events.Resumed) -> None:
+    engine.on_resumed(ev.peer_position, ev.retransmitted)
+
+
+def _resume_accepted(engine: Any, ev: events.ResumeAccepted) -> None:
+    engine.on_resume_accepted(ev.session)
+
+
 _HANDLERS: dict[type, Callable[[RSocketEngine, Any], None]] = {
     events.PayloadReceived: _payload,
     events.RequestResponseReceived: _rr,
@@ -151,6 +202,9 @@ _HANDLERS: dict[type, Callable[[RSocketEngine, Any], None]] = {
     events.ConnectionClosing: _closing,
     events.ConnectionClosed: _closed,
     events.ConnectionLost: _lost,
+    events.Disconnected: _disconnected,
+    events.Resumed: _resumed,
+    events.ResumeAccepted: _resume_accepted,
 }
 
 

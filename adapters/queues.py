@@ -11,7 +11,8 @@ Two directions, two queues:
 - :class:`Inbox`, application -> I/O thread: commands ("send this request",
   "request 128 more"). The I/O side drains without blocking; producers wait
   (with a timeout) only when it is full, and wake the loop through a
-  :class:`Wakeup`.
+  :class:`Wakeup`. :class:`Batcher` is an inbox of plain items (e.g. the
+  payloads of fire-and-forgets) handed to the I/O thread many per call.
 
 The fast paths take no lock: ``deque.append`` and ``popleft`` are atomic, and a
 consumer only pays for an :class:`threading.Event` when it must sleep.
@@ -23,16 +24,26 @@ import socket
 import threading
 import time
 from collections import deque
-from typing import Generic, TypeVar
+from collections.abc import Callable
+from typing import Generic, Protocol, TypeVar
 
 T = TypeVar("T")
 
+
+class Waker(Protocol):
+    """Anything an :class:`Inbox` can wake: a :class:`Wakeup`, or one
+    connection of a selector loop (which marks itself and wakes its loop)."""
+
+    def wake(self) -> None: ...
+
 __all__ = [
+    "Batcher",
     "CreditExceeded",
     "CreditQueue",
     "EndOfStream",
     "Inbox",
     "QueueClosed",
+    "Waker",
     "Wakeup",
 ]
 
@@ -87,8 +98,9 @@ class Wakeup:
     def clear(self) -> None:
         """I/O thread: consume pending wake bytes; then drain the inboxes."""
         try:
-            while self._reader.recv(4096):
-                pass
+            # One read: wakes coalesce (one byte per race), and a byte that is
+            # left, or lands later, only makes the next select return at once.
+            self._reader.recv(4096)
         except (BlockingIOError, InterruptedError):
             pass
         except OSError:
@@ -274,7 +286,7 @@ class Inbox(Generic[T]):
     producer threads racing past the check at once.
     """
 
-    def __init__(self, wakeup: Wakeup, capacity: int = 4096) -> None:
+    def __init__(self, wakeup: Waker, capacity: int = 4096) -> None:
         if capacity <= 0:
             raise ValueError("capacity must be positive")
         self._wakeup = wakeup
@@ -340,3 +352,59 @@ class Inbox(Generic[T]):
         if self._close_error is not None:
             return self._close_error
         return QueueClosed("inbox closed")
+
+
+class Batcher(Inbox[T]):
+    """Items from any thread, consumed on the I/O thread many per call.
+
+    The first item put after a drain schedules one call, ``submit(drain)``
+    (e.g. a connection's ``call_soon``); the items put before that call runs
+    join its batch, so a burst costs one hand-off, not one per item, and
+    ``consume(batch)`` sees them in order. A call submitted by the same
+    thread after a put runs after the item was consumed (the scheduled drain
+    is ahead of it). On the I/O thread itself (``is_owner()``) a put drains
+    at once, keeping that thread's own calls in order. Producers wait (up to
+    ``timeout``) only while ``capacity`` items are pending.
+    """
+
+    def __init__(
+        self,
+        submit: Callable[[Callable[[], None]], None],
+        consume: Callable[[list[T]], None],
+        is_owner: Callable[[], bool],
+        capacity: int = 4096,
+    ) -> None:
+        super().__init__(self, capacity)
+        self._submit = submit
+        self._consume = consume
+        self._is_owner = is_owner
+        self._scheduled = False
+
+    def put(self, item: T, timeout: float | None = None) -> None:
+        """Any thread; raises what ``submit`` raises (e.g. the connection is gone)."""
+        if self._is_owner():  # never waits for room: only this thread makes room
+            if self._closed:
+                raise self._closed_exception()
+            self._items.append(item)
+            self.run()
+            return
+        super().put(item, timeout)
+
+    def wake(self) -> None:
+        """(Called by ``put``.) Schedule a drain unless one is pending."""
+        if self._scheduled:
+            return
+        self._scheduled = True
+        try:
+            self._submit(self.run)
+        except BaseException:
+            self._scheduled = False
+            raise
+
+    def run(self) -> None:
+        """I/O thread: consume every pending item in one batch."""
+        # Cleared before draining: an item put after this schedules anew.
+        self._scheduled = False
+        batch = self.drain()
+        if batch:
+            self._consume(batch)

@@ -28,14 +28,25 @@ from .rsocket_types import (
     error_for_exception,
     is_single_value,
 )
-from .session import IteratorSource, Outbound, StreamIterator, ThreadedSource, make_source
+from .session import (
+    IteratorSource,
+    Outbound,
+    PublisherSource,
+    StreamIterator,
+    SubscriberSink,
+    ThreadedSource,
+    is_publisher,
+    make_source,
+)
 from .threads import ConnectionClosed
+from .ws_messages import CloseCode, MessageKind, MessageReader, decode_close, encode_binaries
+from .ws_messages import encode_close as encode_close_record
 
 if TYPE_CHECKING:
     from .rsocket_sync import RSocketPeer
-    from .threads import ConnectionThread
+    from .selector import Driver
 
-__all__ = ["EngineOptions", "RSocketEngine", "RequestHandle", "SubscriberSink"]
+__all__ = ["EngineOptions", "RSocketEngine", "RequestHandle"]
 
 log = logging.getLogger("sansrs.adapters.rsocket")
 
@@ -66,52 +77,7 @@ class EngineOptions:
             raise ValueError("keepalive_interval and max_lifetime must be positive")
 
 
-class SubscriberSink:
-    """Delivers a remote stream to a Reactive Streams Subscriber (on the
-    connection thread); same interface as :class:`CreditQueue`'s I/O side.
-
-    A Subscriber method that raises breaks rule 2.13; the sink then treats
-    the subscription as cancelled (``on_broken``) and the connection goes on."""
-
-    __slots__ = ("_done", "_subscriber", "on_broken")
-
-    def __init__(self, subscriber: Any) -> None:
-        self._subscriber = subscriber
-        self._done = False
-        self.on_broken: Callable[[], None] | None = None
-
-    def put(self, item: Payload) -> None:
-        if self._done:
-            return
-        try:
-            self._subscriber.on_next(item)
-        except Exception:
-            log.exception("Subscriber.on_next raised (rule 2.13); cancelling its stream")
-            self._done = True
-            if self.on_broken is not None:
-                self.on_broken()
-
-    def put_many(self, items: list[Payload]) -> None:
-        for item in items:
-            self.put(item)
-
-    def finish(self, error: BaseException | None = None) -> None:
-        if self._done:
-            return
-        self._done = True
-        try:
-            if error is None:
-                self._subscriber.on_complete()
-            else:
-                self._subscriber.on_error(error)
-        except Exception:
-            log.exception("Subscriber.on_complete/on_error raised (rule 2.13)")
-
-    def close(self, error: BaseException | None = None) -> None:
-        self._done = True
-
-
-Sink = CreditQueue[Payload] | SubscriberSink
+Sink = CreditQueue[Payload] | SubscriberSink[Payload]
 
 
 class RequestHandle:
@@ -138,32 +104,45 @@ class RSocketEngine:
         self._lease_renew_at: float | None = None
         #: Requests waiting for a lease: (start it, its handle if it has one).
         self._lease_waiters: deque[tuple[Callable[[], None], RequestHandle | None]] = deque()
+        self._releasing_waiters = False
         self._close_started = False
         #: Server: bytes before the first frame is complete (None once past it).
         self._before_setup: bytes | None = None
         self.handler: object = None
         self.peer: RSocketPeer | None = None
-        self.thread: ConnectionThread | None = None
+        self.thread: Driver | None = None
         self._requests: dict[int, RequestHandle] = {}
         self._outbound: dict[int, Outbound[Any]] = {}
         self._inbound: dict[int, CreditQueue[Payload]] = {}
         self._runnable: set[int] = set()
         self._poked: deque[int] = deque()
         self._closing: BaseException | None = None
+        #: Message transport (WebSocket): the record reader, and the Close
+        #: (code, reason) to end the WebSocket with when not a normal close.
+        self._records: MessageReader | None = None
+        self._ws_close: tuple[int, str] | None = None
 
     @classmethod
-    def client(cls, options: EngineOptions, handler: object) -> RSocketEngine:
-        engine = cls(options, core.client(options))
+    def client(
+        cls, options: EngineOptions, handler: object, *, message_framed: bool = False
+    ) -> RSocketEngine:
+        """``message_framed``: the transport carries message records (WebSocket,
+        see ``ws_messages``): one frame per binary message, no length prefix."""
+        engine = cls(options, core.client(options, message_framed))
         engine.handler = handler
+        if message_framed:
+            engine._records = MessageReader()
         return engine
 
     @classmethod
-    def server(cls, options: EngineOptions) -> RSocketEngine:
-        engine = cls(options, core.server(options))
+    def server(cls, options: EngineOptions, *, message_framed: bool = False) -> RSocketEngine:
+        engine = cls(options, core.server(options, message_framed))
         engine._before_setup = b""
+        if message_framed:
+            engine._records = MessageReader()
         return engine
 
-    def attach(self, thread: ConnectionThread, peer: RSocketPeer, handler: object = None) -> None:
+    def attach(self, thread: Driver, peer: RSocketPeer, handler: object = None) -> None:
         self.thread = thread
         self.peer = peer
         if handler is not None:
@@ -172,6 +151,9 @@ class RSocketEngine:
     # -- Engine protocol (driver loop) ---------------------------------------
     def receive_data(self, data: bytes, now: float) -> None:
         self._now = now
+        if self._records is not None:
+            self._receive_records(data, now)
+            return
         if self._before_setup is not None and data:
             data = self._feed_setup_first(data, now)
             if not data:
@@ -206,39 +188,100 @@ class RSocketEngine:
         self._dispatch_events()
         return buf[end:] if self._closing is None else b""
 
+    def _receive_records(self, data: bytes, now: float) -> None:
+        """Message transport: each binary message is one frame. A text message
+        breaks the transport mapping (spec: Framing Protocol Usage): ERROR
+        [CONNECTION_ERROR], then Close 1003 (unsupported data)."""
+        assert self._records is not None
+        conn = self.conn
+        if not data:
+            conn.connection_lost()
+            self._dispatch_events()
+            return
+        # A bad message ends the connection: what follows it is ignored.
+        for kind, payload in self._records.feed(data):
+            if kind == MessageKind.BINARY:
+                try:
+                    conn.receive_frame(payload, now)
+                except core.RemoteProtocolError as exc:
+                    message = f"protocol error from peer: {exc.message}"
+                    self._closing = ConnectionClosed(message)
+                    self._ws_close = (CloseCode.PROTOCOL_ERROR, exc.message)
+                    break
+                if self._before_setup is not None:
+                    # Server: accept the SETUP before the frames behind it
+                    # (see _feed_setup_first).
+                    self._before_setup = None
+                    self._dispatch_events()
+            elif kind == MessageKind.TEXT:
+                message = "RSocket over WebSocket takes binary messages, got a text message"
+                with contextlib.suppress(core.LocalProtocolError):
+                    conn.close(message, error_code=ErrorCode.CONNECTION_ERROR)
+                self._dispatch_events()
+                self._closing = ConnectionClosed(f"protocol error from peer: {message}")
+                self._ws_close = (CloseCode.UNSUPPORTED_DATA, message)
+                break
+            elif kind == MessageKind.CLOSE:
+                code, reason = decode_close(payload)
+                conn.connection_lost()
+                self._dispatch_events()
+                detail = f" ({reason})" if reason else ""
+                self._closing = ConnectionClosed(f"connection closed: WebSocket {code}{detail}")
+                break
+        self._dispatch_events()
+
     def _dispatch_events(self) -> None:
         events = self.conn.events()
         payload_event = core.PayloadReceived
         requests = self._requests
+        # Payload is a named tuple: tuple.__new__ skips its Python-level
+        # __new__ (about half the cost of an item here).
+        new = tuple.__new__
         while events:
             # Hot path: consecutive items of a stream we requested go to its
             # sink as one batch; everything else through ``core.dispatch``.
             batch: list[Payload] = []
+            append = batch.append
             batch_sid = -1
             batch_handle: RequestHandle | None = None
             for event in events:
                 if type(event) is payload_event and event.next and not event.complete:
                     sid = event.stream_id
                     if sid == batch_sid:
-                        batch.append(Payload(event.data, event.metadata))
+                        append(new(Payload, (event.data, event.metadata)))
                         continue
                     handle = requests.get(sid)
                     if handle is not None:
                         if batch_handle is not None:
                             batch_handle.sink.put_many(batch)
-                        batch = [Payload(event.data, event.metadata)]
+                        batch = [new(Payload, (event.data, event.metadata))]
+                        append = batch.append
                         batch_sid, batch_handle = sid, handle
                         continue
                 if batch_handle is not None:
                     batch_handle.sink.put_many(batch)
                     batch_sid, batch_handle = -1, None
+                if type(event) is payload_event:  # e.g. a request-response answer
+                    self.on_payload(
+                        event.stream_id, event.data, event.metadata, event.next, event.complete
+                    )
+                    continue
                 core.dispatch(self, event)
             if batch_handle is not None:
                 batch_handle.sink.put_many(batch)
             events = self.conn.events()  # handlers may have caused more
 
     def data_to_send(self) -> bytes:
-        return self.conn.data_to_send()
+        if self._records is None:
+            return self.conn.data_to_send()
+        frames = self.conn.frames_to_send()
+        out = encode_binaries(frames) if frames else b""
+        close = self._ws_close
+        if close is not None and self._closing is not None:
+            # Once: the transport sends this Close instead of a normal one.
+            self._ws_close = None
+            out += encode_close_record(*close)
+        return out
 
     def next_deadline(self) -> float | None:
         deadline = self.conn.next_deadline()
@@ -266,6 +309,15 @@ class RSocketEngine:
         self._dispatch_events()
         if self._closing is None:
             self._closing = ConnectionClosed("connection closed locally")
+
+    @property
+    def handshaken(self) -> bool:
+        """False while a server waits for the first SETUP/RESUME: the driver
+        loops drop a client that never sends one after
+        ``LoopConfig.handshake_timeout``."""
+        conn = self.conn
+        awaiting = core.ConnectionState.AWAITING_SETUP
+        return conn.role is core.Role.CLIENT or conn.state is not awaiting
 
     def wants_close(self) -> bool:
         return self._closing is not None
@@ -352,7 +404,11 @@ class RSocketEngine:
         handle.sid = sid
         self._requests[sid] = handle
         if handle.kind == "channel" and outbound is not None:
-            source = ThreadedSource(outbound, lambda: self._poke(sid), f"sansrs-channel-{sid}")
+            source: ThreadedSource[Any] | PublisherSource[Any]
+            if is_publisher(outbound):  # e.g. the asyncio adapter's async iterables
+                source = PublisherSource(outbound, lambda: self._poke(sid))
+            else:
+                source = ThreadedSource(outbound, lambda: self._poke(sid), f"sansrs-channel-{sid}")
             handle.outbound = self._new_outbound(sid, source, 0)
 
     def fire_and_forget(self, payload: Payload) -> None:
@@ -360,6 +416,16 @@ class RSocketEngine:
             self._lease_waiters.append((lambda: self.fire_and_forget(payload), None))
             return
         self.conn.request_fnf(payload.data, payload.metadata)
+
+    def fire_and_forget_many(self, payloads: list[Payload]) -> None:
+        """A batch of fire-and-forgets, in order (see ``queues.Batcher``)."""
+        if self._lease_waiters or self.conn.lease_available() is not None:
+            for payload in payloads:  # leases: each may have to wait its turn
+                self.fire_and_forget(payload)
+            return
+        request_fnf = self.conn.request_fnf
+        for payload in payloads:
+            request_fnf(payload.data, payload.metadata)
 
     def metadata_push(self, metadata: bytes) -> None:
         self.conn.metadata_push(metadata)
@@ -370,7 +436,7 @@ class RSocketEngine:
     # -- leases ------------------------------------------------------------
     def _must_wait_for_lease(self) -> bool:
         """Requests wait (in order) for the peer's lease instead of failing."""
-        if self._lease_waiters:
+        if self._lease_waiters and not self._releasing_waiters:
             return True
         available = self.conn.lease_available()
         return available is not None and available <= 0
@@ -403,6 +469,15 @@ class RSocketEngine:
             self.conn.cancel(sid)
 
     # -- outbound plumbing --------------------------------------------------
+    def _call_soon(self, fn: Callable[[], None]) -> None:
+        """Any thread: run ``fn`` on the thread driving the connection now
+        (a resumed session may have moved to another one); dropped once the
+        connection is gone."""
+        thread = self.thread
+        if thread is not None:
+            with contextlib.suppress(ConnectionClosed):
+                thread.call_soon(fn)
+
     def _poke(self, sid: int) -> None:
         """Any thread: a threaded or publisher source has something for ``sid``."""
         self._poked.append(sid)
@@ -527,8 +602,6 @@ class RSocketEngine:
         queue: CreditQueue[Payload] = CreditQueue(granted=prefetch)
         self._inbound[sid] = queue
         conn = self.conn
-        thread = self.thread
-        assert thread is not None
 
         # The handler consumes ``inbound`` on its worker thread; demand and
         # cancel go back through the connection thread. The stream may have
@@ -539,8 +612,7 @@ class RSocketEngine:
                     with contextlib.suppress(core.LocalProtocolError):
                         conn.request_n(sid, k)
 
-            with contextlib.suppress(ConnectionClosed):
-                thread.call_soon(send)
+            self._call_soon(send)
 
         def cancel_inbound() -> None:
             def send() -> None:
@@ -550,15 +622,17 @@ class RSocketEngine:
                     with contextlib.suppress(core.LocalProtocolError):
                         conn.cancel(sid)
 
-            with contextlib.suppress(ConnectionClosed):
-                thread.call_soon(send)
+            self._call_soon(send)
 
         inbound = StreamIterator(queue, prefetch, more, cancel_inbound, None, batch)
         if complete:
             queue.finish()
             del self._inbound[sid]
         else:
-            conn.request_n(sid, prefetch)
+            # The requester's COMPLETE may sit in the same read, already seen
+            # by the core: then there is nothing left to ask for.
+            with contextlib.suppress(core.LocalProtocolError):
+                conn.request_n(sid, prefetch)
         try:
             result = method(self._request(data, metadata), inbound)
             source = make_source(
@@ -582,7 +656,7 @@ class RSocketEngine:
         handle = self._requests.get(sid)
         if handle is not None:
             if next_:
-                handle.sink.put(Payload(data, metadata))
+                handle.sink.put(tuple.__new__(Payload, (data, metadata)))  # see _dispatch_events
             if complete:
                 handle.inbound_done = True
                 handle.sink.finish()
@@ -655,7 +729,13 @@ class RSocketEngine:
             if available is not None and available <= 0:
                 return
             start, _ = waiters.popleft()
-            start()
+            # The released request must not queue itself again behind the
+            # waiters still in line (that looped forever with two or more).
+            self._releasing_waiters = True
+            try:
+                start()
+            finally:
+                self._releasing_waiters = False
 
     def on_closing(self, message: str) -> None:
         log.debug("peer is closing: %s", message)
@@ -669,6 +749,7 @@ class RSocketEngine:
     def on_lost(self, reason: str, timed_out: bool) -> None:
         if timed_out:
             reason = f"peer silent beyond max lifetime (keepalive timeout): {reason}"
+            self._ws_close = (CloseCode.GOING_AWAY, "keepalive timeout")
         self._closing = ConnectionClosed(f"connection lost: {reason}")
 
     def _dispatch(self, event: object) -> None:

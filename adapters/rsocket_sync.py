@@ -1,31 +1,38 @@
 """The synchronous RSocket API: ``connect(url)`` and ``serve(url, handler)``.
 
 Every call may come from any application thread; it is handed to the
-connection's owning thread (``threads.ConnectionThread``), which alone drives
-the sans-IO core through :class:`~.rsocket_engine.RSocketEngine`.
+connection's owning thread, which alone drives the sans-IO core through
+:class:`~.rsocket_engine.RSocketEngine`. ``loop=`` picks the driver: a thread
+per connection (``"thread"``, :mod:`.threads`), the process-wide selector
+loop (``"selector"``), or any :class:`~.selector.Loop`: one thread for many
+connections. The API is the same on all of them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
-import threading
+import ssl
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sansrs.streams import RULE_3_9, IllegalArgumentError
-
-from .queues import CreditQueue, EndOfStream
-from .rsocket_engine import EngineOptions, RequestHandle, RSocketEngine, SubscriberSink
+from .loops import ListeningServer, LoopChoice, message_framed, new_acceptor, new_driver, pick_loop
+from .queues import Batcher, CreditQueue, EndOfStream
+from .rsocket_engine import EngineOptions, RequestHandle, RSocketEngine
 from .rsocket_types import Payload, as_payload
-from .session import MAX_DEMAND, StreamIterator
-from .threads import ConnectionClosed, ConnectionThread, ServerThread
+from .selector import Driver, LoopConnection, LoopServer
+from .session import RemoteStreamPublisher, StreamIterator, SubscriberSink
+from .threads import ConnectionClosed, ConnectionThread
 from .transports import Transport, listen, open_transport
 from .urls import Endpoint
 
+if TYPE_CHECKING:  # wsproto is the optional "ws" extra
+    from .websocket import WebSocketOptions
+
 __all__ = ["Client", "RSocketPeer", "RemotePublisher", "Server", "connect", "serve"]
 
-log = logging.getLogger("sansrs.adapters.rsocket")
+#: One remote request as a Reactive Streams Publisher (subscribe once): the
+#: protocol-neutral :class:`~.session.RemoteStreamPublisher` bound to RSocket.
+RemotePublisher = RemoteStreamPublisher[Payload, RequestHandle]
 
 DEFAULT_PREFETCH = 256
 MAX_REQUEST_N = 0x7FFFFFFF
@@ -41,9 +48,13 @@ class RSocketPeer:
     """The requester side of one connection (a client, or the server's view of
     a connected client for server-initiated requests). Thread-safe."""
 
-    def __init__(self, thread: ConnectionThread, engine: RSocketEngine) -> None:
+    def __init__(self, thread: Driver, engine: RSocketEngine) -> None:
         self._thread = thread
         self._engine = engine
+        # Fire-and-forgets cross to the connection thread many per hand-off.
+        self._fnf: Batcher[Payload] = Batcher(
+            self._submit, engine.fire_and_forget_many, lambda: self._thread.is_owner
+        )
 
     # -- plumbing --------------------------------------------------------
     def _submit(self, fn: Callable[[], object], timeout: float | None = None) -> None:
@@ -59,6 +70,11 @@ class RSocketPeer:
     @property
     def peer_address(self) -> str:
         return self._thread.transport.peer
+
+    @property
+    def transport(self) -> Transport:
+        """The connection's transport (e.g. ``TlsTransport.peer_certificate``)."""
+        return self._thread.transport
 
     # -- blocking requests -----------------------------------------------
     def request_response(
@@ -89,14 +105,13 @@ class RSocketPeer:
     def fire_and_forget(
         self, data: bytes | str, metadata: bytes | str | None = None, timeout: float | None = None
     ) -> None:
-        """Queue REQUEST_FNF. ``timeout`` bounds the wait only if the connection's
-        inbox is full (the loop is behind)."""
+        """Queue REQUEST_FNF. ``timeout`` bounds the wait only if the connection
+        has a full batch of fire-and-forgets pending (the loop is behind)."""
         if type(data) is bytes and metadata is None:
             payload = Payload(data)
         else:
             payload = as_payload(data, metadata)
-        fnf = self._engine.fire_and_forget
-        self._submit(lambda: fnf(payload), timeout)
+        self._fnf.put(payload, timeout)
 
     def metadata_push(self, metadata: bytes | str, timeout: float | None = None) -> None:
         md = as_payload(b"", metadata).metadata or b""
@@ -167,14 +182,14 @@ class RSocketPeer:
     ) -> RemotePublisher:
         """REQUEST_RESPONSE as a Publisher of at most one payload; the request is
         sent on the first ``request(n)``. Signals arrive on the connection thread."""
-        return RemotePublisher(self, "rr", as_payload(data, metadata), None)
+        return self._publisher("rr", as_payload(data, metadata), None)
 
     def stream_publisher(
         self, data: bytes | str, metadata: bytes | str | None = None
     ) -> RemotePublisher:
         """REQUEST_STREAM as a Publisher: the first ``request(n)`` sends the request
         with initial n, later ones REQUEST_N; ``cancel()`` sends CANCEL."""
-        return RemotePublisher(self, "stream", as_payload(data, metadata), None)
+        return self._publisher("stream", as_payload(data, metadata), None)
 
     def channel_publisher(
         self, data: Iterable[object], metadata: bytes | str | None = None
@@ -184,7 +199,21 @@ class RSocketPeer:
             first = as_payload(next(items), metadata)
         except StopIteration:
             raise ValueError("a channel needs at least one payload") from None
-        return RemotePublisher(self, "channel", first, items)
+        return self._publisher("channel", first, items)
+
+    def _publisher(
+        self, kind: str, payload: Payload, outbound: Iterable[object] | None
+    ) -> RemotePublisher:
+        engine = self._engine
+
+        # Run on the connection thread: every Subscriber signal, on_subscribe
+        # included, comes from there (rule 1.3).
+        def start(sink: SubscriberSink[Payload], n: int) -> RequestHandle:
+            handle = RequestHandle(kind, sink)
+            engine.start_request(handle, payload, n, outbound)
+            return handle
+
+        return RemoteStreamPublisher(self._submit, start, engine.request_more, engine.cancel)
 
     # -- lifecycle ---------------------------------------------------------
     def close(self, timeout: float | None = 5.0) -> None:
@@ -204,98 +233,6 @@ class RSocketPeer:
         self._submit(lambda: self._engine.send_lease(ttl, requests))
 
 
-class RemotePublisher:
-    """One remote request as a Reactive Streams Publisher (subscribe once)."""
-
-    def __init__(
-        self, peer: RSocketPeer, kind: str, payload: Payload, outbound: Iterable[object] | None
-    ) -> None:
-        self._peer = peer
-        self._kind = kind
-        self._payload = payload
-        self._outbound = outbound
-        self._subscribed = False
-        self._lock = threading.Lock()
-
-    def subscribe(self, subscriber: Any) -> None:
-        if subscriber is None:
-            raise TypeError("subscribe(None)")  # rule 1.9
-        with self._lock:
-            again, self._subscribed = self._subscribed, True
-        if again:
-            subscriber.on_subscribe(_NoSubscription())
-            subscriber.on_error(RuntimeError("this request was already subscribed"))  # rule 1.9
-            return
-        sink = SubscriberSink(subscriber)
-        handle = RequestHandle(self._kind, sink)
-        sink.on_broken = lambda: self._peer._cancel(handle)
-        subscription = _RemoteSubscription(self, handle)
-        # on_subscribe too runs on the connection thread, so that an on_next
-        # caused by a request(n) inside it cannot overlap it (rule 1.3).
-        def signal_subscribe() -> None:
-            try:
-                subscriber.on_subscribe(subscription)
-            except Exception:
-                log.exception("Subscriber.on_subscribe raised (rule 2.13); cancelling")
-                self._peer._cancel(handle)
-
-        try:
-            self._peer._submit(signal_subscribe)
-        except ConnectionClosed as exc:
-            subscriber.on_subscribe(_NoSubscription())
-            subscriber.on_error(exc)
-
-
-class _NoSubscription:
-    def request(self, n: int) -> None:
-        pass
-
-    def cancel(self) -> None:
-        pass
-
-
-class _RemoteSubscription:
-    def __init__(self, publisher: RemotePublisher, handle: RequestHandle) -> None:
-        self._publisher = publisher
-        self._handle = handle
-        self._started = False
-        self._lock = threading.Lock()
-
-    def request(self, n: int) -> None:
-        peer, handle = self._publisher._peer, self._handle
-        if n <= 0:
-            # Rule 3.9, signalled from the connection thread like every other
-            # signal (rule 1.3).
-            error = IllegalArgumentError(f"{RULE_3_9} (got {n})")
-            engine = peer._engine
-
-            def fail() -> None:
-                if not handle.cancelled:
-                    handle.sink.finish(error)
-                    engine.cancel(handle)
-
-            try:
-                peer._submit(fail)
-            except ConnectionClosed as exc:
-                handle.sink.finish(exc)
-            return
-        n = min(n, MAX_DEMAND)
-        with self._lock:
-            first, self._started = not self._started, True
-        engine = peer._engine
-        try:
-            if first:
-                p = self._publisher
-                peer._submit(lambda: engine.start_request(handle, p._payload, n, p._outbound))
-            else:
-                peer._submit(lambda: engine.request_more(handle, n))
-        except ConnectionClosed as exc:
-            handle.sink.finish(exc)
-
-    def cancel(self) -> None:
-        self._publisher._peer._cancel(self._handle)
-
-
 class Client(RSocketPeer):
     """A client connection; a context manager that closes on exit."""
 
@@ -311,54 +248,55 @@ def connect(
     *,
     handler: object = None,
     connect_timeout: float = 10.0,
+    loop: LoopChoice = "thread",
+    ssl_context: ssl.SSLContext | None = None,
+    server_hostname: str | None = None,
+    websocket: WebSocketOptions | None = None,
     **setup: Any,
 ) -> Client:
-    """Connect to ``url`` (``tcp://host:port``) and send SETUP.
+    """Connect to ``url`` (``tcp://host:port``, ``tls://host:port``,
+    ``unix:///path``) and send SETUP.
 
-    ``handler`` answers server-initiated requests. ``setup`` options (see
-    :class:`~.rsocket_engine.EngineOptions`): ``keepalive_interval``,
-    ``max_lifetime`` (seconds), ``lease``, ``data_mime_type``,
-    ``metadata_mime_type``, ``setup_data``, ``setup_metadata``, ``fragment_size``.
+    ``handler`` answers server-initiated requests. ``loop``: ``"thread"``
+    (default: a thread for this connection), ``"selector"`` (the process-wide
+    selector loop) or a :class:`~.selector.Loop`. ``tls://``: ``ssl_context``
+    (default: system CAs, host name checked) and ``server_hostname``.
+    ``ws://host:port/path`` / ``wss://``: one frame per binary message;
+    ``websocket`` takes :class:`~.websocket.WebSocketOptions` (headers,
+    subprotocols, max message size).
+    ``setup`` options (see :class:`~.rsocket_engine.EngineOptions`):
+    ``keepalive_interval``, ``max_lifetime`` (seconds), ``lease``,
+    ``data_mime_type``, ``metadata_mime_type``, ``setup_data``,
+    ``setup_metadata``, ``fragment_size``.
     """
     options = EngineOptions(**setup)
-    transport = open_transport(url, connect_timeout)
-    engine = RSocketEngine.client(options, handler)
-    thread = ConnectionThread(transport, engine, name=f"sansrs-client {transport.peer}")
+    driver_loop = pick_loop(loop)
+    transport = open_transport(
+        url,
+        connect_timeout,
+        ssl_context=ssl_context,
+        server_hostname=server_hostname,
+        websocket=websocket,
+    )
+    engine = RSocketEngine.client(options, handler, message_framed=message_framed(transport))
+    thread = new_driver(driver_loop, transport, engine, f"sansrs-client {transport.peer}")
     client = Client(thread, engine)
     engine.attach(thread, client)
     thread.start()
     return client
 
 
-class Server:
-    """A listening RSocket server; one thread per accepted connection."""
+class Server(ListeningServer):
+    """A listening RSocket server (one thread per connection, or a selector loop)."""
 
-    def __init__(self, accept: ServerThread, peers: list[RSocketPeer]) -> None:
-        self._accept = accept
+    def __init__(self, accept: LoopServer, peers: list[RSocketPeer]) -> None:
+        super().__init__(accept)
         self._peers = peers
-        self.endpoint: Endpoint = accept.listener.endpoint
-
-    @property
-    def url(self) -> str:
-        return self.endpoint.url
 
     @property
     def peers(self) -> list[RSocketPeer]:
         """Live connections, for server-initiated requests."""
         return [p for p in self._peers if not p.closed]
-
-    def close(self, timeout: float = 5.0, *, abort: bool = False) -> None:
-        """Stop accepting and close every connection (``abort``: reset them)."""
-        self._accept.close(timeout, abort=abort)
-
-    def wait_closed(self, timeout: float | None = None) -> bool:
-        return self._accept.wait_closed(timeout)
-
-    def __enter__(self) -> Server:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def serve(
@@ -366,6 +304,9 @@ def serve(
     handler: object = None,
     *,
     handler_factory: Callable[[RSocketPeer], object] | None = None,
+    loop: LoopChoice = "thread",
+    ssl_context: ssl.SSLContext | None = None,
+    websocket: WebSocketOptions | None = None,
     **options: Any,
 ) -> Server:
     """Listen on ``url`` and answer requests with ``handler`` (shared by every
@@ -373,16 +314,26 @@ def serve(
     listening; ``server.url`` has the real port when ``url`` asked for port 0.
     ``options``: ``lease`` (refuse clients that do not ask for leases; leases
     are granted to every client that asks), ``lease_ttl``, ``lease_requests``,
-    ``fragment_size``, ``max_frame_size``, ``max_concurrent_streams``."""
+    ``fragment_size``, ``max_frame_size``, ``max_concurrent_streams``.
+    ``loop``: ``"thread"`` (default: an accept thread and a thread per
+    connection), ``"selector"`` (the process-wide selector loop accepts and
+    drives every connection) or a :class:`~.selector.Loop`. ``tls://`` needs
+    ``ssl_context`` (see :func:`~.tls.server_context`). ``ws://host:port/path``
+    / ``wss://``: ``websocket`` takes :class:`~.websocket.WebSocketOptions`."""
     if handler is not None and handler_factory is not None:
         raise TypeError("pass handler or handler_factory, not both")
     engine_options = EngineOptions(**options)
     peers: list[RSocketPeer] = []
 
-    def make_connection(transport: Transport) -> ConnectionThread:
-        engine = RSocketEngine.server(engine_options)
-        thread = ConnectionThread(
-            transport, engine, name=f"sansrs-server {transport.peer}",
+    driver_loop = pick_loop(loop)
+
+    def make_connection(transport: Transport) -> ConnectionThread | LoopConnection:
+        engine = RSocketEngine.server(engine_options, message_framed=message_framed(transport))
+        thread = new_driver(
+            driver_loop,
+            transport,
+            engine,
+            f"sansrs-server {transport.peer}",
             on_exit=lambda t: peers.remove(peer) if peer in peers else None,
         )
         peer = RSocketPeer(thread, engine)
@@ -390,6 +341,7 @@ def serve(
         peers.append(peer)
         return thread
 
-    accept = ServerThread(listen(url), make_connection)
+    listener = listen(url, ssl_context=ssl_context, websocket=websocket)
+    accept = new_acceptor(driver_loop, listener, make_connection)
     accept.start()
     return Server(accept, peers)

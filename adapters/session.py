@@ -15,10 +15,14 @@ Everything except :class:`StreamIterator` runs on the connection's thread.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
+
+from sansrs.streams import RULE_3_9, IllegalArgumentError
 
 from .queues import CreditQueue, EndOfStream
 
@@ -28,14 +32,18 @@ __all__ = [
     "IteratorSource",
     "Outbound",
     "PublisherSource",
+    "RemoteStreamPublisher",
     "Source",
     "StreamIterator",
+    "SubscriberSink",
     "ThreadedSource",
     "make_source",
 ]
 
 T = TypeVar("T")
+H = TypeVar("H")
 MAX_DEMAND = 2**63 - 1
+_log = logging.getLogger("sansrs.adapters")
 
 
 class _Marker:
@@ -159,13 +167,13 @@ class Source(Protocol[T]):  # type: ignore[misc]
 class IteratorSource(Generic[T]):
     """A synchronous iterator or generator, pulled on the connection thread."""
 
-    __slots__ = ("_it",)
+    __slots__ = ("_it", "pull")
 
     def __init__(self, iterable: Iterable[T]) -> None:
         self._it = iter(iterable)
-
-    def pull(self) -> T:
-        return next(self._it, END)
+        # ``pull()``: the next item or END. A C-level partial, not a method:
+        # it is called once per item sent (the hot path of every stream).
+        self.pull: Callable[[], T] = partial(next, self._it, END)
 
     def demand(self, n: int) -> None:
         pass
@@ -393,28 +401,39 @@ class Outbound(Generic[T]):
             return False
         emit = self._emit
         ready = self._ready
+        pull = self.source.pull
         ahead = self._ahead
         if ahead is PENDING:
             ahead = self._pull()
-        while self.credit > 0 and budget > 0 and not isinstance(ahead, _Marker):
-            if isinstance(ahead, _Failed):
+        # Hot loop: locals only, identity tests; a pull that raises becomes
+        # _Failed, sent after the items pulled before it.
+        credit = self.credit
+        steps = min(credit, budget)
+        sent = 0
+        while sent < steps and ahead is not END and ahead is not PENDING:
+            if type(ahead) is _Failed:
                 break
             if ready is not None and not ready():
+                self.credit = credit - sent
                 self._ahead = ahead
                 return True  # the transport is behind: resume on a later turn
             item = ahead
-            ahead = self._pull()
-            self.credit -= 1
-            budget -= 1
+            try:
+                ahead = pull()
+            except Exception as exc:
+                ahead = _Failed(exc)
+            sent += 1
             try:
                 emit(item, ahead is END)
             except Exception as exc:  # e.g. the item is not a valid payload
                 ahead = _Failed(exc)
                 break
             if ahead is END:
+                self.credit = credit - sent
                 self._ahead = END
                 self.finished = True
                 return False
+        self.credit = credit - sent
         self._ahead = ahead
         if isinstance(ahead, _Failed):
             self.finished = True
@@ -439,3 +458,176 @@ class Outbound(Generic[T]):
         self.finished = True
         with contextlib.suppress(Exception):  # a failing finally must not hurt the connection
             self.source.cancel()
+
+
+class SubscriberSink(Generic[T]):
+    """Delivers a remote stream to a Reactive Streams Subscriber, on the
+    connection thread; the same I/O-side interface as :class:`CreditQueue`
+    (``put``, ``put_many``, ``finish``, ``close``), so an engine feeds either.
+
+    A Subscriber method that raises breaks rule 2.13; the sink then treats the
+    subscription as cancelled (``on_broken``) and the connection goes on."""
+
+    __slots__ = ("_done", "_subscriber", "on_broken")
+
+    def __init__(self, subscriber: Any) -> None:
+        self._subscriber = subscriber
+        self._done = False
+        self.on_broken: Callable[[], None] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def put(self, item: T) -> None:
+        if self._done:
+            return
+        try:
+            self._subscriber.on_next(item)
+        except Exception:
+            _log.exception("Subscriber.on_next raised (rule 2.13); cancelling its stream")
+            self._done = True
+            if self.on_broken is not None:
+                self.on_broken()
+
+    def put_many(self, items: Iterable[T]) -> None:
+        for item in items:
+            self.put(item)
+
+    def finish(self, error: BaseException | None = None) -> None:
+        if self._done:
+            return
+        self._done = True
+        try:
+            if error is None:
+                self._subscriber.on_complete()
+            else:
+                self._subscriber.on_error(error)
+        except Exception:
+            _log.exception("Subscriber.on_complete/on_error raised (rule 2.13)")
+
+    def close(self, error: BaseException | None = None) -> None:
+        self._done = True
+
+
+class RemoteStreamPublisher(Generic[T, H]):
+    """A remote stream as a Reactive Streams Publisher (one Subscriber).
+
+    Protocol-agnostic: the binding passes ``submit(fn)`` (run ``fn`` on the
+    connection thread; raises ``ConnectionError`` once the connection is gone)
+    and, run on that thread, ``start(sink, n) -> handle`` (begin the remote
+    request with initial demand ``n``), ``more(handle, n)`` and
+    ``cancel(handle)``. The request is sent at the first ``request(n)``.
+    Every signal, ``on_subscribe`` included, arrives on the connection thread,
+    so signals are serialized (rule 1.3); ``request(n <= 0)`` signals
+    ``IllegalArgumentError`` and cancels (rule 3.9)."""
+
+    def __init__(
+        self,
+        submit: Callable[[Callable[[], object]], None],
+        start: Callable[[SubscriberSink[T], int], H],
+        more: Callable[[H, int], None],
+        cancel: Callable[[H], None],
+    ) -> None:
+        self._submit = submit
+        self._start = start
+        self._more = more
+        self._cancel = cancel
+        self._subscribed = False
+        self._lock = threading.Lock()
+
+    def subscribe(self, subscriber: Any) -> None:
+        if subscriber is None:
+            raise TypeError("subscribe(None)")  # rule 1.9
+        with self._lock:
+            again, self._subscribed = self._subscribed, True
+        if again:
+            subscriber.on_subscribe(_NoSubscription())
+            subscriber.on_error(RuntimeError("this request was already subscribed"))  # 1.9
+            return
+        sink: SubscriberSink[T] = SubscriberSink(subscriber)
+        subscription = _RemoteSubscription(self, sink)
+        sink.on_broken = subscription.cancel_now
+
+        def signal_subscribe() -> None:
+            try:
+                subscriber.on_subscribe(subscription)
+            except Exception:
+                _log.exception("Subscriber.on_subscribe raised (rule 2.13); cancelling")
+                subscription.cancel_now()
+
+        try:
+            self._submit(signal_subscribe)
+        except ConnectionError as exc:
+            subscriber.on_subscribe(_NoSubscription())
+            subscriber.on_error(exc)
+
+
+class _NoSubscription:
+    def request(self, n: int) -> None:
+        pass
+
+    def cancel(self) -> None:
+        pass
+
+
+class _RemoteSubscription(Generic[T, H]):
+    """Calls from any thread, handed to the connection thread in order; the
+    ``_handle`` fields are touched on that thread only."""
+
+    def __init__(self, publisher: RemoteStreamPublisher[T, H], sink: SubscriberSink[T]) -> None:
+        self._publisher = publisher
+        self._sink = sink
+        self._requested = False
+        self._lock = publisher._lock  # one Subscriber per publisher: share its lock
+        self._handle: H | None = None
+        self._has_handle = False
+        self._cancelled = False
+
+    def _run(self, fn: Callable[[], object]) -> None:
+        try:
+            self._publisher._submit(fn)
+        except ConnectionError as exc:
+            self._sink.finish(exc)
+
+    def request(self, n: int) -> None:
+        if n <= 0:
+            error = IllegalArgumentError(f"{RULE_3_9} (got {n})")
+
+            def fail() -> None:
+                if not self._cancelled:
+                    self._sink.finish(error)
+                    self.cancel_now()
+
+            self._run(fail)
+            return
+        n = min(n, MAX_DEMAND)
+        with self._lock:
+            first, self._requested = not self._requested, True
+        if first:
+            self._run(lambda: self._start_now(n))
+        else:
+            self._run(lambda: self._more_now(n))
+
+    def _start_now(self, n: int) -> None:
+        if self._cancelled:
+            return
+        self._handle = self._publisher._start(self._sink, n)
+        self._has_handle = True
+
+    def _more_now(self, n: int) -> None:
+        if self._has_handle and not self._cancelled:
+            self._publisher._more(self._handle, n)  # type: ignore[arg-type]
+
+    def cancel(self) -> None:
+        with contextlib.suppress(ConnectionError):
+            self._publisher._submit(self.cancel_now)
+
+    def cancel_now(self) -> None:
+        """On the connection thread: cancel (idempotent, rule 3.5)."""
+        if self._cancelled:
+            return
+        self._cancelled = True
+        self._sink.close()
+        if self._has_handle:
+            self._publisher._cancel(self._handle)  # type: ignore[arg-type]

@@ -13,19 +13,19 @@ import struct
 
 from .urls import Endpoint
 
-__all__ = ["TcpListener", "TcpTransport", "open_tcp"]
+__all__ = ["SocketTransport", "TcpListener", "TcpTransport", "open_tcp"]
 
 RECV_SIZE = 256 * 1024
 SOCKET_BUFFER = 1024 * 1024
 
 
-class TcpTransport:
-    """One connected TCP socket (non-blocking once handed to a loop)."""
+class SocketTransport:
+    """One connected stream socket, non-blocking (the base of the TCP and
+    Unix transports; TLS wraps it)."""
 
     scheme = "tcp"
 
     def __init__(self, sock: socket.socket) -> None:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
             with contextlib.suppress(OSError):  # a smaller kernel limit is only slower
                 sock.setsockopt(socket.SOL_SOCKET, opt, SOCKET_BUFFER)
@@ -73,6 +73,14 @@ class TcpTransport:
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+class TcpTransport(SocketTransport):
+    """One connected TCP socket, TCP_NODELAY on (non-blocking once handed to a loop)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        super().__init__(sock)
 
 
 def open_tcp(endpoint: Endpoint, timeout: float = 10.0) -> TcpTransport:

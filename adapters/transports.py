@@ -6,10 +6,16 @@ which kind they hold.
 
 from __future__ import annotations
 
-from typing import Protocol
+import ssl
+from typing import TYPE_CHECKING, Protocol
 
 from .tcp import TcpListener, open_tcp
+from .tls import TlsListener, open_tls
+from .unix import UnixListener, open_unix
 from .urls import Endpoint, parse_url
+
+if TYPE_CHECKING:  # wsproto is the optional "ws" extra: imported when used
+    from .websocket import WebSocketOptions
 
 __all__ = ["Listener", "Transport", "listen", "open_transport"]
 
@@ -39,13 +45,60 @@ def _endpoint(url: str | Endpoint) -> Endpoint:
     return url if isinstance(url, Endpoint) else parse_url(url)
 
 
-def open_transport(url: str | Endpoint, timeout: float = 10.0) -> Transport:
-    """Connect to ``url``. ``parse_url`` has already refused unsupported schemes."""
+def open_transport(
+    url: str | Endpoint,
+    timeout: float = 10.0,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    server_hostname: str | None = None,
+    websocket: WebSocketOptions | None = None,
+) -> Transport:
+    """Connect to ``url``. ``parse_url`` has already refused unsupported schemes.
+    ``tls://`` and ``wss://``: ``ssl_context`` (default: system CAs, host name
+    checked) and ``server_hostname`` (the name to check instead of the URL's
+    host). ``ws://`` / ``wss://``: ``websocket`` options (path, headers, ...)."""
     endpoint = _endpoint(url)
+    if endpoint.scheme in ("ws", "wss"):
+        from .websocket import open_websocket
+
+        return open_websocket(
+            endpoint, timeout, websocket, ssl_context=ssl_context, server_hostname=server_hostname
+        )
+    if websocket is not None:
+        raise ValueError(f"websocket options apply to ws:// and wss:// URLs, not {endpoint.url}")
+    if endpoint.scheme == "tls":
+        return open_tls(
+            endpoint, timeout, ssl_context=ssl_context, server_hostname=server_hostname
+        )
+    if ssl_context is not None or server_hostname is not None:
+        raise ValueError(f"ssl_context/server_hostname apply to tls:// URLs, not {endpoint.url}")
+    if endpoint.scheme == "unix":
+        return open_unix(endpoint, timeout)
     return open_tcp(endpoint, timeout)
 
 
-def listen(url: str | Endpoint) -> Listener:
-    """Listen on ``url``; port 0 picks a free port (see ``listener.endpoint``)."""
+def listen(
+    url: str | Endpoint,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    websocket: WebSocketOptions | None = None,
+) -> Listener:
+    """Listen on ``url``; port 0 picks a free port (see ``listener.endpoint``).
+    ``tls://`` and ``wss://`` need ``ssl_context`` (see ``tls.server_context``);
+    ``ws://`` / ``wss://`` take ``websocket`` options."""
     endpoint = _endpoint(url)
+    if endpoint.scheme in ("ws", "wss"):
+        from .websocket import WebSocketListener
+
+        return WebSocketListener(endpoint, websocket, ssl_context=ssl_context)
+    if websocket is not None:
+        raise ValueError(f"websocket options apply to ws:// and wss:// URLs, not {endpoint.url}")
+    if endpoint.scheme == "tls":
+        if ssl_context is None:
+            raise ValueError("a tls:// server needs ssl_context (see sansrs.adapters.tls)")
+        return TlsListener(endpoint, ssl_context)
+    if ssl_context is not None:
+        raise ValueError(f"ssl_context applies to tls:// URLs, not {endpoint.url}")
+    if endpoint.scheme == "unix":
+        return UnixListener(endpoint)
     return TcpListener(endpoint)

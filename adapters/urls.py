@@ -1,8 +1,10 @@
 """Endpoint URLs, parsed in one place for every transport.
 
-``tcp://host:port`` is served today; ``unix://``, ``tls://``, ``ws://`` and
-``wss://`` are reserved for the transports that will plug in later, so that a
-caller gets a clear "not supported yet" instead of a confusing parse error.
+``tcp://host:port``, ``tls://host:port``, ``unix:///absolute/path`` and
+``ws://host:port/path`` / ``wss://host:port/path`` (WebSocket; the path, and
+a client's query, travel in the upgrade request) are served; schemes in
+``RESERVED_SCHEMES`` give a clear "not supported yet" instead of a confusing
+parse error.
 """
 
 from __future__ import annotations
@@ -10,8 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-SUPPORTED_SCHEMES = frozenset({"tcp"})
-RESERVED_SCHEMES = frozenset({"unix", "tls", "ws", "wss"})
+SUPPORTED_SCHEMES = frozenset({"tcp", "tls", "unix", "ws", "wss"})
+RESERVED_SCHEMES: frozenset[str] = frozenset()
+#: Schemes whose URLs carry a path (and, for a client, a query).
+PATH_SCHEMES = frozenset({"ws", "wss"})
 
 
 class UnsupportedScheme(ValueError):
@@ -29,6 +33,8 @@ class Endpoint:
 
     @property
     def url(self) -> str:
+        if self.scheme == "unix":
+            return f"unix://{self.path}"
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.scheme}://{host}:{self.port}{self.path}"
 
@@ -52,14 +58,35 @@ def parse_url(url: str) -> Endpoint:
         raise UnsupportedScheme(
             f"unknown URL scheme {parts.scheme!r} in {url!r}; expected tcp://host:port"
         )
-    if parts.query or parts.fragment or parts.path not in ("", "/"):
-        raise ValueError(f"tcp:// URLs take no path, query or fragment: {url!r}")
+    if scheme == "unix":
+        return _parse_unix(url, parts.netloc, parts.path, parts.query or parts.fragment)
+    if scheme in PATH_SCHEMES:
+        if parts.fragment:
+            raise ValueError(f"{scheme}:// URLs take no fragment: {url!r}")
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    elif parts.query or parts.fragment or parts.path not in ("", "/"):
+        raise ValueError(f"{scheme}:// URLs take no path, query or fragment: {url!r}")
+    else:
+        path = ""
     if not parts.hostname:
         raise ValueError(f"missing host in {url!r}")
     try:
         port = parts.port
     except ValueError as exc:
         raise ValueError(f"invalid port in {url!r}") from exc
+    if port is None and scheme in PATH_SCHEMES:
+        port = 443 if scheme == "wss" else 80  # the WebSocket defaults (RFC 6455, 3)
     if port is None:
         raise ValueError(f"missing port in {url!r} (use :0 for any free port)")
-    return Endpoint(scheme, parts.hostname, port)
+    return Endpoint(scheme, parts.hostname, port, path)
+
+
+def _parse_unix(url: str, netloc: str, path: str, extra: str) -> Endpoint:
+    """``unix:///absolute/path``: the socket file's path, no host or port."""
+    if netloc:
+        raise ValueError(f"unix:// URLs take an absolute path and no host: {url!r}")
+    if extra:
+        raise ValueError(f"unix:// URLs take no query or fragment: {url!r}")
+    if not path.startswith("/") or path == "/":
+        raise ValueError(f"unix:// URLs need an absolute socket path (unix:///path): {url!r}")
+    return Endpoint("unix", "", 0, path)

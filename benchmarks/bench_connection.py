@@ -11,7 +11,12 @@ parse + stream lookup + credit + one event), the median of --runs runs, in
 wall-clock time and in CPU time of the process (the machine is shared, so
 the second is the steadier figure; both are reported).
 
-Usage: python benchmarks/bench_connection.py [--payloads N] [--batch B] [--runs R]
+With ``--resume`` the same workload runs on a resumable session too (SETUP
+with R, a server ``SessionStore``: every sent PAYLOAD is retained until the
+peer's KEEPALIVE position trims it), alternating plain and resumable runs,
+and a markdown table compares the two (the cost of retaining frames).
+
+Usage: python benchmarks/bench_connection.py [--payloads N] [--batch B] [--runs R] [--resume]
 """
 
 from __future__ import annotations
@@ -22,17 +27,17 @@ import statistics
 import sys
 import time
 
-from sansrs.rsocket import Connection, Role
+from sansrs.rsocket import Connection, Role, SessionStore
 from sansrs.rsocket.events import PayloadReceived
 
 DATA = b"0123456789abcdef"
 
 
-def run_once(payloads: int, batch: int) -> tuple[float, float]:
+def run_once(payloads: int, batch: int, resume: bool = False) -> tuple[float, float]:
     """(payloads per wall-clock second, payloads per CPU second of this process)."""
     client = Connection(Role.CLIENT)
-    server = Connection(Role.SERVER)
-    client.setup()
+    server = Connection(Role.SERVER, sessions=SessionStore() if resume else None)
+    client.setup(resume=resume)
     server.receive_data(client.data_to_send())
     server.events()
     server.accept_setup()
@@ -57,9 +62,34 @@ def run_once(payloads: int, batch: int) -> tuple[float, float]:
             server.events()
     elapsed = time.perf_counter() - start
     cpu = time.process_time() - cpu_start
-    assert received == payloads, (received, payloads)
+    # Every PAYLOAD arrived (a resumable session also sees KEEPALIVE events).
+    assert client.received_position == payloads * (6 + len(DATA)), client.received_position
+    assert received >= payloads
     assert type(events[-1]) is PayloadReceived
+    if resume:
+        assert server.resumable, "the retained frames must stay bounded"
     return payloads / elapsed, payloads / cpu
+
+
+def compare_resume(payloads: int, batch: int, runs: int) -> None:
+    """Plain vs resumable, alternating runs; a markdown table of medians."""
+    plain: list[tuple[float, float]] = []
+    resumable: list[tuple[float, float]] = []
+    for _ in range(runs):
+        plain.append(run_once(payloads, batch))
+        resumable.append(run_once(payloads, batch, resume=True))
+    print(f"python {sys.version.split()[0]} on {platform.machine()}")
+    print(
+        f"request-stream, {payloads} payloads of {len(DATA)} bytes, "
+        f"REQUEST_N batches of {batch}, {runs} runs each (median)\n"
+    )
+    base_cpu = statistics.median(c for _, c in plain)
+    print("| session | payloads/s (wall) | payloads per CPU s | ratio (CPU) |")
+    print("| --- | ---: | ---: | ---: |")
+    for name, results in (("plain", plain), ("resumable (frames retained)", resumable)):
+        wall = statistics.median(w for w, _ in results)
+        cpu = statistics.median(c for _, c in results)
+        print(f"| {name} | {wall:,.0f} | {cpu:,.0f} | {cpu / base_cpu:.2f} |")
 
 
 def main() -> None:
@@ -67,7 +97,13 @@ def main() -> None:
     parser.add_argument("--payloads", type=int, default=1_000_000)
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument(
+        "--resume", action="store_true", help="compare with a resumable session (markdown table)"
+    )
     args = parser.parse_args()
+    if args.resume:
+        compare_resume(args.payloads, args.batch, args.runs)
+        return
     results = [run_once(args.payloads, args.batch) for _ in range(args.runs)]
     rates = [wall for wall, _ in results]
     cpu_rates = [cpu for _, cpu in results]

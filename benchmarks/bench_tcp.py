@@ -7,6 +7,10 @@ with the ratios sansrs/rsocket-py and sansrs/raw.
     .venv/bin/python benchmarks/bench_tcp.py                 # every scenario
     .venv/bin/python benchmarks/bench_tcp.py --only stream16 --runs 3
     .venv/bin/python benchmarks/bench_tcp.py --memory 10000000   # RSS check only
+    .venv/bin/python benchmarks/bench_tcp.py --only stream16 --impl sansrs --impl sansrs-ws
+
+``sansrs-ws`` / ``rsocketpy-ws``: the same over WebSocket (``ws://``, one
+frame per binary message), compared with TCP in the ``ws/tcp`` column.
 
 Servers: ``python -m sansrs serve`` (the demo responder), ``rsocketpy_peer.py
 serve`` (the same contract on rsocket-py) and ``raw_peer.py serve``.
@@ -43,14 +47,21 @@ SCENARIOS: dict[str, tuple[str, int, int, int]] = {
 }
 TARGETS = {"stream16": 400_000, "stream1k": 300_000, "rr_seq": 15_000, "rr_seq_pub": 15_000,
            "rr64": 100_000, "fnf16": 400_000}
-IMPLS = ("sansrs", "rsocketpy", "raw")
+IMPLS = ("sansrs", "rsocketpy", "raw", "sansrs-ws", "rsocketpy-ws", "sansrs-selector")
+WS_PATH = "/rsocket"
 
 
 def server_command(impl: str) -> list[str]:
     if impl == "sansrs":
         return [PY, "-m", "sansrs", "serve", "tcp://127.0.0.1:0"]
+    if impl == "sansrs-ws":
+        return [PY, "-m", "sansrs", "serve", f"ws://127.0.0.1:0{WS_PATH}"]
+    if impl == "sansrs-selector":  # server and client on the selector loop (issue 6)
+        return [PY, "-m", "sansrs", "serve", "--loop", "selector", "tcp://127.0.0.1:0"]
     if impl == "rsocketpy":
         return [PY, str(HERE / "rsocketpy_peer.py"), "serve", "0"]
+    if impl == "rsocketpy-ws":
+        return [PY, str(HERE / "rsocketpy_peer.py"), "serve", "0", "--ws", WS_PATH]
     return [PY, str(HERE / "raw_peer.py"), "serve", "0"]
 
 
@@ -62,7 +73,7 @@ def server(impl: str) -> Iterator[tuple[int, subprocess.Popen[str]]]:
         line = proc.stdout.readline().split()
         if not line or line[0] != "READY":
             raise RuntimeError(f"{impl} server did not start: {line}")
-        port = int(line[1].rsplit(":", 1)[-1])
+        port = int(line[1].rsplit(":", 1)[-1].split("/")[0])  # PORT, or a URL with one
         yield port, proc
     finally:
         proc.terminate()
@@ -74,11 +85,12 @@ def server(impl: str) -> Iterator[tuple[int, subprocess.Popen[str]]]:
 
 
 def client_command(impl: str, port: int, kind: str, count: int, arg: int) -> list[str]:
-    if impl != "sansrs" and kind == "rrc":
+    if not impl.startswith("sansrs") and kind == "rrc":
         kind = "rr"
-    if impl == "rsocketpy":
+    if impl.startswith("rsocketpy"):
+        ws = ["--ws", WS_PATH] if impl.endswith("-ws") else []
         return [PY, str(HERE / "rsocketpy_peer.py"), "bench", str(port), kind, str(count),
-                str(arg)]
+                str(arg), *ws]
     return [PY, str(Path(__file__)), "client", impl, str(port), kind, str(count), str(arg)]
 
 
@@ -110,8 +122,12 @@ def client_main(impl: str, port: int, kind: str, count: int, arg: int) -> None:
         sys.path.insert(0, str(HERE))
         from sansrs_client import run
 
+        url = f"ws://127.0.0.1:{port}{WS_PATH}" if impl == "sansrs-ws" else f"tcp://127.0.0.1:{port}"
         start = time.perf_counter()
-        done = run(f"tcp://127.0.0.1:{port}", kind, count, arg)
+        if impl == "sansrs-selector":
+            done = run(url, kind, count, arg, loop="selector")
+        else:
+            done = run(url, kind, count, arg)
     seconds = time.perf_counter() - start
     print(json.dumps({"count": done, "seconds": seconds}))
 
@@ -173,14 +189,16 @@ def main() -> None:
     names = args.only or list(SCENARIOS)
     print(f"bench_tcp: {args.runs} runs, medians; {os.cpu_count()} CPUs; Python "
           f"{sys.version.split()[0]}")
-    header = f"{'scenario':10} " + " ".join(f"{i:>12}" for i in impls)
-    header += "   sansrs/rsocket-py  sansrs/raw  target"
+    # A markdown table: messages/s, medians of the runs.
+    header = "| scenario | " + " | ".join(impls)
+    header += " | sansrs/rsocket-py | sansrs/raw | ws/tcp | selector/thread | target |"
     print(header)
+    print("| --- " * (len(impls) + 6) + "|")
     for name in names:
         kind, count, arg, rp_count = SCENARIOS[name]
         medians: dict[str, float] = {}
         for impl in impls:
-            n = int((rp_count if impl == "rsocketpy" else count) * args.scale)
+            n = int((rp_count if impl.startswith("rsocketpy") else count) * args.scale)
             if kind in ("rr", "rrc"):
                 n -= n % arg
             with server(impl) as (port, _):
@@ -189,9 +207,15 @@ def main() -> None:
         s = medians.get("sansrs")
         ratio_rp = f"{s / medians['rsocketpy']:.1f}x" if s and "rsocketpy" in medians else "-"
         ratio_raw = f"{s / medians['raw']:.2f}x" if s and "raw" in medians else "-"
-        cells = " ".join(f"{medians[i]:>12,.0f}" for i in impls)
-        print(f"{name:10} {cells}   {ratio_rp:>17}  {ratio_raw:>10}  >= {TARGETS[name]:,}",
-              flush=True)
+        ws = medians.get("sansrs-ws")
+        ratio_ws = f"{ws / s:.2f}x" if s and ws else "-"
+        if ws and "rsocketpy-ws" in medians:  # over WebSocket too
+            ratio_rp += f" (ws {ws / medians['rsocketpy-ws']:.1f}x)"
+        sel = medians.get("sansrs-selector")
+        ratio_sel = f"{sel / s:.2f}x" if s and sel else "-"
+        cells = " | ".join(f"{medians[i]:,.0f}" for i in impls)
+        print(f"| {name} | {cells} | {ratio_rp} | {ratio_raw} | {ratio_ws} | {ratio_sel} | "
+              f">= {TARGETS[name]:,} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,19 @@
 """rsocket-py (PyPI ``rsocket``, asyncio) as an independent peer, for the
 interop tests and bench_tcp.py. Runs as its own process:
 
-    python benchmarks/rsocketpy_peer.py serve PORT [--lease]
+    python benchmarks/rsocketpy_peer.py serve PORT [--lease] [--ws PATH]
         the demo responder contract (adapters/demo_responder.py) served by
         rsocket-py; prints ``READY <port>``
-    python benchmarks/rsocketpy_peer.py interop PORT [--fragment BYTES] [--lease]
+    python benchmarks/rsocketpy_peer.py interop PORT [--fragment BYTES] [--lease] [--ws PATH]
         rsocket-py as a client runs every interop check against a demo
         responder on PORT and prints one JSON object of observations
-    python benchmarks/rsocketpy_peer.py bench PORT SCENARIO COUNT [ARG]
+    python benchmarks/rsocketpy_peer.py bench PORT SCENARIO COUNT [ARG] [--ws PATH]
         one timed client run; prints ``{"count": ..., "seconds": ...}``
+
+``--ws PATH``: RSocket over WebSocket at ``ws://127.0.0.1:PORT/PATH`` with
+rsocket-py's aiohttp transport instead of TCP. aiohttp limits messages to
+4 MiB by default; the peer lifts that limit (``max_msg_size=0``) so that a
+5 MiB frame travels unfragmented, as over TCP.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import json
 import sys
 import time
 from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -144,14 +151,48 @@ class DemoHandler(BaseRequestHandler):
         return echo, echo
 
 
-async def serve(port: int, lease: bool) -> None:
+def _server_options(lease: bool) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"handler_factory": DemoHandler}
+    if lease:
+        kwargs["lease_publisher"] = SingleLeasePublisher(
+            maximum_lease_time=LEASE_TTL, maximum_request_count=LEASE_REQUESTS
+        )
+    return kwargs
+
+
+async def serve_ws(port: int, lease: bool, path: str) -> None:
+    """rsocket-py's aiohttp WebSocket server (``websocket_handler_factory``,
+    with aiohttp's message size limit lifted)."""
+    from aiohttp import web
+    from rsocket.transports.aiohttp_websocket import TransportAioHttpWebsocket
+
+    async def handler(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(max_msg_size=0)
+        await ws.prepare(request)
+        transport = TransportAioHttpWebsocket(ws)
+        RSocketServer(transport, **_server_options(lease))
+        await transport.handle_incoming_ws_messages()
+        return ws
+
+    app = web.Application()
+    app.add_routes([web.get(path, handler)])
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", port)
+    await site.start()
+    server = site._server
+    assert server is not None and server.sockets
+    print(f"READY {server.sockets[0].getsockname()[1]}", flush=True)
+    await asyncio.Event().wait()
+
+
+async def serve(port: int, lease: bool, ws_path: str | None = None) -> None:
+    if ws_path is not None:
+        await serve_ws(port, lease, ws_path)
+        return
+
     def session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        kwargs: dict[str, Any] = {}
-        if lease:
-            kwargs["lease_publisher"] = SingleLeasePublisher(
-                maximum_lease_time=LEASE_TTL, maximum_request_count=LEASE_REQUESTS
-            )
-        RSocketServer(TransportTCP(reader, writer), handler_factory=DemoHandler, **kwargs)
+        RSocketServer(TransportTCP(reader, writer), **_server_options(lease))
 
     server = await asyncio.start_server(session, "127.0.0.1", port)
     print(f"READY {server.sockets[0].getsockname()[1]}", flush=True)
@@ -159,13 +200,28 @@ async def serve(port: int, lease: bool) -> None:
         await server.serve_forever()
 
 
-def _client(port_conn: Any, fragment: int | None = None, lease: bool = False) -> RSocketClient:
-    reader, writer = port_conn
-    return RSocketClient(
-        single_transport_provider(TransportTCP(reader, writer)),
-        fragment_size_bytes=fragment,
-        honor_lease=lease,
-    )
+@asynccontextmanager
+async def _client(
+    port: int, fragment: int | None = None, lease: bool = False, ws_path: str | None = None
+) -> AsyncIterator[RSocketClient]:
+    """An rsocket-py client over TCP, or over WebSocket with its aiohttp
+    transport (on a socket we open, to lift aiohttp's 4 MiB message limit)."""
+    options: dict[str, Any] = {"fragment_size_bytes": fragment, "honor_lease": lease}
+    if ws_path is None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        transport: Any = TransportTCP(reader, writer)
+        async with RSocketClient(single_transport_provider(transport), **options) as client:
+            yield client
+        return
+    import aiohttp
+    from rsocket.transports.aiohttp_websocket import TransportAioHttpClient
+
+    async with aiohttp.ClientSession() as session, session.ws_connect(
+        f"ws://127.0.0.1:{port}{ws_path}", max_msg_size=0
+    ) as ws:
+        transport = TransportAioHttpClient(websocket=ws)
+        async with RSocketClient(single_transport_provider(transport), **options) as client:
+            yield client
 
 
 class CountingSubscriber(Subscriber):
@@ -203,9 +259,10 @@ class CountingSubscriber(Subscriber):
         self.done.set()
 
 
-async def bench(port: int, scenario: str, count: int, arg: int) -> dict[str, float]:
-    conn = await asyncio.open_connection("127.0.0.1", port)
-    async with _client(conn) as client:
+async def bench(
+    port: int, scenario: str, count: int, arg: int, ws_path: str | None = None
+) -> dict[str, float]:
+    async with _client(port, ws_path=ws_path) as client:
         rs = AwaitableRSocket(client)
         start = time.perf_counter()
         if scenario == "stream":
@@ -240,10 +297,11 @@ async def bench(port: int, scenario: str, count: int, arg: int) -> dict[str, flo
     return {"count": done, "seconds": seconds}
 
 
-async def interop(port: int, fragment: int | None, lease: bool) -> dict[str, Any]:
-    conn = await asyncio.open_connection("127.0.0.1", port)
+async def interop(
+    port: int, fragment: int | None, lease: bool, ws_path: str | None = None
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    async with _client(conn, fragment, lease) as client:
+    async with _client(port, fragment, lease, ws_path) as client:
         rs = AwaitableRSocket(client)
         reply = await rs.request_response(Payload(b"hello", b"meta"))
         out["rr"] = [reply.data.decode(), (reply.metadata or b"").decode()]
@@ -305,22 +363,27 @@ def main() -> None:
     s = sub.add_parser("serve")
     s.add_argument("port", type=int)
     s.add_argument("--lease", action="store_true")
+    s.add_argument("--ws", metavar="PATH", default=None, help="serve over WebSocket at PATH")
     i = sub.add_parser("interop")
     i.add_argument("port", type=int)
     i.add_argument("--fragment", type=int, default=None)
     i.add_argument("--lease", action="store_true")
+    i.add_argument("--ws", metavar="PATH", default=None, help="connect over WebSocket to PATH")
     b = sub.add_parser("bench")
     b.add_argument("port", type=int)
     b.add_argument("scenario", choices=["stream", "rr", "fnf"])
     b.add_argument("count", type=int)
     b.add_argument("arg", type=int, nargs="?", default=16)
+    b.add_argument("--ws", metavar="PATH", default=None, help="connect over WebSocket to PATH")
     args = parser.parse_args()
     if args.command == "serve":
-        asyncio.run(serve(args.port, args.lease))
+        asyncio.run(serve(args.port, args.lease, args.ws))
     elif args.command == "interop":
-        print(json.dumps(asyncio.run(interop(args.port, args.fragment, args.lease))), flush=True)
+        result = asyncio.run(interop(args.port, args.fragment, args.lease, args.ws))
+        print(json.dumps(result), flush=True)
     else:
-        print(json.dumps(asyncio.run(bench(args.port, args.scenario, args.count, args.arg))))
+        result = asyncio.run(bench(args.port, args.scenario, args.count, args.arg, args.ws))
+        print(json.dumps(result))
 
 
 if __name__ == "__main__":

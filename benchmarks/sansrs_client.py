@@ -91,8 +91,8 @@ def _fire_and_forget(client: Client, count: int, size: int) -> int:
     raise TimeoutError("fire-and-forgets not all counted")
 
 
-def run(url: str, kind: str, count: int, arg: int) -> int:
-    with connect(url) as client:
+def run(url: str, kind: str, count: int, arg: int, loop: str = "thread") -> int:
+    with connect(url, loop=loop) as client:
         if kind == "stream":
             return _stream(client, count, arg)
         if kind == "rr":

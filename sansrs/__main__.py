@@ -6,6 +6,9 @@
     sansrs request URL --channel a b c
     sansrs request URL --fnf ping
     sansrs request URL --metadata-push m
+    sansrs serve --protocol rsio tcp://127.0.0.1:0     # reactive-streams-io demo publishers
+    sansrs subscribe URL counter/10                   # docs/protocols/rsio.md
+    sansrs ditto serve|history|search ...     # Ditto over WebSocket, docs/protocols/ditto.md
 
 The network code lives in ``sansrs.adapters``; this module only parses
 arguments and prints.
@@ -31,6 +34,8 @@ def _show(payload: object, out: object) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    if args.protocol == "rsio":
+        return int(importlib.import_module("sansrs.adapters.rsio_cli").run_serve(args))
     demo = importlib.import_module("sansrs.adapters.rsocket_demo")
     serve = importlib.import_module("sansrs.adapters.rsocket_sync").serve
 
@@ -41,6 +46,8 @@ def _serve(args: argparse.Namespace) -> int:
     options: dict[str, object] = {}
     if args.lease:
         options["lease"] = True
+    if getattr(args, "loop", "thread") != "thread":
+        options["loop"] = args.loop
     try:
         server = serve(args.url, handler_factory=demo.DemoHandler, **options)
     except (ValueError, OSError) as exc:
@@ -115,6 +122,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="refuse clients that do not ask for leases (leases are granted to every "
         "client that asks, with or without this flag)",
     )
+    serve.add_argument(
+        "--loop",
+        choices=("thread", "selector"),
+        default="thread",
+        help="thread (default): a thread per connection; selector: one thread drives "
+        "every connection (docs/adapters.md, Driver loops)",
+    )
+    serve.add_argument(
+        "--protocol",
+        choices=("rsocket", "rsio"),
+        default="rsocket",
+        help="rsocket (default): the demo responder; rsio: reactive-streams-io demo "
+        "publishers counter, counter/N, blobs, blobs/N (docs/protocols/rsio.md)",
+    )
     serve.set_defaults(run=_serve)
     request = sub.add_parser(
         "request", help="make one request and print the results",
@@ -133,6 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
     request.add_argument("--prefetch", type=int, default=256, help="stream window (256)")
     request.add_argument("--timeout", type=float, default=30.0, help="seconds (30)")
     request.set_defaults(run=_request)
+    # `sansrs subscribe URL NAME` (reactive-streams-io): lives with the adapter.
+    importlib.import_module("sansrs.adapters.rsio_cli").add_parsers(sub)
+    # `sansrs ditto serve|history|search`: parsers and commands live with the adapter.
+    importlib.import_module("sansrs.adapters.ditto_cli").add_parsers(sub)
     return parser
 
 

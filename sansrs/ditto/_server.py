@@ -153,7 +153,7 @@ class _Subscription:
         self.relay: _Relay | None = None
         self.pending_demand = 0  # requested before the Publisher's on_subscribe
         self.outstanding = 0  # requested and not yet delivered (rule 1.1)
-        self.deadline = 0.0
+        self.deadline = float("-inf")  # no timer entry yet
 
 
 class _Relay:
@@ -499,13 +499,19 @@ class DittoServer:
         self._zombies.pop(sub.id, None)
 
     def _touch(self, sub: _Subscription) -> None:
-        sub.deadline = self._now + self.config.idle_timeout
+        deadline = self._now + self.config.idle_timeout
+        if deadline == sub.deadline:
+            # Its entry is in the heap already. Without this check every item
+            # sent at the same ``now`` (a whole batch) pushed a duplicate that
+            # the compaction below could not drop, which made it run on every
+            # push: quadratic time in the items per batch.
+            return
+        sub.deadline = deadline
         timers = self._timers
-        heapq.heappush(timers, (sub.deadline, sub.id))
+        heapq.heappush(timers, (deadline, sub.id))
         if len(timers) > 4 * len(self._subs) + 64:  # drop stale entries now and then
-            self._timers = [
-                (d, s) for d, s in timers if s in self._subs and self._subs[s].deadline == d
-            ]
+            subs = self._subs
+            self._timers = [(d, s) for d, s in timers if s in subs and subs[s].deadline == d]
             heapq.heapify(self._timers)
 
     def _new_id(self) -> str:

@@ -2,9 +2,10 @@
 connection state machine."""
 
 from .._errors import LocalProtocolError, ProtocolError, RemoteProtocolError
-from ._codec import HEADER_LENGTH, decode_frame, encode_frame
-from ._config import ConnectionConfig, Framing, Role
+from ._codec import HEADER_LENGTH, decode_frame
+from ._config import ConnectionConfig, Framing, Role, default_resume_token
 from ._connection import Connection, ConnectionState
+from ._encode import encode_frame
 from ._frames import (
     FLAG_COMPLETE,
     FLAG_FOLLOWS,
@@ -51,6 +52,7 @@ from ._framing import (
     encode_frames_prefixed,
     prefix_frames,
 )
+from ._session_store import SessionStore
 from ._streams import StreamState
 
 __all__ = [
@@ -100,10 +102,12 @@ __all__ = [
     "ResumeFrame",
     "ResumeOkFrame",
     "Role",
+    "SessionStore",
     "SetupFrame",
     "StreamState",
     "UnknownFrame",
     "decode_frame",
+    "default_resume_token",
     "encode_frame",
     "encode_frame_prefixed",
     "encode_frames_prefixed",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from ._frames import MAX_FRAME_LENGTH
 
@@ -28,6 +30,14 @@ class Framing(enum.Enum):
 
 #: Smallest fragment size accepted: headers plus a useful slice of data.
 MIN_FRAGMENT_SIZE = 64
+
+#: Default size of a resume identification token: 128 random bits.
+RESUME_TOKEN_BYTES = 16
+
+
+def default_resume_token() -> bytes:
+    """A fresh resume identification token: 16 bytes from ``secrets``."""
+    return secrets.token_bytes(RESUME_TOKEN_BYTES)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +64,13 @@ class ConnectionConfig:
       its SETUP). Beyond it: ERROR[CONNECTION_ERROR]. Default 1024.
     - ``reuse_stream_ids``: wrap stream IDs after 2**31-1, skipping IDs still
       in use (spec: Stream Identifiers, Lifetime). Default True.
+    - ``resume_buffer_size``: resumable sessions only: bytes of sent frames
+      (REQUEST_*, REQUEST_N, CANCEL, ERROR, PAYLOAD) retained until the peer
+      acknowledges them with a KEEPALIVE or RESUME_OK position. Past it the
+      retained frames are dropped and the session can no longer be resumed
+      (it still works while its transport lasts). Default 8 MiB.
+    - ``resume_token_source``: client: makes the resume identification
+      token of ``setup(resume=True)``. Default ``secrets.token_bytes(16)``.
     """
 
     framing: Framing = Framing.LENGTH_PREFIXED
@@ -64,6 +81,8 @@ class ConnectionConfig:
     max_queued_output: int = 4 * 1024 * 1024
     max_early_frames: int = 1024
     reuse_stream_ids: bool = True
+    resume_buffer_size: int = 8 * 1024 * 1024
+    resume_token_source: Callable[[], bytes] = field(default=default_resume_token, repr=False)
 
     def __post_init__(self) -> None:
         if not 6 <= self.max_frame_size <= MAX_FRAME_LENGTH:
@@ -75,6 +94,7 @@ class ConnectionConfig:
             "max_concurrent_streams",
             "max_queued_output",
             "max_early_frames",
+            "resume_buffer_size",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")

@@ -52,7 +52,7 @@ from ._frames import (
     SetupFrame,
 )
 from ._keepalive import Keepalive
-from ._receive import Receiver
+from ._resume import Resumable
 from ._streams import (
     TRANSITIONS,
     UNBOUNDED,
@@ -67,9 +67,16 @@ from .events import (
 
 __all__ = ["CONNECTION_TRANSITIONS", "Connection", "ConnectionInput", "ConnectionState"]
 
+_REQUEST_RESPONSE = 0x04 << 10  # frame type in the type/flags field, no flags
+_REQUEST_FNF = 0x05 << 10
 
-class Connection(Receiver):
-    """One RSocket connection, client or server role. See docs/rsocket.md."""
+
+class Connection(Resumable):
+    """One RSocket connection, client or server role. See docs/rsocket.md.
+
+    ``Connection(role, config=None, *, sessions=None)``: a server given a
+    ``SessionStore`` accepts resumable sessions (SETUP with R, RESUME).
+    """
 
     # ------------------------------------------------------------------
     # timers
@@ -80,6 +87,9 @@ class Connection(Receiver):
         self._observe(now)
         if self._state is ConnectionState.CLOSED:
             return
+        if self._detached:
+            self._expire_detached(now)  # server: waited too long for RESUME
+            return
         self._peer_lease.expire(now)
         ka = self._keepalive
         if ka is None:
@@ -87,6 +97,9 @@ class Connection(Receiver):
         send, lost = ka.tick(now)
         if lost:
             message = f"no frame from the peer for more than {ka.max_lifetime:g} s"
+            if self.resumable and self._state is _ESTABLISHED:
+                self._detach(message, timed_out=True)  # maybe only the transport died
+                return
             self._queue_error(0, ErrorCode.CONNECTION_ERROR, message)
             self._transition(_CI.FATAL)
             self._events.append(ConnectionLost(reason=message, timed_out=True))
@@ -100,6 +113,11 @@ class Connection(Receiver):
         """
         if self._state is ConnectionState.CLOSED:
             return None
+        if self._detached:
+            store = self._sessions
+            if store is None or self._state is not ConnectionState.DISCONNECTED:
+                return None
+            return self._detached_at + store.keep_detached
         deadline = self._keepalive.deadline() if self._keepalive is not None else None
         if self._lease_enabled:
             lease = self._peer_lease.deadline()
@@ -120,9 +138,12 @@ class Connection(Receiver):
         data: bytes = b"",
         metadata: bytes | None = None,
         lease: bool = False,
+        resume: bool = False,
     ) -> None:
         """Client: send SETUP (intervals in ms). Requests may follow at once
-        (spec: Connection Establishment, "TLS False Start")."""
+        (spec: Connection Establishment, "TLS False Start"). ``resume``: ask
+        for a resumable session (R flag, a token from
+        ``config.resume_token_source``)."""
         if not self._client:
             raise LocalProtocolError("setup: only a client sends SETUP")
         if self._state is not ConnectionState.AWAITING_SETUP:
@@ -133,6 +154,11 @@ class Connection(Receiver):
         ):
             if type(value) is not int or not 1 <= value <= MAX_U31:
                 raise LocalProtocolError(f"setup: {name} must be in 1..2**31-1 ms, got {value!r}")
+        token = None
+        if resume:
+            token = self.config.resume_token_source()
+            if type(token) is not bytes or not 1 <= len(token) <= 0xFFFF:
+                raise LocalProtocolError("setup: resume_token_source must return 1..65535 bytes")
         frame = SetupFrame(
             keepalive_interval,
             max_lifetime,
@@ -140,13 +166,15 @@ class Connection(Receiver):
             data_mime_type,
             metadata,
             data,
-            None,
+            token,
             lease,
             MAJOR_VERSION,
             MINOR_VERSION,
         )
         self._queue(frame)  # encoding validates the MIME types and sizes
         self._setup = frame
+        if token is not None:
+            self._start_retaining(token)
         self._lease_enabled = lease
         self._keepalive = Keepalive(keepalive_interval, max_lifetime, sends=True)
         self._transition(_CI.SEND_SETUP)
@@ -187,7 +215,8 @@ class Connection(Receiver):
     # request intents
 
     def _next_stream_id(self, what: str) -> int:
-        self._check_can_request(what)
+        if not self._detached:  # detached: requests go out after resumption
+            self._check_can_request(what)
         if self._lease_enabled and self._peer_lease.available(self._now) <= 0:
             raise LocalProtocolError(
                 f"{what}: no lease allows a request now (spec: Lease Semantics)"
@@ -213,15 +242,35 @@ class Connection(Receiver):
         for part in fragment_request(frame, limit):
             self._queue(part)
 
+    def _queue_plain_request(self, sid: int, type_flags: int, data: bytes) -> None:
+        """Hot path of a REQUEST_RESPONSE / REQUEST_FNF without metadata that
+        fits one frame: the header packed directly, no frame object."""
+        n = 6 + len(data)
+        pieces = (_PREFIX_HEADER.pack(n >> 16, n & 0xFFFF, sid, type_flags), data)
+        self._out += pieces
+        self._out_size += n + 3
+        self.sent_position += n
+        keep = self._retain_list
+        if keep is not None:  # resumable: retain the frame (spec: Resuming Operation)
+            keep.extend(pieces)
+            if self.sent_position > self._retain_at:
+                self._retain_check()
+
     def request_response(self, data: bytes, metadata: bytes | None = None) -> int:
         sid = self._next_stream_id("request_response")
-        self._send_request(RequestResponseFrame(sid, data, metadata))
+        if metadata is None and type(data) is bytes and len(data) <= self._fast_request_max:
+            self._queue_plain_request(sid, _REQUEST_RESPONSE, data)
+        else:
+            self._send_request(RequestResponseFrame(sid, data, metadata))
         self._streams[sid] = Stream(sid, _RR, True, _IN_ONLY, 0, 1)
         return sid
 
     def request_fnf(self, data: bytes, metadata: bytes | None = None) -> int:
         sid = self._next_stream_id("request_fnf")
-        self._send_request(RequestFnfFrame(sid, data, metadata))
+        if metadata is None and type(data) is bytes and len(data) <= self._fast_request_max:
+            self._queue_plain_request(sid, _REQUEST_FNF, data)
+        else:
+            self._send_request(RequestFnfFrame(sid, data, metadata))
         return sid
 
     def request_stream(self, data: bytes, metadata: bytes | None = None, *, initial_n: int) -> int:
@@ -299,18 +348,21 @@ class Connection(Receiver):
         if metadata is None and n + 3 <= self.config.fragment_size and self._prefixed:
             # Hot path: header packed directly, no frame object.
             s.out_credit -= 1
-            out = self._out
-            out.append(
-                _PREFIX_HEADER.pack(
-                    n >> 16,
-                    n & 0xFFFF,
-                    stream_id,
-                    _PAYLOAD_NEXT_COMPLETE if complete else _PAYLOAD_NEXT,
-                )
+            header = _PREFIX_HEADER.pack(
+                n >> 16,
+                n & 0xFFFF,
+                stream_id,
+                _PAYLOAD_NEXT_COMPLETE if complete else _PAYLOAD_NEXT,
             )
-            out.append(data)
+            pieces = (header, data)
+            self._out += pieces
             self._out_size += n + 3
             self.sent_position += n
+            keep = self._retain_list
+            if keep is not None:  # resumable: retain the frame (spec: Resuming Operation)
+                keep.extend(pieces)
+                if self.sent_position > self._retain_at:
+                    self._retain_check()
         else:
             s.out_credit -= 1
             self._send_payload_frames(stream_id, data, metadata, complete, True)
@@ -415,6 +467,7 @@ class Connection(Receiver):
         frame = LeaseFrame(ttl, number_of_requests, metadata)
         self._queue(frame)  # encoding validates the ranges
         self._our_lease.grant(self._now, ttl, number_of_requests)
+        self._lease_grant = (ttl, number_of_requests, metadata)  # sent again on resumption
 
     def send_keepalive(self, data: bytes = b"") -> None:
         """KEEPALIVE with R (the client's timer sends them; a server may too)."""
@@ -441,6 +494,13 @@ class Connection(Receiver):
         then ``ConnectionClosed``. CONNECTION_ERROR: at once.
         """
         self._check_open("close")
+        if self._detached:
+            # No transport (or not resumed yet): nothing can drain.
+            self._out.clear()
+            self._out_size = 0
+            self._detached = False
+            self._hold = 0
+            error_code = ErrorCode.CONNECTION_ERROR
         if error_code == ErrorCode.CONNECTION_CLOSE and self._state in (
             _ESTABLISHED,
             ConnectionState.CLOSING,

@@ -10,18 +10,26 @@ from struct import Struct
 from typing import NoReturn
 
 from .._errors import LocalProtocolError, RemoteProtocolError
-from ._codec import encode_frame
 from ._config import ConnectionConfig, Framing, Role
+from ._encode import encode_frame
 from ._frames import (
     MAX_REQUEST_N,
+    CancelFrame,
     ErrorCode,
     ErrorFrame,
     Frame,
+    KeepaliveFrame,
     PayloadFrame,
+    RequestChannelFrame,
+    RequestFnfFrame,
+    RequestNFrame,
+    RequestResponseFrame,
+    RequestStreamFrame,
     SetupFrame,
 )
 from ._keepalive import Keepalive
 from ._lease import Lease
+from ._retained import RetainedFrames
 from ._streams import (
     TRANSITIONS,
     Stream,
@@ -45,6 +53,8 @@ class ConnectionState(enum.Enum):
     ESTABLISHED = "established"
     CLOSING = "closing"  # CONNECTION_CLOSE sent or received: draining
     CLOSED = "closed"
+    DISCONNECTED = "disconnected"  # resumable session without a transport
+    RESUMING = "resuming"  # client: RESUME sent, waiting for RESUME_OK
 
 
 class ConnectionInput(enum.Enum):
@@ -56,6 +66,10 @@ class ConnectionInput(enum.Enum):
     DRAINED = "drained"  # the last stream terminated while closing
     FATAL = "fatal"  # a connection error, either way, or keepalive timeout
     EOF = "eof"  # the transport ended
+    DETACH = "detach"  # a resumable session lost its transport
+    SEND_RESUME = "send-resume"  # client: RESUME on a new transport
+    RESUMED = "resumed"  # RESUME_OK received (client) / RESUME accepted (server)
+    HANDOFF = "handoff"  # server: a first-frame RESUME went to its session
 
 
 _C = ConnectionState
@@ -80,6 +94,16 @@ CONNECTION_TRANSITIONS: dict[tuple[ConnectionState, ConnectionInput], Connection
     (_C.CLOSING, _CI.DRAINED): _C.CLOSED,
     (_C.CLOSING, _CI.FATAL): _C.CLOSED,
     (_C.CLOSING, _CI.EOF): _C.CLOSED,
+    # Resumption (spec: Resuming Operation); docs/rsocket.md.
+    (_C.AWAITING_SETUP, _CI.HANDOFF): _C.CLOSED,
+    (_C.ESTABLISHED, _CI.DETACH): _C.DISCONNECTED,
+    (_C.DISCONNECTED, _CI.SEND_RESUME): _C.RESUMING,
+    (_C.DISCONNECTED, _CI.RESUMED): _C.ESTABLISHED,
+    (_C.DISCONNECTED, _CI.FATAL): _C.CLOSED,
+    (_C.RESUMING, _CI.RESUMED): _C.ESTABLISHED,
+    (_C.RESUMING, _CI.DETACH): _C.DISCONNECTED,
+    (_C.RESUMING, _CI.REJECT): _C.CLOSED,
+    (_C.RESUMING, _CI.FATAL): _C.CLOSED,
 }
 
 _SETUP_ERROR_CODES = frozenset(
@@ -90,6 +114,13 @@ _SETUP_ERROR_CODES = frozenset(
         ErrorCode.REJECTED_RESUME,
     }
 )
+# Codes whose "Stream ID MUST be 0": on a stream they are a frame "not accounted
+# for" and ignored (Handling the Unexpected 9), never a stream error.
+_CONNECTION_ONLY_ERROR_CODES = _SETUP_ERROR_CODES | {
+    ErrorCode.RESERVED,
+    ErrorCode.CONNECTION_ERROR,
+    ErrorCode.CONNECTION_CLOSE,
+}
 _STREAM_ERROR_CODES = frozenset(
     {ErrorCode.APPLICATION_ERROR, ErrorCode.REJECTED, ErrorCode.CANCELED, ErrorCode.INVALID}
 )
@@ -110,6 +141,22 @@ _U24 = Struct(">BH")
 _PREFIX_HEADER = Struct(">BHIH")  # 24-bit length + stream ID + type/flags
 _PAYLOAD_NEXT = 0x2800 | 0x20  # PAYLOAD type with N
 _PAYLOAD_NEXT_COMPLETE = 0x2800 | 0x20 | 0x40
+
+#: Frame types with an implied position (spec: Implied Position: REQUEST,
+#: CANCEL, ERROR and PAYLOAD; REQUEST_N counted with the requests, as
+#: rsocket-java does, since losing one would stall a flow), on streams > 0.
+POSITIONED = frozenset(
+    {
+        RequestResponseFrame,
+        RequestFnfFrame,
+        RequestStreamFrame,
+        RequestChannelFrame,
+        RequestNFrame,
+        CancelFrame,
+        ErrorFrame,
+        PayloadFrame,
+    }
+)
 
 
 def _is_app_error_code(code: int) -> bool:
@@ -143,6 +190,8 @@ class ConnectionCore:
         self._max_out = config.max_queued_output
         self._max_frame = config.max_frame_size
         self._fast_payload_max = config.fragment_size - 9 if self._prefixed else -1
+        # The same for a request without metadata (the limit _send_request uses).
+        self._fast_request_max = config.fragment_size - 13 if self._prefixed else -1
         self._state = ConnectionState.AWAITING_SETUP
         self._events: list[Event] = []
         self._event_queue: deque[Event] = deque()  # taken one by one by next_event
@@ -164,10 +213,20 @@ class ConnectionCore:
         self._error: RemoteProtocolError | None = None
         self._close_message = ""
         self._close_by_peer = False
-        #: Implied positions (spec: Resuming Operation): bytes of frames with
-        #: a stream ID > 0, each direction. Counted only here.
+        #: Implied positions (spec: Resuming Operation): bytes of the
+        #: ``POSITIONED`` frames with a stream ID > 0, each direction.
         self.sent_position = 0
         self.received_position = 0
+        # Resumable sessions only: the sent frames the peer may still lack.
+        self._retained: RetainedFrames | None = None
+        # Its ``frames`` while frames are retained (None: not resumable, or
+        # past the limit), and the sent position that calls for a check.
+        self._retain_list: list[bytes] | None = None
+        self._retain_at: float = 0.0
+        # DISCONNECTED / RESUMING: only the first ``_hold`` output items (the
+        # RESUME) may reach the transport; the rest is retained anyway.
+        self._detached = False
+        self._hold = 0
 
     # ------------------------------------------------------------------
     # state
@@ -224,6 +283,8 @@ class ConnectionCore:
             raise LocalProtocolError(f"{inp.value} not allowed in state {self._state.value}")
         self._state = nxt
         if nxt is ConnectionState.CLOSED:
+            if self._retained is not None:
+                self._end_resumption()
             self._streams.clear()
             self._peer_stream_count = 0
             self._early.clear()
@@ -262,6 +323,14 @@ class ConnectionCore:
             s.in_credit = 0
         return True
 
+    def _end_resumption(self) -> None:
+        """The session is over: free the retained frames (and, on a server,
+        the session store entry)."""
+        self._retained = None
+        self._retain_list = None
+        self._detached = False
+        self._hold = 0
+
     def _remove(self, s: Stream) -> None:
         if self._streams.pop(s.stream_id, None) is not None and not s.requester:
             self._peer_stream_count -= 1
@@ -285,13 +354,20 @@ class ConnectionCore:
     def _queue(self, frame: Frame) -> None:
         body = encode_frame(frame)
         n = len(body)
-        if frame.stream_id:
-            self.sent_position += n
         if self._prefixed:
-            self._out.append(_U24.pack(n >> 16, n & 0xFFFF))
-            self._out_size += 3
-        self._out.append(body)
-        self._out_size += n
+            pieces: tuple[bytes, ...] = (_U24.pack(n >> 16, n & 0xFFFF), body)
+            self._out_size += n + 3
+        else:
+            pieces = (body,)
+            self._out_size += n
+        self._out += pieces
+        if frame.stream_id and type(frame) in POSITIONED:
+            self.sent_position += n
+            keep = self._retain_list
+            if keep is not None:
+                keep.extend(pieces)
+                if self.sent_position > self._retain_at:
+                    self._retain_check()
 
     def _queue_error(self, stream_id: int, code: int, message: str) -> None:
         data = message.encode("utf-8")
@@ -305,6 +381,8 @@ class ConnectionCore:
         if not self._prefixed:
             raise LocalProtocolError("data_to_send: this connection uses message framing")
         out = self._out
+        if self._retained is not None:
+            self._resume_flush()
         if not out:
             return b""
         data = b"".join(out)
@@ -316,6 +394,8 @@ class ConnectionCore:
         """Frames to send on a message transport, one message each."""
         if self._prefixed:
             raise LocalProtocolError("frames_to_send: this connection uses length-prefixed framing")
+        if self._retained is not None:
+            self._resume_flush()
         out = self._out
         self._out = []
         self._out_size = 0
@@ -323,6 +403,57 @@ class ConnectionCore:
 
     # ------------------------------------------------------------------
     # events
+
+    def _resume_flush(self) -> None:
+        """Before output leaves: while detached only the held RESUME may go;
+        when retained frames pile up, ask the peer for its position."""
+        if self._detached:
+            out = self._out
+            del out[self._hold :]
+            self._hold = 0
+            self._out_size = sum(map(len, out))
+            return
+        r = self._retained
+        if r is not None and r.ask and self._state is _ESTABLISHED:
+            # KEEPALIVE with R: the peer's answer carries its received
+            # position, which trims the retained frames (spec: Keepalive
+            # Position Field); one question outstanding at a time.
+            r.ask = False
+            r.asked = True
+            self._queue_keepalive_request()
+
+    def _retain_start(self) -> None:
+        r = self._retained = RetainedFrames(
+            self.config.resume_buffer_size, self._prefixed, self.sent_position
+        )
+        self._retain_list = r.frames
+        self._retain_at = r.check_at
+        # Resumable PAYLOADs take send_payload's second path, which retains
+        # them: the first stays free of any resumption cost.
+        self._fast_payload_max = -1
+
+    def _retain_check(self) -> None:
+        r = self._retained
+        assert r is not None
+        r.check(self.sent_position)
+        self._retain_sync(r)
+
+    def _retain_trim(self, position: int) -> None:
+        """The peer has every frame up to ``position``."""
+        r = self._retained
+        if r is not None:
+            r.trim(position)
+            self._retain_sync(r)
+
+    def _retain_sync(self, r: RetainedFrames) -> None:
+        self._retain_at = r.check_at
+        if r.overflowed:
+            self._retain_list = None
+            if self._prefixed:  # nothing is retained any more: the fast path again
+                self._fast_payload_max = self.config.fragment_size - 9
+
+    def _queue_keepalive_request(self) -> None:
+        self._queue(KeepaliveFrame(True, self.received_position))
 
     def events(self) -> list[Event]:
         """Every event produced so far, oldest first (and forget them)."""

@@ -12,7 +12,7 @@ metadata flag (M) is implied by ``metadata is not None``, and the ignore flag
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 
 
@@ -84,7 +84,8 @@ class SetupFrame:
     data_mime_type: str  # ASCII
     metadata: bytes | None = None
     data: bytes = b""
-    resume_token: bytes | None = None  # set => R flag
+    # set => R flag; a secret, so never shown in repr (logs)
+    resume_token: bytes | None = field(default=None, repr=False)
     lease: bool = False
     major_version: int = MAJOR_VERSION
     minor_version: int = MINOR_VERSION
@@ -206,7 +207,7 @@ class MetadataPushFrame:
 
 @dataclass(slots=True)
 class ResumeFrame:
-    resume_token: bytes
+    resume_token: bytes = field(repr=False)  # a secret: never in repr (logs)
     last_received_server_position: int
     first_available_client_position: int
     major_version: int = MAJOR_VERSION

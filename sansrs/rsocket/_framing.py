@@ -32,7 +32,8 @@ from struct import Struct
 from typing import Any
 
 from .._errors import LocalProtocolError, RemoteProtocolError
-from ._codec import _PAYLOAD_FLAGS, HEADER_LENGTH, _new_frame, decode_frame, encode_frame
+from ._codec import _PAYLOAD_FLAGS, HEADER_LENGTH, _new_frame, decode_frame
+from ._encode import encode_frame
 from ._frames import (
     FLAG_COMPLETE,
     FLAG_FOLLOWS,
@@ -264,7 +265,7 @@ def encode_frame_prefixed(frame: Frame) -> bytes:
     """
     if type(frame) is PayloadFrame and frame.metadata is None:
         # Hot path: PAYLOAD without metadata, prefix and header in one pack.
-        # Same checks and flags as _codec._enc_payload.
+        # Same checks and flags as _encode._enc_payload.
         sid = frame.stream_id
         data = frame.data
         length = HEADER_LENGTH + len(data)

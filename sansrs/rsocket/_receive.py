@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from struct import Struct
 from typing import Any, NoReturn
 
 from .._errors import LocalProtocolError, RemoteProtocolError
-from ._codec import decode_frame, encode_frame
+from ._codec import decode_frame
 from ._config import ConnectionConfig, Role
 from ._core import (
     _BOTH_OPEN,
     _CI,
+    _CONNECTION_ONLY_ERROR_CODES,
     _ESTABLISHED,
     _I,
     _IN_ONLY,
@@ -67,7 +69,9 @@ from .events import (
     RequestResponseReceived,
     RequestStreamReceived,
     SetupReceived,
+    _fast_fnf,
     _fast_payload,
+    _fast_rr,
     _set_complete,
     _set_data,
     _set_md,
@@ -76,6 +80,8 @@ from .events import (
 )
 
 __all__ = ["Receiver"]
+
+_FRAME_HEADER = Struct(">IH")  # stream ID + type/flags, without a length prefix
 
 
 class Receiver(ConnectionCore):
@@ -97,7 +103,7 @@ class Receiver(ConnectionCore):
             ErrorFrame: self._on_error,
             MetadataPushFrame: self._on_metadata_push,
             ResumeFrame: self._on_resume,
-            ResumeOkFrame: self._ignore,
+            ResumeOkFrame: self._ignore,  # only expected while RESUMING (_pre_established)
             ExtFrame: self._on_ext,
             UnknownFrame: self._on_unknown,
         }
@@ -161,7 +167,9 @@ class Receiver(ConnectionCore):
         """Process every complete frame of ``buf`` (prefixed), keep the rest.
 
         The hot path turns a PAYLOAD with only N, on a stream with credit,
-        straight into its event: no frame object, no dispatch. Everything
+        straight into its event: no frame object, no dispatch; likewise a
+        REQUEST_FNF or REQUEST_RESPONSE without metadata or fragments on a new
+        stream ID of the peer's parity (no lease, room for the stream). Everything
         else is decoded by ``decode_frame`` and dispatched.
         """
         end = len(buf)
@@ -174,7 +182,11 @@ class Receiver(ConnectionCore):
         new = object.__new__
         event = PayloadReceived
         rr = _RR
+        streams = self._streams
+        parity = self._peer_parity
+        max_streams = self.config.max_concurrent_streams
         fast = self._state is _ESTABLISHED
+        fast_requests = fast and not self._lease_enabled
         while end - off >= 9:
             hi, lo, sid, tf = unpack(buf, off)
             length = hi << 16 | lo
@@ -184,18 +196,51 @@ class Receiver(ConnectionCore):
             stop = off + 3 + length
             if stop > end:
                 break
-            if fast and tf & 0xFDE0 == 0x2820 and sid < 0x80000000:
-                # PAYLOAD with N only (M, F, C clear; undefined bits ignored).
+            if fast and tf & 0xFDA0 == 0x2820 and sid < 0x80000000:
+                # PAYLOAD with N (M, F clear; undefined bits ignored).
                 s = get_stream(sid)
-                if s is not None and s.in_credit > 0 and s.reassembly is None and s.kind is not rr:
-                    s.in_credit -= 1
-                    ev = new(event)
-                    _set_sid(ev, sid)
-                    _set_data(ev, buf[off + 9 : stop])
-                    _set_md(ev, None)
-                    _set_complete(ev, False)
-                    _set_next(ev, True)
-                    append(ev)
+                if s is not None and s.in_credit > 0 and s.reassembly is None:
+                    if s.kind is not rr:
+                        if not tf & 0x40:  # C clear
+                            s.in_credit -= 1
+                            ev = new(event)
+                            _set_sid(ev, sid)
+                            _set_data(ev, buf[off + 9 : stop])
+                            _set_md(ev, None)
+                            _set_complete(ev, False)
+                            _set_next(ev, True)
+                            append(ev)
+                            position += length
+                            off = stop
+                            continue
+                    elif s.requester:
+                        # The answer to our request-response: it completes the
+                        # stream, C or not (spec 5), as _on_payload does.
+                        s.in_credit -= 1
+                        self._setup_confirmed = True
+                        append(_fast_payload(sid, buf[off + 9 : stop], None, True, True))
+                        self._stream_step(s, _I.RECV_COMPLETE)
+                        position += length
+                        off = stop
+                        continue
+            elif (
+                fast_requests
+                and tf & 0xF9E0 == 0x1000  # REQUEST_RESPONSE or _FNF, M and F clear
+                and sid & 1 == parity
+                and 0 < sid < 0x80000000
+                and sid not in streams  # else spec 9.1: ignored, by the slow path
+            ):
+                if tf & 0x400:  # REQUEST_FNF
+                    self._setup_confirmed = True
+                    append(_fast_fnf(sid, buf[off + 9 : stop]))
+                    position += length
+                    off = stop
+                    continue
+                if self._peer_stream_count < max_streams:
+                    self._setup_confirmed = True
+                    streams[sid] = Stream(sid, rr, False, _OUT_ONLY, 1, 0)
+                    self._peer_stream_count += 1
+                    append(_fast_rr(sid, buf[off + 9 : stop]))
                     position += length
                     off = stop
                     continue
@@ -210,10 +255,15 @@ class Receiver(ConnectionCore):
             state = self._state
             if state is not _ESTABLISHED:
                 if state is ConnectionState.CLOSED:
+                    if self._handoff is not None and off < end:
+                        # Bytes behind a RESUME belong to the resumed session:
+                        # it parses them with its next input (errors are its).
+                        self._handoff._inbuf += memoryview(buf)[off:]
                     return
-                fast = False
+                fast = fast_requests = False
             else:
                 fast = True
+                fast_requests = not self._lease_enabled
             append = self._events.append
         self.received_position += position
         self._keep(buf, off)
@@ -229,11 +279,29 @@ class Receiver(ConnectionCore):
             self._observe(now)
         if self._keepalive is not None:
             self._keepalive.on_receive(now)
-        if len(frame) > self.config.max_frame_size:
+        length = len(frame)
+        if length > self.config.max_frame_size:
             self._fail(
                 ErrorCode.CONNECTION_ERROR,
-                f"frame of {len(frame)} bytes exceeds the maximum frame size",
+                f"frame of {length} bytes exceeds the maximum frame size",
             )
+        if length >= 6 and self._state is _ESTABLISHED:
+            # The hot path of _parse, for one frame: a PAYLOAD with N only, on a
+            # stream with credit, becomes its event directly.
+            sid, tf = _FRAME_HEADER.unpack_from(frame)
+            if tf & 0xFDE0 == 0x2820 and sid < 0x80000000:
+                s = self._streams.get(sid)
+                if s is not None and s.in_credit > 0 and s.reassembly is None and s.kind is not _RR:
+                    s.in_credit -= 1
+                    ev = object.__new__(PayloadReceived)
+                    _set_sid(ev, sid)
+                    _set_data(ev, frame[6:])
+                    _set_md(ev, None)
+                    _set_complete(ev, False)
+                    _set_next(ev, True)
+                    self._events.append(ev)
+                    self.received_position += length
+                    return
         try:
             decoded = decode_frame(frame)
         except RemoteProtocolError as exc:
@@ -267,6 +335,9 @@ class Receiver(ConnectionCore):
         state = self._state
         if state is ConnectionState.CLOSING:
             return True
+        if self._detached:
+            self._pre_resumed(f)
+            return False
         if self._client:
             # Nothing is expected before our SETUP (spec: 9, ignore).
             return state is not ConnectionState.AWAITING_SETUP
@@ -288,6 +359,17 @@ class Receiver(ConnectionCore):
     def _ignore(self, f: Frame) -> None:
         """Spec: Handling the Unexpected, 9."""
 
+    # Resumption hooks (``_resume.Resumable``).
+    _handoff: Receiver | None = None
+
+    def _pre_resumed(self, f: Frame) -> None:
+        raise NotImplementedError  # pragma: no cover - defined by Resumable
+
+    def _reserve_session(self, f: SetupFrame) -> bool:
+        # Spec: SETUP Frame, NOTE: no resumption without a session store.
+        self._refuse_setup(ErrorCode.REJECTED_SETUP, "resumption is not supported")
+        return False
+
     # --- connection frames -------------------------------------------
 
     def _on_setup(self, f: SetupFrame) -> None:
@@ -299,9 +381,7 @@ class Receiver(ConnectionCore):
                 f"unsupported version {f.major_version}.{f.minor_version}",
             )
             return
-        if f.resume_token is not None:
-            # Spec: SETUP Frame, NOTE (no resumption support yet).
-            self._refuse_setup(ErrorCode.REJECTED_SETUP, "resumption is not supported")
+        if f.resume_token is not None and not self._reserve_session(f):
             return
         self._setup = f
         self._lease_enabled = f.lease
@@ -344,6 +424,11 @@ class Receiver(ConnectionCore):
         )
 
     def _on_keepalive(self, f: KeepaliveFrame) -> None:
+        r = self._retained
+        if r is not None:
+            # Spec: Keepalive Position Field: the peer has every frame up to it.
+            r.answered()
+            self._retain_trim(f.last_received_position)
         if f.respond:
             self._queue(KeepaliveFrame(False, self.received_position, f.data))
         self._events.append(
@@ -358,8 +443,7 @@ class Receiver(ConnectionCore):
         self._events.append(MetadataPushReceived(metadata=f.metadata))
 
     def _on_ext(self, f: ExtFrame) -> None:
-        if f.stream_id:
-            self.received_position += len(encode_frame(f))
+        # EXT has no implied position (spec: Implied Position).
         self._events.append(
             ExtensionReceived(
                 stream_id=f.stream_id,
@@ -382,8 +466,8 @@ class Receiver(ConnectionCore):
             return
         self.received_position += 10 + len(f.data)
         s = self._streams.get(sid)
-        if s is None:
-            return  # spec 9.3
+        if s is None or f.error_code in _CONNECTION_ONLY_ERROR_CODES:
+            return  # spec 9.3; a stream-0-only code on a stream: spec 9 (not accounted for)
         if _pending_request(s):
             self._remove(s)  # a request still being reassembled: never announced
             return
@@ -418,7 +502,15 @@ class Receiver(ConnectionCore):
         self, f: RequestResponseFrame | RequestFnfFrame | RequestStreamFrame | RequestChannelFrame
     ) -> None:
         sid = f.stream_id
-        self.received_position += len(encode_frame(f))
+        # Requests always have a stream ID > 0, so they are positioned: the
+        # frame's length, without encoding it again (header 6, initial n 4).
+        md = f.metadata
+        t = type(f)
+        self.received_position += (
+            (10 if t is RequestStreamFrame or t is RequestChannelFrame else 6)
+            + len(f.data)
+            + (0 if md is None else 3 + len(md))
+        )
         self._setup_confirmed = True
         if sid in self._streams:
             return  # spec 9.1: a request on a stream ID in use is ignored
@@ -516,7 +608,8 @@ class Receiver(ConnectionCore):
             self._events.append(FireAndForgetReceived(stream_id=sid, data=data, metadata=metadata))
 
     def _on_request_n(self, f: RequestNFrame) -> None:
-        self.received_position += 10
+        if f.stream_id:
+            self.received_position += 10
         s = self._streams.get(f.stream_id)
         if s is None or s.kind is _RR or _pending_request(s):
             return  # spec 9
@@ -527,7 +620,8 @@ class Receiver(ConnectionCore):
 
     def _on_cancel(self, f: CancelFrame) -> None:
         sid = f.stream_id
-        self.received_position += 6
+        if sid:
+            self.received_position += 6
         s = self._streams.get(sid)
         if s is None:
             return  # spec 9.2
@@ -546,7 +640,8 @@ class Receiver(ConnectionCore):
         s = self._streams.get(sid)
         md = f.metadata
         data = f.data
-        self.received_position += 6 + len(data) if md is None else 9 + len(md) + len(data)
+        if sid:
+            self.received_position += 6 + len(data) if md is None else 9 + len(md) + len(data)
         if s is None:
             return  # spec 9.4 (unknown ID, including 0)
         if s.reassembly is not None or (f.follows and not f.complete):

@@ -17,6 +17,7 @@ __all__ = [
     "ConnectionClosed",
     "ConnectionClosing",
     "ConnectionLost",
+    "Disconnected",
     "ErrorReceived",
     "Event",
     "ExtensionReceived",
@@ -29,6 +30,8 @@ __all__ = [
     "RequestNReceived",
     "RequestResponseReceived",
     "RequestStreamReceived",
+    "ResumeAccepted",
+    "Resumed",
     "SetupReceived",
 ]
 
@@ -184,6 +187,41 @@ class ConnectionLost:
     timed_out: bool
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Disconnected:
+    """A resumable session lost its transport (or the peer was silent past
+    the max lifetime: ``timed_out``). Not terminal: the streams and the
+    retained frames are kept. A client calls ``resume()`` and writes
+    ``data_to_send()`` on a new transport; a server keeps the session in its
+    ``SessionStore`` until a RESUME names it or it expires. The adapter
+    closes the old transport."""
+
+    reason: str
+    timed_out: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resumed:
+    """The session continues on a new transport (client: RESUME_OK
+    received; server: RESUME accepted, RESUME_OK queued). ``peer_position``
+    is the peer's last received position; ``retransmitted`` the bytes of
+    retained frames queued again from there."""
+
+    peer_position: int
+    retransmitted: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResumeAccepted:
+    """Terminal for a fresh server connection whose first frame was a
+    RESUME for a session in the ``SessionStore``: ``session`` (the
+    ``Connection`` that served the client before) now owns this transport.
+    Drive ``session`` from here on: its ``data_to_send()`` starts with
+    RESUME_OK and the retransmitted frames."""
+
+    session: Any
+
+
 Event = (
     SetupReceived
     | LeaseReceived
@@ -201,6 +239,9 @@ Event = (
     | ConnectionClosing
     | ConnectionClosed
     | ConnectionLost
+    | Disconnected
+    | Resumed
+    | ResumeAccepted
 )
 
 _new = object.__new__
@@ -221,4 +262,30 @@ def _fast_payload(
     _set_md(ev, metadata)
     _set_complete(ev, complete)
     _set_next(ev, next)
+    return ev
+
+
+_set_fnf_sid: Any = FireAndForgetReceived.__dict__["stream_id"].__set__
+_set_fnf_data: Any = FireAndForgetReceived.__dict__["data"].__set__
+_set_fnf_md: Any = FireAndForgetReceived.__dict__["metadata"].__set__
+_set_rr_sid: Any = RequestResponseReceived.__dict__["stream_id"].__set__
+_set_rr_data: Any = RequestResponseReceived.__dict__["data"].__set__
+_set_rr_md: Any = RequestResponseReceived.__dict__["metadata"].__set__
+
+
+def _fast_fnf(stream_id: int, data: bytes) -> FireAndForgetReceived:
+    """``FireAndForgetReceived(...)`` (no metadata) without the frozen ``__init__``."""
+    ev: FireAndForgetReceived = _new(FireAndForgetReceived)
+    _set_fnf_sid(ev, stream_id)
+    _set_fnf_data(ev, data)
+    _set_fnf_md(ev, None)
+    return ev
+
+
+def _fast_rr(stream_id: int, data: bytes) -> RequestResponseReceived:
+    """``RequestResponseReceived(...)`` (no metadata) without the frozen ``__init__``."""
+    ev: RequestResponseReceived = _new(RequestResponseReceived)
+    _set_rr_sid(ev, stream_id)
+    _set_rr_data(ev, data)
+    _set_rr_md(ev, None)
     return ev

@@ -7,6 +7,7 @@ import threading
 
 import pytest
 from sansrs.adapters.queues import (
+    Batcher,
     CreditExceeded,
     CreditQueue,
     EndOfStream,
@@ -360,3 +361,101 @@ def test_get_batch_waits_then_returns_what_arrived() -> None:
     with pytest.raises(QueueClosed):
         q.get_batch(timeout=0)
     q.put_many([1])  # dropped after close
+
+
+# -- Batcher ---------------------------------------------------------------------
+
+
+class _Loop:
+    """A stand-in I/O thread: submitted calls wait until ``run()``."""
+
+    def __init__(self) -> None:
+        self.calls: list[object] = []
+        self.owner = False
+        self.closed = False
+
+    def submit(self, fn: object) -> None:
+        if self.closed:
+            raise ConnectionError("gone")
+        self.calls.append(fn)
+
+    def run(self) -> None:
+        calls, self.calls = self.calls, []
+        for fn in calls:
+            fn()  # type: ignore[operator]
+
+
+def _batcher(loop: _Loop, capacity: int = 4096) -> tuple[Batcher[int], list[list[int]]]:
+    batches: list[list[int]] = []
+    batcher: Batcher[int] = Batcher(loop.submit, batches.append, lambda: loop.owner, capacity)
+    return batcher, batches
+
+
+def test_batcher_hands_a_burst_over_in_one_call_in_order() -> None:
+    loop = _Loop()
+    batcher, batches = _batcher(loop)
+    for i in range(100):
+        batcher.put(i)
+    assert len(loop.calls) == 1  # one hand-off for the whole burst
+    loop.run()
+    assert batches == [list(range(100))]
+    batcher.put(100)  # after a drain, the next item schedules anew
+    assert len(loop.calls) == 1
+    loop.run()
+    assert batches[-1] == [100]
+
+
+def test_batcher_items_go_before_a_call_submitted_after_them() -> None:
+    loop = _Loop()
+    seen: list[object] = []
+    batcher: Batcher[int] = Batcher(loop.submit, seen.extend, lambda: False)
+    batcher.put(1)
+    loop.submit(lambda: seen.append("later call"))
+    batcher.put(2)  # joins the pending batch, still ahead of the later call
+    loop.run()
+    assert seen == [1, 2, "later call"]
+
+
+def test_batcher_on_the_owner_thread_consumes_at_once() -> None:
+    loop = _Loop()
+    batcher, batches = _batcher(loop)
+    batcher.put(1)  # from another thread: pending
+    loop.owner = True
+    batcher.put(2)  # the owner drains everything pending, in order
+    assert batches == [[1, 2]]
+    loop.owner = False
+    loop.run()  # the scheduled drain finds nothing left
+    assert batches == [[1, 2]]
+
+
+def test_batcher_full_waits_for_room_then_times_out() -> None:
+    loop = _Loop()
+    batcher, batches = _batcher(loop, capacity=2)
+    batcher.put(1)
+    batcher.put(2)
+    with pytest.raises(TimeoutError):
+        batcher.put(3, timeout=0.05)
+    done = threading.Event()
+
+    def producer() -> None:
+        batcher.put(4, timeout=10)
+        done.set()
+
+    t = _in_thread(producer)
+    loop.run()  # makes room: the blocked producer goes on
+    assert done.wait(10)
+    t.join(10)
+    loop.run()
+    assert [x for b in batches for x in b] == [1, 2, 4]
+
+
+def test_batcher_submit_failure_propagates_and_does_not_wedge() -> None:
+    loop = _Loop()
+    batcher, batches = _batcher(loop)
+    loop.closed = True
+    with pytest.raises(ConnectionError):
+        batcher.put(1)
+    loop.closed = False
+    batcher.put(2)  # not stuck "scheduled": this schedules a drain again
+    loop.run()
+    assert batches == [[1, 2]]

@@ -21,7 +21,8 @@ from sansrs.rsocket import (
     encode_frame,
     encode_frame_prefixed,
 )
-from sansrs.rsocket._codec import _dec_payload, _enc_payload
+from sansrs.rsocket._codec import _dec_payload
+from sansrs.rsocket._encode import _enc_payload
 
 
 @pytest.mark.parametrize("cls", list(FRAME_STRATEGIES), ids=lambda c: c.__name__)

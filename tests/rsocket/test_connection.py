@@ -202,7 +202,12 @@ def test_rsocket_establishment_unsupported_version_rejected() -> None:
     assert [type(e) for e in server.events()] == [ConnectionClosed]
 
 
-def test_rsocket_setup_frame_resume_flag_rejected_with_rejected_setup() -> None:
+def test_rsocket_setup_frame_resume_flag_without_session_store_rejected_with_rejected_setup() -> (
+    None
+):
+    """Spec: SETUP Frame, NOTE: a server without resumption (no
+    ``SessionStore``) MUST reject R with REJECTED_SETUP (with a store it is
+    accepted: tests/rsocket/test_resume.py)."""
     server = Connection(Role.SERVER)
     server.receive_data(encode_frame_prefixed(SetupFrame(100, 1000, "a", "b", resume_token=b"t")))
     frame = decode_frame(server.data_to_send()[3:])

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import pytest
 from pair import Pair
+from resume_pair import ResumePair
 
 from sansrs import LocalProtocolError
 from sansrs.rsocket import (
@@ -24,6 +25,8 @@ from sansrs.rsocket import (
     Frame,
     PayloadFrame,
     RequestNFrame,
+    ResumeOkFrame,
+    Role,
     StreamState,
     encode_frame_prefixed,
 )
@@ -128,7 +131,66 @@ def test_connection_table_every_state_reaches_closed() -> None:
             assert not any(s is state for s, _ in CONNECTION_TRANSITIONS)
             continue
         assert CONNECTION_TRANSITIONS[(state, ConnectionInput.FATAL)] is ConnectionState.CLOSED
-        assert CONNECTION_TRANSITIONS[(state, ConnectionInput.EOF)] is ConnectionState.CLOSED
+        if state is ConnectionState.DISCONNECTED:
+            # No transport to lose; it ends by FATAL (closed, expired).
+            assert (state, ConnectionInput.EOF) not in CONNECTION_TRANSITIONS
+        elif state is ConnectionState.RESUMING:
+            # The transport carrying RESUME ended: back to DISCONNECTED.
+            assert (state, ConnectionInput.EOF) not in CONNECTION_TRANSITIONS
+            assert (
+                CONNECTION_TRANSITIONS[(state, ConnectionInput.DETACH)]
+                is ConnectionState.DISCONNECTED
+            )
+        else:
+            assert CONNECTION_TRANSITIONS[(state, ConnectionInput.EOF)] is ConnectionState.CLOSED
+
+
+RESUME_STATES = {ConnectionState.DISCONNECTED, ConnectionState.RESUMING}
+RESUME_INPUTS = {
+    ConnectionInput.DETACH,
+    ConnectionInput.SEND_RESUME,
+    ConnectionInput.RESUMED,
+    ConnectionInput.HANDOFF,
+}
+
+
+def _resume_table_pair(state: ConnectionState, inp: ConnectionInput) -> None:
+    """The resumption rows, driven through a resumable pair (test_resume.py
+    covers each rule in depth)."""
+    nxt = CONNECTION_TRANSITIONS[(state, inp)]
+    p = ResumePair()
+    if state is ConnectionState.AWAITING_SETUP:  # HANDOFF
+        p.cut(0, 0)
+        p.client.resume()
+        fresh = Connection(Role.SERVER, sessions=p.store)
+        assert fresh.state is state
+        fresh.receive_data(p.client.data_to_send())
+        assert fresh.state is nxt
+        return
+    conn = p.client
+    if state is not ConnectionState.ESTABLISHED:
+        p.cut(0, 0)
+        if state is ConnectionState.RESUMING:
+            p.client.resume()
+            p.client.data_to_send()
+    assert conn.state is state
+    if inp is ConnectionInput.DETACH:
+        conn.connection_lost()
+    elif inp is ConnectionInput.SEND_RESUME:
+        conn.resume()
+    elif inp is ConnectionInput.RESUMED and state is ConnectionState.DISCONNECTED:
+        conn = p.server
+        p.client.resume()
+        Connection(Role.SERVER, sessions=p.store).receive_data(p.client.data_to_send())
+    elif inp is ConnectionInput.RESUMED:
+        feed(conn, ResumeOkFrame(p.client.sent_position))
+    elif inp is ConnectionInput.REJECT:
+        feed(conn, ErrorFrame(0, ErrorCode.REJECTED_RESUME, b"no"))
+    elif inp is ConnectionInput.FATAL:
+        conn.close("x", error_code=ErrorCode.CONNECTION_ERROR)
+    else:  # pragma: no cover - every resumption pair is listed above
+        raise AssertionError((state, inp))
+    assert conn.state is nxt
 
 
 @pytest.mark.parametrize("state", list(ConnectionState))
@@ -139,6 +201,9 @@ def test_connection_table_pair(state: ConnectionState, inp: ConnectionInput) -> 
     nxt = CONNECTION_TRANSITIONS.get((state, inp))
     if nxt is None:
         return  # checked by the intent tests: e.g. accept_setup without SETUP raises
+    if state in RESUME_STATES or inp in RESUME_INPUTS:
+        _resume_table_pair(state, inp)
+        return
     pair = Pair()
     conn = {
         ConnectionInput.SEND_SETUP: pair.client,

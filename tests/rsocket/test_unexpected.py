@@ -289,6 +289,8 @@ def test_rsocket_ext_frames_reach_the_extension_hook() -> None:
 
 
 def test_rsocket_resume_first_frame_rejected_with_rejected_resume() -> None:
+    """Spec: Resume Operation: a server without resumption (no
+    ``SessionStore``) MUST answer RESUME with ERROR[REJECTED_RESUME]."""
     server = Connection(Role.SERVER)
     feed(server, ResumeFrame(b"token", 0, 0))
     frames = sent_frames(server)

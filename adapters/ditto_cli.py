@@ -1,0 +1,286 @@
+"""``sansrs ditto ...``: the Ditto commands of the ``sansrs`` program.
+
+    sansrs ditto serve ws://127.0.0.1:0/ws/2 --history examples/ditto_history.jsonl
+    sansrs ditto history ws://HOST:PORT/ws/2 org.eclipse.ditto:thing-1 --from-revision 2
+    sansrs ditto search ws://HOST:PORT/ws/2 --filter 'eq(attributes/location,"kitchen")'
+
+``history`` and ``search`` print one JSON line per event (per thing) on
+stdout and a progress line on stderr. Exit codes: 0 ok, 1 bad arguments,
+2 Ditto answered with an error (``failed``), 3 connection problem (refused
+upgrade, lost connection, timeout), 130 interrupted. ``sansrs.__main__`` only wires these
+parsers in; the network code is in :mod:`.ditto_sync`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from types import FrameType
+from typing import Any, TextIO
+
+__all__ = ["add_parsers"]
+
+#: Progress goes to stderr every this many items (and once at the end).
+PROGRESS_EVERY = 1000
+
+
+class _Progress:
+    """One progress line on stderr: rewritten in place on a terminal, else a
+    line every ``PROGRESS_EVERY`` items and a last one at the end."""
+
+    def __init__(self, what: str, out: TextIO) -> None:
+        self.what = what
+        self.count = 0
+        self._out = out
+        self._tty = out.isatty()
+
+    def step(self) -> None:
+        self.count += 1
+        if self.count % PROGRESS_EVERY == 0:
+            self._show("")
+
+    def _show(self, state: str) -> None:
+        line = f"{self.what}: {self.count}{state}"
+        if self._tty:
+            print("\r" + line, end="", file=self._out, flush=True)
+        else:
+            print(line, file=self._out, flush=True)
+
+    def finish(self, state: str) -> None:
+        self._show(f" ({state})")
+        if self._tty:
+            print(file=self._out, flush=True)
+
+
+def _credentials(args: argparse.Namespace) -> dict[str, Any]:
+    """``--user``/``--password`` or ``--token``; the secrets may also come from
+    ``SANSRS_DITTO_PASSWORD`` / ``SANSRS_DITTO_TOKEN`` (kept out of ``ps``)."""
+    password = args.password or os.environ.get("SANSRS_DITTO_PASSWORD")
+    token = args.token or os.environ.get("SANSRS_DITTO_TOKEN")
+    if args.user is not None:
+        if password is None:
+            raise ValueError("--user needs --password (or SANSRS_DITTO_PASSWORD)")
+        if args.token:
+            raise ValueError("pass --user/--password or --token, not both")
+        return {"user": args.user, "password": password}
+    if args.password:
+        raise ValueError("--password needs --user")
+    if token:
+        return {"token": token}
+    return {}
+
+
+def _ended(exc: BaseException) -> str:
+    if isinstance(exc, BrokenPipeError):
+        return "stopped: output closed"
+    return "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+
+
+def _print_json(item: Any, out: TextIO) -> None:
+    out.write(json.dumps(item, separators=(",", ":"), ensure_ascii=False) + "\n")
+
+
+def _run_client(args: argparse.Namespace, body: Any) -> int:
+    from sansrs.ditto import DittoRemoteError, LocalProtocolError
+
+    from .ditto_sync import connect
+    from .threads import ConnectionClosed
+
+    try:
+        credentials = _credentials(args)
+        if args.cafile is not None:
+            from .tls import client_context
+
+            credentials["ssl_context"] = client_context(cafile=args.cafile)
+        with connect(args.url, connect_timeout=args.timeout, **credentials) as conn:
+            return int(body(conn))
+    except BrokenPipeError:
+        # The reader went away (`... | head`): leaving the with-block cancelled
+        # the subscription; stop quietly, as line tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except DittoRemoteError as exc:
+        detail = f" ({exc.description})" if exc.description else ""
+        print(f"error: Ditto answered {exc.status} {exc.code}: {exc.error.message}{detail}",
+              file=sys.stderr)
+        return 2
+    except (ConnectionClosed, OSError, TimeoutError) as exc:
+        status = getattr(exc, "status", None)
+        prefix = f"HTTP {status}: " if status is not None else ""
+        print(f"error: {prefix}{exc}", file=sys.stderr)
+        return 3
+    except (ValueError, LocalProtocolError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _history(args: argparse.Namespace) -> int:
+    def body(conn: Any) -> int:
+        progress = _Progress(f"history of {args.thing_id}: events", sys.stderr)
+        out = sys.stdout
+        with conn.subscribe_for_persisted_events(
+            args.thing_id,
+            group="policies" if args.policy else "things",
+            from_revision=args.from_revision,
+            to_revision=args.to_revision,
+            from_timestamp=args.from_timestamp,
+            to_timestamp=args.to_timestamp,
+            filter=args.filter,
+            prefetch=args.prefetch,
+            timeout=args.timeout,
+        ) as events:
+            try:
+                for event in events:
+                    _print_json(event, out)
+                    progress.step()
+            except BaseException as exc:
+                progress.finish(_ended(exc))
+                raise
+        out.flush()
+        progress.finish("complete")
+        return 0
+
+    return _run_client(args, body)
+
+
+def _search(args: argparse.Namespace) -> int:
+    def body(conn: Any) -> int:
+        progress = _Progress("search: things", sys.stderr)
+        out = sys.stdout
+        with conn.search(
+            filter=args.filter,
+            options=args.options,
+            namespaces=args.namespaces,
+            fields=args.fields,
+            timeout=args.timeout,
+        ) as pages:
+            try:
+                for page in pages:
+                    for thing in page:
+                        _print_json(thing, out)
+                        progress.step()
+            except BaseException as exc:
+                progress.finish(_ended(exc))
+                raise
+        out.flush()
+        progress.finish("complete")
+        return 0
+
+    return _run_client(args, body)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from sansrs.ditto import DittoServerConfig
+
+    from .ditto_history import JsonLinesHistory
+    from .ditto_sync import require_basic, require_bearer, serve
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        credentials = _credentials(args)
+        authenticate = None
+        if "user" in credentials:
+            authenticate = require_basic(credentials["user"], credentials["password"])
+        elif "token" in credentials:
+            authenticate = require_bearer(credentials["token"])
+        history = JsonLinesHistory(args.history)
+        config = DittoServerConfig(idle_timeout=args.idle_timeout)
+        ssl_context = None
+        if args.certfile is not None:
+            from .tls import server_context
+
+            ssl_context = server_context(args.certfile, args.keyfile)
+        server = serve(
+            args.url, history, authenticate=authenticate, config=config, ssl_context=ssl_context
+        )
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    with server:
+        print(f"READY {server.url}", flush=True)
+        try:
+            while not server.wait_closed(1.0):
+                pass
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+def _auth_options(parser: argparse.ArgumentParser, *, server: bool) -> None:
+    if server:
+        parser.add_argument("--certfile", help="wss://: the server's certificate chain (PEM)")
+        parser.add_argument("--keyfile", help="wss://: its private key (PEM), if not in certfile")
+    else:
+        parser.add_argument("--cafile", help="wss://: CA certificates to trust (PEM) instead "
+                            "of the system's")
+    who = "required from clients" if server else "sent"
+    parser.add_argument("--user", help=f"HTTP Basic user name ({who})")
+    parser.add_argument("--password", help="HTTP Basic password (or SANSRS_DITTO_PASSWORD)")
+    parser.add_argument("--token", help=f"Bearer token ({who}; or SANSRS_DITTO_TOKEN)")
+
+
+def add_parsers(sub: Any) -> None:
+    """Add ``ditto`` and its commands to the ``sansrs`` sub-parsers ``sub``."""
+    ditto = sub.add_parser(
+        "ditto",
+        help="Eclipse Ditto streaming subscriptions (history, search) over WebSocket",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = ditto.add_subparsers(dest="ditto_command", required=True, metavar="COMMAND")
+
+    history = commands.add_parser(
+        "history",
+        help="print a thing's persisted events as JSON lines",
+        description="Subscribe for the persisted events of THING_ID and print each event "
+        "(a Ditto Protocol message) as one JSON line; progress on stderr.",
+    )
+    history.add_argument("url", help="ws://HOST:PORT/ws/2 or wss://...")
+    history.add_argument("thing_id", metavar="THING_ID", help="<namespace>:<name>")
+    history.add_argument("--from-revision", type=int, help="first revision (negative: last n)")
+    history.add_argument("--to-revision", type=int, help="last revision (<= 0: from the latest)")
+    history.add_argument("--from-timestamp", help="ISO-8601 instant, e.g. 2022-10-25T14:00:00Z")
+    history.add_argument("--to-timestamp", help="ISO-8601 instant")
+    history.add_argument("--filter", help="RQL filter over the events, e.g. exists(attributes)")
+    history.add_argument("--policy", action="store_true", help="THING_ID names a policy")
+    history.add_argument("--prefetch", type=int, default=64, help="events requested ahead (64)")
+    history.add_argument("--timeout", type=float, default=30.0, help="seconds per wait (30)")
+    _auth_options(history, server=False)
+    history.set_defaults(run=_history)
+
+    search = commands.add_parser(
+        "search",
+        help="print the things a search finds as JSON lines",
+        description="Run a search subscription (Ditto's older search protocol) and print "
+        "each thing as one JSON line; progress on stderr.",
+    )
+    search.add_argument("url", help="ws://HOST:PORT/ws/2 or wss://...")
+    search.add_argument("--filter", help="RQL filter")
+    search.add_argument("--options", help='e.g. "size(10),sort(+thingId)"')
+    search.add_argument("--namespaces", nargs="+", help="namespaces to search")
+    search.add_argument("--fields", help="field selector, e.g. thingId,attributes")
+    search.add_argument("--timeout", type=float, default=30.0, help="seconds per wait (30)")
+    _auth_options(search, server=False)
+    search.set_defaults(run=_search)
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve the Ditto protocol from a JSON-lines history file",
+        description="Serve streaming and search subscriptions over WebSocket from FILE "
+        "(one Ditto event message a line). Prints 'READY <url>' once listening; port 0 "
+        "picks a free port.",
+    )
+    serve.add_argument("url", help="ws://HOST:PORT/ws/2")
+    serve.add_argument("--history", required=True, metavar="FILE", help="JSON-lines events")
+    serve.add_argument("--idle-timeout", type=float, default=60.0,
+                       help="seconds without interaction before a subscription fails (60)")
+    _auth_options(serve, server=True)
+    serve.set_defaults(run=_serve)

@@ -1,0 +1,506 @@
+"""Binds the sans-IO Ditto cores to a driver loop: the Ditto-specific part of the
+adapters. Everything here runs on the connection's owning thread.
+
+Ditto speaks text messages over a WebSocket (``/ws/2``). The WebSocket
+transport hands the engine *message records* (``ws_messages``): one TEXT
+record per message, a CLOSE record when the WebSocket closes. The engines
+turn records into core calls and core output into records.
+
+- :class:`DittoClientEngine`: the subscriber side. Each subscription feeds a
+  sink (a :class:`~.queues.CreditQueue` behind a blocking iterator, or a
+  :class:`~.session.SubscriberSink` behind a Publisher).
+- :class:`DittoServerEngine`: the publisher side. Each subscribe is answered
+  from a :class:`~.ditto_history.HistorySource`; its result is pulled through
+  :class:`~.session.Outbound` strictly within the subscriber's demand.
+
+The generic pieces (prefetching iterators, credit-bound outbound, sources)
+come from :mod:`.session`, the loop from :mod:`.threads`.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from sansrs.ditto import (
+    INTERNAL_ERROR,
+    DittoClient,
+    DittoClientConfig,
+    DittoException,
+    DittoServer,
+    DittoServerConfig,
+    Envelope,
+    Kind,
+    LocalProtocolError,
+    RemoteProtocolError,
+)
+from sansrs.ditto import events as ev
+from sansrs.streams import Subscriber
+
+from .ditto_history import HistoryRequest, HistorySource
+from .queues import CreditQueue
+from .session import Outbound, SubscriberSink, make_source
+from .threads import ConnectionClosed
+from .ws_messages import (
+    CloseCode,
+    MessageKind,
+    MessageReader,
+    decode_close,
+    encode_close,
+    encode_text,
+)
+
+__all__ = [
+    "DittoClientEngine",
+    "DittoServerEngine",
+    "SubscribeRequest",
+    "SubscriptionHandle",
+]
+
+log = logging.getLogger("sansrs.adapters.ditto")
+
+#: Items one subscription may send per loop turn, so subscriptions share the loop.
+PUMP_BUDGET: Final = 256
+
+Sink = CreditQueue[Any] | SubscriberSink[Any]
+
+
+class _RecordEngine(abc.ABC):
+    """Records in and out, the WebSocket close handshake, the close reason.
+    The roles supply ``_message`` (one text message in) and ``_flush_core``
+    (the core's queued messages out)."""
+
+    def __init__(self) -> None:
+        self._reader = MessageReader()
+        self._out: list[bytes] = []
+        self._closing: BaseException | None = None
+        self._close_sent = False
+        self._now = 0.0
+
+    # -- Engine protocol (shared) ---------------------------------------------
+    def receive_data(self, data: bytes, now: float) -> None:
+        self._now = now
+        if not data:
+            if self._closing is None:
+                self._closing = ConnectionClosed("connection closed by peer (no close message)")
+            return
+        for kind, payload in self._reader.feed(data):
+            if self._closing is not None:
+                break
+            if kind == MessageKind.CLOSE:
+                code, reason = decode_close(payload)
+                self._closing = ConnectionClosed(f"connection closed by peer: {code} {reason}")
+                break
+            try:
+                text = payload.decode("utf-8")
+            except UnicodeDecodeError:  # a BINARY message that is not text
+                self._fail(CloseCode.INVALID_DATA, "Ditto messages are UTF-8 JSON text")
+                break
+            self._message(text, now)
+        self._flush_core()
+
+    def data_to_send(self) -> bytes:
+        self._flush_core()
+        if not self._out:
+            return b""
+        data = b"".join(self._out)
+        self._out.clear()
+        return data
+
+    def begin_close(self) -> None:
+        self._send_close(CloseCode.NORMAL, "closed by the application")
+        if self._closing is None:
+            self._closing = ConnectionClosed("connection closed locally")
+
+    def wants_close(self) -> bool:
+        return self._closing is not None
+
+    def close_reason(self) -> BaseException | None:
+        return self._closing
+
+    # -- helpers --------------------------------------------------------------
+    def _send_close(self, code: int, reason: str) -> None:
+        if not self._close_sent:
+            self._flush_core()
+            self._close_sent = True
+            self._out.append(encode_close(code, reason))
+
+    def _fail(self, code: int, reason: str) -> None:
+        """Close the WebSocket because of the peer; everything outstanding fails."""
+        self._send_close(code, reason)
+        if self._closing is None:
+            self._closing = ConnectionClosed(f"protocol error from peer: {reason}")
+
+    def _queue_messages(self, messages: list[str]) -> None:
+        if messages and not self._close_sent:
+            self._out.extend(encode_text(m) for m in messages)
+
+    @abc.abstractmethod
+    def _message(self, text: str, now: float) -> None: ...
+
+    @abc.abstractmethod
+    def _flush_core(self) -> None: ...
+
+
+# -- client -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubscribeRequest:
+    """What to subscribe to: ``kind`` streaming (history) or search, and the core's arguments."""
+
+    kind: Kind
+    arguments: Mapping[str, Any]
+
+
+class SubscriptionHandle:
+    """One subscription this client started (connection thread only)."""
+
+    __slots__ = ("cancelled", "demand", "done", "key", "request", "sid", "sink")
+
+    def __init__(self, request: SubscribeRequest, sink: Sink, demand: int) -> None:
+        self.request = request
+        self.sink = sink
+        self.key: int | None = None
+        self.sid: str | None = None
+        #: demand asked before ``created`` arrived; requested when it does
+        self.demand = demand
+        self.cancelled = False
+        self.done = False
+
+
+class DittoClientEngine(_RecordEngine):
+    """The :class:`~.threads.Engine` for one client session (one WebSocket)."""
+
+    def __init__(self, config: DittoClientConfig | None = None) -> None:
+        super().__init__()
+        self.core = DittoClient(config)
+        self._by_key: dict[int, SubscriptionHandle] = {}
+
+    @property
+    def open_subscriptions(self) -> int:
+        """Subscriptions started and not ended (inspection, for tests and stats)."""
+        return len(self._by_key)
+
+    # -- Engine protocol ------------------------------------------------------
+    def pump(self) -> bool:
+        return False  # the client sends no items; requests go out as they are made
+
+    def next_deadline(self) -> float | None:
+        return self.core.next_deadline()
+
+    def handle_timeout(self, now: float) -> None:
+        self.core.handle_timeout(now)
+
+    def connection_lost(self, error: BaseException) -> None:
+        if self._closing is not None:
+            error = self._closing
+        handles = list(self._by_key.values())
+        self._by_key.clear()
+        for handle in handles:
+            handle.done = True
+            handle.sink.finish(error)
+
+    def _flush_core(self) -> None:
+        self._queue_messages(self.core.messages_to_send())
+
+    def _message(self, text: str, now: float) -> None:
+        try:
+            self.core.receive_message(text)
+        except RemoteProtocolError as exc:
+            # Ditto broke the protocol (invalid JSON, more items than asked,
+            # rule 1.1): nothing on this session can be trusted any more.
+            self._dispatch()
+            self._fail(CloseCode.POLICY_VIOLATION, f"Ditto protocol error: {exc.message}")
+            self._closing = ConnectionClosed(f"protocol error from Ditto: {exc.message}")
+            self._closing.__cause__ = exc
+            return
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Core events to sinks; consecutive items of one subscription as one batch."""
+        by_key = self._by_key
+        batch: list[Any] = []
+        batch_handle: SubscriptionHandle | None = None
+        for event in self.core.events():
+            if isinstance(event, ev.NextReceived | ev.PageReceived):
+                handle = by_key.get(event.key)
+                if handle is None:
+                    continue  # cancelled: late items are dropped
+                item = event.item if isinstance(event, ev.NextReceived) else list(event.items)
+                if handle is batch_handle:
+                    batch.append(item)
+                    continue
+                if batch_handle is not None:
+                    batch_handle.sink.put_many(batch)
+                batch, batch_handle = [item], handle
+                continue
+            if batch_handle is not None:
+                batch_handle.sink.put_many(batch)
+                batch, batch_handle = [], None
+            self._on_event(event)
+        if batch_handle is not None:
+            batch_handle.sink.put_many(batch)
+
+    def _on_event(self, event: ev.Event) -> None:
+        if isinstance(event, ev.SubscriptionCreated):
+            handle = self._by_key.get(event.key)
+            if handle is None:
+                return
+            handle.sid = event.subscription_id
+            if handle.demand:
+                demand, handle.demand = handle.demand, 0
+                self.core.request(event.subscription_id, demand)
+        elif isinstance(event, ev.SubscriptionCompleted):
+            self._end(event.key, None)
+        elif isinstance(event, ev.SubscriptionFailed):
+            self._end(event.key, event.error.exception())
+        elif isinstance(event, ev.ErrorResponseReceived):
+            if event.key is not None:
+                self._end(event.key, event.error.exception())
+            else:
+                log.warning("error response from Ditto: %s", event.error)
+        else:
+            log.debug("ignored message from Ditto: %r", event)
+
+    def _end(self, key: int, error: BaseException | None) -> None:
+        handle = self._by_key.pop(key, None)
+        if handle is not None:
+            handle.done = True
+            handle.sink.finish(error)
+
+    # -- application intents (handed over by ditto_sync) --------------------
+    def subscribe(self, handle: SubscriptionHandle) -> None:
+        """Send the subscribe; ``handle.demand`` is requested once ``created`` arrives."""
+        if handle.cancelled or handle.done:
+            return
+        if self._closing is not None:
+            handle.done = True
+            handle.sink.finish(self._closing)
+            return
+        args = dict(handle.request.arguments)
+        try:
+            if handle.request.kind is Kind.SEARCH:
+                key = self.core.subscribe_search(**args)
+            else:
+                key = self.core.subscribe_for_persisted_events(**args)
+        except LocalProtocolError as exc:
+            handle.done = True
+            handle.sink.finish(exc)
+            return
+        handle.key = key
+        self._by_key[key] = handle
+        self._flush_core()
+
+    def request_more(self, handle: SubscriptionHandle, n: int) -> None:
+        if handle.done or handle.cancelled:
+            return
+        if handle.sid is None:
+            handle.demand = min(2**63 - 1, handle.demand + n)
+            return
+        with contextlib.suppress(LocalProtocolError):  # ended in a batch not yet consumed
+            self.core.request(handle.sid, n)
+        self._flush_core()
+
+    def cancel(self, handle: SubscriptionHandle) -> None:
+        if handle.cancelled:
+            return
+        handle.cancelled = True
+        handle.sink.close()
+        if handle.done or handle.key is None:
+            return
+        handle.done = True
+        self._by_key.pop(handle.key, None)
+        with contextlib.suppress(LocalProtocolError):  # it ended meanwhile
+            if handle.sid is None:
+                self.core.cancel_pending(handle.key)
+            else:
+                self.core.cancel(handle.sid)
+        self._flush_core()
+
+
+# -- server -----------------------------------------------------------------------
+
+
+def _is_single(result: object) -> bool:
+    """A history source's result that is one item rather than an iterable of items."""
+    return isinstance(result, dict | str | bytes | Envelope)
+
+
+class _Upstream:
+    """The Publisher the core subscribes to (at the first request): it relays
+    the core's demand to an :class:`Outbound`, which the engine pumps."""
+
+    def __init__(self, engine: DittoServerEngine, sid: str) -> None:
+        self._engine = engine
+        self._sid = sid
+        self.subscriber: Subscriber[Any] | None = None
+        self.outbound: Outbound[Any] | None = None
+
+    def subscribe(self, subscriber: Subscriber[Any]) -> None:
+        self.subscriber = subscriber
+        subscriber.on_subscribe(self)
+
+    def request(self, n: int) -> None:
+        out = self.outbound
+        if out is not None and not out.finished:
+            out.add_credit(n)
+            self._engine._runnable.add(self._sid)
+
+    def cancel(self) -> None:
+        out = self.outbound
+        if out is not None:
+            out.cancel()
+        self._engine._forget(self._sid)
+
+
+class DittoServerEngine(_RecordEngine):
+    """The :class:`~.threads.Engine` for one server session (one WebSocket)."""
+
+    def __init__(
+        self,
+        source: HistorySource,
+        config: DittoServerConfig | None = None,
+        *,
+        notify: Callable[[], None] | None = None,
+        connection_headers: Mapping[str, str] | None = None,
+        threaded_sources: bool = False,
+    ) -> None:
+        super().__init__()
+        self.core = DittoServer(config)
+        self.source = source
+        #: pull iterables on a worker thread per subscription (sources that block)
+        self.threaded_sources = threaded_sources
+        #: wakes the loop when a Publisher signals from another thread
+        self.notify: Callable[[], None] = notify or (lambda: None)
+        self.connection_headers: Mapping[str, str] = connection_headers or {}
+        self._upstreams: dict[str, _Upstream] = {}
+        self._runnable: set[str] = set()
+        self._poked: deque[str] = deque()
+
+    @property
+    def open_subscriptions(self) -> int:
+        return len(self._upstreams)
+
+    def credit_of(self, sid: str) -> int:
+        """Items the subscriber has asked for and not yet received (inspection)."""
+        upstream = self._upstreams.get(sid)
+        out = upstream.outbound if upstream is not None else None
+        return 0 if out is None else out.credit
+
+    # -- Engine protocol ------------------------------------------------------
+    def next_deadline(self) -> float | None:
+        return self.core.next_deadline()
+
+    def handle_timeout(self, now: float) -> None:
+        self._now = now
+        self.core.handle_timeout(now)
+        self._dispatch()
+
+    def pump(self) -> bool:
+        poked = self._poked
+        while poked:
+            self._runnable.add(poked.popleft())
+        more = False
+        for sid in list(self._runnable):
+            upstream = self._upstreams.get(sid)
+            out = None if upstream is None else upstream.outbound
+            if upstream is None or upstream.subscriber is None or out is None or out.finished:
+                # Not subscribed by the core yet (no request so far): a source
+                # that already ended must wait, or its end would be lost. The
+                # first request makes it runnable again.
+                self._runnable.discard(sid)
+                continue
+            if out.pump(PUMP_BUDGET):
+                more = True
+            else:
+                self._runnable.discard(sid)
+        self._dispatch()
+        return more
+
+    def connection_lost(self, error: BaseException) -> None:
+        upstreams = list(self._upstreams.values())
+        self._upstreams.clear()
+        self._runnable.clear()
+        for upstream in upstreams:
+            if upstream.outbound is not None:
+                upstream.outbound.cancel()
+
+    def _flush_core(self) -> None:
+        self._queue_messages(self.core.messages_to_send())
+
+    def _message(self, text: str, now: float) -> None:
+        self.core.receive_message(text, now=now)  # never raises
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        for event in self.core.events():
+            if isinstance(event, ev.SubscribeReceived):
+                self._on_subscribe(event)
+            elif isinstance(event, ev.SubscriptionClosed):
+                self._forget(event.subscription_id)
+            elif isinstance(event, ev.InvalidMessage):
+                log.debug("answered an invalid message: %s", event.error)
+
+    def _poke(self, sid: str) -> None:
+        """Any thread: a Publisher of ``sid`` has signalled; pump it on the next turn."""
+        self._poked.append(sid)
+        self.notify()
+
+    def _forget(self, sid: str) -> None:
+        upstream = self._upstreams.pop(sid, None)
+        self._runnable.discard(sid)
+        if upstream is not None and upstream.outbound is not None:
+            upstream.outbound.cancel()
+
+    def _on_subscribe(self, event: ev.SubscribeReceived) -> None:
+        sid = event.subscription_id
+        request = HistoryRequest(
+            subscription_id=sid,
+            kind=event.kind,
+            topic=event.topic,
+            options=event.options,
+            headers=event.headers,
+            connection_headers=self.connection_headers,
+        )
+        try:
+            result = self.source.open(request)
+            source = make_source(
+                result,
+                is_single=_is_single,
+                notify=lambda: self._poke(sid),
+                threaded=f"sansrs-ditto-source-{sid}" if self.threaded_sources else None,
+            )
+        except DittoException as exc:
+            self.core.reject(sid, exc.error)
+            return
+        except Exception:
+            log.exception("history source failed for subscription %s", sid)
+            self.core.reject(sid, INTERNAL_ERROR)
+            return
+        upstream = _Upstream(self, sid)
+
+        def emit(item: Any, last: bool) -> None:
+            subscriber = upstream.subscriber
+            assert subscriber is not None
+            subscriber.on_next(item)
+            if last:
+                subscriber.on_complete()
+
+        def complete() -> None:
+            if upstream.subscriber is not None:
+                upstream.subscriber.on_complete()
+
+        def fail(exc: BaseException) -> None:
+            if upstream.subscriber is not None:
+                # A DittoException keeps its error; anything else is Ditto's 500.
+                upstream.subscriber.on_error(exc)
+
+        upstream.outbound = Outbound(source, emit, complete, fail, 0)
+        self._upstreams[sid] = upstream
+        self.core.accept(sid, upstream)

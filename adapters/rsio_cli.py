@@ -1,0 +1,88 @@
+"""``sansrs serve --protocol rsio URL`` and ``sansrs subscribe URL NAME``.
+
+Kept beside the adapter so that ``sansrs/__main__.py`` only dispatches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from types import FrameType
+
+from .rsio_demo import COUNTER_SIZE, demo_publishers
+from .rsio_engine import RsioError
+from .rsio_sync import DEFAULT_PREFETCH, connect, serve
+from .threads import ConnectionClosed
+
+__all__ = ["add_parsers", "run_serve", "run_subscribe"]
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Serve the demo publishers (``counter``, ``counter/N``, ``blobs``, ``blobs/N``)."""
+    signal.signal(signal.SIGTERM, _on_signal)
+    try:
+        server = serve(args.url, demo_publishers)
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    with server:
+        print(f"READY {server.url}", flush=True)
+        try:
+            while not server.wait_closed(1.0):
+                pass
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+def _show(element: bytes) -> str:
+    if len(element) == COUNTER_SIZE:
+        return str(int.from_bytes(element, "big"))
+    if len(element) > 64:
+        return f"<{len(element)} bytes {element[:8].hex()}...>"
+    return element.decode("utf-8", "backslashreplace")
+
+
+def run_subscribe(args: argparse.Namespace) -> int:
+    """Print each element of the remote publisher on one line (8-byte
+    elements as integers, large ones as a size and a prefix)."""
+    try:
+        with connect(args.url) as client, client.subscribe(
+            args.name, prefetch=args.prefetch, timeout=args.timeout
+        ) as elements:
+            for i, element in enumerate(elements):
+                if args.limit is not None and i >= args.limit:
+                    break  # leaving the block cancels the subscription
+                print(_show(element), flush=True)
+    except RsioError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (ConnectionClosed, OSError, TimeoutError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
+    except ValueError as exc:  # a malformed URL or argument
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "subscribe",
+        help="subscribe to a reactive-streams-io publisher and print its elements",
+        description="Subscribe to NAME on an rsio server (e.g. `sansrs serve --protocol rsio`: "
+        "counter, counter/N, blobs, blobs/N) and print one element per line.",
+    )
+    parser.add_argument("url", help="tcp://HOST:PORT (or tls://, unix://, ws://)")
+    parser.add_argument("name", help="publisher name")
+    parser.add_argument("--limit", type=int, help="cancel after this many elements")
+    parser.add_argument(
+        "--prefetch", type=int, default=DEFAULT_PREFETCH, help=f"demand window ({DEFAULT_PREFETCH})"
+    )
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per element (30)")
+    parser.set_defaults(run=run_subscribe)

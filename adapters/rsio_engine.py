@@ -1,0 +1,488 @@
+"""Binds the sans-IO rsio core (:mod:`sansrs.rsio`) to the protocol-agnostic
+driver (:mod:`.threads`): the rsio-specific part of the adapters. Everything
+here runs on the connection's owning thread.
+
+Both directions at once, as the protocol is bidirectional:
+
+- the peer subscribes to *our* publishers (``publishers``: names to
+  Publishers); each subscription is an :class:`~.session.Outbound` pulled
+  within the peer's demand. A publisher with ``element_size`` > 0 is served
+  in fixed-size mode: elements pulled in one turn leave as one onNextPacked.
+  A publisher that also offers ``packed_reader()`` (an :class:`ElementReader`)
+  is read in bulk, without a Python call per element.
+- we subscribe to the peer's publishers; elements go to a sink (a
+  :class:`~.queues.CreditQueue` behind an iterator, or a Subscriber).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sansrs.rsio import (
+    Connection,
+    ConnectionConfig,
+    ConnectionState,
+    LocalProtocolError,
+    RemoteProtocolError,
+    Role,
+)
+from sansrs.rsio import events as ev
+
+from .session import Outbound, make_source
+from .threads import ConnectionClosed
+from .ws_messages import CloseCode, MessageKind, MessageReader, encode_binaries, encode_close
+
+if TYPE_CHECKING:
+    from .selector import Driver
+
+__all__ = [
+    "ElementReader",
+    "Publishers",
+    "RsioEngine",
+    "RsioError",
+    "Subscription",
+]
+
+log = logging.getLogger("sansrs.adapters.rsio")
+
+#: Elements one publication may send per loop turn, so publications share the loop.
+PUMP_BUDGET = 8192
+#: Elements read from a packed reader per onNextPacked (64 KiB of 8-byte elements).
+PACKED_CHUNK = 8192
+#: Largest WebSocket message sent (rsio bytes carry no meaning in message
+#: boundaries, docs §1; 1 MiB stays well under any peer's message limit).
+WS_MESSAGE = 1024 * 1024
+
+
+class RsioError(Exception):
+    """An onError from the peer's publisher (``message`` is its text)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ElementReader(Protocol):
+    """Bulk source of fixed-size elements for one subscription."""
+
+    def read(self, max_count: int) -> bytes:
+        """Up to ``max_count`` elements back to back; ``b""`` once finished."""
+
+    def close(self) -> None: ...
+
+
+#: What a side publishes: a mapping of names to Publishers, or a lookup
+#: function returning a Publisher or None (unknown name).
+Publishers = Mapping[str, Any] | Callable[[str], Any]
+
+
+class Subscription:
+    """One subscription this side made: ``sink`` receives its elements
+    (``packed``: whole onNextPacked payloads as one item each)."""
+
+    __slots__ = ("cancelled", "element_size", "name", "packed", "sid", "sink")
+
+    def __init__(self, name: str, sink: Any, packed: bool = False) -> None:
+        self.name = name
+        self.sink = sink
+        self.packed = packed
+        self.sid: int | None = None
+        self.element_size = -1  # unknown until onSubscribe
+        self.cancelled = False
+
+
+class _PackedOut:
+    """A publication read in bulk from an :class:`ElementReader`."""
+
+    __slots__ = ("credit", "finished", "reader", "size")
+
+    def __init__(self, reader: ElementReader, size: int, credit: int) -> None:
+        self.reader = reader
+        self.size = size
+        self.credit = credit
+        self.finished = False
+
+    def add_credit(self, n: int) -> None:
+        self.credit = min(2**63 - 1, self.credit + n)
+
+    def cancel(self) -> None:
+        if not self.finished:
+            self.finished = True
+            with contextlib.suppress(Exception):
+                self.reader.close()
+
+
+def _is_single(value: object) -> bool:
+    return isinstance(value, bytes | bytearray | memoryview | str)
+
+
+class RsioEngine:
+    """The :class:`~.threads.Engine` for one rsio connection, either role."""
+
+    def __init__(
+        self,
+        role: Role,
+        publishers: Publishers | None = None,
+        config: ConnectionConfig | None = None,
+        *,
+        message_framed: bool = False,
+    ) -> None:
+        self.conn = Connection(role, config)
+        self.publishers = publishers
+        #: A message transport (WebSocket): rsio bytes travel in BINARY records.
+        self._reader = MessageReader() if message_framed else None
+        self.thread: Driver | None = None
+        self._subs: dict[int, Subscription] = {}
+        self._outbound: dict[int, Outbound[Any] | _PackedOut] = {}
+        self._packs: dict[int, list[bytes]] = {}
+        self._runnable: set[int] = set()
+        self._poked: deque[int] = deque()
+        self._closing: BaseException | None = None
+        self._close_started = False
+        self._out_records: list[bytes] = []  # message mode: records after the core's bytes
+
+    def attach(self, thread: Driver) -> None:
+        self.thread = thread
+
+    # -- Engine protocol (driver loop) -------------------------------------------
+    def receive_data(self, data: bytes, now: float) -> None:
+        if self._reader is None or not data:
+            self._feed(data)
+        else:
+            for kind, payload in self._reader.feed(data):
+                if kind == MessageKind.BINARY:
+                    self._feed(payload)
+                elif kind == MessageKind.CLOSE:
+                    self._feed(b"")  # the WebSocket is closing: the transport ends
+                else:  # TEXT: rsio is binary (docs §1)
+                    self._out_records.append(
+                        encode_close(CloseCode.UNSUPPORTED_DATA, "rsio messages are binary")
+                    )
+                    self._closing = ConnectionClosed("peer sent a text message")
+                if self._closing is not None:
+                    break
+        self._dispatch()
+
+    def _feed(self, data: bytes) -> None:
+        try:
+            self.conn.receive_data(data)
+        except RemoteProtocolError as exc:
+            # The core queued goodbye and ConnectionClosed; earlier events count.
+            self._closing = ConnectionClosed(f"protocol error from peer: {exc.message}")
+
+    def data_to_send(self) -> bytes:
+        data = self.conn.data_to_send()
+        if self._reader is None:
+            return data
+        out = self._out_records
+        if data:
+            step = WS_MESSAGE
+            out.insert(0, encode_binaries(data[i : i + step] for i in range(0, len(data), step)))
+        if not out:
+            return b""
+        joined = b"".join(out)
+        out.clear()
+        return joined
+
+    def next_deadline(self) -> float | None:
+        return None
+
+    def handle_timeout(self, now: float) -> None:
+        pass
+
+    @property
+    def handshaken(self) -> bool:
+        """False while a server waits for the client's hello: the driver
+        loops drop a client that never sends one after
+        ``LoopConfig.handshake_timeout``."""
+        conn = self.conn
+        return conn.role is Role.CLIENT or conn.state is not ConnectionState.AWAITING_HELLO
+
+    def wants_close(self) -> bool:
+        return self._closing is not None
+
+    def close_reason(self) -> BaseException | None:
+        return self._closing
+
+    def begin_close(self) -> None:
+        """Say goodbye; the driver waits (bounded) for the acknowledgement."""
+        if self._close_started:
+            return
+        self._close_started = True
+        for sid in list(self._outbound):
+            self._drop_outbound(sid)
+        if self.conn.state in (ConnectionState.OPEN, ConnectionState.AWAITING_HELLO):
+            self.conn.close("closed by the application")
+        elif self._closing is None:
+            self._closing = ConnectionClosed("connection closed locally")
+
+    def pump(self) -> bool:
+        self._dispatch()
+        poked = self._poked
+        while poked:
+            self._runnable.add(poked.popleft())
+        if not self._runnable:
+            return False
+        more = False
+        conn = self.conn
+        for sid in list(self._runnable):
+            if conn.output_blocked:
+                return True
+            out = self._outbound.get(sid)
+            if out is None:
+                self._runnable.discard(sid)
+                continue
+            if type(out) is _PackedOut:
+                busy = self._pump_packed(sid, out)
+            else:
+                assert isinstance(out, Outbound)
+                busy = out.pump(PUMP_BUDGET)
+                self._flush_pack(sid)
+            if busy:
+                more = True
+            else:
+                self._runnable.discard(sid)
+                if out.finished:
+                    self._outbound.pop(sid, None)
+        return more
+
+    def connection_lost(self, error: BaseException) -> None:
+        if self._closing is not None:
+            error = self._closing
+        for sub in self._subs.values():
+            sub.sink.finish(error)
+        self._subs.clear()
+        for sid in list(self._outbound):
+            self._drop_outbound(sid)
+
+    # -- application intents (on this thread) ------------------------------------
+    def start_subscription(self, sub: Subscription, demand: int) -> None:
+        if sub.cancelled:
+            return
+        try:
+            sid = self.conn.subscribe(sub.name, demand)
+        except LocalProtocolError as exc:
+            sub.sink.finish(self._closing or ConnectionClosed(f"connection closed: {exc.message}"))
+            return
+        sub.sid = sid
+        self._subs[sid] = sub
+
+    def request_more(self, sub: Subscription, n: int) -> None:
+        sid = sub.sid
+        if sid is not None and self._subs.get(sid) is sub:
+            # The stream may have ended in a batch still being dispatched.
+            with contextlib.suppress(LocalProtocolError):
+                self.conn.request(sid, n)
+
+    def cancel(self, sub: Subscription) -> None:
+        sub.cancelled = True
+        sid = sub.sid
+        if sid is None or self._subs.get(sid) is not sub:
+            return
+        del self._subs[sid]
+        sub.sink.close()
+        self._cancel_core(sid)
+
+    def _cancel_core(self, sid: int) -> None:
+        try:
+            self.conn.cancel(sid)
+        except LocalProtocolError as exc:
+            if self.conn.state is ConnectionState.OPEN:
+                # Too many cancelled fixed-size subscriptions pending: the
+                # only safe way out is to end the connection.
+                log.warning("%s; closing the connection", exc.message)
+                self.begin_close()
+
+    # -- dispatch -------------------------------------------------------------------
+    def _dispatch(self) -> None:
+        events = self.conn.events()
+        while events:
+            for event in events:
+                t = type(event)
+                if t is ev.NextPackedReceived:
+                    assert isinstance(event, ev.NextPackedReceived)
+                    sub = self._subs.get(event.subscriber_id)
+                    if sub is not None:
+                        if sub.packed:
+                            sub.sink.put(event.elements)
+                        else:
+                            sub.sink.put_many(event.split())
+                elif t is ev.NextReceived:
+                    assert isinstance(event, ev.NextReceived)
+                    sub = self._subs.get(event.subscriber_id)
+                    if sub is not None:
+                        sub.sink.put(event.element)
+                else:
+                    self._on_event(event)
+            events = self.conn.events()  # handlers may have caused more
+
+    def _on_event(self, event: ev.Event) -> None:
+        if isinstance(event, ev.SubscribeReceived):
+            self._on_subscribe(event.subscriber_id, event.publisher, event.initial_demand)
+        elif isinstance(event, ev.RequestReceived):
+            out = self._outbound.get(event.subscriber_id)
+            if out is not None and not out.finished:
+                out.add_credit(event.demand)
+                self._runnable.add(event.subscriber_id)
+        elif isinstance(event, ev.CancelReceived | ev.InvalidRequestReceived):
+            self._drop_outbound(event.subscriber_id)
+        elif isinstance(event, ev.OnSubscribeReceived):
+            sub = self._subs.get(event.subscriber_id)
+            if sub is not None:
+                sub.element_size = event.element_size
+                if sub.packed and not event.element_size:
+                    sub.sink.finish(
+                        ValueError(f"{sub.name!r} is not a fixed-size stream; use subscribe()")
+                    )
+                    sub.cancelled = True
+                    del self._subs[event.subscriber_id]
+                    self._cancel_core(event.subscriber_id)
+        elif isinstance(event, ev.CompleteReceived):
+            sub = self._subs.pop(event.subscriber_id, None)
+            if sub is not None:
+                sub.sink.finish()
+        elif isinstance(event, ev.ErrorReceived):
+            sub = self._subs.pop(event.subscriber_id, None)
+            if sub is not None:
+                sub.sink.finish(RsioError(event.error))
+        elif isinstance(event, ev.ConnectionClosed):
+            who = "peer" if event.by_peer else "this end"
+            reason = f": {event.reason}" if event.reason else ""
+            self._closing = self._closing or ConnectionClosed(
+                f"connection closed by {who}{reason}"
+            )
+        elif isinstance(event, ev.ConnectionLost):
+            self._closing = self._closing or ConnectionClosed(f"connection lost: {event.reason}")
+
+    # -- publishing -------------------------------------------------------------------
+    def _lookup(self, name: str) -> Any:
+        table = self.publishers
+        if table is None:
+            return None
+        if callable(table) and not isinstance(table, Mapping):
+            return table(name)
+        return table.get(name)
+
+    def _on_subscribe(self, sid: int, name: str, demand: int) -> None:
+        conn = self.conn
+        try:
+            publisher = self._lookup(name)
+        except Exception as exc:
+            log.exception("publisher lookup for %r failed", name)
+            conn.send_error(sid, f"{type(exc).__name__}: {exc}")
+            return
+        if publisher is None:
+            conn.send_error(sid, f"no publisher named {name!r}")
+            return
+        size = getattr(publisher, "element_size", 0)
+        size = size if type(size) is int and size > 0 else 0
+        opener = getattr(publisher, "packed_reader", None)
+        try:
+            if size and callable(opener):
+                reader = opener()
+                conn.send_on_subscribe(sid, size)
+                self._outbound[sid] = _PackedOut(reader, size, demand)
+            else:
+                notify = lambda: self._poke(sid)  # noqa: E731
+                source = make_source(publisher, is_single=_is_single, notify=notify)
+                conn.send_on_subscribe(sid, size)
+                self._outbound[sid] = self._new_outbound(sid, source, size, demand)
+        except Exception as exc:
+            with contextlib.suppress(LocalProtocolError):
+                conn.send_error(sid, f"{type(exc).__name__}: {exc}")
+            return
+        if demand:
+            self._runnable.add(sid)
+
+    def _new_outbound(self, sid: int, source: Any, size: int, demand: int) -> Outbound[Any]:
+        conn = self.conn
+        send_next = conn.send_next
+        pack: list[bytes] = []
+        if size:
+            self._packs[sid] = pack
+
+        def emit(item: object, last: bool) -> None:
+            if isinstance(item, str):
+                data = item.encode("utf-8")
+            elif isinstance(item, bytes | bytearray | memoryview):
+                data = bytes(item)
+            else:  # an rsio element is bytes; bytes(5) would be 5 zero bytes
+                raise TypeError(f"an rsio element must be bytes or str, not {type(item).__name__}")
+            if size:
+                if len(data) != size:
+                    raise ValueError(f"element of {len(data)} bytes; element_size is {size}")
+                pack.append(data)
+            else:
+                send_next(sid, data)
+            if last:  # the source ended right behind this item
+                complete()
+
+        def complete() -> None:
+            self._flush_pack(sid)
+            self._packs.pop(sid, None)
+            with contextlib.suppress(LocalProtocolError):
+                conn.send_complete(sid)
+
+        def fail(exc: BaseException) -> None:
+            self._flush_pack(sid)
+            self._packs.pop(sid, None)
+            with contextlib.suppress(LocalProtocolError):
+                conn.send_error(sid, f"{type(exc).__name__}: {exc}")
+
+        def ready() -> bool:
+            return not conn.output_blocked
+
+        return Outbound(source, emit, complete, fail, demand, ready)
+
+    def _flush_pack(self, sid: int) -> None:
+        pack = self._packs.get(sid)
+        if pack:
+            data = b"".join(pack)
+            pack.clear()
+            self.conn.send_packed(sid, data)
+
+    def _pump_packed(self, sid: int, out: _PackedOut) -> bool:
+        if out.finished:
+            return False
+        conn = self.conn
+        budget = PUMP_BUDGET * 8
+        while out.credit > 0 and budget > 0 and not conn.output_blocked:
+            n = min(out.credit, PACKED_CHUNK, budget)
+            try:
+                data = out.reader.read(n)
+            except Exception as exc:
+                out.cancel()
+                conn.send_error(sid, f"{type(exc).__name__}: {exc}")
+                return False
+            if not data:
+                out.cancel()
+                conn.send_complete(sid)
+                return False
+            try:
+                conn.send_packed(sid, data)  # validates the size and the demand
+            except LocalProtocolError as exc:
+                out.cancel()
+                conn.send_error(sid, f"the element reader misbehaved: {exc.message}")
+                return False
+            sent = len(data) // out.size
+            if out.credit != 2**63 - 1:  # unbounded demand is not counted down
+                out.credit -= sent
+            budget -= sent
+        return out.credit > 0 and not out.finished
+
+    def _drop_outbound(self, sid: int) -> None:
+        out = self._outbound.pop(sid, None)
+        self._packs.pop(sid, None)
+        self._runnable.discard(sid)
+        if out is not None:
+            out.cancel()
+
+    def _poke(self, sid: int) -> None:
+        """Any thread: a publisher has something for ``sid``."""
+        self._poked.append(sid)
+        if self.thread is not None:
+            self.thread.wake()

@@ -1,0 +1,89 @@
+"""sansrs for Spark: partition writers and readers, a sink and a source
+service, and the PySpark Python Data Source ``sansrs`` (docs/spark.md).
+
+pyspark is needed only by :mod:`.datasource` and :func:`local_session`
+(``pip install sansrs[spark]``); the services and the partition functions
+import without it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._arrow import count_rows_arrow, decode_rows_arrow, encode_rows_arrow
+from ._wire import (
+    Ack,
+    JobRequest,
+    OffsetQuery,
+    ReadRequest,
+    WireError,
+    WriteHeader,
+    decode_rows,
+    encode_rows,
+)
+from .partitions import (
+    PartitionReader,
+    PartitionWriter,
+    partition_reader,
+    partition_writer,
+    read_rdd,
+    task_info,
+)
+from .remote import (
+    SinkError,
+    SourceError,
+    WriteTarget,
+    commit_job,
+    latest_offset,
+    open_partition_stream,
+    register_stream_opener,
+    write_partition,
+)
+from .service import RowSource, Service, serve
+from .session import MASTER_ENV, local_session
+from .sink import JsonLinesSink, MemorySink, Sink, Stage
+
+__all__ = [
+    "MASTER_ENV",
+    "Ack",
+    "JobRequest",
+    "JsonLinesSink",
+    "MemorySink",
+    "OffsetQuery",
+    "PartitionReader",
+    "PartitionWriter",
+    "ReadRequest",
+    "RowSource",
+    "Service",
+    "Sink",
+    "SinkError",
+    "SourceError",
+    "Stage",
+    "WireError",
+    "WriteHeader",
+    "WriteTarget",
+    "commit_job",
+    "count_rows_arrow",
+    "decode_rows",
+    "decode_rows_arrow",
+    "encode_rows",
+    "encode_rows_arrow",
+    "latest_offset",
+    "local_session",
+    "open_partition_stream",
+    "partition_reader",
+    "partition_writer",
+    "read_rdd",
+    "register",
+    "register_stream_opener",
+    "serve",
+    "task_info",
+    "write_partition",
+]
+
+
+def register(spark: Any) -> None:
+    """Make ``spark.read.format("sansrs")`` / ``df.write.format("sansrs")`` available."""
+    from .datasource import register as _register
+
+    _register(spark)

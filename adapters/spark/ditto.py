@@ -1,0 +1,190 @@
+"""Ditto history as a Spark source: ``ws://`` / ``wss://`` URLs for the
+readers and the ``sansrs`` data source (docs/spark.md, "Reading Ditto
+history").
+
+Work is split **by thing**: partition ``p`` of ``n`` reads the things whose
+``crc32(thingId) % n == p``, one ``subscribeForPersistedEvents`` after the
+other on one WebSocket session, each with Ditto demand ``prefetch`` events.
+A thing's history is one ordered stream in Ditto (revisions are per thing),
+so splitting by thing needs no coordination between partitions and keeps
+each thing's events in revision order inside one partition; a hash of the ID
+(not its position in a listing) keeps the assignment stable when things are
+created while the partitions list them.
+
+Rows are the events: ``thingId``, ``revision``, ``timestamp``, ``topic``,
+``action``, ``path``, ``value`` (JSON text) and, when the value is a JSON
+object, its top-level fields (which never replace the event's own columns).
+
+Needs the ``ws`` extra (wsproto); imported only when a ``ws://`` URL is read.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from sansrs.ditto import DittoRemoteError
+
+from ..ditto_sync import DittoConnection, connect
+from ..threads import ConnectionClosed
+from ._wire import ReadRequest
+
+__all__ = [
+    "EVENT_COLUMNS",
+    "assigned",
+    "event_row",
+    "latest_revisions",
+    "list_things",
+    "open_ditto_stream",
+]
+
+#: The columns every event row has (the value's fields come on top).
+EVENT_COLUMNS = ("thingId", "revision", "timestamp", "topic", "action", "path", "value")
+#: Things per search page when the partitions discover the things.
+SEARCH_PAGE = 200
+_SUBSCRIBE_OPTIONS = ("from_revision", "to_revision", "from_timestamp", "to_timestamp", "filter")
+_AUTH_OPTIONS = ("user", "password", "token")
+
+
+def assigned(thing_id: str, partitions: int) -> int:
+    """The partition (of ``partitions``) that reads ``thing_id``'s history."""
+    return zlib.crc32(thing_id.encode("utf-8")) % partitions
+
+
+def event_row(event: Mapping[str, Any]) -> dict[str, Any]:
+    """One Ditto event message as a row (see the module docstring)."""
+    topic = str(event.get("topic", ""))
+    parts = topic.split("/")
+    value = event.get("value")
+    row: dict[str, Any] = dict(value) if isinstance(value, dict) else {}
+    row.update(
+        thingId=f"{parts[0]}:{parts[1]}" if len(parts) > 2 else None,
+        revision=event.get("revision"),
+        timestamp=event.get("timestamp"),
+        topic=topic,
+        action=parts[-1] if parts else None,
+        path=event.get("path"),
+        value=None if "value" not in event else json.dumps(value, separators=(",", ":")),
+    )
+    return row
+
+
+def _connect(url: str, options: Mapping[str, Any], timeout: float) -> DittoConnection:
+    user, password, token = (
+        None if options.get(k) is None else str(options[k]) for k in _AUTH_OPTIONS
+    )
+    return connect(url, user=user, password=password, token=token, connect_timeout=timeout)
+
+
+def _source_error(url: str, request: ReadRequest | None, what: str) -> Exception:
+    from .remote import SourceError  # remote imports this module lazily
+
+    where = f"source {url}" + ("" if request is None else f" partition {request.partition}")
+    return SourceError(f"{where}: {what}")
+
+
+def _in_namespace(thing_id: str, namespace: str) -> bool:
+    return namespace in ("", "*") or thing_id.split(":", 1)[0] == namespace
+
+
+def list_things(
+    ditto: DittoConnection, namespace: str, options: Mapping[str, Any], timeout: float
+) -> list[str]:
+    """The thing IDs to read, sorted: option ``things`` if given, else a
+    search (``search_filter``, the namespace ``route`` unless ``*``)."""
+    listed = options.get("things")
+    if listed is not None:
+        if isinstance(listed, str) or not isinstance(listed, list):
+            raise ValueError("option 'things' must be a list of thing IDs")
+        return sorted({str(t) for t in listed if _in_namespace(str(t), namespace)})
+    pages = ditto.search(
+        filter=options.get("search_filter"),
+        options=f"size({SEARCH_PAGE}),sort(+thingId)",
+        namespaces=None if namespace in ("", "*") else [namespace],
+        fields="thingId",
+        timeout=timeout,
+    )
+    with pages:
+        return sorted({str(thing["thingId"]) for page in pages for thing in page})
+
+
+def _batched(events: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for event in events:
+        batch.append(event_row(event))
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def open_ditto_stream(
+    url: str, request: ReadRequest, prefetch: int, timeout: float
+) -> Iterator[list[Any]]:
+    """The stream opener for ``ws://`` / ``wss://`` (``STREAM_OPENERS``):
+    the events of this partition's things, as row batches of at most
+    ``prefetch // 2`` events (what one Ditto ``request(n)`` replenishes).
+
+    ``request.route`` is the namespace (``*``: all). Options: ``things``,
+    ``search_filter``, the subscription's ``from_revision``, ``to_revision``,
+    ``from_timestamp``, ``to_timestamp``, ``filter``, auth ``user`` /
+    ``password`` / ``token``, and for streaming reads ``start`` / ``end``
+    (thing ID -> last revision read: events ``start < revision <= end``)."""
+    options = request.options
+    start: Mapping[str, int] | None = options.get("start")
+    end: Mapping[str, int] | None = options.get("end")
+    base = {k: options[k] for k in _SUBSCRIBE_OPTIONS if options.get(k) is not None}
+    size = max(1, prefetch // 2)
+    with _connect(url, options, timeout) as ditto:
+        try:
+            if end is not None:
+                things = sorted(t for t in end if _in_namespace(t, request.route))
+            else:
+                things = list_things(ditto, request.route, options, timeout)
+            for thing in things:
+                if assigned(thing, request.partitions) != request.partition:
+                    continue
+                bounds = dict(base)
+                if end is not None:
+                    # Offsets hold the last revision read; a thing missing
+                    # from ``start`` is read from revision 1 (Ditto's first;
+                    # a to-revision of 0 would mean "the latest" to Ditto).
+                    lo = int((start or {}).get(thing, 0))
+                    hi = int(end[thing])
+                    if hi <= lo:
+                        continue
+                    bounds.update(from_revision=lo + 1, to_revision=hi)
+                events = ditto.subscribe_for_persisted_events(
+                    thing, prefetch=prefetch, timeout=timeout, **bounds
+                )
+                with events:
+                    yield from _batched(events, size)
+        except DittoRemoteError as exc:
+            raise _source_error(url, request, f"{exc.status} {exc}") from None
+        except ConnectionClosed as exc:
+            raise _source_error(url, request, f"connection lost: {exc}") from None
+
+
+def latest_revisions(
+    url: str, namespace: str, options: Mapping[str, Any], timeout: float
+) -> dict[str, int]:
+    """Thing ID -> latest revision, for the things the reader reads (the
+    streaming reader's latest offset). One ``fromHistoricalRevision: -1``
+    subscription per thing: it answers with exactly the latest event."""
+    out: dict[str, int] = {}
+    with _connect(url, options, timeout) as ditto:
+        try:
+            for thing in list_things(ditto, namespace, options, timeout):
+                with ditto.subscribe_for_persisted_events(
+                    thing, from_revision=-1, prefetch=1, timeout=timeout
+                ) as events:
+                    revisions = [int(e.get("revision", 0)) for e in events]
+                out[thing] = max(revisions, default=0)
+        except DittoRemoteError as exc:
+            raise _source_error(url, None, f"{exc.status} {exc}") from None
+        except ConnectionClosed as exc:
+            raise _source_error(url, None, f"connection lost: {exc}") from None
+    return out

@@ -1,0 +1,309 @@
+"""Client side of the Spark wire formats, independent of Spark: open one
+partition's share of a remote stream, write one partition to a sink, commit
+or abort a job. The partition functions and the data source are thin layers
+over these.
+
+Remote sources are chosen by URL scheme through :data:`STREAM_OPENERS`, so a
+source speaking another protocol (a Ditto history subscription over
+WebSocket, say) plugs in with :func:`register_stream_opener` without touching
+the readers or the data source.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..rsocket_sync import connect
+from ..rsocket_types import Payload, RSocketError
+from ..urls import parse_url
+from ._arrow import encode_rows_arrow
+from ._wire import (
+    ENCODINGS,
+    Ack,
+    JobRequest,
+    OffsetQuery,
+    ReadRequest,
+    WriteHeader,
+    decode_rows,
+    encode_rows,
+)
+
+__all__ = [
+    "STREAM_OPENERS",
+    "SinkError",
+    "SourceError",
+    "StreamOpener",
+    "WriteTarget",
+    "commit_job",
+    "default_prefetch",
+    "latest_offset",
+    "open_partition_stream",
+    "register_stream_opener",
+    "write_partition",
+]
+
+#: Seconds without progress after which a read or write gives up (a stalled
+#: remote side must not hang a Spark task forever).
+DEFAULT_TIMEOUT = 60.0
+#: RSocket connection options for Spark tasks: keepalive notices a dead peer.
+CONNECTION_OPTIONS: dict[str, Any] = {"keepalive_interval": 5.0, "max_lifetime": 30.0}
+
+
+class SinkError(RuntimeError):
+    """The sink refused a write (its ERROR message is in the text)."""
+
+
+class SourceError(RuntimeError):
+    """The source refused or failed a read (its ERROR message is in the text)."""
+
+
+# -- reads ----------------------------------------------------------------
+
+#: ``(url, request, prefetch, timeout) -> iterator of row lists``
+StreamOpener = Callable[[str, ReadRequest, int, float], Iterator[list[Any]]]
+
+
+def _rsocket_stream(
+    url: str, request: ReadRequest, prefetch: int, timeout: float
+) -> Iterator[list[Any]]:
+    """One partition's share over RSocket: REQUEST_STREAM, ``prefetch`` row
+    batches requested ahead and replenished as they are consumed."""
+    with connect(url, connect_timeout=timeout, **CONNECTION_OPTIONS) as client:
+        stream = client.request_stream(request.to_bytes(), prefetch=prefetch, timeout=timeout)
+        with stream:
+            try:
+                for payload in stream:
+                    yield decode_rows(payload.data)
+            except RSocketError as exc:
+                raise SourceError(
+                    f"source {url} route {request.route!r} partition {request.partition}: "
+                    f"{exc.message}"
+                ) from None
+
+
+def _ditto_stream(
+    url: str, request: ReadRequest, prefetch: int, timeout: float
+) -> Iterator[list[Any]]:
+    """Ditto history over WebSocket (:mod:`.ditto`, imported only when used:
+    it needs the ``ws`` extra)."""
+    from .ditto import open_ditto_stream
+
+    return open_ditto_stream(url, request, prefetch, timeout)
+
+
+STREAM_OPENERS: dict[str, StreamOpener] = {
+    "tcp": _rsocket_stream,
+    "ws": _ditto_stream,
+    "wss": _ditto_stream,
+}
+
+#: ``prefetch`` counts payloads (row batches) over RSocket but events over
+#: Ditto, where one event is one demanded item: its default is larger.
+DEFAULT_PREFETCH = {"ws": 256, "wss": 256}
+
+
+def default_prefetch(url: str) -> int:
+    """The reader's default ``prefetch`` for ``url``'s scheme."""
+    return DEFAULT_PREFETCH.get(url.split("://", 1)[0], 8)
+
+
+def register_stream_opener(scheme: str, opener: StreamOpener) -> None:
+    """Read ``scheme://`` URLs with ``opener`` (for example a Ditto source)."""
+    STREAM_OPENERS[scheme] = opener
+
+
+def open_partition_stream(
+    url: str,
+    route: str,
+    partition: int,
+    partitions: int,
+    options: Mapping[str, Any] | None = None,
+    *,
+    prefetch: int = 8,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> Iterator[list[Any]]:
+    """Row batches of partition ``partition`` of ``partitions`` of ``route``."""
+    scheme = url.split("://", 1)[0] if "://" in url else ""
+    opener = STREAM_OPENERS.get(scheme)
+    if opener is None:
+        parse_url(url)  # raises the usual error for an unknown scheme
+        raise ValueError(f"no Spark stream reader for {scheme}:// URLs")
+    request = ReadRequest(
+        route=route, partition=partition, partitions=partitions, options=dict(options or {})
+    )
+    return opener(url, request, prefetch, timeout)
+
+
+# -- writes ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriteTarget:
+    """Where and how partitions are written; picklable (it travels to tasks).
+
+    ``write`` names this write (one per ``partition_writer`` / ``save``), so
+    that retried attempts of a partition are recognised by the sink."""
+
+    url: str
+    route: str
+    app: str = ""
+    write: str = ""
+    commit: str = "partition"
+    rows_per_payload: int = 1000
+    bytes_per_payload: int = 256 * 1024
+    timeout: float = DEFAULT_TIMEOUT
+    encoding: str = "jsonl"
+
+    def __post_init__(self) -> None:
+        if not self.write:
+            object.__setattr__(self, "write", uuid.uuid4().hex)
+        if self.rows_per_payload <= 0 or self.bytes_per_payload <= 0:
+            raise ValueError("rows_per_payload and bytes_per_payload must be positive")
+        if self.timeout <= 0:
+            raise ValueError("timeout must be positive")
+        if self.commit not in ("partition", "job"):
+            raise ValueError(f"commit must be 'partition' or 'job', not {self.commit!r}")
+        if self.encoding not in ENCODINGS:
+            raise ValueError(f"encoding must be one of {ENCODINGS}, not {self.encoding!r}")
+
+
+class _Progress:
+    """What the channel's worker thread reports to the waiting task thread.
+    ``busy``: it is producing rows (the job's own pace, never a stall);
+    ``last``: when it last stopped or started waiting for the sink."""
+
+    __slots__ = ("busy", "error", "last", "rows")
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.busy = True
+        self.last = time.monotonic()
+        self.error: BaseException | None = None
+
+
+def _counted(batches: Iterator[bytes]) -> Iterator[tuple[bytes, int]]:
+    for batch in batches:
+        yield batch, batch.count(b"\n")
+
+
+def write_partition(
+    target: WriteTarget,
+    rows: Iterable[Any],
+    *,
+    partition: int,
+    attempt: int = 0,
+    stage: int = -1,
+    task: int = -1,
+) -> Ack:
+    """Stream ``rows`` to the sink as one REQUEST_CHANNEL and return its ack.
+
+    Rows are pulled (and encoded) only as the sink grants credit, so memory
+    stays flat and a slow sink slows the caller. Raises the rows iterator's
+    own exception if it fails, :class:`SinkError` if the sink refuses,
+    :class:`TimeoutError` if the sink grants no credit (or, once everything is
+    sent, sends no ack) for ``target.timeout`` seconds; time the rows
+    iterator takes to produce rows never counts.
+    """
+    header = WriteHeader(
+        route=target.route,
+        app=target.app,
+        write=target.write,
+        partition=partition,
+        attempt=attempt,
+        stage=stage,
+        task=task,
+        commit=target.commit,
+        encoding=target.encoding,
+    )
+    progress = _Progress()
+    batches = (
+        encode_rows_arrow(rows, target.rows_per_payload, target.bytes_per_payload)
+        if target.encoding == "arrow"
+        else _counted(encode_rows(rows, target.rows_per_payload, target.bytes_per_payload))
+    )
+
+    def outbound() -> Iterator[object]:
+        yield Payload(b"", header.to_bytes())
+        try:
+            for batch, n in batches:
+                progress.rows += n
+                progress.busy, progress.last = False, time.monotonic()
+                yield batch
+                # Resumed: the channel's worker got credit for that batch and
+                # wants the next; producing it is the job's time, not a stall.
+                progress.busy, progress.last = True, time.monotonic()
+        except Exception as exc:  # not GeneratorExit: a cancelled channel closes us
+            progress.error = exc
+            raise
+        progress.busy, progress.last = False, time.monotonic()  # now waiting for the ack
+
+    where = f"sink {target.url} route {target.route!r} partition {partition}"
+    slice_ = min(1.0, target.timeout)
+    with connect(target.url, connect_timeout=target.timeout, **CONNECTION_OPTIONS) as client:
+        replies = client.request_channel(outbound(), prefetch=1, timeout=slice_)
+        try:
+            while True:
+                try:
+                    reply = next(replies)
+                    break
+                except TimeoutError:
+                    if progress.error is not None:
+                        raise progress.error from None
+                    if not progress.busy and time.monotonic() - progress.last > target.timeout:
+                        raise TimeoutError(
+                            f"{where}: no progress for {target.timeout} s (sink stalled)"
+                        ) from None
+                except StopIteration:
+                    raise SinkError(f"{where}: the sink completed without an ack") from None
+                except RSocketError as exc:
+                    if progress.error is not None:
+                        raise progress.error from None
+                    raise SinkError(f"{where}: {exc.message}") from None
+        finally:
+            replies.close()
+    ack = Ack.from_bytes(reply.data)
+    if progress.error is not None:  # cannot ack rows we failed to send, but be sure
+        raise progress.error
+    if ack.rows != progress.rows:
+        raise SinkError(f"{where}: sent {progress.rows} rows, the sink acknowledged {ack.rows}")
+    return ack
+
+
+def commit_job(target: WriteTarget, partitions: Iterable[int], *, abort: bool = False) -> Any:
+    """Job commit (publish these partitions of ``target.write``) or abort
+    (drop them), for commit mode ``job``; returns the sink's JSON answer."""
+
+    request = JobRequest(
+        op="abort" if abort else "commit",
+        route=target.route,
+        app=target.app,
+        write=target.write,
+        partitions=tuple(sorted(set(partitions))),
+    )
+    with connect(target.url, connect_timeout=target.timeout, **CONNECTION_OPTIONS) as client:
+        try:
+            reply = client.request_response(request.to_bytes(), timeout=target.timeout)
+        except RSocketError as exc:
+            raise SinkError(f"sink {target.url} route {target.route!r}: {exc.message}") from None
+    return json.loads(reply.data) if reply is not None else None
+
+
+
+def latest_offset(url: str, route: str, *, timeout: float = DEFAULT_TIMEOUT) -> int:
+    """The latest offset (records so far) of the replayable source ``route``."""
+    with connect(url, connect_timeout=timeout, **CONNECTION_OPTIONS) as client:
+        try:
+            reply = client.request_response(OffsetQuery(route=route).to_bytes(), timeout=timeout)
+        except RSocketError as exc:
+            raise SourceError(f"source {url} route {route!r}: {exc.message}") from None
+    if reply is None:
+        raise SourceError(f"source {url} route {route!r}: empty answer to the offset query")
+    offset = json.loads(reply.data).get("offset")
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise SourceError(f"source {url} route {route!r}: bad offset {offset!r}")
+    return offset

@@ -1,0 +1,153 @@
+"""An RSocket responder for Spark jobs: named *sources* that partitions read
+from, and named *sinks* that partitions write to (see docs/spark.md for the
+wire formats). Serve it with :func:`serve`; it runs no Spark itself.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from ..rsocket_sync import Server
+from ..rsocket_sync import serve as rsocket_serve
+from ..rsocket_types import ApplicationError, Payload, Request
+from ..urls import Endpoint
+from ._wire import JobRequest, OffsetQuery, ReadRequest, WireError, WriteHeader, encode_rows
+from .sink import Sink, Stage
+
+__all__ = ["RowSource", "Service", "serve"]
+
+log = logging.getLogger("sansrs.adapters.spark")
+
+#: A source: ``(partition, partitions, options) -> rows`` for that partition's share.
+#: A *replayable* source also has ``latest() -> int`` (records so far) and
+#: honours ``options["start"]`` / ``options["end"]``: the share of records
+#: ``start <= offset < end`` (what the streaming reader asks for).
+RowSource = Callable[[int, int, Mapping[str, Any]], Iterable[Any]]
+
+
+class Service:
+    """Handler with routes: ``sources[route]`` answers reads (REQUEST_STREAM),
+    ``sinks[route]`` takes writes (REQUEST_CHANNEL) and job commits
+    (REQUEST_RESPONSE). Rows a source yields are batched into payloads of
+    ``rows_per_payload`` rows / ``bytes_per_payload`` bytes and pulled only
+    as the reader's credit allows."""
+
+    def __init__(
+        self,
+        *,
+        sources: Mapping[str, RowSource] | None = None,
+        sinks: Mapping[str, Sink] | None = None,
+        rows_per_payload: int = 1000,
+        bytes_per_payload: int = 256 * 1024,
+    ) -> None:
+        self.sources = dict(sources or {})
+        self.sinks = dict(sinks or {})
+        self.rows_per_payload = rows_per_payload
+        self.bytes_per_payload = bytes_per_payload
+        self._lock = threading.Lock()
+        self.rows_served = 0
+        self.reads_started = 0
+        self.reads_finished = 0
+        #: monotonic times of the first and the latest row batch served
+        self.first_served_at: float | None = None
+        self.last_served_at: float | None = None
+
+    # The engine reads these for every channel this handler answers: the
+    # writer's credit is the smallest sink prefetch (payloads in flight).
+    @property
+    def channel_prefetch(self) -> int:
+        return min((s.prefetch for s in self.sinks.values()), default=8)
+
+    def _sink(self, route: str) -> Sink:
+        sink = self.sinks.get(route)
+        if sink is None:
+            raise ApplicationError(f"no sink named {route!r}")
+        return sink
+
+    # -- reads --------------------------------------------------------------
+    def request_stream(self, request: Request) -> Iterator[bytes]:
+        try:
+            read = ReadRequest.from_bytes(request.data)
+        except WireError as exc:
+            raise ApplicationError(str(exc)) from None
+        source = self.sources.get(read.route)
+        if source is None:
+            raise ApplicationError(f"no source named {read.route!r}")
+        rows = source(read.partition, read.partitions, read.options)
+        with self._lock:
+            self.reads_started += 1
+        return self._counted(
+            encode_rows(rows, self.rows_per_payload, self.bytes_per_payload)
+        )
+
+    def _counted(self, batches: Iterator[bytes]) -> Iterator[bytes]:
+        lock = self._lock
+        for batch in batches:
+            n = batch.count(b"\n")
+            now = time.monotonic()
+            with lock:
+                self.rows_served += n
+                if self.first_served_at is None:
+                    self.first_served_at = now
+                self.last_served_at = now
+            yield batch
+        with lock:
+            self.reads_finished += 1
+
+    # -- writes -------------------------------------------------------------
+    def request_channel(self, request: Request, inbound: Iterator[Payload]) -> Iterator[bytes]:
+        try:
+            header = WriteHeader.from_bytes(request.metadata)
+        except WireError as exc:
+            raise ApplicationError(str(exc)) from None
+        sink = self._sink(header.route)
+        stage = sink.open(header)
+        if request.data:
+            # Not what sansrs writers send, but a peer may put rows in the request.
+            sink.receive(stage, request.data)
+        return self._write(sink, stage, inbound)
+
+    def _write(self, sink: Sink, stage: Stage, inbound: Iterator[Payload]) -> Iterator[bytes]:
+        # Runs on the channel's worker thread (the engine pulls channel
+        # results there), so storage may block without stalling the connection.
+        try:
+            for payload in inbound:
+                sink.receive(stage, payload.data)
+            ack = sink.finish(stage)  # a failing publish discards the attempt too
+        except BaseException:
+            sink.abort(stage)
+            raise
+        yield ack.to_bytes()
+
+    def request_response(self, request: Request) -> bytes:
+        try:
+            query = OffsetQuery.from_bytes(request.data)
+        except WireError:
+            query = None
+        if query is not None:
+            return json.dumps({"offset": self._latest(query.route)}).encode()
+        try:
+            job = JobRequest.from_bytes(request.data)
+        except WireError as exc:
+            raise ApplicationError(str(exc)) from None
+        return json.dumps(self._sink(job.route).job(job)).encode()
+
+    def _latest(self, route: str) -> int:
+        source = self.sources.get(route)
+        if source is None:
+            raise ApplicationError(f"no source named {route!r}")
+        latest = getattr(source, "latest", None)
+        if not callable(latest):
+            raise ApplicationError(f"source {route!r} is not replayable (no latest offset)")
+        return int(latest())
+
+
+def serve(url: str | Endpoint, service: Service, **options: Any) -> Server:
+    """Serve ``service`` on ``url`` (``tcp://127.0.0.1:0`` picks a port;
+    ``server.url`` tells it)."""
+    return rsocket_serve(url, service, **options)

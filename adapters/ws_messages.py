@@ -1,0 +1,177 @@
+"""Message records: how a message transport (WebSocket) and an engine talk
+through the driver loop's byte interface.
+
+Driver loops (``threads``, ``selector``) only move bytes between
+``transport.recv()`` / ``transport.send()`` and ``engine.receive_data()`` /
+``engine.data_to_send()``. A transport that keeps message boundaries marks
+itself ``message_framed = True`` and passes *records* instead of a raw byte
+stream::
+
+    record = kind (1 byte) | length (4 bytes, big-endian) | payload
+
+``kind`` reuses the WebSocket opcodes: TEXT (UTF-8 payload), BINARY, CLOSE
+(payload: 2-byte close code, then a UTF-8 reason), PING (engine -> transport)
+and PONG (transport -> engine, only in answer to an engine's PING). docs/adapters.md has the
+rules of the record stream.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from struct import Struct
+
+__all__ = [
+    "HEADER_LENGTH",
+    "CloseCode",
+    "MessageKind",
+    "MessageReader",
+    "RecordError",
+    "decode_close",
+    "encode_binaries",
+    "encode_binary",
+    "encode_close",
+    "encode_ping",
+    "encode_record",
+    "encode_text",
+]
+
+_HEADER = Struct(">BI")
+HEADER_LENGTH = _HEADER.size
+_CODE = Struct(">H")
+_MAX_LENGTH = 0xFFFFFFFF
+
+
+class MessageKind(enum.IntEnum):
+    """Record kinds (the WebSocket opcodes of the same meaning)."""
+
+    TEXT = 0x1
+    BINARY = 0x2
+    CLOSE = 0x8
+    #: Engine -> transport: send a WebSocket ping with this payload (engines
+    #: that run their own keepalive timers use it).
+    PING = 0x9
+    #: Transport -> engine: the pong answering one of the engine's pings.
+    PONG = 0xA
+
+
+class CloseCode(enum.IntEnum):
+    """WebSocket close codes used by sansrs (RFC 6455, 7.4.1)."""
+
+    NORMAL = 1000
+    GOING_AWAY = 1001
+    PROTOCOL_ERROR = 1002
+    UNSUPPORTED_DATA = 1003
+    NO_STATUS = 1005  # never sent: a Close frame without a code
+    ABNORMAL = 1006  # never sent: the connection ended without a Close frame
+    INVALID_DATA = 1007
+    POLICY_VIOLATION = 1008
+    MESSAGE_TOO_BIG = 1009
+    INTERNAL_ERROR = 1011
+
+
+_KINDS = frozenset(int(k) for k in MessageKind)
+
+
+class RecordError(ValueError):
+    """Bytes that are not a record stream (a bug in a transport or engine, not
+    something a remote peer can cause: records never cross the network)."""
+
+
+def encode_record(kind: int, payload: bytes) -> bytes:
+    if len(payload) > _MAX_LENGTH:
+        raise ValueError(f"a record holds at most {_MAX_LENGTH} bytes, not {len(payload)}")
+    return _HEADER.pack(kind, len(payload)) + payload
+
+
+def encode_binary(data: bytes) -> bytes:
+    """One BINARY record."""
+    return _HEADER.pack(2, len(data)) + data
+
+
+def encode_binaries(messages: Iterable[bytes]) -> bytes:
+    """BINARY records for each message, joined once."""
+    parts: list[bytes] = []
+    append = parts.append
+    pack = _HEADER.pack
+    for data in messages:
+        append(pack(2, len(data)))
+        append(data)
+    return b"".join(parts)
+
+
+def encode_text(text: str) -> bytes:
+    """One TEXT record (UTF-8)."""
+    data = text.encode("utf-8")
+    return _HEADER.pack(1, len(data)) + data
+
+
+def encode_close(code: int = CloseCode.NORMAL, reason: str = "") -> bytes:
+    """One CLOSE record. The reason is cut to fit a Close frame (123 bytes)."""
+    if not 1000 <= code <= 4999:
+        raise ValueError(f"close code {code} is outside 1000..4999")
+    payload = _CODE.pack(code) + _truncate_reason(reason)
+    return _HEADER.pack(8, len(payload)) + payload
+
+
+def encode_ping(payload: bytes = b"") -> bytes:
+    """One PING record (at most 125 bytes of payload, as a WebSocket ping)."""
+    if len(payload) > 125:
+        raise ValueError("a ping carries at most 125 bytes")
+    return _HEADER.pack(9, len(payload)) + payload
+
+
+def _truncate_reason(reason: str) -> bytes:
+    # A Close frame's payload is at most 125 bytes: 2 for the code, 123 of
+    # reason, cut at a character boundary.
+    data = reason.encode("utf-8")
+    if len(data) <= 123:
+        return data
+    return data[:123].decode("utf-8", "ignore").encode("utf-8")
+
+
+def decode_close(payload: bytes) -> tuple[int, str]:
+    """(code, reason) of a CLOSE record; 1005 (no status) when it has no code."""
+    if len(payload) < 2:
+        return CloseCode.NO_STATUS, ""
+    (code,) = _CODE.unpack_from(payload)
+    return code, payload[2:].decode("utf-8", "replace")
+
+
+class MessageReader:
+    """Incremental record parser: ``feed(data)`` returns every complete record
+    as ``(kind, payload)``. Transports hand over whole records, so the buffer
+    is normally empty between calls; it is there for any other producer."""
+
+    __slots__ = ("_buffer",)
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    @property
+    def pending(self) -> int:
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        buffer = self._buffer
+        if buffer:
+            buffer += data
+            data = bytes(buffer)
+            buffer.clear()
+        out: list[tuple[int, bytes]] = []
+        append = out.append
+        unpack = _HEADER.unpack_from
+        end = len(data)
+        off = 0
+        while end - off >= 5:
+            kind, length = unpack(data, off)
+            if kind not in _KINDS:
+                raise RecordError(f"unknown record kind {kind:#x} at offset {off}")
+            stop = off + 5 + length
+            if stop > end:
+                break
+            append((kind, data[off + 5 : stop]))
+            off = stop
+        if off < end:
+            buffer += memoryview(data)[off:]
+        return out

@@ -1,0 +1,84 @@
+"""CPU time per operation of the threaded RSocket adapters over TCP, each side.
+
+Wall-clock rates (``bench_tcp.py``) swing with whatever else runs on the
+machine; CPU time spent per message does not, so it is the figure to compare
+before and after a change on a busy box. The server is ``python -m sansrs
+serve`` (the demo responder) in its own process, its CPU read from
+``/proc/PID/stat`` (Linux); the client runs in this process
+(``time.process_time``, all threads). Rates that the CPU cost allows, if each
+side had a core of its own, are ``1e6 / max(client, server)`` per second.
+
+    .venv/bin/python benchmarks/bench_cpu_per_op.py --runs 3
+    .venv/bin/python benchmarks/bench_cpu_per_op.py --only fnf16 --scale 0.5
+
+Prints a markdown table: median of ``--runs`` per scenario, microseconds of
+CPU per message (request-stream item, request-response round trip, fire-and-
+forget) on the client and on the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from bench_tcp import SCENARIOS, server  # noqa: E402
+from sansrs_client import run  # noqa: E402
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _process_cpu(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def measure(name: str, scale: float) -> tuple[float, float, float]:
+    """(client µs/op, server µs/op, wall seconds) for one run of ``name``."""
+    kind, count, arg, _ = SCENARIOS[name]
+    count = max(1, int(count * scale))
+    with server("sansrs") as (port, proc):
+        url = f"tcp://127.0.0.1:{port}"
+        run(url, "rr", 200, 1)  # warm both sides (imports, first connection)
+        server_before = _process_cpu(proc.pid)
+        client_before = time.process_time()
+        wall = time.perf_counter()
+        done = run(url, kind, count, arg)
+        wall = time.perf_counter() - wall
+        client = time.process_time() - client_before
+        server_cpu = _process_cpu(proc.pid) - server_before
+    if done != count:
+        raise RuntimeError(f"{name}: {done} of {count}")
+    return client / count * 1e6, server_cpu / count * 1e6, wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--only", action="append", choices=sorted(SCENARIOS))
+    parser.add_argument("--scale", type=float, default=0.5, help="multiply message counts")
+    args = parser.parse_args()
+    names = args.only or list(SCENARIOS)
+    print(f"load average at start: {os.getloadavg()[0]:.2f}")
+    print("| scenario | client µs/op | server µs/op | msg/s the CPU allows | wall s |")
+    print("| --- | --- | --- | --- | --- |")
+    for name in names:
+        results = [measure(name, args.scale) for _ in range(args.runs)]
+        client = statistics.median(r[0] for r in results)
+        server_us = statistics.median(r[1] for r in results)
+        wall = statistics.median(r[2] for r in results)
+        bound = 1e6 / max(client, server_us)
+        print(f"| {name} | {client:.2f} | {server_us:.2f} | {bound:,.0f} | {wall:.2f} |",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()

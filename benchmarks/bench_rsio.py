@@ -1,0 +1,167 @@
+"""reactive-streams-io over TCP: 8-byte fixed-size elements in packed mode,
+against the same stream through RSocket with one element per PAYLOAD.
+
+The server runs in its own process (``python -m sansrs serve --protocol rsio``
+and ``python -m sansrs serve``), the client in this one, on 127.0.0.1. Each
+scenario runs ``--runs`` times (a new connection each); the median rate of
+elements received by the application is reported, with the ratio to the
+RSocket baseline.
+
+    .venv/bin/python benchmarks/bench_rsio.py --runs 5
+    .venv/bin/python benchmarks/bench_rsio.py --runs 3 --only rsio_packed
+
+Scenarios:
+- ``rsio_packed``: ``subscribe_packed("counter/N")``, demand window 65,536
+  elements; the server reads the counter in bulk and sends onNextPacked.
+- ``core_on_next``: two rsio cores back to back in this process, no socket:
+  16-byte variable-size onNext (each element an event), for the core's cost.
+- ``rsio_elements``: the same stream through ``subscribe`` (one ``bytes``
+  per element out of the iterator, prefetch 4096).
+- ``rsocket_payload``: RSocket request-stream of 8-byte PAYLOADs (the demo
+  responder's ``{"n": N, "size": 8}``), prefetch 4096: the baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from sansrs.adapters import rsio_sync, rsocket_sync
+
+PY = sys.executable
+TARGET = 3_000_000
+
+
+@contextmanager
+def server(protocol: str) -> Iterator[str]:
+    cmd = [PY, "-m", "sansrs", "serve", "--protocol", protocol, "tcp://127.0.0.1:0"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().split()
+        if not line or line[0] != "READY":
+            raise RuntimeError(f"{protocol} server did not start: {line}")
+        yield line[1]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def rsio_packed(url: str, n: int) -> int:
+    got = 0
+    with rsio_sync.connect(url) as client, client.subscribe_packed(
+        f"counter/{n}", prefetch=65_536, timeout=30
+    ) as batches:
+        for batch in batches:
+            got += len(batch) >> 3
+    return got
+
+
+def rsio_elements(url: str, n: int) -> int:
+    got = 0
+    with rsio_sync.connect(url) as client, client.subscribe(
+        f"counter/{n}", prefetch=4096, timeout=30
+    ) as elements:
+        for _ in elements:
+            got += 1
+    return got
+
+
+def rsocket_payload(url: str, n: int) -> int:
+    got = 0
+    request = json.dumps({"n": n, "size": 8})
+    with rsocket_sync.connect(url) as client, client.request_stream(
+        request, prefetch=4096, timeout=30
+    ) as items:
+        for _ in items:
+            got += 1
+    return got
+
+
+def core_on_next(url: str, n: int) -> int:
+    """Two rsio cores back to back in this process (no socket): 16-byte
+    variable-size onNext, 1,000 per ``data_to_send`` / ``receive_data``."""
+    from sansrs.rsio import MAX_VARINT, Connection, Role
+
+    client, server = Connection(Role.CLIENT), Connection(Role.SERVER)
+    sid = client.subscribe("x", MAX_VARINT)
+    server.receive_data(client.data_to_send())
+    server.events()
+    server.send_on_subscribe(sid)
+    client.receive_data(server.data_to_send())
+    client.events()
+    element = b"x" * 16
+    send_next = server.send_next
+    got = 0
+    for start in range(0, n, 1000):
+        for _ in range(min(1000, n - start)):
+            send_next(sid, element)
+        client.receive_data(server.data_to_send())
+        got += len(client.events())
+    return got
+
+
+SCENARIOS: dict[str, tuple[str, Callable[[str, int], int], int]] = {
+    "rsio_packed": ("rsio", rsio_packed, 20_000_000),
+    "core_on_next": ("none", core_on_next, 1_000_000),
+    "rsio_elements": ("rsio", rsio_elements, 1_000_000),
+    "rsocket_payload": ("rsocket", rsocket_payload, 500_000),
+}
+
+
+def measure(name: str, runs: int, scale: float) -> list[float]:
+    protocol, fn, count = SCENARIOS[name]
+    count = max(1000, int(count * scale))
+    rates = []
+    if protocol == "none":
+        for _ in range(runs):
+            start = time.perf_counter()
+            got = fn("", count)
+            rates.append(got / (time.perf_counter() - start))
+        return rates
+    with server(protocol) as url:
+        fn(url, 1000)  # warm up: imports, first connection
+        for _ in range(runs):
+            start = time.perf_counter()
+            got = fn(url, count)
+            elapsed = time.perf_counter() - start
+            if got != count:
+                raise RuntimeError(f"{name}: received {got} of {count} elements")
+            rates.append(count / elapsed)
+    return rates
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--only", nargs="+", choices=sorted(SCENARIOS))
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply element counts")
+    args = parser.parse_args(argv)
+    names = args.only or list(SCENARIOS)
+    results = {name: measure(name, args.runs, args.scale) for name in names}
+    base = statistics.median(results["rsocket_payload"]) if "rsocket_payload" in results else None
+    print(f"\n| scenario (median of {args.runs} runs) | elements/s | min | max | vs RSocket |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for name, rates in results.items():
+        med = statistics.median(rates)
+        ratio = f"{med / base:.1f}x" if base else "-"
+        print(f"| {name} | {med:,.0f} | {min(rates):,.0f} | {max(rates):,.0f} | {ratio} |")
+    if "rsio_packed" in results:
+        med = statistics.median(results["rsio_packed"])
+        verdict = "met" if med >= TARGET else "NOT met"
+        print(f"\nTarget rsio_packed >= {TARGET:,}/s: {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

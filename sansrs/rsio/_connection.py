@@ -1,0 +1,288 @@
+"""The rsio connection: a sans-IO core, fully bidirectional (either side
+publishes and subscribes), for either role. docs/protocols/rsio.md
+specifies the wire and this API."""
+
+from __future__ import annotations
+
+from .._errors import LocalProtocolError
+from ._codec import (
+    MAX_VARINT,
+    Cancel,
+    Goodbye,
+    OnComplete,
+    OnError,
+    OnSubscribe,
+    Request,
+    Subscribe,
+    encode_varint,
+)
+from ._core import Pub, Sub, add_demand
+from ._receive import Receiver
+from ._tables import (
+    ConnectionInput,
+    ConnectionState,
+    PublicationState,
+    SubscriptionState,
+)
+
+__all__ = ["Connection"]
+
+_ACTIVE = PublicationState.ACTIVE
+_SUBSCRIBED = PublicationState.SUBSCRIBED
+_v = encode_varint
+#: One-byte varints, the length of every element shorter than 128 bytes.
+_VARINT1 = [bytes((i,)) for i in range(128)]
+
+
+def _check_id(what: str, value: object) -> int:
+    if type(value) is not int or not 0 <= value <= MAX_VARINT:
+        raise LocalProtocolError(f"{what} must be an int in 0..2**63-1, got {value!r}")
+    return value
+
+
+class Connection(Receiver):
+    """One rsio connection. Our hello is queued by the constructor."""
+
+    # -- subscriber side ------------------------------------------------------
+    def subscribe(self, publisher: str, initial_demand: int = 0) -> int:
+        """Subscribe to the peer's ``publisher``; returns the subscriber Id
+        (1, 2, 3, ...; sansrs never reuses one)."""
+        self._check_send("subscribe")
+        if not isinstance(publisher, str):
+            raise LocalProtocolError(f"subscribe: publisher must be a str, got {publisher!r}")
+        if type(initial_demand) is not int or initial_demand < 0:
+            raise LocalProtocolError(
+                f"subscribe: initial_demand must be an int >= 0, got {initial_demand!r}"
+            )
+        if len(publisher.encode("utf-8", "replace")) > self.config.max_string_size:
+            raise LocalProtocolError(
+                f"subscribe: the publisher name exceeds max_string_size "
+                f"({self.config.max_string_size} bytes)"
+            )
+        sid = self._next_sid
+        if sid > MAX_VARINT:
+            raise LocalProtocolError("subscribe: no subscriber Id left; open a new connection")
+        demand = min(initial_demand, MAX_VARINT)
+        try:
+            self._send(Subscribe(publisher, sid, demand))
+        except ValueError as exc:  # a lone surrogate cannot be UTF-8
+            raise LocalProtocolError(f"subscribe: {exc}") from None
+        self._next_sid = sid + 1
+        self._subs[sid] = Sub(sid, publisher, demand)
+        return sid
+
+    def _sub(self, what: str, sid: int) -> Sub:
+        self._check_send(what)
+        s = self._subs.get(sid)
+        if s is None:
+            raise LocalProtocolError(f"{what}: subscription {sid!r} is not open")
+        return s
+
+    def request(self, subscriber_id: int, n: int) -> None:
+        """Ask for ``n`` >= 1 more elements (rule 3.9 forbids n <= 0 and the
+        wire cannot carry it); the count saturates at 2**63-1 (rule 3.17)."""
+        if type(n) is not int or n < 1:
+            raise LocalProtocolError(f"request: n must be an int >= 1 (rule 3.9), got {n!r}")
+        s = self._sub("request", subscriber_id)
+        if s.demand == MAX_VARINT:
+            return  # already unbounded on both sides
+        s.demand = add_demand(s.demand, n)
+        self._send(Request(subscriber_id, min(n, MAX_VARINT)))
+
+    def cancel(self, subscriber_id: int) -> None:
+        """Cancel; messages still in flight for it are ignored."""
+        s = self._sub("cancel", subscriber_id)
+        needs_tomb = s.size is None or s.size > 0
+        if needs_tomb and len(self._tombs) >= self.config.max_cancelled:
+            raise LocalProtocolError(
+                f"cancel: {len(self._tombs)} cancelled fixed-size subscriptions still await "
+                "their end (max_cancelled); close the connection instead"
+            )
+        self._send(Cancel(subscriber_id))
+        self._drop_partials(s)
+        del self._subs[subscriber_id]
+        if needs_tomb:
+            self._tombs[subscriber_id] = s.size
+
+    # -- publisher side ---------------------------------------------------------
+    def _pub(self, what: str, sid: int) -> Pub:
+        self._check_send(what)
+        p = self._pubs.get(sid)
+        if p is None:
+            raise LocalProtocolError(
+                f"{what}: subscriber {sid!r} is not subscribed (cancelled or ended)"
+            )
+        return p
+
+    def send_on_subscribe(self, subscriber_id: int, element_size: int = 0) -> None:
+        """Answer the peer's subscribe; ``element_size`` > 0: fixed-size mode."""
+        p = self._pub("send_on_subscribe", subscriber_id)
+        if p.state is not _SUBSCRIBED:
+            raise LocalProtocolError("send_on_subscribe: onSubscribe was already sent (rule 1.9)")
+        if type(element_size) is not int or not 0 <= element_size <= self.config.max_message_size:
+            raise LocalProtocolError(
+                f"send_on_subscribe: element_size must be in 0..{self.config.max_message_size}"
+            )
+        self._send(OnSubscribe(subscriber_id, element_size))
+        p.state = _ACTIVE
+        p.size = element_size
+
+    def _refuse_next(self, p: Pub, count: int) -> None:
+        if p.state is not _ACTIVE:
+            raise LocalProtocolError("send_next: onSubscribe not sent yet (rule 1.9)")
+        if self._out_size >= self._max_out:
+            raise LocalProtocolError(
+                "send_next: output is blocked (max_queued_output); send data_to_send() first"
+            )
+        if count > p.demand:
+            raise LocalProtocolError(
+                f"send_next: {count} element(s) beyond the demand {p.demand} of subscriber "
+                f"{p.id} (rule 1.1)"
+            )
+
+    def send_next(self, subscriber_id: int, element: bytes) -> None:
+        """One element, within demand. In fixed-size mode exactly
+        ``element_size`` bytes; a variable-size element longer than
+        ``split_size`` is sent as parts."""
+        p = self._pubs.get(subscriber_id)
+        if p is None:
+            self._pub("send_next", subscriber_id)
+            raise AssertionError  # pragma: no cover - _pub raised
+        n = len(element)
+        if p.demand <= 0 or p.state is not _ACTIVE or self._out_size >= self._max_out:
+            self._refuse_next(p, 1)
+        if n > self._max_element:
+            raise LocalProtocolError(
+                f"send_next: an element of {n} bytes exceeds max_element_size "
+                f"({self._max_element}), which a peer with the same limits refuses"
+            )
+        size = p.size
+        if size:
+            if n != size:
+                raise LocalProtocolError(
+                    f"send_next: element of {n} bytes; this subscription's element_size is {size}"
+                )
+            self._out += (p.head_next, element)
+            self._out_size += n + 2
+        elif n <= self._split_size:
+            self._out += (p.head_next + (_VARINT1[n] if n < 128 else _v(n)), element)
+            self._out_size += n + 3
+        else:
+            self._send_split(p, element)
+            return  # the first part took the demand
+        if p.demand != MAX_VARINT:
+            p.demand -= 1
+
+    def _send_split(self, p: Pub, element: bytes) -> None:
+        step = self.config.split_size
+        eid = p.next_element_id
+        p.next_element_id = eid + 1 if eid < MAX_VARINT else 0
+        view = memoryview(element)
+        n = len(element)
+        for start in range(0, n, step):
+            self.send_part(p.id, eid, view[start : start + step], last=start + step >= n)
+
+    def send_part(
+        self, subscriber_id: int, element_id: int, data: bytes | memoryview, last: bool = False
+    ) -> None:
+        """One part of a split element; the first part of ``element_id``
+        takes one unit of demand. ``last``: the element is complete."""
+        p = self._pub("send_part", subscriber_id)
+        _check_id("send_part: element_id", element_id)
+        first = element_id not in p.open_parts
+        if first:
+            if p.state is not _ACTIVE or p.demand <= 0 or self._out_size >= self._max_out:
+                self._refuse_next(p, 1)
+            if p.demand != MAX_VARINT:
+                p.demand -= 1
+        elif p.state is not _ACTIVE:
+            raise LocalProtocolError("send_part: onSubscribe not sent yet (rule 1.9)")
+        if last:
+            p.open_parts.discard(element_id)
+        else:
+            p.open_parts.add(element_id)
+        head = (b"\x24" if last else b"\x23") + _v(subscriber_id) + _v(element_id) + _v(len(data))
+        self._out += (head, data)
+        self._out_size += len(head) + len(data)
+
+    def send_packed(self, subscriber_id: int, elements: bytes) -> None:
+        """``count`` fixed-size elements back to back (count = len // element_size),
+        within demand; sent as one onNextPacked per ``max_message_size``."""
+        p = self._pub("send_packed", subscriber_id)
+        size = p.size
+        if p.state is not _ACTIVE:
+            self._refuse_next(p, 1)
+        if not size:
+            raise LocalProtocolError("send_packed: the subscription is not in fixed-size mode")
+        n = len(elements)
+        count, rest = divmod(n, size)
+        if rest or not count:
+            raise LocalProtocolError(
+                f"send_packed: {n} bytes is not a positive multiple of element_size {size}"
+            )
+        if count > p.demand or self._out_size >= self._max_out:
+            self._refuse_next(p, count)
+        if p.demand != MAX_VARINT:
+            p.demand -= count
+        per = self.config.max_message_size // size
+        out = self._out
+        head = p.head_packed
+        if count <= per:
+            out += (head + _v(count), elements)
+        else:
+            view = memoryview(elements)
+            step = per * size
+            for start in range(0, n, step):
+                chunk = view[start : start + step]
+                out += (head + _v(len(chunk) // size), chunk)
+        self._out_size += n + 4
+
+    def _end(self, what: str, subscriber_id: int) -> Pub:
+        p = self._pub(what, subscriber_id)
+        if p.state is _SUBSCRIBED:
+            self._send(OnSubscribe(subscriber_id, 0))  # rule 1.9: onSubscribe first
+        del self._pubs[subscriber_id]
+        return p
+
+    def send_complete(self, subscriber_id: int) -> None:
+        p = self._pubs.get(subscriber_id)
+        if p is not None and p.open_parts:
+            raise LocalProtocolError(
+                "send_complete: a split element is in progress; send its last part first"
+            )
+        self._end("send_complete", subscriber_id)
+        self._send(OnComplete(subscriber_id))
+
+    def send_error(self, subscriber_id: int, message: str) -> None:
+        if not isinstance(message, str):
+            raise LocalProtocolError("send_error: message must be a str")
+        raw = message.encode("utf-8", "replace")
+        if len(raw) > self.config.max_string_size:
+            raw = raw[: self.config.max_string_size]
+        self._end("send_error", subscriber_id)
+        self._send(OnError(subscriber_id, raw.decode("utf-8", "ignore")))
+
+    # -- connection ---------------------------------------------------------------
+    def close(self, reason: str = "") -> None:
+        """Say goodbye: every subscription both ways ends now; ``ConnectionClosed``
+        follows when the peer acknowledges (or the transport ends)."""
+        if (self._state, ConnectionInput.SEND_GOODBYE) not in _SEND_GOODBYE:
+            raise LocalProtocolError(f"close: the connection is {self._state.value}")
+        if not isinstance(reason, str):
+            raise LocalProtocolError("close: reason must be a str")
+        raw = reason.encode("utf-8", "replace")[: self.config.max_string_size]
+        reason = raw.decode("utf-8", "ignore")
+        self._send(Goodbye(reason))
+        self._transition(ConnectionInput.SEND_GOODBYE)
+        self._close_reason = reason
+        # Our publications end now; our subscriptions stay in the table only
+        # so that in-flight fixed-size messages can still be parsed.
+        self._pubs.clear()
+        for s in self._subs.values():
+            s.state = SubscriptionState.CANCELLED
+
+
+_SEND_GOODBYE = {
+    (ConnectionState.AWAITING_HELLO, ConnectionInput.SEND_GOODBYE),
+    (ConnectionState.OPEN, ConnectionInput.SEND_GOODBYE),
+}

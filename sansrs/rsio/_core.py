@@ -1,0 +1,254 @@
+"""Shared state of an rsio connection: tables, output queue, events and the
+protocol-error path. ``Receiver`` (bytes in) and ``Connection`` (intents)
+build on it."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import NoReturn
+
+from .._errors import LocalProtocolError, RemoteProtocolError
+from ._codec import (
+    MAX_VARINT,
+    VERSION,
+    ClientHello,
+    ErrorCode,
+    Goodbye,
+    Message,
+    ServerHello,
+    encode_message,
+    encode_varint,
+)
+from ._config import ConnectionConfig, Role
+from ._tables import (
+    CONNECTION_TRANSITIONS,
+    ConnectionInput,
+    ConnectionState,
+    PublicationState,
+    SubscriptionState,
+)
+from .events import ConnectionClosed, Event
+
+__all__ = ["ConnectionCore"]
+
+_SUBSCRIBING = SubscriptionState.SUBSCRIBING
+_ACTIVE = SubscriptionState.ACTIVE
+
+
+class _Partial:
+    """A split element being joined."""
+
+    __slots__ = ("data", "parts")
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.parts = 0
+
+
+class Sub:
+    """A subscription we made. ``size``: None until onSubscribe."""
+
+    __slots__ = ("demand", "id", "partials", "publisher", "size", "state")
+
+    def __init__(self, sid: int, publisher: str, demand: int) -> None:
+        self.id = sid
+        self.publisher = publisher
+        self.demand = demand
+        self.size: int | None = None
+        self.state = _SUBSCRIBING
+        self.partials: dict[int, _Partial] | None = None
+
+
+class Pub:
+    """The peer's subscription to one of our publishers."""
+
+    __slots__ = (
+        "demand",
+        "head_next",
+        "head_packed",
+        "id",
+        "next_element_id",
+        "open_parts",
+        "publisher",
+        "size",
+        "state",
+    )
+
+    def __init__(self, sid: int, publisher: str, demand: int) -> None:
+        self.id = sid
+        self.publisher = publisher
+        self.demand = demand
+        self.size = 0
+        self.state = PublicationState.SUBSCRIBED
+        vid = encode_varint(sid)
+        self.head_next = b"\x21" + vid
+        self.head_packed = b"\x22" + vid
+        self.next_element_id = 0
+        self.open_parts: set[int] = set()
+
+
+def add_demand(demand: int, n: int) -> int:
+    """Rule 3.17: saturate at 2**63-1 (then unbounded)."""
+    total = demand + n
+    return total if total < MAX_VARINT else MAX_VARINT
+
+
+class ConnectionCore:
+    def __init__(self, role: Role, config: ConnectionConfig | None = None) -> None:
+        self.role = role
+        self.config = config = config if config is not None else ConnectionConfig()
+        self._limits = config.decode_limits
+        self._client = role is Role.CLIENT
+        self._state = ConnectionState.AWAITING_HELLO
+        self._events: list[Event] = []
+        self._event_queue: deque[Event] = deque()
+        self._out: list[bytes | memoryview] = []
+        self._out_size = 0
+        self._max_out = config.max_queued_output
+        self._split_size = config.split_size
+        self._max_element = config.max_element_size
+        # Input not yet parsed: chunks, their total size, and the size the
+        # first message needs (known once its lengths are read).
+        self._chunks: list[bytes] = []
+        self._buffered = 0
+        self._need = 1
+        self._subs: dict[int, Sub] = {}
+        self._pubs: dict[int, Pub] = {}
+        #: Cancelled subscriptions whose elementSize is > 0 or unknown (docs §5.4).
+        self._tombs: dict[int, int | None] = {}
+        self._next_sid = 1
+        self._splits = 0  # split elements in progress (receiving)
+        self._split_bytes = 0
+        self._error: RemoteProtocolError | None = None
+        self._close_reason = ""
+        self.peer_hello: ClientHello | ServerHello | None = None
+        hello = ClientHello if self._client else ServerHello
+        self._queue(encode_message(hello(VERSION, tuple(config.extensions))))
+
+    # -- inspection -----------------------------------------------------------
+    @property
+    def state(self) -> ConnectionState:
+        return self._state
+
+    @property
+    def output_blocked(self) -> bool:
+        return self._out_size >= self._max_out
+
+    @property
+    def queued_output(self) -> int:
+        return self._out_size
+
+    def subscription_state(self, subscriber_id: int) -> SubscriptionState:
+        """Of a subscription we made: CLOSED when unknown or over."""
+        s = self._subs.get(subscriber_id)
+        if s is not None:
+            return s.state
+        if subscriber_id in self._tombs:
+            return SubscriptionState.CANCELLED
+        return SubscriptionState.CLOSED
+
+    def publication_state(self, subscriber_id: int) -> PublicationState:
+        """Of the peer's subscription ``subscriber_id``: CLOSED when unknown or over."""
+        p = self._pubs.get(subscriber_id)
+        return p.state if p is not None else PublicationState.CLOSED
+
+    def demand_of(self, subscriber_id: int) -> int:
+        """Outstanding demand: of the peer's subscription if we publish to it,
+        else of ours. 0 when unknown."""
+        p = self._pubs.get(subscriber_id)
+        if p is not None:
+            return p.demand
+        s = self._subs.get(subscriber_id)
+        return s.demand if s is not None else 0
+
+    @property
+    def open_subscriptions(self) -> list[int]:
+        return list(self._subs)
+
+    @property
+    def open_publications(self) -> list[int]:
+        return list(self._pubs)
+
+    # -- output and events ------------------------------------------------------
+    def data_to_send(self) -> bytes:
+        out = self._out
+        if not out:
+            return b""
+        self._out = []
+        self._out_size = 0
+        return out[0] if len(out) == 1 and type(out[0]) is bytes else b"".join(out)
+
+    def events(self) -> list[Event]:
+        queued = self._event_queue
+        events = self._events
+        self._events = []
+        if queued:
+            result = list(queued)
+            queued.clear()
+            result.extend(events)
+            return result
+        return events
+
+    def next_event(self) -> Event | None:
+        if self._events:
+            self._event_queue.extend(self._events)
+            self._events = []
+        return self._event_queue.popleft() if self._event_queue else None
+
+    def handle_timeout(self, now: float) -> None:
+        """rsio has no timers (no keepalive in version 0); kept for drivers."""
+
+    def next_deadline(self) -> float | None:
+        return None
+
+    # -- plumbing -------------------------------------------------------------------
+    def _queue(self, data: bytes) -> None:
+        self._out.append(data)
+        self._out_size += len(data)
+
+    def _send(self, msg: Message, element_size: int = 0) -> None:
+        self._queue(encode_message(msg, element_size))
+
+    def _transition(self, inp: ConnectionInput) -> ConnectionState | None:
+        nxt = CONNECTION_TRANSITIONS.get((self._state, inp))
+        if nxt is not None:
+            self._state = nxt
+        return nxt
+
+    def _check_send(self, what: str) -> None:
+        if (self._state, ConnectionInput.SEND_STREAM) not in CONNECTION_TRANSITIONS:
+            raise LocalProtocolError(f"{what}: the connection is {self._state.value}")
+
+    def _fail(self, code: ErrorCode, message: str) -> NoReturn:
+        """A protocol error: goodbye (unless ours is already out), close, raise."""
+        error = RemoteProtocolError(message, int(code))
+        self._raise(error)
+
+    def _raise(self, error: RemoteProtocolError) -> NoReturn:
+        reason = f"protocol error: {error.message}"
+        if self._state is not ConnectionState.CLOSING:
+            self._send(Goodbye(_clip(reason, self.config.max_string_size)))
+        self._state = ConnectionState.CLOSED
+        self._forget_all()
+        self._error = error
+        self._events.append(
+            ConnectionClosed(reason=reason, by_peer=False, error_code=error.error_code)
+        )
+        raise error
+
+    def _forget_all(self) -> None:
+        self._subs.clear()
+        self._pubs.clear()
+        self._tombs.clear()
+        self._chunks = []
+        self._buffered = 0
+        self._splits = 0
+        self._split_bytes = 0
+
+
+def _clip(text: str, limit: int) -> str:
+    """Trim a reason so that its UTF-8 fits the peer's (and our) string limit."""
+    raw = text.encode("utf-8", "replace")
+    if len(raw) <= limit:
+        return text
+    return raw[:limit].decode("utf-8", "ignore")

@@ -1,0 +1,83 @@
+"""Server-side store of resumable sessions, keyed by resume identification
+token (spec: Resuming Operation, Identification Token Handling).
+
+Sans-IO like the connections: time enters as ``now``. A session stays in the
+store from its SETUP (with R) until it ends; while it has no transport it is
+kept ``keep_detached`` seconds, then ``expire(now)`` (or a RESUME arriving
+later) ends it and frees it. Tokens are secrets: the store never shows them
+(its repr counts sessions only).
+
+One store serves every connection of a server. Each call is a single dict
+operation plus work on one session, but a session must not be driven by two
+threads at once: an adapter running connections on several threads
+serializes RESUME handling with the thread that owns the old session (the
+sansrs adapters do it under one lock).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._resume import Resumable
+
+__all__ = ["SessionStore"]
+
+
+class SessionStore:
+    """Resumable sessions by token; see the module docstring."""
+
+    def __init__(self, *, keep_detached: float = 60.0, max_sessions: int = 10_000) -> None:
+        if keep_detached <= 0:
+            raise ValueError("keep_detached must be > 0 seconds")
+        if max_sessions < 1:
+            raise ValueError("max_sessions must be >= 1")
+        #: Seconds a session without a transport waits for a RESUME.
+        self.keep_detached = keep_detached
+        #: Most sessions kept at once; beyond it a SETUP with R is rejected.
+        self.max_sessions = max_sessions
+        self._sessions: dict[bytes, Resumable] = {}
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def __repr__(self) -> str:
+        return (
+            f"<SessionStore sessions={len(self._sessions)} keep_detached={self.keep_detached:g}s>"
+        )
+
+    def reserve(self, token: bytes, session: Resumable) -> str | None:
+        """Register a new session; the reason when it cannot be (token live)."""
+        if len(self._sessions) >= self.max_sessions:
+            return "too many resumable sessions"
+        if self._sessions.setdefault(token, session) is not session:
+            return "the resume token is already in use"
+        return None
+
+    def release(self, token: bytes, session: Resumable) -> None:
+        """Forget an ended session (only if ``token`` still names it)."""
+        if self._sessions.get(token) is session:
+            del self._sessions[token]
+
+    def lookup(self, token: bytes, now: float | None) -> Resumable | None:
+        """The live session for ``token``; None when unknown, ended or
+        expired (an expired one is ended and freed here)."""
+        session = self._sessions.get(token)
+        if session is None:
+            return None
+        if now is not None and session._expire_detached(now):
+            return None
+        return session
+
+    def expire(self, now: float) -> list[Resumable]:
+        """End and free every session detached for ``keep_detached`` seconds
+        or more at ``now``; returns them (each has a terminal
+        ``ConnectionLost(timed_out=True)`` event)."""
+        return [s for s in list(self._sessions.values()) if s._expire_detached(now)]
+
+    def next_deadline(self) -> float | None:
+        """When ``expire`` next has something to do (None: nothing detached)."""
+        deadlines = [
+            s._detached_at + self.keep_detached for s in self._sessions.values() if s._detached
+        ]
+        return min(deadlines) if deadlines else None

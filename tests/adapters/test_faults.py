@@ -1,0 +1,153 @@
+"""The fault-injecting proxy (``sansrs.adapters.faults``) on loopback: it
+forwards, cuts at the byte offsets it draws, delays and blackholes. The
+resumption tests over it are in tests/rsocket/test_resume_faults.py."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from sansrs.adapters.faults import FaultProxy
+
+
+class EchoServer:
+    """Echoes every connection on its own thread until the peer ends."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address: tuple[str, int] = self.listener.getsockname()[:2]
+        self.accepted = 0
+        self._threads: list[threading.Thread] = []
+        self._acceptor = threading.Thread(target=self._accept, daemon=True)
+        self._acceptor.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self.listener.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            t = threading.Thread(target=self._echo, args=(sock,), daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def _echo(self, sock: socket.socket) -> None:
+        sock.settimeout(10.0)
+        with sock:
+            try:
+                while data := sock.recv(65536):
+                    sock.sendall(data)
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self.listener.close()
+        for t in self._threads:
+            t.join(10.0)
+
+
+@pytest.fixture
+def echo() -> Iterator[EchoServer]:
+    server = EchoServer()
+    yield server
+    server.close()
+
+
+def read_until_end(sock: socket.socket, limit: int) -> bytes:
+    """Read until EOF / reset, or ``limit`` bytes."""
+    out = bytearray()
+    sock.settimeout(10.0)
+    while len(out) < limit:
+        try:
+            data = sock.recv(65536)
+        except ConnectionResetError:
+            break
+        if not data:
+            break
+        out += data
+    return bytes(out)
+
+
+def test_faults_proxy_forwards_both_ways(echo: EchoServer) -> None:
+    with FaultProxy(echo.address) as proxy, socket.create_connection(proxy.address) as sock:
+        payload = bytes(range(256)) * 400
+        sock.sendall(payload)
+        assert read_until_end(sock, len(payload)) == payload
+    assert proxy.stats.links == 1 and proxy.stats.cuts == 0
+    assert proxy.stats.forwarded == 2 * len(payload)
+
+
+def test_faults_cut_after_resets_at_the_offset(echo: EchoServer) -> None:
+    with FaultProxy(echo.address) as proxy, socket.create_connection(proxy.address) as sock:
+        sock.sendall(b"x" * 100)
+        assert read_until_end(sock, 100) == b"x" * 100
+        proxy.cut_after(150)  # 100 more up, 50 back, then the reset
+        sock.sendall(b"y" * 100)
+        got = read_until_end(sock, 1000)
+        assert proxy.wait_cuts(1, 10.0)
+    assert len(got) <= 50 and set(got) <= {ord("y")}
+    assert proxy.stats.forwarded == 350
+
+
+def test_faults_cut_at_random_offsets_from_injected_rng(echo: EchoServer) -> None:
+    """Offsets come from the injected ``random.Random``: the same seed cuts
+    at the same offsets."""
+    seeded = random.Random(5)
+    budgets = [seeded.randint(10, 5000) for _ in range(3)]
+    rng = random.Random(5)
+    with FaultProxy(echo.address, rng=rng) as proxy:
+        proxy.cut_at_random(10, 5000, cuts=3)
+        for _ in range(3):
+            with socket.create_connection(proxy.address) as sock:
+                with contextlib.suppress(OSError):  # the cut may come mid-send
+                    sock.sendall(b"z" * 20_000)
+                read_until_end(sock, 40_000)
+        assert proxy.wait_cuts(3, 10.0)
+        with socket.create_connection(proxy.address) as sock:  # no cuts left
+            sock.sendall(b"w" * 1000)
+            assert read_until_end(sock, 1000) == b"w" * 1000
+    assert proxy.stats.cuts == 3
+    # Each cut link forwarded exactly its drawn budget; the last one all 2000 bytes.
+    assert proxy.stats.forwarded == sum(budgets) + 2000
+
+
+def test_faults_blackhole_drops_bytes_and_keeps_links(echo: EchoServer) -> None:
+    with FaultProxy(echo.address) as proxy, socket.create_connection(proxy.address) as sock:
+        proxy.blackhole()
+        sock.sendall(b"lost")
+        sock.settimeout(0.2)
+        with pytest.raises(TimeoutError):
+            sock.recv(10)  # bounded wait: nothing may come back
+        proxy.blackhole(False)
+        sock.sendall(b"kept")
+        assert read_until_end(sock, 4) == b"kept"
+    assert proxy.stats.dropped == 4 and proxy.stats.cuts == 0
+
+
+def test_faults_delay_holds_each_chunk(echo: EchoServer) -> None:
+    with FaultProxy(echo.address) as proxy, socket.create_connection(proxy.address) as sock:
+        proxy.delay(0.1)
+        start = time.monotonic()
+        sock.sendall(b"late")
+        assert read_until_end(sock, 4) == b"late"
+        assert time.monotonic() - start >= 0.2  # delayed both ways
+        proxy.delay(0)
+
+
+def test_faults_cut_now_and_validation(echo: EchoServer) -> None:
+    with FaultProxy(echo.address) as proxy, socket.create_connection(proxy.address) as sock:
+        sock.sendall(b"a")
+        assert read_until_end(sock, 1) == b"a"
+        proxy.cut_now()
+        assert proxy.wait_cuts(1, 10.0)
+        assert read_until_end(sock, 10) == b""
+        with pytest.raises(ValueError):
+            proxy.cut_at_random(10, 5, cuts=1)
+        with pytest.raises(ValueError):
+            proxy.delay(-1)

@@ -1,0 +1,152 @@
+"""The hot paths for REQUEST_FNF / REQUEST_RESPONSE (sending and receiving)
+and for a request-response answer must behave exactly as the general path:
+same bytes on the wire, same events, same stream bookkeeping, same implied
+positions, and the same spec rules (9.1 reused IDs, parity, stream limit,
+leases, a response PAYLOAD completes the stream)."""
+
+from __future__ import annotations
+
+import pytest
+from pair import Pair, bytewise, whole
+
+from sansrs.rsocket import (
+    ConnectionConfig,
+    ErrorCode,
+    ErrorFrame,
+    PayloadFrame,
+    RequestFnfFrame,
+    RequestResponseFrame,
+    encode_frame_prefixed,
+)
+from sansrs.rsocket.events import (
+    FireAndForgetReceived,
+    PayloadReceived,
+    RequestResponseReceived,
+)
+
+
+def _established(**config: int) -> Pair:
+    server_config = ConnectionConfig(**config) if config else None  # type: ignore[arg-type]
+    return Pair.established(server_config=server_config)
+
+
+@pytest.mark.parametrize(
+    ("send", "frame"),
+    [
+        (lambda c: c.request_fnf(b"hello"), lambda sid: RequestFnfFrame(sid, b"hello", None)),
+        (lambda c: c.request_response(b""), lambda sid: RequestResponseFrame(sid, b"", None)),
+        (
+            lambda c: c.request_fnf(b"d", b"md"),
+            lambda sid: RequestFnfFrame(sid, b"d", b"md"),
+        ),
+    ],
+)
+def test_rsocket_request_frames_encoded_directly_match_the_codec(
+    send: object, frame: object
+) -> None:
+    pair = _established()
+    before = pair.client.sent_position
+    sid = send(pair.client)  # type: ignore[operator]
+    expected = encode_frame_prefixed(frame(sid))  # type: ignore[operator]
+    assert pair.client.data_to_send() == expected
+    assert pair.client.sent_position - before == len(expected) - 3
+
+
+@pytest.mark.parametrize("chunker", [whole, bytewise])
+def test_rsocket_fire_and_forget_and_request_response_received_on_the_fast_path(
+    chunker: object,
+) -> None:
+    pair = Pair.established(chunker=chunker)  # type: ignore[arg-type]
+    before = pair.server.received_position
+    f1 = pair.client.request_fnf(b"a")
+    r1 = pair.client.request_response(b"b")
+    f2 = pair.client.request_fnf(b"c", b"m")  # metadata: the general path
+    sent = pair.client.sent_position
+    pair.pump()
+    assert pair.server_events == [
+        FireAndForgetReceived(stream_id=f1, data=b"a", metadata=None),
+        RequestResponseReceived(stream_id=r1, data=b"b", metadata=None),
+        FireAndForgetReceived(stream_id=f2, data=b"c", metadata=b"m"),
+    ]
+    assert pair.server.received_position - before == sent - before
+    assert pair.server.open_streams == [r1]
+    pair.server.send_payload(r1, b"answer", complete=True)
+    pair.pump()
+    assert pair.client_events == [
+        PayloadReceived(stream_id=r1, data=b"answer", metadata=None, complete=True, next=True)
+    ]
+    assert pair.client.open_streams == [] and pair.server.open_streams == []
+
+
+def test_rsocket_request_response_answer_with_n_only_completes_the_stream() -> None:
+    # Spec (Request Response): the response PAYLOAD completes the stream even
+    # without the C flag; the hot path agrees with the general one.
+    pair = _established()
+    sid = pair.client.request_response(b"q")
+    pair.pump()
+    pair.client.receive_data(encode_frame_prefixed(PayloadFrame(sid, b"r", None, next=True)))
+    assert pair.client.events() == [
+        PayloadReceived(stream_id=sid, data=b"r", metadata=None, complete=True, next=True)
+    ]
+    assert pair.client.open_streams == []
+    # A second answer on the finished stream is ignored (spec 9.4).
+    pair.client.receive_data(encode_frame_prefixed(PayloadFrame(sid, b"x", None, next=True)))
+    assert pair.client.events() == []
+
+
+def test_rsocket_request_on_a_stream_id_in_use_ignored_on_the_fast_path() -> None:
+    pair = _established()
+    sid = pair.client.request_response(b"first")
+    pair.pump()
+    assert pair.server.open_streams == [sid]
+    before = pair.server.received_position
+    again = encode_frame_prefixed(RequestResponseFrame(sid, b"again", None))
+    fnf = encode_frame_prefixed(RequestFnfFrame(sid, b"fnf", None))
+    pair.server.receive_data(again + fnf)
+    assert pair.server.events() == []  # spec 9.1
+    # Both still count for resumption positions.
+    assert pair.server.received_position - before == len(again) + len(fnf) - 6
+
+
+def test_rsocket_request_of_our_own_parity_rejected_not_announced() -> None:
+    pair = _established()
+    even = 2  # the server's own parity
+    pair.server.receive_data(
+        encode_frame_prefixed(RequestResponseFrame(even, b"x", None))
+        + encode_frame_prefixed(RequestFnfFrame(even + 2, b"y", None))
+    )
+    assert pair.server.events() == []
+    # REJECTED for the request-response, nothing for the FNF.
+    assert pair.server.data_to_send() == encode_frame_prefixed(
+        ErrorFrame(even, ErrorCode.REJECTED, b"stream ID has the wrong parity")
+    )
+
+
+def test_rsocket_request_beyond_max_concurrent_streams_rejected_on_the_fast_path() -> None:
+    pair = _established(max_concurrent_streams=2)
+    sids = [pair.client.request_response(b"r") for _ in range(3)]
+    fnf = pair.client.request_fnf(b"f")  # not a stream: never limited
+    pair.pump()
+    received = pair.server_events
+    assert [e.stream_id for e in received if isinstance(e, RequestResponseReceived)] == sids[:2]
+    assert any(isinstance(e, FireAndForgetReceived) and e.stream_id == fnf for e in received)
+    rejected = [
+        e for e in pair.client_events if getattr(e, "stream_id", None) == sids[2]
+    ]
+    assert [getattr(e, "error_code", None) for e in rejected] == [ErrorCode.REJECTED]
+
+
+def test_rsocket_requests_under_lease_take_the_general_path() -> None:
+    # With leases the responder must count every request against its lease.
+    pair = Pair.established(lease=(60_000, 1))
+    first = pair.client.request_response(b"1")
+    pair.pump()
+    assert any(isinstance(e, RequestResponseReceived) for e in pair.server_events)
+    # The lease allowed one request: a second one sent anyway is rejected.
+    extra = pair.client.open_streams[-1] + 2 if pair.client.open_streams else first + 2
+    pair.server.receive_data(encode_frame_prefixed(RequestResponseFrame(extra, b"2", None)))
+    assert pair.server.events() == []
+    out = pair.server.data_to_send()
+    assert out == encode_frame_prefixed(
+        ErrorFrame(extra, ErrorCode.REJECTED, b"request beyond the lease")
+    )

@@ -1,0 +1,213 @@
+"""Ditto history as a Spark source (``ws://`` URLs): partitions split by thing,
+rows are the events, demand bounded by ``prefetch``; the data source batch
+and streaming readers (offsets = revisions) on the shared SparkSession."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sansrs.adapters import ditto_sync
+from sansrs.adapters.ditto_history import HistoryRequest, InMemoryHistory
+from sansrs.adapters.spark import SourceError, open_partition_stream, partition_reader, read_rdd
+from sansrs.adapters.spark.ditto import assigned, event_row, latest_revisions
+
+pytestmark = pytest.mark.timeout(240)
+
+NS = "org.sansrs.test"
+THINGS = [f"{NS}:sensor-{k}" for k in range(7)]
+REVISIONS = 30  # revisions 1..30 per thing
+SCHEMA = "thingId string, revision long, seq long, celsius double, action string"
+
+
+def event(thing: str, revision: int) -> dict[str, Any]:
+    k = THINGS.index(thing) if thing in THINGS else 99
+    return {
+        "topic": f"{thing.replace(':', '/')}/things/twin/events/modified",
+        "path": "/features/temperature/properties",
+        "value": {"seq": k * 1000 + revision, "celsius": k + revision / 8},
+        "revision": revision,
+        "timestamp": f"2026-01-01T00:{revision // 60:02d}:{revision % 60:02d}Z",
+    }
+
+
+def expected_rows(revisions: Iterable[tuple[str, int]]) -> list[tuple[Any, ...]]:
+    rows = []
+    for thing, r in revisions:
+        k = THINGS.index(thing)
+        rows.append((thing, r, k * 1000 + r, k + r / 8, "modified"))
+    return sorted(rows)
+
+
+class PullCounting:
+    """Wraps a history source: counts the events pulled from it (on the
+    session's thread, only within the subscriber's demand)."""
+
+    def __init__(self, inner: InMemoryHistory) -> None:
+        self.inner = inner
+        self.pulled = 0
+        self.lock = threading.Lock()
+
+    def open(self, request: HistoryRequest) -> Iterable[Any]:
+        items = self.inner.open(request)
+        if request.kind.name == "SEARCH":
+            return items
+        return self._counted(items)  # type: ignore[arg-type]
+
+    def _counted(self, items: Iterable[Any]) -> Iterator[Any]:
+        for item in items:
+            with self.lock:
+                self.pulled += 1
+            yield item
+
+
+HISTORY = InMemoryHistory(event(t, r) for t in THINGS for r in range(1, REVISIONS + 1))
+SOURCE = PullCounting(HISTORY)
+
+
+@pytest.fixture(scope="module")
+def ditto_url() -> Iterator[str]:
+    with ditto_sync.serve("ws://127.0.0.1:0/ws/2", SOURCE) as server:
+        yield server.url
+
+
+def test_event_row_flattens_the_event_and_keeps_its_own_columns() -> None:
+    row = event_row({**event(THINGS[2], 5), "value": {"revision": "shadowed", "x": [1]}})
+    assert row == {
+        "x": [1],
+        "thingId": THINGS[2],
+        "revision": 5,
+        "timestamp": "2026-01-01T00:00:05Z",
+        "topic": f"{NS}/sensor-2/things/twin/events/modified",
+        "action": "modified",
+        "path": "/features/temperature/properties",
+        "value": '{"revision":"shadowed","x":[1]}',
+    }
+    deleted = event_row({"topic": f"{NS}/t/things/twin/events/deleted", "revision": 3})
+    assert deleted["value"] is None and deleted["action"] == "deleted"
+
+
+def test_partitions_split_by_thing_exactly_once(ditto_url: str) -> None:
+    n = 3
+    got: dict[int, list[tuple[str, int]]] = {}
+    for p in range(n):
+        batches = list(open_partition_stream(ditto_url, NS, p, n, {}, prefetch=8, timeout=10))
+        assert all(1 <= len(b) <= 4 for b in batches)  # at most prefetch // 2 per batch
+        got[p] = [(row["thingId"], row["revision"]) for b in batches for row in b]
+    everything = [pair for rows in got.values() for pair in rows]
+    assert sorted(everything) == [(t, r) for t in sorted(THINGS) for r in range(1, 31)]
+    for p, rows in got.items():
+        assert {assigned(t, n) for t, _ in rows} <= {p}
+        # each thing's events arrive in revision order
+        for thing in {t for t, _ in rows}:
+            assert [r for t, r in rows if t == thing] == list(range(1, REVISIONS + 1))
+
+
+def test_options_narrow_things_and_revisions(ditto_url: str) -> None:
+    options = {"things": [THINGS[1], THINGS[4], "other.ns:x"], "from_revision": 28,
+               "filter": "gt(features/temperature/properties/celsius,4.6)"}
+    rows = [r for b in open_partition_stream(ditto_url, NS, 0, 1, options, timeout=10) for r in b]
+    # other.ns:x is outside the namespace; sensor-1 at revision 28 has celsius 4.5
+    assert [(r["thingId"], r["revision"]) for r in rows] == [
+        (THINGS[1], 29), (THINGS[1], 30),
+        (THINGS[4], 28), (THINGS[4], 29), (THINGS[4], 30),
+    ]
+    found = open_partition_stream(
+        ditto_url, "*", 0, 1, {"search_filter": f'eq(thingId,"{THINGS[6]}")'}, timeout=10
+    )
+    assert {r["thingId"] for b in found for r in b} == {THINGS[6]}
+
+
+def test_demand_is_prefetch_events(ditto_url: str) -> None:
+    prefetch = 6
+    before = SOURCE.pulled
+    stream = open_partition_stream(
+        ditto_url, NS, 0, 1, {"things": [THINGS[0]]}, prefetch=prefetch, timeout=10
+    )
+    consumed = 0
+    for batch in stream:
+        consumed += len(batch)
+        # never more pulled from the history than consumed + the demand
+        assert SOURCE.pulled - before <= consumed + prefetch
+        if consumed >= 12:
+            break
+    stream.close()
+    assert consumed == 12
+
+
+def test_unknown_thing_is_a_source_error_with_dittos_message(ditto_url: str) -> None:
+    stream = open_partition_stream(ditto_url, NS, 0, 1, {"things": [f"{NS}:ghost"]}, timeout=10)
+    with pytest.raises(SourceError, match=r"404 things:thing\.notfound"):
+        list(stream)
+
+
+def test_latest_revisions(ditto_url: str) -> None:
+    assert latest_revisions(ditto_url, NS, {}, 10) == dict.fromkeys(THINGS, REVISIONS)
+
+
+def test_data_source_reads_ditto_history(spark: Any, ditto_url: str) -> None:
+    df = (
+        spark.read.format("sansrs").option("url", ditto_url).option("route", NS)
+        .option("partitions", 3).option("prefetch", 16).option("schema", SCHEMA).load()
+    )
+    assert df.rdd.getNumPartitions() == 3
+    rows = sorted(tuple(r) for r in df.collect())
+    assert rows == expected_rows((t, r) for t in THINGS for r in range(1, REVISIONS + 1))
+    per = df.groupBy("thingId").count().collect()
+    assert {r["thingId"]: r["count"] for r in per} == dict.fromkeys(THINGS, REVISIONS)
+
+
+def test_partition_reader_over_ditto(spark: Any, ditto_url: str) -> None:
+    reader = partition_reader(ditto_url, route=NS, partitions=2,
+                              options={"things": THINGS[:3], "to_revision": 2},
+                              fields=["thingId", "revision"])
+    assert reader.prefetch == 256  # events, the Ditto default
+    got = sorted(read_rdd(spark.sparkContext, reader).collect())
+    assert got == [(t, r) for t in THINGS[:3] for r in (1, 2)]
+
+
+def test_streaming_reader_offsets_are_revisions(spark: Any, tmp_path: Path) -> None:
+    things = [f"{NS}:stream-{k}" for k in range(3)]
+    history = InMemoryHistory(
+        {**event(t, r), "value": {"seq": k * 1000 + r}}
+        for k, t in enumerate(things) for r in range(1, 11)
+    )
+    offsets: list[dict[str, Any]] = []
+
+    with ditto_sync.serve("ws://127.0.0.1:0/ws/2", history) as server:
+
+        def run_available_now(batches: int) -> list[tuple[str, int]]:
+            got: list[tuple[str, int]] = []
+
+            def collect(df: Any, batch_id: int) -> None:  # on the driver
+                got.extend((r["thingId"], r["revision"]) for r in df.collect())
+
+            stream = (
+                spark.readStream.format("sansrs").option("url", server.url)
+                .option("route", NS).option("partitions", 2).option("max_rows_per_batch", 12)
+                .option("query", json.dumps({"search_filter": 'like(thingId,"*:stream-*")'}))
+                .option("schema", "thingId string, revision long, seq long").load()
+            )
+            query = (
+                stream.writeStream.foreachBatch(collect)
+                .option("checkpointLocation", str(tmp_path / "checkpoint"))
+                .trigger(availableNow=True).start()
+            )
+            assert query.awaitTermination(120)
+            assert query.exception() is None
+            sizes = [p.numInputRows for p in query.recentProgress if p.numInputRows]
+            assert len(sizes) == batches and max(sizes) <= 12  # max_rows_per_batch
+            offsets.append(json.loads(query.lastProgress.sources[0].endOffset))
+            return sorted(got)
+
+        assert run_available_now(3) == [(t, r) for t in things for r in range(1, 11)]
+        assert offsets[-1] == {"revisions": dict.fromkeys(things, 10)}
+        for k, t in enumerate(things[:2]):  # new revisions: only they are read next
+            for r in (11, 12):
+                history.append({**event(t, r), "value": {"seq": k * 1000 + r}})
+        assert run_available_now(1) == [(t, r) for t in things[:2] for r in (11, 12)]
+        assert offsets[-1] == {"revisions": {things[0]: 12, things[1]: 12, things[2]: 10}}
