@@ -11,7 +11,7 @@ the application's (one thread for many connections), or ``None`` (the same as
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Self
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 from .selector import Engine, Loop, LoopConnection, LoopServer, default_loop
 from .threads import ConnectionThread, ServerThread
@@ -21,6 +21,7 @@ from .urls import Endpoint
 __all__ = [
     "ListeningServer",
     "LoopChoice",
+    "PeersServer",
     "message_framed",
     "new_acceptor",
     "new_driver",
@@ -28,6 +29,14 @@ __all__ = [
 ]
 
 LoopChoice = str | Loop | None
+
+
+class _Peer(Protocol):
+    @property
+    def closed(self) -> bool: ...
+
+
+P = TypeVar("P", bound=_Peer)
 
 
 def pick_loop(loop: LoopChoice) -> Loop | None:
@@ -97,3 +106,17 @@ class ListeningServer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class PeersServer(ListeningServer, Generic[P]):
+    """A :class:`ListeningServer` that keeps a peer object per connection
+    (``make_connection`` appends it to ``peers``, its driver's exit removes it)."""
+
+    def __init__(self, accept: LoopServer, peers: list[P]) -> None:
+        super().__init__(accept)
+        self._peers = peers
+
+    @property
+    def peers(self) -> list[P]:
+        """Live connections (e.g. for server-initiated requests)."""
+        return [p for p in list(self._peers) if not p.closed]

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 
 from sansrs.rsio import ConnectionConfig, Role
 
-from .loops import ListeningServer, LoopChoice, message_framed, new_acceptor, new_driver, pick_loop
+from .loops import LoopChoice, PeersServer, message_framed, new_acceptor, new_driver, pick_loop
 from .queues import CreditQueue, EndOfStream
 from .rsio_engine import Publishers, RsioEngine, RsioError, Subscription
-from .selector import Driver, LoopConnection, LoopServer
+from .selector import Driver, LoopConnection
 from .session import MAX_DEMAND, RemoteStreamPublisher, StreamIterator, SubscriberSink
 from .threads import ConnectionClosed, ConnectionThread
 from .transports import Transport, listen, open_transport
@@ -250,17 +250,9 @@ def connect(
     return client
 
 
-class Server(ListeningServer):
-    """A listening rsio server."""
-
-    def __init__(self, accept: LoopServer, peers: list[RsioPeer]) -> None:
-        super().__init__(accept)
-        self._peers = peers
-
-    @property
-    def peers(self) -> list[RsioPeer]:
-        """Live connections: subscribe to what a client publishes."""
-        return [p for p in self._peers if not p.closed]
+class Server(PeersServer[RsioPeer]):
+    """A listening rsio server; ``peers``: live connections (subscribe to what
+    a client publishes)."""
 
 
 def serve(

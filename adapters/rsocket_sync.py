@@ -15,11 +15,11 @@ import ssl
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from .loops import ListeningServer, LoopChoice, message_framed, new_acceptor, new_driver, pick_loop
+from .loops import LoopChoice, PeersServer, message_framed, new_acceptor, new_driver, pick_loop
 from .queues import Batcher, CreditQueue, EndOfStream
 from .rsocket_engine import EngineOptions, RequestHandle, RSocketEngine
 from .rsocket_types import Payload, as_payload
-from .selector import Driver, LoopConnection, LoopServer
+from .selector import Driver, LoopConnection
 from .session import RemoteStreamPublisher, StreamIterator, SubscriberSink
 from .threads import ConnectionClosed, ConnectionThread
 from .transports import Transport, listen, open_transport
@@ -286,17 +286,9 @@ def connect(
     return client
 
 
-class Server(ListeningServer):
-    """A listening RSocket server (one thread per connection, or a selector loop)."""
-
-    def __init__(self, accept: LoopServer, peers: list[RSocketPeer]) -> None:
-        super().__init__(accept)
-        self._peers = peers
-
-    @property
-    def peers(self) -> list[RSocketPeer]:
-        """Live connections, for server-initiated requests."""
-        return [p for p in self._peers if not p.closed]
+class Server(PeersServer[RSocketPeer]):
+    """A listening RSocket server (one thread per connection, or a selector
+    loop); ``peers``: live connections, for server-initiated requests."""
 
 
 def serve(

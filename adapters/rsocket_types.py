@@ -85,6 +85,8 @@ def as_payload(value: object, metadata: object = None) -> Payload:
     ``Payload``, ``bytes``/``str`` (data), or ``(data, metadata)``."""
     if type(value) is Payload:
         return value
+    if type(value) is bytes and metadata is None:  # the common case, first
+        return Payload(value)
     if isinstance(value, tuple) and len(value) == 2:
         data, md = value
         return Payload(_bytes(data, "data"), None if md is None else _bytes(md, "metadata"))

@@ -604,10 +604,7 @@ class _RemoteSubscription(Generic[T, H]):
         n = min(n, MAX_DEMAND)
         with self._lock:
             first, self._requested = not self._requested, True
-        if first:
-            self._run(lambda: self._start_now(n))
-        else:
-            self._run(lambda: self._more_now(n))
+        self._run(partial(self._start_now if first else self._more_now, n))
 
     def _start_now(self, n: int) -> None:
         if self._cancelled:

@@ -19,6 +19,9 @@ readers
   sansrs   ``partition_reader`` (REQUEST_STREAM per partition); ``count()``
   source   ``spark.read.format("sansrs")`` (Arrow batches); ``count()`` of a
            column sum, so every row is read
+  and both sansrs readers again over Ditto history (``ws://``: one Ditto
+  event per row, ``--ditto-rows`` events spread over 64 things, each
+  partition subscribing for the persisted events of its things, demand 256)
 
 Rows are the same JSON objects everywhere, so the ratios measure the
 protocol and plumbing, not the encoding. The servers run in this process.
@@ -26,6 +29,7 @@ protocol and plumbing, not the encoding. The servers run in this process.
     .venv/bin/python benchmarks/bench_spark.py --runs 3
     .venv/bin/python benchmarks/bench_spark.py --rows 200000 --runs 1   # quick
     .venv/bin/python benchmarks/bench_spark.py --codec --rows 300000 --runs 5
+    .venv/bin/python benchmarks/bench_spark.py --ditto-rows 0    # without the Ditto readers
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from sansrs.adapters import ditto_sync
+from sansrs.adapters.ditto_history import HistoryRequest, search_pages, select_events
 from sansrs.adapters.spark import (
     Service,
     Sink,
@@ -196,6 +202,31 @@ def rows_source(total: int) -> Callable[[int, int, Mapping[str, Any]], Iterator[
     return source
 
 
+class DittoRows:
+    """Ditto history of ``total`` events over ``things`` things: revision r
+    of thing k carries ``make_row((r - 1) * things + k)``; generated within
+    the subscriber's demand. Search lists the things."""
+
+    NS = "bench"
+
+    def __init__(self, total: int, things: int = 64) -> None:
+        self.total, self.things = total, things
+
+    def open(self, request: HistoryRequest) -> Any:
+        ids = [f"{self.NS}:t-{k}" for k in range(self.things)]
+        if request.kind.name == "SEARCH":
+            return search_pages({t: {"thingId": t} for t in ids}, request.options)
+        k = ids.index(request.entity_id)
+        latest = max(0, (self.total - k + self.things - 1) // self.things)
+        topic = f"{self.NS}/t-{k}/things/twin/events/modified"
+        events = (
+            {"topic": topic, "path": "/attributes", "revision": r,
+             "value": make_row((r - 1) * self.things + k)}
+            for r in range(1, latest + 1)
+        )
+        return select_events(events, request.options, request.entity_id, latest)
+
+
 # -- the runs --------------------------------------------------------------
 
 
@@ -251,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--ditto-rows", type=int, default=200_000,
+                        help="events for the Ditto readers (0: skip them; one Ditto "
+                        "message per row makes them slower than the others)")
     parser.add_argument("--codec", action="store_true",
                         help="only compare the row encodings in process (no Spark job)")
     args = parser.parse_args(argv)
@@ -271,10 +305,13 @@ def main(argv: list[str] | None = None) -> int:
     service = Service(sources={"rows": rows_source(total)}, sinks={"bench": sink})
     server = serve("tcp://127.0.0.1:0", service)
     url = server.url
+    ditto_total = args.ditto_rows
+    ditto_server = ditto_sync.serve("ws://127.0.0.1:0/ws/2", DittoRows(ditto_total))
+    ditto_url = ditto_server.url
 
-    def check(n: int, what: str) -> None:
-        if n != total:
-            raise SystemExit(f"{what}: {n} rows, expected {total}")
+    def check(n: int, what: str, expected: int = total) -> None:
+        if n != expected:
+            raise SystemExit(f"{what}: {n} rows, expected {expected}")
 
     def w_raw() -> None:
         before = raw.received
@@ -323,11 +360,29 @@ def main(argv: list[str] | None = None) -> int:
         if got["s"] != total * (total - 1) // 2:
             raise SystemExit("data source reader: wrong content")
 
+    def r_ditto_sansrs() -> None:
+        reader = partition_reader(ditto_url, route=DittoRows.NS, partitions=parts)
+        check(read_rdd(sc, reader).count(), "sansrs reader (ditto)", ditto_total)
+
+    def r_ditto_source() -> None:
+        got = (
+            spark.read.format("sansrs").option("url", ditto_url).option("route", DittoRows.NS)
+            # "value" is the event's own column (the JSON text) over Ditto
+            .option("partitions", parts).option("schema", "id long, device long, revision long")
+            .load().selectExpr("count(*) AS n", "sum(id) AS s").collect()[0]
+        )
+        check(got["n"], "data source reader (ditto)", ditto_total)
+        if got["s"] != ditto_total * (ditto_total - 1) // 2:
+            raise SystemExit("data source reader (ditto): wrong content")
+
     cases: dict[str, Callable[[], None]] = {
         "writer raw": w_raw, "writer sansrs": w_sansrs, "writer source": w_source,
         "arrow-writer sansrs": w_sansrs_arrow, "arrow-writer source": w_source_arrow,
         "reader raw": r_raw, "reader sansrs": r_sansrs, "reader source": r_source,
     }
+    if ditto_total > 0:
+        cases.update({"ditto-reader sansrs": r_ditto_sansrs, "ditto-reader source": r_ditto_source})
+    sizes = {name: ditto_total if name.startswith("ditto") else total for name in cases}
     for fn in cases.values():  # warm up: worker processes, JIT, imports
         fn()
     times: dict[str, list[float]] = {name: [] for name in cases}
@@ -335,8 +390,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, fn in cases.items():
             times[name].append(timed(fn))
         print(f"run {run + 1}/{args.runs}: " + ", ".join(
-            f"{n} {total / t[-1]:,.0f}/s" for n, t in times.items()), file=sys.stderr, flush=True)
+            f"{n} {sizes[n] / t[-1]:,.0f}/s" for n, t in times.items()), file=sys.stderr,
+            flush=True)
     server.close()
+    ditto_server.close()
     raw.shutdown()
     spark.stop()
 
@@ -347,9 +404,15 @@ def main(argv: list[str] | None = None) -> int:
           "| partition fn / raw | data source / raw |")
     print("| --- | --- | --- | --- | --- | --- |")
     times["arrow-writer raw"] = times["writer raw"]  # the same baseline
-    for kind, label in (("writer", "writer"), ("arrow-writer", "writer, encoding arrow"),
-                        ("reader", "reader")):
-        med = {v: total / statistics.median(times[f"{kind} {v}"]) for v in
+    sizes["arrow-writer raw"] = total
+    kinds = [("writer", "writer"), ("arrow-writer", "writer, encoding arrow"),
+             ("reader", "reader")]
+    if ditto_total > 0:
+        times["ditto-reader raw"] = times["reader raw"]  # rows/s against the same baseline
+        sizes["ditto-reader raw"] = total
+        kinds.append(("ditto-reader", f"reader, Ditto over WebSocket ({ditto_total:,} events)"))
+    for kind, label in kinds:
+        med = {v: sizes[f"{kind} {v}"] / statistics.median(times[f"{kind} {v}"]) for v in
                ("raw", "sansrs", "source")}
         print(f"| {label} | {med['raw']:,.0f} | {med['sansrs']:,.0f} | {med['source']:,.0f} "
               f"| {med['sansrs'] / med['raw']:.2f} | {med['source'] / med['raw']:.2f} |")

@@ -5,7 +5,9 @@
     df.write.format("sansrs").option("url", url).option("route", "stats").mode("append").save()
 
 Reads: one input partition per share of the remote stream (REQUEST_STREAM with
-the partition index and count). Writes: every task streams its partition to
+the partition index and count; for ``ws://`` URLs the Ditto history of the
+things hashed to the partition). Streaming reads: offsets are record counts
+over RSocket, revisions over Ditto. Writes: every task streams its partition to
 the sink in commit mode ``job``; the driver's ``commit`` publishes exactly the
 partitions whose tasks succeeded (one attempt each) and ``abort`` drops them,
 so a failed job leaves nothing behind. Options are listed in docs/spark.md.
@@ -70,7 +72,8 @@ def _int_option(options: Any, name: str, default: int) -> int:
 
 
 class SansrsDataSource(DataSource):
-    """``format("sansrs")``: rows from and to sansrs services over RSocket."""
+    """``format("sansrs")``: rows from and to sansrs services over RSocket, and
+    from Ditto history over WebSocket (``ws://``, ``wss://``: :mod:`.ditto`)."""
 
     @classmethod
     def name(cls) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import NoReturn
 
 from .._errors import LocalProtocolError
+from . import _core as _core_module
 from ._core import (
     _BOTH_OPEN,
     _CI,
@@ -20,7 +21,6 @@ from ._core import (
     _OUT_ONLY,
     _PAYLOAD_NEXT,
     _PAYLOAD_NEXT_COMPLETE,
-    _PREFIX_HEADER,
     _REJECT_SETUP_CODES,
     _RR,
     _STREAM_ERROR_CODES,
@@ -64,6 +64,10 @@ from .events import (
     ConnectionClosed,
     ConnectionLost,
 )
+
+# Bound by assignment, not import: CPython 3.11 compiles ``name.method(...)``
+# without its fast method call when ``name`` comes from an import (hot path).
+_PREFIX_HEADER = _core_module._PREFIX_HEADER
 
 __all__ = ["CONNECTION_TRANSITIONS", "Connection", "ConnectionInput", "ConnectionState"]
 

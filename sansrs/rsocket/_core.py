@@ -48,6 +48,10 @@ __all__ = ["CONNECTION_TRANSITIONS", "ConnectionCore", "ConnectionInput", "Conne
 
 
 class ConnectionState(enum.Enum):
+    # Identity hash (members are singletons, compared by identity): Enum's
+    # own __hash__ is Python code, run on every transition-table lookup.
+    __hash__ = object.__hash__
+
     AWAITING_SETUP = "awaiting-setup"  # client: setup() not called; server: no SETUP yet
     SETUP_RECEIVED = "setup-received"  # server: the application must accept or reject
     ESTABLISHED = "established"
@@ -58,6 +62,10 @@ class ConnectionState(enum.Enum):
 
 
 class ConnectionInput(enum.Enum):
+    # Identity hash (members are singletons, compared by identity): Enum's
+    # own __hash__ is Python code, run on every transition-table lookup.
+    __hash__ = object.__hash__
+
     SEND_SETUP = "send-setup"
     RECV_SETUP = "recv-setup"
     ACCEPT = "accept"

@@ -12,37 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._errors import LocalProtocolError
-from ._codec import (
-    _HEADER,
-    _HEADER_U24,
-    _HEADER_U32,
-    _HEADER_U32_U32,
-    _HEADER_U64,
-    _MAX_MIME_LENGTH,
-    _MAX_U16,
-    _MAX_U32,
-    _RESUME_FIXED,
-    _SETUP_FIXED,
-    _T_CANCEL,
-    _T_ERROR,
-    _T_EXT,
-    _T_KEEPALIVE,
-    _T_LEASE,
-    _T_METADATA_PUSH,
-    _T_PAYLOAD,
-    _T_REQUEST_CHANNEL,
-    _T_REQUEST_FNF,
-    _T_REQUEST_N,
-    _T_REQUEST_RESPONSE,
-    _T_REQUEST_STREAM,
-    _T_RESUME,
-    _T_RESUME_OK,
-    _T_SETUP,
-    _U8,
-    _U16,
-    _U24,
-    _U64_U64,
-)
+from . import _codec as _wire
 from ._frames import (
     FLAG_COMPLETE,
     FLAG_FOLLOWS,
@@ -74,7 +44,40 @@ from ._frames import (
     UnknownFrame,
 )
 
+# Bound by assignment, not import: CPython 3.11 compiles ``name.method(...)``
+# without its fast method call when ``name`` comes from an import.
+_HEADER = _wire._HEADER
+_HEADER_U24 = _wire._HEADER_U24
+_HEADER_U32 = _wire._HEADER_U32
+_HEADER_U32_U32 = _wire._HEADER_U32_U32
+_HEADER_U64 = _wire._HEADER_U64
+_MAX_MIME_LENGTH = _wire._MAX_MIME_LENGTH
+_MAX_U16 = _wire._MAX_U16
+_MAX_U32 = _wire._MAX_U32
+_RESUME_FIXED = _wire._RESUME_FIXED
+_SETUP_FIXED = _wire._SETUP_FIXED
+_T_CANCEL = _wire._T_CANCEL
+_T_ERROR = _wire._T_ERROR
+_T_EXT = _wire._T_EXT
+_T_KEEPALIVE = _wire._T_KEEPALIVE
+_T_LEASE = _wire._T_LEASE
+_T_METADATA_PUSH = _wire._T_METADATA_PUSH
+_T_PAYLOAD = _wire._T_PAYLOAD
+_T_REQUEST_CHANNEL = _wire._T_REQUEST_CHANNEL
+_T_REQUEST_FNF = _wire._T_REQUEST_FNF
+_T_REQUEST_N = _wire._T_REQUEST_N
+_T_REQUEST_RESPONSE = _wire._T_REQUEST_RESPONSE
+_T_REQUEST_STREAM = _wire._T_REQUEST_STREAM
+_T_RESUME = _wire._T_RESUME
+_T_RESUME_OK = _wire._T_RESUME_OK
+_T_SETUP = _wire._T_SETUP
+_U8 = _wire._U8
+_U16 = _wire._U16
+_U24 = _wire._U24
+_U64_U64 = _wire._U64_U64
+
 __all__ = ["encode_frame"]
+
 
 def _local(message: str) -> LocalProtocolError:
     return LocalProtocolError(message)

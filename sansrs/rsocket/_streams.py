@@ -48,6 +48,10 @@ class StreamKind(enum.IntEnum):
 
 
 class StreamState(enum.Enum):
+    # Identity hash (members are singletons, compared by identity): Enum's
+    # own __hash__ is Python code, run on every transition-table lookup.
+    __hash__ = object.__hash__
+
     BOTH_OPEN = "both-open"
     OUT_ONLY = "out-only"  # this end still sends; receives nothing more
     IN_ONLY = "in-only"  # this end still receives; sends nothing more
@@ -55,6 +59,10 @@ class StreamState(enum.Enum):
 
 
 class StreamInput(enum.Enum):
+    # Identity hash (members are singletons, compared by identity): Enum's
+    # own __hash__ is Python code, run on every transition-table lookup.
+    __hash__ = object.__hash__
+
     SEND_PAYLOAD = "send-payload"
     SEND_COMPLETE = "send-complete"
     SEND_ERROR = "send-error"

@@ -29,20 +29,19 @@ from sansrs.rsocket import (
 
 
 class Recorder:
-    """A channel handler that records its request and drains its inbound."""
+    """A channel handler that records its request and keeps its inbound."""
 
     def __init__(self) -> None:
         self.requests: list[bytes] = []
-        self.inbound: list[bytes] = []
-        self.inbound_ended = False
+        self.inbounds: list[Iterator[Payload]] = []
 
-    def request_channel(self, request: Any, inbound: Iterator[Payload]) -> list[bytes]:
+    def request_channel(self, request: Any, inbound: Iterator[Payload]) -> bytes:
+        # Called on the connection's thread while the read is being
+        # dispatched: the inbound is consumed later (a worker would). One
+        # bytes value is one item, pulled on the connection's thread.
         self.requests.append(request.data)
-        # The requester completed in the same read: the inbound has ended and
-        # draining it here (on the connection's thread) cannot block.
-        self.inbound.extend(p.data for p in inbound)
-        self.inbound_ended = True
-        return [b"ack"]
+        self.inbounds.append(inbound)
+        return b"ack"
 
 
 def _frames(data: bytes) -> list[Any]:
@@ -101,7 +100,9 @@ def test_rsocket_channel_completed_in_the_same_read_requests_nothing() -> None:
     server.pump()
 
     assert handler.requests == [b"open"]
-    assert handler.inbound == [] and handler.inbound_ended
+    # the requester's COMPLETE reached the inbound: it ends with no items
+    # (the stream is finished, so this does not block)
+    assert list(handler.inbounds[0]) == []
     out = _frames(server.data_to_send())
     assert not [f for f in out if isinstance(f, RequestNFrame)]
     assert not [f for f in out if isinstance(f, ErrorFrame)]
@@ -135,5 +136,5 @@ def test_rsocket_channel_left_open_gets_its_prefetch_requested() -> None:
 class _Waiting:
     """A handler that does not consume its inbound (the stream stays open)."""
 
-    def request_channel(self, request: Any, inbound: Iterator[Payload]) -> list[bytes]:
-        return []
+    def request_channel(self, request: Any, inbound: Iterator[Payload]) -> None:
+        return None

@@ -28,9 +28,21 @@ class Handler:
         self.inbound: list[bytes] = []
         self.answered = 0
         self.lock = threading.Lock()
+        #: When set: request_stream waits for this gate before its first item.
+        self.gate: threading.Event | None = None
+        self.started = threading.Event()
 
     def request_stream(self, request: Request) -> Iterator[bytes]:
-        return (b"%d" % i for i in range(int(request.data)))
+        if self.gate is None:
+            return (b"%d" % i for i in range(int(request.data)))
+        return self._gated(int(request.data), self.gate)
+
+    def _gated(self, n: int, gate: threading.Event) -> Iterator[bytes]:
+        """Announce the request, then produce nothing until ``gate`` opens
+        (blocking the connection thread briefly is fine in a test)."""
+        self.started.set()
+        assert gate.wait(WAIT)
+        yield from (b"%d" % i for i in range(n))
 
     def request_response(self, request: Request) -> bytes:
         with self.lock:
@@ -109,15 +121,21 @@ def test_resumable_cut_beyond_retained_limit_fails_with_rejected_resume() -> Non
     cut: REJECTED_RESUME, and the application gets a clear error instead of
     silently missing items."""
     resume = ResumeOptions(resume_buffer_size=4096, reconnect_initial=0.01)
+    handler = Handler()
+    handler.gate = threading.Event()
     with (
-        serve_resumable("tcp://127.0.0.1:0", Handler(), resume=resume) as server,
+        serve_resumable("tcp://127.0.0.1:0", handler, resume=resume) as server,
         FaultProxy(("127.0.0.1", port_of(server))) as proxy,
     ):
         client = connect_resumable(f"tcp://127.0.0.1:{proxy.port}", resume=resume)
         try:
             stream = client.request_stream(b"1000000", prefetch=100_000, timeout=WAIT)
-            assert next(stream).data == b"0"
-            proxy.blackhole()  # nothing is acknowledged any more
+            # The server has the request but has sent no item yet: from here
+            # on nothing reaches the client and nothing is acknowledged, so
+            # the server's unacknowledged output is sure to pass the limit.
+            assert handler.started.wait(WAIT)
+            proxy.blackhole()
+            handler.gate.set()
             assert proxy.wait_until(lambda stats: stats.dropped >= 20_000, WAIT)
             proxy.blackhole(False)
             proxy.cut_now()
