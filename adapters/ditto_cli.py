@@ -16,9 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
-from types import FrameType
+from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
 __all__ = ["add_parsers"]
@@ -119,11 +118,28 @@ def _run_client(args: argparse.Namespace, body: Any) -> int:
         return 1
 
 
+def _print_all(what: str, stream: Any, items: Callable[[Any], Iterable[Any]]) -> int:
+    """Print every item of ``stream`` (a context manager that cancels on exit)
+    as a JSON line on stdout, with a progress line on stderr."""
+    progress = _Progress(what, sys.stderr)
+    out = sys.stdout
+    with stream as entered:
+        try:
+            for element in entered:
+                for item in items(element):
+                    _print_json(item, out)
+                    progress.step()
+        except BaseException as exc:
+            progress.finish(_ended(exc))
+            raise
+    out.flush()
+    progress.finish("complete")
+    return 0
+
+
 def _history(args: argparse.Namespace) -> int:
     def body(conn: Any) -> int:
-        progress = _Progress(f"history of {args.thing_id}: events", sys.stderr)
-        out = sys.stdout
-        with conn.subscribe_for_persisted_events(
+        events = conn.subscribe_for_persisted_events(
             args.thing_id,
             group="policies" if args.policy else "things",
             from_revision=args.from_revision,
@@ -133,43 +149,22 @@ def _history(args: argparse.Namespace) -> int:
             filter=args.filter,
             prefetch=args.prefetch,
             timeout=args.timeout,
-        ) as events:
-            try:
-                for event in events:
-                    _print_json(event, out)
-                    progress.step()
-            except BaseException as exc:
-                progress.finish(_ended(exc))
-                raise
-        out.flush()
-        progress.finish("complete")
-        return 0
+        )
+        return _print_all(f"history of {args.thing_id}: events", events, lambda e: (e,))
 
     return _run_client(args, body)
 
 
 def _search(args: argparse.Namespace) -> int:
     def body(conn: Any) -> int:
-        progress = _Progress("search: things", sys.stderr)
-        out = sys.stdout
-        with conn.search(
+        pages = conn.search(
             filter=args.filter,
             options=args.options,
             namespaces=args.namespaces,
             fields=args.fields,
             timeout=args.timeout,
-        ) as pages:
-            try:
-                for page in pages:
-                    for thing in page:
-                        _print_json(thing, out)
-                        progress.step()
-            except BaseException as exc:
-                progress.finish(_ended(exc))
-                raise
-        out.flush()
-        progress.finish("complete")
-        return 0
+        )
+        return _print_all("search: things", pages, lambda page: page)
 
     return _run_client(args, body)
 
@@ -177,14 +172,11 @@ def _search(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from sansrs.ditto import DittoServerConfig
 
+    from .cli_serve import serve_until_closed
     from .ditto_history import JsonLinesHistory
-    from .ditto_sync import require_basic, require_bearer, serve
+    from .ditto_sync import DittoHistoryServer, require_basic, require_bearer, serve
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_signal)
-    try:
+    def start() -> DittoHistoryServer:
         credentials = _credentials(args)
         authenticate = None
         if "user" in credentials:
@@ -198,20 +190,11 @@ def _serve(args: argparse.Namespace) -> int:
             from .tls import server_context
 
             ssl_context = server_context(args.certfile, args.keyfile)
-        server = serve(
+        return serve(
             args.url, history, authenticate=authenticate, config=config, ssl_context=ssl_context
         )
-    except (ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    with server:
-        print(f"READY {server.url}", flush=True)
-        try:
-            while not server.wait_closed(1.0):
-                pass
-        except KeyboardInterrupt:
-            pass
-    return 0
+
+    return serve_until_closed(start)
 
 
 def _auth_options(parser: argparse.ArgumentParser, *, server: bool) -> None:

@@ -6,10 +6,9 @@ Kept beside the adapter so that ``sansrs/__main__.py`` only dispatches.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-from types import FrameType
 
+from .cli_serve import serve_until_closed
 from .rsio_demo import COUNTER_SIZE, demo_publishers
 from .rsio_engine import RsioError
 from .rsio_sync import DEFAULT_PREFETCH, connect, serve
@@ -18,26 +17,9 @@ from .threads import ConnectionClosed
 __all__ = ["add_parsers", "run_serve", "run_subscribe"]
 
 
-def _on_signal(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 def run_serve(args: argparse.Namespace) -> int:
     """Serve the demo publishers (``counter``, ``counter/N``, ``blobs``, ``blobs/N``)."""
-    signal.signal(signal.SIGTERM, _on_signal)
-    try:
-        server = serve(args.url, demo_publishers)
-    except (ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    with server:
-        print(f"READY {server.url}", flush=True)
-        try:
-            while not server.wait_closed(1.0):
-                pass
-        except KeyboardInterrupt:
-            pass
-    return 0
+    return serve_until_closed(lambda: serve(args.url, demo_publishers))
 
 
 def _show(element: bytes) -> str:

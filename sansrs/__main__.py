@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import signal
 import sys
 from collections.abc import Sequence
-from types import FrameType
 
 
 def _show(payload: object, out: object) -> None:
@@ -39,28 +37,15 @@ def _serve(args: argparse.Namespace) -> int:
     demo = importlib.import_module("sansrs.adapters.rsocket_demo")
     serve = importlib.import_module("sansrs.adapters.rsocket_sync").serve
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_signal)
+    serve_until_closed = importlib.import_module("sansrs.adapters.cli_serve").serve_until_closed
     options: dict[str, object] = {}
     if args.lease:
         options["lease"] = True
     if getattr(args, "loop", "thread") != "thread":
         options["loop"] = args.loop
-    try:
-        server = serve(args.url, handler_factory=demo.DemoHandler, **options)
-    except (ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    with server:
-        print(f"READY {server.url}", flush=True)
-        try:
-            while not server.wait_closed(1.0):
-                pass
-        except KeyboardInterrupt:
-            pass
-    return 0
+    return int(
+        serve_until_closed(lambda: serve(args.url, handler_factory=demo.DemoHandler, **options))
+    )
 
 
 def _request(args: argparse.Namespace) -> int:
