@@ -24,7 +24,7 @@ from sansrs.ditto import DittoClientConfig, DittoServerConfig, Kind
 
 from .ditto_engine import DittoClientEngine, DittoServerEngine, SubscribeRequest, SubscriptionHandle
 from .ditto_history import HistorySource
-from .loops import ListeningServer, LoopChoice, new_acceptor, new_driver, pick_loop
+from .loops import DrivenPeer, ListeningServer, LoopChoice, new_acceptor, new_driver, pick_loop
 from .queues import CreditQueue
 from .selector import Driver, LoopConnection, LoopServer
 from .session import RemoteStreamPublisher, StreamIterator, SubscriberSink
@@ -87,23 +87,12 @@ def _check_prefetch(prefetch: int) -> int:
     return prefetch
 
 
-class DittoConnection:
+class DittoConnection(DrivenPeer):
     """A client session with a Ditto WebSocket endpoint. Thread-safe; a context manager."""
 
     def __init__(self, thread: Driver, engine: DittoClientEngine) -> None:
-        self._thread = thread
+        super().__init__(thread)
         self._engine = engine
-
-    # -- plumbing --------------------------------------------------------------
-    def _submit(self, fn: Callable[[], object]) -> None:
-        if self._thread.is_owner:
-            fn()
-        else:
-            self._thread.call_soon(fn)
-
-    @property
-    def closed(self) -> bool:
-        return not self._thread.alive
 
     def _iterator(
         self, request: SubscribeRequest, prefetch: int, timeout: float | None
@@ -191,7 +180,13 @@ class DittoConnection:
         ``description``); a lost connection ``ConnectionClosed``.
         """
         request = self._history_request(
-            entity, group, from_revision, to_revision, from_timestamp, to_timestamp, filter,
+            entity,
+            group,
+            from_revision,
+            to_revision,
+            from_timestamp,
+            to_timestamp,
+            filter,
             headers,
         )
         return self._iterator(request, prefetch, timeout)
@@ -215,7 +210,13 @@ class DittoConnection:
         connection thread.
         """
         request = self._history_request(
-            entity, group, from_revision, to_revision, from_timestamp, to_timestamp, filter,
+            entity,
+            group,
+            from_revision,
+            to_revision,
+            from_timestamp,
+            to_timestamp,
+            filter,
             headers,
         )
         return self._publisher(request)
@@ -271,17 +272,6 @@ class DittoConnection:
     ) -> RemoteStreamPublisher[Any, Any]:
         """The same search as a Publisher of pages."""
         return self._publisher(self._search_request(filter, options, namespaces, fields, headers))
-
-    # -- lifecycle -----------------------------------------------------------------
-    def close(self, timeout: float | None = 5.0) -> None:
-        """Graceful: WebSocket close, then the connection ends; open subscriptions fail."""
-        self._thread.close(timeout)
-
-    def abort(self, timeout: float | None = 5.0) -> None:
-        self._thread.abort(timeout)
-
-    def wait_closed(self, timeout: float | None = None) -> bool:
-        return self._thread.join(timeout)
 
     def __enter__(self) -> DittoConnection:
         return self
@@ -402,7 +392,6 @@ class DittoHistoryServer(ListeningServer):
     def sessions(self) -> list[DittoSession]:
         """The live sessions."""
         return [s for s in list(self._sessions) if s.thread.alive]
-
 
 
 def _headers_of(request: Any) -> dict[str, str]:

@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, Self, TypeVar
 
-from .selector import Engine, Loop, LoopConnection, LoopServer, default_loop
+from .selector import Driver, Engine, Loop, LoopConnection, LoopServer, default_loop
 from .threads import ConnectionThread, ServerThread
 from .transports import Listener, Transport
 from .urls import Endpoint
 
 __all__ = [
+    "DrivenPeer",
     "ListeningServer",
     "LoopChoice",
     "PeersServer",
@@ -80,6 +81,36 @@ def new_acceptor(
 def message_framed(transport: Transport) -> bool:
     """A message transport (WebSocket) says so; byte streams have no such flag."""
     return bool(getattr(transport, "message_framed", False))
+
+
+class DrivenPeer:
+    """One connection as the application sees it, whatever the protocol: its
+    calls run on the thread that drives the connection. Thread-safe."""
+
+    def __init__(self, driver: Driver) -> None:
+        self._thread = driver
+
+    def _submit(self, fn: Callable[[], object], timeout: float | None = None) -> None:
+        if self._thread.is_owner:
+            fn()  # called from the connection thread itself (a handler, a publisher)
+        else:
+            self._thread.call_soon(fn, timeout)
+
+    @property
+    def closed(self) -> bool:
+        return not self._thread.alive
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        """Graceful: the protocol's goodbye (RSocket ERROR[CONNECTION_CLOSE], rsio
+        goodbye, WebSocket close), flush, close. Outstanding requests fail."""
+        self._thread.close(timeout)
+
+    def abort(self, timeout: float | None = 5.0) -> None:
+        """Abrupt: reset the connection at once."""
+        self._thread.abort(timeout)
+
+    def wait_closed(self, timeout: float | None = None) -> bool:
+        return self._thread.join(timeout)
 
 
 class ListeningServer:

@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING
 
 from sansrs.rsio import ConnectionConfig, Role
 
-from .loops import LoopChoice, PeersServer, message_framed, new_acceptor, new_driver, pick_loop
+from .loops import (
+    DrivenPeer,
+    LoopChoice,
+    PeersServer,
+    message_framed,
+    new_acceptor,
+    new_driver,
+    pick_loop,
+)
 from .queues import CreditQueue, EndOfStream
 from .rsio_engine import Publishers, RsioEngine, RsioError, Subscription
 from .selector import Driver, LoopConnection
@@ -123,27 +131,17 @@ class PackedIterator:
         self.close()
 
 
-class RsioPeer:
+class RsioPeer(DrivenPeer):
     """This side's view of one connection: subscribe to the peer's publishers
     (its own are served by the engine). Thread-safe."""
 
     def __init__(self, driver: Driver, engine: RsioEngine) -> None:
-        self._driver = driver
+        super().__init__(driver)
         self._engine = engine
-
-    def _submit(self, fn: Callable[[], object], timeout: float | None = None) -> None:
-        if self._driver.is_owner:
-            fn()  # called from a publisher running on the connection thread
-        else:
-            self._driver.call_soon(fn, timeout)
-
-    @property
-    def closed(self) -> bool:
-        return not self._driver.alive
 
     @property
     def peer_address(self) -> str:
-        return self._driver.transport.peer
+        return self._thread.transport.peer
 
     def _start(self, sub: Subscription, prefetch: int) -> None:
         engine = self._engine
@@ -197,16 +195,6 @@ class RsioPeer:
             return sub
 
         return RemoteStreamPublisher(self._submit, start, engine.request_more, engine.cancel)
-
-    def close(self, timeout: float | None = 5.0) -> None:
-        """Graceful: goodbye, flush, close. Open subscriptions fail."""
-        self._driver.close(timeout)
-
-    def abort(self, timeout: float | None = 5.0) -> None:
-        self._driver.abort(timeout)
-
-    def wait_closed(self, timeout: float | None = None) -> bool:
-        return self._driver.join(timeout)
 
 
 class Client(RsioPeer):

@@ -15,7 +15,15 @@ import ssl
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from .loops import LoopChoice, PeersServer, message_framed, new_acceptor, new_driver, pick_loop
+from .loops import (
+    DrivenPeer,
+    LoopChoice,
+    PeersServer,
+    message_framed,
+    new_acceptor,
+    new_driver,
+    pick_loop,
+)
 from .queues import Batcher, CreditQueue, EndOfStream
 from .rsocket_engine import EngineOptions, RequestHandle, RSocketEngine
 from .rsocket_types import Payload, as_payload
@@ -44,28 +52,17 @@ def _check_prefetch(prefetch: int) -> int:
     return prefetch
 
 
-class RSocketPeer:
+class RSocketPeer(DrivenPeer):
     """The requester side of one connection (a client, or the server's view of
     a connected client for server-initiated requests). Thread-safe."""
 
     def __init__(self, thread: Driver, engine: RSocketEngine) -> None:
-        self._thread = thread
+        super().__init__(thread)
         self._engine = engine
         # Fire-and-forgets cross to the connection thread many per hand-off.
         self._fnf: Batcher[Payload] = Batcher(
             self._submit, engine.fire_and_forget_many, lambda: self._thread.is_owner
         )
-
-    # -- plumbing --------------------------------------------------------
-    def _submit(self, fn: Callable[[], object], timeout: float | None = None) -> None:
-        if self._thread.is_owner:
-            fn()  # a handler requesting from the connection thread itself
-        else:
-            self._thread.call_soon(fn, timeout)
-
-    @property
-    def closed(self) -> bool:
-        return not self._thread.alive
 
     @property
     def peer_address(self) -> str:
@@ -88,8 +85,10 @@ class RSocketPeer:
         :class:`TimeoutError` (after cancelling the request) on timeout.
         """
         if self._thread.is_owner:
-            raise RuntimeError("blocking request_response on the connection thread would deadlock;"
-                               " use response_publisher()")
+            raise RuntimeError(
+                "blocking request_response on the connection thread would deadlock;"
+                " use response_publisher()"
+            )
         payload = as_payload(data, metadata)
         queue: CreditQueue[Payload] = CreditQueue(granted=1)
         handle = RequestHandle("rr", queue)
@@ -215,18 +214,7 @@ class RSocketPeer:
 
         return RemoteStreamPublisher(self._submit, start, engine.request_more, engine.cancel)
 
-    # -- lifecycle ---------------------------------------------------------
-    def close(self, timeout: float | None = 5.0) -> None:
-        """Graceful: stop, flush what is queued, close. Outstanding requests fail."""
-        self._thread.close(timeout)
-
-    def abort(self, timeout: float | None = 5.0) -> None:
-        """Abrupt: reset the TCP connection at once."""
-        self._thread.abort(timeout)
-
-    def wait_closed(self, timeout: float | None = None) -> bool:
-        return self._thread.join(timeout)
-
+    # -- lifecycle (close, abort, wait_closed: DrivenPeer) ----------------
     def grant_lease(self, ttl: float, requests: int) -> None:
         """Send LEASE: the peer may start ``requests`` requests within ``ttl`` s
         (only on a connection set up with lease)."""

@@ -40,3 +40,15 @@ def run(test_one_input: Callable[[bytes], None]) -> None:
 
     atheris.Setup(sys.argv, test_one_input)
     atheris.Fuzz()
+
+
+def last_prefixed_record(data: bytes) -> bytes | None:
+    """The last complete record of a 24-bit length-prefixed byte stream (an
+    RSocket connection's output): the frame a connection queued last."""
+    last = None
+    off = 0
+    while off + 3 <= len(data):
+        n = int.from_bytes(data[off : off + 3], "big")
+        last = data[off + 3 : off + 3 + n]
+        off += 3 + n
+    return last

@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 import sys
 
-from _harness import instrumented, run
+from _harness import instrumented, last_prefixed_record, run
 
 with instrumented(__name__):
     from sansrs import LocalProtocolError, RemoteProtocolError
@@ -61,13 +61,7 @@ def react(conn: Connection, event: ev.Event) -> None:
 
 
 def last_frame(conn: Connection) -> object:
-    data = conn.data_to_send()
-    last = None
-    off = 0
-    while off + 3 <= len(data):
-        n = int.from_bytes(data[off : off + 3], "big")
-        last = data[off + 3 : off + 3 + n]
-        off += 3 + n
+    last = last_prefixed_record(conn.data_to_send())
     return decode_frame(last) if last is not None else None
 
 

@@ -23,7 +23,7 @@ from sansrs.adapters.selector import (
     LoopServer,
 )
 from sansrs.adapters.transports import Transport, listen, open_transport
-from test_threads import LineEcho
+from test_threads import LineEcho, check_calls_run_on_the_owner
 
 WAIT = 10.0
 
@@ -218,32 +218,7 @@ def test_calls_from_many_threads_run_on_the_loop_thread(served: LoopServed) -> N
     try:
         conn = loop.add_connection(open_transport(served.url), LineEcho(), inbox_capacity=8)
         conn.start()
-        ran_on: set[str] = set()
-        count = [0]
-
-        def call() -> None:
-            ran_on.add(threading.current_thread().name)
-            count[0] += 1
-
-        def produce() -> None:
-            for _ in range(500):
-                conn.call_soon(call, timeout=WAIT)
-
-        threads = [threading.Thread(target=produce) for _ in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(WAIT)
-        done = threading.Event()
-        conn.call_soon(done.set)
-        assert done.wait(WAIT)
-        assert count[0] == 3000 and ran_on == {"owner-loop"}
-        conn.call_soon(lambda: 1 / 0)  # fails alone
-        conn.call_soon(done.clear)
-        conn.close(timeout=WAIT)
-        assert not done.is_set() and not conn.alive
-        with pytest.raises(ConnectionClosed):
-            conn.call_soon(lambda: None)
+        check_calls_run_on_the_owner(conn, "owner-loop")
     finally:
         loop.stop(WAIT)
 

@@ -9,6 +9,7 @@ import time
 
 import pytest
 from sansrs.adapters.queues import CreditQueue, EndOfStream
+from sansrs.adapters.selector import Driver
 from sansrs.adapters.tcp import TcpTransport
 from sansrs.adapters.threads import ConnectionClosed, ConnectionThread, ServerThread
 from sansrs.adapters.transports import Transport, listen, open_transport
@@ -147,10 +148,10 @@ def test_transport_has_nodelay(served: Served) -> None:
         t.close()
 
 
-def test_calls_from_many_threads_all_run_on_the_owner(served: Served) -> None:
-    engine = LineEcho()
-    conn = ConnectionThread(open_transport(served.url), engine, name="owner", inbox_capacity=8)
-    conn.start()
+def check_calls_run_on_the_owner(conn: Driver, owner: str) -> None:
+    """3000 calls handed over from 6 threads through an inbox of 8 all run,
+    on the owning thread; a call that raises fails alone; after close, calls
+    are refused with ConnectionClosed. Shared by every driver's tests."""
     ran_on: set[str] = set()
     count = [0]
 
@@ -170,8 +171,20 @@ def test_calls_from_many_threads_all_run_on_the_owner(served: Served) -> None:
     done = threading.Event()
     conn.call_soon(done.set)
     assert done.wait(WAIT)
-    assert count[0] == 3000 and ran_on == {"owner"}
+    assert count[0] == 3000 and ran_on == {owner}
+    conn.call_soon(lambda: 1 / 0)  # fails alone
+    conn.call_soon(done.clear)
     conn.close(timeout=WAIT)
+    assert not done.is_set() and not conn.alive
+    with pytest.raises(ConnectionClosed):
+        conn.call_soon(lambda: None)
+
+
+def test_calls_from_many_threads_all_run_on_the_owner(served: Served) -> None:
+    engine = LineEcho()
+    conn = ConnectionThread(open_transport(served.url), engine, name="owner", inbox_capacity=8)
+    conn.start()
+    check_calls_run_on_the_owner(conn, "owner")
 
 
 def test_a_failing_call_does_not_kill_the_connection(served: Served) -> None:
