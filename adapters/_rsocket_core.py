@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .rsocket_engine import EngineOptions, RSocketEngine
 
 PayloadReceived = events.PayloadReceived
+RequestResponseReceived = events.RequestResponseReceived
 
 __all__ = [
     "Connection",
@@ -34,6 +35,7 @@ __all__ = [
     "LocalProtocolError",
     "PayloadReceived",
     "RemoteProtocolError",
+    "RequestResponseReceived",
     "Role",
     "SessionStore",
     "client",

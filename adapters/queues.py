@@ -15,7 +15,7 @@ Two directions, two queues:
   payloads of fire-and-forgets) handed to the I/O thread many per call.
 
 The fast paths take no lock: ``deque.append`` and ``popleft`` are atomic, and a
-consumer only pays for an :class:`threading.Event` when it must sleep.
+consumer only pays for a :class:`Signal` (one lock) when it must sleep.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ __all__ = [
     "EndOfStream",
     "Inbox",
     "QueueClosed",
+    "Signal",
     "Waker",
     "Wakeup",
 ]
@@ -113,6 +114,34 @@ class Wakeup:
         self._writer.close()
 
 
+class Signal:
+    """A wake-up for one waiting thread: :meth:`set` lets the next (or the
+    current) :meth:`wait` return True, once. A bare lock held while unset, so
+    creating one and waking a sleeper cost a fraction of a
+    :class:`threading.Event` (no Condition). Waiters must re-check what they
+    wait for: a ``set`` nobody waited for makes the next ``wait`` return at once.
+    """
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def set(self) -> None:
+        """Any thread."""
+        try:  # noqa: SIM105 - on every wake-up: a context manager costs more
+            self._lock.release()
+        except RuntimeError:
+            pass  # set already, not yet consumed
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until set (True) or ``timeout`` seconds pass (False)."""
+        if timeout is None:
+            return self._lock.acquire()
+        return self._lock.acquire(True, min(timeout, threading.TIMEOUT_MAX))
+
+
 class CreditQueue(Generic[T]):
     """Items of one inbound stream, from the I/O thread to its consumer
     (one consuming thread at a time).
@@ -144,7 +173,7 @@ class CreditQueue(Generic[T]):
         self._granted = granted
         self._put_count = 0
         self._grant_lock = threading.Lock()
-        self._event = threading.Event()
+        self._event = Signal()
         self._waiting = False
         self._finished = False
         self._error: BaseException | None = None
@@ -197,8 +226,8 @@ class CreditQueue(Generic[T]):
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             self._waiting = True
-            self._event.clear()
-            # Re-check after clear: a put or finish from now on sets the event.
+            # Re-check after raising the flag: a put or finish from now on
+            # sets the signal (one set earlier only makes a wait return early).
             if self._closed:
                 self._waiting = False
                 raise self._closed_exception()

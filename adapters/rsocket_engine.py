@@ -27,6 +27,7 @@ from .rsocket_types import (
     as_payload,
     error_for_exception,
     is_single_value,
+    new_request,
 )
 from .session import (
     IteratorSource,
@@ -52,6 +53,10 @@ log = logging.getLogger("sansrs.adapters.rsocket")
 
 #: Items one outbound stream may send per loop turn, so streams share the loop.
 PUMP_BUDGET = 4096
+#: Request-response requests served (or answers received) in one input batch
+#: between early writes: the peer starts on the first answers (or the next
+#: requests) while the rest are handled, instead of both sides taking turns.
+WRITE_EVERY = 16
 CHANNEL_PREFETCH = 256
 
 
@@ -109,13 +114,19 @@ class RSocketEngine:
         #: Server: bytes before the first frame is complete (None once past it).
         self._before_setup: bytes | None = None
         self.handler: object = None
+        #: Handler methods looked up once per handler (see _handler_method).
+        self._methods: dict[str, Callable[..., Any] | None] = {}
+        self._methods_of: object = None
         self.peer: RSocketPeer | None = None
         self.thread: Driver | None = None
+        self._write_now: Callable[[], None] | None = None
         self._requests: dict[int, RequestHandle] = {}
         self._outbound: dict[int, Outbound[Any]] = {}
         self._inbound: dict[int, CreditQueue[Payload]] = {}
         self._runnable: set[int] = set()
         self._poked: deque[int] = deque()
+        #: ``after_events`` calls, run once this turn's events are dispatched.
+        self._after_events: list[Callable[[], None]] = []
         self._closing: BaseException | None = None
         #: Message transport (WebSocket): the record reader, and the Close
         #: (code, reason) to end the WebSocket with when not a normal close.
@@ -144,6 +155,7 @@ class RSocketEngine:
 
     def attach(self, thread: Driver, peer: RSocketPeer, handler: object = None) -> None:
         self.thread = thread
+        self._write_now = getattr(thread, "write_now", None)  # the loops' drivers have it
         self.peer = peer
         if handler is not None:
             self.handler = handler
@@ -233,10 +245,12 @@ class RSocketEngine:
     def _dispatch_events(self) -> None:
         events = self.conn.events()
         payload_event = core.PayloadReceived
+        rr_event = core.RequestResponseReceived
         requests = self._requests
         # Payload is a named tuple: tuple.__new__ skips its Python-level
         # __new__ (about half the cost of an item here).
         new = tuple.__new__
+        exchanges = 0
         while events:
             # Hot path: consecutive items of a stream we requested go to its
             # sink as one batch; everything else through ``core.dispatch``.
@@ -265,11 +279,32 @@ class RSocketEngine:
                     self.on_payload(
                         event.stream_id, event.data, event.metadata, event.next, event.complete
                     )
+                    if not event.complete:
+                        continue  # a channel's inbound item, not an exchange
+                elif type(event) is rr_event:  # served one by one: skip the table
+                    self.on_request_response(event.stream_id, event.data, event.metadata)
+                else:
+                    core.dispatch(self, event)
                     continue
-                core.dispatch(self, event)
+                exchanges += 1
+                if exchanges == WRITE_EVERY:
+                    exchanges = 0
+                    self._write_early()
             if batch_handle is not None:
                 batch_handle.sink.put_many(batch)
             events = self.conn.events()  # handlers may have caused more
+
+    def _write_early(self) -> None:
+        """Mid-batch: hand over what is ready (``after_events``) and write it."""
+        self._run_after_events()
+        if self._write_now is not None:
+            self._write_now()
+
+    def _run_after_events(self) -> None:
+        while self._after_events:
+            calls, self._after_events = self._after_events, []
+            for fn in calls:
+                fn()
 
     def data_to_send(self) -> bytes:
         if self._records is None:
@@ -325,8 +360,17 @@ class RSocketEngine:
     def close_reason(self) -> BaseException | None:
         return self._closing
 
+    def after_events(self, fn: Callable[[], None]) -> None:
+        """Owning thread: run ``fn`` in this turn, once every event of the
+        input received is dispatched (before the output is written), e.g. to
+        hand a whole turn's answers to the application at once."""
+        self._after_events.append(fn)
+
     def pump(self) -> bool:
         self._dispatch_events()  # intents (close, errors) can produce events too
+        if self._after_events:
+            self._run_after_events()
+            self._dispatch_events()
         poked = self._poked
         while poked:
             self._runnable.add(poked.popleft())
@@ -352,6 +396,11 @@ class RSocketEngine:
     def connection_lost(self, error: BaseException) -> None:
         if self._closing is not None:
             error = self._closing
+        while self._after_events:  # run them now: they learn of the end themselves
+            calls, self._after_events = self._after_events, []
+            for fn in calls:
+                with contextlib.suppress(Exception):
+                    fn()
         for _, waiting in self._lease_waiters:
             if waiting is not None:
                 waiting.sink.finish(error)
@@ -394,12 +443,7 @@ class RSocketEngine:
                     payload.data, payload.metadata, initial_n=initial_n, complete=outbound is None
                 )
         except core.LocalProtocolError as exc:
-            if self._closing is not None:
-                handle.sink.finish(self._closing)  # the reason it closed, not "closed"
-            elif self.conn.state is core.ConnectionState.CLOSED:
-                handle.sink.finish(ConnectionClosed(f"connection closed: {exc.message}"))
-            else:  # e.g. no stream ID left, or the peer is closing
-                handle.sink.finish(RSocketError(ErrorCode.REJECTED, exc.message))
+            self._refused(handle, exc)
             return
         handle.sid = sid
         self._requests[sid] = handle
@@ -410,6 +454,28 @@ class RSocketEngine:
             else:
                 source = ThreadedSource(outbound, lambda: self._poke(sid), f"sansrs-channel-{sid}")
             handle.outbound = self._new_outbound(sid, source, 0)
+
+    def start_response(self, handle: RequestHandle, payload: Payload) -> None:
+        """:meth:`start_request` for a request-response (``handle.kind == "rr"``),
+        trimmed for pipelines that start one per answer received."""
+        if self._lease_waiters or self.conn.lease_available() is not None or handle.cancelled:
+            self.start_request(handle, payload, 1)  # leases: may have to wait its turn
+            return
+        try:
+            sid = self.conn.request_response(payload[0], payload[1])
+        except core.LocalProtocolError as exc:
+            self._refused(handle, exc)
+            return
+        handle.sid = sid
+        self._requests[sid] = handle
+
+    def _refused(self, handle: RequestHandle, exc: core.LocalProtocolError) -> None:
+        if self._closing is not None:
+            handle.sink.finish(self._closing)  # the reason it closed, not "closed"
+        elif self.conn.state is core.ConnectionState.CLOSED:
+            handle.sink.finish(ConnectionClosed(f"connection closed: {exc.message}"))
+        else:  # e.g. no stream ID left, or the peer is closing
+            handle.sink.finish(RSocketError(ErrorCode.REJECTED, exc.message))
 
     def fire_and_forget(self, payload: Payload) -> None:
         if self._must_wait_for_lease():
@@ -527,12 +593,20 @@ class RSocketEngine:
 
     # -- responder side ---------------------------------------------------
     def _handler_method(self, name: str) -> Callable[..., Any] | None:
+        methods = self._methods
+        if self._methods_of is not self.handler:  # attached, or replaced
+            methods.clear()
+            self._methods_of = self.handler
+        elif name in methods:
+            return methods[name]
         method = getattr(self.handler, name, None)
-        return method if callable(method) else None
+        found = method if callable(method) else None
+        methods[name] = found
+        return found
 
     def _request(self, data: bytes, metadata: bytes | None) -> Request:
         assert self.peer is not None
-        return Request(data, metadata, self.peer)
+        return new_request(data, metadata, self.peer)
 
     def _reject_missing(self, sid: int, name: str) -> None:
         self.conn.send_error(sid, ErrorCode.REJECTED, f"no handler for {name}")
@@ -543,6 +617,9 @@ class RSocketEngine:
             return self._reject_missing(sid, "request_response")
         try:
             result = method(self._request(data, metadata))
+            if type(result) is Payload:  # the common answer, first
+                self.conn.send_payload(sid, result[0], result[1], complete=True)
+                return
             if result is not None and callable(getattr(result, "subscribe", None)):
                 source = make_source(
                     result, is_single=is_single_value, notify=lambda: self._poke(sid)
@@ -555,6 +632,10 @@ class RSocketEngine:
                 p = as_payload(result)
                 self.conn.send_payload(sid, p.data, p.metadata, complete=True)
         except Exception as exc:
+            if self.conn.stream_state(sid) is None:
+                # The requester cancelled meanwhile (CANCEL in the same read as
+                # the request): nobody wants the answer, nor an error.
+                return
             code, message = error_for_exception(exc)
             self.conn.send_error(sid, code, message)
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import ssl
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from .loops import (
@@ -26,6 +27,7 @@ from .loops import (
 )
 from .queues import Batcher, CreditQueue, EndOfStream
 from .rsocket_engine import EngineOptions, RequestHandle, RSocketEngine
+from .rsocket_pipeline import Answer, ResponsePipeline
 from .rsocket_types import Payload, as_payload
 from .selector import Driver, LoopConnection
 from .session import RemoteStreamPublisher, StreamIterator, SubscriberSink
@@ -50,6 +52,12 @@ def _check_prefetch(prefetch: int) -> int:
     if not isinstance(prefetch, int) or not 0 < prefetch <= MAX_REQUEST_N:
         raise ValueError(f"prefetch must be in 1..{MAX_REQUEST_N}, not {prefetch!r}")
     return prefetch
+
+
+def _raises(answer: BaseException, return_exceptions: bool) -> bool:
+    """A pipelined answer that ends the iteration: any error unless
+    ``return_exceptions``; a lost connection always."""
+    return not return_exceptions or isinstance(answer, ConnectionClosed)
 
 
 class RSocketPeer(DrivenPeer):
@@ -100,6 +108,84 @@ class RSocketPeer(DrivenPeer):
         except TimeoutError:
             self._cancel(handle)
             raise
+
+    def request_response_many(
+        self,
+        requests: Iterable[object],
+        *,
+        in_flight: int = 64,
+        timeout: float | None = None,
+        return_exceptions: bool = False,
+    ) -> Iterator[Payload | None]:
+        """Pipelined REQUEST_RESPONSEs: an iterator of the answers, in the order
+        of ``requests`` (payloads, bytes, str or (data, metadata) pairs).
+
+        Keeps up to ``in_flight`` requests outstanding; ``requests`` is pulled
+        lazily, at most ``2 * in_flight`` ahead of what was consumed, so an
+        endless iterable is fine and memory stays bounded. Each answer is a
+        payload (``None``: completed empty). An ERROR answer raises its
+        :class:`~.rsocket_types.RSocketError` at its position (after the
+        answers before it), or is yielded as the exception object with
+        ``return_exceptions=True``. A lost connection always raises
+        :class:`~.threads.ConnectionClosed` (no later request can be answered).
+        ``timeout`` bounds each wait for the next answer (:class:`TimeoutError`).
+        Closing the iterator early (``break``, ``close()``, an exception)
+        cancels what is still outstanding.
+        """
+        if self._thread.is_owner:
+            raise RuntimeError(
+                "request_response_many blocks; on the connection thread use response_publisher()"
+            )
+        if not isinstance(in_flight, int) or not 0 < in_flight <= MAX_REQUEST_N:
+            raise ValueError(f"in_flight must be in 1..{MAX_REQUEST_N}, not {in_flight!r}")
+        answers: CreditQueue[Answer] = CreditQueue()
+        pipeline = ResponsePipeline(self._engine, in_flight, answers)
+        return self._pipelined(iter(requests), pipeline, answers, timeout, return_exceptions)
+
+    def _pipelined(
+        self,
+        requests: Iterator[object],
+        pipeline: ResponsePipeline,
+        answers: CreditQueue[Answer],
+        timeout: float | None,
+        return_exceptions: bool,
+    ) -> Iterator[Payload | None]:
+        window = pipeline.window
+        ahead = 2 * window  # handed over but not yet consumed, at most
+        refill_at = max(1, window // 2)  # hand over in batches, not one by one
+        submitted = consumed = 0
+        exhausted = False
+        early: dict[int, Payload | BaseException | None] = {}  # answered out of order
+        try:
+            while True:
+                room = ahead - (submitted - consumed)
+                if not exhausted and room >= refill_at:
+                    batch = [as_payload(item) for item in islice(requests, room)]
+                    exhausted = len(batch) < room
+                    if batch:
+                        answers.grant(len(batch))
+                        self._submit(lambda batch=batch: pipeline.feed(batch), timeout)  # type: ignore[misc]
+                        submitted += len(batch)
+                if consumed == submitted:
+                    return
+                for index, answer in answers.get_batch(timeout):
+                    if index != consumed:
+                        early[index] = answer
+                        continue
+                    consumed += 1
+                    if isinstance(answer, BaseException) and _raises(answer, return_exceptions):
+                        raise answer
+                    yield answer  # type: ignore[misc]
+                    while consumed in early:
+                        answer = early.pop(consumed)
+                        consumed += 1
+                        if isinstance(answer, BaseException) and _raises(answer, return_exceptions):
+                            raise answer
+                        yield answer  # type: ignore[misc]
+        finally:
+            if consumed < submitted:
+                with contextlib.suppress(ConnectionClosed):
+                    self._submit(pipeline.cancel)
 
     def fire_and_forget(
         self, data: bytes | str, metadata: bytes | str | None = None, timeout: float | None = None

@@ -406,6 +406,7 @@ class LoopConnection:
         self._close_started = False
         self._abort = False
         self._lost: ConnectionClosed | None = None
+        self._send_error: OSError | None = None
         self._woken = False
         self._scheduled = False
         self._timer: float | None = None
@@ -481,6 +482,41 @@ class LoopConnection:
         return self._exited.wait(timeout)
 
     # -- loop thread -----------------------------------------------------------
+    def write_now(self) -> None:
+        """Owning thread, from inside the engine: write the output queued so
+        far now instead of at the end of the turn, so the peer can start on
+        it while the rest of the input is handled (see ``RSocketEngine``)."""
+        if self._done or self._abort or self._send_error is not None:
+            return
+        out = self._out
+        data = self.engine.data_to_send()
+        if data:
+            out += data
+        if out:
+            try:
+                sent = self.transport.send(out)
+            except OSError as exc:  # the turn's service finishes the connection
+                self._send_error = exc
+                return
+            if sent:
+                del out[:sent]
+
+    def _send_failed(self, exc: OSError, now: float) -> None:
+        """A write failed: the peer is gone, maybe after saying why (a
+        WebSocket Close 1009, an RSocket ERROR) and resetting a connection we
+        were still writing to. Read what arrived, so the reason reaches the
+        engine and the application, then finish."""
+        with contextlib.suppress(Exception):  # best effort: the connection is gone
+            for _ in range(64):
+                data = self.transport.recv(self._loop.config.recv_size)
+                if not data:
+                    break
+                self.engine.receive_data(data, now)
+        reason = self.engine.close_reason() if self.engine.wants_close() else None
+        self._lost = ConnectionClosed(f"connection lost: {exc}")
+        self._abort = True
+        self._finish(reason or self._lost)
+
     def _register(self) -> None:
         if self._done:
             return
@@ -561,6 +597,9 @@ class LoopConnection:
         config = self._loop.config
         if len(self._inbox):
             self._run_calls()
+        if self._send_error is not None:  # an early write (write_now) failed
+            self._send_failed(self._send_error, now)
+            return
         if self._abort:
             self._finish(self._lost or ConnectionClosed("connection aborted locally"))
             return
@@ -589,9 +628,7 @@ class LoopConnection:
             try:
                 sent = self.transport.send(out)
             except OSError as exc:
-                self._lost = ConnectionClosed(f"connection lost: {exc}")
-                self._abort = True
-                self._finish(self._lost)
+                self._send_failed(exc, now)
                 return
             if sent:
                 del out[:sent]

@@ -17,6 +17,10 @@ __all__ = ["SocketTransport", "TcpListener", "TcpTransport", "open_tcp"]
 
 RECV_SIZE = 256 * 1024
 SOCKET_BUFFER = 1024 * 1024
+# recv(n) allocates n bytes up front and shrinks the result; at 128 KiB and
+# more glibc serves that with mmap/mremap/munmap: three system calls per read.
+# Reads start below that and grow only while they come back full.
+SMALL_RECV = 64 * 1024
 
 
 class SocketTransport:
@@ -32,6 +36,7 @@ class SocketTransport:
         sock.setblocking(False)
         self.sock = sock
         self._closed = False
+        self._recv_size = SMALL_RECV
         try:
             self.peer = _format_address(sock.getpeername())
         except OSError:
@@ -42,8 +47,21 @@ class SocketTransport:
 
     def recv(self, max_bytes: int = RECV_SIZE) -> bytes:
         """Bytes available now; ``b""`` at end of stream. Raises ``BlockingIOError``
-        when nothing is ready, ``OSError`` (e.g. ``ConnectionResetError``) on failure."""
-        return self.sock.recv(max_bytes)
+        when nothing is ready, ``OSError`` (e.g. ``ConnectionResetError``) on failure.
+
+        Asks for at most ``max_bytes``: 64 KiB while reads come back short (a
+        request/response exchange), doubling while they come back full (a
+        stream), back to 64 KiB after a short one."""
+        size = self._recv_size
+        if size > max_bytes:
+            size = max_bytes
+        data = self.sock.recv(size)
+        if len(data) == size:
+            if size < max_bytes:
+                self._recv_size = size * 2
+        elif size > SMALL_RECV and len(data) < SMALL_RECV:
+            self._recv_size = SMALL_RECV
+        return data
 
     def send(self, data: bytes | bytearray | memoryview) -> int:
         """Write what the kernel accepts now; returns the count (maybe 0)."""

@@ -88,6 +88,10 @@ class ConnectionThread:
         """Any thread: make the loop run a turn (e.g. a source has items ready)."""
         self._conn.wake()
 
+    def write_now(self) -> None:
+        """Owning thread: write queued output now (:meth:`.LoopConnection.write_now`)."""
+        self._conn.write_now()
+
     def close(self, timeout: float | None = 5.0) -> None:
         """Graceful: let the engine finish, flush queued bytes, then close."""
         self._conn.close(timeout)

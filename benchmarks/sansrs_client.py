@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -15,7 +16,11 @@ WAIT = 120.0
 def _stream(client: Client, count: int, size: int) -> int:
     done = 0
     request = json.dumps({"n": count, "size": size})
-    with client.request_stream(request, prefetch=1024, timeout=WAIT) as items:
+    # The window must cover the few milliseconds an application thread may
+    # hold the GIL before the connection thread gets to send REQUEST_N
+    # (docs/performance.md, "Choosing prefetch"): 8192 small or 4096 1 KiB items.
+    prefetch = 8192 if size < 1024 else 4096
+    with client.request_stream(request, prefetch=prefetch, timeout=WAIT) as items:
         for _ in items:
             done += 1
     return done
@@ -68,6 +73,13 @@ def _request_response(client: Client, count: int, in_flight: int, chain: bool = 
         for _ in range(count):
             client.request_response(b"x" * 16, timeout=WAIT)
         return count
+    if not chain:  # pipelined: the window refills on the connection thread
+        done = 0
+        for _ in client.request_response_many(
+            itertools.repeat(b"x" * 16, count), in_flight=in_flight, timeout=WAIT
+        ):
+            done += 1
+        return done
     requests = _Chain(client, count)
     for _ in range(in_flight):
         requests.start_one()

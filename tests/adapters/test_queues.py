@@ -13,6 +13,7 @@ from sansrs.adapters.queues import (
     EndOfStream,
     Inbox,
     QueueClosed,
+    Signal,
     Wakeup,
 )
 
@@ -459,3 +460,48 @@ def test_batcher_submit_failure_propagates_and_does_not_wedge() -> None:
     batcher.put(2)  # not stuck "scheduled": this schedules a drain again
     loop.run()
     assert batches == [[1, 2]]
+
+
+# -- Signal: the consumer's wake-up -----------------------------------------------
+
+
+def test_signal_set_before_wait_returns_at_once_and_is_consumed() -> None:
+    signal = Signal()
+    signal.set()
+    signal.set()  # a second set before the wait is the same wake-up
+    assert signal.wait(WAIT) is True
+    assert signal.wait(0.01) is False  # consumed
+
+
+def test_signal_wait_times_out_and_wait_without_timeout_blocks_until_set() -> None:
+    signal = Signal()
+    assert signal.wait(0) is False
+    assert signal.wait(0.01) is False
+    woken = threading.Event()
+    t = _in_thread(lambda: (signal.wait(), woken.set()))
+    assert not woken.wait(0.05)
+    signal.set()
+    assert woken.wait(WAIT)
+    t.join(WAIT)
+
+
+def test_signal_survives_racing_setters() -> None:
+    signal = Signal()
+    threads = [_in_thread(lambda: [signal.set() for _ in range(2000)]) for _ in range(4)]
+    for t in threads:
+        t.join(WAIT)
+    assert signal.wait(WAIT) is True  # no RuntimeError escaped a setter
+
+
+def test_credit_queue_consumer_survives_a_stale_wake_up() -> None:
+    # A put that finds the consumer "waiting" sets the signal even if the
+    # consumer then takes the item without sleeping: the next wait returns
+    # early once, finds nothing, and sleeps again until a real put.
+    q: CreditQueue[int] = CreditQueue(granted=2)
+    q._waiting = True  # as if the consumer had just raised its flag
+    q.put(1)
+    assert q.get(0) == 1
+    # Usually after the consumer went back to sleep; either order must work.
+    t = _in_thread(lambda: (threading.Event().wait(0.05), q.put(2)))
+    assert q.get(WAIT) == 2
+    t.join(WAIT)
