@@ -1,10 +1,11 @@
 """Binds the sans-IO RSocket core to a driver loop: the RSocket-specific part
 of the adapters. Everything here runs on the connection's owning thread.
 
-It turns core events into handler calls and request completions, and
-application intents (handed over by ``rsocket_sync``) into core calls. The
-generic pieces (credit-bound outbound, prefetching inbound, sources) come
-from :mod:`.session`; the loop from :mod:`.threads`.
+It turns core events into handler calls (the responder half,
+:mod:`.rsocket_responder`) and request completions, and application intents
+(handed over by ``rsocket_sync``) into core calls. The generic pieces
+(credit-bound outbound, prefetching inbound, sources) come from
+:mod:`.session`; the loop from :mod:`.threads`.
 """
 
 from __future__ import annotations
@@ -20,24 +21,20 @@ from sansrs.rsocket import ErrorCode
 
 from . import _rsocket_core as core
 from .queues import CreditQueue
+from .rsocket_responder import Responder
 from .rsocket_types import (
     Payload,
-    Request,
     RSocketError,
     as_payload,
     error_for_exception,
-    is_single_value,
-    new_request,
 )
 from .session import (
     IteratorSource,
     Outbound,
     PublisherSource,
-    StreamIterator,
     SubscriberSink,
     ThreadedSource,
     is_publisher,
-    make_source,
 )
 from .threads import ConnectionClosed
 from .ws_messages import CloseCode, MessageKind, MessageReader, decode_close, encode_binaries
@@ -57,7 +54,6 @@ PUMP_BUDGET = 4096
 #: between early writes: the peer starts on the first answers (or the next
 #: requests) while the rest are handled, instead of both sides taking turns.
 WRITE_EVERY = 16
-CHANNEL_PREFETCH = 256
 
 
 @dataclass(kw_only=True)
@@ -99,7 +95,7 @@ class RequestHandle:
         self.outbound: Outbound[Any] | None = None
 
 
-class RSocketEngine:
+class RSocketEngine(Responder):
     """The :class:`~.threads.Engine` for one RSocket connection."""
 
     def __init__(self, options: EngineOptions, conn: core.Connection) -> None:
@@ -590,145 +586,6 @@ class RSocketEngine:
         handle = self._requests.get(sid)
         if handle is not None and handle.inbound_done:
             del self._requests[sid]
-
-    # -- responder side ---------------------------------------------------
-    def _handler_method(self, name: str) -> Callable[..., Any] | None:
-        methods = self._methods
-        if self._methods_of is not self.handler:  # attached, or replaced
-            methods.clear()
-            self._methods_of = self.handler
-        elif name in methods:
-            return methods[name]
-        method = getattr(self.handler, name, None)
-        found = method if callable(method) else None
-        methods[name] = found
-        return found
-
-    def _request(self, data: bytes, metadata: bytes | None) -> Request:
-        assert self.peer is not None
-        return new_request(data, metadata, self.peer)
-
-    def _reject_missing(self, sid: int, name: str) -> None:
-        self.conn.send_error(sid, ErrorCode.REJECTED, f"no handler for {name}")
-
-    def on_request_response(self, sid: int, data: bytes, metadata: bytes | None) -> None:
-        method = self._handler_method("request_response")
-        if method is None:
-            return self._reject_missing(sid, "request_response")
-        try:
-            result = method(self._request(data, metadata))
-            if type(result) is Payload:  # the common answer, first
-                self.conn.send_payload(sid, result[0], result[1], complete=True)
-                return
-            if result is not None and callable(getattr(result, "subscribe", None)):
-                source = make_source(
-                    result, is_single=is_single_value, notify=lambda: self._poke(sid)
-                )
-                self._new_outbound(sid, source, 1)
-                return
-            if result is None:
-                self.conn.send_complete(sid)
-            else:
-                p = as_payload(result)
-                self.conn.send_payload(sid, p.data, p.metadata, complete=True)
-        except Exception as exc:
-            if self.conn.stream_state(sid) is None:
-                # The requester cancelled meanwhile (CANCEL in the same read as
-                # the request): nobody wants the answer, nor an error.
-                return
-            code, message = error_for_exception(exc)
-            self.conn.send_error(sid, code, message)
-
-    def on_fire_and_forget(self, data: bytes, metadata: bytes | None) -> None:
-        method = self._handler_method("fire_and_forget")
-        if method is None:
-            return
-        try:
-            method(self._request(data, metadata))
-        except Exception:
-            log.exception("fire_and_forget handler failed")
-
-    def on_metadata_push(self, metadata: bytes) -> None:
-        method = self._handler_method("metadata_push")
-        if method is None:
-            return
-        try:
-            method(metadata)
-        except Exception:
-            log.exception("metadata_push handler failed")
-
-    def on_request_stream(self, sid: int, data: bytes, metadata: bytes | None, n: int) -> None:
-        method = self._handler_method("request_stream")
-        if method is None:
-            return self._reject_missing(sid, "request_stream")
-        try:
-            result = method(self._request(data, metadata))
-            source = make_source(
-                result, is_single=is_single_value, notify=lambda: self._poke(sid)
-            )
-        except Exception as exc:
-            code, message = error_for_exception(exc)
-            self.conn.send_error(sid, code, message)
-            return
-        self._new_outbound(sid, source, n)
-
-    def on_request_channel(
-        self, sid: int, data: bytes, metadata: bytes | None, n: int, complete: bool
-    ) -> None:
-        method = self._handler_method("request_channel")
-        if method is None:
-            return self._reject_missing(sid, "request_channel")
-        prefetch = int(getattr(self.handler, "channel_prefetch", CHANNEL_PREFETCH))
-        batch = getattr(self.handler, "channel_batch", None)
-        queue: CreditQueue[Payload] = CreditQueue(granted=prefetch)
-        self._inbound[sid] = queue
-        conn = self.conn
-
-        # The handler consumes ``inbound`` on its worker thread; demand and
-        # cancel go back through the connection thread. The stream may have
-        # ended in the core meanwhile: then there is nothing to send.
-        def more(k: int) -> None:
-            def send() -> None:
-                if self._inbound.get(sid) is queue:
-                    with contextlib.suppress(core.LocalProtocolError):
-                        conn.request_n(sid, k)
-
-            self._call_soon(send)
-
-        def cancel_inbound() -> None:
-            def send() -> None:
-                if self._inbound.pop(sid, None) is queue:
-                    # A channel responder's CANCEL stops only the requester's
-                    # flow; our outbound flow goes on.
-                    with contextlib.suppress(core.LocalProtocolError):
-                        conn.cancel(sid)
-
-            self._call_soon(send)
-
-        inbound = StreamIterator(queue, prefetch, more, cancel_inbound, None, batch)
-        if complete:
-            queue.finish()
-            del self._inbound[sid]
-        else:
-            # The requester's COMPLETE may sit in the same read, already seen
-            # by the core: then there is nothing left to ask for.
-            with contextlib.suppress(core.LocalProtocolError):
-                conn.request_n(sid, prefetch)
-        try:
-            result = method(self._request(data, metadata), inbound)
-            source = make_source(
-                result,
-                is_single=is_single_value,
-                notify=lambda: self._poke(sid),
-                threaded=f"sansrs-channel-{sid}",
-            )
-        except Exception as exc:
-            code, message = error_for_exception(exc)
-            self._inbound.pop(sid, None)
-            queue.close()
-            self.conn.send_error(sid, code, message)
-            return
-        self._new_outbound(sid, source, n)
 
     # -- inbound signals on existing streams ---------------------------------
     def on_payload(

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sansrs.adapters.rsocket_engine import CHANNEL_PREFETCH, EngineOptions, RSocketEngine
+from sansrs.adapters.rsocket_engine import EngineOptions, RSocketEngine
+from sansrs.adapters.rsocket_responder import CHANNEL_PREFETCH
 from sansrs.adapters.rsocket_sync import RSocketPeer
 from sansrs.adapters.rsocket_types import Payload
 

@@ -20,11 +20,32 @@ from test_rsocket_engine_channel import FakeDriver, _frames, _requester, _server
 from sansrs.rsocket import PayloadFrame
 
 
+class Failing:
+    """Every handler raises; none for fire-and-forget (REJECTED paths)."""
+
+    def request_response(self, request: object) -> bytes:
+        raise ValueError("no")
+
+    def request_stream(self, request: object) -> bytes:
+        raise ValueError("no")
+
+    def request_channel(self, request: object, inbound: object) -> bytes:
+        raise ValueError("no")
+
+
+class Missing:
+    """No handler methods at all: every request is REJECTED."""
+
+
+@pytest.mark.parametrize("handler", [DemoHandler, Failing, Missing])
 @pytest.mark.parametrize("kind", ["response", "stream", "channel"])
-def test_rsocket_cancel_in_the_same_read_as_its_request_is_quietly_honoured(kind: str) -> None:
+def test_rsocket_cancel_in_the_same_read_as_its_request_is_quietly_honoured(
+    kind: str, handler: type
+) -> None:
     # The core has seen both frames when the engine calls the handler: the
-    # stream is already gone, so the answer (or an error) must not be sent,
-    # and the connection must not fail (it used to: send_error raised).
+    # stream is already gone, so neither the answer nor an ERROR (handler
+    # failed, or no handler) may be sent, and the connection must not fail
+    # (it used to: send_error raised).
     requester = _requester()
     if kind == "response":
         sid = requester.request_response(b"x")
@@ -33,7 +54,7 @@ def test_rsocket_cancel_in_the_same_read_as_its_request_is_quietly_honoured(kind
     else:
         sid = requester.request_channel(b"x", initial_n=5)
     requester.cancel(sid)
-    server, driver = _server(DemoHandler())
+    server, driver = _server(handler())
     server.receive_data(requester.data_to_send(), 0.0)
     driver.run_calls()
     server.pump()
@@ -44,7 +65,11 @@ def test_rsocket_cancel_in_the_same_read_as_its_request_is_quietly_honoured(kind
     server.receive_data(requester.data_to_send(), 0.0)
     server.pump()
     out = _frames(server.data_to_send())
-    assert [(f.stream_id, f.data) for f in out if isinstance(f, PayloadFrame)] == [(sid2, b"next")]
+    if handler is DemoHandler:
+        answers = [(f.stream_id, f.data) for f in out if isinstance(f, PayloadFrame)]
+        assert answers == [(sid2, b"next")]
+    else:
+        assert [(f.stream_id, type(f).__name__) for f in out] == [(sid2, "ErrorFrame")]
 
 
 class WritingDriver(FakeDriver):

@@ -1,0 +1,199 @@
+"""The responder half of :class:`~.rsocket_engine.RSocketEngine`: requests
+from the peer go to the application's handler, and what it returns (a value,
+an iterable, a generator or a Publisher) becomes the answer, pulled only
+within the requester's credit. Runs on the connection's owning thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from sansrs.rsocket import ErrorCode
+
+from . import _rsocket_core as core
+from .queues import CreditQueue
+from .rsocket_types import (
+    Payload,
+    Request,
+    RSocketError,
+    as_payload,
+    error_for_exception,
+    is_single_value,
+    new_request,
+)
+from .session import IteratorSource, Outbound, StreamIterator, make_source
+
+if TYPE_CHECKING:
+    from .rsocket_sync import RSocketPeer
+
+__all__ = ["CHANNEL_PREFETCH", "Responder"]
+
+log = logging.getLogger("sansrs.adapters.rsocket")
+
+#: Channel inbound requested at a time unless the handler sets ``channel_prefetch``.
+CHANNEL_PREFETCH = 256
+
+
+class Responder:
+    """Handler dispatch for requests from the peer (a base of the engine,
+    which owns the attributes and plumbing declared here)."""
+
+    conn: core.Connection
+    handler: object
+    peer: RSocketPeer | None
+    _methods: dict[str, Callable[..., Any] | None]
+    _methods_of: object
+    _inbound: dict[int, CreditQueue[Payload]]
+
+    if TYPE_CHECKING:
+
+        def _poke(self, sid: int) -> None: ...
+
+        def _call_soon(self, fn: Callable[[], None]) -> None: ...
+
+        def _new_outbound(
+            self, sid: int, source: IteratorSource[Any] | Any, credit: int
+        ) -> Outbound[Any]: ...
+
+    def _handler_method(self, name: str) -> Callable[..., Any] | None:
+        methods = self._methods
+        if self._methods_of is not self.handler:  # attached, or replaced
+            methods.clear()
+            self._methods_of = self.handler
+        elif name in methods:
+            return methods[name]
+        method = getattr(self.handler, name, None)
+        found = method if callable(method) else None
+        methods[name] = found
+        return found
+
+    def _request(self, data: bytes, metadata: bytes | None) -> Request:
+        assert self.peer is not None
+        return new_request(data, metadata, self.peer)
+
+    def _reject_missing(self, sid: int, name: str) -> None:
+        self._answer_error(sid, RSocketError(ErrorCode.REJECTED, f"no handler for {name}"))
+
+    def _answer_error(self, sid: int, exc: BaseException) -> None:
+        """ERROR on ``sid`` for a failed handler, unless the requester
+        cancelled meanwhile (CANCEL in the same read as its request: the
+        core has closed the stream and nobody wants an answer, nor an error)."""
+        if self.conn.stream_state(sid) is None:
+            return
+        code, message = error_for_exception(exc)
+        self.conn.send_error(sid, code, message)
+
+    def on_request_response(self, sid: int, data: bytes, metadata: bytes | None) -> None:
+        method = self._handler_method("request_response")
+        if method is None:
+            return self._reject_missing(sid, "request_response")
+        try:
+            result = method(self._request(data, metadata))
+            if type(result) is Payload:  # the common answer, first
+                self.conn.send_payload(sid, result[0], result[1], complete=True)
+                return
+            if result is not None and callable(getattr(result, "subscribe", None)):
+                source = make_source(
+                    result, is_single=is_single_value, notify=lambda: self._poke(sid)
+                )
+                self._new_outbound(sid, source, 1)
+                return
+            if result is None:
+                self.conn.send_complete(sid)
+            else:
+                p = as_payload(result)
+                self.conn.send_payload(sid, p.data, p.metadata, complete=True)
+        except Exception as exc:
+            self._answer_error(sid, exc)
+
+    def on_fire_and_forget(self, data: bytes, metadata: bytes | None) -> None:
+        method = self._handler_method("fire_and_forget")
+        if method is None:
+            return
+        try:
+            method(self._request(data, metadata))
+        except Exception:
+            log.exception("fire_and_forget handler failed")
+
+    def on_metadata_push(self, metadata: bytes) -> None:
+        method = self._handler_method("metadata_push")
+        if method is None:
+            return
+        try:
+            method(metadata)
+        except Exception:
+            log.exception("metadata_push handler failed")
+
+    def on_request_stream(self, sid: int, data: bytes, metadata: bytes | None, n: int) -> None:
+        method = self._handler_method("request_stream")
+        if method is None:
+            return self._reject_missing(sid, "request_stream")
+        try:
+            result = method(self._request(data, metadata))
+            source = make_source(
+                result, is_single=is_single_value, notify=lambda: self._poke(sid)
+            )
+        except Exception as exc:
+            self._answer_error(sid, exc)
+            return
+        self._new_outbound(sid, source, n)
+
+    def on_request_channel(
+        self, sid: int, data: bytes, metadata: bytes | None, n: int, complete: bool
+    ) -> None:
+        method = self._handler_method("request_channel")
+        if method is None:
+            return self._reject_missing(sid, "request_channel")
+        prefetch = int(getattr(self.handler, "channel_prefetch", CHANNEL_PREFETCH))
+        batch = getattr(self.handler, "channel_batch", None)
+        queue: CreditQueue[Payload] = CreditQueue(granted=prefetch)
+        self._inbound[sid] = queue
+        conn = self.conn
+
+        # The handler consumes ``inbound`` on its worker thread; demand and
+        # cancel go back through the connection thread. The stream may have
+        # ended in the core meanwhile: then there is nothing to send.
+        def more(k: int) -> None:
+            def send() -> None:
+                if self._inbound.get(sid) is queue:
+                    with contextlib.suppress(core.LocalProtocolError):
+                        conn.request_n(sid, k)
+
+            self._call_soon(send)
+
+        def cancel_inbound() -> None:
+            def send() -> None:
+                if self._inbound.pop(sid, None) is queue:
+                    # A channel responder's CANCEL stops only the requester's
+                    # flow; our outbound flow goes on.
+                    with contextlib.suppress(core.LocalProtocolError):
+                        conn.cancel(sid)
+
+            self._call_soon(send)
+
+        inbound = StreamIterator(queue, prefetch, more, cancel_inbound, None, batch)
+        if complete:
+            queue.finish()
+            del self._inbound[sid]
+        else:
+            # The requester's COMPLETE may sit in the same read, already seen
+            # by the core: then there is nothing left to ask for.
+            with contextlib.suppress(core.LocalProtocolError):
+                conn.request_n(sid, prefetch)
+        try:
+            result = method(self._request(data, metadata), inbound)
+            source = make_source(
+                result,
+                is_single=is_single_value,
+                notify=lambda: self._poke(sid),
+                threaded=f"sansrs-channel-{sid}",
+            )
+        except Exception as exc:
+            self._inbound.pop(sid, None)
+            queue.close()
+            self._answer_error(sid, exc)
+            return
+        self._new_outbound(sid, source, n)
