@@ -60,11 +60,7 @@ from .events import (
     _fast_fnf,
     _fast_payload,
     _fast_rr,
-    _set_complete,
-    _set_data,
-    _set_md,
-    _set_next,
-    _set_sid,
+    _PayloadBuilder,
 )
 
 __all__ = ["Receiver"]
@@ -168,6 +164,7 @@ class Receiver(StreamFrames):
         get_stream = self._streams.get
         append = self._events.append
         new = object.__new__
+        builder = _PayloadBuilder
         event = PayloadReceived
         rr = _RR
         streams = self._streams
@@ -191,12 +188,13 @@ class Receiver(StreamFrames):
                     if s.kind is not rr:
                         if not tf & 0x40:  # C clear
                             s.in_credit -= 1
-                            ev = new(event)
-                            _set_sid(ev, sid)
-                            _set_data(ev, buf[off + 9 : stop])
-                            _set_md(ev, None)
-                            _set_complete(ev, False)
-                            _set_next(ev, True)
+                            ev = new(builder)  # see events._builder
+                            ev.stream_id = sid
+                            ev.data = buf[off + 9 : stop]
+                            ev.metadata = None
+                            ev.complete = False
+                            ev.next = True
+                            ev.__class__ = event
                             append(ev)
                             position += length
                             off = stop
@@ -281,13 +279,7 @@ class Receiver(StreamFrames):
                 s = self._streams.get(sid)
                 if s is not None and s.in_credit > 0 and s.reassembly is None and s.kind is not _RR:
                     s.in_credit -= 1
-                    ev = object.__new__(PayloadReceived)
-                    _set_sid(ev, sid)
-                    _set_data(ev, frame[6:])
-                    _set_md(ev, None)
-                    _set_complete(ev, False)
-                    _set_next(ev, True)
-                    self._events.append(ev)
+                    self._events.append(_fast_payload(sid, frame[6:], None, False, True))
                     self.received_position += length
                     return
         try:

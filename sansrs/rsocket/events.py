@@ -245,47 +245,51 @@ Event = (
 )
 
 _new = object.__new__
-_set_sid: Any = PayloadReceived.__dict__["stream_id"].__set__
-_set_data: Any = PayloadReceived.__dict__["data"].__set__
-_set_md: Any = PayloadReceived.__dict__["metadata"].__set__
-_set_complete: Any = PayloadReceived.__dict__["complete"].__set__
-_set_next: Any = PayloadReceived.__dict__["next"].__set__
+
+
+def _builder(cls: type) -> Any:
+    """A plain class with ``cls``'s slots, in the same order. The hot paths
+    fill one of its instances with plain attribute stores and then make it a
+    ``cls`` by ``__class__`` assignment (allowed: the layouts are the same).
+    The result is an ordinary frozen event, equal to one built by ``cls(...)``,
+    at a fifth of the frozen ``__init__``'s cost (one event per frame)."""
+    return type(f"_{cls.__name__}Builder", (), {"__slots__": cls.__dict__["__slots__"]})
+
+
+_PayloadBuilder: Any = _builder(PayloadReceived)
+_FnfBuilder: Any = _builder(FireAndForgetReceived)
+_RrBuilder: Any = _builder(RequestResponseReceived)
 
 
 def _fast_payload(
     stream_id: int, data: bytes, metadata: bytes | None, complete: bool, next: bool
 ) -> PayloadReceived:
     """``PayloadReceived(...)`` without the frozen ``__init__`` cost."""
-    ev: PayloadReceived = _new(PayloadReceived)
-    _set_sid(ev, stream_id)
-    _set_data(ev, data)
-    _set_md(ev, metadata)
-    _set_complete(ev, complete)
-    _set_next(ev, next)
-    return ev
-
-
-_set_fnf_sid: Any = FireAndForgetReceived.__dict__["stream_id"].__set__
-_set_fnf_data: Any = FireAndForgetReceived.__dict__["data"].__set__
-_set_fnf_md: Any = FireAndForgetReceived.__dict__["metadata"].__set__
-_set_rr_sid: Any = RequestResponseReceived.__dict__["stream_id"].__set__
-_set_rr_data: Any = RequestResponseReceived.__dict__["data"].__set__
-_set_rr_md: Any = RequestResponseReceived.__dict__["metadata"].__set__
+    ev = _new(_PayloadBuilder)
+    ev.stream_id = stream_id
+    ev.data = data
+    ev.metadata = metadata
+    ev.complete = complete
+    ev.next = next
+    ev.__class__ = PayloadReceived
+    return ev  # type: ignore[no-any-return]
 
 
 def _fast_fnf(stream_id: int, data: bytes) -> FireAndForgetReceived:
     """``FireAndForgetReceived(...)`` (no metadata) without the frozen ``__init__``."""
-    ev: FireAndForgetReceived = _new(FireAndForgetReceived)
-    _set_fnf_sid(ev, stream_id)
-    _set_fnf_data(ev, data)
-    _set_fnf_md(ev, None)
-    return ev
+    ev = _new(_FnfBuilder)
+    ev.stream_id = stream_id
+    ev.data = data
+    ev.metadata = None
+    ev.__class__ = FireAndForgetReceived
+    return ev  # type: ignore[no-any-return]
 
 
 def _fast_rr(stream_id: int, data: bytes) -> RequestResponseReceived:
     """``RequestResponseReceived(...)`` (no metadata) without the frozen ``__init__``."""
-    ev: RequestResponseReceived = _new(RequestResponseReceived)
-    _set_rr_sid(ev, stream_id)
-    _set_rr_data(ev, data)
-    _set_rr_md(ev, None)
-    return ev
+    ev = _new(_RrBuilder)
+    ev.stream_id = stream_id
+    ev.data = data
+    ev.metadata = None
+    ev.__class__ = RequestResponseReceived
+    return ev  # type: ignore[no-any-return]

@@ -150,3 +150,33 @@ def test_rsocket_requests_under_lease_take_the_general_path() -> None:
     assert out == encode_frame_prefixed(
         ErrorFrame(extra, ErrorCode.REJECTED, b"request beyond the lease")
     )
+
+
+def test_events_built_on_the_hot_paths_are_ordinary_frozen_events() -> None:
+    # The hot paths fill a same-layout builder and assign __class__: the
+    # result must be indistinguishable from the dataclass constructor's.
+    import dataclasses
+
+    from sansrs.rsocket.events import _fast_fnf, _fast_payload, _fast_rr
+
+    built = [
+        (_fast_payload(3, b"d", b"m", True, False),
+         PayloadReceived(stream_id=3, data=b"d", metadata=b"m", complete=True, next=False)),
+        (_fast_fnf(5, b"f"), FireAndForgetReceived(stream_id=5, data=b"f", metadata=None)),
+        (_fast_rr(7, b"r"), RequestResponseReceived(stream_id=7, data=b"r", metadata=None)),
+    ]
+    for fast, normal in built:
+        assert type(fast) is type(normal)
+        assert fast == normal and hash(fast) == hash(normal) and repr(fast) == repr(normal)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            fast.stream_id = 9  # type: ignore[misc]
+    # and what the parser itself builds for stream items
+    pair = _established()
+    sid = pair.client.request_stream(b"s", initial_n=2)
+    pair.pump()
+    pair.server.send_payload(sid, b"one")
+    pair.pump()
+    (item,) = [e for e in pair.take()[0] if isinstance(e, PayloadReceived)]
+    assert type(item) is PayloadReceived
+    assert item == PayloadReceived(stream_id=sid, data=b"one", metadata=None, complete=False,
+                                   next=True)
