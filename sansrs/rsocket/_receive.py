@@ -187,17 +187,36 @@ class Receiver(StreamFrames):
                 if s is not None and s.in_credit > 0 and s.reassembly is None:
                     if s.kind is not rr:
                         if not tf & 0x40:  # C clear
-                            s.in_credit -= 1
-                            ev = new(builder)  # see events._builder
-                            ev.stream_id = sid
-                            ev.data = buf[off + 9 : stop]
-                            ev.metadata = None
-                            ev.complete = False
-                            ev.next = True
-                            ev.__class__ = event
-                            append(ev)
-                            position += length
-                            off = stop
+                            # A run of such items on this stream, checked
+                            # once: each further frame need only be another
+                            # whole PAYLOAD(N) on the same ID within credit.
+                            credit = s.in_credit
+                            while True:
+                                credit -= 1
+                                ev = new(builder)  # see events._builder
+                                ev.stream_id = sid
+                                ev.data = buf[off + 9 : stop]
+                                ev.metadata = None
+                                ev.complete = False
+                                ev.next = True
+                                ev.__class__ = event
+                                append(ev)
+                                position += length
+                                off = stop
+                                if not credit or end - off < 9:
+                                    break
+                                hi, lo, next_sid, tf = unpack(buf, off)
+                                length = hi << 16 | lo
+                                stop = off + 3 + length
+                                if (
+                                    next_sid != sid
+                                    or tf & 0xFDE0 != 0x2820
+                                    or stop > end
+                                    or length > limit
+                                    or length < 6
+                                ):
+                                    break  # the outer loop takes this frame
+                            s.in_credit = credit
                             continue
                     elif s.requester:
                         # The answer to our request-response: it completes the
