@@ -28,10 +28,12 @@ if TYPE_CHECKING:
 
 PayloadReceived = events.PayloadReceived
 RequestResponseReceived = events.RequestResponseReceived
+FireAndForgetReceived = events.FireAndForgetReceived
 
 __all__ = [
     "Connection",
     "ConnectionState",
+    "FireAndForgetReceived",
     "LocalProtocolError",
     "PayloadReceived",
     "RemoteProtocolError",

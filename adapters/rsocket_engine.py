@@ -242,6 +242,7 @@ class RSocketEngine(Responder):
         events = self.conn.events()
         payload_event = core.PayloadReceived
         rr_event = core.RequestResponseReceived
+        fnf_event = core.FireAndForgetReceived
         requests = self._requests
         # Payload is a named tuple: tuple.__new__ skips its Python-level
         # __new__ (about half the cost of an item here).
@@ -280,7 +281,10 @@ class RSocketEngine(Responder):
                 elif type(event) is rr_event:  # served one by one: skip the table
                     self.on_request_response(event.stream_id, event.data, event.metadata)
                 else:
-                    core.dispatch(self, event)
+                    if type(event) is fnf_event:  # likewise
+                        self.on_fire_and_forget(event.data, event.metadata)
+                    else:
+                        core.dispatch(self, event)
                     continue
                 exchanges += 1
                 if exchanges == WRITE_EVERY:

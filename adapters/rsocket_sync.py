@@ -54,6 +54,9 @@ def _check_prefetch(prefetch: int) -> int:
     return prefetch
 
 
+_new_tuple = tuple.__new__
+
+
 def _raises(answer: BaseException, return_exceptions: bool) -> bool:
     """A pipelined answer that ends the iteration: any error unless
     ``return_exceptions``; a lost connection always."""
@@ -193,7 +196,7 @@ class RSocketPeer(DrivenPeer):
         """Queue REQUEST_FNF. ``timeout`` bounds the wait only if the connection
         has a full batch of fire-and-forgets pending (the loop is behind)."""
         if type(data) is bytes and metadata is None:
-            payload = Payload(data)
+            payload = _new_tuple(Payload, (data, None))  # Payload(data) minus its __new__
         else:
             payload = as_payload(data, metadata)
         self._fnf.put(payload, timeout)
