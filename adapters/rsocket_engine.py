@@ -396,6 +396,10 @@ class RSocketEngine(Responder):
     def connection_lost(self, error: BaseException) -> None:
         if self._closing is not None:
             error = self._closing
+        else:
+            # From here on a request started meanwhile (a pipeline refilling
+            # as its requests fail below) fails at once, with this reason.
+            self._closing = error
         while self._after_events:  # run them now: they learn of the end themselves
             calls, self._after_events = self._after_events, []
             for fn in calls:
@@ -405,7 +409,7 @@ class RSocketEngine(Responder):
             if waiting is not None:
                 waiting.sink.finish(error)
         self._lease_waiters.clear()
-        for handle in self._requests.values():
+        for handle in list(self._requests.values()):  # sinks may start requests
             handle.sink.finish(error)
             if handle.outbound is not None:
                 handle.outbound.cancel()
@@ -426,6 +430,9 @@ class RSocketEngine(Responder):
         outbound: Iterable[object] | None = None,
     ) -> None:
         if handle.cancelled:
+            return
+        if self._closing is not None:  # going away: fail now, with the reason
+            handle.sink.finish(self._closing)
             return
         if self._must_wait_for_lease():
             self._lease_waiters.append(
@@ -458,8 +465,13 @@ class RSocketEngine(Responder):
     def start_response(self, handle: RequestHandle, payload: Payload) -> None:
         """:meth:`start_request` for a request-response (``handle.kind == "rr"``),
         trimmed for pipelines that start one per answer received."""
-        if self._lease_waiters or self.conn.lease_available() is not None or handle.cancelled:
-            self.start_request(handle, payload, 1)  # leases: may have to wait its turn
+        if (
+            self._lease_waiters
+            or self.conn.lease_available() is not None
+            or handle.cancelled
+            or self._closing is not None
+        ):
+            self.start_request(handle, payload, 1)  # leases (it may wait), or the end
             return
         try:
             sid = self.conn.request_response(payload[0], payload[1])

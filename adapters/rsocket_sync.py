@@ -163,7 +163,10 @@ class RSocketPeer(DrivenPeer):
             while True:
                 room = ahead - (submitted - consumed)
                 if not exhausted and room >= refill_at:
-                    batch = [as_payload(item) for item in islice(requests, room)]
+                    batch = [
+                        _new_tuple(Payload, (x, None)) if type(x) is bytes else as_payload(x)
+                        for x in islice(requests, room)
+                    ]
                     exhausted = len(batch) < room
                     if batch:
                         answers.grant(len(batch))

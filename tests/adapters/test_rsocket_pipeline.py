@@ -307,3 +307,22 @@ def test_pipeline_cancel_cancels_active_and_drops_pending() -> None:
     assert len(engine.cancelled) == 2 and pipeline.active == 0
     pipeline.feed([Payload(b"more")])
     assert len(engine.started) == 2 and len(answers) == 0
+
+
+def test_pipeline_on_a_real_engine_answers_everything_when_the_connection_is_lost() -> None:
+    # connection_lost fails the requests on the wire; the pipeline refills
+    # from inside that (the error is not a ConnectionClosed here), and every
+    # request it starts then fails at once with the same reason.
+    from sansrs.adapters.rsocket_engine import EngineOptions, RSocketEngine
+
+    engine = RSocketEngine.client(EngineOptions(), None)
+    engine.data_to_send()  # SETUP
+    answers: CreditQueue[Answer] = CreditQueue(granted=10)
+    pipeline = ResponsePipeline(engine, 2, answers)
+    pipeline.feed([Payload(b"%d" % i) for i in range(10)])
+    assert pipeline.active == 2
+    boom = OSError("boom")
+    engine.connection_lost(boom)
+    got = answers.get_batch(0)
+    assert sorted(i for i, _ in got) == list(range(10))
+    assert all(a is boom for _, a in got)
