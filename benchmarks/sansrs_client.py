@@ -16,9 +16,10 @@ WAIT = 120.0
 def _stream(client: Client, count: int, size: int) -> int:
     done = 0
     request = json.dumps({"n": count, "size": size})
-    # The window must cover the few milliseconds an application thread may
-    # hold the GIL before the connection thread gets to send REQUEST_N
-    # (docs/performance.md, "Choosing prefetch"): 8192 small or 4096 1 KiB items.
+    # The window must cover the replenish round trip (REQUEST_N handed to the
+    # connection thread, sent, the next burst back) at the rate items are
+    # consumed (docs/performance.md, "Choosing prefetch"): 8192 small items,
+    # 4096 of 1 KiB.
     prefetch = 8192 if size < 1024 else 4096
     with client.request_stream(request, prefetch=prefetch, timeout=WAIT) as items:
         for _ in items:
