@@ -9,7 +9,9 @@ the result is the same frozen value.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 __all__ = [
@@ -275,21 +277,21 @@ def _fast_payload(
     return ev  # type: ignore[no-any-return]
 
 
-def _fast_fnf(stream_id: int, data: bytes) -> FireAndForgetReceived:
-    """``FireAndForgetReceived(...)`` (no metadata) without the frozen ``__init__``."""
-    ev = _new(_FnfBuilder)
+def _fast_request(builder: Any, cls: type, stream_id: int, data: bytes) -> Any:
+    """A REQUEST_FNF / REQUEST_RESPONSE event (no metadata) without the
+    frozen ``__init__``: see :func:`_builder`."""
+    ev = _new(builder)
     ev.stream_id = stream_id
     ev.data = data
     ev.metadata = None
-    ev.__class__ = FireAndForgetReceived
-    return ev  # type: ignore[no-any-return]
+    ev.__class__ = cls
+    return ev
 
 
-def _fast_rr(stream_id: int, data: bytes) -> RequestResponseReceived:
-    """``RequestResponseReceived(...)`` (no metadata) without the frozen ``__init__``."""
-    ev = _new(_RrBuilder)
-    ev.stream_id = stream_id
-    ev.data = data
-    ev.metadata = None
-    ev.__class__ = RequestResponseReceived
-    return ev  # type: ignore[no-any-return]
+#: ``FireAndForgetReceived(stream_id, data, None)`` / ``RequestResponseReceived(...)``.
+_fast_fnf: Callable[[int, bytes], FireAndForgetReceived] = partial(
+    _fast_request, _FnfBuilder, FireAndForgetReceived
+)
+_fast_rr: Callable[[int, bytes], RequestResponseReceived] = partial(
+    _fast_request, _RrBuilder, RequestResponseReceived
+)

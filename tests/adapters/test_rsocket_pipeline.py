@@ -22,18 +22,6 @@ from sansrs.rsocket import ErrorCode
 WAIT = 10.0
 
 
-@pytest.fixture
-def demo() -> Iterator[Server]:
-    with serve("tcp://127.0.0.1:0", handler_factory=DemoHandler) as server:
-        yield server
-
-
-@pytest.fixture
-def client(demo: Server) -> Iterator[Client]:
-    with connect(demo.url) as c:
-        yield c
-
-
 class Held:
     """Answers request-responses only when the test says so: the responder's
     view of how many requests are outstanding at once."""

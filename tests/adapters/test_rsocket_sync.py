@@ -17,18 +17,6 @@ from sansrs.adapters.threads import ConnectionClosed
 WAIT = 10.0
 
 
-@pytest.fixture
-def demo() -> Iterator[Server]:
-    with serve("tcp://127.0.0.1:0", handler_factory=DemoHandler) as server:
-        yield server
-
-
-@pytest.fixture
-def client(demo: Server) -> Iterator[Client]:
-    with connect(demo.url) as c:
-        yield c
-
-
 def test_request_response_echoes_data_and_metadata(client: Client) -> None:
     assert client.request_response(b"hello", b"md", timeout=WAIT) == Payload(b"hello", b"md")
     assert client.request_response("text", timeout=WAIT) == Payload(b"text", None)

@@ -1,0 +1,22 @@
+"""Fixtures shared by the RSocket adapter tests: the demo responder over TCP
+on 127.0.0.1 and a client connected to it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from sansrs.adapters.rsocket_demo import DemoHandler
+from sansrs.adapters.rsocket_sync import Client, Server, connect, serve
+
+
+@pytest.fixture
+def demo() -> Iterator[Server]:
+    with serve("tcp://127.0.0.1:0", handler_factory=DemoHandler) as server:
+        yield server
+
+
+@pytest.fixture
+def client(demo: Server) -> Iterator[Client]:
+    with connect(demo.url) as c:
+        yield c
