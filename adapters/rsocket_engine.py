@@ -280,11 +280,11 @@ class RSocketEngine(Responder):
                         continue  # a channel's inbound item, not an exchange
                 elif type(event) is rr_event:  # served one by one: skip the table
                     self.on_request_response(event.stream_id, event.data, event.metadata)
+                elif type(event) is fnf_event:  # likewise, but not an exchange
+                    self.on_fire_and_forget(event.data, event.metadata)
+                    continue
                 else:
-                    if type(event) is fnf_event:  # likewise
-                        self.on_fire_and_forget(event.data, event.metadata)
-                    else:
-                        core.dispatch(self, event)
+                    core.dispatch(self, event)
                     continue
                 exchanges += 1
                 if exchanges == WRITE_EVERY:
@@ -300,11 +300,17 @@ class RSocketEngine(Responder):
         if self._write_now is not None:
             self._write_now()
 
-    def _run_after_events(self) -> None:
+    def _run_after_events(self, *, quietly: bool = False) -> None:
+        """The ``after_events`` calls, including any they add; ``quietly``
+        (the connection is gone): one that raises does not stop the rest."""
         while self._after_events:
             calls, self._after_events = self._after_events, []
             for fn in calls:
-                fn()
+                if quietly:
+                    with contextlib.suppress(Exception):
+                        fn()
+                else:
+                    fn()
 
     def data_to_send(self) -> bytes:
         if self._records is None:
@@ -400,11 +406,7 @@ class RSocketEngine(Responder):
             # From here on a request started meanwhile (a pipeline refilling
             # as its requests fail below) fails at once, with this reason.
             self._closing = error
-        while self._after_events:  # run them now: they learn of the end themselves
-            calls, self._after_events = self._after_events, []
-            for fn in calls:
-                with contextlib.suppress(Exception):
-                    fn()
+        self._run_after_events(quietly=True)  # now: they learn of the end themselves
         for _, waiting in self._lease_waiters:
             if waiting is not None:
                 waiting.sink.finish(error)
@@ -482,9 +484,8 @@ class RSocketEngine(Responder):
         self._requests[sid] = handle
 
     def _refused(self, handle: RequestHandle, exc: core.LocalProtocolError) -> None:
-        if self._closing is not None:
-            handle.sink.finish(self._closing)  # the reason it closed, not "closed"
-        elif self.conn.state is core.ConnectionState.CLOSED:
+        # (A known reason to close was checked before the core was asked.)
+        if self.conn.state is core.ConnectionState.CLOSED:
             handle.sink.finish(ConnectionClosed(f"connection closed: {exc.message}"))
         else:  # e.g. no stream ID left, or the peer is closing
             handle.sink.finish(RSocketError(ErrorCode.REJECTED, exc.message))

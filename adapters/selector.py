@@ -483,9 +483,11 @@ class LoopConnection:
 
     # -- loop thread -----------------------------------------------------------
     def write_now(self) -> None:
-        """Owning thread, from inside the engine: write the output queued so
-        far now instead of at the end of the turn, so the peer can start on
-        it while the rest of the input is handled (see ``RSocketEngine``)."""
+        """Owning thread: take the engine's output and write what the socket
+        accepts. The turn ends with it; an engine calls it mid-turn to write
+        the output queued so far, so the peer can start on it while the rest
+        of the input is handled (see ``RSocketEngine``). A failed write is
+        kept for the turn's service to finish the connection."""
         if self._done or self._abort or self._send_error is not None:
             return
         out = self._out
@@ -495,7 +497,7 @@ class LoopConnection:
         if out:
             try:
                 sent = self.transport.send(out)
-            except OSError as exc:  # the turn's service finishes the connection
+            except OSError as exc:
                 self._send_error = exc
                 return
             if sent:
@@ -621,17 +623,10 @@ class LoopConnection:
             engine.handle_timeout(now)
         high = config.high_water
         more = engine.pump() if len(out) < high else True
-        data = engine.data_to_send()
-        if data:
-            out += data
-        if out:
-            try:
-                sent = self.transport.send(out)
-            except OSError as exc:
-                self._send_failed(exc, now)
-                return
-            if sent:
-                del out[:sent]
+        self.write_now()
+        if self._send_error is not None:
+            self._send_failed(self._send_error, now)
+            return
         if self._abort:  # a call or handler aborted us meanwhile
             self._finish(self._lost or ConnectionClosed("connection aborted locally"))
             return
