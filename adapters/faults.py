@@ -155,10 +155,17 @@ class FaultProxy:
             self._delay = seconds
         self._wake()
 
-    def blackhole(self, on: bool = True) -> None:
-        """Swallow every byte while on (links stay open)."""
+    def blackhole(self, on: bool = True, *, cut: bool = False) -> None:
+        """Swallow every byte while on (links stay open). ``cut``: reset every
+        open link in the same step (the network comes back, its connections
+        do not): turning the blackhole off and then calling :meth:`cut_now`
+        would let a link forward the rest of a frame whose start was
+        swallowed, which the peer reads as garbage."""
         with self._lock:
             self._blackhole = on
+            if cut:
+                for link in self._links:
+                    link.budget = 0
         self._wake()
 
     def wait_cuts(self, n: int, timeout: float) -> bool:

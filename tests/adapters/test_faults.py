@@ -130,6 +130,24 @@ def test_faults_blackhole_drops_bytes_and_keeps_links(echo: EchoServer) -> None:
     assert proxy.stats.dropped == 4 and proxy.stats.cuts == 0
 
 
+def test_faults_blackhole_lifted_with_a_cut_forwards_nothing_of_the_old_links(
+    echo: EchoServer,
+) -> None:
+    with FaultProxy(echo.address) as proxy, socket.create_connection(proxy.address) as sock:
+        proxy.blackhole()
+        sock.sendall(b"lost")
+        assert proxy.wait_until(lambda stats: stats.dropped == 4, 5.0)
+        proxy.blackhole(False, cut=True)
+        with contextlib.suppress(OSError):
+            sock.sendall(b"after")
+        assert read_until_end(sock, 100) == b""  # reset: nothing of the old link comes back
+        assert proxy.wait_cuts(1, 5.0)
+        with socket.create_connection(proxy.address) as fresh:  # new links work
+            fresh.sendall(b"new")
+            assert read_until_end(fresh, 3) == b"new"
+    assert proxy.stats.forwarded == 6  # "new" there and back; nothing of the old link
+
+
 def test_faults_delay_holds_each_chunk(echo: EchoServer) -> None:
     with FaultProxy(echo.address) as proxy, socket.create_connection(proxy.address) as sock:
         proxy.delay(0.1)

@@ -137,8 +137,7 @@ def test_resumable_cut_beyond_retained_limit_fails_with_rejected_resume() -> Non
             proxy.blackhole()
             handler.gate.set()
             assert proxy.wait_until(lambda stats: stats.dropped >= 20_000, WAIT)
-            proxy.blackhole(False)
-            proxy.cut_now()
+            proxy.blackhole(False, cut=True)
             with pytest.raises(ConnectionClosed) as info:
                 for _ in stream:
                     pass

@@ -76,8 +76,7 @@ def test_rsocket_resume_cut_beyond_retained_limit_rejected_resume(
                 pair.server.send_payload(sid, item(b"x", i))
             pair.pump()
             assert not pair.server.resumable
-            proxy.blackhole(False)
-            proxy.cut_now()
+            proxy.blackhole(False, cut=True)
             while pair.client.state is not ConnectionState.CLOSED:
                 pair.pump()
         finally:
