@@ -35,8 +35,8 @@ PY = sys.executable
 
 
 def _serve(loop: str) -> None:
-    from sansrs.adapters.rsocket_demo import DemoHandler
-    from sansrs.adapters.rsocket_sync import serve
+    from sansrs.adapters.rsocket.client import serve
+    from sansrs.adapters.rsocket.demo import DemoHandler
 
     with serve("tcp://127.0.0.1:0", handler_factory=DemoHandler, loop=loop) as server:
         print("READY", server.url, flush=True)
@@ -96,8 +96,8 @@ class _Streams:
 def run_once(
     server_loop: str, connections: int, streams: int, items: int, size: int
 ) -> dict[str, Any]:
-    from sansrs.adapters.rsocket_sync import connect
-    from sansrs.adapters.selector import Loop
+    from sansrs.adapters.drive.selector import Loop
+    from sansrs.adapters.rsocket.client import connect
 
     proc = subprocess.Popen(
         [PY, __file__, "_serve", server_loop],

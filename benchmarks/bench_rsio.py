@@ -32,7 +32,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from sansrs.adapters import rsio_sync, rsocket_sync
+from sansrs.adapters.rsio import client as rsio_sync
+from sansrs.adapters.rsocket import client as rsocket_sync
 
 PY = sys.executable
 TARGET = 3_000_000

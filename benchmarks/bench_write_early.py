@@ -21,13 +21,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import sansrs.adapters.rsocket_engine as engine  # noqa: E402
+import sansrs.adapters.rsocket.engine as engine  # noqa: E402
 from sansrs_client import run  # noqa: E402
 
 OFF = 10**9  # never reached: no early write
 
 SERVER = (
-    "import sys, runpy; import sansrs.adapters.rsocket_engine as e; e.WRITE_EVERY = {every}; "
+    "import sys, runpy; import sansrs.adapters.rsocket.engine as e; e.WRITE_EVERY = {every}; "
     "sys.argv = ['sansrs', 'serve', 'tcp://127.0.0.1:0']; "
     "runpy.run_module('sansrs', run_name='__main__')"
 )

@@ -2,7 +2,7 @@
 interop tests and bench_tcp.py. Runs as its own process:
 
     python benchmarks/rsocketpy_peer.py serve PORT [--lease] [--ws PATH]
-        the demo responder contract (adapters/demo_responder.py) served by
+        the demo responder contract (adapters/rsocket/demo_contract.py) served by
         rsocket-py; prints ``READY <port>``
     python benchmarks/rsocketpy_peer.py interop PORT [--fragment BYTES] [--lease] [--ws PATH]
         rsocket-py as a client runs every interop check against a demo
@@ -21,13 +21,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import time
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from reactivestreams.publisher import DefaultPublisher, Publisher
@@ -42,9 +40,7 @@ from rsocket.rsocket_client import RSocketClient
 from rsocket.rsocket_server import RSocketServer
 from rsocket.streams.stream_from_generator import StreamFromGenerator
 from rsocket.transports.tcp import TransportTCP
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from adapters.demo_responder import (
+from sansrs.adapters.rsocket.demo_contract import (
     CHANNEL_BATCH,
     DemoRejected,
     DemoState,

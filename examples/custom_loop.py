@@ -20,7 +20,7 @@ this process over 127.0.0.1. Run it:
 
     .venv/bin/python examples/custom_loop.py
 
-``sansrs.adapters.selector`` is the full version of this loop (many
+``sansrs.adapters.drive.selector`` is the full version of this loop (many
 connections, a timer heap, wake-ups from other threads, back-pressure).
 """
 

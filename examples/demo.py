@@ -15,9 +15,9 @@ import argparse
 import sys
 import time
 
-from sansrs.adapters.rsocket_demo import DemoHandler
-from sansrs.adapters.rsocket_sync import connect, serve
-from sansrs.adapters.rsocket_types import RSocketError
+from sansrs.adapters.rsocket.client import connect, serve
+from sansrs.adapters.rsocket.demo import DemoHandler
+from sansrs.adapters.rsocket.types import RSocketError
 
 
 class Checks:

@@ -37,8 +37,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sansrs.adapters import ditto_sync
-from sansrs.adapters.ditto_history import (
+from sansrs.adapters.ditto import client as ditto_sync
+from sansrs.adapters.ditto.history import (
     HistoryRequest,
     search_pages,
     select_events,

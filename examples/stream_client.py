@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 
-from sansrs.adapters.rsocket_demo import DemoHandler
-from sansrs.adapters.rsocket_sync import connect, serve
-from sansrs.adapters.rsocket_types import RSocketError
+from sansrs.adapters.rsocket.client import connect, serve
+from sansrs.adapters.rsocket.demo import DemoHandler
+from sansrs.adapters.rsocket.types import RSocketError
 
 
 def main() -> None:

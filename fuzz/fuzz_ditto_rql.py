@@ -1,4 +1,4 @@
-"""Fuzz target: arbitrary filter text into ``sansrs.adapters.ditto_rql.parse_rql``
+"""Fuzz target: arbitrary filter text into ``sansrs.adapters.ditto.rql.parse_rql``
 (the RQL a Ditto client sends in ``filter``, evaluated by the history sources).
 
 Rule: ``parse_rql`` raises nothing but ``RqlError``; a predicate it returns
@@ -17,7 +17,7 @@ from typing import Any
 from _harness import instrumented, run
 
 with instrumented(__name__):
-    from sansrs.adapters.ditto_rql import RqlError, parse_rql
+    from sansrs.adapters.ditto.rql import RqlError, parse_rql
 
 SAMPLES: list[Any] = [
     {},

@@ -22,8 +22,13 @@ import sys
 from _harness import instrumented, run
 
 with instrumented(__name__):
-    from sansrs.adapters.websocket import WebSocketOptions, WebSocketTransport
-    from sansrs.adapters.ws_messages import CloseCode, MessageKind, MessageReader, decode_close
+    from sansrs.adapters.transport.websocket import WebSocketOptions, WebSocketTransport
+    from sansrs.adapters.transport.websocket.messages import (
+        CloseCode,
+        MessageKind,
+        MessageReader,
+        decode_close,
+    )
     from wsproto import ConnectionType, WSConnection
     from wsproto.connection import Connection
     from wsproto.events import (
@@ -168,7 +173,7 @@ def make_corpus() -> None:
     import hashlib
     from pathlib import Path
 
-    from sansrs.adapters.ws_frames import KeySource, encode_data_frame
+    from sansrs.adapters.transport.websocket.frames import KeySource, encode_data_frame
     from wsproto.frame_protocol import FrameProtocol
 
     folder = Path(__file__).resolve().parent / "corpus" / "websocket"

@@ -33,11 +33,11 @@ def _show(payload: object, out: object) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     if args.protocol == "rsio":
-        return int(importlib.import_module("sansrs.adapters.rsio_cli").run_serve(args))
-    demo = importlib.import_module("sansrs.adapters.rsocket_demo")
-    serve = importlib.import_module("sansrs.adapters.rsocket_sync").serve
+        return int(importlib.import_module("sansrs.adapters.cli.rsio").run_serve(args))
+    demo = importlib.import_module("sansrs.adapters.rsocket.demo")
+    serve = importlib.import_module("sansrs.adapters.rsocket.client").serve
 
-    serve_until_closed = importlib.import_module("sansrs.adapters.cli_serve").serve_until_closed
+    serve_until_closed = importlib.import_module("sansrs.adapters.cli.serve").serve_until_closed
     options: dict[str, object] = {}
     if args.lease:
         options["lease"] = True
@@ -50,9 +50,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _request(args: argparse.Namespace) -> int:
     # importlib: mypy cannot follow the adapters/ -> sansrs.adapters mapping.
-    connect = importlib.import_module("sansrs.adapters.rsocket_sync").connect
-    RSocketError = importlib.import_module("sansrs.adapters.rsocket_types").RSocketError
-    ConnectionClosed = importlib.import_module("sansrs.adapters.threads").ConnectionClosed
+    connect = importlib.import_module("sansrs.adapters.rsocket.client").connect
+    RSocketError = importlib.import_module("sansrs.adapters.rsocket.types").RSocketError
+    ConnectionClosed = importlib.import_module("sansrs.adapters.drive.threads").ConnectionClosed
 
     metadata = args.metadata
     try:
@@ -140,9 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     request.add_argument("--timeout", type=float, default=30.0, help="seconds (30)")
     request.set_defaults(run=_request)
     # `sansrs subscribe URL NAME` (reactive-streams-io): lives with the adapter.
-    importlib.import_module("sansrs.adapters.rsio_cli").add_parsers(sub)
+    importlib.import_module("sansrs.adapters.cli.rsio").add_parsers(sub)
     # `sansrs ditto serve|history|search`: parsers and commands live with the adapter.
-    importlib.import_module("sansrs.adapters.ditto_cli").add_parsers(sub)
+    importlib.import_module("sansrs.adapters.cli.ditto").add_parsers(sub)
     return parser
 
 

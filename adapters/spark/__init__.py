@@ -21,6 +21,7 @@ from ._wire import (
     decode_rows,
     encode_rows,
 )
+from .local import MASTER_ENV, local_session
 from .partitions import (
     PartitionReader,
     PartitionWriter,
@@ -40,7 +41,6 @@ from .remote import (
     write_partition,
 )
 from .service import RowSource, Service, serve
-from .session import MASTER_ENV, local_session
 from .sink import JsonLinesSink, MemorySink, Sink, Stage
 
 __all__ = [

@@ -27,8 +27,8 @@ from typing import Any
 
 from sansrs.ditto import DittoRemoteError
 
-from ..ditto_sync import DittoConnection, connect
-from ..threads import ConnectionClosed
+from ..ditto.client import DittoConnection, connect
+from ..drive.threads import ConnectionClosed
 from ._wire import ReadRequest
 
 __all__ = [

@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..rsocket_sync import connect
-from ..rsocket_types import Payload, RSocketError
-from ..urls import parse_url
+from ..rsocket.client import connect
+from ..rsocket.types import Payload, RSocketError
+from ..transport.urls import parse_url
 from ._arrow import encode_rows_arrow
 from ._wire import (
     ENCODINGS,

@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from ..rsocket_sync import Server
-from ..rsocket_sync import serve as rsocket_serve
-from ..rsocket_types import ApplicationError, Payload, Request
-from ..urls import Endpoint
+from ..rsocket.client import Server
+from ..rsocket.client import serve as rsocket_serve
+from ..rsocket.types import ApplicationError, Payload, Request
+from ..transport.urls import Endpoint
 from ._wire import JobRequest, OffsetQuery, ReadRequest, WireError, WriteHeader, encode_rows
 from .sink import Sink, Stage
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from sansrs.adapters.rsocket_demo import DemoHandler
-from sansrs.adapters.rsocket_sync import Client, Server, connect, serve
+from sansrs.adapters.rsocket.client import Client, Server, connect, serve
+from sansrs.adapters.rsocket.demo import DemoHandler
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""sansrs.adapters.asyncio: the RSocket engine under asyncio, with async
+"""sansrs.adapters.rsocket.aio: the RSocket engine under asyncio, with async
 iterators for streams, async handlers, and interop with the other drivers."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sansrs.adapters import asyncio as aio
-from sansrs.adapters.rsocket_demo import DemoHandler
-from sansrs.adapters.rsocket_sync import connect as sync_connect
-from sansrs.adapters.rsocket_sync import serve as sync_serve
-from sansrs.adapters.rsocket_types import Payload, Request, RSocketError
-from sansrs.adapters.selector import ConnectionClosed
+from sansrs.adapters.drive.selector import ConnectionClosed
+from sansrs.adapters.rsocket import aio
+from sansrs.adapters.rsocket.client import connect as sync_connect
+from sansrs.adapters.rsocket.client import serve as sync_serve
+from sansrs.adapters.rsocket.demo import DemoHandler
+from sansrs.adapters.rsocket.types import Payload, Request, RSocketError
 from tls_certs import certs
 
 WAIT = 10.0
@@ -279,7 +279,7 @@ def test_a_peer_that_never_reads_is_no_longer_read_from() -> None:
     reading it, so what it can send stays bounded."""
     import select
 
-    from sansrs.adapters.selector import LoopConfig
+    from sansrs.adapters.drive.selector import LoopConfig
 
     from sansrs.rsocket import Connection, Role
 

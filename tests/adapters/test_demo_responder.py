@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from sansrs.adapters.demo_responder import (
+from sansrs.adapters.rsocket.demo_contract import (
     DemoRejected,
     DemoState,
     parse_stream_request,

@@ -1,4 +1,4 @@
-"""The fault-injecting proxy (``sansrs.adapters.faults``) on loopback: it
+"""The fault-injecting proxy (``sansrs.adapters.tools.faults``) on loopback: it
 forwards, cuts at the byte offsets it draws, delays and blackholes. The
 resumption tests over it are in tests/rsocket/test_resume_faults.py."""
 
@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from sansrs.adapters.faults import FaultProxy
+from sansrs.adapters.tools.faults import FaultProxy
 
 
 class EchoServer:

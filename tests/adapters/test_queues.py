@@ -6,7 +6,7 @@ import select
 import threading
 
 import pytest
-from sansrs.adapters.queues import (
+from sansrs.adapters.drive.queues import (
     Batcher,
     CreditExceeded,
     CreditQueue,

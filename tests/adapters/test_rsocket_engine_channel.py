@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sansrs.adapters.rsocket_engine import EngineOptions, RSocketEngine
-from sansrs.adapters.rsocket_responder import CHANNEL_PREFETCH
-from sansrs.adapters.rsocket_sync import RSocketPeer
-from sansrs.adapters.rsocket_types import Payload
+from sansrs.adapters.rsocket.client import RSocketPeer
+from sansrs.adapters.rsocket.engine import EngineOptions, RSocketEngine
+from sansrs.adapters.rsocket.responder import CHANNEL_PREFETCH
+from sansrs.adapters.rsocket.types import Payload
 
 from sansrs.rsocket import (
     Connection,

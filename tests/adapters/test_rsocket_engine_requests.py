@@ -6,15 +6,15 @@ of request-responses."""
 from __future__ import annotations
 
 import pytest
-from sansrs.adapters.rsocket_demo import DemoHandler
-from sansrs.adapters.rsocket_engine import (
+from sansrs.adapters.rsocket.client import RSocketPeer
+from sansrs.adapters.rsocket.demo import DemoHandler
+from sansrs.adapters.rsocket.engine import (
     WRITE_EVERY,
     EngineOptions,
     RequestHandle,
     RSocketEngine,
 )
-from sansrs.adapters.rsocket_sync import RSocketPeer
-from sansrs.adapters.rsocket_types import Payload
+from sansrs.adapters.rsocket.types import Payload
 from test_rsocket_engine_channel import FakeDriver, _frames, _requester, _server
 
 from sansrs.rsocket import PayloadFrame

@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sansrs.adapters.queues import CreditQueue
-from sansrs.adapters.rsocket_demo import DemoHandler
-from sansrs.adapters.rsocket_pipeline import Answer, ResponsePipeline
-from sansrs.adapters.rsocket_sync import Client, Server, connect, serve
-from sansrs.adapters.rsocket_types import Payload, Request, RSocketError
-from sansrs.adapters.threads import ConnectionClosed
+from sansrs.adapters.drive.queues import CreditQueue
+from sansrs.adapters.drive.threads import ConnectionClosed
+from sansrs.adapters.rsocket.client import Client, Server, connect, serve
+from sansrs.adapters.rsocket.demo import DemoHandler
+from sansrs.adapters.rsocket.pipeline import Answer, ResponsePipeline
+from sansrs.adapters.rsocket.types import Payload, Request, RSocketError
 
 from sansrs.rsocket import ErrorCode
 
@@ -301,7 +301,7 @@ def test_pipeline_on_a_real_engine_answers_everything_when_the_connection_is_los
     # connection_lost fails the requests on the wire; the pipeline refills
     # from inside that (the error is not a ConnectionClosed here), and every
     # request it starts then fails at once with the same reason.
-    from sansrs.adapters.rsocket_engine import EngineOptions, RSocketEngine
+    from sansrs.adapters.rsocket.engine import EngineOptions, RSocketEngine
 
     engine = RSocketEngine.client(EngineOptions(), None)
     engine.data_to_send()  # SETUP

@@ -9,15 +9,15 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from sansrs.adapters.faults import FaultProxy
-from sansrs.adapters.rsocket_resume import (
+from sansrs.adapters.drive.threads import ConnectionClosed
+from sansrs.adapters.rsocket.resume import (
     ResumableServer,
     ResumeOptions,
     connect_resumable,
     serve_resumable,
 )
-from sansrs.adapters.rsocket_types import Payload, Request
-from sansrs.adapters.threads import ConnectionClosed
+from sansrs.adapters.rsocket.types import Payload, Request
+from sansrs.adapters.tools.faults import FaultProxy
 
 WAIT = 30.0
 

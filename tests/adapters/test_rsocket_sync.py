@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sansrs.adapters.rsocket_demo import DemoHandler
-from sansrs.adapters.rsocket_sync import Client, RSocketPeer, Server, connect, serve
-from sansrs.adapters.rsocket_types import Payload, Request, RSocketError
-from sansrs.adapters.threads import ConnectionClosed
+from sansrs.adapters.drive.threads import ConnectionClosed
+from sansrs.adapters.rsocket.client import Client, RSocketPeer, Server, connect, serve
+from sansrs.adapters.rsocket.demo import DemoHandler
+from sansrs.adapters.rsocket.types import Payload, Request, RSocketError
 
 WAIT = 10.0
 

@@ -12,17 +12,17 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from sansrs.adapters.rsocket_demo import DemoHandler
-from sansrs.adapters.rsocket_sync import connect, serve
-from sansrs.adapters.rsocket_types import Payload
-from sansrs.adapters.selector import (
+from sansrs.adapters.drive.selector import (
     ConnectionClosed,
     Loop,
     LoopConfig,
     LoopConnection,
     LoopServer,
 )
-from sansrs.adapters.transports import Transport, listen, open_transport
+from sansrs.adapters.rsocket.client import connect, serve
+from sansrs.adapters.rsocket.demo import DemoHandler
+from sansrs.adapters.rsocket.types import Payload
+from sansrs.adapters.transport import Transport, listen, open_transport
 from test_threads import LineEcho, check_calls_run_on_the_owner
 
 WAIT = 10.0

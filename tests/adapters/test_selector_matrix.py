@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sansrs.adapters.rsocket_demo import DemoHandler
-from sansrs.adapters.rsocket_sync import Client, Server, connect, serve
-from sansrs.adapters.rsocket_types import Payload, RSocketError
-from sansrs.adapters.selector import Loop, LoopConnection
-from sansrs.adapters.threads import ConnectionThread
+from sansrs.adapters.drive.selector import Loop, LoopConnection
+from sansrs.adapters.drive.threads import ConnectionThread
+from sansrs.adapters.rsocket.client import Client, Server, connect, serve
+from sansrs.adapters.rsocket.demo import DemoHandler
+from sansrs.adapters.rsocket.types import Payload, RSocketError
 from tls_certs import certs
 
 WAIT = 10.0

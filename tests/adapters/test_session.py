@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sansrs.adapters.queues import CreditQueue, QueueClosed
-from sansrs.adapters.session import (
+from sansrs.adapters.drive.queues import CreditQueue, QueueClosed
+from sansrs.adapters.drive.streams import (
     IteratorSource,
     Outbound,
     PublisherSource,

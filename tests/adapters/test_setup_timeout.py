@@ -9,12 +9,13 @@ import socket
 from collections.abc import Callable, Iterator
 
 import pytest
-from sansrs.adapters import rsio_sync, rsocket_sync
-from sansrs.adapters.rsio_demo import demo_publishers
-from sansrs.adapters.rsocket_demo import DemoHandler
-from sansrs.adapters.rsocket_types import Payload
-from sansrs.adapters.selector import Loop, LoopConfig
-from sansrs.adapters.urls import parse_url
+from sansrs.adapters.drive.selector import Loop, LoopConfig
+from sansrs.adapters.rsio import client as rsio_sync
+from sansrs.adapters.rsio.demo import demo_publishers
+from sansrs.adapters.rsocket import client as rsocket_sync
+from sansrs.adapters.rsocket.demo import DemoHandler
+from sansrs.adapters.rsocket.types import Payload
+from sansrs.adapters.transport.urls import parse_url
 
 from sansrs.rsio import ServerHello, encode_message
 

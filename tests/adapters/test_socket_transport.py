@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 
-from sansrs.adapters.tcp import RECV_SIZE, SMALL_RECV, SocketTransport
+from sansrs.adapters.transport.tcp import RECV_SIZE, SMALL_RECV, SocketTransport
 
 
 def _pair() -> tuple[SocketTransport, socket.socket]:

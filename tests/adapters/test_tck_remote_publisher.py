@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from sansrs.adapters.rsocket_demo import DemoHandler
-from sansrs.adapters.rsocket_sync import Client, Server, connect, serve
-from sansrs.adapters.rsocket_types import Payload
+from sansrs.adapters.rsocket.client import Client, Server, connect, serve
+from sansrs.adapters.rsocket.demo import DemoHandler
+from sansrs.adapters.rsocket.types import Payload
 from sansrs.tck import PublisherVerification, TestEnvironment
 
 from sansrs.streams import MAX_DEMAND, Publisher

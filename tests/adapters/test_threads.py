@@ -8,11 +8,11 @@ import threading
 import time
 
 import pytest
-from sansrs.adapters.queues import CreditQueue, EndOfStream
-from sansrs.adapters.selector import Driver
-from sansrs.adapters.tcp import TcpTransport
-from sansrs.adapters.threads import ConnectionClosed, ConnectionThread, ServerThread
-from sansrs.adapters.transports import Transport, listen, open_transport
+from sansrs.adapters.drive.queues import CreditQueue, EndOfStream
+from sansrs.adapters.drive.selector import Driver
+from sansrs.adapters.drive.threads import ConnectionClosed, ConnectionThread, ServerThread
+from sansrs.adapters.transport import Transport, listen, open_transport
+from sansrs.adapters.transport.tcp import TcpTransport
 
 WAIT = 5.0
 

@@ -13,13 +13,13 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from sansrs.adapters.rsocket_demo import DemoHandler
-from sansrs.adapters.rsocket_sync import connect, serve
-from sansrs.adapters.rsocket_types import Payload
-from sansrs.adapters.selector import Loop, LoopConfig
-from sansrs.adapters.tls import TlsTransport, client_context, server_context
-from sansrs.adapters.transports import listen, open_transport
-from sansrs.adapters.urls import Endpoint, parse_url
+from sansrs.adapters.drive.selector import Loop, LoopConfig
+from sansrs.adapters.rsocket.client import connect, serve
+from sansrs.adapters.rsocket.demo import DemoHandler
+from sansrs.adapters.rsocket.types import Payload
+from sansrs.adapters.transport import listen, open_transport
+from sansrs.adapters.transport.tls import TlsTransport, client_context, server_context
+from sansrs.adapters.transport.urls import Endpoint, parse_url
 from tls_certs import certs
 
 WAIT = 10.0

@@ -8,12 +8,12 @@ import socket
 from pathlib import Path
 
 import pytest
-from sansrs.adapters.rsocket_demo import DemoHandler
-from sansrs.adapters.rsocket_sync import connect, serve
-from sansrs.adapters.rsocket_types import Payload
-from sansrs.adapters.transports import listen, open_transport
-from sansrs.adapters.unix import UnixTransport
-from sansrs.adapters.urls import Endpoint, parse_url
+from sansrs.adapters.rsocket.client import connect, serve
+from sansrs.adapters.rsocket.demo import DemoHandler
+from sansrs.adapters.rsocket.types import Payload
+from sansrs.adapters.transport import listen, open_transport
+from sansrs.adapters.transport.unix import UnixTransport
+from sansrs.adapters.transport.urls import Endpoint, parse_url
 
 WAIT = 10.0
 

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import pytest
-from sansrs.adapters import urls
-from sansrs.adapters.urls import RESERVED_SCHEMES, Endpoint, UnsupportedScheme, parse_url
+from sansrs.adapters.transport import urls
+from sansrs.adapters.transport.urls import RESERVED_SCHEMES, Endpoint, UnsupportedScheme, parse_url
 
 
 def test_tcp_url_parses_host_and_port() -> None:

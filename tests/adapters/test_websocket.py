@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from sansrs.adapters.threads import ConnectionThread, ServerThread
-from sansrs.adapters.transports import Transport, listen, open_transport
-from sansrs.adapters.urls import Endpoint, parse_url
-from sansrs.adapters.websocket import (
+from sansrs.adapters.drive.threads import ConnectionThread, ServerThread
+from sansrs.adapters.transport import Transport, listen, open_transport
+from sansrs.adapters.transport.urls import Endpoint, parse_url
+from sansrs.adapters.transport.websocket import (
     SEND_BATCH,
     HandshakeRequest,
     WebSocketHandshakeError,
@@ -29,7 +29,7 @@ from sansrs.adapters.websocket import (
     WebSocketTransport,
     open_websocket,
 )
-from sansrs.adapters.ws_messages import (
+from sansrs.adapters.transport.websocket.messages import (
     CloseCode,
     MessageKind,
     MessageReader,

@@ -8,7 +8,12 @@ import os
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sansrs.adapters.ws_frames import FrameSplitter, KeySource, encode_data_frame, mask
+from sansrs.adapters.transport.websocket.frames import (
+    FrameSplitter,
+    KeySource,
+    encode_data_frame,
+    mask,
+)
 from wsproto.connection import Connection, ConnectionType
 from wsproto.events import BytesMessage, Event, Message, Ping, TextMessage
 from wsproto.frame_protocol import FrameProtocol

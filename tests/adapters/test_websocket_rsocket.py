@@ -15,21 +15,21 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from sansrs.adapters._rsocket_core import ConnectionState
-from sansrs.adapters.rsocket_demo import DemoHandler
-from sansrs.adapters.rsocket_engine import EngineOptions, RSocketEngine
-from sansrs.adapters.rsocket_sync import Server, connect, serve
-from sansrs.adapters.rsocket_types import Payload, RSocketError
-from sansrs.adapters.selector import Loop, LoopConfig
-from sansrs.adapters.threads import ConnectionClosed
-from sansrs.adapters.urls import Endpoint, parse_url
-from sansrs.adapters.websocket import (
+from sansrs.adapters.drive.selector import Loop, LoopConfig
+from sansrs.adapters.drive.threads import ConnectionClosed
+from sansrs.adapters.rsocket.client import Server, connect, serve
+from sansrs.adapters.rsocket.core import ConnectionState
+from sansrs.adapters.rsocket.demo import DemoHandler
+from sansrs.adapters.rsocket.engine import EngineOptions, RSocketEngine
+from sansrs.adapters.rsocket.types import Payload, RSocketError
+from sansrs.adapters.transport.urls import Endpoint, parse_url
+from sansrs.adapters.transport.websocket import (
     HandshakeRequest,
     WebSocketHandshakeError,
     WebSocketOptions,
     open_websocket,
 )
-from sansrs.adapters.ws_messages import (
+from sansrs.adapters.transport.websocket.messages import (
     CloseCode,
     MessageKind,
     MessageReader,

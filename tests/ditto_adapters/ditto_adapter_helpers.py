@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sansrs.adapters.ditto_engine import DittoClientEngine, DittoServerEngine
-from sansrs.adapters.ditto_history import HistorySource, InMemoryHistory
-from sansrs.adapters.ditto_sync import DittoConnection
-from sansrs.adapters.tcp import TcpTransport
-from sansrs.adapters.threads import ConnectionThread
+from sansrs.adapters.ditto.client import DittoConnection
+from sansrs.adapters.ditto.engine import DittoClientEngine, DittoServerEngine
+from sansrs.adapters.ditto.history import HistorySource, InMemoryHistory
+from sansrs.adapters.drive.threads import ConnectionThread
+from sansrs.adapters.transport.tcp import TcpTransport
 
 from sansrs.ditto import DittoClientConfig, DittoServerConfig
 

@@ -18,11 +18,11 @@ from ditto_adapter_helpers import (
     events_of,
     tcp_pair,
 )
-from sansrs.adapters.ditto_engine import DittoClientEngine
-from sansrs.adapters.ditto_history import InMemoryHistory
-from sansrs.adapters.ditto_sync import DittoConnection
-from sansrs.adapters.threads import ConnectionClosed, ConnectionThread
-from sansrs.adapters.ws_messages import (
+from sansrs.adapters.ditto.client import DittoConnection
+from sansrs.adapters.ditto.engine import DittoClientEngine
+from sansrs.adapters.ditto.history import InMemoryHistory
+from sansrs.adapters.drive.threads import ConnectionClosed, ConnectionThread
+from sansrs.adapters.transport.websocket.messages import (
     CloseCode,
     MessageKind,
     MessageReader,

@@ -9,7 +9,7 @@ import pytest
 from ditto_adapter_helpers import EXAMPLE_HISTORY, NS, counter_history, events_of
 from hypothesis import given
 from hypothesis import strategies as st
-from sansrs.adapters.ditto_history import (
+from sansrs.adapters.ditto.history import (
     HistoryRequest,
     InMemoryHistory,
     JsonLinesHistory,
@@ -17,7 +17,7 @@ from sansrs.adapters.ditto_history import (
     search_pages,
     select_events,
 )
-from sansrs.adapters.ditto_rql import MAX_DEPTH, RqlError, parse_rql
+from sansrs.adapters.ditto.rql import MAX_DEPTH, RqlError, parse_rql
 
 from sansrs.ditto import DittoException, Headers, Kind, SearchOptions, SubscribeOptions, Topic
 

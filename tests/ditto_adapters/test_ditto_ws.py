@@ -16,13 +16,7 @@ from ditto_adapter_helpers import (
     counter_history,
     events_of,
 )
-from sansrs.adapters.ditto_history import (
-    HistoryRequest,
-    InMemoryHistory,
-    JsonLinesHistory,
-    thing_not_found,
-)
-from sansrs.adapters.ditto_sync import (
+from sansrs.adapters.ditto.client import (
     DittoHistoryServer,
     basic_auth,
     connect,
@@ -30,8 +24,14 @@ from sansrs.adapters.ditto_sync import (
     require_bearer,
     serve,
 )
-from sansrs.adapters.threads import ConnectionClosed
-from sansrs.adapters.websocket import WebSocketHandshakeError
+from sansrs.adapters.ditto.history import (
+    HistoryRequest,
+    InMemoryHistory,
+    JsonLinesHistory,
+    thing_not_found,
+)
+from sansrs.adapters.drive.threads import ConnectionClosed
+from sansrs.adapters.transport.websocket import WebSocketHandshakeError
 
 from sansrs.ditto import DittoError, DittoException, DittoRemoteError, DittoServerConfig
 from sansrs.streams import IllegalArgumentError
@@ -599,7 +599,7 @@ def test_publishers_that_end_before_any_request() -> None:
 
 
 def test_selector_loop_drives_server_and_clients() -> None:
-    from sansrs.adapters.selector import Loop
+    from sansrs.adapters.drive.selector import Loop
 
     loop = Loop(name="ditto-test-loop").start()
     history = InMemoryHistory([e for k in range(5) for e in counter_history(f"s{k}", 50)])

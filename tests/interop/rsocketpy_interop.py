@@ -15,9 +15,9 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
-from sansrs.adapters.rsocket_sync import Client
-from sansrs.adapters.rsocket_types import Payload, RSocketError
-from sansrs.adapters.urls import parse_url
+from sansrs.adapters.rsocket.client import Client
+from sansrs.adapters.rsocket.types import Payload, RSocketError
+from sansrs.adapters.transport.urls import parse_url
 
 ROOT = Path(__file__).resolve().parents[2]
 PEER = ROOT / "benchmarks" / "rsocketpy_peer.py"

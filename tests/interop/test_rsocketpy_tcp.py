@@ -15,7 +15,7 @@ from rsocketpy_interop import (
     run_rsocketpy_client,
     sansrs_server,
 )
-from sansrs.adapters.rsocket_sync import connect
+from sansrs.adapters.rsocket.client import connect
 
 pytestmark = pytest.mark.interop
 

@@ -3,7 +3,7 @@
     .venv/bin/python tests/rsio/record_rsio_traces.py
 
 Each session runs a sansrs rsio client against a sansrs rsio server over TCP
-on 127.0.0.1, through ``sansrs.adapters.capture.CaptureProxy``, so the files
+on 127.0.0.1, through ``sansrs.adapters.tools.capture.CaptureProxy``, so the files
 hold the bytes exactly as each side's ``recv`` returned them. The server
 splits elements above 1024 bytes. test_rsio_traces.py replays them.
 """
@@ -14,9 +14,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from sansrs.adapters.capture import CaptureProxy
-from sansrs.adapters.rsio_demo import BlobPublisher, CounterPublisher
-from sansrs.adapters.rsio_sync import Client, RsioError, connect, serve
+from sansrs.adapters.rsio.client import Client, RsioError, connect, serve
+from sansrs.adapters.rsio.demo import BlobPublisher, CounterPublisher
+from sansrs.adapters.tools.capture import CaptureProxy
 
 from sansrs.rsio import ConnectionConfig
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from sansrs.adapters.rsio_demo import demo_publishers
-from sansrs.adapters.rsio_sync import Client, Server, connect, serve
+from sansrs.adapters.rsio.client import Client, Server, connect, serve
+from sansrs.adapters.rsio.demo import demo_publishers
 from sansrs.tck import PublisherVerification, TestEnvironment
 
 from sansrs.streams import MAX_DEMAND, Publisher

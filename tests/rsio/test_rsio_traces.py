@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sansrs.adapters.rsio_demo import blob
+from sansrs.adapters.rsio.demo import blob
 
 from sansrs.rsio import MAX_VARINT, Connection, Role
 from sansrs.rsio import events as ev

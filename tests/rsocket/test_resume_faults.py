@@ -1,5 +1,5 @@
 """Resumption over real loopback TCP through the fault-injecting proxy
-(``sansrs.adapters.faults``): connections cut at random byte offsets,
+(``sansrs.adapters.tools.faults``): connections cut at random byte offsets,
 blackholed, resumed; every item exactly once, in order."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from resume_sockets import SocketResumePair
 from resume_workload import item, run
-from sansrs.adapters.faults import FaultProxy
+from sansrs.adapters.tools.faults import FaultProxy
 
 from sansrs.rsocket import ConnectionConfig, ConnectionState, ErrorCode, SessionStore
 from sansrs.rsocket.events import ConnectionClosed, Disconnected, PayloadReceived

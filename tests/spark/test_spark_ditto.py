@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sansrs.adapters import ditto_sync
-from sansrs.adapters.ditto_history import HistoryRequest, InMemoryHistory
+from sansrs.adapters.ditto import client as ditto_sync
+from sansrs.adapters.ditto.history import HistoryRequest, InMemoryHistory
 from sansrs.adapters.spark import SourceError, open_partition_stream, partition_reader, read_rdd
 from sansrs.adapters.spark.ditto import assigned, event_row, latest_revisions
 

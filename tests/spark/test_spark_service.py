@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sansrs.adapters.rsocket_sync import connect
-from sansrs.adapters.rsocket_types import Payload, RSocketError
+from sansrs.adapters.rsocket.client import connect
+from sansrs.adapters.rsocket.types import Payload, RSocketError
 from sansrs.adapters.spark import (
     JsonLinesSink,
     MemorySink,

@@ -3,7 +3,7 @@
     .venv/bin/python tests/tools/record_traces.py [--out DIR] [--only NAME ...]
 
 For each exchange, an rsocket-py (PyPI ``rsocket``, asyncio, TCP transport)
-server and client talk on loopback through ``sansrs.adapters.capture`` and
+server and client talk on loopback through ``sansrs.adapters.tools.capture`` and
 the proxy writes one trace: ``<name>.rstrace``. Keepalives are set far apart
 so the traces hold only the exchange. tests/trace/test_traces.py replays
 every file and checks the frame types each exchange must contain.
@@ -31,7 +31,7 @@ from rsocket.rsocket_client import RSocketClient
 from rsocket.rsocket_server import RSocketServer
 from rsocket.streams.stream_from_generator import StreamFromGenerator
 from rsocket.transports.tcp import TransportTCP
-from sansrs.adapters.capture import CaptureProxy
+from sansrs.adapters.tools.capture import CaptureProxy
 
 TRACES = Path(__file__).resolve().parent.parent / "traces"
 KEEPALIVE = timedelta(seconds=30)

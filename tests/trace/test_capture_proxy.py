@@ -1,4 +1,4 @@
-"""``sansrs.adapters.capture.CaptureProxy`` on loopback sockets."""
+"""``sansrs.adapters.tools.capture.CaptureProxy`` on loopback sockets."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import socket
 import threading
 from pathlib import Path
 
-from sansrs.adapters.capture import CaptureProxy
+from sansrs.adapters.tools.capture import CaptureProxy
 
 from sansrs.trace import DataRecord, Direction, EndReason, EndRecord, read_trace
 
@@ -64,7 +64,7 @@ def test_capture_proxy_records_both_directions_with_chunks(tmp_path: Path) -> No
     assert proxy.error is None
     trace = read_trace(path)
     assert trace.metadata["description"] == "echo"
-    assert trace.metadata["tool"] == "sansrs.adapters.capture"
+    assert trace.metadata["tool"] == "sansrs.adapters.tools.capture"
     assert trace.chunks(C2S) == [b"one", b"two", b"three"]
     assert trace.data(S2C) == b"<one><two><three>"
     ends = [r for r in trace.records if isinstance(r, EndRecord)]

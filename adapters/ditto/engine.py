@@ -42,11 +42,10 @@ from sansrs.ditto import (
 from sansrs.ditto import events as ev
 from sansrs.streams import Subscriber
 
-from .ditto_history import HistoryRequest, HistorySource
-from .queues import CreditQueue
-from .session import Outbound, SubscriberSink, make_source
-from .threads import ConnectionClosed
-from .ws_messages import (
+from ..drive.queues import CreditQueue
+from ..drive.streams import Outbound, SubscriberSink, make_source
+from ..drive.threads import ConnectionClosed
+from ..transport.websocket.messages import (
     CloseCode,
     MessageKind,
     MessageReader,
@@ -54,6 +53,7 @@ from .ws_messages import (
     encode_close,
     encode_text,
 )
+from .history import HistoryRequest, HistorySource
 
 __all__ = [
     "DittoClientEngine",

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from sansrs.rsocket import ErrorCode
 
 if TYPE_CHECKING:
-    from .rsocket_sync import RSocketPeer
+    from .client import RSocketPeer
 
 __all__ = [
     "ApplicationError",

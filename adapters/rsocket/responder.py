@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from sansrs.rsocket import ErrorCode
 
-from . import _rsocket_core as core
-from .queues import CreditQueue
-from .rsocket_types import (
+from ..drive.queues import CreditQueue
+from ..drive.streams import IteratorSource, Outbound, StreamIterator, make_source
+from . import core
+from .types import (
     Payload,
     Request,
     RSocketError,
@@ -24,10 +25,9 @@ from .rsocket_types import (
     is_single_value,
     new_request,
 )
-from .session import IteratorSource, Outbound, StreamIterator, make_source
 
 if TYPE_CHECKING:
-    from .rsocket_sync import RSocketPeer
+    from .client import RSocketPeer
 
 __all__ = ["CHANNEL_PREFETCH", "Responder"]
 

@@ -95,7 +95,7 @@ def listen(
         raise ValueError(f"websocket options apply to ws:// and wss:// URLs, not {endpoint.url}")
     if endpoint.scheme == "tls":
         if ssl_context is None:
-            raise ValueError("a tls:// server needs ssl_context (see sansrs.adapters.tls)")
+            raise ValueError("a tls:// server needs ssl_context (see transport.tls.server_context)")
         return TlsListener(endpoint, ssl_context)
     if ssl_context is not None:
         raise ValueError(f"ssl_context applies to tls:// URLs, not {endpoint.url}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from ..transport import Listener, Transport
 from .selector import (
     Call,
     ConnectionClosed,
@@ -27,7 +28,6 @@ from .selector import (
     LoopServer,
     Startable,
 )
-from .transports import Listener, Transport
 
 __all__ = ["ConnectionClosed", "ConnectionThread", "Engine", "ServerThread"]
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
-from .loops import (
+from ..drive.choice import (
     DrivenPeer,
     LoopChoice,
     PeersServer,
@@ -25,18 +25,18 @@ from .loops import (
     new_driver,
     pick_loop,
 )
-from .queues import Batcher, CreditQueue, EndOfStream
-from .rsocket_engine import EngineOptions, RequestHandle, RSocketEngine
-from .rsocket_pipeline import Answer, ResponsePipeline
-from .rsocket_types import Payload, as_payload
-from .selector import Driver, LoopConnection
-from .session import RemoteStreamPublisher, StreamIterator, SubscriberSink
-from .threads import ConnectionClosed, ConnectionThread
-from .transports import Transport, listen, open_transport
-from .urls import Endpoint
+from ..drive.queues import Batcher, CreditQueue, EndOfStream
+from ..drive.selector import Driver, LoopConnection
+from ..drive.streams import RemoteStreamPublisher, StreamIterator, SubscriberSink
+from ..drive.threads import ConnectionClosed, ConnectionThread
+from ..transport import Transport, listen, open_transport
+from ..transport.urls import Endpoint
+from .engine import EngineOptions, RequestHandle, RSocketEngine
+from .pipeline import Answer, ResponsePipeline
+from .types import Payload, as_payload
 
 if TYPE_CHECKING:  # wsproto is the optional "ws" extra
-    from .websocket import WebSocketOptions
+    from ..transport.websocket import WebSocketOptions
 
 __all__ = ["Client", "RSocketPeer", "RemotePublisher", "Server", "connect", "serve"]
 

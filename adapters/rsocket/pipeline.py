@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
-from .queues import CreditQueue
-from .rsocket_engine import RequestHandle, RSocketEngine
-from .rsocket_types import Payload
-from .selector import ConnectionClosed
+from ..drive.queues import CreditQueue
+from ..drive.selector import ConnectionClosed
+from .engine import RequestHandle, RSocketEngine
+from .types import Payload
 
 __all__ = ["Answer", "ResponsePipeline"]
 

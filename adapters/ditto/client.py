@@ -22,15 +22,22 @@ from typing import Any
 
 from sansrs.ditto import DittoClientConfig, DittoServerConfig, Kind
 
-from .ditto_engine import DittoClientEngine, DittoServerEngine, SubscribeRequest, SubscriptionHandle
-from .ditto_history import HistorySource
-from .loops import DrivenPeer, ListeningServer, LoopChoice, new_acceptor, new_driver, pick_loop
-from .queues import CreditQueue
-from .selector import Driver, LoopConnection, LoopServer
-from .session import RemoteStreamPublisher, StreamIterator, SubscriberSink
-from .threads import ConnectionClosed, ConnectionThread
-from .transports import Transport, listen, open_transport
-from .urls import Endpoint, parse_url
+from ..drive.choice import (
+    DrivenPeer,
+    ListeningServer,
+    LoopChoice,
+    new_acceptor,
+    new_driver,
+    pick_loop,
+)
+from ..drive.queues import CreditQueue
+from ..drive.selector import Driver, LoopConnection, LoopServer
+from ..drive.streams import RemoteStreamPublisher, StreamIterator, SubscriberSink
+from ..drive.threads import ConnectionClosed, ConnectionThread
+from ..transport import Transport, listen, open_transport
+from ..transport.urls import Endpoint, parse_url
+from .engine import DittoClientEngine, DittoServerEngine, SubscribeRequest, SubscriptionHandle
+from .history import HistorySource
 
 __all__ = [
     "DittoConnection",
@@ -62,7 +69,7 @@ def bearer_auth(token: str) -> str:
 
 def _websocket_options(**options: Any) -> Any:
     # Imported late: the WebSocket transport needs the ``ws`` extra (wsproto).
-    websocket = importlib.import_module("sansrs.adapters.websocket")
+    websocket = importlib.import_module("sansrs.adapters.transport.websocket")
     return websocket.WebSocketOptions(**options)
 
 
@@ -421,7 +428,7 @@ def serve(
     upgrade; a refusal answers HTTP 401 (see :func:`require_basic`,
     :func:`require_bearer`). ``config``: the core's limits and timeouts
     (``idle_timeout``, ...). ``ssl_context``: the certificate for ``wss://``
-    (see ``sansrs.adapters.tls.server_context``). ``threaded_sources``: pull
+    (see ``sansrs.adapters.transport.tls.server_context``). ``threaded_sources``: pull
     each subscription's iterable on a worker thread of its own (for sources
     whose items block, e.g. a database cursor); by default iterables are
     pulled on the session's thread, which must then not block. ``loop``:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from sansrs.rsio import ConnectionConfig, Role
 
-from .loops import (
+from ..drive.choice import (
     DrivenPeer,
     LoopChoice,
     PeersServer,
@@ -30,16 +30,16 @@ from .loops import (
     new_driver,
     pick_loop,
 )
-from .queues import CreditQueue, EndOfStream
-from .rsio_engine import Publishers, RsioEngine, RsioError, Subscription
-from .selector import Driver, LoopConnection
-from .session import MAX_DEMAND, RemoteStreamPublisher, StreamIterator, SubscriberSink
-from .threads import ConnectionClosed, ConnectionThread
-from .transports import Transport, listen, open_transport
-from .urls import Endpoint
+from ..drive.queues import CreditQueue, EndOfStream
+from ..drive.selector import Driver, LoopConnection
+from ..drive.streams import MAX_DEMAND, RemoteStreamPublisher, StreamIterator, SubscriberSink
+from ..drive.threads import ConnectionClosed, ConnectionThread
+from ..transport import Transport, listen, open_transport
+from ..transport.urls import Endpoint
+from .engine import Publishers, RsioEngine, RsioError, Subscription
 
 if TYPE_CHECKING:  # wsproto is the optional "ws" extra
-    from .websocket import WebSocketOptions
+    from ..transport.websocket import WebSocketOptions
 
 __all__ = [
     "Client",

@@ -19,16 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from sansrs.rsocket import ErrorCode
 
-from . import _rsocket_core as core
-from .queues import CreditQueue
-from .rsocket_responder import Responder
-from .rsocket_types import (
-    Payload,
-    RSocketError,
-    as_payload,
-    error_for_exception,
-)
-from .session import (
+from ..drive.queues import CreditQueue
+from ..drive.streams import (
     IteratorSource,
     Outbound,
     PublisherSource,
@@ -36,13 +28,27 @@ from .session import (
     ThreadedSource,
     is_publisher,
 )
-from .threads import ConnectionClosed
-from .ws_messages import CloseCode, MessageKind, MessageReader, decode_close, encode_binaries
-from .ws_messages import encode_close as encode_close_record
+from ..drive.threads import ConnectionClosed
+from ..transport.websocket.messages import (
+    CloseCode,
+    MessageKind,
+    MessageReader,
+    decode_close,
+    encode_binaries,
+)
+from ..transport.websocket.messages import encode_close as encode_close_record
+from . import core
+from .responder import Responder
+from .types import (
+    Payload,
+    RSocketError,
+    as_payload,
+    error_for_exception,
+)
 
 if TYPE_CHECKING:
-    from .rsocket_sync import RSocketPeer
-    from .selector import Driver
+    from ..drive.selector import Driver
+    from .client import RSocketPeer
 
 __all__ = ["EngineOptions", "RSocketEngine", "RequestHandle"]
 

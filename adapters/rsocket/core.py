@@ -24,7 +24,7 @@ from sansrs.rsocket import (
 )
 
 if TYPE_CHECKING:
-    from .rsocket_engine import EngineOptions, RSocketEngine
+    from .engine import EngineOptions, RSocketEngine
 
 PayloadReceived = events.PayloadReceived
 RequestResponseReceived = events.RequestResponseReceived

@@ -8,11 +8,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .cli_serve import serve_until_closed
-from .rsio_demo import COUNTER_SIZE, demo_publishers
-from .rsio_engine import RsioError
-from .rsio_sync import DEFAULT_PREFETCH, connect, serve
-from .threads import ConnectionClosed
+from ..drive.threads import ConnectionClosed
+from ..rsio.client import DEFAULT_PREFETCH, connect, serve
+from ..rsio.demo import COUNTER_SIZE, demo_publishers
+from ..rsio.engine import RsioError
+from .serve import serve_until_closed
 
 __all__ = ["add_parsers", "run_serve", "run_subscribe"]
 

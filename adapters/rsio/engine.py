@@ -32,12 +32,18 @@ from sansrs.rsio import (
 )
 from sansrs.rsio import events as ev
 
-from .session import Outbound, make_source
-from .threads import ConnectionClosed
-from .ws_messages import CloseCode, MessageKind, MessageReader, encode_binaries, encode_close
+from ..drive.streams import Outbound, make_source
+from ..drive.threads import ConnectionClosed
+from ..transport.websocket.messages import (
+    CloseCode,
+    MessageKind,
+    MessageReader,
+    encode_binaries,
+    encode_close,
+)
 
 if TYPE_CHECKING:
-    from .selector import Driver
+    from ..drive.selector import Driver
 
 __all__ = [
     "ElementReader",

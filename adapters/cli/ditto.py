@@ -85,13 +85,13 @@ def _print_json(item: Any, out: TextIO) -> None:
 def _run_client(args: argparse.Namespace, body: Any) -> int:
     from sansrs.ditto import DittoRemoteError, LocalProtocolError
 
-    from .ditto_sync import connect
-    from .threads import ConnectionClosed
+    from ..ditto.client import connect
+    from ..drive.threads import ConnectionClosed
 
     try:
         credentials = _credentials(args)
         if args.cafile is not None:
-            from .tls import client_context
+            from ..transport.tls import client_context
 
             credentials["ssl_context"] = client_context(cafile=args.cafile)
         with connect(args.url, connect_timeout=args.timeout, **credentials) as conn:
@@ -172,9 +172,9 @@ def _search(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from sansrs.ditto import DittoServerConfig
 
-    from .cli_serve import serve_until_closed
-    from .ditto_history import JsonLinesHistory
-    from .ditto_sync import DittoHistoryServer, require_basic, require_bearer, serve
+    from ..ditto.client import DittoHistoryServer, require_basic, require_bearer, serve
+    from ..ditto.history import JsonLinesHistory
+    from .serve import serve_until_closed
 
     def start() -> DittoHistoryServer:
         credentials = _credentials(args)
@@ -187,7 +187,7 @@ def _serve(args: argparse.Namespace) -> int:
         config = DittoServerConfig(idle_timeout=args.idle_timeout)
         ssl_context = None
         if args.certfile is not None:
-            from .tls import server_context
+            from ..transport.tls import server_context
 
             ssl_context = server_context(args.certfile, args.keyfile)
         return serve(

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, Self, TypeVar
 
+from ..transport import Listener, Transport
+from ..transport.urls import Endpoint
 from .selector import Driver, Engine, Loop, LoopConnection, LoopServer, default_loop
 from .threads import ConnectionThread, ServerThread
-from .transports import Listener, Transport
-from .urls import Endpoint
 
 __all__ = [
     "DrivenPeer",

@@ -1,6 +1,6 @@
 """Options, handshake request and handshake error of the WebSocket transport
 (``websocket``), kept apart so the transport module stays readable; import
-them from ``sansrs.adapters.websocket``."""
+them from ``sansrs.adapters.transport.websocket``."""
 
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ class CaptureProxy:
         meta: dict[str, Any] = {
             "protocol": "rsocket",
             "framing": "length-prefixed",
-            "tool": "sansrs.adapters.capture",
+            "tool": "sansrs.adapters.tools.capture",
             "target": f"{target[0]}:{target[1]}",
         }
         meta.update(metadata or {})

@@ -42,8 +42,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..transport import Listener, Transport
 from .queues import Inbox, QueueClosed, Wakeup
-from .transports import Listener, Transport
 
 __all__ = [
     "ConnectionClosed",

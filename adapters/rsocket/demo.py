@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .demo_responder import (
+from .demo_contract import (
     CHANNEL_BATCH,
     DemoRejected,
     DemoState,
@@ -13,7 +13,7 @@ from .demo_responder import (
     request_response,
     stream_items,
 )
-from .rsocket_types import ApplicationError, Payload, Request
+from .types import ApplicationError, Payload, Request
 
 __all__ = ["DemoHandler"]
 

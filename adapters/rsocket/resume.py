@@ -34,14 +34,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import _rsocket_core as core
-from .loops import LoopChoice, new_acceptor, new_driver, pick_loop
-from .rsocket_engine import EngineOptions, RSocketEngine
-from .rsocket_sync import Client, RSocketPeer, Server
-from .selector import Driver, Loop, LoopConnection, LoopServer
-from .threads import ConnectionClosed, ConnectionThread
-from .transports import Transport, listen, open_transport
-from .urls import Endpoint
+from ..drive.choice import LoopChoice, new_acceptor, new_driver, pick_loop
+from ..drive.selector import Driver, Loop, LoopConnection, LoopServer
+from ..drive.threads import ConnectionClosed, ConnectionThread
+from ..transport import Transport, listen, open_transport
+from ..transport.urls import Endpoint
+from . import core
+from .client import Client, RSocketPeer, Server
+from .engine import EngineOptions, RSocketEngine
 
 __all__ = [
     "EngineLink",

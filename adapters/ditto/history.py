@@ -41,7 +41,7 @@ from sansrs.ditto import (
 )
 from sansrs.streams import Publisher
 
-from .ditto_rql import Predicate, RqlError, parse_rql
+from .rql import Predicate, RqlError, parse_rql
 
 __all__ = [
     "HistoryRequest",

@@ -48,13 +48,13 @@ from wsproto.events import (
 from wsproto.utilities import LocalProtocolError as WsLocalProtocolError
 from wsproto.utilities import RemoteProtocolError as WsRemoteProtocolError
 
-from .tcp import TcpListener, TcpTransport, open_tcp
-from .tls import TlsListener, open_tls
-from .transports import Transport
-from .urls import Endpoint
-from .ws_frames import FrameSplitter, KeySource, encode_data_frame
-from .ws_messages import CloseCode, MessageKind, decode_close, encode_close, encode_record
-from .ws_options import (
+from .. import Transport
+from ..tcp import TcpListener, TcpTransport, open_tcp
+from ..tls import TlsListener, open_tls
+from ..urls import Endpoint
+from .frames import FrameSplitter, KeySource, encode_data_frame
+from .messages import CloseCode, MessageKind, decode_close, encode_close, encode_record
+from .options import (
     DEFAULT_MAX_MESSAGE_SIZE,
     HandshakeRequest,
     WebSocketHandshakeError,
@@ -666,7 +666,9 @@ class WebSocketListener:
         self._tcp: TcpListener | TlsListener
         if endpoint.scheme == "wss":
             if ssl_context is None:
-                raise ValueError("a wss:// server needs ssl_context (see sansrs.adapters.tls)")
+                raise ValueError(
+                    "a wss:// server needs ssl_context (see transport.tls.server_context)"
+                )
             self._tcp = TlsListener(endpoint, ssl_context)
         else:
             if ssl_context is not None:

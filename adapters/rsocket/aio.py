@@ -22,7 +22,7 @@ requester's credit allows), ``request_channel(request, inbound)`` receiving
 ``inbound`` as an async iterator. Handlers run on the event loop: never block
 in them.
 
-The module is named after the library it adapts to (``sansrs.adapters.asyncio``);
+The module is named after the library it adapts to (``sansrs.adapters.rsocket.aio``);
 inside the package, ``import asyncio`` still means the standard library
 (absolute imports), so the name causes no import trouble.
 """
@@ -46,15 +46,15 @@ from collections.abc import (
 )
 from typing import Any, cast
 
-from .rsocket_engine import EngineOptions, RequestHandle, RSocketEngine
-from .rsocket_sync import DEFAULT_PREFETCH, _check_prefetch
-from .rsocket_types import Payload, as_payload
-from .selector import ConnectionClosed, LoopConfig
-from .urls import Endpoint, parse_url
+from ..drive.selector import ConnectionClosed, LoopConfig
+from ..transport.urls import Endpoint, parse_url
+from .client import DEFAULT_PREFETCH, _check_prefetch
+from .engine import EngineOptions, RequestHandle, RSocketEngine
+from .types import Payload, as_payload
 
 __all__ = ["AsyncClient", "AsyncPeer", "AsyncServer", "AsyncStream", "connect", "serve"]
 
-log = logging.getLogger("sansrs.adapters.asyncio")
+log = logging.getLogger("sansrs.adapters.rsocket.aio")
 
 _END: Any = object()
 
@@ -746,7 +746,7 @@ async def connect(
     if endpoint.scheme == "unix":
         opening = loop.create_unix_connection(lambda: conn, endpoint.path)
     elif endpoint.scheme == "tls":
-        from .tls import client_context
+        from ..transport.tls import client_context
 
         opening = loop.create_connection(
             lambda: conn,
@@ -850,13 +850,13 @@ async def serve(
     if endpoint.scheme == "unix":
         if ssl_context is not None:
             raise ValueError("ssl_context applies to tls:// URLs")
-        from .unix import _remove_stale
+        from ..transport.unix import _remove_stale
 
         _remove_stale(endpoint.path)
         server = await loop.create_unix_server(make, endpoint.path)
     else:
         if endpoint.scheme == "tls" and ssl_context is None:
-            raise ValueError("a tls:// server needs ssl_context (see sansrs.adapters.tls)")
+            raise ValueError("a tls:// server needs ssl_context (see transport.tls.server_context)")
         if endpoint.scheme == "tcp" and ssl_context is not None:
             raise ValueError("ssl_context applies to tls:// URLs")
         server = await loop.create_server(
