@@ -96,7 +96,7 @@ class _Streams:
 def run_once(
     server_loop: str, connections: int, streams: int, items: int, size: int
 ) -> dict[str, Any]:
-    from sansrs.adapters.drive.selector import Loop
+    from sansrs.adapters.drive import Loop
     from sansrs.adapters.rsocket.client import connect
 
     proc = subprocess.Popen(

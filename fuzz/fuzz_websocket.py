@@ -22,13 +22,14 @@ import sys
 from _harness import instrumented, run
 
 with instrumented(__name__):
-    from sansrs.adapters.transport.websocket import WebSocketOptions, WebSocketTransport
+    from sansrs.adapters.transport.websocket import WebSocketOptions
     from sansrs.adapters.transport.websocket.messages import (
         CloseCode,
         MessageKind,
         MessageReader,
         decode_close,
     )
+    from sansrs.adapters.transport.websocket.transport import WebSocketTransport
     from wsproto import ConnectionType, WSConnection
     from wsproto.connection import Connection
     from wsproto.events import (

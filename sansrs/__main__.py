@@ -52,7 +52,7 @@ def _request(args: argparse.Namespace) -> int:
     # importlib: mypy cannot follow the adapters/ -> sansrs.adapters mapping.
     connect = importlib.import_module("sansrs.adapters.rsocket.client").connect
     RSocketError = importlib.import_module("sansrs.adapters.rsocket.types").RSocketError
-    ConnectionClosed = importlib.import_module("sansrs.adapters.drive.threads").ConnectionClosed
+    ConnectionClosed = importlib.import_module("sansrs.adapters.drive").ConnectionClosed
 
     metadata = args.metadata
     try:

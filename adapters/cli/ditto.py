@@ -86,7 +86,7 @@ def _run_client(args: argparse.Namespace, body: Any) -> int:
     from sansrs.ditto import DittoRemoteError, LocalProtocolError
 
     from ..ditto.client import connect
-    from ..drive.threads import ConnectionClosed
+    from ..drive.errors import ConnectionClosed
 
     try:
         credentials = _credentials(args)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..drive.threads import ConnectionClosed
+from ..drive.errors import ConnectionClosed
 from ..rsio.client import DEFAULT_PREFETCH, connect, serve
 from ..rsio.demo import COUNTER_SIZE, demo_publishers
 from ..rsio.engine import RsioError

@@ -22,18 +22,14 @@ from typing import Any
 
 from sansrs.ditto import DittoClientConfig, DittoServerConfig, Kind
 
-from ..drive.choice import (
-    DrivenPeer,
-    ListeningServer,
-    LoopChoice,
-    new_acceptor,
-    new_driver,
-    pick_loop,
-)
+from ..drive.choice import LoopChoice, new_acceptor, new_driver, pick_loop
+from ..drive.engine import Driver
+from ..drive.errors import ConnectionClosed
+from ..drive.peer import DrivenPeer, ListeningServer
 from ..drive.queues import CreditQueue
-from ..drive.selector import Driver, LoopConnection, LoopServer
+from ..drive.selector import LoopConnection, LoopServer
 from ..drive.streams import RemoteStreamPublisher, StreamIterator, SubscriberSink
-from ..drive.threads import ConnectionClosed, ConnectionThread
+from ..drive.threads import ConnectionThread
 from ..transport import Transport, listen, open_transport
 from ..transport.urls import Endpoint, parse_url
 from .engine import DittoClientEngine, DittoServerEngine, SubscribeRequest, SubscriptionHandle

@@ -42,9 +42,9 @@ from sansrs.ditto import (
 from sansrs.ditto import events as ev
 from sansrs.streams import Subscriber
 
+from ..drive.errors import ConnectionClosed
 from ..drive.queues import CreditQueue
 from ..drive.streams import Outbound, SubscriberSink, make_source
-from ..drive.threads import ConnectionClosed
 from ..transport.websocket.messages import (
     CloseCode,
     MessageKind,

@@ -39,148 +39,19 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
 
 from ..transport import Listener, Transport
+from .config import LoopConfig
+from .engine import Call, Engine, Startable
+from .errors import ConnectionClosed, LoopClosed
 from .queues import Inbox, QueueClosed, Wakeup
 
-__all__ = [
-    "ConnectionClosed",
-    "Driver",
-    "Engine",
-    "Loop",
-    "LoopConfig",
-    "LoopConnection",
-    "LoopServer",
-    "default_loop",
-]
+__all__ = ["Loop", "LoopConnection", "LoopServer", "default_loop"]
 
 log = logging.getLogger("sansrs.adapters")
 
 _READ = selectors.EVENT_READ
 _WRITE = selectors.EVENT_WRITE
-
-
-class ConnectionClosed(ConnectionError):
-    """The connection is gone; outstanding and new requests fail with this."""
-
-
-class Engine(Protocol):
-    """What a protocol session offers a driver loop. Called on the owning thread only."""
-
-    def receive_data(self, data: bytes, now: float) -> None:
-        """Bytes from the peer (``b""`` at end of stream): parse and dispatch."""
-
-    def pump(self) -> bool:
-        """Produce outbound items within the peer's credit. True if more is ready now."""
-
-    def data_to_send(self) -> bytes: ...
-
-    def next_deadline(self) -> float | None: ...
-
-    def handle_timeout(self, now: float) -> None: ...
-
-    def wants_close(self) -> bool:
-        """True once the engine is done: flush what is queued, then close."""
-
-    def close_reason(self) -> BaseException | None:
-        """Why the engine wants to close (given to callers that arrive late)."""
-
-    def begin_close(self) -> None:
-        """A graceful close was asked locally: queue any goodbye for the peer."""
-
-    def connection_lost(self, error: BaseException) -> None:
-        """Fail everything outstanding with ``error``; the loop is ending."""
-
-
-Call = Callable[[], object]
-
-
-class Driver(Protocol):
-    """What session code (``rsocket_sync``, engines) needs from whatever
-    drives a connection: :class:`LoopConnection` or
-    :class:`~.threads.ConnectionThread`. Every method is safe from any thread."""
-
-    @property
-    def transport(self) -> Transport: ...
-
-    @property
-    def error(self) -> BaseException | None:
-        """Why the connection ended (``None`` while it runs)."""
-
-    @property
-    def is_owner(self) -> bool:
-        """True on the thread that drives the engine (calls run inline there)."""
-
-    @property
-    def alive(self) -> bool: ...
-
-    def call_soon(self, fn: Call, timeout: float | None = None) -> None:
-        """Run ``fn()`` on the owning thread; :class:`ConnectionClosed` once gone."""
-
-    def wake(self) -> None:
-        """Make the owner run a turn for this connection (a source has items)."""
-
-    def close(self, timeout: float | None = 5.0) -> None: ...
-
-    def abort(self, timeout: float | None = 5.0) -> None: ...
-
-    def join(self, timeout: float | None = None) -> bool: ...
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class LoopConfig:
-    """Limits of a driver loop (bytes, seconds).
-
-    ``high_water``: queued output above which engines are not pumped (512 KiB).
-    ``pause_reading_at``: queued output above which the loop stops reading
-    from that peer until it drains (4 MiB; ``None``: never pause). Output
-    pumped within credit stops at ``high_water``, so only output a peer
-    causes without reading it (e.g. a flood of requests whose answers it
-    never reads) reaches this. Both peers pausing at once needs single items
-    larger than the gap, which ``fragment_size`` prevents.
-    ``recv_size``: bytes read per readable event (256 KiB).
-    ``max_idle_wait``: longest ``select`` without a timer (1 s; only bounds
-    how late a lost wake-up could be noticed).
-    ``inbox_capacity``: calls pending per connection before producers wait (4096).
-    ``accept_batch``: connections accepted per listener per turn (64).
-    ``handshake_timeout``: a connection whose transport handshake (TLS or a
-    WebSocket upgrade on an accepted connection: ``transport.handshaken`` is
-    False) or protocol setup (a server waiting for RSocket SETUP or the rsio
-    hello: ``engine.handshaken`` is False) has not
-    completed it within this many seconds is aborted (30 s; ``None``: wait
-    forever), so half-open clients cannot pile up.
-    ``close_timeout``: after a local graceful close has flushed, how long to
-    keep reading for an engine that waits for the peer's answer to its
-    goodbye (``wants_close()`` still False; rsio's goodbyeAck) before
-    closing anyway (2 s). Engines that need no answer close at once.
-    """
-
-    high_water: int = 512 * 1024
-    pause_reading_at: int | None = 4 * 1024 * 1024
-    recv_size: int = 256 * 1024
-    max_idle_wait: float = 1.0
-    inbox_capacity: int = 4096
-    accept_batch: int = 64
-    handshake_timeout: float | None = 30.0
-    close_timeout: float = 2.0
-
-    def __post_init__(self) -> None:
-        if self.high_water <= 0 or self.recv_size <= 0 or self.inbox_capacity <= 0:
-            raise ValueError("high_water, recv_size and inbox_capacity must be positive")
-        if self.pause_reading_at is not None and self.pause_reading_at < self.high_water:
-            raise ValueError("pause_reading_at must be >= high_water (or None)")
-        if self.max_idle_wait <= 0 or self.accept_batch <= 0:
-            raise ValueError("max_idle_wait and accept_batch must be positive")
-        if self.handshake_timeout is not None and self.handshake_timeout <= 0:
-            raise ValueError("handshake_timeout must be positive (or None)")
-        if self.close_timeout <= 0:
-            raise ValueError("close_timeout must be positive")
-
-
-class LoopClosed(ConnectionClosed):
-    """The loop has stopped; nothing more can be added to it."""
 
 
 class Loop:
@@ -691,21 +562,6 @@ class LoopConnection:
                 self._on_exit(self)
             except Exception:
                 log.exception("on_exit callback failed")
-
-
-class Startable(Protocol):
-    """A driver a server starts and tracks (:class:`LoopConnection`, ``ConnectionThread``)."""
-
-    @property
-    def alive(self) -> bool: ...
-
-    def start(self) -> None: ...
-
-    def close(self, timeout: float | None = 5.0) -> None: ...
-
-    def abort(self, timeout: float | None = 5.0) -> None: ...
-
-    def join(self, timeout: float | None = None) -> bool: ...
 
 
 class LoopServer:

@@ -18,23 +18,12 @@ import threading
 from collections.abc import Callable
 
 from ..transport import Listener, Transport
-from .selector import (
-    Call,
-    ConnectionClosed,
-    Engine,
-    Loop,
-    LoopConfig,
-    LoopConnection,
-    LoopServer,
-    Startable,
-)
+from .config import LoopConfig
+from .engine import Call, Engine, Startable
+from .selector import Loop, LoopConnection, LoopServer
 
-__all__ = ["ConnectionClosed", "ConnectionThread", "Engine", "ServerThread"]
+__all__ = ["ConnectionThread", "ServerThread"]
 
-_DEFAULTS = LoopConfig()
-HIGH_WATER = _DEFAULTS.high_water
-RECV_SIZE = _DEFAULTS.recv_size
-MAX_IDLE_WAIT = _DEFAULTS.max_idle_wait
 
 
 class ConnectionThread:

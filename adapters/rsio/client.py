@@ -17,29 +17,21 @@ from __future__ import annotations
 import contextlib
 import ssl
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from sansrs.rsio import ConnectionConfig, Role
 
-from ..drive.choice import (
-    DrivenPeer,
-    LoopChoice,
-    PeersServer,
-    message_framed,
-    new_acceptor,
-    new_driver,
-    pick_loop,
-)
+from ..drive.choice import LoopChoice, message_framed, new_acceptor, new_driver, pick_loop
+from ..drive.engine import Driver
+from ..drive.errors import ConnectionClosed
+from ..drive.peer import DrivenPeer, PeersServer
 from ..drive.queues import CreditQueue, EndOfStream
-from ..drive.selector import Driver, LoopConnection
+from ..drive.selector import LoopConnection
 from ..drive.streams import MAX_DEMAND, RemoteStreamPublisher, StreamIterator, SubscriberSink
-from ..drive.threads import ConnectionClosed, ConnectionThread
+from ..drive.threads import ConnectionThread
 from ..transport import Transport, listen, open_transport
 from ..transport.urls import Endpoint
+from ..transport.websocket import WebSocketOptions
 from .engine import Publishers, RsioEngine, RsioError, Subscription
-
-if TYPE_CHECKING:  # wsproto is the optional "ws" extra
-    from ..transport.websocket import WebSocketOptions
 
 __all__ = [
     "Client",

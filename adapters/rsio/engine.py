@@ -32,8 +32,8 @@ from sansrs.rsio import (
 )
 from sansrs.rsio import events as ev
 
+from ..drive.errors import ConnectionClosed
 from ..drive.streams import Outbound, make_source
-from ..drive.threads import ConnectionClosed
 from ..transport.websocket.messages import (
     CloseCode,
     MessageKind,
@@ -43,7 +43,7 @@ from ..transport.websocket.messages import (
 )
 
 if TYPE_CHECKING:
-    from ..drive.selector import Driver
+    from ..drive.engine import Driver
 
 __all__ = [
     "ElementReader",

@@ -46,7 +46,8 @@ from collections.abc import (
 )
 from typing import Any, cast
 
-from ..drive.selector import ConnectionClosed, LoopConfig
+from ..drive.config import LoopConfig
+from ..drive.errors import ConnectionClosed
 from ..transport.urls import Endpoint, parse_url
 from .client import DEFAULT_PREFETCH, _check_prefetch
 from .engine import EngineOptions, RequestHandle, RSocketEngine

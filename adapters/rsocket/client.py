@@ -14,29 +14,22 @@ import contextlib
 import ssl
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..drive.choice import (
-    DrivenPeer,
-    LoopChoice,
-    PeersServer,
-    message_framed,
-    new_acceptor,
-    new_driver,
-    pick_loop,
-)
+from ..drive.choice import LoopChoice, message_framed, new_acceptor, new_driver, pick_loop
+from ..drive.engine import Driver
+from ..drive.errors import ConnectionClosed
+from ..drive.peer import DrivenPeer, PeersServer
 from ..drive.queues import Batcher, CreditQueue, EndOfStream
-from ..drive.selector import Driver, LoopConnection
+from ..drive.selector import LoopConnection
 from ..drive.streams import RemoteStreamPublisher, StreamIterator, SubscriberSink
-from ..drive.threads import ConnectionClosed, ConnectionThread
+from ..drive.threads import ConnectionThread
 from ..transport import Transport, listen, open_transport
 from ..transport.urls import Endpoint
+from ..transport.websocket import WebSocketOptions
 from .engine import EngineOptions, RequestHandle, RSocketEngine
 from .pipeline import Answer, ResponsePipeline
 from .types import Payload, as_payload
-
-if TYPE_CHECKING:  # wsproto is the optional "ws" extra
-    from ..transport.websocket import WebSocketOptions
 
 __all__ = ["Client", "RSocketPeer", "RemotePublisher", "Server", "connect", "serve"]
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from sansrs.rsocket import ErrorCode
 
+from ..drive.errors import ConnectionClosed
 from ..drive.queues import CreditQueue
 from ..drive.streams import (
     IteratorSource,
@@ -28,7 +29,6 @@ from ..drive.streams import (
     ThreadedSource,
     is_publisher,
 )
-from ..drive.threads import ConnectionClosed
 from ..transport.websocket.messages import (
     CloseCode,
     MessageKind,
@@ -47,7 +47,7 @@ from .types import (
 )
 
 if TYPE_CHECKING:
-    from ..drive.selector import Driver
+    from ..drive.engine import Driver
     from .client import RSocketPeer
 
 __all__ = ["EngineOptions", "RSocketEngine", "RequestHandle"]

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
+from ..drive.errors import ConnectionClosed
 from ..drive.queues import CreditQueue
-from ..drive.selector import ConnectionClosed
 from .engine import RequestHandle, RSocketEngine
 from .types import Payload
 

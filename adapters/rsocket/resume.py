@@ -35,8 +35,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..drive.choice import LoopChoice, new_acceptor, new_driver, pick_loop
-from ..drive.selector import Driver, Loop, LoopConnection, LoopServer
-from ..drive.threads import ConnectionClosed, ConnectionThread
+from ..drive.engine import Driver
+from ..drive.errors import ConnectionClosed
+from ..drive.selector import Loop, LoopConnection, LoopServer
+from ..drive.threads import ConnectionThread
 from ..transport import Transport, listen, open_transport
 from ..transport.urls import Endpoint
 from . import core

@@ -28,7 +28,7 @@ from typing import Any
 from sansrs.ditto import DittoRemoteError
 
 from ..ditto.client import DittoConnection, connect
-from ..drive.threads import ConnectionClosed
+from ..drive.errors import ConnectionClosed
 from ._wire import ReadRequest
 
 __all__ = [

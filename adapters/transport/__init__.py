@@ -7,38 +7,15 @@ which kind they hold.
 from __future__ import annotations
 
 import ssl
-from typing import TYPE_CHECKING, Protocol
 
+from .base import Listener, Transport
 from .tcp import TcpListener, open_tcp
 from .tls import TlsListener, open_tls
 from .unix import UnixListener, open_unix
 from .urls import Endpoint, parse_url
-
-if TYPE_CHECKING:  # wsproto is the optional "ws" extra: imported when used
-    from .websocket import WebSocketOptions
+from .websocket.options import WebSocketOptions
 
 __all__ = ["Listener", "Transport", "listen", "open_transport"]
-
-
-class Transport(Protocol):
-    """A bidirectional byte stream driven by a non-blocking loop."""
-
-    peer: str
-
-    def fileno(self) -> int: ...
-    def recv(self, max_bytes: int = ...) -> bytes: ...
-    def send(self, data: bytes | bytearray | memoryview) -> int: ...
-    def shutdown_write(self) -> None: ...
-    def close(self) -> None: ...
-    def abort(self) -> None: ...
-
-
-class Listener(Protocol):
-    endpoint: Endpoint
-
-    def fileno(self) -> int: ...
-    def accept(self) -> Transport | None: ...
-    def close(self) -> None: ...
 
 
 def _endpoint(url: str | Endpoint) -> Endpoint:
@@ -59,7 +36,7 @@ def open_transport(
     host). ``ws://`` / ``wss://``: ``websocket`` options (path, headers, ...)."""
     endpoint = _endpoint(url)
     if endpoint.scheme in ("ws", "wss"):
-        from .websocket import open_websocket
+        from .websocket.handshake import open_websocket  # needs the "ws" extra
 
         return open_websocket(
             endpoint, timeout, websocket, ssl_context=ssl_context, server_hostname=server_hostname
@@ -88,7 +65,7 @@ def listen(
     ``ws://`` / ``wss://`` take ``websocket`` options."""
     endpoint = _endpoint(url)
     if endpoint.scheme in ("ws", "wss"):
-        from .websocket import WebSocketListener
+        from .websocket.transport import WebSocketListener  # needs the "ws" extra
 
         return WebSocketListener(endpoint, websocket, ssl_context=ssl_context)
     if websocket is not None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sansrs.adapters.drive.selector import ConnectionClosed
+from sansrs.adapters.drive import ConnectionClosed
 from sansrs.adapters.rsocket import aio
 from sansrs.adapters.rsocket.client import connect as sync_connect
 from sansrs.adapters.rsocket.client import serve as sync_serve
@@ -279,7 +279,7 @@ def test_a_peer_that_never_reads_is_no_longer_read_from() -> None:
     reading it, so what it can send stays bounded."""
     import select
 
-    from sansrs.adapters.drive.selector import LoopConfig
+    from sansrs.adapters.drive import LoopConfig
 
     from sansrs.rsocket import Connection, Role
 

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from sansrs.adapters.drive import ConnectionClosed
 from sansrs.adapters.drive.queues import CreditQueue
-from sansrs.adapters.drive.threads import ConnectionClosed
 from sansrs.adapters.rsocket.client import Client, Server, connect, serve
 from sansrs.adapters.rsocket.demo import DemoHandler
 from sansrs.adapters.rsocket.pipeline import Answer, ResponsePipeline

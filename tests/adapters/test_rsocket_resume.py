@@ -9,7 +9,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from sansrs.adapters.drive.threads import ConnectionClosed
+from sansrs.adapters.drive import ConnectionClosed
 from sansrs.adapters.rsocket.resume import (
     ResumableServer,
     ResumeOptions,

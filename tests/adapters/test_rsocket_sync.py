@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sansrs.adapters.drive.threads import ConnectionClosed
+from sansrs.adapters.drive import ConnectionClosed
 from sansrs.adapters.rsocket.client import Client, RSocketPeer, Server, connect, serve
 from sansrs.adapters.rsocket.demo import DemoHandler
 from sansrs.adapters.rsocket.types import Payload, Request, RSocketError

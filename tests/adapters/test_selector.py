@@ -12,13 +12,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from sansrs.adapters.drive.selector import (
-    ConnectionClosed,
-    Loop,
-    LoopConfig,
-    LoopConnection,
-    LoopServer,
-)
+from sansrs.adapters.drive import ConnectionClosed, Loop, LoopConfig, LoopConnection, LoopServer
 from sansrs.adapters.rsocket.client import connect, serve
 from sansrs.adapters.rsocket.demo import DemoHandler
 from sansrs.adapters.rsocket.types import Payload

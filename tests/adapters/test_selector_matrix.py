@@ -11,8 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sansrs.adapters.drive.selector import Loop, LoopConnection
-from sansrs.adapters.drive.threads import ConnectionThread
+from sansrs.adapters.drive import ConnectionThread, Loop, LoopConnection
 from sansrs.adapters.rsocket.client import Client, Server, connect, serve
 from sansrs.adapters.rsocket.demo import DemoHandler
 from sansrs.adapters.rsocket.types import Payload, RSocketError

@@ -9,7 +9,7 @@ import socket
 from collections.abc import Callable, Iterator
 
 import pytest
-from sansrs.adapters.drive.selector import Loop, LoopConfig
+from sansrs.adapters.drive import Loop, LoopConfig
 from sansrs.adapters.rsio import client as rsio_sync
 from sansrs.adapters.rsio.demo import demo_publishers
 from sansrs.adapters.rsocket import client as rsocket_sync

@@ -8,9 +8,8 @@ import threading
 import time
 
 import pytest
+from sansrs.adapters.drive import ConnectionClosed, ConnectionThread, Driver, ServerThread
 from sansrs.adapters.drive.queues import CreditQueue, EndOfStream
-from sansrs.adapters.drive.selector import Driver
-from sansrs.adapters.drive.threads import ConnectionClosed, ConnectionThread, ServerThread
 from sansrs.adapters.transport import Transport, listen, open_transport
 from sansrs.adapters.transport.tcp import TcpTransport
 

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from sansrs.adapters.drive.selector import Loop, LoopConfig
+from sansrs.adapters.drive import Loop, LoopConfig
 from sansrs.adapters.rsocket.client import connect, serve
 from sansrs.adapters.rsocket.demo import DemoHandler
 from sansrs.adapters.rsocket.types import Payload

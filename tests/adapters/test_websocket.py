@@ -17,18 +17,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from sansrs.adapters.drive.threads import ConnectionThread, ServerThread
+from sansrs.adapters.drive import ConnectionThread, ServerThread
 from sansrs.adapters.transport import Transport, listen, open_transport
 from sansrs.adapters.transport.urls import Endpoint, parse_url
 from sansrs.adapters.transport.websocket import (
-    SEND_BATCH,
     HandshakeRequest,
     WebSocketHandshakeError,
-    WebSocketListener,
     WebSocketOptions,
-    WebSocketTransport,
-    open_websocket,
 )
+from sansrs.adapters.transport.websocket.handshake import open_websocket
 from sansrs.adapters.transport.websocket.messages import (
     CloseCode,
     MessageKind,
@@ -41,6 +38,11 @@ from sansrs.adapters.transport.websocket.messages import (
     encode_ping,
     encode_record,
     encode_text,
+)
+from sansrs.adapters.transport.websocket.transport import (
+    SEND_BATCH,
+    WebSocketListener,
+    WebSocketTransport,
 )
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import (

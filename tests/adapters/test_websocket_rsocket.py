@@ -15,8 +15,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from sansrs.adapters.drive.selector import Loop, LoopConfig
-from sansrs.adapters.drive.threads import ConnectionClosed
+from sansrs.adapters.drive import ConnectionClosed, Loop, LoopConfig
 from sansrs.adapters.rsocket.client import Server, connect, serve
 from sansrs.adapters.rsocket.core import ConnectionState
 from sansrs.adapters.rsocket.demo import DemoHandler
@@ -27,8 +26,8 @@ from sansrs.adapters.transport.websocket import (
     HandshakeRequest,
     WebSocketHandshakeError,
     WebSocketOptions,
-    open_websocket,
 )
+from sansrs.adapters.transport.websocket.handshake import open_websocket
 from sansrs.adapters.transport.websocket.messages import (
     CloseCode,
     MessageKind,

@@ -16,7 +16,7 @@ from typing import Any
 from sansrs.adapters.ditto.client import DittoConnection
 from sansrs.adapters.ditto.engine import DittoClientEngine, DittoServerEngine
 from sansrs.adapters.ditto.history import HistorySource, InMemoryHistory
-from sansrs.adapters.drive.threads import ConnectionThread
+from sansrs.adapters.drive import ConnectionThread
 from sansrs.adapters.transport.tcp import TcpTransport
 
 from sansrs.ditto import DittoClientConfig, DittoServerConfig

@@ -21,7 +21,7 @@ from ditto_adapter_helpers import (
 from sansrs.adapters.ditto.client import DittoConnection
 from sansrs.adapters.ditto.engine import DittoClientEngine
 from sansrs.adapters.ditto.history import InMemoryHistory
-from sansrs.adapters.drive.threads import ConnectionClosed, ConnectionThread
+from sansrs.adapters.drive import ConnectionClosed, ConnectionThread
 from sansrs.adapters.transport.websocket.messages import (
     CloseCode,
     MessageKind,

@@ -30,7 +30,7 @@ from sansrs.adapters.ditto.history import (
     JsonLinesHistory,
     thing_not_found,
 )
-from sansrs.adapters.drive.threads import ConnectionClosed
+from sansrs.adapters.drive import ConnectionClosed
 from sansrs.adapters.transport.websocket import WebSocketHandshakeError
 
 from sansrs.ditto import DittoError, DittoException, DittoRemoteError, DittoServerConfig
@@ -599,7 +599,7 @@ def test_publishers_that_end_before_any_request() -> None:
 
 
 def test_selector_loop_drives_server_and_clients() -> None:
-    from sansrs.adapters.drive.selector import Loop
+    from sansrs.adapters.drive import Loop
 
     loop = Loop(name="ditto-test-loop").start()
     history = InMemoryHistory([e for k in range(5) for e in counter_history(f"s{k}", 50)])

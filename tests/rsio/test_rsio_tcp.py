@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sansrs.adapters.drive.threads import ConnectionClosed
+from sansrs.adapters.drive import ConnectionClosed
 from sansrs.adapters.rsio.client import RsioError, Server, connect, serve
 from sansrs.adapters.rsio.demo import BLOB_SIZE, CounterPublisher, blob, demo_publishers
 
@@ -273,7 +273,7 @@ def test_graceful_close_waits_for_the_goodbye_acknowledgement(loop: str) -> None
 def test_graceful_close_gives_up_waiting_after_close_timeout() -> None:
     """A peer that never acknowledges: the close completes after
     ``LoopConfig.close_timeout`` instead of hanging."""
-    from sansrs.adapters.drive.selector import Loop, LoopConfig
+    from sansrs.adapters.drive import Loop, LoopConfig
 
     loop = Loop(LoopConfig(close_timeout=0.2), name="rsio-close-timeout").start()
     listener, port, accept = _raw_peer_reading_until_goodbye()

@@ -1,0 +1,94 @@
+"""What every protocol's application-facing objects share: a connection as
+the application sees it (:class:`DrivenPeer`: calls handed to the thread that
+drives it, graceful close, abort, waiting for the end) and a listening server
+(:class:`ListeningServer`, :class:`PeersServer`). Nothing here knows a wire
+protocol."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Generic, Protocol, Self, TypeVar
+
+from ..transport.urls import Endpoint
+from .engine import Driver
+from .selector import LoopServer
+
+__all__ = ["DrivenPeer", "ListeningServer", "PeersServer"]
+
+
+class _Peer(Protocol):
+    @property
+    def closed(self) -> bool: ...
+
+
+P = TypeVar("P", bound=_Peer)
+
+
+class DrivenPeer:
+    """One connection as the application sees it, whatever the protocol: its
+    calls run on the thread that drives the connection. Thread-safe."""
+
+    def __init__(self, driver: Driver) -> None:
+        self._thread = driver
+
+    def _submit(self, fn: Callable[[], object], timeout: float | None = None) -> None:
+        if self._thread.is_owner:
+            fn()  # called from the connection thread itself (a handler, a publisher)
+        else:
+            self._thread.call_soon(fn, timeout)
+
+    @property
+    def closed(self) -> bool:
+        return not self._thread.alive
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        """Graceful: the protocol's goodbye (RSocket ERROR[CONNECTION_CLOSE], rsio
+        goodbye, WebSocket close), flush, close. Outstanding requests fail."""
+        self._thread.close(timeout)
+
+    def abort(self, timeout: float | None = 5.0) -> None:
+        """Abrupt: reset the connection at once."""
+        self._thread.abort(timeout)
+
+    def wait_closed(self, timeout: float | None = None) -> bool:
+        return self._thread.join(timeout)
+
+
+class ListeningServer:
+    """What every protocol's listening server offers: its URL, a graceful (or
+    aborting) close, waiting for the end, and ``with`` (closes on exit)."""
+
+    def __init__(self, accept: LoopServer) -> None:
+        self._accept = accept
+        self.endpoint: Endpoint = accept.listener.endpoint
+
+    @property
+    def url(self) -> str:
+        return self.endpoint.url
+
+    def close(self, timeout: float = 5.0, *, abort: bool = False) -> None:
+        """Stop accepting and close every connection (``abort``: reset them)."""
+        self._accept.close(timeout, abort=abort)
+
+    def wait_closed(self, timeout: float | None = None) -> bool:
+        return self._accept.wait_closed(timeout)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class PeersServer(ListeningServer, Generic[P]):
+    """A :class:`ListeningServer` that keeps a peer object per connection
+    (``make_connection`` appends it to ``peers``, its driver's exit removes it)."""
+
+    def __init__(self, accept: LoopServer, peers: list[P]) -> None:
+        super().__init__(accept)
+        self._peers = peers
+
+    @property
+    def peers(self) -> list[P]:
+        """Live connections (e.g. for server-initiated requests)."""
+        return [p for p in list(self._peers) if not p.closed]

@@ -1,0 +1,507 @@
+"""The WebSocket transport itself: wsproto (which runs h11 for the HTTP
+upgrade) over a TCP or TLS byte stream, speaking message records
+(:mod:`.messages`) to engines. :class:`WebSocketTransport` serves both roles;
+on a server it reads and answers the upgrade inside ``recv``
+(:class:`WebSocketListener` accepts without blocking). The client's upgrade
+is in :mod:`.handshake`; the package docstring has the contract."""
+
+from __future__ import annotations
+
+import contextlib
+import ssl
+
+import h11
+from wsproto import ConnectionType, WSConnection
+from wsproto.connection import ConnectionState
+from wsproto.events import (
+    AcceptConnection,
+    BytesMessage,
+    CloseConnection,
+    Event,
+    Ping,
+    Pong,
+    RejectConnection,
+    RejectData,
+    Request,
+    TextMessage,
+)
+from wsproto.utilities import LocalProtocolError as WsLocalProtocolError
+from wsproto.utilities import RemoteProtocolError as WsRemoteProtocolError
+
+from ..base import Transport
+from ..tcp import TcpListener
+from ..tls import TlsListener
+from ..urls import Endpoint
+from .frames import FrameSplitter, KeySource, encode_data_frame
+from .messages import CloseCode, MessageKind, decode_close, encode_close, encode_record
+from .options import (
+    HandshakeRequest,
+    WebSocketOptions,
+    raw_headers,
+    str_headers,
+)
+
+__all__ = ["SEND_BATCH", "WebSocketListener", "WebSocketTransport"]
+
+#: Records framed into WebSocket bytes per ``send`` call (at least one record),
+#: so the socket-side buffer stays bounded whatever the driver hands over.
+SEND_BATCH = 256 * 1024
+#: Records an engine may queue on a server connection before its upgrade is
+#: complete (an engine normally sends nothing before the peer spoke).
+MAX_EARLY_OUTPUT = 1024 * 1024
+#: Largest upgrade request head a server reads (h11's own limit is 16 KiB).
+MAX_REQUEST_HEAD = 64 * 1024
+_HEADER_END = b"\r\n\r\n"
+_RAW_BAD_REQUEST = (
+    b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+)
+
+
+class WebSocketTransport:
+    """One WebSocket connection as a driver-loop transport of message records."""
+
+    message_framed = True
+
+    def __init__(
+        self,
+        stream: Transport,
+        ws: WSConnection,
+        *,
+        scheme: str,
+        path: str,
+        options: WebSocketOptions,
+        is_open: bool,
+    ) -> None:
+        self._stream = stream
+        self._ws = ws
+        self.scheme = scheme
+        self.path = path
+        self.options = options
+        self.peer = stream.peer
+        #: The negotiated subprotocol (None: none).
+        self.subprotocol: str | None = None
+        #: The upgrade request (server side, once received).
+        self.request: HandshakeRequest | None = None
+        #: The Close received from the peer (code, reason), if any.
+        self.close_received: tuple[int, str] | None = None
+        #: The Close this end sent (code, reason), if any.
+        self.close_sent: tuple[int, str] | None = None
+        self._open = False
+        self._max = options.max_message_size
+        #: Data path once open (ws_frames): fast for whole data frames,
+        #: wsproto for the rest. Before that, the server's request head.
+        self._splitter: FrameSplitter | None = None
+        self._head = bytearray()
+        self._keys = KeySource() if ws.client else None
+        # Incoming message being reassembled.
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._dropping = False  # a too-big message is being skipped
+        # Records ready for the engine (whole records only).
+        self._ready: list[bytes] = []
+        # WebSocket bytes for the socket; the first ``_framed`` bytes of what
+        # the caller offers to ``send`` are in here and not yet acknowledged.
+        self._out = bytearray()
+        self._framed = 0
+        self._early: list[bytes] = []  # server: records queued before the upgrade
+        self._early_size = 0
+        self._pings = 0  # engine pings awaiting their pong
+        self._close_delivered = False
+        if is_open:
+            self._set_open()
+        self._eof = False
+        self._closed = False
+
+    # -- driver-facing interface ---------------------------------------------
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def handshaken(self) -> bool:
+        """True once the upgrade (and TLS under wss://) is done. Until then
+        the driver's ``LoopConfig.handshake_timeout`` applies, so a client
+        that never finishes its upgrade is dropped."""
+        return self._open and bool(getattr(self._stream, "handshaken", True))
+
+    @property
+    def buffered(self) -> int:
+        """WebSocket bytes framed but not yet taken by the socket: at most one
+        ``send`` batch (SEND_BATCH of records, or one bigger record) plus
+        control frames."""
+        return len(self._out)
+
+    def recv(self, max_bytes: int = 256 * 1024) -> bytes:
+        """Whole records from the peer; ``b""`` once the connection ended.
+
+        Raises ``BlockingIOError`` when nothing is ready for the engine."""
+        if self._ready:
+            return self._take_ready()
+        if self._eof:
+            return b""
+        data = self._stream.recv(max_bytes)
+        if not data:
+            self._eof = True
+            if self._ready:
+                return self._take_ready()
+            return b""
+        splitter = self._splitter
+        if splitter is not None:
+            splitter.feed(data)
+        else:
+            self._receive_head(data)
+        # Answers (pong, the Close echo) go now if they can; a failed write
+        # must not lose what was just read (a Close saying why the peer is
+        # going): the next send reports it.
+        self._flush_quietly()
+        if self._ready:
+            return self._take_ready()
+        if self._eof:
+            return b""
+        raise BlockingIOError("no complete message yet")
+
+    def send(self, data: bytes | bytearray | memoryview) -> int:
+        """Write records; returns how many bytes of ``data`` are fully written.
+
+        The caller offers the rest again (with more behind it) later."""
+        if self._out:
+            self._flush()
+            if self._out:
+                return 0
+        acked, self._framed = self._framed, 0
+        view = memoryview(data)
+        if acked < len(view):
+            self._framed = self._frame(view[acked:])
+            if self._framed:
+                self._flush()
+                if not self._out:
+                    acked += self._framed
+                    self._framed = 0
+        return acked
+
+    def shutdown_write(self) -> None:
+        """Graceful end: Close 1000 (unless a Close was sent), then FIN."""
+        if self._open and self.close_sent is None:
+            self._send_close(CloseCode.NORMAL, "")
+        self._flush_quietly()
+        self._stream.shutdown_write()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._stream.close()
+
+    def abort(self) -> None:
+        """Fail the connection (RFC 6455, 7.1.7), dropping unsent messages:
+        Close 1011 if it can be written at once (at a frame boundary, without
+        blocking), then the TCP connection closes; otherwise a reset (the
+        peer sees 1006)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._open and self.close_sent is None and not self._out:
+            self._send_close(CloseCode.INTERNAL_ERROR, "connection aborted")
+            self._flush_quietly()
+            if not self._out:
+                self._stream.shutdown_write()
+                self._stream.close()
+                return
+        self._stream.abort()
+
+    # -- receiving ---------------------------------------------------------
+    def _take_ready(self) -> bytes:
+        ready = self._ready
+        data = ready[0] if len(ready) == 1 else b"".join(ready)
+        ready.clear()
+        return data
+
+    def _set_open(self) -> None:
+        self._open = True
+        self._splitter = FrameSplitter(
+            masked=not self._ws.client,
+            max_payload=self._max,
+            on_message=self._on_message,
+            to_wsproto=self._receive,
+        )
+
+    def _on_message(self, opcode: int, payload: bytes) -> None:
+        """A whole data message from the fast path (size already checked)."""
+        if self.close_sent is None and self.close_received is None:
+            self._ready.append(encode_record(opcode, payload))
+
+    def _receive_head(self, data: bytes) -> None:
+        """Server: collect the upgrade request head; wsproto gets exactly the
+        head, and the bytes behind it (a client may pipeline its first
+        messages) go to the data path once the upgrade is accepted."""
+        head = self._head
+        head += data
+        end = head.find(_HEADER_END)
+        if end < 0:
+            if len(head) > MAX_REQUEST_HEAD:
+                self._reject(431, "request head too large")
+            return
+        rest = bytes(head[end + 4 :])
+        self._receive(bytes(head[: end + 4]))
+        head.clear()
+        if self._splitter is not None and rest:
+            self._splitter.feed(rest)
+
+    def _receive(self, data: bytes) -> None:
+        ws = self._ws
+        try:
+            ws.receive_data(data)
+            for event in ws.events():
+                self._on_event(event)
+        except WsRemoteProtocolError as exc:
+            # Only the server's upgrade parsing raises (bad HTTP): answer with
+            # wsproto's suggested rejection (400) and end.
+            hint = exc.event_hint
+            status = hint.status_code if isinstance(hint, RejectConnection) else 400
+            self._reject(status, f"bad upgrade request: {exc}")
+        except WsLocalProtocolError:
+            # Data after the WebSocket closed: nothing more to read.
+            self._eof = True
+
+    def _on_event(self, event: Event) -> None:
+        if isinstance(event, BytesMessage):
+            self._on_data(bytes(event.data), event.message_finished, MessageKind.BINARY)
+        elif isinstance(event, TextMessage):
+            self._on_data(event.data.encode("utf-8"), event.message_finished, MessageKind.TEXT)
+        elif isinstance(event, Ping):
+            if self._ws.state is ConnectionState.OPEN:
+                self._out += self._ws.send(event.response())
+        elif isinstance(event, Pong):
+            if self._pings:
+                self._pings -= 1
+                self._ready.append(encode_record(MessageKind.PONG, bytes(event.payload)))
+        elif isinstance(event, CloseConnection):
+            self._on_close(event)
+        elif isinstance(event, Request):
+            self._on_request(event)
+
+    def _on_data(self, chunk: bytes, finished: bool, kind: int) -> None:
+        if self.close_sent is not None:
+            return  # closing: the peer's data is no longer delivered
+        if not self._dropping:
+            self._size += len(chunk)
+            if self._size > self._max:
+                self._parts.clear()
+                self._dropping = True
+                reason = f"message bigger than {self._max} bytes"
+                self._send_close(CloseCode.MESSAGE_TOO_BIG, reason)
+                self._deliver_close(CloseCode.MESSAGE_TOO_BIG, reason)
+                return
+            if chunk:
+                self._parts.append(chunk)
+        if finished:
+            parts = self._parts
+            if not self._dropping:
+                body = parts[0] if len(parts) == 1 else b"".join(parts)
+                self._ready.append(encode_record(kind, body))
+            parts.clear()
+            self._size = 0
+            self._dropping = False
+
+    def _on_close(self, event: CloseConnection) -> None:
+        code, reason = int(event.code), event.reason or ""
+        state = self._ws.state
+        if state is ConnectionState.REMOTE_CLOSING:
+            # The peer's Close: answer with its code (RFC 6455, 5.5.1).
+            self.close_received = (code, reason)
+            self._send_close(code, reason)
+        elif state is ConnectionState.OPEN:
+            # wsproto could not parse the stream (bad framing: 1002, invalid
+            # UTF-8: 1007) and reports the code to fail the connection with.
+            self._send_close(code, reason)
+        else:
+            # CLOSED: the answer to our own Close; the handshake is complete.
+            self.close_received = (code, reason)
+        self._deliver_close(code, reason)
+        if not self._ws.client:
+            # The server closes the TCP connection first (RFC 6455, 7.1.1); a
+            # client reads on to the end of the stream.
+            self._flush_quietly()
+            self._stream.shutdown_write()
+
+    def _deliver_close(self, code: int, reason: str) -> None:
+        # One CLOSE record per connection: the engine learns the WebSocket is
+        # closing once (a later echo of a Close we sent adds nothing).
+        if not self._close_delivered:
+            self._close_delivered = True
+            self._ready.append(encode_close(code, reason))
+
+    def _on_request(self, event: Request) -> None:
+        target = event.target
+        path, _, query = target.partition("?")
+        extra = event.extra_headers
+        request = HandshakeRequest(
+            path=path,
+            query=query,
+            headers=(("Host", event.host), *str_headers(extra)),
+            subprotocols=tuple(event.subprotocols),
+            peer=self.peer,
+        )
+        self.request = request
+        if path != self.path:
+            self._reject(404, f"no WebSocket endpoint at {path}")
+            return
+        authorize = self.options.authorize
+        if authorize is not None:
+            try:
+                status = authorize(request)
+            except Exception as exc:
+                self._reject(500, f"authorization failed: {exc!r}")
+                return
+            if status is not None:
+                self._reject(int(status), "refused")
+                return
+        chosen = None
+        accepted = self.options.subprotocols
+        for offered in request.subprotocols:
+            if offered in accepted:
+                chosen = offered
+                break
+        self.subprotocol = chosen
+        headers = raw_headers(self.options.extra_headers)
+        self._out += self._ws.send(AcceptConnection(subprotocol=chosen, extra_headers=headers))
+        self._set_open()
+        if self._early:
+            early, self._early = self._early, []
+            self._early_size = 0
+            self._frame(memoryview(b"".join(early)))
+
+    def _reject(self, status: int, message: str) -> None:
+        body = f"{status} {message}\n".encode()
+        headers = [(b"content-type", b"text/plain; charset=utf-8"),
+                   (b"content-length", str(len(body)).encode()),
+                   (b"connection", b"close")]
+        try:
+            response = self._ws.send(
+                RejectConnection(status_code=status, headers=headers, has_body=True)
+            )
+            response += self._ws.send(RejectData(data=body))
+        except (WsLocalProtocolError, h11.LocalProtocolError):
+            # h11 refuses to answer a request it could not parse: say 400 by hand.
+            response = _RAW_BAD_REQUEST
+        self._out += response
+        self._eof = True
+        self._flush_quietly()
+        self._stream.shutdown_write()
+
+    # -- sending -----------------------------------------------------------
+    def _frame(self, view: memoryview) -> int:
+        """Turn whole records from ``view`` into WebSocket bytes in ``_out``;
+        returns how many bytes of ``view`` were taken (whole records)."""
+        end = len(view)
+        off = 0
+        limit = SEND_BATCH
+        ws = self._ws
+        out = self._out
+        while end - off >= 5:
+            kind = view[off]
+            length = int.from_bytes(view[off + 1 : off + 5], "big")
+            stop = off + 5 + length
+            if stop > end:
+                break
+            if not self._open:
+                if self._early_size + stop - off > MAX_EARLY_OUTPUT:
+                    break
+                self._early.append(bytes(view[off:stop]))
+                self._early_size += stop - off
+                off = stop
+                continue
+            if self.close_sent is not None or ws.state is not ConnectionState.OPEN:
+                off = stop  # closing: later records are dropped
+                continue
+            body = view[off + 5 : stop]
+            if kind == 2 or kind == 1:
+                # Built here rather than by wsproto (ws_frames): the same bytes,
+                # several times faster. Text is checked: a bad engine must not
+                # make us send invalid UTF-8.
+                payload = bytes(body)
+                if kind == 1:
+                    payload.decode("utf-8")
+                keys = self._keys
+                out += encode_data_frame(kind, payload, keys.next() if keys else None)
+            elif kind == 8:
+                code, reason = decode_close(bytes(body))
+                self._send_close(code, reason)
+            elif kind == 9:
+                out += ws.send(Ping(payload=bytes(body)))
+                self._pings += 1
+            else:
+                raise ValueError(f"record kind {kind:#x} cannot be sent")
+            off = stop
+            if off >= limit:
+                break
+        return off
+
+    def _send_close(self, code: int, reason: str) -> None:
+        if self.close_sent is not None:
+            return
+        if code in (CloseCode.NO_STATUS, CloseCode.ABNORMAL):
+            code = CloseCode.NORMAL  # local-only codes never go on the wire
+        with contextlib.suppress(WsLocalProtocolError):
+            self._out += self._ws.send(CloseConnection(code=code, reason=reason or None))
+            self.close_sent = (code, reason)
+
+    def _flush(self) -> None:
+        out = self._out
+        if out:
+            sent = self._stream.send(out)
+            if sent:
+                del out[:sent]
+
+    def _flush_quietly(self) -> None:
+        with contextlib.suppress(OSError):
+            self._flush()
+
+
+class WebSocketListener:
+    """Listens on ``endpoint``; accepted connections do their upgrade (and, for
+    ``wss://``, their TLS handshake) inside the loop, in ``recv``."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        options: WebSocketOptions | None = None,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self.options = options if options is not None else WebSocketOptions()
+        self._tcp: TcpListener | TlsListener
+        if endpoint.scheme == "wss":
+            if ssl_context is None:
+                raise ValueError(
+                    "a wss:// server needs ssl_context (see transport.tls.server_context)"
+                )
+            self._tcp = TlsListener(endpoint, ssl_context)
+        else:
+            if ssl_context is not None:
+                raise ValueError(f"ssl_context applies to wss:// URLs, not {endpoint}")
+            self._tcp = TcpListener(endpoint)
+        self.endpoint = self._tcp.endpoint
+        self._path = (endpoint.path or "/").partition("?")[0]
+
+    def fileno(self) -> int:
+        return self._tcp.fileno()
+
+    def accept(self) -> WebSocketTransport | None:
+        """A pending connection (its upgrade still to come), or ``None``."""
+        stream = self._tcp.accept()
+        if stream is None:
+            return None
+        return WebSocketTransport(
+            stream,
+            WSConnection(ConnectionType.SERVER),
+            scheme=self.endpoint.scheme,
+            path=self._path,
+            options=self.options,
+            is_open=False,
+        )
+
+    def close(self) -> None:
+        self._tcp.close()
