@@ -35,8 +35,8 @@ PY = sys.executable
 
 
 def _serve(loop: str) -> None:
-    from sansrs.adapters.rsocket.client import serve
     from sansrs.adapters.rsocket.demo import DemoHandler
+    from sansrs.adapters.rsocket.server import serve
 
     with serve("tcp://127.0.0.1:0", handler_factory=DemoHandler, loop=loop) as server:
         print("READY", server.url, flush=True)

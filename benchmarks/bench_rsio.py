@@ -32,8 +32,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from sansrs.adapters.rsio import client as rsio_sync
-from sansrs.adapters.rsocket import client as rsocket_sync
+from sansrs.adapters import rsio as rsio_sync
+from sansrs.adapters import rsocket as rsocket_sync
 
 PY = sys.executable
 TARGET = 3_000_000

@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from sansrs.adapters.ditto import client as ditto_sync
+from sansrs.adapters import ditto as ditto_sync
 from sansrs.adapters.ditto.history import HistoryRequest, search_pages, select_events
 from sansrs.adapters.spark import (
     Service,

@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sansrs.adapters.ditto import client as ditto_sync
+from sansrs.adapters import ditto as ditto_sync
 from sansrs.adapters.ditto.history import (
     HistoryRequest,
     search_pages,

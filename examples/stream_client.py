@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 
-from sansrs.adapters.rsocket.client import connect, serve
+from sansrs.adapters.rsocket.client import connect
 from sansrs.adapters.rsocket.demo import DemoHandler
-from sansrs.adapters.rsocket.types import RSocketError
+from sansrs.adapters.rsocket.errors import RSocketError
+from sansrs.adapters.rsocket.server import serve
 
 
 def main() -> None:

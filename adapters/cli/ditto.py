@@ -172,8 +172,8 @@ def _search(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from sansrs.ditto import DittoServerConfig
 
-    from ..ditto.client import DittoHistoryServer, require_basic, require_bearer, serve
     from ..ditto.history import JsonLinesHistory
+    from ..ditto.server import DittoHistoryServer, require_basic, require_bearer, serve
     from .serve import serve_until_closed
 
     def start() -> DittoHistoryServer:

@@ -1,25 +1,16 @@
-"""``sansrs serve --protocol rsio URL`` and ``sansrs subscribe URL NAME``.
-
-Kept beside the adapter so that ``sansrs/__main__.py`` only dispatches.
-"""
+"""``sansrs subscribe URL NAME``: print the elements of a remote
+reactive-streams-io publisher. Exit codes: 0 ok, 1 bad arguments, 2 the
+publisher signalled an error, 3 connection problem."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from ..drive.errors import ConnectionClosed
-from ..rsio.client import DEFAULT_PREFETCH, connect, serve
-from ..rsio.demo import COUNTER_SIZE, demo_publishers
-from ..rsio.engine import RsioError
-from .serve import serve_until_closed
+from ..rsio import DEFAULT_PREFETCH, ConnectionClosed, RsioError, connect
+from ..rsio.demo import COUNTER_SIZE
 
-__all__ = ["add_parsers", "run_serve", "run_subscribe"]
-
-
-def run_serve(args: argparse.Namespace) -> int:
-    """Serve the demo publishers (``counter``, ``counter/N``, ``blobs``, ``blobs/N``)."""
-    return serve_until_closed(lambda: serve(args.url, demo_publishers))
+__all__ = ["add_parsers", "run_subscribe"]
 
 
 def _show(element: bytes) -> str:

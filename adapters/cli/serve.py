@@ -1,17 +1,21 @@
-"""The command line's server loop, shared by every ``sansrs ... serve``
-subcommand (RSocket, rsio, Ditto): start the server, print ``READY <url>``
-once it listens (port 0 shows the real port), run until it closes, SIGTERM
-or Ctrl-C."""
+"""``sansrs serve URL``: the demo responder (RSocket) or the demo publishers
+(``--protocol rsio``); and the server loop every ``serve`` subcommand shares
+(``sansrs ditto serve`` too): start the server, print ``READY <url>`` once it
+listens (port 0 shows the real port), run until it closes, SIGTERM or Ctrl-C.
+
+Every option is honoured by every protocol it is offered for; one that a
+protocol cannot honour (``--lease`` with rsio) is refused with a message."""
 
 from __future__ import annotations
 
+import argparse
 import signal
 import sys
 from collections.abc import Callable
 from types import FrameType
 from typing import Protocol
 
-__all__ = ["serve_until_closed"]
+__all__ = ["add_parsers", "run_serve", "serve_until_closed"]
 
 
 class CliServer(Protocol):
@@ -46,3 +50,56 @@ def serve_until_closed(start: Callable[[], CliServer]) -> int:
         except KeyboardInterrupt:
             pass
     return 0
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Exit status as :func:`serve_until_closed`; 1 for an option the protocol
+    does not have."""
+    if args.protocol == "rsio":
+        if args.lease:
+            print("error: --lease applies to --protocol rsocket (rsio has no leases)",
+                  file=sys.stderr)
+            return 1
+        from ..rsio import serve as rsio_serve
+        from ..rsio.demo import demo_publishers
+
+        return serve_until_closed(lambda: rsio_serve(args.url, demo_publishers, loop=args.loop))
+    from ..rsocket import serve as rsocket_serve
+    from ..rsocket.demo import DemoHandler
+
+    return serve_until_closed(
+        lambda: rsocket_serve(
+            args.url, handler_factory=DemoHandler, lease=args.lease, loop=args.loop
+        )
+    )
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = sub.add_parser(
+        "serve",
+        help="run the demo responder",
+        description="Run the demo responder (docs/adapters.md describes its exact behaviour). "
+        "Prints 'READY <url>' once listening; port 0 picks a free port.",
+    )
+    serve.add_argument("url", help="tcp://HOST:PORT (or tls://, unix://, ws://)")
+    serve.add_argument(
+        "--lease",
+        action="store_true",
+        help="refuse clients that do not ask for leases (leases are granted to every "
+        "client that asks, with or without this flag)",
+    )
+    serve.add_argument(
+        "--loop",
+        choices=("thread", "selector"),
+        default="thread",
+        help="thread (default): a thread per connection; selector: one thread drives "
+        "every connection (docs/adapters.md, Driver loops)",
+    )
+    serve.add_argument(
+        "--protocol",
+        choices=("rsocket", "rsio"),
+        default="rsocket",
+        help="rsocket (default): the demo responder; rsio: reactive-streams-io demo "
+        "publishers counter, counter/N, blobs, blobs/N (docs/protocols/rsio.md)",
+    )
+    serve.set_defaults(run=run_serve)

@@ -1,80 +1,39 @@
-"""The synchronous Ditto API: ``connect(url)`` to a Ditto WebSocket (``ws://host/ws/2``)
-and ``serve(url, history)`` to serve the protocol from a history source.
-
-Every call may come from any application thread; it is handed to the
-connection's owning thread (``threads.ConnectionThread``), which alone drives
-the sans-IO core through :mod:`.ditto_engine`. See docs/protocols/ditto.md.
+"""``connect(url)``: a client session with a Ditto WebSocket endpoint
+(``ws://host/ws/2``): persisted-events history and search as blocking
+iterators or Publishers. Every call may come from any application thread; it
+is handed to the connection's owning thread, which alone drives the sans-IO
+core through :class:`~.engine.DittoClientEngine`. See docs/protocols/ditto.md.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import dataclasses
-import hmac
-import importlib
 import ssl
-import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from sansrs.ditto import DittoClientConfig, DittoServerConfig, Kind
+from sansrs.ditto import DittoClientConfig, Kind
 
-from ..drive.choice import LoopChoice, new_acceptor, new_driver, pick_loop
+from ..drive.choice import LoopChoice, new_driver, pick_loop
 from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
-from ..drive.peer import DrivenPeer, ListeningServer
+from ..drive.peer import DrivenPeer
 from ..drive.queues import CreditQueue
-from ..drive.selector import LoopConnection, LoopServer
-from ..drive.streams import RemoteStreamPublisher, StreamIterator, SubscriberSink
-from ..drive.threads import ConnectionThread
-from ..transport import Transport, listen, open_transport
-from ..transport.urls import Endpoint, parse_url
-from .engine import DittoClientEngine, DittoServerEngine, SubscribeRequest, SubscriptionHandle
-from .history import HistorySource
+from ..drive.streams import RemoteStreamPublisher, StreamIterator, SubscriberSink, check_prefetch
+from ..transport import open_transport
+from ..transport.urls import Endpoint
+from ..transport.websocket import WebSocketOptions
+from .engine import DittoClientEngine, SubscribeRequest, SubscriptionHandle
+from .types import basic_auth, bearer_auth, ws_endpoint
 
-__all__ = [
-    "DittoConnection",
-    "DittoHistoryServer",
-    "DittoSession",
-    "basic_auth",
-    "bearer_auth",
-    "connect",
-    "require_basic",
-    "require_bearer",
-    "serve",
-]
+__all__ = ["DittoConnection", "connect"]
 
 DEFAULT_PREFETCH = 64
 DEFAULT_SEARCH_PREFETCH = 2
 MAX_PREFETCH = 2**31 - 1
-
-
-def basic_auth(user: str, password: str) -> str:
-    """The ``Authorization`` header value for HTTP Basic authentication."""
-    token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-    return f"Basic {token}"
-
-
-def bearer_auth(token: str) -> str:
-    """The ``Authorization`` header value for a Bearer token (e.g. a JWT)."""
-    return f"Bearer {token}"
-
-
-def _websocket_options(**options: Any) -> Any:
-    # Imported late: the WebSocket transport needs the ``ws`` extra (wsproto).
-    websocket = importlib.import_module("sansrs.adapters.transport.websocket")
-    return websocket.WebSocketOptions(**options)
-
-
-def _ws_endpoint(url: str | Endpoint) -> Endpoint:
-    """Ditto speaks over WebSocket only: ``ws://`` or ``wss://``."""
-    endpoint = url if isinstance(url, Endpoint) else parse_url(url)
-    if endpoint.scheme not in ("ws", "wss"):
-        raise ValueError(f"Ditto runs over WebSocket: expected ws:// or wss://, not {endpoint.url}")
-    return endpoint
 
 
 def _split_entity(entity: str) -> tuple[str, str]:
@@ -82,12 +41,6 @@ def _split_entity(entity: str) -> tuple[str, str]:
     if not sep or not namespace or not name:
         raise ValueError(f"an entity ID is '<namespace>:<name>', not {entity!r}")
     return namespace, name
-
-
-def _check_prefetch(prefetch: int) -> int:
-    if not isinstance(prefetch, int) or not 0 < prefetch <= MAX_PREFETCH:
-        raise ValueError(f"prefetch must be in 1..{MAX_PREFETCH}, not {prefetch!r}")
-    return prefetch
 
 
 class DittoConnection(DrivenPeer):
@@ -100,7 +53,7 @@ class DittoConnection(DrivenPeer):
     def _iterator(
         self, request: SubscribeRequest, prefetch: int, timeout: float | None
     ) -> StreamIterator[Any]:
-        prefetch = _check_prefetch(prefetch)
+        prefetch = check_prefetch(prefetch, MAX_PREFETCH)
         queue: CreditQueue[Any] = CreditQueue(granted=prefetch)
         handle = SubscriptionHandle(request, queue, prefetch)
         engine = self._engine
@@ -320,8 +273,8 @@ def connect(
         extra.append(("Authorization", basic_auth(user, password)))
     elif token is not None:
         extra.append(("Authorization", bearer_auth(token)))
-    endpoint = _ws_endpoint(url)
-    options = _websocket_options(extra_headers=tuple(extra), **websocket)
+    endpoint = ws_endpoint(url)
+    options = WebSocketOptions(extra_headers=tuple(extra), **websocket)
     transport = open_transport(
         endpoint,
         connect_timeout,
@@ -336,161 +289,3 @@ def connect(
     driver = new_driver(pick_loop(loop), transport, engine, f"sansrs-ditto {transport.peer}")
     driver.start()
     return DittoConnection(driver, engine)
-
-
-# -- server -----------------------------------------------------------------------------
-
-
-Authorize = Callable[[Mapping[str, str]], bool]
-
-
-def require_basic(user: str, password: str) -> Authorize:
-    """An ``authenticate`` check accepting only these Basic credentials."""
-    expected = basic_auth(user, password)
-    return lambda headers: hmac.compare_digest(headers.get("authorization", ""), expected)
-
-
-def require_bearer(token: str) -> Authorize:
-    """An ``authenticate`` check accepting only this Bearer token."""
-    expected = bearer_auth(token)
-    return lambda headers: hmac.compare_digest(headers.get("authorization", ""), expected)
-
-
-class DittoSession:
-    """One live WebSocket session of a server (inspection and control)."""
-
-    def __init__(self, thread: Driver, engine: DittoServerEngine) -> None:
-        self.thread = thread
-        self.engine = engine
-
-    def inspect(self, fn: Callable[[DittoServerEngine], Any], timeout: float = 5.0) -> Any:
-        """Run ``fn(engine)`` on the session's thread (the only safe place to
-        read its state) and return the result; ``TimeoutError`` if it is stuck."""
-        done = threading.Event()
-        box: list[Any] = []
-
-        def run() -> None:
-            try:
-                box.append(fn(self.engine))
-            finally:
-                done.set()
-
-        self.thread.call_soon(run, timeout)
-        if not done.wait(timeout) or not box:
-            raise TimeoutError("the session thread did not run the inspection")
-        return box[0]
-
-    def close(self, timeout: float | None = 5.0) -> None:
-        self.thread.close(timeout)
-
-
-class DittoHistoryServer(ListeningServer):
-    """A listening Ditto endpoint; one thread per WebSocket session (or a selector loop)."""
-
-    def __init__(self, accept: LoopServer, sessions: list[DittoSession]) -> None:
-        super().__init__(accept)
-        self._sessions = sessions
-
-    @property
-    def sessions(self) -> list[DittoSession]:
-        """The live sessions."""
-        return [s for s in list(self._sessions) if s.thread.alive]
-
-
-def _headers_of(request: Any) -> dict[str, str]:
-    """The upgrade request's headers, names lower-case."""
-    out: dict[str, str] = {}
-    for name, value in getattr(request, "headers", ()):
-        key = name.decode("latin-1") if isinstance(name, bytes) else str(name)
-        text = value.decode("latin-1") if isinstance(value, bytes) else str(value)
-        out[key.lower()] = text
-    return out
-
-
-def serve(
-    url: str | Endpoint,
-    history: HistorySource,
-    *,
-    authenticate: Authorize | None = None,
-    config: DittoServerConfig | None = None,
-    ssl_context: ssl.SSLContext | None = None,
-    threaded_sources: bool = False,
-    loop: LoopChoice = "thread",
-    **websocket: Any,
-) -> DittoHistoryServer:
-    """Serve the Ditto protocol on ``url`` (``ws://host:port/ws/2``) from ``history``.
-
-    ``authenticate(headers)`` (names lower-case) decides on each WebSocket
-    upgrade; a refusal answers HTTP 401 (see :func:`require_basic`,
-    :func:`require_bearer`). ``config``: the core's limits and timeouts
-    (``idle_timeout``, ...). ``ssl_context``: the certificate for ``wss://``
-    (see ``sansrs.adapters.transport.tls.server_context``). ``threaded_sources``: pull
-    each subscription's iterable on a worker thread of its own (for sources
-    whose items block, e.g. a database cursor); by default iterables are
-    pulled on the session's thread, which must then not block. ``loop``:
-    ``"thread"`` (default: an accept thread and a thread per session),
-    ``"selector"`` (the process-wide selector loop) or a :class:`~.selector.Loop`
-    that accepts and drives every session (one thread for many connections).
-    ``websocket``: further
-    ``WebSocketOptions`` (``max_message_size``, ...). Returns once
-    listening; ``server.url`` has the real port when ``url`` asked for 0.
-    """
-    endpoint = _ws_endpoint(url)
-    core_config = config or DittoServerConfig()
-    sessions: list[DittoSession] = []
-
-    def authorize(request: Any) -> int | None:
-        if authenticate is None:
-            return None
-        try:
-            allowed = authenticate(_headers_of(request))
-        except Exception:
-            allowed = False
-        return None if allowed else 401
-
-    options = _websocket_options(authorize=authorize, **websocket)
-    driver_loop = pick_loop(loop)
-
-    def make_connection(transport: Transport) -> ConnectionThread | LoopConnection:
-        engine = DittoServerEngine(history, core_config, threaded_sources=threaded_sources)
-
-        def forget(_: object) -> None:
-            if session in sessions:
-                sessions.remove(session)
-
-        name = f"sansrs-ditto-server {transport.peer}"
-        thread = new_driver(driver_loop, transport, engine, name, on_exit=forget)
-        session = DittoSession(thread, engine)
-        engine.notify = thread.wake
-        engine.connection_headers = _LazyHeaders(transport)
-        sessions.append(session)
-        return thread
-
-    listener = listen(endpoint, websocket=options, ssl_context=ssl_context)
-    accept = new_acceptor(driver_loop, listener, make_connection)
-    accept.start()
-    return DittoHistoryServer(accept, sessions)
-
-
-class _LazyHeaders(Mapping[str, str]):
-    """The upgrade request's headers, read from the transport when first asked
-    (the handshake completes after the connection thread has started)."""
-
-    def __init__(self, transport: Transport) -> None:
-        self._transport = transport
-        self._headers: dict[str, str] | None = None
-
-    def _get(self) -> dict[str, str]:
-        if self._headers is None:
-            request = getattr(self._transport, "request", None)
-            self._headers = _headers_of(request) if request is not None else {}
-        return self._headers
-
-    def __getitem__(self, name: str) -> str:
-        return self._get()[name.lower()]
-
-    def __iter__(self) -> Any:
-        return iter(self._get())
-
-    def __len__(self) -> int:
-        return len(self._get())

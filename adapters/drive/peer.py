@@ -37,6 +37,11 @@ class DrivenPeer:
         else:
             self._thread.call_soon(fn, timeout)
 
+    def move_to(self, driver: Driver) -> None:
+        """From now on ``driver`` drives this connection (a resumed session
+        taken over by a new transport's driver)."""
+        self._thread = driver
+
     @property
     def closed(self) -> bool:
         return not self._thread.alive

@@ -37,6 +37,7 @@ __all__ = [
     "StreamIterator",
     "SubscriberSink",
     "ThreadedSource",
+    "check_prefetch",
     "make_source",
 ]
 
@@ -317,6 +318,14 @@ class ThreadedSource(Generic[T]):
     def join(self, timeout: float | None = None) -> bool:
         self._thread.join(timeout)
         return not self._thread.is_alive()
+
+
+def check_prefetch(prefetch: int, maximum: int = MAX_DEMAND) -> int:
+    """``prefetch`` if it is an int in ``1..maximum`` (a protocol's largest
+    demand in one message); ``ValueError`` otherwise."""
+    if type(prefetch) is not int or not 0 < prefetch <= maximum:
+        raise ValueError(f"prefetch must be an int in 1..{maximum}, not {prefetch!r}")
+    return prefetch
 
 
 def is_publisher(obj: object) -> bool:

@@ -19,8 +19,8 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from sansrs.rsio import (
     Connection,
@@ -41,17 +41,13 @@ from ..transport.websocket.messages import (
     encode_binaries,
     encode_close,
 )
+from .errors import RsioError
+from .types import ElementReader, Publishers
 
 if TYPE_CHECKING:
     from ..drive.engine import Driver
 
-__all__ = [
-    "ElementReader",
-    "Publishers",
-    "RsioEngine",
-    "RsioError",
-    "Subscription",
-]
+__all__ = ["RsioEngine", "Subscription"]
 
 log = logging.getLogger("sansrs.adapters.rsio")
 
@@ -62,28 +58,6 @@ PACKED_CHUNK = 8192
 #: Largest WebSocket message sent (rsio bytes carry no meaning in message
 #: boundaries, docs §1; 1 MiB stays well under any peer's message limit).
 WS_MESSAGE = 1024 * 1024
-
-
-class RsioError(Exception):
-    """An onError from the peer's publisher (``message`` is its text)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class ElementReader(Protocol):
-    """Bulk source of fixed-size elements for one subscription."""
-
-    def read(self, max_count: int) -> bytes:
-        """Up to ``max_count`` elements back to back; ``b""`` once finished."""
-
-    def close(self) -> None: ...
-
-
-#: What a side publishes: a mapping of names to Publishers, or a lookup
-#: function returning a Publisher or None (unknown name).
-Publishers = Mapping[str, Any] | Callable[[str], Any]
 
 
 class Subscription:

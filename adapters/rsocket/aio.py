@@ -49,9 +49,12 @@ from typing import Any, cast
 from ..drive.config import LoopConfig
 from ..drive.errors import ConnectionClosed
 from ..transport.urls import Endpoint, parse_url
-from .client import DEFAULT_PREFETCH, _check_prefetch
-from .engine import EngineOptions, RequestHandle, RSocketEngine
-from .types import Payload, as_payload
+from .engine import RequestHandle, RSocketEngine
+from .fast import as_payload
+from .options import EngineOptions
+from .peer import DEFAULT_PREFETCH
+from .peer import check_prefetch as _check_prefetch
+from .types import Payload
 
 __all__ = ["AsyncClient", "AsyncPeer", "AsyncServer", "AsyncStream", "connect", "serve"]
 

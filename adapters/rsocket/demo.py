@@ -13,7 +13,8 @@ from .demo_contract import (
     request_response,
     stream_items,
 )
-from .types import ApplicationError, Payload, Request
+from .errors import ApplicationError
+from .types import Payload, Request
 
 __all__ = ["DemoHandler"]
 

@@ -1,11 +1,11 @@
-"""Binds the sans-IO RSocket core to a driver loop: the RSocket-specific part
-of the adapters. Everything here runs on the connection's owning thread.
+"""The RSocket :class:`~..drive.engine.Engine`: binds the sans-IO core to any
+driver. Everything here runs on the connection's owning thread.
 
-It turns core events into handler calls (the responder half,
-:mod:`.rsocket_responder`) and request completions, and application intents
-(handed over by ``rsocket_sync``) into core calls. The generic pieces
-(credit-bound outbound, prefetching inbound, sources) come from
-:mod:`.session`; the loop from :mod:`.threads`.
+It turns core events into request completions and, through its
+:class:`~.responder.Responder` part, into handler calls; and application
+intents (handed over by the peer objects, :mod:`.peer`) into core calls. The
+protocol-neutral pieces (credit-bound outbound streams, prefetching inbound,
+sources) come from :mod:`..drive.streams`.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from sansrs.rsocket import ErrorCode
 
@@ -38,19 +37,16 @@ from ..transport.websocket.messages import (
 )
 from ..transport.websocket.messages import encode_close as encode_close_record
 from . import core
+from .errors import RSocketError, error_for_exception
+from .fast import as_payload, new_tuple
+from .options import EngineOptions
 from .responder import Responder
-from .types import (
-    Payload,
-    RSocketError,
-    as_payload,
-    error_for_exception,
-)
+from .types import Payload
 
 if TYPE_CHECKING:
     from ..drive.engine import Driver
-    from .client import RSocketPeer
 
-__all__ = ["EngineOptions", "RSocketEngine", "RequestHandle"]
+__all__ = ["RSocketEngine", "RequestHandle"]
 
 log = logging.getLogger("sansrs.adapters.rsocket")
 
@@ -60,28 +56,6 @@ PUMP_BUDGET = 4096
 #: between early writes: the peer starts on the first answers (or the next
 #: requests) while the rest are handled, instead of both sides taking turns.
 WRITE_EVERY = 16
-
-
-@dataclass(kw_only=True)
-class EngineOptions:
-    """Per-connection options (seconds for times)."""
-
-    keepalive_interval: float = 20.0
-    max_lifetime: float = 90.0
-    lease: bool = False
-    lease_ttl: float = 30.0
-    lease_requests: int = 0x7FFFFFFF
-    data_mime_type: str = "application/octet-stream"
-    metadata_mime_type: str = "application/octet-stream"
-    setup_data: bytes = b""
-    setup_metadata: bytes | None = None
-    fragment_size: int | None = None
-    max_frame_size: int | None = None
-    max_concurrent_streams: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.keepalive_interval <= 0 or self.max_lifetime <= 0:
-            raise ValueError("keepalive_interval and max_lifetime must be positive")
 
 
 Sink = CreditQueue[Payload] | SubscriberSink[Payload]
@@ -101,8 +75,11 @@ class RequestHandle:
         self.outbound: Outbound[Any] | None = None
 
 
-class RSocketEngine(Responder):
-    """The :class:`~.threads.Engine` for one RSocket connection."""
+class RSocketEngine:
+    """The :class:`~..drive.engine.Engine` for one RSocket connection."""
+
+    #: Core event type -> handler (see the table at the end of the module).
+    EVENTS: ClassVar[dict[type, Callable[[Any, Any], None]]]
 
     def __init__(self, options: EngineOptions, conn: core.Connection) -> None:
         self.options = options
@@ -115,11 +92,7 @@ class RSocketEngine(Responder):
         self._close_started = False
         #: Server: bytes before the first frame is complete (None once past it).
         self._before_setup: bytes | None = None
-        self.handler: object = None
-        #: Handler methods looked up once per handler (see _handler_method).
-        self._methods: dict[str, Callable[..., Any] | None] = {}
-        self._methods_of: object = None
-        self.peer: RSocketPeer | None = None
+        self.peer: object = None
         self.thread: Driver | None = None
         self._write_now: Callable[[], None] | None = None
         self._requests: dict[int, RequestHandle] = {}
@@ -134,6 +107,30 @@ class RSocketEngine(Responder):
         #: (code, reason) to end the WebSocket with when not a normal close.
         self._records: MessageReader | None = None
         self._ws_close: tuple[int, str] | None = None
+        #: Requests from the peer: the handler's side of the connection.
+        self.responder = Responder(
+            conn,
+            new_outbound=self._new_outbound,
+            poke=self._poke,
+            call_soon=self._call_soon,
+            inbound=self._inbound,
+        )
+        r = self.responder
+        # The responder's entry points, bound once (the dispatch hot path).
+        self.on_request_response = r.on_request_response
+        self.on_fire_and_forget = r.on_fire_and_forget
+        self.on_metadata_push = r.on_metadata_push
+        self.on_request_stream = r.on_request_stream
+        self.on_request_channel = r.on_request_channel
+
+    @property
+    def handler(self) -> object:
+        """What answers the peer's requests (``None``: every request is REJECTED)."""
+        return self.responder.handler
+
+    @handler.setter
+    def handler(self, handler: object) -> None:
+        self.responder.bind(handler, self.peer)
 
     @classmethod
     def client(
@@ -155,12 +152,13 @@ class RSocketEngine(Responder):
             engine._records = MessageReader()
         return engine
 
-    def attach(self, thread: Driver, peer: RSocketPeer, handler: object = None) -> None:
+    def attach(self, thread: Driver, peer: object, handler: object = None) -> None:
+        """Driven by ``thread``; ``peer`` is the application's object for this
+        connection (``Request.peer``); ``handler`` answers the peer's requests."""
         self.thread = thread
         self._write_now = getattr(thread, "write_now", None)  # the loops' drivers have it
         self.peer = peer
-        if handler is not None:
-            self.handler = handler
+        self.responder.bind(self.responder.handler if handler is None else handler, peer)
 
     # -- Engine protocol (driver loop) ---------------------------------------
     def receive_data(self, data: bytes, now: float) -> None:
@@ -250,9 +248,8 @@ class RSocketEngine(Responder):
         rr_event = core.RequestResponseReceived
         fnf_event = core.FireAndForgetReceived
         requests = self._requests
-        # Payload is a named tuple: tuple.__new__ skips its Python-level
-        # __new__ (about half the cost of an item here).
-        new = tuple.__new__
+        dispatch = self.EVENTS
+        new = new_tuple  # see fast.new_tuple
         exchanges = 0
         while events:
             # Hot path: consecutive items of a stream we requested go to its
@@ -290,7 +287,7 @@ class RSocketEngine(Responder):
                     self.on_fire_and_forget(event.data, event.metadata)
                     continue
                 else:
-                    core.dispatch(self, event)
+                    dispatch[type(event)](self, event)
                     continue
                 exchanges += 1
                 if exchanges == WRITE_EVERY:
@@ -617,7 +614,7 @@ class RSocketEngine(Responder):
         handle = self._requests.get(sid)
         if handle is not None:
             if next_:
-                handle.sink.put(tuple.__new__(Payload, (data, metadata)))  # see _dispatch_events
+                handle.sink.put(new_tuple(Payload, (data, metadata)))
             if complete:
                 handle.inbound_done = True
                 handle.sink.finish()
@@ -714,4 +711,89 @@ class RSocketEngine(Responder):
         self._closing = ConnectionClosed(f"connection lost: {reason}")
 
     def _dispatch(self, event: object) -> None:
-        core.dispatch(self, event)
+        self.EVENTS[type(event)](self, event)
+
+
+# -- core events -> engine ---------------------------------------------------
+def _setup(engine: RSocketEngine, ev: core.events.SetupReceived) -> None:
+    engine.on_setup(ev)
+
+
+def _payload(engine: RSocketEngine, ev: core.events.PayloadReceived) -> None:
+    engine.on_payload(ev.stream_id, ev.data, ev.metadata, ev.next, ev.complete)
+
+
+def _rr(engine: RSocketEngine, ev: core.events.RequestResponseReceived) -> None:
+    engine.on_request_response(ev.stream_id, ev.data, ev.metadata)
+
+
+def _fnf(engine: RSocketEngine, ev: core.events.FireAndForgetReceived) -> None:
+    engine.on_fire_and_forget(ev.data, ev.metadata)
+
+
+def _stream(engine: RSocketEngine, ev: core.events.RequestStreamReceived) -> None:
+    engine.on_request_stream(ev.stream_id, ev.data, ev.metadata, ev.initial_n)
+
+
+def _channel(engine: RSocketEngine, ev: core.events.RequestChannelReceived) -> None:
+    engine.on_request_channel(ev.stream_id, ev.data, ev.metadata, ev.initial_n, ev.complete)
+
+
+def _request_n(engine: RSocketEngine, ev: core.events.RequestNReceived) -> None:
+    engine.on_request_n(ev.stream_id, ev.n)
+
+
+def _cancel(engine: RSocketEngine, ev: core.events.CancelReceived) -> None:
+    engine.on_cancel(ev.stream_id)
+
+
+def _error(engine: RSocketEngine, ev: core.events.ErrorReceived) -> None:
+    engine.on_error(ev.stream_id, ev.error_code, ev.message)
+
+
+def _metadata_push(engine: RSocketEngine, ev: core.events.MetadataPushReceived) -> None:
+    engine.on_metadata_push(ev.metadata)
+
+
+def _lease(engine: RSocketEngine, ev: core.events.LeaseReceived) -> None:
+    engine.on_lease(ev.ttl, ev.number_of_requests)
+
+
+def _closing(engine: RSocketEngine, ev: core.events.ConnectionClosing) -> None:
+    engine.on_closing(ev.message)
+
+
+def _closed(engine: RSocketEngine, ev: core.events.ConnectionClosed) -> None:
+    engine.on_closed(ev.error_code, ev.message, ev.by_peer)
+
+
+def _lost(engine: RSocketEngine, ev: core.events.ConnectionLost) -> None:
+    engine.on_lost(ev.reason, ev.timed_out)
+
+
+def _ignore(engine: RSocketEngine, ev: object) -> None:
+    pass
+
+
+#: Core event type -> what the engine does with it (events the hot path
+#: does not take itself; see ``RSocketEngine._dispatch_events``).
+EVENTS: dict[type, Callable[[Any, Any], None]] = {
+    core.events.PayloadReceived: _payload,
+    core.events.RequestResponseReceived: _rr,
+    core.events.FireAndForgetReceived: _fnf,
+    core.events.RequestStreamReceived: _stream,
+    core.events.RequestChannelReceived: _channel,
+    core.events.RequestNReceived: _request_n,
+    core.events.CancelReceived: _cancel,
+    core.events.ErrorReceived: _error,
+    core.events.MetadataPushReceived: _metadata_push,
+    core.events.SetupReceived: _setup,
+    core.events.LeaseReceived: _lease,
+    core.events.KeepaliveReceived: _ignore,
+    core.events.ExtensionReceived: _ignore,
+    core.events.ConnectionClosing: _closing,
+    core.events.ConnectionClosed: _closed,
+    core.events.ConnectionLost: _lost,
+}
+
+RSocketEngine.EVENTS = EVENTS

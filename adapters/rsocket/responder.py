@@ -1,4 +1,4 @@
-"""The responder half of :class:`~.rsocket_engine.RSocketEngine`: requests
+"""The responder part of :class:`~.engine.RSocketEngine`: requests
 from the peer go to the application's handler, and what it returns (a value,
 an iterable, a generator or a Publisher) becomes the answer, pulled only
 within the requester's credit. Runs on the connection's owning thread.
@@ -9,25 +9,16 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sansrs.rsocket import ErrorCode
 
 from ..drive.queues import CreditQueue
-from ..drive.streams import IteratorSource, Outbound, StreamIterator, make_source
+from ..drive.streams import Outbound, StreamIterator, make_source
 from . import core
-from .types import (
-    Payload,
-    Request,
-    RSocketError,
-    as_payload,
-    error_for_exception,
-    is_single_value,
-    new_request,
-)
-
-if TYPE_CHECKING:
-    from .client import RSocketPeer
+from .errors import RSocketError, error_for_exception
+from .fast import as_payload, new_request
+from .types import Payload, Request, is_single_value
 
 __all__ = ["CHANNEL_PREFETCH", "Responder"]
 
@@ -38,32 +29,55 @@ CHANNEL_PREFETCH = 256
 
 
 class Responder:
-    """Handler dispatch for requests from the peer (a base of the engine,
-    which owns the attributes and plumbing declared here)."""
+    """Requests from the peer, answered by the application's handler.
 
-    conn: core.Connection
-    handler: object
-    peer: RSocketPeer | None
-    _methods: dict[str, Callable[..., Any] | None]
-    _methods_of: object
-    _inbound: dict[int, CreditQueue[Payload]]
+    A part of :class:`~.engine.RSocketEngine`, composed rather than inherited:
+    the engine hands it the core connection and the few engine services it
+    needs (open an outbound stream within credit, wake the loop for a stream,
+    run a call on the owning thread, the table of channel inbounds), and
+    :meth:`bind` gives it the handler and the peer requests come from.
+    """
 
-    if TYPE_CHECKING:
+    __slots__ = (
+        "_call_soon",
+        "_inbound",
+        "_methods",
+        "_new_outbound",
+        "_poke",
+        "conn",
+        "handler",
+        "peer",
+    )
 
-        def _poke(self, sid: int) -> None: ...
+    def __init__(
+        self,
+        conn: core.Connection,
+        *,
+        new_outbound: Callable[[int, Any, int], Outbound[Any]],
+        poke: Callable[[int], None],
+        call_soon: Callable[[Callable[[], None]], None],
+        inbound: dict[int, CreditQueue[Payload]],
+    ) -> None:
+        self.conn = conn
+        self._new_outbound = new_outbound
+        self._poke = poke
+        self._call_soon = call_soon
+        self._inbound = inbound
+        self.handler: object = None
+        self.peer: object = None
+        #: Handler methods looked up once per handler (see _handler_method).
+        self._methods: dict[str, Callable[..., Any] | None] = {}
 
-        def _call_soon(self, fn: Callable[[], None]) -> None: ...
-
-        def _new_outbound(
-            self, sid: int, source: IteratorSource[Any] | Any, credit: int
-        ) -> Outbound[Any]: ...
+    def bind(self, handler: object, peer: object) -> None:
+        """Answer with ``handler``; requests carry ``peer`` (``Request.peer``)."""
+        if handler is not self.handler:
+            self._methods.clear()
+        self.handler = handler
+        self.peer = peer
 
     def _handler_method(self, name: str) -> Callable[..., Any] | None:
         methods = self._methods
-        if self._methods_of is not self.handler:  # attached, or replaced
-            methods.clear()
-            self._methods_of = self.handler
-        elif name in methods:
+        if name in methods:
             return methods[name]
         method = getattr(self.handler, name, None)
         found = method if callable(method) else None
@@ -71,7 +85,6 @@ class Responder:
         return found
 
     def _request(self, data: bytes, metadata: bytes | None) -> Request:
-        assert self.peer is not None
         return new_request(data, metadata, self.peer)
 
     def _reject_missing(self, sid: int, name: str) -> None:

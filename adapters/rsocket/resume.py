@@ -37,13 +37,17 @@ from typing import Any
 from ..drive.choice import LoopChoice, new_acceptor, new_driver, pick_loop
 from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
+from ..drive.peer import DrivenPeer
 from ..drive.selector import Loop, LoopConnection, LoopServer
 from ..drive.threads import ConnectionThread
 from ..transport import Transport, listen, open_transport
 from ..transport.urls import Endpoint
 from . import core
-from .client import Client, RSocketPeer, Server
-from .engine import EngineOptions, RSocketEngine
+from .client import Client
+from .engine import RSocketEngine
+from .options import EngineOptions
+from .peer import RSocketPeer
+from .server import Server
 
 __all__ = [
     "EngineLink",
@@ -222,8 +226,8 @@ class ResumableEngine(RSocketEngine):
     def _set_driver(self, driver: Driver | None) -> None:
         with self._defer_lock:
             self.thread = driver
-            if self.peer is not None and driver is not None:
-                self.peer._thread = driver
+            if isinstance(self.peer, DrivenPeer) and driver is not None:
+                self.peer.move_to(driver)
             calls, self._deferred = self._deferred, []
         if driver is not None:
             for fn in calls:
@@ -600,3 +604,25 @@ def serve_resumable(
     accept = new_acceptor(driver_loop, listen(url), make_connection)
     accept.start()
     return ResumableServer(accept, peers, registry)
+
+
+# -- resumption events: only this engine takes them ---------------------------
+def _disconnected(engine: ResumableEngine, ev: core.events.Disconnected) -> None:
+    engine.on_disconnected(ev.reason, ev.timed_out)
+
+
+def _resumed(engine: ResumableEngine, ev: core.events.Resumed) -> None:
+    engine.on_resumed(ev.peer_position, ev.retransmitted)
+
+
+def _resume_accepted(engine: ResumableEngine, ev: core.events.ResumeAccepted) -> None:
+    engine.on_resume_accepted(ev.session)
+
+
+ResumableEngine.EVENTS = {
+    **RSocketEngine.EVENTS,
+    core.events.Disconnected: _disconnected,
+    core.events.Resumed: _resumed,
+    core.events.ResumeAccepted: _resume_accepted,
+}
+

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..rsocket.client import connect
-from ..rsocket.types import Payload, RSocketError
+from ..rsocket.errors import RSocketError
+from ..rsocket.types import Payload
 from ..transport.urls import parse_url
 from ._arrow import encode_rows_arrow
 from ._wire import (

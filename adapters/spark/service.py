@@ -12,9 +12,10 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from ..rsocket.client import Server
-from ..rsocket.client import serve as rsocket_serve
-from ..rsocket.types import ApplicationError, Payload, Request
+from ..rsocket.errors import ApplicationError
+from ..rsocket.server import Server
+from ..rsocket.server import serve as rsocket_serve
+from ..rsocket.types import Payload, Request
 from ..transport.urls import Endpoint
 from ._wire import JobRequest, OffsetQuery, ReadRequest, WireError, WriteHeader, encode_rows
 from .sink import Sink, Stage

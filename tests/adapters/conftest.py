@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from sansrs.adapters.rsocket.client import Client, Server, connect, serve
+from sansrs.adapters.rsocket.client import Client, connect
 from sansrs.adapters.rsocket.demo import DemoHandler
+from sansrs.adapters.rsocket.server import Server, serve
 
 
 @pytest.fixture

@@ -15,9 +15,10 @@ import pytest
 from sansrs.adapters.drive import ConnectionClosed
 from sansrs.adapters.rsocket import aio
 from sansrs.adapters.rsocket.client import connect as sync_connect
-from sansrs.adapters.rsocket.client import serve as sync_serve
 from sansrs.adapters.rsocket.demo import DemoHandler
-from sansrs.adapters.rsocket.types import Payload, Request, RSocketError
+from sansrs.adapters.rsocket.errors import RSocketError
+from sansrs.adapters.rsocket.server import serve as sync_serve
+from sansrs.adapters.rsocket.types import Payload, Request
 from tls_certs import certs
 
 WAIT = 10.0

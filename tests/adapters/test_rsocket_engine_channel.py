@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sansrs.adapters.rsocket.client import RSocketPeer
-from sansrs.adapters.rsocket.engine import EngineOptions, RSocketEngine
+from sansrs.adapters.rsocket.engine import RSocketEngine
+from sansrs.adapters.rsocket.options import EngineOptions
+from sansrs.adapters.rsocket.peer import RSocketPeer
 from sansrs.adapters.rsocket.responder import CHANNEL_PREFETCH
 from sansrs.adapters.rsocket.types import Payload
 

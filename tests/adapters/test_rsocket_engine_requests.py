@@ -6,14 +6,10 @@ of request-responses."""
 from __future__ import annotations
 
 import pytest
-from sansrs.adapters.rsocket.client import RSocketPeer
 from sansrs.adapters.rsocket.demo import DemoHandler
-from sansrs.adapters.rsocket.engine import (
-    WRITE_EVERY,
-    EngineOptions,
-    RequestHandle,
-    RSocketEngine,
-)
+from sansrs.adapters.rsocket.engine import WRITE_EVERY, RequestHandle, RSocketEngine
+from sansrs.adapters.rsocket.options import EngineOptions
+from sansrs.adapters.rsocket.peer import RSocketPeer
 from sansrs.adapters.rsocket.types import Payload
 from test_rsocket_engine_channel import FakeDriver, _frames, _requester, _server
 

@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 from sansrs.adapters.drive import ConnectionClosed
 from sansrs.adapters.drive.queues import CreditQueue
-from sansrs.adapters.rsocket.client import Client, Server, connect, serve
+from sansrs.adapters.rsocket.client import Client, connect
 from sansrs.adapters.rsocket.demo import DemoHandler
+from sansrs.adapters.rsocket.errors import RSocketError
 from sansrs.adapters.rsocket.pipeline import Answer, ResponsePipeline
-from sansrs.adapters.rsocket.types import Payload, Request, RSocketError
+from sansrs.adapters.rsocket.server import Server, serve
+from sansrs.adapters.rsocket.types import Payload, Request
 
 from sansrs.rsocket import ErrorCode
 
@@ -301,7 +303,8 @@ def test_pipeline_on_a_real_engine_answers_everything_when_the_connection_is_los
     # connection_lost fails the requests on the wire; the pipeline refills
     # from inside that (the error is not a ConnectionClosed here), and every
     # request it starts then fails at once with the same reason.
-    from sansrs.adapters.rsocket.engine import EngineOptions, RSocketEngine
+    from sansrs.adapters.rsocket.engine import RSocketEngine
+    from sansrs.adapters.rsocket.options import EngineOptions
 
     engine = RSocketEngine.client(EngineOptions(), None)
     engine.data_to_send()  # SETUP

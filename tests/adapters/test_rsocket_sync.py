@@ -10,9 +10,12 @@ from typing import Any
 
 import pytest
 from sansrs.adapters.drive import ConnectionClosed
-from sansrs.adapters.rsocket.client import Client, RSocketPeer, Server, connect, serve
+from sansrs.adapters.rsocket.client import Client, connect
 from sansrs.adapters.rsocket.demo import DemoHandler
-from sansrs.adapters.rsocket.types import Payload, Request, RSocketError
+from sansrs.adapters.rsocket.errors import RSocketError
+from sansrs.adapters.rsocket.peer import RSocketPeer
+from sansrs.adapters.rsocket.server import Server, serve
+from sansrs.adapters.rsocket.types import Payload, Request
 
 WAIT = 10.0
 

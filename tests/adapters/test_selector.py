@@ -13,8 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 from sansrs.adapters.drive import ConnectionClosed, Loop, LoopConfig, LoopConnection, LoopServer
-from sansrs.adapters.rsocket.client import connect, serve
+from sansrs.adapters.rsocket.client import connect
 from sansrs.adapters.rsocket.demo import DemoHandler
+from sansrs.adapters.rsocket.server import serve
 from sansrs.adapters.rsocket.types import Payload
 from sansrs.adapters.transport import Transport, listen, open_transport
 from test_threads import LineEcho, check_calls_run_on_the_owner

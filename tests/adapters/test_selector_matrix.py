@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 from sansrs.adapters.drive import ConnectionThread, Loop, LoopConnection
-from sansrs.adapters.rsocket.client import Client, Server, connect, serve
+from sansrs.adapters.rsocket.client import Client, connect
 from sansrs.adapters.rsocket.demo import DemoHandler
-from sansrs.adapters.rsocket.types import Payload, RSocketError
+from sansrs.adapters.rsocket.errors import RSocketError
+from sansrs.adapters.rsocket.server import Server, serve
+from sansrs.adapters.rsocket.types import Payload
 from tls_certs import certs
 
 WAIT = 10.0

@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from sansrs.adapters.drive import Loop, LoopConfig
-from sansrs.adapters.rsio import client as rsio_sync
+from sansrs.adapters import rsio as rsio_sync
 from sansrs.adapters.rsio.demo import demo_publishers
-from sansrs.adapters.rsocket import client as rsocket_sync
+from sansrs.adapters import rsocket as rsocket_sync
 from sansrs.adapters.rsocket.demo import DemoHandler
 from sansrs.adapters.rsocket.types import Payload
 from sansrs.adapters.transport.urls import parse_url

@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from sansrs.adapters.rsocket.client import Client, Server, connect, serve
+from sansrs.adapters.rsocket.client import Client, connect
 from sansrs.adapters.rsocket.demo import DemoHandler
+from sansrs.adapters.rsocket.server import Server, serve
 from sansrs.adapters.rsocket.types import Payload
 from sansrs.tck import PublisherVerification, TestEnvironment
 

@@ -14,8 +14,9 @@ from collections.abc import Iterator
 
 import pytest
 from sansrs.adapters.drive import Loop, LoopConfig
-from sansrs.adapters.rsocket.client import connect, serve
+from sansrs.adapters.rsocket.client import connect
 from sansrs.adapters.rsocket.demo import DemoHandler
+from sansrs.adapters.rsocket.server import serve
 from sansrs.adapters.rsocket.types import Payload
 from sansrs.adapters.transport import listen, open_transport
 from sansrs.adapters.transport.tls import TlsTransport, client_context, server_context

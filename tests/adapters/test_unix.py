@@ -8,8 +8,9 @@ import socket
 from pathlib import Path
 
 import pytest
-from sansrs.adapters.rsocket.client import connect, serve
+from sansrs.adapters.rsocket.client import connect
 from sansrs.adapters.rsocket.demo import DemoHandler
+from sansrs.adapters.rsocket.server import serve
 from sansrs.adapters.rsocket.types import Payload
 from sansrs.adapters.transport import listen, open_transport
 from sansrs.adapters.transport.unix import UnixTransport

@@ -16,11 +16,14 @@ from collections.abc import Iterator
 
 import pytest
 from sansrs.adapters.drive import ConnectionClosed, Loop, LoopConfig
-from sansrs.adapters.rsocket.client import Server, connect, serve
+from sansrs.adapters.rsocket.client import connect
 from sansrs.adapters.rsocket.core import ConnectionState
 from sansrs.adapters.rsocket.demo import DemoHandler
-from sansrs.adapters.rsocket.engine import EngineOptions, RSocketEngine
-from sansrs.adapters.rsocket.types import Payload, RSocketError
+from sansrs.adapters.rsocket.engine import RSocketEngine
+from sansrs.adapters.rsocket.errors import RSocketError
+from sansrs.adapters.rsocket.options import EngineOptions
+from sansrs.adapters.rsocket.server import Server, serve
+from sansrs.adapters.rsocket.types import Payload
 from sansrs.adapters.transport.urls import Endpoint, parse_url
 from sansrs.adapters.transport.websocket import (
     HandshakeRequest,

@@ -16,20 +16,15 @@ from ditto_adapter_helpers import (
     counter_history,
     events_of,
 )
-from sansrs.adapters.ditto.client import (
-    DittoHistoryServer,
-    basic_auth,
-    connect,
-    require_basic,
-    require_bearer,
-    serve,
-)
+from sansrs.adapters.ditto.client import connect
 from sansrs.adapters.ditto.history import (
     HistoryRequest,
     InMemoryHistory,
     JsonLinesHistory,
     thing_not_found,
 )
+from sansrs.adapters.ditto.server import DittoHistoryServer, require_basic, require_bearer, serve
+from sansrs.adapters.ditto.types import basic_auth
 from sansrs.adapters.drive import ConnectionClosed
 from sansrs.adapters.transport.websocket import WebSocketHandshakeError
 
@@ -281,7 +276,7 @@ def test_rule_1_1_slow_consumer_is_bounded_by_demand() -> None:
     prefetch = 16
     with serve(URL, history) as srv, connect(srv.url) as conn:
         events = conn.subscribe_for_persisted_events(f"{NS}:c", prefetch=prefetch, timeout=WAIT)
-        (session,) = srv.sessions
+        (session,) = srv.peers
         consumed = 0
         for event in events:
             consumed += 1
@@ -307,7 +302,7 @@ def test_cancel_mid_stream_releases_the_source() -> None:
         assert revisions(got) == list(range(1, 21))
         events.close()  # cancel
         assert history.closed.wait(WAIT), "the server did not close the source on cancel"
-        (session,) = srv.sessions
+        (session,) = srv.peers
         assert history.pulled <= 20 + 8 + 1
         assert session.inspect(lambda e: e.open_subscriptions) == 0
         with pytest.raises(StopIteration):
@@ -340,7 +335,7 @@ def test_many_subscriptions_on_one_connection() -> None:
             t.start()
         for t in threads:
             t.join(WAIT)
-        assert len(srv.sessions) == 1
+        assert len(srv.peers) == 1
     assert not errors
     assert results == {k: list(range(1, 26 + k)) for k in range(40)}
 
@@ -612,7 +607,7 @@ def test_selector_loop_drives_server_and_clients() -> None:
                     for k, c in enumerate(clients)
                 ]
                 assert all(revisions(it) == list(range(1, 51)) for it in iterators)
-                assert len(srv.sessions) == 5
+                assert len(srv.peers) == 5
             finally:
                 for c in clients:
                     c.close()

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 from sansrs.adapters.rsocket.client import Client
-from sansrs.adapters.rsocket.types import Payload, RSocketError
+from sansrs.adapters.rsocket.errors import RSocketError
+from sansrs.adapters.rsocket.types import Payload
 from sansrs.adapters.transport.urls import parse_url
 
 ROOT = Path(__file__).resolve().parents[2]

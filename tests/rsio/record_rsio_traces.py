@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from sansrs.adapters.rsio.client import Client, RsioError, connect, serve
+from sansrs.adapters.rsio import Client, RsioError, connect, serve
 from sansrs.adapters.rsio.demo import BlobPublisher, CounterPublisher
 from sansrs.adapters.tools.capture import CaptureProxy
 

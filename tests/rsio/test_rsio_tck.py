@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from sansrs.adapters.rsio.client import Client, Server, connect, serve
+from sansrs.adapters.rsio import Client, Server, connect, serve
 from sansrs.adapters.rsio.demo import demo_publishers
 from sansrs.tck import PublisherVerification, TestEnvironment
 

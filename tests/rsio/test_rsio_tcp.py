@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from sansrs.adapters.drive import ConnectionClosed
-from sansrs.adapters.rsio.client import RsioError, Server, connect, serve
+from sansrs.adapters.rsio import RsioError, Server, connect, serve
 from sansrs.adapters.rsio.demo import BLOB_SIZE, CounterPublisher, blob, demo_publishers
 
 from sansrs.rsio import (

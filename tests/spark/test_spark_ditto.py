@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sansrs.adapters.ditto import client as ditto_sync
+from sansrs.adapters import ditto as ditto_sync
 from sansrs.adapters.ditto.history import HistoryRequest, InMemoryHistory
 from sansrs.adapters.spark import SourceError, open_partition_stream, partition_reader, read_rdd
 from sansrs.adapters.spark.ditto import assigned, event_row, latest_revisions

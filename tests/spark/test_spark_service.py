@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 from sansrs.adapters.rsocket.client import connect
-from sansrs.adapters.rsocket.types import Payload, RSocketError
+from sansrs.adapters.rsocket.errors import RSocketError
+from sansrs.adapters.rsocket.types import Payload
 from sansrs.adapters.spark import (
     JsonLinesSink,
     MemorySink,

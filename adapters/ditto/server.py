@@ -1,0 +1,185 @@
+"""``serve(url, history)``: the Ditto streaming-subscription protocol served
+over WebSocket from a history source, one thread per connection or a
+selector loop for many. ``authenticate`` decides on each upgrade."""
+
+from __future__ import annotations
+
+import hmac
+import ssl
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sansrs.ditto import DittoServerConfig
+
+from ..drive.choice import LoopChoice, new_acceptor, new_driver, pick_loop
+from ..drive.engine import Driver
+from ..drive.peer import ListeningServer
+from ..drive.selector import LoopConnection, LoopServer
+from ..drive.threads import ConnectionThread
+from ..transport import Transport, listen
+from ..transport.urls import Endpoint
+from ..transport.websocket import WebSocketOptions
+from .engine import DittoServerEngine
+from .history import HistorySource
+from .types import Authorize, basic_auth, bearer_auth, ws_endpoint
+
+__all__ = [
+    "DittoHistoryServer",
+    "DittoServerPeer",
+    "require_basic",
+    "require_bearer",
+    "serve",
+]
+
+
+def require_basic(user: str, password: str) -> Authorize:
+    """An ``authenticate`` check accepting only these Basic credentials."""
+    expected = basic_auth(user, password)
+    return lambda headers: hmac.compare_digest(headers.get("authorization", ""), expected)
+
+
+def require_bearer(token: str) -> Authorize:
+    """An ``authenticate`` check accepting only this Bearer token."""
+    expected = bearer_auth(token)
+    return lambda headers: hmac.compare_digest(headers.get("authorization", ""), expected)
+
+
+class DittoServerPeer:
+    """One connected client as the server sees it (inspection and control)."""
+
+    def __init__(self, thread: Driver, engine: DittoServerEngine) -> None:
+        self.thread = thread
+        self.engine = engine
+
+    def inspect(self, fn: Callable[[DittoServerEngine], Any], timeout: float = 5.0) -> Any:
+        """Run ``fn(engine)`` on the connection's thread (the only safe place to
+        read its state) and return the result; ``TimeoutError`` if it is stuck."""
+        done = threading.Event()
+        box: list[Any] = []
+
+        def run() -> None:
+            try:
+                box.append(fn(self.engine))
+            finally:
+                done.set()
+
+        self.thread.call_soon(run, timeout)
+        if not done.wait(timeout) or not box:
+            raise TimeoutError("the connection's thread did not run the inspection")
+        return box[0]
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        self.thread.close(timeout)
+
+
+class DittoHistoryServer(ListeningServer):
+    """A listening Ditto endpoint; one thread per connection (or a selector loop)."""
+
+    def __init__(self, accept: LoopServer, peers: list[DittoServerPeer]) -> None:
+        super().__init__(accept)
+        self._peers = peers
+
+    @property
+    def peers(self) -> list[DittoServerPeer]:
+        """The live connections."""
+        return [s for s in list(self._peers) if s.thread.alive]
+
+
+def _headers_of(request: Any) -> dict[str, str]:
+    """The upgrade request's headers, names lower-case."""
+    out: dict[str, str] = {}
+    for name, value in getattr(request, "headers", ()):
+        key = name.decode("latin-1") if isinstance(name, bytes) else str(name)
+        text = value.decode("latin-1") if isinstance(value, bytes) else str(value)
+        out[key.lower()] = text
+    return out
+
+
+def serve(
+    url: str | Endpoint,
+    history: HistorySource,
+    *,
+    authenticate: Authorize | None = None,
+    config: DittoServerConfig | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+    threaded_sources: bool = False,
+    loop: LoopChoice = "thread",
+    **websocket: Any,
+) -> DittoHistoryServer:
+    """Serve the Ditto protocol on ``url`` (``ws://host:port/ws/2``) from ``history``.
+
+    ``authenticate(headers)`` (names lower-case) decides on each WebSocket
+    upgrade; a refusal answers HTTP 401 (see :func:`require_basic`,
+    :func:`require_bearer`). ``config``: the core's limits and timeouts
+    (``idle_timeout``, ...). ``ssl_context``: the certificate for ``wss://``
+    (see ``sansrs.adapters.transport.tls.server_context``). ``threaded_sources``: pull
+    each subscription's iterable on a worker thread of its own (for sources
+    whose items block, e.g. a database cursor); by default iterables are
+    pulled on the connection's thread, which must then not block. ``loop``:
+    ``"thread"`` (default: an accept thread and a thread per connection),
+    ``"selector"`` (the process-wide selector loop) or a :class:`~.selector.Loop`
+    that accepts and drives every connection (one thread for many).
+    ``websocket``: further
+    ``WebSocketOptions`` (``max_message_size``, ...). Returns once
+    listening; ``server.url`` has the real port when ``url`` asked for 0.
+    """
+    endpoint = ws_endpoint(url)
+    core_config = config or DittoServerConfig()
+    peers: list[DittoServerPeer] = []
+
+    def authorize(request: Any) -> int | None:
+        if authenticate is None:
+            return None
+        try:
+            allowed = authenticate(_headers_of(request))
+        except Exception:
+            allowed = False
+        return None if allowed else 401
+
+    options = WebSocketOptions(authorize=authorize, **websocket)
+    driver_loop = pick_loop(loop)
+
+    def make_connection(transport: Transport) -> ConnectionThread | LoopConnection:
+        engine = DittoServerEngine(history, core_config, threaded_sources=threaded_sources)
+
+        def forget(_: object) -> None:
+            if peer in peers:
+                peers.remove(peer)
+
+        name = f"sansrs-ditto-server {transport.peer}"
+        thread = new_driver(driver_loop, transport, engine, name, on_exit=forget)
+        peer = DittoServerPeer(thread, engine)
+        engine.notify = thread.wake
+        engine.connection_headers = _LazyHeaders(transport)
+        peers.append(peer)
+        return thread
+
+    listener = listen(endpoint, websocket=options, ssl_context=ssl_context)
+    accept = new_acceptor(driver_loop, listener, make_connection)
+    accept.start()
+    return DittoHistoryServer(accept, peers)
+
+
+class _LazyHeaders(Mapping[str, str]):
+    """The upgrade request's headers, read from the transport when first asked
+    (the handshake completes after the connection thread has started)."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._transport = transport
+        self._headers: dict[str, str] | None = None
+
+    def _get(self) -> dict[str, str]:
+        if self._headers is None:
+            request = getattr(self._transport, "request", None)
+            self._headers = _headers_of(request) if request is not None else {}
+        return self._headers
+
+    def __getitem__(self, name: str) -> str:
+        return self._get()[name.lower()]
+
+    def __iter__(self) -> Any:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())

@@ -1,0 +1,161 @@
+"""One rsio connection as a synchronous application sees it (either side):
+subscribe to the peer's publishers as a blocking iterator
+(:meth:`RsioPeer.subscribe`), as packed batches for fixed-size streams
+(:meth:`RsioPeer.subscribe_packed`, the fast path: no Python call per
+element) or as a Reactive Streams Publisher (:meth:`RsioPeer.publisher`).
+Calls from any thread are handed to the connection's owning thread, which
+alone drives the sans-IO core through :class:`~.engine.RsioEngine`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+from ..drive.engine import Driver
+from ..drive.errors import ConnectionClosed
+from ..drive.peer import DrivenPeer
+from ..drive.queues import CreditQueue, EndOfStream
+from ..drive.streams import RemoteStreamPublisher, StreamIterator, SubscriberSink, check_prefetch
+from .engine import RsioEngine, Subscription
+
+__all__ = ["DEFAULT_PACKED_PREFETCH", "DEFAULT_PREFETCH", "PackedIterator", "RsioPeer"]
+
+DEFAULT_PREFETCH = 256
+DEFAULT_PACKED_PREFETCH = 65_536
+
+
+class PackedIterator:
+    """Blocking iterator over a fixed-size stream, one ``bytes`` per batch
+    (``len(batch) // element_size`` elements back to back, as they came off
+    the wire). Keeps ``prefetch`` *elements* requested and asks for more as
+    half of them are consumed. ``close()`` cancels."""
+
+    def __init__(
+        self,
+        queue: CreditQueue[bytes],
+        sub: Subscription,
+        prefetch: int,
+        request_more: Callable[[int], None],
+        cancel: Callable[[], None],
+        timeout: float | None,
+    ) -> None:
+        self._queue = queue
+        self._sub = sub
+        self._half = max(1, prefetch // 2)
+        self._consumed = 0
+        self._more = request_more
+        self._cancel = cancel
+        self._timeout = timeout
+        self._finished = False
+
+    @property
+    def element_size(self) -> int:
+        """The stream's element size (known once the first batch arrived)."""
+        return self._sub.element_size
+
+    def __iter__(self) -> PackedIterator:
+        return self
+
+    def __next__(self) -> bytes:
+        if self._finished:
+            raise StopIteration
+        try:
+            batch = self._queue.get(self._timeout)
+        except EndOfStream:
+            self._finished = True
+            raise StopIteration from None
+        except TimeoutError:
+            raise
+        except BaseException:
+            self._finished = True
+            raise
+        self._consumed += len(batch) // self._sub.element_size
+        if self._consumed >= self._half:
+            n, self._consumed = self._consumed, 0
+            if not self._queue.done:
+                # Each batch holds >= 1 element: granting elements keeps the
+                # queue's item capacity above what the peer may send.
+                self._queue.grant(n)
+                self._more(n)
+        return batch
+
+    def close(self) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        if not self._queue.done:
+            self._queue.close()
+            self._cancel()
+
+    def __enter__(self) -> PackedIterator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RsioPeer(DrivenPeer):
+    """This side's view of one connection: subscribe to the peer's publishers
+    (its own are served by the engine). Thread-safe."""
+
+    def __init__(self, driver: Driver, engine: RsioEngine) -> None:
+        super().__init__(driver)
+        self._engine = engine
+
+    @property
+    def peer_address(self) -> str:
+        return self._thread.transport.peer
+
+    def _start(self, sub: Subscription, prefetch: int) -> None:
+        engine = self._engine
+        self._submit(lambda: engine.start_subscription(sub, prefetch))
+
+    def _more(self, sub: Subscription, n: int) -> None:
+        with contextlib.suppress(ConnectionClosed):  # the iterator sees why next
+            self._submit(lambda: self._engine.request_more(sub, n))
+
+    def _cancel(self, sub: Subscription) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            self._submit(lambda: self._engine.cancel(sub))
+
+    def subscribe(
+        self, name: str, prefetch: int = DEFAULT_PREFETCH, timeout: float | None = None
+    ) -> StreamIterator[bytes]:
+        """The peer's publisher ``name`` as an iterator of elements (``bytes``),
+        ``prefetch`` requested ahead; ``timeout`` bounds each wait. Raises
+        :class:`~.rsio_engine.RsioError` for the publisher's onError;
+        closing the iterator cancels."""
+        prefetch = check_prefetch(prefetch)
+        queue: CreditQueue[bytes] = CreditQueue(granted=prefetch)
+        sub = Subscription(name, queue)
+        self._start(sub, prefetch)
+        return StreamIterator(
+            queue, prefetch, lambda n: self._more(sub, n), lambda: self._cancel(sub), timeout
+        )
+
+    def subscribe_packed(
+        self, name: str, prefetch: int = DEFAULT_PACKED_PREFETCH, timeout: float | None = None
+    ) -> PackedIterator:
+        """A fixed-size stream as batches of elements (``bytes``); fails with
+        ``ValueError`` if the publisher is not in fixed-size mode."""
+        prefetch = check_prefetch(prefetch)
+        queue: CreditQueue[bytes] = CreditQueue(granted=prefetch)
+        sub = Subscription(name, queue, packed=True)
+        self._start(sub, prefetch)
+        return PackedIterator(
+            queue, sub, prefetch, lambda n: self._more(sub, n), lambda: self._cancel(sub), timeout
+        )
+
+    def publisher(self, name: str) -> RemoteStreamPublisher[bytes, Subscription]:
+        """The peer's publisher ``name`` as a Reactive Streams Publisher (one
+        Subscriber; subscribe is sent at the first ``request(n)``; signals
+        arrive on the connection thread)."""
+        engine = self._engine
+
+        def start(sink: SubscriberSink[bytes], n: int) -> Subscription:
+            sub = Subscription(name, sink)
+            engine.start_subscription(sub, n)
+            return sub
+
+        return RemoteStreamPublisher(self._submit, start, engine.request_more, engine.cancel)

@@ -1,0 +1,65 @@
+"""Every speed trick of the RSocket adapters, in one place. Each is an
+ordinary value built a cheaper way, and each names the figure that pays for
+it (``benchmarks/bench_fast_paths.py --runs 5``, ns per object, CPython 3.11
+on the project machine; the end-to-end effect in ``docs/performance.md``).
+
+- :data:`new_tuple`: ``tuple.__new__(Payload, (data, metadata))`` builds a
+  :class:`~.types.Payload` without the named tuple's Python-level
+  ``__new__``: one per item received or sent.
+- :func:`new_request`: a :class:`~.types.Request` filled through a
+  same-layout builder class and ``__class__`` assignment, without the frozen
+  dataclass ``__init__`` (as the core builds its events): one per request
+  served.
+- :func:`as_payload`: tests the common case (``bytes``, no metadata) first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .types import Payload, Request
+
+__all__ = ["as_payload", "new_request", "new_tuple"]
+
+#: ``new_tuple(Payload, (data, metadata))``: a Payload without NamedTuple's
+#: ``__new__`` (bench_fast_paths: payload_new_tuple vs payload_call).
+new_tuple = tuple.__new__
+
+
+def _bytes(value: object, what: str) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    raise TypeError(f"{what} must be bytes or str, not {type(value).__name__}")
+
+
+def as_payload(value: object, metadata: object = None) -> Payload:
+    """A handler's item or a caller's argument as a :class:`Payload`:
+    ``Payload``, ``bytes``/``str`` (data), or ``(data, metadata)``."""
+    if type(value) is Payload:
+        return value
+    if type(value) is bytes and metadata is None:  # the common case, first
+        return new_tuple(Payload, (value, None))  # Payload(value) minus its __new__
+    if isinstance(value, tuple) and len(value) == 2:
+        data, md = value
+        return Payload(_bytes(data, "data"), None if md is None else _bytes(md, "metadata"))
+    md = None if metadata is None else _bytes(metadata, "metadata")
+    return Payload(_bytes(value, "data"), md)
+
+
+# Same layout as Request: filled with plain stores, then made a Request by
+# __class__ assignment (bench_fast_paths: request_builder vs request_call).
+_RequestBuilder: Any = type("_RequestBuilder", (), {"__slots__": Request.__dict__["__slots__"]})
+
+
+def new_request(data: bytes, metadata: bytes | None, peer: object) -> Request:
+    """``Request(data, metadata, peer)`` without the frozen ``__init__``."""
+    request = object.__new__(_RequestBuilder)
+    request.data = data
+    request.metadata = metadata
+    request.peer = peer
+    request.__class__ = Request
+    return request  # type: ignore[no-any-return]

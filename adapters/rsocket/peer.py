@@ -1,0 +1,297 @@
+"""One RSocket connection as a synchronous application sees it: the
+requester side of a client, or a server's view of a connected client (for
+server-initiated requests). Thread-safe.
+
+Every call may come from any application thread; it is handed to the
+connection's owning thread, which alone drives the sans-IO core through
+:class:`~.engine.RSocketEngine` (a request-response may also be started from
+a handler on that thread, as a Publisher).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+from itertools import islice
+
+from ..drive.engine import Driver
+from ..drive.errors import ConnectionClosed
+from ..drive.peer import DrivenPeer
+from ..drive.queues import Batcher, CreditQueue, EndOfStream
+from ..drive.streams import RemoteStreamPublisher, StreamIterator, SubscriberSink
+from ..drive.streams import check_prefetch as _check_prefetch
+from ..transport import Transport
+from .engine import RequestHandle, RSocketEngine
+from .fast import as_payload, new_tuple
+from .pipeline import Answer, ResponsePipeline
+from .types import Payload
+
+__all__ = ["DEFAULT_PREFETCH", "RSocketPeer", "RemotePublisher", "check_prefetch"]
+
+#: One remote request as a Reactive Streams Publisher (subscribe once): the
+#: protocol-neutral :class:`~..drive.streams.RemoteStreamPublisher` bound to RSocket.
+RemotePublisher = RemoteStreamPublisher[Payload, RequestHandle]
+
+DEFAULT_PREFETCH = 256
+#: Largest REQUEST_N (31 bits): the largest prefetch window and in-flight count.
+MAX_REQUEST_N = 0x7FFFFFFF
+
+
+def check_prefetch(prefetch: int) -> int:
+    return _check_prefetch(prefetch, MAX_REQUEST_N)
+
+
+def _raises(answer: BaseException, return_exceptions: bool) -> bool:
+    """A pipelined answer that ends the iteration: any error unless
+    ``return_exceptions``; a lost connection always."""
+    return not return_exceptions or isinstance(answer, ConnectionClosed)
+
+
+class RSocketPeer(DrivenPeer):
+    """The requester side of one connection (a client, or the server's view of
+    a connected client for server-initiated requests). Thread-safe."""
+
+    def __init__(self, thread: Driver, engine: RSocketEngine) -> None:
+        super().__init__(thread)
+        self._engine = engine
+        # Fire-and-forgets cross to the connection thread many per hand-off.
+        self._fnf: Batcher[Payload] = Batcher(
+            self._submit, engine.fire_and_forget_many, lambda: self._thread.is_owner
+        )
+
+    @property
+    def peer_address(self) -> str:
+        return self._thread.transport.peer
+
+    @property
+    def transport(self) -> Transport:
+        """The connection's transport (e.g. ``TlsTransport.peer_certificate``)."""
+        return self._thread.transport
+
+    # -- blocking requests -----------------------------------------------
+    def request_response(
+        self, data: bytes | str, metadata: bytes | str | None = None, timeout: float | None = None
+    ) -> Payload | None:
+        """Send REQUEST_RESPONSE and wait up to ``timeout`` s for the reply.
+
+        Returns the payload (``None`` if the responder completed empty). Raises
+        :class:`~.errors.RSocketError` for an ERROR reply,
+        :class:`~..drive.errors.ConnectionClosed` if the connection goes away,
+        :class:`TimeoutError` (after cancelling the request) on timeout.
+        """
+        if self._thread.is_owner:
+            raise RuntimeError(
+                "blocking request_response on the connection thread would deadlock;"
+                " use response_publisher()"
+            )
+        payload = as_payload(data, metadata)
+        queue: CreditQueue[Payload] = CreditQueue(granted=1)
+        handle = RequestHandle("rr", queue)
+        self._thread.call_soon(lambda: self._engine.start_request(handle, payload, 1), timeout)
+        try:
+            return queue.get(timeout)
+        except EndOfStream:
+            return None
+        except TimeoutError:
+            self._cancel(handle)
+            raise
+
+    def request_response_many(
+        self,
+        requests: Iterable[object],
+        *,
+        in_flight: int = 64,
+        timeout: float | None = None,
+        return_exceptions: bool = False,
+    ) -> Iterator[Payload | None]:
+        """Pipelined REQUEST_RESPONSEs: an iterator of the answers, in the order
+        of ``requests`` (payloads, bytes, str or (data, metadata) pairs).
+
+        Keeps up to ``in_flight`` requests outstanding; ``requests`` is pulled
+        lazily, at most ``2 * in_flight`` ahead of what was consumed, so an
+        endless iterable is fine and memory stays bounded. Each answer is a
+        payload (``None``: completed empty). An ERROR answer raises its
+        :class:`~.errors.RSocketError` at its position (after the
+        answers before it), or is yielded as the exception object with
+        ``return_exceptions=True``. A lost connection always raises
+        :class:`~..drive.errors.ConnectionClosed` (no later request can be answered).
+        ``timeout`` bounds each wait for the next answer (:class:`TimeoutError`).
+        Closing the iterator early (``break``, ``close()``, an exception)
+        cancels what is still outstanding.
+        """
+        if self._thread.is_owner:
+            raise RuntimeError(
+                "request_response_many blocks; on the connection thread use response_publisher()"
+            )
+        if not isinstance(in_flight, int) or not 0 < in_flight <= MAX_REQUEST_N:
+            raise ValueError(f"in_flight must be in 1..{MAX_REQUEST_N}, not {in_flight!r}")
+        answers: CreditQueue[Answer] = CreditQueue()
+        pipeline = ResponsePipeline(self._engine, in_flight, answers)
+        return self._pipelined(iter(requests), pipeline, answers, timeout, return_exceptions)
+
+    def _pipelined(
+        self,
+        requests: Iterator[object],
+        pipeline: ResponsePipeline,
+        answers: CreditQueue[Answer],
+        timeout: float | None,
+        return_exceptions: bool,
+    ) -> Iterator[Payload | None]:
+        window = pipeline.window
+        ahead = 2 * window  # handed over but not yet consumed, at most
+        refill_at = max(1, window // 2)  # hand over in batches, not one by one
+        submitted = consumed = 0
+        exhausted = False
+        early: dict[int, Payload | BaseException | None] = {}  # answered out of order
+        try:
+            while True:
+                room = ahead - (submitted - consumed)
+                if not exhausted and room >= refill_at:
+                    batch = [
+                        new_tuple(Payload, (x, None)) if type(x) is bytes else as_payload(x)
+                        for x in islice(requests, room)
+                    ]
+                    exhausted = len(batch) < room
+                    if batch:
+                        answers.grant(len(batch))
+                        self._submit(lambda batch=batch: pipeline.feed(batch), timeout)  # type: ignore[misc]
+                        submitted += len(batch)
+                if consumed == submitted:
+                    return
+                for index, answer in answers.get_batch(timeout):
+                    if index != consumed:
+                        early[index] = answer
+                        continue
+                    consumed += 1
+                    if isinstance(answer, BaseException) and _raises(answer, return_exceptions):
+                        raise answer
+                    yield answer  # type: ignore[misc]
+                    while consumed in early:
+                        answer = early.pop(consumed)
+                        consumed += 1
+                        if isinstance(answer, BaseException) and _raises(answer, return_exceptions):
+                            raise answer
+                        yield answer  # type: ignore[misc]
+        finally:
+            if consumed < submitted:
+                with contextlib.suppress(ConnectionClosed):
+                    self._submit(pipeline.cancel)
+
+    def fire_and_forget(
+        self, data: bytes | str, metadata: bytes | str | None = None, timeout: float | None = None
+    ) -> None:
+        """Queue REQUEST_FNF. ``timeout`` bounds the wait only if the connection
+        has a full batch of fire-and-forgets pending (the loop is behind)."""
+        if type(data) is bytes and metadata is None:
+            payload = new_tuple(Payload, (data, None))  # Payload(data) minus its __new__
+        else:
+            payload = as_payload(data, metadata)
+        self._fnf.put(payload, timeout)
+
+    def metadata_push(self, metadata: bytes | str, timeout: float | None = None) -> None:
+        md = as_payload(b"", metadata).metadata or b""
+        self._submit(lambda: self._engine.metadata_push(md), timeout)
+
+    def request_stream(
+        self,
+        data: bytes | str,
+        metadata: bytes | str | None = None,
+        prefetch: int = DEFAULT_PREFETCH,
+        timeout: float | None = None,
+    ) -> StreamIterator[Payload]:
+        """REQUEST_STREAM as an iterator of payloads that keeps ``prefetch``
+        requested ahead and replenishes as items are consumed. ``timeout``
+        bounds each wait for the next item. Closing it cancels the stream."""
+        payload = as_payload(data, metadata)
+        return self._inbound_iterator("stream", payload, check_prefetch(prefetch), timeout, None)
+
+    def request_channel(
+        self,
+        data: Iterable[object],
+        metadata: bytes | str | None = None,
+        prefetch: int = DEFAULT_PREFETCH,
+        timeout: float | None = None,
+    ) -> StreamIterator[Payload]:
+        """REQUEST_CHANNEL: ``data`` (payloads, bytes, str or (data, metadata)
+        pairs; the first one travels in the request frame, ``metadata`` joins
+        it if given) is pulled on a worker thread only as the peer grants
+        credit. Returns the inbound iterator, as :meth:`request_stream`."""
+        items = iter(data)
+        try:
+            first = as_payload(next(items), metadata)
+        except StopIteration:
+            raise ValueError("a channel needs at least one payload") from None
+        return self._inbound_iterator("channel", first, check_prefetch(prefetch), timeout, items)
+
+    def _inbound_iterator(
+        self,
+        kind: str,
+        payload: Payload,
+        prefetch: int,
+        timeout: float | None,
+        outbound: Iterable[object] | None,
+    ) -> StreamIterator[Payload]:
+        queue: CreditQueue[Payload] = CreditQueue(granted=prefetch)
+        handle = RequestHandle(kind, queue)
+        self._submit(lambda: self._engine.start_request(handle, payload, prefetch, outbound))
+        return StreamIterator(
+            queue,
+            prefetch,
+            lambda n: self._more(handle, n),
+            lambda: self._cancel(handle),
+            timeout,
+        )
+
+    def _more(self, handle: RequestHandle, n: int) -> None:
+        # Once closed, the iterator sees the connection error next.
+        with contextlib.suppress(ConnectionClosed):
+            self._submit(lambda: self._engine.request_more(handle, n))
+
+    def _cancel(self, handle: RequestHandle) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            self._submit(lambda: self._engine.cancel(handle))
+
+    # -- the same requests as Publishers -------------------------------------
+    def response_publisher(
+        self, data: bytes | str, metadata: bytes | str | None = None
+    ) -> RemotePublisher:
+        """REQUEST_RESPONSE as a Publisher of at most one payload; the request is
+        sent on the first ``request(n)``. Signals arrive on the connection thread."""
+        return self._publisher("rr", as_payload(data, metadata), None)
+
+    def stream_publisher(
+        self, data: bytes | str, metadata: bytes | str | None = None
+    ) -> RemotePublisher:
+        """REQUEST_STREAM as a Publisher: the first ``request(n)`` sends the request
+        with initial n, later ones REQUEST_N; ``cancel()`` sends CANCEL."""
+        return self._publisher("stream", as_payload(data, metadata), None)
+
+    def channel_publisher(
+        self, data: Iterable[object], metadata: bytes | str | None = None
+    ) -> RemotePublisher:
+        items = iter(data)
+        try:
+            first = as_payload(next(items), metadata)
+        except StopIteration:
+            raise ValueError("a channel needs at least one payload") from None
+        return self._publisher("channel", first, items)
+
+    def _publisher(
+        self, kind: str, payload: Payload, outbound: Iterable[object] | None
+    ) -> RemotePublisher:
+        engine = self._engine
+
+        # Run on the connection thread: every Subscriber signal, on_subscribe
+        # included, comes from there (rule 1.3).
+        def start(sink: SubscriberSink[Payload], n: int) -> RequestHandle:
+            handle = RequestHandle(kind, sink)
+            engine.start_request(handle, payload, n, outbound)
+            return handle
+
+        return RemoteStreamPublisher(self._submit, start, engine.request_more, engine.cancel)
+
+    # -- lifecycle (close, abort, wait_closed: DrivenPeer) ----------------
+    def grant_lease(self, ttl: float, requests: int) -> None:
+        """Send LEASE: the peer may start ``requests`` requests within ``ttl`` s
+        (only on a connection set up with lease)."""
+        self._submit(lambda: self._engine.send_lease(ttl, requests))
