@@ -23,9 +23,12 @@ import abc
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from datetime import datetime
+from typing import Any, Final, TypedDict
+
+from typing_extensions import Unpack
 
 from sansrs.ditto import (
     INTERNAL_ERROR,
@@ -42,9 +45,11 @@ from sansrs.ditto import (
 from sansrs.ditto import events as ev
 from sansrs.streams import Subscriber
 
+from ..drive import streams
+from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
-from ..drive.queues import CreditQueue
-from ..drive.streams import Outbound, SubscriberSink, make_source
+from ..drive.streams import Outbound, make_source
+from ..transport import Transport
 from ..transport.websocket.messages import (
     CloseCode,
     MessageKind,
@@ -58,8 +63,13 @@ from .history import HistoryRequest, HistorySource
 __all__ = [
     "DittoClientEngine",
     "DittoServerEngine",
+    "HistoryQuery",
+    "SearchQuery",
     "SubscribeRequest",
     "SubscriptionHandle",
+    "headers_of",
+    "history_request",
+    "search_request",
 ]
 
 log = logging.getLogger("sansrs.adapters.ditto")
@@ -67,7 +77,7 @@ log = logging.getLogger("sansrs.adapters.ditto")
 #: Items one subscription may send per loop turn, so subscriptions share the loop.
 PUMP_BUDGET: Final = 256
 
-Sink = CreditQueue[Any] | SubscriberSink[Any]
+Sink = streams.Sink[Any]
 
 
 class _RecordEngine(abc.ABC):
@@ -156,6 +166,75 @@ class SubscribeRequest:
 
     kind: Kind
     arguments: Mapping[str, Any]
+
+
+class HistoryQuery(TypedDict, total=False):
+    """The range and filter of a persisted-events subscription (all optional):
+    revisions (negative ``from``: the last n; ``to`` <= 0: the latest) or
+    timestamps (``datetime`` or ISO-8601 text), an RQL ``filter``, the
+    ``group`` (``"things"`` by default, or ``"policies"``, ``"connections"``)
+    and extra Ditto ``headers``."""
+
+    from_revision: int | None
+    to_revision: int | None
+    from_timestamp: datetime | str | None
+    to_timestamp: datetime | str | None
+    filter: str | None
+    group: str
+    headers: Mapping[str, Any] | None
+
+
+class SearchQuery(TypedDict, total=False):
+    """A search subscription (all optional): RQL ``filter``, Ditto's
+    ``options`` string (``"size(10),sort(+thingId)"``), ``namespaces``,
+    ``fields`` and extra ``headers``."""
+
+    filter: str | None
+    options: str | None
+    namespaces: Iterable[str] | None
+    fields: str | None
+    headers: Mapping[str, Any] | None
+
+
+def _split_entity(entity: str) -> tuple[str, str]:
+    namespace, sep, name = entity.partition(":")
+    if not sep or not namespace or not name:
+        raise ValueError(f"an entity ID is '<namespace>:<name>', not {entity!r}")
+    return namespace, name
+
+
+def history_request(entity: str, **query: Unpack[HistoryQuery]) -> SubscribeRequest:
+    """The persisted events of ``entity`` (``"<namespace>:<name>"``)."""
+    namespace, name = _split_entity(entity)
+    return SubscribeRequest(
+        kind=Kind.STREAMING,
+        arguments={
+            "namespace": namespace,
+            "entity_name": name,
+            "group": query.get("group", "things"),
+            "from_historical_revision": query.get("from_revision"),
+            "to_historical_revision": query.get("to_revision"),
+            "from_historical_timestamp": query.get("from_timestamp"),
+            "to_historical_timestamp": query.get("to_timestamp"),
+            "filter": query.get("filter"),
+            "headers": query.get("headers"),
+        },
+    )
+
+
+def search_request(**query: Unpack[SearchQuery]) -> SubscribeRequest:
+    """A search over things."""
+    namespaces = query.get("namespaces")
+    return SubscribeRequest(
+        kind=Kind.SEARCH,
+        arguments={
+            "filter": query.get("filter"),
+            "options": query.get("options"),
+            "namespaces": None if namespaces is None else tuple(namespaces),
+            "fields": query.get("fields"),
+            "headers": query.get("headers"),
+        },
+    )
 
 
 class SubscriptionHandle:
@@ -387,6 +466,12 @@ class DittoServerEngine(_RecordEngine):
     def open_subscriptions(self) -> int:
         return len(self._upstreams)
 
+    def attach(self, driver: Driver) -> None:
+        """Driven by ``driver``: Publishers signalling from other threads wake
+        it; sources see the WebSocket upgrade's headers."""
+        self.notify = driver.wake
+        self.connection_headers = _LazyHeaders(driver.transport)
+
     def credit_of(self, sid: str) -> int:
         """Items the subscriber has asked for and not yet received (inspection)."""
         upstream = self._upstreams.get(sid)
@@ -504,3 +589,37 @@ class DittoServerEngine(_RecordEngine):
         upstream.outbound = Outbound(source, emit, complete, fail, 0)
         self._upstreams[sid] = upstream
         self.core.accept(sid, upstream)
+
+
+def headers_of(request: Any) -> dict[str, str]:
+    """The upgrade request's headers, names lower-case."""
+    out: dict[str, str] = {}
+    for name, value in getattr(request, "headers", ()):
+        key = name.decode("latin-1") if isinstance(name, bytes) else str(name)
+        text = value.decode("latin-1") if isinstance(value, bytes) else str(value)
+        out[key.lower()] = text
+    return out
+
+
+class _LazyHeaders(Mapping[str, str]):
+    """The upgrade request's headers, read from the transport when first asked
+    (the handshake completes after the connection thread has started)."""
+
+    def __init__(self, transport: Transport) -> None:
+        self._transport = transport
+        self._headers: dict[str, str] | None = None
+
+    def _get(self) -> dict[str, str]:
+        if self._headers is None:
+            request = getattr(self._transport, "request", None)
+            self._headers = headers_of(request) if request is not None else {}
+        return self._headers
+
+    def __getitem__(self, name: str) -> str:
+        return self._get()[name.lower()]
+
+    def __iter__(self) -> Any:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())

@@ -12,15 +12,15 @@ from typing import Any
 
 from sansrs.ditto import DittoServerConfig
 
-from ..drive.choice import LoopChoice, new_acceptor, new_driver, pick_loop
+from ..drive.config import LoopConfig
+from ..drive.connection import LoopServer
+from ..drive.endpoints import LoopChoice, open_server
 from ..drive.engine import Driver
 from ..drive.peer import ListeningServer
-from ..drive.selector import LoopConnection, LoopServer
-from ..drive.threads import ConnectionThread
-from ..transport import Transport, listen
+from ..transport import Transport
 from ..transport.urls import Endpoint
-from ..transport.websocket import WebSocketOptions
-from .engine import DittoServerEngine
+from ..transport.websocket.options import WebSocketOptions
+from .engine import DittoServerEngine, headers_of
 from .history import HistorySource
 from .types import Authorize, basic_auth, bearer_auth, ws_endpoint
 
@@ -30,6 +30,7 @@ __all__ = [
     "require_basic",
     "require_bearer",
     "serve",
+    "server_websocket_options",
 ]
 
 
@@ -43,6 +44,24 @@ def require_bearer(token: str) -> Authorize:
     """An ``authenticate`` check accepting only this Bearer token."""
     expected = bearer_auth(token)
     return lambda headers: hmac.compare_digest(headers.get("authorization", ""), expected)
+
+
+def server_websocket_options(
+    authenticate: Authorize | None, websocket: Mapping[str, Any]
+) -> WebSocketOptions:
+    """The listener's options: ``authenticate(headers)`` decides on each
+    upgrade (a refusal answers HTTP 401; a check that raises refuses)."""
+
+    def authorize(request: Any) -> int | None:
+        if authenticate is None:
+            return None
+        try:
+            allowed = authenticate(headers_of(request))
+        except Exception:
+            allowed = False
+        return None if allowed else 401
+
+    return WebSocketOptions(authorize=authorize, **websocket)
 
 
 class DittoServerPeer:
@@ -86,16 +105,6 @@ class DittoHistoryServer(ListeningServer):
         return [s for s in list(self._peers) if s.thread.alive]
 
 
-def _headers_of(request: Any) -> dict[str, str]:
-    """The upgrade request's headers, names lower-case."""
-    out: dict[str, str] = {}
-    for name, value in getattr(request, "headers", ()):
-        key = name.decode("latin-1") if isinstance(name, bytes) else str(name)
-        text = value.decode("latin-1") if isinstance(value, bytes) else str(value)
-        out[key.lower()] = text
-    return out
-
-
 def serve(
     url: str | Endpoint,
     history: HistorySource,
@@ -105,6 +114,7 @@ def serve(
     ssl_context: ssl.SSLContext | None = None,
     threaded_sources: bool = False,
     loop: LoopChoice = "thread",
+    loop_config: LoopConfig | None = None,
     **websocket: Any,
 ) -> DittoHistoryServer:
     """Serve the Ditto protocol on ``url`` (``ws://host:port/ws/2``) from ``history``.
@@ -119,67 +129,31 @@ def serve(
     pulled on the connection's thread, which must then not block. ``loop``:
     ``"thread"`` (default: an accept thread and a thread per connection),
     ``"selector"`` (the process-wide selector loop) or a :class:`~.selector.Loop`
-    that accepts and drives every connection (one thread for many).
+    that accepts and drives every connection (one thread for many);
+    ``loop_config``: the thread driver's limits and timeouts.
     ``websocket``: further
     ``WebSocketOptions`` (``max_message_size``, ...). Returns once
     listening; ``server.url`` has the real port when ``url`` asked for 0.
     """
     endpoint = ws_endpoint(url)
     core_config = config or DittoServerConfig()
-    peers: list[DittoServerPeer] = []
+    options = server_websocket_options(authenticate, websocket)
 
-    def authorize(request: Any) -> int | None:
-        if authenticate is None:
-            return None
-        try:
-            allowed = authenticate(_headers_of(request))
-        except Exception:
-            allowed = False
-        return None if allowed else 401
+    def new_engine(transport: Transport) -> DittoServerEngine:
+        return DittoServerEngine(history, core_config, threaded_sources=threaded_sources)
 
-    options = WebSocketOptions(authorize=authorize, **websocket)
-    driver_loop = pick_loop(loop)
+    def new_peer(driver: Driver, engine: DittoServerEngine) -> DittoServerPeer:
+        engine.attach(driver)
+        return DittoServerPeer(driver, engine)
 
-    def make_connection(transport: Transport) -> ConnectionThread | LoopConnection:
-        engine = DittoServerEngine(history, core_config, threaded_sources=threaded_sources)
-
-        def forget(_: object) -> None:
-            if peer in peers:
-                peers.remove(peer)
-
-        name = f"sansrs-ditto-server {transport.peer}"
-        thread = new_driver(driver_loop, transport, engine, name, on_exit=forget)
-        peer = DittoServerPeer(thread, engine)
-        engine.notify = thread.wake
-        engine.connection_headers = _LazyHeaders(transport)
-        peers.append(peer)
-        return thread
-
-    listener = listen(endpoint, websocket=options, ssl_context=ssl_context)
-    accept = new_acceptor(driver_loop, listener, make_connection)
-    accept.start()
+    accept, peers = open_server(
+        endpoint,
+        new_engine,
+        new_peer,
+        name="sansrs-ditto-server",
+        loop=loop,
+        config=loop_config,
+        ssl_context=ssl_context,
+        websocket=options,
+    )
     return DittoHistoryServer(accept, peers)
-
-
-class _LazyHeaders(Mapping[str, str]):
-    """The upgrade request's headers, read from the transport when first asked
-    (the handshake completes after the connection thread has started)."""
-
-    def __init__(self, transport: Transport) -> None:
-        self._transport = transport
-        self._headers: dict[str, str] | None = None
-
-    def _get(self) -> dict[str, str]:
-        if self._headers is None:
-            request = getattr(self._transport, "request", None)
-            self._headers = _headers_of(request) if request is not None else {}
-        return self._headers
-
-    def __getitem__(self, name: str) -> str:
-        return self._get()[name.lower()]
-
-    def __iter__(self) -> Any:
-        return iter(self._get())
-
-    def __len__(self) -> int:
-        return len(self._get())

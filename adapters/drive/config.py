@@ -29,6 +29,10 @@ class LoopConfig:
     hello: ``engine.handshaken`` is False) has not
     completed it within this many seconds is aborted (30 s; ``None``: wait
     forever), so half-open clients cannot pile up.
+    ``idle_timeout``: a connection with no byte read or written for this many
+    seconds is closed gracefully (the protocol's goodbye), its error saying
+    so (``None``, the default: never; RSocket's keepalive already bounds how
+    long a silent peer is kept, rsio and Ditto have none).
     ``close_timeout``: after a local graceful close has flushed, how long to
     keep reading for an engine that waits for the peer's answer to its
     goodbye (``wants_close()`` still False; rsio's goodbyeAck) before
@@ -42,6 +46,7 @@ class LoopConfig:
     inbox_capacity: int = 4096
     accept_batch: int = 64
     handshake_timeout: float | None = 30.0
+    idle_timeout: float | None = None
     close_timeout: float = 2.0
 
     def __post_init__(self) -> None:
@@ -53,5 +58,7 @@ class LoopConfig:
             raise ValueError("max_idle_wait and accept_batch must be positive")
         if self.handshake_timeout is not None and self.handshake_timeout <= 0:
             raise ValueError("handshake_timeout must be positive (or None)")
+        if self.idle_timeout is not None and self.idle_timeout <= 0:
+            raise ValueError("idle_timeout must be positive (or None)")
         if self.close_timeout <= 0:
             raise ValueError("close_timeout must be positive")

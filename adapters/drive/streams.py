@@ -24,6 +24,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from sansrs.streams import RULE_3_9, IllegalArgumentError
 
+from .aio import asyncify
 from .queues import CreditQueue, EndOfStream
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "Outbound",
     "PublisherSource",
     "RemoteStreamPublisher",
+    "Sink",
     "Source",
     "StreamIterator",
     "SubscriberSink",
@@ -151,6 +153,23 @@ class StreamIterator(Generic[T]):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class Sink(Protocol[T]):
+    """Where an engine delivers one inbound stream, on the connection's
+    thread: a :class:`~.queues.CreditQueue` (a blocking iterator's),
+    :class:`SubscriberSink` (a Subscriber's), an asyncio stream
+    (:class:`~.aio.AsyncStream`, :class:`~.aio.FutureSink`)."""
+
+    def put(self, item: T) -> None: ...
+
+    def put_many(self, items: list[T]) -> None: ...
+
+    def finish(self, error: BaseException | None = None) -> None:
+        """The stream ended (normally, or with ``error``) after what was put."""
+
+    def close(self, error: BaseException | None = None) -> None:
+        """The stream was abandoned (cancelled): drop what is left."""
 
 
 class Source(Protocol[T]):  # type: ignore[misc]
@@ -342,7 +361,10 @@ def make_source(
     """A handler's result as a source: a Publisher, an iterable or generator,
     or a single value (``is_single`` says which values count as one item,
     e.g. ``bytes``, which would otherwise iterate as ints). ``threaded``: pull
-    iterables on a worker thread of that name instead of the caller's."""
+    iterables on a worker thread of that name instead of the caller's.
+    Async forms (a coroutine, an async iterable: under the asyncio driver)
+    are pulled on the event loop (:func:`~.aio.asyncify`)."""
+    result = asyncify(result)
     if is_publisher(result):
         return PublisherSource(result, notify)
     if result is None:

@@ -19,11 +19,11 @@ from collections.abc import Callable
 
 from ..transport import Listener, Transport
 from .config import LoopConfig
+from .connection import LoopConnection, LoopServer
 from .engine import Call, Engine, Startable
-from .selector import Loop, LoopConnection, LoopServer
+from .selector import Loop
 
 __all__ = ["ConnectionThread", "ServerThread"]
-
 
 
 class ConnectionThread:
@@ -104,4 +104,5 @@ class ServerThread(LoopServer):
         *,
         name: str = "sansrs-accept",
     ) -> None:
-        super().__init__(Loop(name=name), listener, make_connection, own_loop=True)
+        loop = Loop(name=name)
+        super().__init__(loop, listener, make_connection, own_loop=True, start_loop=loop.start)

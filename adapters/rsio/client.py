@@ -8,10 +8,12 @@ import ssl
 
 from sansrs.rsio import ConnectionConfig, Role
 
-from ..drive.choice import LoopChoice, message_framed, new_driver, pick_loop
-from ..transport import open_transport
+from ..drive.config import LoopConfig
+from ..drive.endpoints import LoopChoice, message_framed, open_connection
+from ..drive.engine import Driver
+from ..transport import Transport
 from ..transport.urls import Endpoint
-from ..transport.websocket import WebSocketOptions
+from ..transport.websocket.options import WebSocketOptions
 from .engine import RsioEngine
 from .peer import RsioPeer
 from .types import Publishers
@@ -36,25 +38,35 @@ def connect(
     config: ConnectionConfig | None = None,
     connect_timeout: float = 10.0,
     loop: LoopChoice = "thread",
+    loop_config: LoopConfig | None = None,
     ssl_context: ssl.SSLContext | None = None,
     server_hostname: str | None = None,
     websocket: WebSocketOptions | None = None,
 ) -> Client:
     """Connect to ``url`` (any transport URL: ``tcp://``, ``tls://``,
-    ``unix://``, ``ws://``); the clientHello is sent at once. ``publishers``:
-    what this client serves to the server. ``loop``: ``"thread"`` (default),
-    ``"selector"`` or a :class:`~.selector.Loop`."""
-    driver_loop = pick_loop(loop)
-    transport = open_transport(
+    ``unix://``, ``ws://``, ``wss://``); the clientHello is sent at once.
+    ``publishers``: what this client serves to the server; ``config``: the
+    protocol core's limits (:class:`sansrs.rsio.ConnectionConfig`). ``loop``:
+    ``"thread"`` (default), ``"selector"`` or a :class:`~..drive.selector.Loop`;
+    ``loop_config``: the thread driver's limits and timeouts."""
+
+    def new_engine(transport: Transport) -> RsioEngine:
+        framed = message_framed(transport)
+        return RsioEngine(Role.CLIENT, publishers, config, message_framed=framed)
+
+    def new_peer(driver: Driver, engine: RsioEngine) -> Client:
+        engine.attach(driver)
+        return Client(driver, engine)
+
+    return open_connection(
         url,
-        connect_timeout,
+        new_engine,
+        new_peer,
+        name="sansrs-rsio-client",
+        loop=loop,
+        config=loop_config,
+        connect_timeout=connect_timeout,
         ssl_context=ssl_context,
         server_hostname=server_hostname,
         websocket=websocket,
     )
-    engine = RsioEngine(Role.CLIENT, publishers, config, message_framed=message_framed(transport))
-    driver = new_driver(driver_loop, transport, engine, f"sansrs-rsio-client {transport.peer}")
-    client = Client(driver, engine)
-    engine.attach(driver)
-    driver.start()
-    return client

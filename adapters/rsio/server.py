@@ -8,13 +8,13 @@ import ssl
 
 from sansrs.rsio import ConnectionConfig, Role
 
-from ..drive.choice import LoopChoice, message_framed, new_acceptor, new_driver, pick_loop
+from ..drive.config import LoopConfig
+from ..drive.endpoints import LoopChoice, message_framed, open_server
+from ..drive.engine import Driver
 from ..drive.peer import PeersServer
-from ..drive.selector import LoopConnection
-from ..drive.threads import ConnectionThread
-from ..transport import Transport, listen
+from ..transport import Transport
 from ..transport.urls import Endpoint
-from ..transport.websocket import WebSocketOptions
+from ..transport.websocket.options import WebSocketOptions
 from .engine import RsioEngine
 from .peer import RsioPeer
 from .types import Publishers
@@ -33,32 +33,32 @@ def serve(
     *,
     config: ConnectionConfig | None = None,
     loop: LoopChoice = "thread",
+    loop_config: LoopConfig | None = None,
     ssl_context: ssl.SSLContext | None = None,
     websocket: WebSocketOptions | None = None,
 ) -> Server:
     """Listen on ``url`` and serve ``publishers`` (names to Publishers, or a
     function of the name returning a Publisher or None) to every client.
-    ``server.url`` has the real port when ``url`` asked for port 0."""
-    peers: list[RsioPeer] = []
-    driver_loop = pick_loop(loop)
+    ``server.url`` has the real port when ``url`` asked for port 0.
+    ``config``: the protocol core's limits; ``loop`` / ``loop_config``: the
+    driver, as for :func:`~.client.connect`."""
 
-    def make_connection(transport: Transport) -> ConnectionThread | LoopConnection:
-        engine = RsioEngine(
-            Role.SERVER, publishers, config, message_framed=message_framed(transport)
-        )
-        driver = new_driver(
-            driver_loop,
-            transport,
-            engine,
-            f"sansrs-rsio-server {transport.peer}",
-            on_exit=lambda d: peers.remove(peer) if peer in peers else None,
-        )
-        peer = RsioPeer(driver, engine)
+    def new_engine(transport: Transport) -> RsioEngine:
+        framed = message_framed(transport)
+        return RsioEngine(Role.SERVER, publishers, config, message_framed=framed)
+
+    def new_peer(driver: Driver, engine: RsioEngine) -> RsioPeer:
         engine.attach(driver)
-        peers.append(peer)
-        return driver
+        return RsioPeer(driver, engine)
 
-    listener = listen(url, ssl_context=ssl_context, websocket=websocket)
-    accept = new_acceptor(driver_loop, listener, make_connection)
-    accept.start()
+    accept, peers = open_server(
+        url,
+        new_engine,
+        new_peer,
+        name="sansrs-rsio-server",
+        loop=loop,
+        config=loop_config,
+        ssl_context=ssl_context,
+        websocket=websocket,
+    )
     return Server(accept, peers)

@@ -3,7 +3,7 @@
 ``loop=`` picks the driver: a thread per connection (``"thread"``), the
 process-wide selector loop (``"selector"``), or any
 :class:`~..drive.selector.Loop`: one thread for many connections. The API is
-the same on all of them.
+the same on all of them (:class:`~.peer.RSocketPeer`).
 """
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ from __future__ import annotations
 import ssl
 from typing import Any
 
-from ..drive.choice import LoopChoice, message_framed, new_driver, pick_loop
-from ..transport import open_transport
+from ..drive.config import LoopConfig
+from ..drive.endpoints import LoopChoice, message_framed, open_connection
+from ..drive.engine import Driver
+from ..transport import Transport
 from ..transport.urls import Endpoint
-from ..transport.websocket import WebSocketOptions
+from ..transport.websocket.options import WebSocketOptions
 from .engine import RSocketEngine
 from .options import EngineOptions
 from .peer import RSocketPeer
@@ -38,38 +40,47 @@ def connect(
     handler: object = None,
     connect_timeout: float = 10.0,
     loop: LoopChoice = "thread",
+    loop_config: LoopConfig | None = None,
     ssl_context: ssl.SSLContext | None = None,
     server_hostname: str | None = None,
     websocket: WebSocketOptions | None = None,
     **setup: Any,
 ) -> Client:
     """Connect to ``url`` (``tcp://host:port``, ``tls://host:port``,
-    ``unix:///path``) and send SETUP.
+    ``unix:///path``, ``ws://host:port/path``, ``wss://``) and send SETUP.
 
     ``handler`` answers server-initiated requests. ``loop``: ``"thread"``
     (default: a thread for this connection), ``"selector"`` (the process-wide
-    selector loop) or a :class:`~.selector.Loop`. ``tls://``: ``ssl_context``
-    (default: system CAs, host name checked) and ``server_hostname``.
-    ``ws://host:port/path`` / ``wss://``: one frame per binary message;
-    ``websocket`` takes :class:`~.websocket.WebSocketOptions` (headers,
-    subprotocols, max message size).
-    ``setup`` options (see :class:`~.rsocket_engine.EngineOptions`):
+    selector loop) or a :class:`~..drive.selector.Loop`; ``loop_config``: the
+    thread driver's limits and timeouts (:class:`~..drive.config.LoopConfig`).
+    ``tls://``: ``ssl_context`` (default: system CAs, host name checked) and
+    ``server_hostname``. ``ws://`` / ``wss://``: one frame per binary
+    message; ``websocket`` takes :class:`~..transport.websocket.WebSocketOptions`
+    (headers, subprotocols, max message size).
+    ``setup`` options (see :class:`~.options.EngineOptions`):
     ``keepalive_interval``, ``max_lifetime`` (seconds), ``lease``,
     ``data_mime_type``, ``metadata_mime_type``, ``setup_data``,
     ``setup_metadata``, ``fragment_size``.
     """
     options = EngineOptions(**setup)
-    driver_loop = pick_loop(loop)
-    transport = open_transport(
+
+    def new_engine(transport: Transport) -> RSocketEngine:
+        return RSocketEngine.client(options, handler, message_framed=message_framed(transport))
+
+    def new_peer(driver: Driver, engine: RSocketEngine) -> Client:
+        client = Client(driver, engine)
+        engine.attach(driver, client)
+        return client
+
+    return open_connection(
         url,
-        connect_timeout,
+        new_engine,
+        new_peer,
+        name="sansrs-client",
+        loop=loop,
+        config=loop_config,
+        connect_timeout=connect_timeout,
         ssl_context=ssl_context,
         server_hostname=server_hostname,
         websocket=websocket,
     )
-    engine = RSocketEngine.client(options, handler, message_framed=message_framed(transport))
-    thread = new_driver(driver_loop, transport, engine, f"sansrs-client {transport.peer}")
-    client = Client(thread, engine)
-    engine.attach(thread, client)
-    thread.start()
-    return client

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from sansrs.rsocket import ErrorCode
 
+from ..drive import streams
 from ..drive.errors import ConnectionClosed
 from ..drive.queues import CreditQueue
 from ..drive.streams import (
     IteratorSource,
     Outbound,
     PublisherSource,
-    SubscriberSink,
     ThreadedSource,
     is_publisher,
 )
@@ -58,7 +58,7 @@ PUMP_BUDGET = 4096
 WRITE_EVERY = 16
 
 
-Sink = CreditQueue[Payload] | SubscriberSink[Payload]
+Sink = streams.Sink[Payload]
 
 
 class RequestHandle:

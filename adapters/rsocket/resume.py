@@ -34,11 +34,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..drive.choice import LoopChoice, new_acceptor, new_driver, pick_loop
+from ..drive.connection import LoopConnection, LoopServer
+from ..drive.endpoints import LoopChoice, new_acceptor, new_driver, pick_loop
 from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
 from ..drive.peer import DrivenPeer
-from ..drive.selector import Loop, LoopConnection, LoopServer
+from ..drive.selector import Loop
 from ..drive.threads import ConnectionThread
 from ..transport import Transport, listen, open_transport
 from ..transport.urls import Endpoint

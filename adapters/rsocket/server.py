@@ -7,13 +7,13 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
-from ..drive.choice import LoopChoice, message_framed, new_acceptor, new_driver, pick_loop
+from ..drive.config import LoopConfig
+from ..drive.endpoints import LoopChoice, message_framed, open_server
+from ..drive.engine import Driver
 from ..drive.peer import PeersServer
-from ..drive.selector import LoopConnection
-from ..drive.threads import ConnectionThread
-from ..transport import Transport, listen
+from ..transport import Transport
 from ..transport.urls import Endpoint
-from ..transport.websocket import WebSocketOptions
+from ..transport.websocket.options import WebSocketOptions
 from .engine import RSocketEngine
 from .options import EngineOptions
 from .peer import RSocketPeer
@@ -32,6 +32,7 @@ def serve(
     *,
     handler_factory: Callable[[RSocketPeer], object] | None = None,
     loop: LoopChoice = "thread",
+    loop_config: LoopConfig | None = None,
     ssl_context: ssl.SSLContext | None = None,
     websocket: WebSocketOptions | None = None,
     **options: Any,
@@ -44,31 +45,31 @@ def serve(
     ``fragment_size``, ``max_frame_size``, ``max_concurrent_streams``.
     ``loop``: ``"thread"`` (default: an accept thread and a thread per
     connection), ``"selector"`` (the process-wide selector loop accepts and
-    drives every connection) or a :class:`~.selector.Loop`. ``tls://`` needs
-    ``ssl_context`` (see :func:`~.tls.server_context`). ``ws://host:port/path``
-    / ``wss://``: ``websocket`` takes :class:`~.websocket.WebSocketOptions`."""
+    drives every connection) or a :class:`~..drive.selector.Loop`;
+    ``loop_config``: the thread driver's limits and timeouts. ``tls://`` needs
+    ``ssl_context`` (see :func:`~..transport.tls.server_context`).
+    ``ws://host:port/path`` / ``wss://``: ``websocket`` takes
+    :class:`~..transport.websocket.WebSocketOptions`."""
     if handler is not None and handler_factory is not None:
         raise TypeError("pass handler or handler_factory, not both")
     engine_options = EngineOptions(**options)
-    peers: list[RSocketPeer] = []
 
-    driver_loop = pick_loop(loop)
+    def new_engine(transport: Transport) -> RSocketEngine:
+        return RSocketEngine.server(engine_options, message_framed=message_framed(transport))
 
-    def make_connection(transport: Transport) -> ConnectionThread | LoopConnection:
-        engine = RSocketEngine.server(engine_options, message_framed=message_framed(transport))
-        thread = new_driver(
-            driver_loop,
-            transport,
-            engine,
-            f"sansrs-server {transport.peer}",
-            on_exit=lambda t: peers.remove(peer) if peer in peers else None,
-        )
-        peer = RSocketPeer(thread, engine)
-        engine.attach(thread, peer, handler_factory(peer) if handler_factory else handler)
-        peers.append(peer)
-        return thread
+    def new_peer(driver: Driver, engine: RSocketEngine) -> RSocketPeer:
+        peer = RSocketPeer(driver, engine)
+        engine.attach(driver, peer, handler_factory(peer) if handler_factory else handler)
+        return peer
 
-    listener = listen(url, ssl_context=ssl_context, websocket=websocket)
-    accept = new_acceptor(driver_loop, listener, make_connection)
-    accept.start()
+    accept, peers = open_server(
+        url,
+        new_engine,
+        new_peer,
+        name="sansrs-server",
+        loop=loop,
+        config=loop_config,
+        ssl_context=ssl_context,
+        websocket=websocket,
+    )
     return Server(accept, peers)

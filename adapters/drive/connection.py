@@ -1,0 +1,532 @@
+"""One driven connection and one listener: the turn every driver runs.
+
+:class:`LoopConnection` pairs a :class:`~..transport.Transport` with an
+:class:`~.engine.Engine` (a protocol core plus its dispatch) and keeps its own
+output buffer; :class:`LoopServer` accepts on a
+:class:`~..transport.Listener`. Both run on a :class:`~.reactor.Reactor` (the
+``selectors`` loop, a thread per connection, or asyncio), which tells them
+when a descriptor is ready, a timer is due or another thread woke them. The
+turn, in order: calls handed over by application threads -> timeouts
+(handshake, idle, the engine's) -> ``pump`` (outbound within credit) ->
+``data_to_send`` -> write -> close when the engine or the peer is done.
+
+* Non-blocking sockets; unsent bytes wait in the connection's buffer, in
+  order, and go out as the socket drains (partial writes keep their place).
+* Output back-pressure: above ``high_water`` queued bytes the engine is not
+  asked to produce more; above ``pause_reading_at`` the connection stops
+  reading from that peer (it would only make more output we cannot flush)
+  until the buffer drains. Other connections go on.
+* Timeouts, the same under every reactor (:class:`~.config.LoopConfig`):
+  ``handshake_timeout`` (transport handshake and protocol setup),
+  ``idle_timeout`` (no byte in either direction), ``close_timeout`` (a
+  goodbye that waits for an answer), and the engine's own deadlines.
+* Wake-ups: application threads call :meth:`LoopConnection.call_soon` (or
+  :meth:`LoopConnection.wake`); the call is queued in the connection's
+  :class:`~.queues.Inbox` and the reactor is woken, once per burst.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from ..transport import Listener, Transport
+from .engine import Call, Engine, Startable
+from .errors import ConnectionClosed, LoopClosed
+from .queues import Inbox, QueueClosed
+from .reactor import READ, WRITE, Reactor
+
+__all__ = ["LoopConnection", "LoopServer"]
+
+log = logging.getLogger("sansrs.adapters")
+
+
+class LoopConnection:
+    """One connection on a :class:`~.reactor.Reactor` (implements
+    :class:`~.engine.Driver`)."""
+
+    def __init__(
+        self,
+        loop: Reactor,
+        transport: Transport,
+        engine: Engine,
+        *,
+        inbox_capacity: int = 4096,
+        on_exit: Callable[[LoopConnection], None] | None = None,
+    ) -> None:
+        self.transport = transport
+        self.engine = engine
+        self.error: BaseException | None = None
+        #: Reactor bookkeeping (:class:`~.reactor.Driven`).
+        self.scheduled = False
+        self.woken = False
+        self.timer: float | None = None
+        self._loop = loop
+        self._inbox: Inbox[Call] = Inbox(self, inbox_capacity)
+        self._on_exit = on_exit
+        self._fd = transport.fileno()
+        self._out = bytearray()
+        self._interest = 0
+        self._eof = False
+        self._stopping = False
+        self._close_started = False
+        self._abort = False
+        self._lost: ConnectionClosed | None = None
+        self._send_error: OSError | None = None
+        self._handshake_deadline: float | None = None
+        self._close_deadline: float | None = None
+        self._last_io = 0.0
+        self._wrote = False
+        self._started = False
+        self._done = False
+        self._exited = threading.Event()
+
+    # -- any thread (Driver) -------------------------------------------------
+    def start(self) -> None:
+        """Register with the reactor (from any thread)."""
+        if self._started:
+            return
+        self._started = True
+        loop = self._loop
+        if loop.in_loop_thread or not loop.started:
+            self._register()  # on the reactor, or before it runs: no other thread yet
+        else:
+            try:
+                loop.call_soon(self._register)
+            except LoopClosed as exc:
+                self._lost = exc
+                self._finish(exc)
+
+    @property
+    def loop(self) -> Reactor:
+        return self._loop
+
+    @property
+    def is_owner(self) -> bool:
+        return self._loop.in_loop_thread
+
+    @property
+    def alive(self) -> bool:
+        return not self._exited.is_set()
+
+    @property
+    def buffered(self) -> int:
+        """Bytes waiting to be written (owner thread's view)."""
+        return len(self._out)
+
+    def call_soon(self, fn: Call, timeout: float | None = None) -> None:
+        try:
+            self._inbox.put(fn, timeout)
+        except QueueClosed as exc:
+            raise ConnectionClosed(str(exc)) from None
+
+    def wake(self) -> None:
+        if self.woken or self._done:
+            return
+        self.woken = True
+        self._loop.wake(self)
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        """Graceful: let the engine finish, flush queued bytes, then close."""
+        self._stopping = True
+        self.wake()
+        if not self.is_owner:
+            self.join(timeout)
+
+    def abort(self, timeout: float | None = 5.0) -> None:
+        """Abrupt: drop unsent bytes and reset the connection."""
+        self._abort = True
+        self.wake()
+        if not self.is_owner:
+            self.join(timeout)
+
+    def join(self, timeout: float | None = None) -> bool:
+        return self._exited.wait(timeout)
+
+    def add_exit_callback(self, fn: Callable[[LoopConnection], None]) -> None:
+        """Owner: also call ``fn(self)`` when the connection ends (at once if it has)."""
+        if self._done:
+            fn(self)
+            return
+        previous = self._on_exit
+
+        def both(conn: LoopConnection) -> None:
+            if previous is not None:
+                previous(conn)
+            fn(conn)
+
+        self._on_exit = both
+
+    # -- owner thread ----------------------------------------------------------
+    def write_now(self) -> None:
+        """Owner: take the engine's output and write what the socket accepts.
+        The turn ends with it; an engine calls it mid-turn to write the
+        output queued so far, so the peer can start on it while the rest of
+        the input is handled (see ``RSocketEngine``). A failed write is kept
+        for the turn's service to finish the connection."""
+        if self._done or self._abort or self._send_error is not None:
+            return
+        out = self._out
+        data = self.engine.data_to_send()
+        if data:
+            out += data
+        if out:
+            try:
+                sent = self.transport.send(out)
+            except OSError as exc:
+                self._send_error = exc
+                return
+            if sent:
+                del out[:sent]
+                self._wrote = True  # the turn stamps the time (idle_timeout)
+
+    def on_io(self, mask: int, now: float) -> None:
+        if not mask & READ or self._done:
+            return  # writable: the turn that follows flushes
+        try:
+            data = self.transport.recv(self._loop.config.recv_size)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._lost = ConnectionClosed(f"connection lost: {exc}")
+            self._abort = True
+            return
+        self._last_io = now
+        try:
+            self.engine.receive_data(data, now)
+        except Exception as exc:
+            self._fail(exc)
+            return
+        if not data:
+            self._eof = True
+
+    def service(self, now: float) -> None:
+        if self._done:
+            return
+        try:
+            self._turn(now)
+        except Exception as exc:
+            self._fail(exc)
+
+    def kill(self, error: BaseException) -> None:
+        """The reactor is going away: reset at once."""
+        self._abort = True
+        self._finish(self._lost or error)
+
+    def _send_failed(self, exc: OSError, now: float) -> None:
+        """A write failed: the peer is gone, maybe after saying why (a
+        WebSocket Close 1009, an RSocket ERROR) and resetting a connection we
+        were still writing to. Read what arrived, so the reason reaches the
+        engine and the application, then finish."""
+        with contextlib.suppress(Exception):  # best effort: the connection is gone
+            for _ in range(64):
+                data = self.transport.recv(self._loop.config.recv_size)
+                if not data:
+                    break
+                self.engine.receive_data(data, now)
+        reason = self.engine.close_reason() if self.engine.wants_close() else None
+        self._lost = ConnectionClosed(f"connection lost: {exc}")
+        self._abort = True
+        self._finish(reason or self._lost)
+
+    def _register(self) -> None:
+        if self._done:
+            return
+        loop = self._loop
+        loop.add(self)
+        now = time.monotonic()
+        self._last_io = now
+        timeout = loop.config.handshake_timeout
+        if timeout is not None and not self._handshaken():
+            self._handshake_deadline = now + timeout
+        self._set_interest(READ)
+        loop.service_soon(self)  # first turn: send what is queued (a client's SETUP)
+
+    def _handshaken(self) -> bool:
+        """Transport handshake (TLS, WebSocket upgrade) and protocol setup
+        (RSocket SETUP, rsio hello) both done; each says so with an optional
+        ``handshaken`` attribute."""
+        return bool(getattr(self.transport, "handshaken", True)) and bool(
+            getattr(self.engine, "handshaken", True)
+        )
+
+    def _set_interest(self, events: int) -> None:
+        if events != self._interest:
+            self._loop.watch(self._fd, events, self)
+            self._interest = events
+
+    def _run_calls(self) -> None:
+        for fn in self._inbox.drain():
+            try:
+                fn()
+            except Exception:
+                # An application call that misuses the core fails alone.
+                log.exception("call on the connection's loop failed")
+
+    def _fail(self, exc: Exception) -> None:
+        log.exception("connection failed", exc_info=exc)
+        error = ConnectionClosed(f"connection failed: {exc!r}")
+        error.__cause__ = exc
+        self._lost = error
+        self._abort = True
+        self._finish(error)
+
+    def _timed_out(self, now: float) -> bool:
+        """Handshake and idle timeouts; True once the connection is finished."""
+        config = self._loop.config
+        if self._wrote:
+            self._wrote = False
+            self._last_io = now
+        if self._handshake_deadline is not None:
+            if self._handshaken():
+                self._handshake_deadline = None
+            elif now >= self._handshake_deadline:
+                timeout = config.handshake_timeout
+                self._lost = ConnectionClosed(f"handshake not completed within {timeout} s")
+                self._abort = True
+                self._finish(self._lost)
+                return True
+        idle = config.idle_timeout
+        if idle is not None and now - self._last_io >= idle and not self._stopping:
+            # Graceful: the engine says goodbye (the peer may just be quiet).
+            self._lost = ConnectionClosed(f"no traffic for {idle} s (idle_timeout)")
+            self._stopping = True
+        return False
+
+    def _turn(self, now: float) -> None:
+        engine = self.engine
+        config = self._loop.config
+        if len(self._inbox):
+            self._run_calls()
+        if self._send_error is not None:  # an early write (write_now) failed
+            self._send_failed(self._send_error, now)
+            return
+        if self._abort:
+            self._finish(self._lost or ConnectionClosed("connection aborted locally"))
+            return
+        if self._timed_out(now):
+            return
+        out = self._out
+        if self._stopping and not self._close_started:
+            self._close_started = True
+            engine.begin_close()
+        deadline = engine.next_deadline()
+        if deadline is not None and now >= deadline:
+            engine.handle_timeout(now)
+        high = config.high_water
+        more = engine.pump() if len(out) < high else True
+        self.write_now()
+        if self._wrote:
+            self._wrote = False
+            self._last_io = now
+        if self._send_error is not None:
+            self._send_failed(self._send_error, now)
+            return
+        if self._abort:  # a call or handler aborted us meanwhile
+            self._finish(self._lost or ConnectionClosed("connection aborted locally"))
+            return
+        if not out:
+            if engine.wants_close():
+                self._finish(engine.close_reason() or ConnectionClosed("connection closed"))
+                return
+            if self._eof:
+                self._finish(ConnectionClosed("connection closed by peer"))
+                return
+            if self._close_started:
+                # An engine whose goodbye wants an answer (rsio's goodbyeAck)
+                # does not want to close yet: keep reading for it, bounded.
+                if self._close_deadline is None:
+                    self._close_deadline = now + config.close_timeout
+                if now >= self._close_deadline:
+                    self._finish(self._lost or ConnectionClosed("connection closed locally"))
+                    return
+        pause = config.pause_reading_at
+        reading = not self._eof and (pause is None or len(out) < pause)
+        self._set_interest((READ if reading else 0) | (WRITE if out else 0))
+        self._arm_timer(engine.next_deadline(), config.idle_timeout)
+        if more and len(out) < high and not self.scheduled:
+            self._loop.service_soon(self)
+
+    def _arm_timer(self, deadline: float | None, idle: float | None) -> None:
+        """Ask the reactor for a turn at the earliest deadline of any kind."""
+        idle_at = None if idle is None or self._stopping else self._last_io + idle
+        for extra in (self._handshake_deadline, self._close_deadline, idle_at):
+            if extra is not None and (deadline is None or extra < deadline):
+                deadline = extra
+        if deadline is not None and (self.timer is None or deadline < self.timer):
+            self.timer = deadline
+            self._loop.set_timer(self, deadline)
+
+    def _finish(self, error: BaseException) -> None:
+        if self._done:
+            return
+        self._done = True
+        if self._lost is not None and self._close_started and not self._abort:
+            error = self._lost  # e.g. closed for idleness: say so
+        self.error = error
+        loop = self._loop
+        if self._interest:
+            with contextlib.suppress(Exception):
+                loop.watch(self._fd, 0, self)
+            self._interest = 0
+        for fn in self._inbox.close(ConnectionClosed(str(error))):
+            try:
+                fn()
+            except Exception:
+                log.debug("call dropped at close", exc_info=True)
+        try:
+            self.engine.connection_lost(error)
+        except Exception:
+            log.exception("engine.connection_lost failed")
+        if self._abort:
+            self.transport.abort()
+        else:
+            self.transport.shutdown_write()
+            self.transport.close()
+        self._out.clear()
+        loop.discard(self)
+        self._exited.set()
+        if self._on_exit is not None:
+            try:
+                self._on_exit(self)
+            except Exception:
+                log.exception("on_exit callback failed")
+
+
+class LoopServer:
+    """Accepts on a :class:`~..transport.Listener` from a :class:`~.reactor.Reactor`.
+
+    ``make_connection(transport)`` builds the driver of each accepted
+    connection (a :class:`LoopConnection` on any reactor, or a
+    :class:`~.threads.ConnectionThread`); the server starts it and tracks it
+    until it ends. ``own_loop``: the server started the reactor and stops it
+    on close.
+    """
+
+    def __init__(
+        self,
+        loop: Reactor,
+        listener: Listener,
+        make_connection: Callable[[Transport], Startable],
+        *,
+        own_loop: bool = False,
+        start_loop: Callable[[], object] | None = None,
+    ) -> None:
+        self.loop = loop
+        self.listener = listener
+        self._make_connection = make_connection
+        self._own_loop = own_loop
+        self._start_loop = start_loop
+        self._connections: set[Startable] = set()
+        self._prune_at = 64
+        self._lock = threading.Lock()
+        self._closing = False
+        self._registered = False
+        self._exited = threading.Event()
+
+    @property
+    def endpoint(self) -> object:
+        return self.listener.endpoint
+
+    @property
+    def connections(self) -> list[Startable]:
+        with self._lock:
+            return [c for c in self._connections if c.alive]
+
+    def start(self) -> LoopServer:
+        if self._start_loop is not None:
+            self._start_loop()
+        if self.loop.in_loop_thread:
+            self._register()
+        else:
+            self.loop.call_soon(self._register)
+        return self
+
+    def _register(self) -> None:
+        if self._closing:
+            self._finish()
+            return
+        self.loop.add_server(self)
+        self.loop.watch_listener(self.listener.fileno(), self)
+        self._registered = True
+
+    def on_acceptable(self) -> None:
+        for _ in range(self.loop.config.accept_batch):
+            if self._closing:
+                return
+            try:
+                transport = self.listener.accept()
+            except OSError:
+                # e.g. EMFILE, or a TLS handshake refused in accept: this
+                # connection fails, the listener goes on.
+                log.warning("accept failed", exc_info=True)
+                return
+            if transport is None:
+                return
+            try:
+                conn = self._make_connection(transport)
+            except Exception:
+                log.exception("could not set up an accepted connection")
+                transport.abort()
+                continue
+            with self._lock:
+                self._connections.add(conn)
+                if len(self._connections) >= self._prune_at:
+                    # Forget ended connections; amortized O(1) per accept.
+                    self._connections = {c for c in self._connections if c.alive}
+                    self._prune_at = max(64, 2 * len(self._connections))
+            conn.start()
+
+    def kill(self) -> None:
+        self._finish()
+
+    def _finish(self) -> None:
+        if self._exited.is_set():
+            return
+        if self._registered:
+            with contextlib.suppress(Exception):
+                self.loop.watch_listener(self.listener.fileno(), None)
+            self._registered = False
+        self.loop.discard_server(self)
+        self.listener.close()
+        self._exited.set()
+
+    @property
+    def closed(self) -> bool:
+        return self._exited.is_set()
+
+    def wait_closed(self, timeout: float | None = None) -> bool:
+        """Wait until the listener is closed (after :meth:`close`)."""
+        return self._exited.wait(timeout)
+
+    def stop_accepting(self) -> None:
+        """Stop accepting (the connections go on); from any thread."""
+        self._closing = True
+        if self.loop.in_loop_thread:
+            self._finish()
+        else:
+            try:
+                self.loop.call_soon(self._finish)
+            except LoopClosed:
+                self._finish()
+
+    def close(self, timeout: float = 5.0, *, abort: bool = False) -> None:
+        """Stop accepting, then close every connection (gracefully unless ``abort``)."""
+        deadline = time.monotonic() + timeout
+        self.stop_accepting()
+        if not self.loop.in_loop_thread:
+            self._exited.wait(timeout)
+        conns = self.connections
+        for conn in conns:
+            if abort:
+                conn.abort(timeout=0)
+            else:
+                conn.close(timeout=0)
+        if not self.loop.in_loop_thread:
+            for conn in conns:
+                conn.join(max(0.0, deadline - time.monotonic()))
+        if self._own_loop:
+            self.loop.stop(max(0.0, deadline - time.monotonic()), abort=True)

@@ -1,0 +1,157 @@
+"""reactive-streams-io under asyncio: ``await connect(url)``, ``await serve(url, publishers)``.
+
+The same engine as the synchronous API (:class:`~.engine.RsioEngine`) on the
+asyncio driver (:class:`~..drive.aio.AsyncioReactor`): every transport, the
+same timeouts and back-pressure. Subscriptions are async iterators
+(``async for element in client.subscribe("name")``); published sources may
+be Publishers, iterables, or async iterables / async generators (pulled on
+the event loop only while the subscriber's demand lasts).
+"""
+
+from __future__ import annotations
+
+import ssl
+
+from sansrs.rsio import ConnectionConfig, Role
+
+from ..drive.aio import AsyncPeer, AsyncServer, AsyncStream
+from ..drive.config import LoopConfig
+from ..drive.connection import LoopConnection
+from ..drive.endpoints import message_framed, open_connection_async, open_server_async
+from ..drive.streams import RemoteStreamPublisher, SubscriberSink, check_prefetch
+from ..transport import Transport
+from ..transport.urls import Endpoint
+from ..transport.websocket.options import WebSocketOptions
+from .engine import RsioEngine, Subscription
+from .peer import DEFAULT_PACKED_PREFETCH, DEFAULT_PREFETCH
+from .types import Publishers
+
+__all__ = ["AsyncClient", "AsyncRsioPeer", "AsyncServer", "connect", "serve"]
+
+
+class AsyncRsioPeer(AsyncPeer):
+    """This side's view of one connection under asyncio: subscribe to the
+    peer's publishers (its own are served by the engine). Use it from the
+    event loop's thread."""
+
+    def __init__(self, driver: LoopConnection, engine: RsioEngine) -> None:
+        super().__init__(driver)
+        self._engine = engine
+
+    def subscribe(
+        self, name: str, prefetch: int = DEFAULT_PREFETCH, timeout: float | None = None
+    ) -> AsyncStream[bytes]:
+        """The peer's publisher ``name`` as an async iterator of elements
+        (``bytes``), ``prefetch`` requested ahead; ``timeout`` bounds each
+        wait. Raises :class:`~.errors.RsioError` for the publisher's onError;
+        ``aclose()`` cancels."""
+        return self._subscribe(name, check_prefetch(prefetch), timeout, packed=False)
+
+    def subscribe_packed(
+        self, name: str, prefetch: int = DEFAULT_PACKED_PREFETCH, timeout: float | None = None
+    ) -> AsyncStream[bytes]:
+        """A fixed-size stream as batches of elements (``bytes``, elements
+        back to back); ``prefetch`` counts elements. Fails with
+        ``ValueError`` if the publisher is not in fixed-size mode."""
+        return self._subscribe(name, check_prefetch(prefetch), timeout, packed=True)
+
+    def _subscribe(
+        self, name: str, prefetch: int, timeout: float | None, *, packed: bool
+    ) -> AsyncStream[bytes]:
+        self._check_open()
+        engine = self._engine
+        box: list[Subscription] = []
+        stream: AsyncStream[bytes] = AsyncStream(
+            prefetch,
+            lambda n: self._submit(lambda: engine.request_more(box[0], n)),
+            lambda: self._submit(lambda: engine.cancel(box[0])),
+            timeout=timeout,
+            units=(lambda batch: len(batch) // box[0].element_size) if packed else None,
+        )
+        sub = Subscription(name, stream, packed=packed)
+        box.append(sub)
+        self._submit(lambda: engine.start_subscription(sub, prefetch))
+        return stream
+
+    def publisher(self, name: str) -> RemoteStreamPublisher[bytes, Subscription]:
+        """The peer's publisher ``name`` as a Reactive Streams Publisher (one
+        Subscriber; subscribe is sent at the first ``request(n)``)."""
+        engine = self._engine
+
+        def start(sink: SubscriberSink[bytes], n: int) -> Subscription:
+            sub = Subscription(name, sink)
+            engine.start_subscription(sub, n)
+            return sub
+
+        return RemoteStreamPublisher(self._submit, start, engine.request_more, engine.cancel)
+
+
+class AsyncClient(AsyncRsioPeer):
+    """A client connection; ``async with`` closes it."""
+
+
+async def connect(
+    url: str | Endpoint,
+    *,
+    publishers: Publishers | None = None,
+    config: ConnectionConfig | None = None,
+    connect_timeout: float = 10.0,
+    loop_config: LoopConfig | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+    server_hostname: str | None = None,
+    websocket: WebSocketOptions | None = None,
+) -> AsyncClient:
+    """Connect to ``url`` (any transport URL); options as for the synchronous
+    ``connect``. The TCP connect and any TLS or WebSocket handshake run on a
+    worker thread."""
+
+    def new_engine(transport: Transport) -> RsioEngine:
+        framed = message_framed(transport)
+        return RsioEngine(Role.CLIENT, publishers, config, message_framed=framed)
+
+    def new_peer(driver: LoopConnection, engine: RsioEngine) -> AsyncClient:
+        engine.attach(driver)
+        return AsyncClient(driver, engine)
+
+    return await open_connection_async(
+        url,
+        new_engine,
+        new_peer,
+        config=loop_config,
+        connect_timeout=connect_timeout,
+        ssl_context=ssl_context,
+        server_hostname=server_hostname,
+        websocket=websocket,
+    )
+
+
+async def serve(
+    url: str | Endpoint,
+    publishers: Publishers | None = None,
+    *,
+    config: ConnectionConfig | None = None,
+    loop_config: LoopConfig | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+    websocket: WebSocketOptions | None = None,
+) -> AsyncServer[AsyncRsioPeer]:
+    """Listen on ``url`` and serve ``publishers`` (names to Publishers,
+    iterables or async iterables, or a function of the name); options as for
+    the synchronous ``serve``."""
+
+    def new_engine(transport: Transport) -> RsioEngine:
+        framed = message_framed(transport)
+        return RsioEngine(Role.SERVER, publishers, config, message_framed=framed)
+
+    def new_peer(driver: LoopConnection, engine: RsioEngine) -> AsyncRsioPeer:
+        engine.attach(driver)
+        return AsyncRsioPeer(driver, engine)
+
+    accept, peers = await open_server_async(
+        url,
+        new_engine,
+        new_peer,
+        config=loop_config,
+        ssl_context=ssl_context,
+        websocket=websocket,
+    )
+    return AsyncServer(accept, peers)
