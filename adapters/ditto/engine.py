@@ -22,8 +22,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import logging
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, TypedDict
@@ -43,12 +42,12 @@ from sansrs.ditto import (
     RemoteProtocolError,
 )
 from sansrs.ditto import events as ev
-from sansrs.streams import Subscriber
+from sansrs.streams import Subscriber, add_demand
 
 from ..drive import streams
 from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
-from ..drive.streams import Outbound, make_source
+from ..drive.streams import Outbound, Outbounds, make_source
 from ..transport import Transport
 from ..transport.websocket.messages import (
     CloseCode,
@@ -380,7 +379,7 @@ class DittoClientEngine(_RecordEngine):
         if handle.done or handle.cancelled:
             return
         if handle.sid is None:
-            handle.demand = min(2**63 - 1, handle.demand + n)
+            handle.demand = add_demand(handle.demand, n)
             return
         with contextlib.suppress(LocalProtocolError):  # ended in a batch not yet consumed
             self.core.request(handle.sid, n)
@@ -406,6 +405,12 @@ class DittoClientEngine(_RecordEngine):
 # -- server -----------------------------------------------------------------------
 
 
+def _never_blocked() -> bool:
+    """Ditto's core queues whole messages; the driver's high-water mark is
+    what holds production back (``LoopConfig.high_water``)."""
+    return False
+
+
 def _is_single(result: object) -> bool:
     """A history source's result that is one item rather than an iterable of items."""
     return isinstance(result, dict | str | bytes | Envelope)
@@ -423,13 +428,14 @@ class _Upstream:
 
     def subscribe(self, subscriber: Subscriber[Any]) -> None:
         self.subscriber = subscriber
+        # Pumped from now on only: a source that already ended before the
+        # core subscribed must not complete into nobody.
+        if self.outbound is not None:
+            self._engine._outbounds.add(self._sid, self.outbound, runnable=False)
         subscriber.on_subscribe(self)
 
     def request(self, n: int) -> None:
-        out = self.outbound
-        if out is not None and not out.finished:
-            out.add_credit(n)
-            self._engine._runnable.add(self._sid)
+        self._engine._outbounds.credit(self._sid, n)
 
     def cancel(self) -> None:
         out = self.outbound
@@ -446,7 +452,6 @@ class DittoServerEngine(_RecordEngine):
         source: HistorySource,
         config: DittoServerConfig | None = None,
         *,
-        notify: Callable[[], None] | None = None,
         connection_headers: Mapping[str, str] | None = None,
         threaded_sources: bool = False,
     ) -> None:
@@ -455,12 +460,10 @@ class DittoServerEngine(_RecordEngine):
         self.source = source
         #: pull iterables on a worker thread per subscription (sources that block)
         self.threaded_sources = threaded_sources
-        #: wakes the loop when a Publisher signals from another thread
-        self.notify: Callable[[], None] = notify or (lambda: None)
         self.connection_headers: Mapping[str, str] = connection_headers or {}
         self._upstreams: dict[str, _Upstream] = {}
-        self._runnable: set[str] = set()
-        self._poked: deque[str] = deque()
+        #: Subscriptions the core has subscribed to, pumped within their demand.
+        self._outbounds: Outbounds[str] = Outbounds(PUMP_BUDGET)
 
     @property
     def open_subscriptions(self) -> int:
@@ -469,7 +472,7 @@ class DittoServerEngine(_RecordEngine):
     def attach(self, driver: Driver) -> None:
         """Driven by ``driver``: Publishers signalling from other threads wake
         it; sources see the WebSocket upgrade's headers."""
-        self.notify = driver.wake
+        self._outbounds.wake = driver.wake
         self.connection_headers = _LazyHeaders(driver.transport)
 
     def credit_of(self, sid: str) -> int:
@@ -488,30 +491,14 @@ class DittoServerEngine(_RecordEngine):
         self._dispatch()
 
     def pump(self) -> bool:
-        poked = self._poked
-        while poked:
-            self._runnable.add(poked.popleft())
-        more = False
-        for sid in list(self._runnable):
-            upstream = self._upstreams.get(sid)
-            out = None if upstream is None else upstream.outbound
-            if upstream is None or upstream.subscriber is None or out is None or out.finished:
-                # Not subscribed by the core yet (no request so far): a source
-                # that already ended must wait, or its end would be lost. The
-                # first request makes it runnable again.
-                self._runnable.discard(sid)
-                continue
-            if out.pump(PUMP_BUDGET):
-                more = True
-            else:
-                self._runnable.discard(sid)
+        more = self._outbounds.pump(_never_blocked)
         self._dispatch()
         return more
 
     def connection_lost(self, error: BaseException) -> None:
         upstreams = list(self._upstreams.values())
         self._upstreams.clear()
-        self._runnable.clear()
+        self._outbounds.cancel_all()
         for upstream in upstreams:
             if upstream.outbound is not None:
                 upstream.outbound.cancel()
@@ -532,14 +519,9 @@ class DittoServerEngine(_RecordEngine):
             elif isinstance(event, ev.InvalidMessage):
                 log.debug("answered an invalid message: %s", event.error)
 
-    def _poke(self, sid: str) -> None:
-        """Any thread: a Publisher of ``sid`` has signalled; pump it on the next turn."""
-        self._poked.append(sid)
-        self.notify()
-
     def _forget(self, sid: str) -> None:
         upstream = self._upstreams.pop(sid, None)
-        self._runnable.discard(sid)
+        self._outbounds.remove(sid)
         if upstream is not None and upstream.outbound is not None:
             upstream.outbound.cancel()
 
@@ -558,7 +540,7 @@ class DittoServerEngine(_RecordEngine):
             source = make_source(
                 result,
                 is_single=_is_single,
-                notify=lambda: self._poke(sid),
+                notify=lambda: self._outbounds.poke(sid),
                 threaded=f"sansrs-ditto-source-{sid}" if self.threaded_sources else None,
             )
         except DittoException as exc:

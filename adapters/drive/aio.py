@@ -36,7 +36,7 @@ from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, Generic, Self, TypeVar
 
-from sansrs.streams import RULE_3_9, IllegalArgumentError
+from sansrs.streams import RULE_3_9, IllegalArgumentError, add_demand
 
 from ..transport import Transport
 from .config import LoopConfig
@@ -514,7 +514,7 @@ class _AsyncIterSubscription:
             self._cancelled = True
             self._subscriber.on_error(IllegalArgumentError(f"{RULE_3_9} (got {n})"))
             return
-        self._demand = min(2**63 - 1, self._demand + n)
+        self._demand = add_demand(self._demand, n)
         if self._task is None:
             self._task = self._loop.create_task(self._run())
 

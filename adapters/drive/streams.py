@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
-from sansrs.streams import RULE_3_9, IllegalArgumentError
+from sansrs.streams import MAX_DEMAND, RULE_3_9, IllegalArgumentError, add_demand
 
 from .aio import asyncify
 from .queues import CreditQueue, EndOfStream
@@ -32,7 +32,9 @@ __all__ = [
     "PENDING",
     "IteratorSource",
     "Outbound",
+    "Outbounds",
     "PublisherSource",
+    "Pumped",
     "RemoteStreamPublisher",
     "Sink",
     "Source",
@@ -45,7 +47,6 @@ __all__ = [
 
 T = TypeVar("T")
 H = TypeVar("H")
-MAX_DEMAND = 2**63 - 1
 _log = logging.getLogger("sansrs.adapters")
 
 
@@ -262,7 +263,7 @@ class PublisherSource(Generic[T]):
         with self._lock:
             subscription = self._subscription
             if subscription is None:
-                self._pending_demand = min(MAX_DEMAND, self._pending_demand + n)
+                self._pending_demand = add_demand(self._pending_demand, n)
                 return
         subscription.request(n)
 
@@ -325,7 +326,7 @@ class ThreadedSource(Generic[T]):
     def demand(self, n: int) -> None:
         self._queue.grant(n)
         with self._cond:
-            self._demand = min(MAX_DEMAND, self._demand + n)
+            self._demand = add_demand(self._demand, n)
             self._cond.notify()
 
     def cancel(self) -> None:
@@ -423,7 +424,7 @@ class Outbound(Generic[T]):
             self.add_credit(credit)
 
     def add_credit(self, n: int) -> None:
-        self.credit = min(MAX_DEMAND, self.credit + n)
+        self.credit = add_demand(self.credit, n)
         self.source.demand(n)
 
     def pump(self, budget: int) -> bool:
@@ -489,6 +490,121 @@ class Outbound(Generic[T]):
         self.finished = True
         with contextlib.suppress(Exception):  # a failing finally must not hurt the connection
             self.source.cancel()
+
+
+class Pumped(Protocol):
+    """What :class:`Outbounds` pumps: an :class:`Outbound`, or a protocol's
+    own bulk writer (rsio's packed reader) with the same four members."""
+
+    @property
+    def finished(self) -> bool: ...
+
+    def add_credit(self, n: int) -> None: ...
+
+    def pump(self, budget: int) -> bool:
+        """Send up to ``budget`` items; True if more could be sent now."""
+
+    def cancel(self) -> None: ...
+
+
+K = TypeVar("K", int, str)
+
+
+class Outbounds(Generic[K]):
+    """The outbound streams of one connection, by stream key, and which of
+    them can send now: the pump every engine runs (on the owning thread).
+
+    A stream is runnable once it has credit; :meth:`poke` (any thread: a
+    Publisher or worker thread has items) makes it runnable again and wakes
+    the driver through ``wake``. :meth:`pump` gives each runnable stream up
+    to ``budget`` items per turn, so streams share the connection, and stops
+    while ``blocked()`` (the core's output is full)."""
+
+    __slots__ = ("_by_key", "_poked", "_runnable", "budget", "wake")
+
+    def __init__(self, budget: int, wake: Callable[[], None] | None = None) -> None:
+        self._by_key: dict[K, Pumped] = {}
+        self._runnable: set[K] = set()
+        self._poked: deque[K] = deque()
+        self.budget = budget
+        #: The driver's wake-up (set when the engine is attached to one).
+        self.wake = wake
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def __contains__(self, key: K) -> bool:
+        return key in self._by_key
+
+    def get(self, key: K) -> Pumped | None:
+        return self._by_key.get(key)
+
+    def add(self, key: K, out: Pumped, *, runnable: bool) -> None:
+        self._by_key[key] = out
+        if runnable:
+            self._runnable.add(key)
+
+    def credit(self, key: K, n: int) -> bool:
+        """The peer granted ``n`` more items on ``key``; False if no live stream."""
+        out = self._by_key.get(key)
+        if out is None or out.finished:
+            return False
+        out.add_credit(n)
+        self._runnable.add(key)
+        return True
+
+    def poke(self, key: K) -> None:
+        """Any thread: ``key``'s source has something; pump it on the next turn."""
+        self._poked.append(key)
+        wake = self.wake
+        if wake is not None:
+            wake()
+
+    def remove(self, key: K) -> Pumped | None:
+        """Forget ``key`` (ended); returns its stream."""
+        self._runnable.discard(key)
+        return self._by_key.pop(key, None)
+
+    def cancel(self, key: K) -> None:
+        """Stop ``key`` and release its source (the peer cancelled)."""
+        out = self.remove(key)
+        if out is not None:
+            out.cancel()
+
+    def cancel_all(self) -> None:
+        outs = list(self._by_key.values())
+        self._by_key.clear()
+        self._runnable.clear()
+        for out in outs:
+            out.cancel()
+
+    def pump(
+        self, blocked: Callable[[], bool], done: Callable[[K], object] | None = None
+    ) -> bool:
+        """Pump the runnable streams; True if more could be sent now. A
+        stream that finished is removed (``done(key)`` instead, if given)."""
+        poked = self._poked
+        runnable = self._runnable
+        while poked:
+            runnable.add(poked.popleft())
+        if not runnable:
+            return False
+        more = False
+        budget = self.budget
+        for key in list(runnable):
+            if blocked():
+                return True
+            out = self._by_key.get(key)
+            if out is None:
+                runnable.discard(key)
+                continue
+            if out.pump(budget):
+                more = True
+            else:
+                runnable.discard(key)
+                if out.finished:
+                    (done or self.remove)(key)
+        return more
 
 
 class SubscriberSink(Generic[T]):

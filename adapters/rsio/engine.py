@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sansrs.rsio import (
@@ -31,9 +30,10 @@ from sansrs.rsio import (
     Role,
 )
 from sansrs.rsio import events as ev
+from sansrs.streams import MAX_DEMAND, add_demand
 
 from ..drive.errors import ConnectionClosed
-from ..drive.streams import Outbound, make_source
+from ..drive.streams import Outbound, Outbounds, Pumped, make_source
 from ..transport.websocket.messages import (
     CloseCode,
     MessageKind,
@@ -76,24 +76,84 @@ class Subscription:
 
 
 class _PackedOut:
-    """A publication read in bulk from an :class:`ElementReader`."""
+    """A publication read in bulk from an :class:`ElementReader`: elements
+    pulled in one go leave as one onNextPacked, without a Python call each."""
 
-    __slots__ = ("credit", "finished", "reader", "size")
+    __slots__ = ("conn", "credit", "finished", "reader", "sid", "size")
 
-    def __init__(self, reader: ElementReader, size: int, credit: int) -> None:
+    def __init__(
+        self, conn: Connection, sid: int, reader: ElementReader, size: int, credit: int
+    ) -> None:
+        self.conn = conn
+        self.sid = sid
         self.reader = reader
         self.size = size
         self.credit = credit
         self.finished = False
 
     def add_credit(self, n: int) -> None:
-        self.credit = min(2**63 - 1, self.credit + n)
+        self.credit = add_demand(self.credit, n)
 
     def cancel(self) -> None:
         if not self.finished:
             self.finished = True
             with contextlib.suppress(Exception):
                 self.reader.close()
+
+    def pump(self, budget: int) -> bool:
+        if self.finished:
+            return False
+        conn, sid = self.conn, self.sid
+        budget *= 8  # packed elements are cheap: bytes, not Python calls
+        while self.credit > 0 and budget > 0 and not conn.output_blocked:
+            n = min(self.credit, PACKED_CHUNK, budget)
+            try:
+                data = self.reader.read(n)
+            except Exception as exc:
+                self.cancel()
+                conn.send_error(sid, f"{type(exc).__name__}: {exc}")
+                return False
+            if not data:
+                self.cancel()
+                conn.send_complete(sid)
+                return False
+            try:
+                conn.send_packed(sid, data)  # validates the size and the demand
+            except LocalProtocolError as exc:
+                self.cancel()
+                conn.send_error(sid, f"the element reader misbehaved: {exc.message}")
+                return False
+            sent = len(data) // self.size
+            if self.credit != MAX_DEMAND:  # unbounded demand is not counted down
+                self.credit -= sent
+            budget -= sent
+        return self.credit > 0 and not self.finished
+
+
+class _PackingOut:
+    """An :class:`Outbound` of fixed-size elements: what one pump pulls
+    leaves as one onNextPacked (``flush``)."""
+
+    __slots__ = ("flush", "out")
+
+    def __init__(self, out: Outbound[Any], flush: Callable[[], None]) -> None:
+        self.out = out
+        self.flush = flush
+
+    @property
+    def finished(self) -> bool:
+        return self.out.finished
+
+    def add_credit(self, n: int) -> None:
+        self.out.add_credit(n)
+
+    def pump(self, budget: int) -> bool:
+        busy = self.out.pump(budget)
+        self.flush()
+        return busy
+
+    def cancel(self) -> None:
+        self.out.cancel()
 
 
 def _is_single(value: object) -> bool:
@@ -117,16 +177,16 @@ class RsioEngine:
         self._reader = MessageReader() if message_framed else None
         self.thread: Driver | None = None
         self._subs: dict[int, Subscription] = {}
-        self._outbound: dict[int, Outbound[Any] | _PackedOut] = {}
+        #: Our publications the peer subscribed to, pumped within its demand.
+        self._outbounds: Outbounds[int] = Outbounds(PUMP_BUDGET)
         self._packs: dict[int, list[bytes]] = {}
-        self._runnable: set[int] = set()
-        self._poked: deque[int] = deque()
         self._closing: BaseException | None = None
         self._close_started = False
         self._out_records: list[bytes] = []  # message mode: records after the core's bytes
 
     def attach(self, thread: Driver) -> None:
         self.thread = thread
+        self._outbounds.wake = thread.wake
 
     # -- Engine protocol (driver loop) -------------------------------------------
     def receive_data(self, data: bytes, now: float) -> None:
@@ -193,8 +253,7 @@ class RsioEngine:
         if self._close_started:
             return
         self._close_started = True
-        for sid in list(self._outbound):
-            self._drop_outbound(sid)
+        self._drop_all()
         if self.conn.state in (ConnectionState.OPEN, ConnectionState.AWAITING_HELLO):
             self.conn.close("closed by the application")
         elif self._closing is None:
@@ -202,33 +261,10 @@ class RsioEngine:
 
     def pump(self) -> bool:
         self._dispatch()
-        poked = self._poked
-        while poked:
-            self._runnable.add(poked.popleft())
-        if not self._runnable:
-            return False
-        more = False
-        conn = self.conn
-        for sid in list(self._runnable):
-            if conn.output_blocked:
-                return True
-            out = self._outbound.get(sid)
-            if out is None:
-                self._runnable.discard(sid)
-                continue
-            if type(out) is _PackedOut:
-                busy = self._pump_packed(sid, out)
-            else:
-                assert isinstance(out, Outbound)
-                busy = out.pump(PUMP_BUDGET)
-                self._flush_pack(sid)
-            if busy:
-                more = True
-            else:
-                self._runnable.discard(sid)
-                if out.finished:
-                    self._outbound.pop(sid, None)
-        return more
+        return self._outbounds.pump(self._output_blocked, self._drop_outbound)
+
+    def _output_blocked(self) -> bool:
+        return self.conn.output_blocked
 
     def connection_lost(self, error: BaseException) -> None:
         if self._closing is not None:
@@ -236,8 +272,7 @@ class RsioEngine:
         for sub in self._subs.values():
             sub.sink.finish(error)
         self._subs.clear()
-        for sid in list(self._outbound):
-            self._drop_outbound(sid)
+        self._drop_all()
 
     # -- application intents (on this thread) ------------------------------------
     def start_subscription(self, sub: Subscription, demand: int) -> None:
@@ -304,10 +339,7 @@ class RsioEngine:
         if isinstance(event, ev.SubscribeReceived):
             self._on_subscribe(event.subscriber_id, event.publisher, event.initial_demand)
         elif isinstance(event, ev.RequestReceived):
-            out = self._outbound.get(event.subscriber_id)
-            if out is not None and not out.finished:
-                out.add_credit(event.demand)
-                self._runnable.add(event.subscriber_id)
+            self._outbounds.credit(event.subscriber_id, event.demand)
         elif isinstance(event, ev.CancelReceived | ev.InvalidRequestReceived):
             self._drop_outbound(event.subscriber_id)
         elif isinstance(event, ev.OnSubscribeReceived):
@@ -365,20 +397,19 @@ class RsioEngine:
             if size and callable(opener):
                 reader = opener()
                 conn.send_on_subscribe(sid, size)
-                self._outbound[sid] = _PackedOut(reader, size, demand)
+                out: Pumped = _PackedOut(conn, sid, reader, size, demand)
             else:
-                notify = lambda: self._poke(sid)  # noqa: E731
+                notify = lambda: self._outbounds.poke(sid)  # noqa: E731
                 source = make_source(publisher, is_single=_is_single, notify=notify)
                 conn.send_on_subscribe(sid, size)
-                self._outbound[sid] = self._new_outbound(sid, source, size, demand)
+                out = self._new_outbound(sid, source, size, demand)
         except Exception as exc:
             with contextlib.suppress(LocalProtocolError):
                 conn.send_error(sid, f"{type(exc).__name__}: {exc}")
             return
-        if demand:
-            self._runnable.add(sid)
+        self._outbounds.add(sid, out, runnable=demand > 0)
 
-    def _new_outbound(self, sid: int, source: Any, size: int, demand: int) -> Outbound[Any]:
+    def _new_outbound(self, sid: int, source: Any, size: int, demand: int) -> Pumped:
         conn = self.conn
         send_next = conn.send_next
         pack: list[bytes] = []
@@ -416,7 +447,8 @@ class RsioEngine:
         def ready() -> bool:
             return not conn.output_blocked
 
-        return Outbound(source, emit, complete, fail, demand, ready)
+        out: Outbound[Any] = Outbound(source, emit, complete, fail, demand, ready)
+        return _PackingOut(out, lambda: self._flush_pack(sid)) if size else out
 
     def _flush_pack(self, sid: int) -> None:
         pack = self._packs.get(sid)
@@ -425,44 +457,10 @@ class RsioEngine:
             pack.clear()
             self.conn.send_packed(sid, data)
 
-    def _pump_packed(self, sid: int, out: _PackedOut) -> bool:
-        if out.finished:
-            return False
-        conn = self.conn
-        budget = PUMP_BUDGET * 8
-        while out.credit > 0 and budget > 0 and not conn.output_blocked:
-            n = min(out.credit, PACKED_CHUNK, budget)
-            try:
-                data = out.reader.read(n)
-            except Exception as exc:
-                out.cancel()
-                conn.send_error(sid, f"{type(exc).__name__}: {exc}")
-                return False
-            if not data:
-                out.cancel()
-                conn.send_complete(sid)
-                return False
-            try:
-                conn.send_packed(sid, data)  # validates the size and the demand
-            except LocalProtocolError as exc:
-                out.cancel()
-                conn.send_error(sid, f"the element reader misbehaved: {exc.message}")
-                return False
-            sent = len(data) // out.size
-            if out.credit != 2**63 - 1:  # unbounded demand is not counted down
-                out.credit -= sent
-            budget -= sent
-        return out.credit > 0 and not out.finished
-
     def _drop_outbound(self, sid: int) -> None:
-        out = self._outbound.pop(sid, None)
+        self._outbounds.cancel(sid)
         self._packs.pop(sid, None)
-        self._runnable.discard(sid)
-        if out is not None:
-            out.cancel()
 
-    def _poke(self, sid: int) -> None:
-        """Any thread: a publisher has something for ``sid``."""
-        self._poked.append(sid)
-        if self.thread is not None:
-            self.thread.wake()
+    def _drop_all(self) -> None:
+        self._outbounds.cancel_all()
+        self._packs.clear()

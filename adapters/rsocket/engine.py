@@ -24,6 +24,7 @@ from ..drive.queues import CreditQueue
 from ..drive.streams import (
     IteratorSource,
     Outbound,
+    Outbounds,
     PublisherSource,
     ThreadedSource,
     is_publisher,
@@ -96,10 +97,9 @@ class RSocketEngine:
         self.thread: Driver | None = None
         self._write_now: Callable[[], None] | None = None
         self._requests: dict[int, RequestHandle] = {}
-        self._outbound: dict[int, Outbound[Any]] = {}
+        #: Our outbound streams (responses, a requester channel's items).
+        self._outbounds: Outbounds[int] = Outbounds(PUMP_BUDGET, self._wake)
         self._inbound: dict[int, CreditQueue[Payload]] = {}
-        self._runnable: set[int] = set()
-        self._poked: deque[int] = deque()
         #: ``after_events`` calls, run once this turn's events are dispatched.
         self._after_events: list[Callable[[], None]] = []
         self._closing: BaseException | None = None
@@ -380,27 +380,10 @@ class RSocketEngine:
         if self._after_events:
             self._run_after_events()
             self._dispatch_events()
-        poked = self._poked
-        while poked:
-            self._runnable.add(poked.popleft())
-        if not self._runnable:
-            return False
-        more = False
-        conn = self.conn
-        for sid in list(self._runnable):
-            if conn.output_blocked:
-                return True
-            out = self._outbound.get(sid)
-            if out is None:
-                self._runnable.discard(sid)
-                continue
-            if out.pump(PUMP_BUDGET):
-                more = True
-            else:
-                self._runnable.discard(sid)
-                if out.finished:
-                    self._outbound_done(sid)
-        return more
+        return self._outbounds.pump(self._output_blocked, self._outbound_done)
+
+    def _output_blocked(self) -> bool:
+        return self.conn.output_blocked
 
     def connection_lost(self, error: BaseException) -> None:
         if self._closing is not None:
@@ -419,9 +402,7 @@ class RSocketEngine:
             if handle.outbound is not None:
                 handle.outbound.cancel()
         self._requests.clear()
-        for out in self._outbound.values():
-            out.cancel()
-        self._outbound.clear()
+        self._outbounds.cancel_all()
         for queue in self._inbound.values():
             queue.finish(error)
         self._inbound.clear()
@@ -545,8 +526,7 @@ class RSocketEngine:
         del self._requests[sid]
         handle.sink.close()
         if handle.outbound is not None:
-            handle.outbound.cancel()
-            self._outbound.pop(sid, None)
+            self._outbounds.cancel(sid)
         with contextlib.suppress(core.LocalProtocolError):  # already ended in the core
             self.conn.cancel(sid)
 
@@ -562,9 +542,13 @@ class RSocketEngine:
 
     def _poke(self, sid: int) -> None:
         """Any thread: a threaded or publisher source has something for ``sid``."""
-        self._poked.append(sid)
-        if self.thread is not None:
-            self.thread.wake()
+        self._outbounds.poke(sid)
+
+    def _wake(self) -> None:
+        """Any thread: make the driver of the moment run a turn."""
+        thread = self.thread
+        if thread is not None:
+            thread.wake()
 
     def _new_outbound(
         self, sid: int, source: IteratorSource[Any] | Any, credit: int
@@ -595,14 +579,12 @@ class RSocketEngine:
             return not conn.output_blocked
 
         out: Outbound[Any] = Outbound(source, emit, complete, fail, credit, ready)
-        self._outbound[sid] = out
-        if credit:
-            self._runnable.add(sid)
+        self._outbounds.add(sid, out, runnable=credit > 0)
         return out
 
     def _outbound_done(self, sid: int) -> None:
         """Our flow on ``sid`` ended; forget a requester channel whose inbound ended too."""
-        self._outbound.pop(sid, None)
+        self._outbounds.remove(sid)
         handle = self._requests.get(sid)
         if handle is not None and handle.inbound_done:
             del self._requests[sid]
@@ -630,19 +612,15 @@ class RSocketEngine:
                 del self._inbound[sid]
 
     def on_request_n(self, sid: int, n: int) -> None:
-        out = self._outbound.get(sid)
-        if out is not None and not out.finished:
-            out.add_credit(n)
-            self._runnable.add(sid)
+        self._outbounds.credit(sid, n)
 
     def on_cancel(self, sid: int) -> None:
         """Requester's CANCEL (ends a responder stream both ways) or a channel
         responder stopping our outbound flow."""
-        out = self._outbound.get(sid)
+        out = self._outbounds.get(sid)
         if out is not None:
             out.cancel()
             self._outbound_done(sid)
-        self._runnable.discard(sid)
         queue = self._inbound.pop(sid, None)
         if queue is not None:
             queue.close()  # wakes a channel handler iterating its inbound
@@ -657,9 +635,7 @@ class RSocketEngine:
         queue = self._inbound.pop(sid, None)
         if queue is not None:
             queue.finish(error)
-        out = self._outbound.pop(sid, None)
-        if out is not None:
-            out.cancel()
+        self._outbounds.cancel(sid)
 
     # -- connection-level signals ---------------------------------------
     def on_setup(self, ev: Any) -> None:

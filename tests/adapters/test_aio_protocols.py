@@ -111,8 +111,9 @@ def test_rsio_asyncio_publisher_of_the_peer() -> None:
 
     async def main() -> None:
         async with (
-            await rsio_aio.serve(URLS["tcp"], {"abc": IterablePublisher(lambda: [b"a", b"b", b"c"])})
-            as server,
+            await rsio_aio.serve(
+                URLS["tcp"], {"abc": IterablePublisher(lambda: [b"a", b"b", b"c"])}
+            ) as server,
             await rsio_aio.connect(server.url) as client,
         ):
             done = asyncio.get_running_loop().create_future()
@@ -208,8 +209,12 @@ def test_ditto_asyncio_interoperates_with_the_threaded_api() -> None:
     async def main() -> None:
         with ditto.serve("ws://127.0.0.1:0/ws/2", _history()) as sync_server:
             async with await ditto_aio.connect(sync_server.url) as client:
-                got = [e["revision"] async for e in client.subscribe_for_persisted_events(
-                    f"{NS}:thing-2", from_revision=-3)]
+                got = [
+                    e["revision"]
+                    async for e in client.subscribe_for_persisted_events(
+                        f"{NS}:thing-2", from_revision=-3
+                    )
+                ]
                 assert got == [18, 19, 20]
         async with await ditto_aio.serve("ws://127.0.0.1:0/ws/2", _history()) as server:
 

@@ -34,9 +34,11 @@ def _options(transport: str, tmp: Path) -> tuple[str, dict[str, Any], dict[str, 
     if transport == "unix":
         return f"unix://{tmp}/aio.sock", {}, {}
     c = certs()
-    return "tls://127.0.0.1:0", {"ssl_context": c.server_context()}, {
-        "ssl_context": c.client_context()
-    }
+    return (
+        "tls://127.0.0.1:0",
+        {"ssl_context": c.server_context()},
+        {"ssl_context": c.client_context()},
+    )
 
 
 @pytest.mark.parametrize("transport", ["tcp", "unix", "tls"])
@@ -289,7 +291,9 @@ def test_a_peer_that_never_reads_is_no_longer_read_from() -> None:
     info: dict[str, Any] = {}
 
     async def serve_until_stopped(ready: threading.Event) -> None:
-        async with await aio.serve("tcp://127.0.0.1:0", DemoHandler(), loop_config=config) as server:
+        async with await aio.serve(
+            "tcp://127.0.0.1:0", DemoHandler(), loop_config=config
+        ) as server:
             info["url"] = server.url
             ready.set()
             info["buffered"] = 0

@@ -84,7 +84,7 @@ def back_to_back(
     a, b = tcp_pair()
     server_engine = DittoServerEngine(source, server_config)
     server_thread = ConnectionThread(RecordTransport(b), server_engine, name="ditto-b2b-server")
-    server_engine.notify = server_thread.wake
+    server_engine.attach(server_thread)
     client_engine = DittoClientEngine(client_config)
     client_thread = ConnectionThread(RecordTransport(a), client_engine, name="ditto-b2b-client")
     server_thread.start()
