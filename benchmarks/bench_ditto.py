@@ -25,9 +25,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sansrs.adapters.ditto.client import connect
+from sansrs.adapters.ditto import connect, serve
 from sansrs.adapters.ditto.history import InMemoryHistory
-from sansrs.adapters.ditto.server import serve
 
 from sansrs.ditto import ClientState, DittoClient, DittoServer
 from sansrs.ditto import events as ev

@@ -85,7 +85,7 @@ def _print_json(item: Any, out: TextIO) -> None:
 def _run_client(args: argparse.Namespace, body: Any) -> int:
     from sansrs.ditto import DittoRemoteError, LocalProtocolError
 
-    from ..ditto.client import connect
+    from ..ditto import connect
     from ..drive.errors import ConnectionClosed
 
     try:
@@ -172,8 +172,8 @@ def _search(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from sansrs.ditto import DittoServerConfig
 
+    from ..ditto import DittoHistoryServer, require_basic, require_bearer, serve
     from ..ditto.history import JsonLinesHistory
-    from ..ditto.server import DittoHistoryServer, require_basic, require_bearer, serve
     from .serve import serve_until_closed
 
     def start() -> DittoHistoryServer:

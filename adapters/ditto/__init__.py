@@ -17,13 +17,11 @@
   ``WebSocketHandshakeError`` (the upgrade was refused, e.g. 401).
 """
 
-from sansrs.ditto import DittoRemoteError
-
-from ..drive.errors import ConnectionClosed
-from ..transport.websocket import WebSocketHandshakeError
-from .client import DEFAULT_PREFETCH, DittoConnection, connect
+from .client import connect
+from .errors import ConnectionClosed, DittoRemoteError, WebSocketHandshakeError
 from .history import HistoryRequest, HistorySource, InMemoryHistory, JsonLinesHistory
-from .server import DittoHistoryServer, DittoServerPeer, require_basic, require_bearer, serve
+from .peer import DEFAULT_PREFETCH, DittoConnection, DittoServerPeer
+from .server import DittoHistoryServer, require_basic, require_bearer, serve
 from .types import Authorize, basic_auth, bearer_auth
 
 __all__ = [

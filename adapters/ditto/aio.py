@@ -27,14 +27,7 @@ from ..drive.endpoints import open_connection_async, open_server_async
 from ..drive.streams import RemoteStreamPublisher, check_prefetch
 from ..transport import Transport
 from ..transport.urls import Endpoint
-from .client import (
-    DEFAULT_PREFETCH,
-    DEFAULT_SEARCH_PREFETCH,
-    MAX_PREFETCH,
-    client_config,
-    subscription_publisher,
-    websocket_options,
-)
+from .client import client_config, websocket_options
 from .engine import (
     DittoClientEngine,
     DittoServerEngine,
@@ -46,6 +39,7 @@ from .engine import (
     search_request,
 )
 from .history import HistorySource
+from .peer import DEFAULT_PREFETCH, DEFAULT_SEARCH_PREFETCH, MAX_PREFETCH, subscription_publisher
 from .server import server_websocket_options
 from .types import Authorize, ws_endpoint
 

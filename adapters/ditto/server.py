@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import hmac
 import ssl
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from sansrs.ditto import DittoServerConfig
@@ -22,6 +21,7 @@ from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .engine import DittoServerEngine, headers_of
 from .history import HistorySource
+from .peer import DittoServerPeer
 from .types import Authorize, basic_auth, bearer_auth, ws_endpoint
 
 __all__ = [
@@ -62,34 +62,6 @@ def server_websocket_options(
         return None if allowed else 401
 
     return WebSocketOptions(authorize=authorize, **websocket)
-
-
-class DittoServerPeer:
-    """One connected client as the server sees it (inspection and control)."""
-
-    def __init__(self, thread: Driver, engine: DittoServerEngine) -> None:
-        self.thread = thread
-        self.engine = engine
-
-    def inspect(self, fn: Callable[[DittoServerEngine], Any], timeout: float = 5.0) -> Any:
-        """Run ``fn(engine)`` on the connection's thread (the only safe place to
-        read its state) and return the result; ``TimeoutError`` if it is stuck."""
-        done = threading.Event()
-        box: list[Any] = []
-
-        def run() -> None:
-            try:
-                box.append(fn(self.engine))
-            finally:
-                done.set()
-
-        self.thread.call_soon(run, timeout)
-        if not done.wait(timeout) or not box:
-            raise TimeoutError("the connection's thread did not run the inspection")
-        return box[0]
-
-    def close(self, timeout: float | None = 5.0) -> None:
-        self.thread.close(timeout)
 
 
 class DittoHistoryServer(ListeningServer):

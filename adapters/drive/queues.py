@@ -1,5 +1,6 @@
 """Plumbing shared by every adapter: wake-ups and the queues between the
-connection-owning I/O thread and application threads (DESIGN.md rule 3).
+connection-owning I/O thread and application threads (docs/architecture.md,
+"Threads").
 
 Two directions, two queues:
 

@@ -21,6 +21,7 @@ from ._wire import (
     decode_rows,
     encode_rows,
 )
+from .errors import SinkError, SourceError
 from .local import MASTER_ENV, local_session
 from .partitions import (
     PartitionReader,
@@ -31,8 +32,6 @@ from .partitions import (
     task_info,
 )
 from .remote import (
-    SinkError,
-    SourceError,
     WriteTarget,
     commit_job,
     latest_offset,

@@ -27,9 +27,10 @@ from typing import Any
 
 from sansrs.ditto import DittoRemoteError
 
-from ..ditto.client import DittoConnection, connect
+from ..ditto import DittoConnection, connect
 from ..drive.errors import ConnectionClosed
 from ._wire import ReadRequest
+from .errors import SourceError
 
 __all__ = [
     "EVENT_COLUMNS",
@@ -79,7 +80,6 @@ def _connect(url: str, options: Mapping[str, Any], timeout: float) -> DittoConne
 
 
 def _source_error(url: str, request: ReadRequest | None, what: str) -> Exception:
-    from .remote import SourceError  # remote imports this module lazily
 
     where = f"source {url}" + ("" if request is None else f" partition {request.partition}")
     return SourceError(f"{where}: {what}")

@@ -33,11 +33,10 @@ from ._wire import (
     decode_rows,
     encode_rows,
 )
+from .errors import SinkError, SourceError
 
 __all__ = [
     "STREAM_OPENERS",
-    "SinkError",
-    "SourceError",
     "StreamOpener",
     "WriteTarget",
     "commit_job",
@@ -53,14 +52,6 @@ __all__ = [
 DEFAULT_TIMEOUT = 60.0
 #: RSocket connection options for Spark tasks: keepalive notices a dead peer.
 CONNECTION_OPTIONS: dict[str, Any] = {"keepalive_interval": 5.0, "max_lifetime": 30.0}
-
-
-class SinkError(RuntimeError):
-    """The sink refused a write (its ERROR message is in the text)."""
-
-
-class SourceError(RuntimeError):
-    """The source refused or failed a read (its ERROR message is in the text)."""
 
 
 # -- reads ----------------------------------------------------------------

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sansrs.adapters.ditto.client import DittoConnection
+from sansrs.adapters.ditto import DittoConnection
 from sansrs.adapters.ditto.engine import DittoClientEngine, DittoServerEngine
 from sansrs.adapters.ditto.history import HistorySource, InMemoryHistory
 from sansrs.adapters.drive import ConnectionThread

@@ -18,7 +18,7 @@ from ditto_adapter_helpers import (
     events_of,
     tcp_pair,
 )
-from sansrs.adapters.ditto.client import DittoConnection
+from sansrs.adapters.ditto import DittoConnection
 from sansrs.adapters.ditto.engine import DittoClientEngine
 from sansrs.adapters.ditto.history import InMemoryHistory
 from sansrs.adapters.drive import ConnectionClosed, ConnectionThread

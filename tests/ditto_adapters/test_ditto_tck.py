@@ -7,9 +7,8 @@ import itertools
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from sansrs.adapters.ditto.client import DittoConnection, connect
+from sansrs.adapters.ditto import DittoConnection, DittoHistoryServer, connect, serve
 from sansrs.adapters.ditto.history import HistoryRequest
-from sansrs.adapters.ditto.server import DittoHistoryServer, serve
 from sansrs.tck import PublisherVerification, TestEnvironment
 
 from sansrs.streams import MAX_DEMAND, Publisher

@@ -16,14 +16,13 @@ from ditto_adapter_helpers import (
     counter_history,
     events_of,
 )
-from sansrs.adapters.ditto.client import connect
+from sansrs.adapters.ditto import DittoHistoryServer, connect, require_basic, require_bearer, serve
 from sansrs.adapters.ditto.history import (
     HistoryRequest,
     InMemoryHistory,
     JsonLinesHistory,
     thing_not_found,
 )
-from sansrs.adapters.ditto.server import DittoHistoryServer, require_basic, require_bearer, serve
 from sansrs.adapters.ditto.types import basic_auth
 from sansrs.adapters.drive import ConnectionClosed
 from sansrs.adapters.transport.websocket import WebSocketHandshakeError

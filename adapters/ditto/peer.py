@@ -1,0 +1,184 @@
+"""A Ditto connection as a synchronous application sees it: the client's
+(:class:`DittoConnection`: persisted-events history and search as blocking
+iterators or Publishers) and a server's view of one connected client
+(:class:`DittoServerPeer`). Every call may come from any application thread;
+it is handed to the connection's owning thread, which alone drives the
+sans-IO core through :mod:`.engine`. See docs/protocols/ditto.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from typing_extensions import Unpack
+
+from ..drive.engine import Driver
+from ..drive.errors import ConnectionClosed
+from ..drive.peer import DrivenPeer
+from ..drive.queues import CreditQueue
+from ..drive.streams import RemoteStreamPublisher, StreamIterator, SubscriberSink, check_prefetch
+from .engine import (
+    DittoClientEngine,
+    DittoServerEngine,
+    HistoryQuery,
+    SearchQuery,
+    SubscribeRequest,
+    SubscriptionHandle,
+    history_request,
+    search_request,
+)
+
+__all__ = [
+    "DEFAULT_PREFETCH",
+    "DEFAULT_SEARCH_PREFETCH",
+    "MAX_PREFETCH",
+    "DittoConnection",
+    "DittoServerPeer",
+    "subscription_publisher",
+]
+
+DEFAULT_PREFETCH = 64
+DEFAULT_SEARCH_PREFETCH = 2
+MAX_PREFETCH = 2**31 - 1
+
+
+class DittoConnection(DrivenPeer):
+    """A client connection to a Ditto WebSocket endpoint. Thread-safe; a
+    context manager. (The asyncio twin, with the same methods returning async
+    iterators, is :class:`~.aio.AsyncDittoConnection`.)"""
+
+    def __init__(self, thread: Driver, engine: DittoClientEngine) -> None:
+        super().__init__(thread)
+        self._engine = engine
+
+    def _iterator(
+        self, request: SubscribeRequest, prefetch: int, timeout: float | None
+    ) -> StreamIterator[Any]:
+        prefetch = check_prefetch(prefetch, MAX_PREFETCH)
+        queue: CreditQueue[Any] = CreditQueue(granted=prefetch)
+        handle = SubscriptionHandle(request, queue, prefetch)
+        engine = self._engine
+        self._submit(lambda: engine.subscribe(handle))
+
+        def more(n: int) -> None:
+            with contextlib.suppress(ConnectionClosed):  # the iterator sees why next
+                self._submit(lambda: engine.request_more(handle, n))
+
+        def cancel() -> None:
+            with contextlib.suppress(ConnectionClosed):
+                self._submit(lambda: engine.cancel(handle))
+
+        return StreamIterator(queue, prefetch, more, cancel, timeout)
+
+    def _publisher(self, request: SubscribeRequest) -> RemoteStreamPublisher[Any, Any]:
+        return subscription_publisher(self._engine, self._submit, request)
+
+    # -- history ---------------------------------------------------------------
+    def subscribe_for_persisted_events(
+        self,
+        entity: str,
+        *,
+        prefetch: int = DEFAULT_PREFETCH,
+        timeout: float | None = None,
+        **query: Unpack[HistoryQuery],
+    ) -> StreamIterator[Any]:
+        """The history of ``entity`` (``"<namespace>:<name>"``) as a blocking iterator.
+
+        ``query``: the range and filter (:class:`~.engine.HistoryQuery`:
+        ``from_revision``, ``to_revision``, ``from_timestamp``,
+        ``to_timestamp``, ``filter``, ``group``, ``headers``). Each item is
+        one event as Ditto sends it (a Ditto Protocol message as parsed JSON;
+        ``sansrs.ditto.envelope_from_json`` makes it an ``Envelope``).
+        ``prefetch`` events are requested at once and, each time half of them
+        are consumed, that many more. ``timeout`` bounds each wait for an
+        event (``TimeoutError``). Closing the iterator (or leaving its
+        ``with``) cancels the subscription. A ``failed`` raises
+        ``DittoRemoteError`` (``status``, ``code``, ``error.message``,
+        ``description``); a lost connection ``ConnectionClosed``.
+        """
+        return self._iterator(history_request(entity, **query), prefetch, timeout)
+
+    def persisted_events_publisher(
+        self, entity: str, **query: Unpack[HistoryQuery]
+    ) -> RemoteStreamPublisher[Any, Any]:
+        """The same history as a Reactive Streams Publisher (one Subscriber).
+
+        The subscribe is sent at the first ``request(n)``; Ditto's demand is
+        the Subscriber's; ``cancel()`` cancels. Signals arrive on the
+        connection thread.
+        """
+        return self._publisher(history_request(entity, **query))
+
+    # -- search ------------------------------------------------------------------
+    def search(
+        self,
+        *,
+        prefetch: int = DEFAULT_SEARCH_PREFETCH,
+        timeout: float | None = None,
+        **query: Unpack[SearchQuery],
+    ) -> StreamIterator[list[Any]]:
+        """A search (the older search protocol) as a blocking iterator of pages.
+
+        ``query`` (:class:`~.engine.SearchQuery`): ``filter``, ``options``
+        (Ditto's string, e.g. ``"size(10),sort(+thingId)"``), ``namespaces``,
+        ``fields``, ``headers``. Each item is one page (a list of things);
+        demand counts pages, so ``prefetch`` is in pages.
+        """
+        return self._iterator(search_request(**query), prefetch, timeout)
+
+    def search_publisher(self, **query: Unpack[SearchQuery]) -> RemoteStreamPublisher[Any, Any]:
+        """The same search as a Publisher of pages."""
+        return self._publisher(search_request(**query))
+
+    def __enter__(self) -> DittoConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def subscription_publisher(
+    engine: DittoClientEngine,
+    submit: Callable[[Callable[[], object]], None],
+    request: SubscribeRequest,
+) -> RemoteStreamPublisher[Any, Any]:
+    """A subscription as a Publisher, for either API (``submit`` runs a call on
+    the connection's thread)."""
+
+    def start(sink: SubscriberSink[Any], n: int) -> SubscriptionHandle:
+        handle = SubscriptionHandle(request, sink, n)
+        engine.subscribe(handle)
+        return handle
+
+    return RemoteStreamPublisher(submit, start, engine.request_more, engine.cancel)
+
+
+class DittoServerPeer:
+    """One connected client as the server sees it (inspection and control)."""
+
+    def __init__(self, thread: Driver, engine: DittoServerEngine) -> None:
+        self.thread = thread
+        self.engine = engine
+
+    def inspect(self, fn: Callable[[DittoServerEngine], Any], timeout: float = 5.0) -> Any:
+        """Run ``fn(engine)`` on the connection's thread (the only safe place to
+        read its state) and return the result; ``TimeoutError`` if it is stuck."""
+        done = threading.Event()
+        box: list[Any] = []
+
+        def run() -> None:
+            try:
+                box.append(fn(self.engine))
+            finally:
+                done.set()
+
+        self.thread.call_soon(run, timeout)
+        if not done.wait(timeout) or not box:
+            raise TimeoutError("the connection's thread did not run the inspection")
+        return box[0]
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        self.thread.close(timeout)
