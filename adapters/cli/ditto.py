@@ -7,8 +7,7 @@
 ``history`` and ``search`` print one JSON line per event (per thing) on
 stdout and a progress line on stderr. Exit codes: 0 ok, 1 bad arguments,
 2 Ditto answered with an error (``failed``), 3 connection problem (refused
-upgrade, lost connection, timeout), 130 interrupted. ``sansrs.__main__`` only wires these
-parsers in; the network code is in :mod:`.ditto_sync`.
+upgrade, lost connection, timeout), 130 interrupted (:mod:`.exits`).
 """
 
 from __future__ import annotations
@@ -19,6 +18,8 @@ import os
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
+
+from .exits import run_client
 
 __all__ = ["add_parsers"]
 
@@ -82,13 +83,20 @@ def _print_json(item: Any, out: TextIO) -> None:
     out.write(json.dumps(item, separators=(",", ":"), ensure_ascii=False) + "\n")
 
 
+def _describe(exc: BaseException) -> str:
+    from sansrs.ditto import DittoRemoteError
+
+    assert isinstance(exc, DittoRemoteError)
+    detail = f" ({exc.description})" if exc.description else ""
+    return f"Ditto answered {exc.status} {exc.code}: {exc.error.message}{detail}"
+
+
 def _run_client(args: argparse.Namespace, body: Any) -> int:
     from sansrs.ditto import DittoRemoteError, LocalProtocolError
 
     from ..ditto import connect
-    from ..drive.errors import ConnectionClosed
 
-    try:
+    def run() -> int:
         credentials = _credentials(args)
         if args.cafile is not None:
             from ..transport.tls import client_context
@@ -96,26 +104,8 @@ def _run_client(args: argparse.Namespace, body: Any) -> int:
             credentials["ssl_context"] = client_context(cafile=args.cafile)
         with connect(args.url, connect_timeout=args.timeout, **credentials) as conn:
             return int(body(conn))
-    except BrokenPipeError:
-        # The reader went away (`... | head`): leaving the with-block cancelled
-        # the subscription; stop quietly, as line tools do.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    except KeyboardInterrupt:
-        return 130
-    except DittoRemoteError as exc:
-        detail = f" ({exc.description})" if exc.description else ""
-        print(f"error: Ditto answered {exc.status} {exc.code}: {exc.error.message}{detail}",
-              file=sys.stderr)
-        return 2
-    except (ConnectionClosed, OSError, TimeoutError) as exc:
-        status = getattr(exc, "status", None)
-        prefix = f"HTTP {status}: " if status is not None else ""
-        print(f"error: {prefix}{exc}", file=sys.stderr)
-        return 3
-    except (ValueError, LocalProtocolError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+
+    return run_client(run, (DittoRemoteError,), describe=_describe, usage=(LocalProtocolError,))
 
 
 def _print_all(what: str, stream: Any, items: Callable[[Any], Iterable[Any]]) -> int:

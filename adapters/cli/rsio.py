@@ -1,14 +1,14 @@
 """``sansrs subscribe URL NAME``: print the elements of a remote
-reactive-streams-io publisher. Exit codes: 0 ok, 1 bad arguments, 2 the
-publisher signalled an error, 3 connection problem."""
+reactive-streams-io publisher. Exit codes (:mod:`.exits`): 2 means the
+publisher signalled an error."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 
-from ..rsio import DEFAULT_PREFETCH, ConnectionClosed, RsioError, connect
+from ..rsio import DEFAULT_PREFETCH, RsioError, connect
 from ..rsio.demo import COUNTER_SIZE
+from .exits import run_client
 
 __all__ = ["add_parsers", "run_subscribe"]
 
@@ -24,24 +24,18 @@ def _show(element: bytes) -> str:
 def run_subscribe(args: argparse.Namespace) -> int:
     """Print each element of the remote publisher on one line (8-byte
     elements as integers, large ones as a size and a prefix)."""
-    try:
-        with connect(args.url) as client, client.subscribe(
-            args.name, prefetch=args.prefetch, timeout=args.timeout
-        ) as elements:
+
+    def body() -> None:
+        with (
+            connect(args.url) as client,
+            client.subscribe(args.name, prefetch=args.prefetch, timeout=args.timeout) as elements,
+        ):
             for i, element in enumerate(elements):
                 if args.limit is not None and i >= args.limit:
                     break  # leaving the block cancels the subscription
                 print(_show(element), flush=True)
-    except RsioError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (ConnectionClosed, OSError, TimeoutError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3
-    except ValueError as exc:  # a malformed URL or argument
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+
+    return run_client(body, (RsioError,))
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

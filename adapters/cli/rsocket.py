@@ -1,6 +1,6 @@
 """``sansrs request URL ...``: one RSocket request from the command line, its
-answers printed one per line (metadata after a tab). Exit codes: 0 ok, 1 bad
-arguments, 2 the peer answered with an ERROR, 3 connection problem."""
+answers printed one per line (metadata after a tab). Exit codes
+(:mod:`.exits`): 2 means the peer answered with an ERROR."""
 
 from __future__ import annotations
 
@@ -8,10 +8,8 @@ import argparse
 import sys
 from typing import TextIO
 
-from ..drive.errors import ConnectionClosed
-from ..rsocket.client import connect
-from ..rsocket.errors import RSocketError
-from ..rsocket.types import Payload
+from ..rsocket import Payload, RSocketError, connect
+from .exits import run_client
 
 __all__ = ["add_parsers", "run_request"]
 
@@ -27,7 +25,8 @@ def show(payload: Payload, out: TextIO) -> None:
 
 def run_request(args: argparse.Namespace) -> int:
     metadata = args.metadata
-    try:
+
+    def body() -> None:
         with connect(args.url) as client:
             if args.rr is not None:
                 reply = client.request_response(args.rr, metadata, timeout=args.timeout)
@@ -35,31 +34,22 @@ def run_request(args: argparse.Namespace) -> int:
                     show(reply, sys.stdout)
             elif args.fnf is not None:
                 client.fire_and_forget(args.fnf, metadata, timeout=args.timeout)
-            elif args.stream is not None:
-                with client.request_stream(
-                    args.stream, metadata, prefetch=args.prefetch, timeout=args.timeout
-                ) as items:
-                    for item in items:
-                        show(item, sys.stdout)
             elif args.metadata_push is not None:
                 client.metadata_push(args.metadata_push, timeout=args.timeout)
             else:
-                with client.request_channel(
-                    args.channel, metadata, prefetch=args.prefetch, timeout=args.timeout
-                ) as items:
+                if args.stream is not None:
+                    items = client.request_stream(
+                        args.stream, metadata, prefetch=args.prefetch, timeout=args.timeout
+                    )
+                else:
+                    items = client.request_channel(
+                        args.channel, metadata, prefetch=args.prefetch, timeout=args.timeout
+                    )
+                with items:
                     for item in items:
                         show(item, sys.stdout)
-    except RSocketError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (ConnectionClosed, OSError, TimeoutError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3
-    except ValueError as exc:  # a malformed URL or argument
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    return 0
 
+    return run_client(body, (RSocketError,))
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -86,3 +86,38 @@ def test_bad_url_is_a_usage_error() -> None:
     assert result.stderr.startswith("error:") and "unknown URL scheme" in result.stderr
     result = sansrs("serve", "tcp://127.0.0.1")
     assert result.returncode == 1 and "missing port" in result.stderr
+
+
+@pytest.mark.parametrize("protocol", ["rsocket", "rsio"])
+@pytest.mark.parametrize("loop", ["thread", "selector"])
+def test_serve_honours_loop_for_every_protocol(
+    protocol: str, loop: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--loop`` is honoured by each protocol it is offered for (it used to
+    be dropped for rsio): the server runs on the driver asked for."""
+    from sansrs.adapters import cli
+    from sansrs.adapters.cli import serve
+    from sansrs.adapters.drive import ServerThread, default_loop
+
+    seen: list[object] = []
+
+    def fake_serve_until_closed(start: object) -> int:
+        server = start()  # type: ignore[operator]
+        with server:
+            seen.append(server._accept)
+        return 0
+
+    monkeypatch.setattr(serve, "serve_until_closed", fake_serve_until_closed)
+    argv = ["serve", "--protocol", protocol, "--loop", loop, "tcp://127.0.0.1:0"]
+    assert cli.main(argv) == 0
+    (accept,) = seen
+    if loop == "selector":
+        assert accept.loop is default_loop()  # type: ignore[attr-defined]
+    else:
+        assert isinstance(accept, ServerThread)
+
+
+def test_serve_refuses_an_option_the_protocol_does_not_have() -> None:
+    result = sansrs("serve", "--protocol", "rsio", "--lease", "tcp://127.0.0.1:0")
+    assert result.returncode == 1
+    assert "--lease applies to --protocol rsocket" in result.stderr
