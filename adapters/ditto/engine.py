@@ -2,19 +2,19 @@
 adapters. Everything here runs on the connection's owning thread.
 
 Ditto speaks text messages over a WebSocket (``/ws/2``). The WebSocket
-transport hands the engine *message records* (``ws_messages``): one TEXT
+transport hands the engine *message records* (:mod:`..transport.websocket.messages`): one TEXT
 record per message, a CLOSE record when the WebSocket closes. The engines
 turn records into core calls and core output into records.
 
 - :class:`DittoClientEngine`: the subscriber side. Each subscription feeds a
   sink (a :class:`~.queues.CreditQueue` behind a blocking iterator, or a
-  :class:`~.session.SubscriberSink` behind a Publisher).
+  :class:`~..drive.streams.SubscriberSink` behind a Publisher).
 - :class:`DittoServerEngine`: the publisher side. Each subscribe is answered
-  from a :class:`~.ditto_history.HistorySource`; its result is pulled through
-  :class:`~.session.Outbound` strictly within the subscriber's demand.
+  from a :class:`~.history.HistorySource`; its result is pulled through
+  :class:`~..drive.streams.Outbound` strictly within the subscriber's demand.
 
 The generic pieces (prefetching iterators, credit-bound outbound, sources)
-come from :mod:`.session`, the loop from :mod:`.threads`.
+come from :mod:`..drive.streams`; any driver runs the engines.
 """
 
 from __future__ import annotations
@@ -253,7 +253,7 @@ class SubscriptionHandle:
 
 
 class DittoClientEngine(_RecordEngine):
-    """The :class:`~.threads.Engine` for one client session (one WebSocket)."""
+    """The :class:`~..drive.engine.Engine` of one client connection (one WebSocket)."""
 
     def __init__(self, config: DittoClientConfig | None = None) -> None:
         super().__init__()
@@ -292,7 +292,7 @@ class DittoClientEngine(_RecordEngine):
             self.core.receive_message(text)
         except RemoteProtocolError as exc:
             # Ditto broke the protocol (invalid JSON, more items than asked,
-            # rule 1.1): nothing on this session can be trusted any more.
+            # rule 1.1): nothing on this connection can be trusted any more.
             self._dispatch()
             self._fail(CloseCode.POLICY_VIOLATION, f"Ditto protocol error: {exc.message}")
             self._closing = ConnectionClosed(f"protocol error from Ditto: {exc.message}")
@@ -352,7 +352,7 @@ class DittoClientEngine(_RecordEngine):
             handle.done = True
             handle.sink.finish(error)
 
-    # -- application intents (handed over by ditto_sync) --------------------
+    # -- application intents (handed over by the peers) --------------------
     def subscribe(self, handle: SubscriptionHandle) -> None:
         """Send the subscribe; ``handle.demand`` is requested once ``created`` arrives."""
         if handle.cancelled or handle.done:
@@ -445,7 +445,7 @@ class _Upstream:
 
 
 class DittoServerEngine(_RecordEngine):
-    """The :class:`~.threads.Engine` for one server session (one WebSocket)."""
+    """The :class:`~..drive.engine.Engine` of one server connection (one WebSocket)."""
 
     def __init__(
         self,

@@ -1,8 +1,8 @@
-"""History sources for the Ditto server adapter (``ditto_sync.serve``).
+"""History sources for the Ditto server adapter (``sansrs.adapters.ditto.serve``).
 
 A :class:`HistorySource` turns one subscription request into a Publisher or
 an iterable of items; the server pulls it only within the subscriber's demand
-(``session.Outbound``), so an iterable that reads lazily (as
+(``drive.streams.Outbound``), so an iterable that reads lazily (as
 :class:`JsonLinesHistory` does) never holds more than the demand in memory.
 Raise :class:`~sansrs.ditto.DittoException` from ``open`` to fail the
 subscription with a given Ditto error (sent after the first request, as

@@ -38,8 +38,8 @@ class DrivenPeer:
             self._thread.call_soon(fn, timeout)
 
     def move_to(self, driver: Driver) -> None:
-        """From now on ``driver`` drives this connection (a resumed session
-        taken over by a new transport's driver)."""
+        """From now on ``driver`` drives this connection (a resumed RSocket
+        session taken over by a new transport's driver)."""
         self._thread = driver
 
     @property

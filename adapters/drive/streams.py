@@ -1,5 +1,5 @@
-"""Protocol-agnostic, application-facing session pieces, shared by every
-driver (threads now, a selector loop later) and every protocol binding.
+"""Protocol-agnostic stream pieces, shared by every driver and every
+protocol engine.
 
 - :class:`StreamIterator`: a blocking iterator over an inbound stream that
   keeps a prefetch window and asks for more as items are consumed; closing it

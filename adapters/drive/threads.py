@@ -27,7 +27,7 @@ __all__ = ["ConnectionThread", "ServerThread"]
 
 
 class ConnectionThread:
-    """The owning thread of one connection (a :class:`~.selector.Driver`)."""
+    """The owning thread of one connection (a :class:`~.engine.Driver`)."""
 
     def __init__(
         self,

@@ -5,7 +5,7 @@ here runs on the connection's owning thread.
 Both directions at once, as the protocol is bidirectional:
 
 - the peer subscribes to *our* publishers (``publishers``: names to
-  Publishers); each subscription is an :class:`~.session.Outbound` pulled
+  Publishers); each subscription is an :class:`~..drive.streams.Outbound` pulled
   within the peer's demand. A publisher with ``element_size`` > 0 is served
   in fixed-size mode: elements pulled in one turn leave as one onNextPacked.
   A publisher that also offers ``packed_reader()`` (an :class:`ElementReader`)
@@ -161,7 +161,7 @@ def _is_single(value: object) -> bool:
 
 
 class RsioEngine:
-    """The :class:`~.threads.Engine` for one rsio connection, either role."""
+    """The :class:`~..drive.engine.Engine` for one rsio connection, either role."""
 
     def __init__(
         self,

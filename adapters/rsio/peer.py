@@ -124,7 +124,7 @@ class RsioPeer(DrivenPeer):
     ) -> StreamIterator[bytes]:
         """The peer's publisher ``name`` as an iterator of elements (``bytes``),
         ``prefetch`` requested ahead; ``timeout`` bounds each wait. Raises
-        :class:`~.rsio_engine.RsioError` for the publisher's onError;
+        :class:`~.errors.RsioError` for the publisher's onError;
         closing the iterator cancels."""
         prefetch = check_prefetch(prefetch)
         queue: CreditQueue[bytes] = CreditQueue(granted=prefetch)

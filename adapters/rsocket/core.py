@@ -68,7 +68,7 @@ def client(
     options: EngineOptions, message_framed: bool = False, *, resume_buffer_size: int | None = None
 ) -> Connection:
     """A client connection with its SETUP already queued (``resume_buffer_size``:
-    a resumable session, see :mod:`.rsocket_resume`)."""
+    a resumable session, see :mod:`.resume`)."""
     config = _config(options, message_framed)
     if resume_buffer_size is not None:
         config = dataclasses.replace(config, resume_buffer_size=resume_buffer_size)

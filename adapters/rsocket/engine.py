@@ -137,7 +137,7 @@ class RSocketEngine:
         cls, options: EngineOptions, handler: object, *, message_framed: bool = False
     ) -> RSocketEngine:
         """``message_framed``: the transport carries message records (WebSocket,
-        see ``ws_messages``): one frame per binary message, no length prefix."""
+        see :mod:`..transport.websocket.messages`): one frame per binary message, no length prefix."""
         engine = cls(options, core.client(options, message_framed))
         engine.handler = handler
         if message_framed:
@@ -407,7 +407,7 @@ class RSocketEngine:
             queue.finish(error)
         self._inbound.clear()
 
-    # -- application intents (from rsocket_sync, on this thread) --------------
+    # -- application intents (handed over by the peers, on this thread) --------------
     def start_request(
         self,
         handle: RequestHandle,

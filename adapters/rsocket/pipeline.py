@@ -1,7 +1,7 @@
 """Pipelined request-responses: many REQUEST_RESPONSEs outstanding on one
 connection, answers in request order, without a Publisher per request.
 
-:meth:`~.rsocket_sync.RSocketPeer.request_response_many` is the application
+:meth:`~.peer.RSocketPeer.request_response_many` is the application
 side; :class:`ResponsePipeline` lives on the connection's owning thread. The
 application hands requests over in batches; the owning thread keeps up to
 ``in_flight`` of them on the wire and starts the next one the moment an

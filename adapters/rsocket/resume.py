@@ -531,7 +531,7 @@ def connect_resumable(
     resume: ResumeOptions | None = None,
     **setup: Any,
 ) -> ResumableClient:
-    """Like :func:`~.rsocket_sync.connect`, with a resumable session (TCP,
+    """Like :func:`~.client.connect`, with a resumable session (TCP,
     TLS defaults, Unix). ``resume``: :class:`ResumeOptions`."""
     options = EngineOptions(**setup)
     resume = resume if resume is not None else ResumeOptions()
@@ -571,7 +571,7 @@ def serve_resumable(
     resume: ResumeOptions | None = None,
     **options: Any,
 ) -> ResumableServer:
-    """Like :func:`~.rsocket_sync.serve` (one shared ``handler``), accepting
+    """Like :func:`~.server.serve` (one shared ``handler``), accepting
     resumable sessions (and plain ones)."""
     engine_options = EngineOptions(**options)
     resume = resume if resume is not None else ResumeOptions()

@@ -4,7 +4,7 @@ history").
 
 Work is split **by thing**: partition ``p`` of ``n`` reads the things whose
 ``crc32(thingId) % n == p``, one ``subscribeForPersistedEvents`` after the
-other on one WebSocket session, each with Ditto demand ``prefetch`` events.
+other on one WebSocket connection, each with Ditto demand ``prefetch`` events.
 A thing's history is one ordered stream in Ditto (revisions are per thing),
 so splitting by thing needs no coordination between partitions and keeps
 each thing's events in revision order inside one partition; a hash of the ID
