@@ -137,7 +137,8 @@ class RSocketEngine:
         cls, options: EngineOptions, handler: object, *, message_framed: bool = False
     ) -> RSocketEngine:
         """``message_framed``: the transport carries message records (WebSocket,
-        see :mod:`..transport.websocket.messages`): one frame per binary message, no length prefix."""
+        see :mod:`..transport.websocket.messages`): one frame per binary
+        message, no length prefix."""
         engine = cls(options, core.client(options, message_framed))
         engine.handler = handler
         if message_framed:
