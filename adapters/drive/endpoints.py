@@ -54,6 +54,7 @@ __all__ = [
 LoopChoice = str | Loop | None
 E = TypeVar("E", bound=Engine)
 P = TypeVar("P")
+D = TypeVar("D", bound=ConnectionThread | LoopConnection)
 
 
 def pick_loop(loop: LoopChoice) -> Loop | None:
@@ -130,17 +131,11 @@ def open_connection(
         server_hostname=server_hostname,
         websocket=websocket,
     )
-    try:
-        engine = new_engine(transport)
-        driver = new_driver(
-            driver_loop, transport, engine, f"{name} {transport.peer}", config=config
-        )
-        peer = new_peer(driver, engine)
-    except BaseException:
-        transport.abort()
-        raise
-    driver.start()
-    return peer
+
+    def add_driver(t: Transport, engine: E) -> ConnectionThread | LoopConnection:
+        return new_driver(driver_loop, t, engine, f"{name} {t.peer}", config=config)
+
+    return _start(transport, new_engine, add_driver, new_peer)
 
 
 def open_server(
@@ -174,7 +169,22 @@ def open_server(
     return accept, peers
 
 
-D = TypeVar("D", bound=ConnectionThread | LoopConnection)
+def _start(
+    transport: Transport,
+    new_engine: Callable[[Transport], E],
+    add_driver: Callable[[Transport, E], D],
+    new_peer: Callable[[D, E], P],
+) -> P:
+    """A client's engine, driver and peer over an open ``transport``, started."""
+    try:
+        engine = new_engine(transport)
+        driver = add_driver(transport, engine)
+        peer = new_peer(driver, engine)
+    except BaseException:
+        transport.abort()
+        raise
+    driver.start()
+    return peer
 
 
 def _tracking(
@@ -223,15 +233,7 @@ async def open_connection_async(
         server_hostname=server_hostname,
         websocket=websocket,
     )
-    try:
-        engine = new_engine(transport)
-        driver = reactor.add_connection(transport, engine)
-        peer = new_peer(driver, engine)
-    except BaseException:
-        transport.abort()
-        raise
-    driver.start()
-    return peer
+    return _start(transport, new_engine, reactor.add_connection, new_peer)
 
 
 async def open_server_async(

@@ -79,11 +79,14 @@ class StreamIterator(Generic[T]):
     """Blocking iterator over an inbound stream.
 
     Whoever creates it has already granted ``prefetch`` on ``queue`` and sent
-    it to the peer with the request. Each time half the window is consumed the
-    iterator (or every ``batch`` items) grants that many again and calls
-    ``request_more(n)`` (which hands
-    the demand to the connection thread). ``close()`` (or leaving a ``with``
-    block) cancels a stream that has not ended. Consume from one thread at a time.
+    it to the peer with the request. Each time half the window is consumed
+    (or every ``batch`` units) the iterator grants that many again and calls
+    ``request_more(n)`` (which hands the demand to the connection thread).
+    ``units(item)`` counts what one item is worth (1 by default; a batch of
+    fixed-size elements counts its elements: the queue's capacity, in items,
+    then stays above what the peer may send). ``close()`` (or leaving a
+    ``with`` block) cancels a stream that has not ended. Consume from one
+    thread at a time.
     """
 
     def __init__(
@@ -94,11 +97,13 @@ class StreamIterator(Generic[T]):
         cancel: Callable[[], None],
         timeout: float | None = None,
         batch: int | None = None,
+        units: Callable[[T], int] | None = None,
     ) -> None:
         if prefetch <= 0:
             raise ValueError("prefetch must be positive")
         self._queue = queue
         self._batch = max(1, prefetch // 2) if batch is None else max(1, min(batch, prefetch))
+        self._units = units
         self._consumed = 0
         self._request_more = request_more
         self._cancel = cancel
@@ -113,7 +118,7 @@ class StreamIterator(Generic[T]):
     def __next__(self) -> T:
         ready = self._ready
         item = ready.popleft() if ready else self._take()
-        self._consumed += 1
+        self._consumed += 1 if self._units is None else self._units(item)
         if self._consumed >= self._batch:
             n, self._consumed = self._consumed, 0
             if not self._queue.done:
@@ -185,6 +190,16 @@ class Source(Protocol[T]):  # type: ignore[misc]
     def cancel(self) -> None: ...
 
 
+def _take_now(queue: CreditQueue[T]) -> T:
+    """What a queue-fed source has now: an item, ``END`` or ``PENDING``."""
+    try:
+        return queue.get(timeout=0)
+    except EndOfStream:
+        return END  # type: ignore[no-any-return]
+    except TimeoutError:
+        return PENDING  # type: ignore[no-any-return]
+
+
 class IteratorSource(Generic[T]):
     """A synchronous iterator or generator, pulled on the connection thread."""
 
@@ -251,12 +266,7 @@ class PublisherSource(Generic[T]):
 
     # Source side (connection thread)
     def pull(self) -> T:
-        try:
-            return self._queue.get(timeout=0)
-        except EndOfStream:
-            return END  # type: ignore[no-any-return]
-        except TimeoutError:
-            return PENDING  # type: ignore[no-any-return]
+        return _take_now(self._queue)
 
     def demand(self, n: int) -> None:
         self._queue.grant(n)
@@ -316,12 +326,7 @@ class ThreadedSource(Generic[T]):
         self._notify()
 
     def pull(self) -> T:
-        try:
-            return self._queue.get(timeout=0)
-        except EndOfStream:
-            return END  # type: ignore[no-any-return]
-        except TimeoutError:
-            return PENDING  # type: ignore[no-any-return]
+        return _take_now(self._queue)
 
     def demand(self, n: int) -> None:
         self._queue.grant(n)

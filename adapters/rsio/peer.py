@@ -15,7 +15,7 @@ from collections.abc import Callable
 from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
 from ..drive.peer import DrivenPeer
-from ..drive.queues import CreditQueue, EndOfStream
+from ..drive.queues import CreditQueue
 from ..drive.streams import RemoteStreamPublisher, StreamIterator, SubscriberSink, check_prefetch
 from .engine import RsioEngine, Subscription
 
@@ -25,11 +25,10 @@ DEFAULT_PREFETCH = 256
 DEFAULT_PACKED_PREFETCH = 65_536
 
 
-class PackedIterator:
+class PackedIterator(StreamIterator[bytes]):
     """Blocking iterator over a fixed-size stream, one ``bytes`` per batch
     (``len(batch) // element_size`` elements back to back, as they came off
-    the wire). Keeps ``prefetch`` *elements* requested and asks for more as
-    half of them are consumed. ``close()`` cancels."""
+    the wire). ``prefetch`` counts *elements*. ``close()`` cancels."""
 
     def __init__(
         self,
@@ -40,59 +39,20 @@ class PackedIterator:
         cancel: Callable[[], None],
         timeout: float | None,
     ) -> None:
-        self._queue = queue
+        super().__init__(
+            queue,
+            prefetch,
+            request_more,
+            cancel,
+            timeout,
+            units=lambda b: len(b) // sub.element_size,
+        )
         self._sub = sub
-        self._half = max(1, prefetch // 2)
-        self._consumed = 0
-        self._more = request_more
-        self._cancel = cancel
-        self._timeout = timeout
-        self._finished = False
 
     @property
     def element_size(self) -> int:
         """The stream's element size (known once the first batch arrived)."""
         return self._sub.element_size
-
-    def __iter__(self) -> PackedIterator:
-        return self
-
-    def __next__(self) -> bytes:
-        if self._finished:
-            raise StopIteration
-        try:
-            batch = self._queue.get(self._timeout)
-        except EndOfStream:
-            self._finished = True
-            raise StopIteration from None
-        except TimeoutError:
-            raise
-        except BaseException:
-            self._finished = True
-            raise
-        self._consumed += len(batch) // self._sub.element_size
-        if self._consumed >= self._half:
-            n, self._consumed = self._consumed, 0
-            if not self._queue.done:
-                # Each batch holds >= 1 element: granting elements keeps the
-                # queue's item capacity above what the peer may send.
-                self._queue.grant(n)
-                self._more(n)
-        return batch
-
-    def close(self) -> None:
-        if self._finished:
-            return
-        self._finished = True
-        if not self._queue.done:
-            self._queue.close()
-            self._cancel()
-
-    def __enter__(self) -> PackedIterator:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class RsioPeer(DrivenPeer):
