@@ -49,14 +49,7 @@ from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
 from ..drive.streams import Outbound, Outbounds, make_source
 from ..transport import Transport
-from ..transport.websocket.messages import (
-    CloseCode,
-    MessageKind,
-    MessageReader,
-    decode_close,
-    encode_close,
-    encode_text,
-)
+from ..transport.websocket import messages as ws
 from .history import HistoryRequest, HistorySource
 
 __all__ = [
@@ -85,7 +78,7 @@ class _RecordEngine(abc.ABC):
     (the core's queued messages out)."""
 
     def __init__(self) -> None:
-        self._reader = MessageReader()
+        self._reader = ws.MessageReader()
         self._out: list[bytes] = []
         self._closing: BaseException | None = None
         self._close_sent = False
@@ -101,14 +94,14 @@ class _RecordEngine(abc.ABC):
         for kind, payload in self._reader.feed(data):
             if self._closing is not None:
                 break
-            if kind == MessageKind.CLOSE:
-                code, reason = decode_close(payload)
+            if kind == ws.MessageKind.CLOSE:
+                code, reason = ws.decode_close(payload)
                 self._closing = ConnectionClosed(f"connection closed by peer: {code} {reason}")
                 break
             try:
                 text = payload.decode("utf-8")
             except UnicodeDecodeError:  # a BINARY message that is not text
-                self._fail(CloseCode.INVALID_DATA, "Ditto messages are UTF-8 JSON text")
+                self._fail(ws.CloseCode.INVALID_DATA, "Ditto messages are UTF-8 JSON text")
                 break
             self._message(text, now)
         self._flush_core()
@@ -122,7 +115,7 @@ class _RecordEngine(abc.ABC):
         return data
 
     def begin_close(self) -> None:
-        self._send_close(CloseCode.NORMAL, "closed by the application")
+        self._send_close(ws.CloseCode.NORMAL, "closed by the application")
         if self._closing is None:
             self._closing = ConnectionClosed("connection closed locally")
 
@@ -137,7 +130,7 @@ class _RecordEngine(abc.ABC):
         if not self._close_sent:
             self._flush_core()
             self._close_sent = True
-            self._out.append(encode_close(code, reason))
+            self._out.append(ws.encode_close(code, reason))
 
     def _fail(self, code: int, reason: str) -> None:
         """Close the WebSocket because of the peer; everything outstanding fails."""
@@ -147,7 +140,7 @@ class _RecordEngine(abc.ABC):
 
     def _queue_messages(self, messages: list[str]) -> None:
         if messages and not self._close_sent:
-            self._out.extend(encode_text(m) for m in messages)
+            self._out.extend(ws.encode_text(m) for m in messages)
 
     @abc.abstractmethod
     def _message(self, text: str, now: float) -> None: ...
@@ -294,7 +287,7 @@ class DittoClientEngine(_RecordEngine):
             # Ditto broke the protocol (invalid JSON, more items than asked,
             # rule 1.1): nothing on this connection can be trusted any more.
             self._dispatch()
-            self._fail(CloseCode.POLICY_VIOLATION, f"Ditto protocol error: {exc.message}")
+            self._fail(ws.CloseCode.POLICY_VIOLATION, f"Ditto protocol error: {exc.message}")
             self._closing = ConnectionClosed(f"protocol error from Ditto: {exc.message}")
             self._closing.__cause__ = exc
             return

@@ -40,7 +40,7 @@ from sansrs.streams import RULE_3_9, IllegalArgumentError, add_demand
 
 from ..transport import Transport
 from .config import LoopConfig
-from .connection import LoopConnection, LoopServer
+from .connection import LoopConnection, LoopServer, close_all
 from .engine import Call, Engine
 from .errors import ConnectionClosed, LoopClosed
 from .reactor import READ, WRITE, Driven, Listening
@@ -248,11 +248,7 @@ class AsyncioReactor:
         self._stopped = True
         for server in list(self._servers):
             server.kill()
-        for conn in self.connections:
-            if abort:
-                conn.abort(timeout=0)
-            else:
-                conn.close(timeout=0)
+        close_all(self.connections, abort=abort)
         return not self._connections
 
 

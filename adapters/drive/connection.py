@@ -31,7 +31,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from ..transport import Listener, Transport
 from .engine import Call, Engine, Startable
@@ -39,7 +39,7 @@ from .errors import ConnectionClosed, LoopClosed
 from .queues import Inbox, QueueClosed
 from .reactor import READ, WRITE, Reactor
 
-__all__ = ["LoopConnection", "LoopServer"]
+__all__ = ["LoopConnection", "LoopServer", "close_all"]
 
 log = logging.getLogger("sansrs.adapters")
 
@@ -396,6 +396,15 @@ class LoopConnection:
                 log.exception("on_exit callback failed")
 
 
+def close_all(conns: Iterable[Startable], *, abort: bool) -> None:
+    """Start closing every connection (``abort``: reset them); waits for none."""
+    for conn in conns:
+        if abort:
+            conn.abort(timeout=0)
+        else:
+            conn.close(timeout=0)
+
+
 class LoopServer:
     """Accepts on a :class:`~..transport.Listener` from a :class:`~.reactor.Reactor`.
 
@@ -520,11 +529,7 @@ class LoopServer:
         if not self.loop.in_loop_thread:
             self._exited.wait(timeout)
         conns = self.connections
-        for conn in conns:
-            if abort:
-                conn.abort(timeout=0)
-            else:
-                conn.close(timeout=0)
+        close_all(conns, abort=abort)
         if not self.loop.in_loop_thread:
             for conn in conns:
                 conn.join(max(0.0, deadline - time.monotonic()))

@@ -33,7 +33,7 @@ from collections.abc import Callable
 
 from ..transport import Transport
 from .config import LoopConfig
-from .connection import LoopConnection
+from .connection import LoopConnection, close_all
 from .engine import Call, Engine
 from .errors import ConnectionClosed, LoopClosed
 from .queues import Wakeup
@@ -131,11 +131,7 @@ class Loop:
         for server in list(self._servers):
             server.kill() if self.in_loop_thread else self._kill_server_soon(server)
         conns = self.connections
-        for conn in conns:
-            if abort:
-                conn.abort(timeout=0)
-            else:
-                conn.close(timeout=0)
+        close_all(conns, abort=abort)
         if not self.in_loop_thread:
             for conn in conns:
                 conn.join(None if deadline is None else max(0.0, deadline - time.monotonic()))

@@ -34,13 +34,7 @@ from sansrs.streams import MAX_DEMAND, add_demand
 
 from ..drive.errors import ConnectionClosed
 from ..drive.streams import Outbound, Outbounds, Pumped, make_source
-from ..transport.websocket.messages import (
-    CloseCode,
-    MessageKind,
-    MessageReader,
-    encode_binaries,
-    encode_close,
-)
+from ..transport.websocket import messages as ws
 from .errors import RsioError
 from .types import ElementReader, Publishers
 
@@ -174,7 +168,7 @@ class RsioEngine:
         self.conn = Connection(role, config)
         self.publishers = publishers
         #: A message transport (WebSocket): rsio bytes travel in BINARY records.
-        self._reader = MessageReader() if message_framed else None
+        self._reader = ws.MessageReader() if message_framed else None
         self.thread: Driver | None = None
         self._subs: dict[int, Subscription] = {}
         #: Our publications the peer subscribed to, pumped within its demand.
@@ -194,13 +188,13 @@ class RsioEngine:
             self._feed(data)
         else:
             for kind, payload in self._reader.feed(data):
-                if kind == MessageKind.BINARY:
+                if kind == ws.MessageKind.BINARY:
                     self._feed(payload)
-                elif kind == MessageKind.CLOSE:
+                elif kind == ws.MessageKind.CLOSE:
                     self._feed(b"")  # the WebSocket is closing: the transport ends
                 else:  # TEXT: rsio is binary (docs §1)
                     self._out_records.append(
-                        encode_close(CloseCode.UNSUPPORTED_DATA, "rsio messages are binary")
+                        ws.encode_close(ws.CloseCode.UNSUPPORTED_DATA, "rsio messages are binary")
                     )
                     self._closing = ConnectionClosed("peer sent a text message")
                 if self._closing is not None:
@@ -221,7 +215,7 @@ class RsioEngine:
         out = self._out_records
         if data:
             step = WS_MESSAGE
-            out.insert(0, encode_binaries(data[i : i + step] for i in range(0, len(data), step)))
+            out.insert(0, ws.encode_binaries(data[i : i + step] for i in range(0, len(data), step)))
         if not out:
             return b""
         joined = b"".join(out)

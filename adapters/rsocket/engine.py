@@ -29,14 +29,7 @@ from ..drive.streams import (
     ThreadedSource,
     is_publisher,
 )
-from ..transport.websocket.messages import (
-    CloseCode,
-    MessageKind,
-    MessageReader,
-    decode_close,
-    encode_binaries,
-)
-from ..transport.websocket.messages import encode_close as encode_close_record
+from ..transport.websocket import messages as ws
 from . import core
 from .errors import RSocketError, error_for_exception
 from .fast import as_payload, new_tuple
@@ -105,7 +98,7 @@ class RSocketEngine:
         self._closing: BaseException | None = None
         #: Message transport (WebSocket): the record reader, and the Close
         #: (code, reason) to end the WebSocket with when not a normal close.
-        self._records: MessageReader | None = None
+        self._records: ws.MessageReader | None = None
         self._ws_close: tuple[int, str] | None = None
         #: Requests from the peer: the handler's side of the connection.
         self.responder = Responder(
@@ -142,7 +135,7 @@ class RSocketEngine:
         engine = cls(options, core.client(options, message_framed))
         engine.handler = handler
         if message_framed:
-            engine._records = MessageReader()
+            engine._records = ws.MessageReader()
         return engine
 
     @classmethod
@@ -150,7 +143,7 @@ class RSocketEngine:
         engine = cls(options, core.server(options, message_framed))
         engine._before_setup = b""
         if message_framed:
-            engine._records = MessageReader()
+            engine._records = ws.MessageReader()
         return engine
 
     def attach(self, thread: Driver, peer: object, handler: object = None) -> None:
@@ -213,29 +206,29 @@ class RSocketEngine:
             return
         # A bad message ends the connection: what follows it is ignored.
         for kind, payload in self._records.feed(data):
-            if kind == MessageKind.BINARY:
+            if kind == ws.MessageKind.BINARY:
                 try:
                     conn.receive_frame(payload, now)
                 except core.RemoteProtocolError as exc:
                     message = f"protocol error from peer: {exc.message}"
                     self._closing = ConnectionClosed(message)
-                    self._ws_close = (CloseCode.PROTOCOL_ERROR, exc.message)
+                    self._ws_close = (ws.CloseCode.PROTOCOL_ERROR, exc.message)
                     break
                 if self._before_setup is not None:
                     # Server: accept the SETUP before the frames behind it
                     # (see _feed_setup_first).
                     self._before_setup = None
                     self._dispatch_events()
-            elif kind == MessageKind.TEXT:
+            elif kind == ws.MessageKind.TEXT:
                 message = "RSocket over WebSocket takes binary messages, got a text message"
                 with contextlib.suppress(core.LocalProtocolError):
                     conn.close(message, error_code=ErrorCode.CONNECTION_ERROR)
                 self._dispatch_events()
                 self._closing = ConnectionClosed(f"protocol error from peer: {message}")
-                self._ws_close = (CloseCode.UNSUPPORTED_DATA, message)
+                self._ws_close = (ws.CloseCode.UNSUPPORTED_DATA, message)
                 break
-            elif kind == MessageKind.CLOSE:
-                code, reason = decode_close(payload)
+            elif kind == ws.MessageKind.CLOSE:
+                code, reason = ws.decode_close(payload)
                 conn.connection_lost()
                 self._dispatch_events()
                 detail = f" ({reason})" if reason else ""
@@ -320,12 +313,12 @@ class RSocketEngine:
         if self._records is None:
             return self.conn.data_to_send()
         frames = self.conn.frames_to_send()
-        out = encode_binaries(frames) if frames else b""
+        out = ws.encode_binaries(frames) if frames else b""
         close = self._ws_close
         if close is not None and self._closing is not None:
             # Once: the transport sends this Close instead of a normal one.
             self._ws_close = None
-            out += encode_close_record(*close)
+            out += ws.encode_close(*close)
         return out
 
     def next_deadline(self) -> float | None:
@@ -684,93 +677,40 @@ class RSocketEngine:
     def on_lost(self, reason: str, timed_out: bool) -> None:
         if timed_out:
             reason = f"peer silent beyond max lifetime (keepalive timeout): {reason}"
-            self._ws_close = (CloseCode.GOING_AWAY, "keepalive timeout")
+            self._ws_close = (ws.CloseCode.GOING_AWAY, "keepalive timeout")
         self._closing = ConnectionClosed(f"connection lost: {reason}")
 
-    def _dispatch(self, event: object) -> None:
-        self.EVENTS[type(event)](self, event)
 
 
-# -- core events -> engine ---------------------------------------------------
-def _setup(engine: RSocketEngine, ev: core.events.SetupReceived) -> None:
-    engine.on_setup(ev)
-
-
-def _payload(engine: RSocketEngine, ev: core.events.PayloadReceived) -> None:
-    engine.on_payload(ev.stream_id, ev.data, ev.metadata, ev.next, ev.complete)
-
-
-def _rr(engine: RSocketEngine, ev: core.events.RequestResponseReceived) -> None:
-    engine.on_request_response(ev.stream_id, ev.data, ev.metadata)
-
-
-def _fnf(engine: RSocketEngine, ev: core.events.FireAndForgetReceived) -> None:
-    engine.on_fire_and_forget(ev.data, ev.metadata)
-
-
-def _stream(engine: RSocketEngine, ev: core.events.RequestStreamReceived) -> None:
-    engine.on_request_stream(ev.stream_id, ev.data, ev.metadata, ev.initial_n)
-
-
-def _channel(engine: RSocketEngine, ev: core.events.RequestChannelReceived) -> None:
-    engine.on_request_channel(ev.stream_id, ev.data, ev.metadata, ev.initial_n, ev.complete)
-
-
-def _request_n(engine: RSocketEngine, ev: core.events.RequestNReceived) -> None:
-    engine.on_request_n(ev.stream_id, ev.n)
-
-
-def _cancel(engine: RSocketEngine, ev: core.events.CancelReceived) -> None:
-    engine.on_cancel(ev.stream_id)
-
-
-def _error(engine: RSocketEngine, ev: core.events.ErrorReceived) -> None:
-    engine.on_error(ev.stream_id, ev.error_code, ev.message)
-
-
-def _metadata_push(engine: RSocketEngine, ev: core.events.MetadataPushReceived) -> None:
-    engine.on_metadata_push(ev.metadata)
-
-
-def _lease(engine: RSocketEngine, ev: core.events.LeaseReceived) -> None:
-    engine.on_lease(ev.ttl, ev.number_of_requests)
-
-
-def _closing(engine: RSocketEngine, ev: core.events.ConnectionClosing) -> None:
-    engine.on_closing(ev.message)
-
-
-def _closed(engine: RSocketEngine, ev: core.events.ConnectionClosed) -> None:
-    engine.on_closed(ev.error_code, ev.message, ev.by_peer)
-
-
-def _lost(engine: RSocketEngine, ev: core.events.ConnectionLost) -> None:
-    engine.on_lost(ev.reason, ev.timed_out)
-
-
-def _ignore(engine: RSocketEngine, ev: object) -> None:
-    pass
-
-
+# -- core events -> engine ------------------------------------------------------
+_E = core.events
 #: Core event type -> what the engine does with it (events the hot path
 #: does not take itself; see ``RSocketEngine._dispatch_events``).
 EVENTS: dict[type, Callable[[Any, Any], None]] = {
-    core.events.PayloadReceived: _payload,
-    core.events.RequestResponseReceived: _rr,
-    core.events.FireAndForgetReceived: _fnf,
-    core.events.RequestStreamReceived: _stream,
-    core.events.RequestChannelReceived: _channel,
-    core.events.RequestNReceived: _request_n,
-    core.events.CancelReceived: _cancel,
-    core.events.ErrorReceived: _error,
-    core.events.MetadataPushReceived: _metadata_push,
-    core.events.SetupReceived: _setup,
-    core.events.LeaseReceived: _lease,
-    core.events.KeepaliveReceived: _ignore,
-    core.events.ExtensionReceived: _ignore,
-    core.events.ConnectionClosing: _closing,
-    core.events.ConnectionClosed: _closed,
-    core.events.ConnectionLost: _lost,
+    _E.PayloadReceived: lambda en, ev: en.on_payload(
+        ev.stream_id, ev.data, ev.metadata, ev.next, ev.complete
+    ),
+    _E.RequestResponseReceived: lambda en, ev: en.on_request_response(
+        ev.stream_id, ev.data, ev.metadata
+    ),
+    _E.FireAndForgetReceived: lambda en, ev: en.on_fire_and_forget(ev.data, ev.metadata),
+    _E.RequestStreamReceived: lambda en, ev: en.on_request_stream(
+        ev.stream_id, ev.data, ev.metadata, ev.initial_n
+    ),
+    _E.RequestChannelReceived: lambda en, ev: en.on_request_channel(
+        ev.stream_id, ev.data, ev.metadata, ev.initial_n, ev.complete
+    ),
+    _E.RequestNReceived: lambda en, ev: en.on_request_n(ev.stream_id, ev.n),
+    _E.CancelReceived: lambda en, ev: en.on_cancel(ev.stream_id),
+    _E.ErrorReceived: lambda en, ev: en.on_error(ev.stream_id, ev.error_code, ev.message),
+    _E.MetadataPushReceived: lambda en, ev: en.on_metadata_push(ev.metadata),
+    _E.SetupReceived: lambda en, ev: en.on_setup(ev),
+    _E.LeaseReceived: lambda en, ev: en.on_lease(ev.ttl, ev.number_of_requests),
+    _E.KeepaliveReceived: lambda en, ev: None,
+    _E.ExtensionReceived: lambda en, ev: None,
+    _E.ConnectionClosing: lambda en, ev: en.on_closing(ev.message),
+    _E.ConnectionClosed: lambda en, ev: en.on_closed(ev.error_code, ev.message, ev.by_peer),
+    _E.ConnectionLost: lambda en, ev: en.on_lost(ev.reason, ev.timed_out),
 }
 
 RSocketEngine.EVENTS = EVENTS

@@ -608,22 +608,9 @@ def serve_resumable(
 
 
 # -- resumption events: only this engine takes them ---------------------------
-def _disconnected(engine: ResumableEngine, ev: core.events.Disconnected) -> None:
-    engine.on_disconnected(ev.reason, ev.timed_out)
-
-
-def _resumed(engine: ResumableEngine, ev: core.events.Resumed) -> None:
-    engine.on_resumed(ev.peer_position, ev.retransmitted)
-
-
-def _resume_accepted(engine: ResumableEngine, ev: core.events.ResumeAccepted) -> None:
-    engine.on_resume_accepted(ev.session)
-
-
 ResumableEngine.EVENTS = {
     **RSocketEngine.EVENTS,
-    core.events.Disconnected: _disconnected,
-    core.events.Resumed: _resumed,
-    core.events.ResumeAccepted: _resume_accepted,
+    core.events.Disconnected: lambda en, ev: en.on_disconnected(ev.reason, ev.timed_out),
+    core.events.Resumed: lambda en, ev: en.on_resumed(ev.peer_position, ev.retransmitted),
+    core.events.ResumeAccepted: lambda en, ev: en.on_resume_accepted(ev.session),
 }
-
