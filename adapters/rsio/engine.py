@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sansrs.rsio import (
     Connection,
@@ -32,14 +32,12 @@ from sansrs.rsio import (
 from sansrs.rsio import events as ev
 from sansrs.streams import MAX_DEMAND, add_demand
 
+from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
 from ..drive.streams import Outbound, Outbounds, Pumped, make_source
 from ..transport.websocket import messages as ws
 from .errors import RsioError
 from .types import ElementReader, Publishers
-
-if TYPE_CHECKING:
-    from ..drive.engine import Driver
 
 __all__ = ["RsioEngine", "Subscription"]
 

@@ -14,11 +14,12 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from sansrs.rsocket import ErrorCode
 
 from ..drive import streams
+from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
 from ..drive.queues import CreditQueue
 from ..drive.streams import (
@@ -36,9 +37,6 @@ from .fast import as_payload, new_tuple
 from .options import EngineOptions
 from .responder import Responder
 from .types import Payload
-
-if TYPE_CHECKING:
-    from ..drive.engine import Driver
 
 __all__ = ["RSocketEngine", "RequestHandle"]
 

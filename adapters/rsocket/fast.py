@@ -5,12 +5,13 @@ on the project machine; the end-to-end effect in ``docs/performance.md``).
 
 - :data:`new_tuple`: ``tuple.__new__(Payload, (data, metadata))`` builds a
   :class:`~.types.Payload` without the named tuple's Python-level
-  ``__new__``: one per item received or sent.
+  ``__new__``: one per item received or sent (118 vs 193 ns).
 - :func:`new_request`: a :class:`~.types.Request` filled through a
   same-layout builder class and ``__class__`` assignment, without the frozen
   dataclass ``__init__`` (as the core builds its events): one per request
-  served.
-- :func:`as_payload`: tests the common case (``bytes``, no metadata) first.
+  served (178 vs 375 ns).
+- :func:`as_payload`: tests the common case (``bytes``, no metadata) first
+  (167 ns, against 195 ns for ``Payload(data)`` itself).
 """
 
 from __future__ import annotations
