@@ -1,4 +1,4 @@
-"""Every example under shared/ditto/examples parses; sansrs writes what it shares byte for byte.
+"""Every example under tests/ditto/examples parses; sansrs writes what it shares byte for byte.
 
 The comparison text is the example as Ditto writes it: compact JSON with the
 envelope keys in ``ImmutablePayload.toJson`` order (ditto_helpers.ditto_text).

@@ -1,4 +1,4 @@
-"""The server (publisher) role: shared/ditto/README.md section 4, rule by rule."""
+"""The server (publisher) role: docs/protocols/ditto.md, the server role, rule by rule."""
 
 from __future__ import annotations
 

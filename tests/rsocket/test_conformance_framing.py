@@ -1,5 +1,5 @@
 """Conformance: Framing, Frame Header, Metadata Optional Header, frame types
-and their fields, Error Codes (spec: shared/specs/rsocket-protocol.txt).
+and their fields, Error Codes (spec: the RSocket protocol 1.0).
 
 Each test names the rule it checks; docs/rsocket-conformance.md maps every
 normative sentence to its test. These fill the gaps left by the codec and

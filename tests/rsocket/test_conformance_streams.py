@@ -1,6 +1,6 @@
 """Conformance: Transport Protocol, Stream Identifiers, Connection
 Establishment, Stream Sequences and Lifetimes, Fragmentation, Lease
-(spec: shared/specs/rsocket-protocol.txt).
+(spec: the RSocket protocol 1.0).
 
 Each test names the rule it checks; docs/rsocket-conformance.md maps every
 normative sentence to its test. These cover what the other tests in
