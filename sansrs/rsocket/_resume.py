@@ -20,7 +20,7 @@ details and every choice made here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import cast
 
 from .._errors import LocalProtocolError
 from ._config import ConnectionConfig, Role
@@ -38,10 +38,8 @@ from ._frames import (
 from ._keepalive import Keepalive
 from ._lease import Lease
 from ._receive import Receiver
+from ._session_store import SessionStore, StoredSession
 from .events import ConnectionClosed, ConnectionLost, Disconnected, ResumeAccepted, Resumed
-
-if TYPE_CHECKING:
-    from ._session_store import SessionStore
 
 __all__ = ["Resumable"]
 
@@ -91,6 +89,11 @@ class Resumable(Receiver):
 
     # ------------------------------------------------------------------
     # detaching
+
+    def _as_stored(self) -> StoredSession:
+        # The store keeps the Connection this class is the base of (it has
+        # the StoredSession API); the next refactor makes this a part.
+        return cast(StoredSession, self)
 
     def _start_retaining(self, token: bytes) -> None:
         self._token = token
@@ -162,7 +165,7 @@ class Resumable(Receiver):
     def _end_resumption(self) -> None:
         store = self._sessions
         if store is not None and self._token is not None:
-            store.release(self._token, self)
+            store.release(self._token, self._as_stored())
         super()._end_resumption()
 
     # ------------------------------------------------------------------
@@ -257,7 +260,7 @@ class Resumable(Receiver):
         assert token is not None
         if store is None:
             return super()._reserve_session(f)
-        problem = store.reserve(token, self)
+        problem = store.reserve(token, self._as_stored())
         if problem is not None:
             self._refuse_setup(ErrorCode.REJECTED_SETUP, problem)
             return False
@@ -285,7 +288,7 @@ class Resumable(Receiver):
             return
         now = self._now if self._clock_known else None
         session = store.lookup(f.resume_token, now)
-        if session is None:
+        if not isinstance(session, Resumable):  # (the store holds connections)
             # Spec: not identified: MUST send ERROR[REJECTED_RESUME].
             self._refuse_setup(
                 ErrorCode.REJECTED_RESUME,
