@@ -54,6 +54,37 @@ class ErrorCode(IntEnum):
     RESERVED_FOR_EXTENSION = 0xFFFFFFFF
 
 
+#: The SETUP and RESUME rejections (stream 0 only).
+SETUP_ERROR_CODES = frozenset(
+    {
+        ErrorCode.INVALID_SETUP,
+        ErrorCode.UNSUPPORTED_SETUP,
+        ErrorCode.REJECTED_SETUP,
+        ErrorCode.REJECTED_RESUME,
+    }
+)
+#: Codes whose "Stream ID MUST be 0": on a stream they are a frame "not
+#: accounted for" and ignored (Handling the Unexpected 9), never a stream error.
+CONNECTION_ONLY_ERROR_CODES = SETUP_ERROR_CODES | {
+    ErrorCode.RESERVED,
+    ErrorCode.CONNECTION_ERROR,
+    ErrorCode.CONNECTION_CLOSE,
+}
+#: What a responder may end a stream with (besides application codes).
+STREAM_ERROR_CODES = frozenset(
+    {ErrorCode.APPLICATION_ERROR, ErrorCode.REJECTED, ErrorCode.CANCELED, ErrorCode.INVALID}
+)
+#: What a server may refuse a SETUP with.
+REJECT_SETUP_CODES = frozenset(
+    {ErrorCode.INVALID_SETUP, ErrorCode.UNSUPPORTED_SETUP, ErrorCode.REJECTED_SETUP}
+)
+
+
+def is_application_error_code(code: int) -> bool:
+    """0x301..0xFFFFFFFE: codes the application defines (spec: Error Codes)."""
+    return 0x301 <= code <= 0xFFFFFFFE
+
+
 # Header flag bits (the low 10 bits of the 16-bit type/flags field).
 FLAG_IGNORE = 0x200
 FLAG_METADATA = 0x100

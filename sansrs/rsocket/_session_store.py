@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ._core import ConnectionState
+from ._state import ConnectionState
 
 __all__ = ["SessionStore", "StoredSession"]
 

@@ -1,4 +1,6 @@
-"""Per-stream state machine (a table) and stream ID allocation.
+"""The streams of a connection: the per-stream state machine (a table),
+stream ID allocation and ``StreamTable``, the part of ``Connection`` that
+holds the open streams and runs the table.
 
 A stream has two flows: the one this end sends (out) and the one it receives
 (in). Its state says which are still open. The table below is the whole
@@ -16,18 +18,31 @@ from __future__ import annotations
 
 import enum
 
+from .._errors import LocalProtocolError
+from ._context import Context
 from ._fragmentation import Reassembly
-from ._frames import MAX_REQUEST_N, MAX_STREAM_ID
+from ._frames import (
+    MAX_REQUEST_N,
+    MAX_STREAM_ID,
+    PayloadFrame,
+    RequestChannelFrame,
+    RequestFnfFrame,
+    RequestResponseFrame,
+    RequestStreamFrame,
+)
+from ._state import ConnectionState
 
 __all__ = [
-    "TRANSITIONS",
+    "STREAM_TRANSITIONS",
     "UNBOUNDED",
     "Stream",
     "StreamIdAllocator",
     "StreamInput",
     "StreamKind",
     "StreamState",
+    "StreamTable",
     "add_credit",
+    "pending_request",
 ]
 
 #: Credit at or beyond 2**31-1 means "unbounded", as 1.0 peers treat it. The
@@ -83,7 +98,7 @@ _I = StreamInput
 #: (state, input) -> next state. A missing pair is not allowed: a local
 #: intent raises LocalProtocolError, a received frame is ignored (spec:
 #: Handling the Unexpected, 9).
-TRANSITIONS: dict[tuple[StreamState, StreamInput], StreamState] = {
+STREAM_TRANSITIONS: dict[tuple[StreamState, StreamInput], StreamState] = {
     (_S.BOTH_OPEN, _I.SEND_PAYLOAD): _S.BOTH_OPEN,
     (_S.BOTH_OPEN, _I.SEND_COMPLETE): _S.IN_ONLY,
     (_S.BOTH_OPEN, _I.SEND_ERROR): _S.CLOSED,
@@ -192,3 +207,128 @@ class StreamIdAllocator:
                     return None
         self._next = sid + 2
         return sid
+
+
+def pending_request(s: Stream) -> bool:
+    """A responder stream whose request is still being reassembled (the
+    application has not seen it)."""
+    r = s.reassembly
+    return r is not None and type(r.first) is not PayloadFrame
+
+
+_BOTH_OPEN = _S.BOTH_OPEN
+_OUT_ONLY = _S.OUT_ONLY
+_IN_ONLY = _S.IN_ONLY
+_CLOSED = _S.CLOSED
+_CLOSING = ConnectionState.CLOSING
+
+
+class StreamTable:
+    """The open streams of one connection (a part of ``Connection``).
+
+    - ``by_id``: the streams by ID (the hot paths read it directly);
+    - ``step(s, inp)``: the stream state machine: every change of a
+      stream's state goes through it (``STREAM_TRANSITIONS``);
+    - ``open_requester`` / ``open_responder``: a new stream; ``remove``;
+    - ``peer_count``: streams the peer opened (``max_concurrent_streams``);
+    - ``ids``: our next stream ID.
+
+    When the last stream of a closing connection goes, the close completes
+    (``Context.finish_close``). A closed connection forgets every stream.
+    """
+
+    __slots__ = ("by_id", "ctx", "ids", "peer_count", "peer_parity")
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.by_id: dict[int, Stream] = {}
+        self.peer_count = 0
+        self.ids = StreamIdAllocator(ctx.client, ctx.config.reuse_stream_ids)
+        self.peer_parity = 0 if ctx.client else 1  # the low bit of the peer's IDs
+        ctx.on_closed.append(self.clear)
+
+    def clear(self) -> None:
+        self.by_id.clear()
+        self.peer_count = 0
+
+    # ------------------------------------------------------------------
+    # inspection
+
+    def state_of(self, stream_id: int) -> StreamState | None:
+        """The state of an open stream, None if not open (or not announced)."""
+        s = self.by_id.get(stream_id)
+        return None if s is None or pending_request(s) else s.state
+
+    def send_credit(self, stream_id: int) -> int:
+        s = self.by_id.get(stream_id)
+        if s is None or not s.out_open:
+            return 0
+        return min(s.out_credit, MAX_REQUEST_N)
+
+    def open_ids(self) -> list[int]:
+        return [sid for sid, s in self.by_id.items() if s.kind is not StreamKind.FIRE_AND_FORGET]
+
+    def for_intent(self, what: str, stream_id: int) -> Stream:
+        """The stream an intent names; ``LocalProtocolError`` if not open."""
+        s = self.by_id.get(stream_id)
+        if s is None or pending_request(s):
+            self.ctx.check_open(what)
+            raise LocalProtocolError(f"{what}: stream {stream_id} is not open")
+        return s
+
+    # ------------------------------------------------------------------
+    # changes
+
+    def step(self, s: Stream, inp: StreamInput) -> bool:
+        """Apply the stream table; False when the pair is not allowed."""
+        nxt = STREAM_TRANSITIONS.get((s.state, inp))
+        if nxt is None:
+            return False
+        s.state = nxt
+        # A closed flow has no credit: the hot paths test credit alone.
+        if nxt is _CLOSED:
+            s.out_credit = s.in_credit = 0
+            self.remove(s)
+        elif nxt is _IN_ONLY:
+            s.out_credit = 0
+        elif nxt is _OUT_ONLY:
+            s.in_credit = 0
+        return True
+
+    def allows(self, s: Stream, inp: StreamInput) -> bool:
+        return (s.state, inp) in STREAM_TRANSITIONS
+
+    def open_requester(
+        self, sid: int, kind: StreamKind, state: StreamState, in_credit: int
+    ) -> None:
+        """A stream we requested: the peer sends first (our credit out: 0)."""
+        self.by_id[sid] = Stream(sid, kind, True, state, 0, in_credit)
+
+    def open_responder(
+        self, f: RequestResponseFrame | RequestFnfFrame | RequestStreamFrame | RequestChannelFrame
+    ) -> Stream:
+        """The stream of a request from the peer (counted against its limit)."""
+        sid = f.stream_id
+        t = type(f)
+        if t is RequestResponseFrame:
+            s = Stream(sid, StreamKind.REQUEST_RESPONSE, False, _OUT_ONLY, 1, 0)
+        elif t is RequestStreamFrame:
+            n = f.initial_request_n  # type: ignore[union-attr]
+            s = Stream(sid, StreamKind.REQUEST_STREAM, False, _OUT_ONLY, add_credit(0, n), 0)
+        elif t is RequestChannelFrame:
+            n = f.initial_request_n  # type: ignore[union-attr]
+            state = _OUT_ONLY if f.complete else _BOTH_OPEN  # type: ignore[union-attr]
+            s = Stream(sid, StreamKind.REQUEST_CHANNEL, False, state, add_credit(0, n), 0)
+        else:
+            s = Stream(sid, StreamKind.FIRE_AND_FORGET, False, _IN_ONLY, 0, 0)
+        self.by_id[sid] = s
+        self.peer_count += 1
+        return s
+
+    def remove(self, s: Stream) -> None:
+        if self.by_id.pop(s.stream_id, None) is not None and not s.requester:
+            self.peer_count -= 1
+        s.state = _CLOSED
+        ctx = self.ctx
+        if ctx.state is _CLOSING and not self.by_id:
+            ctx.finish_close()

@@ -126,7 +126,7 @@ def test_rsocket_stream_ids_terminated_id_must_not_be_reused_before_the_wrap() -
 def test_rsocket_stream_ids_server_must_wrap_to_2_and_skip_ids_in_use() -> None:
     pair = Pair.established()
     held = pair.server.request_stream(b"", initial_n=1)  # 2 stays open
-    pair.server._ids._next = MAX_STREAM_ID + 1  # the last even ID was used
+    pair.server._streams.ids._next = MAX_STREAM_ID + 1  # the last even ID was used
     assert pair.server.request_fnf(b"") == 4  # wrapped to 2, which is in use
     assert held == 2
     pair.pump()

@@ -248,7 +248,7 @@ def test_rsocket_stream_ids_client_odd_server_even() -> None:
 def test_rsocket_stream_ids_wrap_and_skip_ids_in_use() -> None:
     pair = Pair.established()
     first = pair.client.request_stream(b"", initial_n=1)  # 1 stays open
-    pair.client._ids._next = 0x7FFFFFFF  # jump to the end of the ID space
+    pair.client._streams.ids._next = 0x7FFFFFFF  # jump to the end of the ID space
     assert pair.client.request_response(b"") == 0x7FFFFFFF
     assert pair.client.request_fnf(b"") == 3  # wrapped, 1 skipped (in use)
     assert first == 1
@@ -256,7 +256,7 @@ def test_rsocket_stream_ids_wrap_and_skip_ids_in_use() -> None:
 
 def test_rsocket_stream_ids_without_reuse_run_out() -> None:
     pair = Pair.established(client_config=ConnectionConfig(reuse_stream_ids=False))
-    pair.client._ids._next = 0x7FFFFFFF
+    pair.client._streams.ids._next = 0x7FFFFFFF
     pair.client.request_fnf(b"")
     with pytest.raises(LocalProtocolError):
         pair.client.request_fnf(b"")
@@ -700,9 +700,9 @@ def test_rsocket_connection_close_drains_then_closes() -> None:
     with pytest.raises(LocalProtocolError):
         pair.client.request_response(b"no new")
     # A request already in flight is refused by the closing peer.
-    pair.client._state = ConnectionState.ESTABLISHED  # simulate a request racing the close
+    pair.client._ctx.state = ConnectionState.ESTABLISHED  # simulate a request racing the close
     late = pair.client.request_response(b"racing")
-    pair.client._state = ConnectionState.CLOSING
+    pair.client._ctx.state = ConnectionState.CLOSING
     pair.pump()
     assert (
         ErrorReceived(

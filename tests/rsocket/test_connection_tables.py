@@ -17,8 +17,11 @@ from resume_pair import ResumePair
 
 from sansrs import LocalProtocolError
 from sansrs.rsocket import (
+    CONNECTION_TRANSITIONS,
+    STREAM_TRANSITIONS,
     CancelFrame,
     Connection,
+    ConnectionInput,
     ConnectionState,
     ErrorCode,
     ErrorFrame,
@@ -27,11 +30,10 @@ from sansrs.rsocket import (
     RequestNFrame,
     ResumeOkFrame,
     Role,
+    StreamInput,
     StreamState,
     encode_frame_prefixed,
 )
-from sansrs.rsocket._connection import CONNECTION_TRANSITIONS, ConnectionInput
-from sansrs.rsocket._streams import TRANSITIONS, StreamInput
 
 S = StreamState
 I = StreamInput  # noqa: E741
@@ -95,14 +97,16 @@ CASES = [
 def test_every_stream_state_input_pair_is_walked() -> None:
     walked = {(state, inp) for state, inp, _ in CASES}
     assert walked == {(s, i) for s in StreamState for i in StreamInput}
-    assert all((s, i) in walked and nxt in StreamState for (s, i), nxt in TRANSITIONS.items())
-    assert not any(state is S.CLOSED for state, _ in TRANSITIONS)
+    assert all(
+        (s, i) in walked and nxt in StreamState for (s, i), nxt in STREAM_TRANSITIONS.items()
+    )
+    assert not any(state is S.CLOSED for state, _ in STREAM_TRANSITIONS)
 
 
 @pytest.mark.parametrize(("state", "inp", "requester"), CASES)
 def test_stream_table_pair(state: StreamState, inp: StreamInput, requester: bool) -> None:
     _, me, sid = channel_in(state, requester)
-    expected = TRANSITIONS.get((state, inp))
+    expected = STREAM_TRANSITIONS.get((state, inp))
     if requester and inp is I.SEND_ERROR and state is not S.BOTH_OPEN and state is not S.OUT_ONLY:
         expected = None  # a requester errors only its own open flow (else it cancels)
     if inp in LOCAL:
