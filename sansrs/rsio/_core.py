@@ -21,10 +21,16 @@ from ._codec import (
 )
 from ._config import ConnectionConfig, Role
 from ._tables import (
+    CONNECTION_IGNORED,
     CONNECTION_TRANSITIONS,
+    PUBLICATION_TRANSITIONS,
+    SUBSCRIPTION_IGNORED,
+    SUBSCRIPTION_TRANSITIONS,
     ConnectionInput,
     ConnectionState,
+    PublicationInput,
     PublicationState,
+    SubscriptionInput,
     SubscriptionState,
 )
 from .events import ConnectionClosed, Event
@@ -32,7 +38,7 @@ from .events import ConnectionClosed, Event
 __all__ = ["ConnectionCore"]
 
 _SUBSCRIBING = SubscriptionState.SUBSCRIBING
-_ACTIVE = SubscriptionState.ACTIVE
+_UNEXPECTED = ErrorCode.UNEXPECTED_MESSAGE
 
 
 class _Partial:
@@ -209,15 +215,68 @@ class ConnectionCore:
     def _send(self, msg: Message, element_size: int = 0) -> None:
         self._queue(encode_message(msg, element_size))
 
+    # -- the state tables: every state changes here, from its table ----------------
     def _transition(self, inp: ConnectionInput) -> ConnectionState | None:
+        """Apply the connection table; None (nothing changed) if not allowed."""
         nxt = CONNECTION_TRANSITIONS.get((self._state, inp))
         if nxt is not None:
             self._state = nxt
         return nxt
 
-    def _check_send(self, what: str) -> None:
-        if (self._state, ConnectionInput.SEND_STREAM) not in CONNECTION_TRANSITIONS:
+    def _check_connection(self, what: str, inp: ConnectionInput) -> None:
+        """A local intent the connection table must allow."""
+        if (self._state, inp) not in CONNECTION_TRANSITIONS:
             raise LocalProtocolError(f"{what}: the connection is {self._state.value}")
+
+    def _check_send(self, what: str) -> None:
+        self._check_connection(what, ConnectionInput.SEND_STREAM)
+
+    def _received(self, inp: ConnectionInput, unexpected: str) -> bool:
+        """A received message against the connection table: True to handle
+        it, False to drop it (an ignored pair); a pair the table lacks is a
+        protocol error (``unexpected`` says why). The state changes when the
+        handler applies ``_transition``."""
+        key = (self._state, inp)
+        if key not in CONNECTION_TRANSITIONS:
+            self._fail(_UNEXPECTED, unexpected)
+        return key not in CONNECTION_IGNORED
+
+    def _sub_step(self, s: Sub, inp: SubscriptionInput, unexpected: str) -> bool:
+        """A received message against subscription ``s``'s table: True to
+        handle it, False to drop it; a pair the table lacks is a protocol
+        error. A subscription that closes is forgotten."""
+        key = (s.state, inp)
+        nxt = SUBSCRIPTION_TRANSITIONS.get(key)
+        if nxt is None:
+            self._fail(_UNEXPECTED, unexpected)
+        s.state = nxt
+        if nxt is SubscriptionState.CLOSED:
+            del self._subs[s.id]
+        return key not in SUBSCRIPTION_IGNORED
+
+    def _sub_intent(self, s: Sub, inp: SubscriptionInput, refused: str) -> None:
+        """A local intent on subscription ``s``: ``LocalProtocolError`` if
+        its table does not allow it."""
+        nxt = SUBSCRIPTION_TRANSITIONS.get((s.state, inp))
+        if nxt is None:
+            raise LocalProtocolError(refused)
+        s.state = nxt
+
+    def _tomb_step(self, sid: int, inp: SubscriptionInput) -> None:
+        """A message for a tombstone (a cancelled subscription forgotten but
+        for its element size, §5.4): the CANCELLED row, which drops it."""
+        if SUBSCRIPTION_TRANSITIONS[SubscriptionState.CANCELLED, inp] is SubscriptionState.CLOSED:
+            self._tombs.pop(sid, None)
+
+    def _pub_allows(self, p: Pub, inp: PublicationInput) -> bool:
+        return (p.state, inp) in PUBLICATION_TRANSITIONS
+
+    def _pub_step(self, p: Pub, inp: PublicationInput) -> None:
+        """Apply the publication table (the caller checked ``_pub_allows``
+        or the pair is in every row); a publication that closes is forgotten."""
+        nxt = p.state = PUBLICATION_TRANSITIONS[p.state, inp]
+        if nxt is PublicationState.CLOSED:
+            del self._pubs[p.id]
 
     def _fail(self, code: ErrorCode, message: str) -> NoReturn:
         """A protocol error: goodbye (unless ours is already out), close, raise."""
@@ -228,7 +287,7 @@ class ConnectionCore:
         reason = f"protocol error: {error.message}"
         if self._state is not ConnectionState.CLOSING:
             self._send(Goodbye(_clip(reason, self.config.max_string_size)))
-        self._state = ConnectionState.CLOSED
+        self._transition(ConnectionInput.PROTOCOL_ERROR)
         self._forget_all()
         self._error = error
         self._events.append(

@@ -34,10 +34,16 @@ from ._codec import (
 )
 from ._core import ConnectionCore, Pub, Sub, _Partial, add_demand
 from ._tables import (
+    CONNECTION_IGNORED,
+    CONNECTION_TRANSITIONS,
+    SUBSCRIPTION_IGNORED,
+    SUBSCRIPTION_TRANSITIONS,
     ConnectionInput,
     ConnectionState,
+    PublicationInput,
     PublicationState,
-    SubscriptionState,
+    SubscriptionInput,
+    hot_path_state,
 )
 from .events import (
     CancelReceived,
@@ -60,9 +66,14 @@ __all__ = ["Receiver"]
 _OPEN = ConnectionState.OPEN
 _CLOSING = ConnectionState.CLOSING
 _CLOSED = ConnectionState.CLOSED
-_ACTIVE = SubscriptionState.ACTIVE
-_SUBSCRIBING = SubscriptionState.SUBSCRIBING
 _CI = ConnectionInput
+_SI = SubscriptionInput
+_PI = PublicationInput
+# The hot path of ``_parse`` does not look the tables up: it tests the one
+# connection state in which stream messages are handled, and the one
+# subscription state in which elements are (both self-loops; checked here).
+_HANDLES_STREAMS = hot_path_state(CONNECTION_TRANSITIONS, CONNECTION_IGNORED, _CI.RECV_STREAM)
+_TAKES_ELEMENTS = hot_path_state(SUBSCRIPTION_TRANSITIONS, SUBSCRIPTION_IGNORED, _SI.RECV_NEXT)
 _UNEXPECTED = ErrorCode.UNEXPECTED_MESSAGE
 _RULE_3_9 = "Rule 3.9: request(n) with n <= 0 is not allowed"
 
@@ -102,15 +113,14 @@ class Receiver(ConnectionCore):
 
     def _eof(self) -> None:
         partial = self._buffered > 0
-        if self._state is _CLOSING:
-            self._state = _CLOSED
-            self._forget_all()
+        closing = self._state is _CLOSING
+        self._transition(_CI.EOF)
+        self._forget_all()
+        if closing:  # our goodbye was out: the end of the transport ends it
             self._events.append(
                 ConnectionClosed(reason=self._close_reason, by_peer=False, error_code=0)
             )
             return
-        self._transition(_CI.EOF)
-        self._forget_all()
         reason = "the transport ended without goodbye"
         if partial:
             reason += " (inside a message)"
@@ -126,7 +136,7 @@ class Receiver(ConnectionCore):
         limits = self._limits
         max_msg = limits.max_message_size
         size_of = self._size_of
-        is_open = self._state is _OPEN
+        is_open = self._state is _HANDLES_STREAMS
         try:
             while pos < end:
                 t = buf[pos]
@@ -140,7 +150,7 @@ class Receiver(ConnectionCore):
                     else:
                         sid, p = _varint(buf, p)
                     s = subs.get(sid)
-                    if s is not None and s.state is _ACTIVE:
+                    if s is not None and s.state is _TAKES_ELEMENTS:
                         size = s.size
                         if t == 0x22:
                             b = buf[p] if p < end else 0x80
@@ -209,7 +219,7 @@ class Receiver(ConnectionCore):
                 state = self._state
                 if state is _CLOSED:
                     return end  # goodbye exchanged: nothing after it counts
-                is_open = state is _OPEN
+                is_open = state is _HANDLES_STREAMS
             else:
                 return pos
             # Fell out of the hot path on bad input: let the decoder explain it.
@@ -234,7 +244,6 @@ class Receiver(ConnectionCore):
     # -- handling -----------------------------------------------------------------
     def _handle(self, msg: Message) -> None:
         t = type(msg)
-        state = self._state
         if t is ClientHello or t is ServerHello:
             self._on_hello(msg)  # type: ignore[arg-type]
             return
@@ -250,10 +259,8 @@ class Receiver(ConnectionCore):
                 ConnectionClosed(reason=self._close_reason, by_peer=False, error_code=0)
             )
             return
-        if state is ConnectionState.AWAITING_HELLO:
-            self._fail(_UNEXPECTED, f"{t.__name__} before the peer's hello")
-        if state is _CLOSING:
-            if t is OnSubscribe:
+        if not self._received(_CI.RECV_STREAM, f"{t.__name__} before the peer's hello"):
+            if t is OnSubscribe:  # (its element size still lets us parse what follows)
                 assert isinstance(msg, OnSubscribe)
                 self._closing_on_subscribe(msg)
             return  # parsed and ignored (docs §7)
@@ -267,7 +274,9 @@ class Receiver(ConnectionCore):
             self._on_subscribe_msg(msg)
         elif t is Cancel:
             assert isinstance(msg, Cancel)
-            if self._pubs.pop(msg.subscriber_id, None) is not None:
+            p = self._pubs.get(msg.subscriber_id)
+            if p is not None:
+                self._pub_step(p, _PI.RECV_CANCEL)
                 self._events.append(CancelReceived(subscriber_id=msg.subscriber_id))
         elif t is OnSubscribe:
             assert isinstance(msg, OnSubscribe)
@@ -279,10 +288,8 @@ class Receiver(ConnectionCore):
             self._on_terminal(msg)
 
     def _on_hello(self, msg: ClientHello | ServerHello) -> None:
-        if self._state is _CLOSING:
+        if not self._received(_CI.RECV_HELLO, "a second hello"):
             return
-        if self._state is not ConnectionState.AWAITING_HELLO:
-            self._fail(_UNEXPECTED, "a second hello")
         expected = ServerHello if self._client else ClientHello
         if type(msg) is not expected:
             self._fail(_UNEXPECTED, f"{type(msg).__name__} received by a {self.role.value}")
@@ -322,24 +329,29 @@ class Receiver(ConnectionCore):
         p = self._pubs.get(sid)
         if p is None:
             return  # may have crossed our onComplete/onError (docs §5.3)
-        if n == 0:
-            del self._pubs[sid]
+        if n == 0:  # we end it with onError
             if p.state is PublicationState.SUBSCRIBED:
                 self._send(OnSubscribe(sid, 0))  # rule 1.9: onSubscribe first
+            self._pub_step(p, _PI.SEND_TERMINAL)
             self._send(OnError(sid, _RULE_3_9))
             self._events.append(InvalidRequestReceived(subscriber_id=sid, message=_RULE_3_9))
             return
+        self._pub_step(p, _PI.RECV_REQUEST)
         p.demand = add_demand(p.demand, n)
         self._events.append(RequestReceived(subscriber_id=sid, demand=n))
 
     # -- we subscribed ------------------------------------------------------------
-    def _unknown(self, sid: int, what: str) -> None:
-        """A publisher message for an Id not in our table (docs §5.5)."""
+    def _unknown(self, sid: int, what: str, inp: SubscriptionInput) -> None:
+        """A publisher message for an Id not in our table (docs §5.5): never
+        used, a tombstone (its CANCELLED row), or over (ignored)."""
         if sid >= self._next_sid:
             self._fail(_UNEXPECTED, f"{what} for subscriber Id {sid}, which was never used")
-        size = self._tombs.get(sid, 0)
-        if size is None and what != "onSubscribe":
+        if sid not in self._tombs:
+            return
+        if self._tombs[sid] is None and inp is not _SI.RECV_ON_SUBSCRIBE:
+            # Cancelled before its onSubscribe: what only follows one (1.9).
             self._fail(_UNEXPECTED, f"{what} before onSubscribe for subscriber {sid} (rule 1.9)")
+        self._tomb_step(sid, inp)
 
     def _closing_on_subscribe(self, msg: OnSubscribe) -> None:
         s = self._subs.get(msg.subscriber_id)
@@ -359,26 +371,22 @@ class Receiver(ConnectionCore):
         sid = msg.subscriber_id
         s = self._subs.get(sid)
         if s is None:
-            self._unknown(sid, "onSubscribe")
-            if sid in self._tombs:
-                if self._tombs[sid] is not None:
-                    self._fail(_UNEXPECTED, f"a second onSubscribe for subscriber {sid}")
-                self._tomb_size(msg)
+            if sid in self._tombs and self._tombs[sid] is not None:
+                self._fail(_UNEXPECTED, f"a second onSubscribe for subscriber {sid}")
+            self._unknown(sid, "onSubscribe", _SI.RECV_ON_SUBSCRIBE)
+            self._tomb_size(msg)
             return
-        if s.state is not _SUBSCRIBING:
-            self._fail(_UNEXPECTED, f"a second onSubscribe for subscriber {sid}")
-        s.state = _ACTIVE
+        self._sub_step(s, _SI.RECV_ON_SUBSCRIBE, f"a second onSubscribe for subscriber {sid}")
         s.size = msg.element_size
         self._events.append(OnSubscribeReceived(subscriber_id=sid, element_size=msg.element_size))
 
     def _active(self, sid: int, what: str) -> Sub | None:
         s = self._subs.get(sid)
         if s is None:
-            self._unknown(sid, what)
+            self._unknown(sid, what, _SI.RECV_NEXT)
             return None
-        if s.state is not _ACTIVE:
-            self._fail(_UNEXPECTED, f"{what} before onSubscribe for subscriber {sid} (rule 1.9)")
-        return s
+        rule = f"{what} before onSubscribe for subscriber {sid} (rule 1.9)"
+        return s if self._sub_step(s, _SI.RECV_NEXT, rule) else None
 
     def _take_demand(self, s: Sub, count: int, what: str) -> None:
         demand = s.demand
@@ -485,20 +493,19 @@ class Receiver(ConnectionCore):
     def _on_terminal(self, msg: OnComplete | OnError) -> None:
         sid = msg.subscriber_id
         complete = type(msg) is OnComplete
+        name = "onComplete" if complete else "onError"
         s = self._subs.get(sid)
         if s is None:
-            self._unknown(sid, "onComplete" if complete else "onError")
-            self._tombs.pop(sid, None)
+            self._unknown(sid, name, _SI.RECV_TERMINAL)
             return
-        if s.state is not _ACTIVE:
-            name = "onComplete" if complete else "onError"
-            self._fail(_UNEXPECTED, f"{name} before onSubscribe for subscriber {sid} (rule 1.9)")
+        rule = f"{name} before onSubscribe for subscriber {sid} (rule 1.9)"
+        if not self._sub_step(s, _SI.RECV_TERMINAL, rule):
+            return
         if complete and s.partials:
             self._fail(
                 _UNEXPECTED, f"onComplete with a split element in progress on subscriber {sid}"
             )
         self._drop_partials(s)
-        del self._subs[sid]
         if complete:
             self._events.append(CompleteReceived(subscriber_id=sid))
         else:

@@ -1,17 +1,21 @@
 """The rsio state machines as data (docs/protocols/rsio.md §11, state tables).
 
 A missing (state, input) pair is not allowed: a local intent raises
-``LocalProtocolError``, a received message is a protocol error unless the
-connection handles it as "ignored" (documented per table).
+``LocalProtocolError``, a received message is a protocol error. A pair in
+an ``*_IGNORED`` set is allowed but its message is parsed and dropped.
+The connection changes a state only by looking its table up.
 """
 
 from __future__ import annotations
 
 import enum
+from typing import TypeVar
 
 __all__ = [
+    "CONNECTION_IGNORED",
     "CONNECTION_TRANSITIONS",
     "PUBLICATION_TRANSITIONS",
+    "SUBSCRIPTION_IGNORED",
     "SUBSCRIPTION_TRANSITIONS",
     "ConnectionInput",
     "ConnectionState",
@@ -19,10 +23,16 @@ __all__ = [
     "PublicationState",
     "SubscriptionInput",
     "SubscriptionState",
+    "hot_path_state",
 ]
+
+# Every enum here hashes by identity (members are singletons compared by
+# identity): Enum's own __hash__ is Python code, run on every table lookup.
 
 
 class ConnectionState(enum.Enum):
+    __hash__ = object.__hash__
+
     AWAITING_HELLO = "awaiting-hello"  # our hello sent, the peer's not received
     OPEN = "open"
     CLOSING = "closing"  # our goodbye sent, waiting for its acknowledgement
@@ -30,6 +40,8 @@ class ConnectionState(enum.Enum):
 
 
 class ConnectionInput(enum.Enum):
+    __hash__ = object.__hash__
+
     RECV_HELLO = "recv-hello"
     RECV_STREAM = "recv-stream"  # any subscription message
     RECV_GOODBYE = "recv-goodbye"
@@ -63,10 +75,14 @@ CONNECTION_TRANSITIONS: dict[tuple[ConnectionState, ConnectionInput], Connection
     (_C.CLOSING, _CI.PROTOCOL_ERROR): _C.CLOSED,
     (_C.CLOSING, _CI.EOF): _C.CLOSED,
 }
+#: Closing: the peer's hello and stream messages are parsed and dropped (§7).
+CONNECTION_IGNORED = frozenset({(_C.CLOSING, _CI.RECV_HELLO), (_C.CLOSING, _CI.RECV_STREAM)})
 
 
 class SubscriptionState(enum.Enum):
     """A subscription this side made (we are the subscriber)."""
+
+    __hash__ = object.__hash__
 
     SUBSCRIBING = "subscribing"  # subscribe sent, no onSubscribe yet
     ACTIVE = "active"
@@ -75,6 +91,8 @@ class SubscriptionState(enum.Enum):
 
 
 class SubscriptionInput(enum.Enum):
+    __hash__ = object.__hash__
+
     RECV_ON_SUBSCRIBE = "recv-on-subscribe"
     RECV_NEXT = "recv-next"  # onNext, onNextPacked, parts
     RECV_TERMINAL = "recv-terminal"  # onComplete, onError
@@ -99,10 +117,20 @@ SUBSCRIPTION_TRANSITIONS: dict[
     (_S.CANCELLED, _SI.RECV_NEXT): _S.CANCELLED,  # ignored
     (_S.CANCELLED, _SI.RECV_TERMINAL): _S.CLOSED,  # ignored, tombstone dropped
 }
+#: A cancelled subscription's messages in flight are parsed and dropped (§5.4).
+SUBSCRIPTION_IGNORED = frozenset(
+    {
+        (_S.CANCELLED, _SI.RECV_ON_SUBSCRIBE),
+        (_S.CANCELLED, _SI.RECV_NEXT),
+        (_S.CANCELLED, _SI.RECV_TERMINAL),
+    }
+)
 
 
 class PublicationState(enum.Enum):
     """A subscription the peer made to one of our publishers."""
+
+    __hash__ = object.__hash__
 
     SUBSCRIBED = "subscribed"  # subscribe received, onSubscribe not sent yet
     ACTIVE = "active"
@@ -110,6 +138,8 @@ class PublicationState(enum.Enum):
 
 
 class PublicationInput(enum.Enum):
+    __hash__ = object.__hash__
+
     SEND_ON_SUBSCRIBE = "send-on-subscribe"
     SEND_NEXT = "send-next"
     SEND_TERMINAL = "send-terminal"
@@ -130,3 +160,25 @@ PUBLICATION_TRANSITIONS: dict[tuple[PublicationState, PublicationInput], Publica
     (_P.ACTIVE, _PI.RECV_REQUEST): _P.ACTIVE,
     (_P.ACTIVE, _PI.RECV_CANCEL): _P.CLOSED,
 }
+
+
+
+State = TypeVar("State", bound=enum.Enum)
+Input = TypeVar("Input", bound=enum.Enum)
+
+
+def hot_path_state(
+    table: dict[tuple[State, Input], State],
+    ignored: frozenset[tuple[State, Input]],
+    inp: Input,
+) -> State:
+    """The one state in which ``table`` handles ``inp`` (allowed, not
+    ignored) and stays: what a hot path tests instead of looking the table
+    up. Raises at import if the table ever says otherwise."""
+    states = {state for (state, i) in table if i is inp and (state, i) not in ignored}
+    if len(states) != 1:
+        raise ValueError(f"{inp} is handled in {len(states)} states; the hot path assumes one")
+    (state,) = states
+    if table[state, inp] is not state:
+        raise ValueError(f"{inp} leaves {state}; the hot path assumes it stays")
+    return state

@@ -77,9 +77,6 @@ _CI = ConnectionInput
 _I = StreamInput
 _ESTABLISHED = ConnectionState.ESTABLISHED
 _CLOSED = ConnectionState.CLOSED
-_BOTH_OPEN = StreamState.BOTH_OPEN
-_OUT_ONLY = StreamState.OUT_ONLY
-_IN_ONLY = StreamState.IN_ONLY
 _RR = StreamKind.REQUEST_RESPONSE
 _PAYLOAD_NEXT = 0x2800 | 0x20  # PAYLOAD type with N
 _PAYLOAD_NEXT_COMPLETE = 0x2800 | 0x20 | 0x40
@@ -451,7 +448,7 @@ class Connection:
             self._queue_plain_request(sid, _REQUEST_RESPONSE, data)
         else:
             self._fragments.queue_request(RequestResponseFrame(sid, data, metadata))
-        self._streams.open_requester(sid, _RR, _IN_ONLY, 1)
+        self._streams.open_requester(sid, _RR, 1)
         return sid
 
     def request_fnf(self, data: bytes, metadata: bytes | None = None) -> int:
@@ -468,9 +465,7 @@ class Connection:
         self._fragments.queue_request(
             RequestStreamFrame(sid, min(initial_n, MAX_REQUEST_N), data, metadata)
         )
-        self._streams.open_requester(
-            sid, StreamKind.REQUEST_STREAM, _IN_ONLY, add_credit(0, initial_n)
-        )
+        self._streams.open_requester(sid, StreamKind.REQUEST_STREAM, add_credit(0, initial_n))
         return sid
 
     def request_channel(
@@ -489,9 +484,8 @@ class Connection:
             sid, min(initial_n, MAX_REQUEST_N), data, metadata, complete=complete
         )
         self._fragments.queue_request(frame)
-        state = _IN_ONLY if complete else _BOTH_OPEN
         self._streams.open_requester(
-            sid, StreamKind.REQUEST_CHANNEL, state, add_credit(0, initial_n)
+            sid, StreamKind.REQUEST_CHANNEL, add_credit(0, initial_n), complete=complete
         )
         return sid
 
@@ -531,8 +525,7 @@ class Connection:
             return
         if s is None or s.out_credit <= 0 or out.size >= out.limit:
             self._payload_refused(stream_id, s)
-        st = s.state
-        if st is not _BOTH_OPEN and st is not _OUT_ONLY:
+        if not s.out_open:
             raise LocalProtocolError(f"send_payload: stream {stream_id} is closed for sending")
         if s.kind is _RR:
             complete = True

@@ -43,7 +43,7 @@ from ._lease import Leases
 from ._receive_streams import StreamFrames
 from ._resume import Resumption
 from ._state import ConnectionInput, ConnectionState
-from ._streams import Stream, StreamInput, StreamKind, StreamState, StreamTable
+from ._streams import OPENING_STATES, Stream, StreamInput, StreamKind, StreamTable
 from .events import (
     ConnectionClosed,
     ExtensionReceived,
@@ -68,8 +68,8 @@ _CI = ConnectionInput
 _I = StreamInput
 _ESTABLISHED = ConnectionState.ESTABLISHED
 _CLOSED = ConnectionState.CLOSED
-_OUT_ONLY = StreamState.OUT_ONLY
 _RR = StreamKind.REQUEST_RESPONSE
+_RR_RESPONDER = OPENING_STATES[_RR, False]
 
 
 class Receiver:
@@ -271,7 +271,7 @@ class Receiver:
                     continue
                 if table.peer_count < max_streams:
                     ctx.setup_confirmed = True
-                    streams[sid] = Stream(sid, rr, False, _OUT_ONLY, 1, 0)
+                    streams[sid] = Stream(sid, rr, False, _RR_RESPONDER, 1, 0)
                     table.peer_count += 1
                     append(_fast_rr(sid, buf[off + 9 : stop]))
                     position += length

@@ -31,7 +31,6 @@ from ._streams import (
     Stream,
     StreamInput,
     StreamKind,
-    StreamState,
     StreamTable,
     add_credit,
     pending_request,
@@ -52,9 +51,6 @@ __all__ = ["StreamFrames"]
 RequestFrame = RequestResponseFrame | RequestFnfFrame | RequestStreamFrame | RequestChannelFrame
 
 _I = StreamInput
-_BOTH_OPEN = StreamState.BOTH_OPEN
-_OUT_ONLY = StreamState.OUT_ONLY
-_IN_ONLY = StreamState.IN_ONLY
 _RR = StreamKind.REQUEST_RESPONSE
 
 
@@ -141,9 +137,8 @@ class StreamFrames:
                 )
             )
         elif t is RequestChannelFrame:
-            s = self._streams.by_id[sid]
-            if complete and s.state is _BOTH_OPEN:
-                s.state = _OUT_ONLY
+            if complete:  # the requester's flow ended with the request
+                self._streams.step(self._streams.by_id[sid], _I.RECV_COMPLETE)
             events.append(
                 RequestChannelReceived(
                     stream_id=sid,
@@ -155,8 +150,8 @@ class StreamFrames:
             )
         else:
             fnf = self._streams.by_id.get(sid)
-            if fnf is not None:
-                self._streams.remove(fnf)
+            if fnf is not None:  # reassembled: a fire-and-forget ends on reception
+                self._streams.step(fnf, _I.RECV_COMPLETE)
             events.append(FireAndForgetReceived(stream_id=sid, data=data, metadata=metadata))
 
     def on_request_n(self, f: RequestNFrame) -> None:
@@ -165,8 +160,7 @@ class StreamFrames:
         s = self._streams.by_id.get(f.stream_id)
         if s is None or s.kind is _RR or pending_request(s):
             return  # spec 9
-        st = s.state
-        if st is _BOTH_OPEN or st is _OUT_ONLY:
+        if self._streams.allows(s, _I.RECV_REQUEST_N):
             s.out_credit = add_credit(s.out_credit, f.request_n)
             self._ctx.events.append(RequestNReceived(stream_id=f.stream_id, n=f.request_n))
 
@@ -179,7 +173,7 @@ class StreamFrames:
         if s is None:
             return  # spec 9.2
         if pending_request(s):
-            table.remove(s)  # the requester abandoned a fragmented request
+            table.step(s, _I.RECV_CANCEL)  # the requester abandoned a fragmented request
             return
         inp = _I.RECV_CANCEL_OUTBOUND if s.requester else _I.RECV_CANCEL
         if s.requester and s.kind is not StreamKind.REQUEST_CHANNEL:
@@ -198,7 +192,7 @@ class StreamFrames:
         if s is None or f.error_code in CONNECTION_ONLY_ERROR_CODES:
             return  # spec 9.3; a stream-0-only code on a stream: spec 9 (not accounted for)
         if pending_request(s):
-            table.remove(s)  # a request still being reassembled: never announced
+            table.step(s, _I.RECV_ERROR)  # a request still being reassembled: never announced
             return
         ctx.setup_confirmed = True
         ctx.events.append(ErrorReceived(stream_id=sid, error_code=f.error_code, message=f.message))
@@ -217,8 +211,7 @@ class StreamFrames:
         if s.reassembly is not None or (f.follows and not f.complete):
             self._on_fragment(s, f)
             return
-        st = s.state
-        if st is not _BOTH_OPEN and st is not _IN_ONLY:
+        if not self._streams.allows(s, _I.RECV_PAYLOAD):
             return  # not receiving on this stream: ignored (9)
         complete = f.complete
         nxt = f.next
@@ -247,8 +240,7 @@ class StreamFrames:
         r = s.reassembly
         follows = f.follows and not f.complete  # spec 7: F with C ignores F
         if r is None:
-            st = s.state
-            if st is not _BOTH_OPEN and st is not _IN_ONLY:
+            if not self._streams.allows(s, _I.RECV_PAYLOAD):
                 return
             if f.next:
                 # A fragmented PAYLOAD counts one credit, at its first fragment.
@@ -287,7 +279,7 @@ class StreamFrames:
         if type(r.first) is PayloadFrame:
             self._ctx.fail(ErrorCode.CONNECTION_ERROR, message)
         # A request not yet announced: reject it (REJECTED: not processed).
-        self._streams.remove(s)
         if type(r.first) is not RequestFnfFrame:
             self._ctx.output.queue_error(s.stream_id, ErrorCode.REJECTED, message)
+        self._streams.step(s, _I.SEND_ERROR)
         return False

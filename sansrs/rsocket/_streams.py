@@ -130,6 +130,27 @@ STREAM_TRANSITIONS: dict[tuple[StreamState, StreamInput], StreamState] = {
 }
 
 
+#: A new stream's state: (kind, this end is the requester) -> state. A
+#: REQUEST_CHANNEL with C then takes SEND_COMPLETE (requester) or
+#: RECV_COMPLETE (responder) through the table.
+OPENING_STATES: dict[tuple[StreamKind, bool], StreamState] = {
+    (StreamKind.REQUEST_RESPONSE, True): _S.IN_ONLY,
+    (StreamKind.REQUEST_RESPONSE, False): _S.OUT_ONLY,
+    (StreamKind.REQUEST_STREAM, True): _S.IN_ONLY,
+    (StreamKind.REQUEST_STREAM, False): _S.OUT_ONLY,
+    (StreamKind.REQUEST_CHANNEL, True): _S.BOTH_OPEN,
+    (StreamKind.REQUEST_CHANNEL, False): _S.BOTH_OPEN,
+    (StreamKind.FIRE_AND_FORGET, False): _S.IN_ONLY,  # a fragmented FNF, reassembled
+}
+
+# The hot paths (send_payload, the receive loop) do not look the table up:
+# they test credit. ``StreamTable.step`` zeroes a flow's credit whenever the
+# table closes that flow, and SEND_PAYLOAD / RECV_PAYLOAD never change the
+# state, so credit > 0 means exactly "the table allows this PAYLOAD, and it
+# leaves the state as it is" (tests/rsocket/test_connection_tables.py checks
+# both halves of that claim).
+
+
 class Stream:
     """One open stream. ``out_credit``: PAYLOADs the peer lets us send;
     ``in_credit``: PAYLOADs we let the peer send (both may be ``UNBOUNDED``)."""
@@ -163,11 +184,13 @@ class Stream:
 
     @property
     def out_open(self) -> bool:
-        return self.state is StreamState.BOTH_OPEN or self.state is StreamState.OUT_ONLY
+        """This end may still send items (the table allows SEND_PAYLOAD)."""
+        return (self.state, _I.SEND_PAYLOAD) in STREAM_TRANSITIONS
 
     @property
     def in_open(self) -> bool:
-        return self.state is StreamState.BOTH_OPEN or self.state is StreamState.IN_ONLY
+        """The peer may still send items (the table allows RECV_PAYLOAD)."""
+        return (self.state, _I.RECV_PAYLOAD) in STREAM_TRANSITIONS
 
     def __repr__(self) -> str:
         return (
@@ -216,7 +239,6 @@ def pending_request(s: Stream) -> bool:
     return r is not None and type(r.first) is not PayloadFrame
 
 
-_BOTH_OPEN = _S.BOTH_OPEN
 _OUT_ONLY = _S.OUT_ONLY
 _IN_ONLY = _S.IN_ONLY
 _CLOSED = _S.CLOSED
@@ -228,8 +250,10 @@ class StreamTable:
 
     - ``by_id``: the streams by ID (the hot paths read it directly);
     - ``step(s, inp)``: the stream state machine: every change of a
-      stream's state goes through it (``STREAM_TRANSITIONS``);
-    - ``open_requester`` / ``open_responder``: a new stream; ``remove``;
+      stream's state goes through it (``STREAM_TRANSITIONS``), and a stream
+      it closes is forgotten;
+    - ``open_requester`` / ``open_responder``: a new stream, in its
+      ``OPENING_STATES`` state;
     - ``peer_count``: streams the peer opened (``max_concurrent_streams``);
     - ``ids``: our next stream ID.
 
@@ -288,7 +312,7 @@ class StreamTable:
         # A closed flow has no credit: the hot paths test credit alone.
         if nxt is _CLOSED:
             s.out_credit = s.in_credit = 0
-            self.remove(s)
+            self._forget(s)
         elif nxt is _IN_ONLY:
             s.out_credit = 0
         elif nxt is _OUT_ONLY:
@@ -299,36 +323,41 @@ class StreamTable:
         return (s.state, inp) in STREAM_TRANSITIONS
 
     def open_requester(
-        self, sid: int, kind: StreamKind, state: StreamState, in_credit: int
+        self, sid: int, kind: StreamKind, in_credit: int, *, complete: bool = False
     ) -> None:
-        """A stream we requested: the peer sends first (our credit out: 0)."""
-        self.by_id[sid] = Stream(sid, kind, True, state, 0, in_credit)
+        """A stream we requested (our credit out: 0 until the peer's
+        REQUEST_N); ``complete``: our channel flow ended with the request."""
+        s = self.by_id[sid] = Stream(sid, kind, True, OPENING_STATES[kind, True], 0, in_credit)
+        if complete:
+            self.step(s, _I.SEND_COMPLETE)
 
     def open_responder(
         self, f: RequestResponseFrame | RequestFnfFrame | RequestStreamFrame | RequestChannelFrame
     ) -> Stream:
         """The stream of a request from the peer (counted against its limit)."""
-        sid = f.stream_id
         t = type(f)
+        out_credit = 0
         if t is RequestResponseFrame:
-            s = Stream(sid, StreamKind.REQUEST_RESPONSE, False, _OUT_ONLY, 1, 0)
-        elif t is RequestStreamFrame:
-            n = f.initial_request_n  # type: ignore[union-attr]
-            s = Stream(sid, StreamKind.REQUEST_STREAM, False, _OUT_ONLY, add_credit(0, n), 0)
-        elif t is RequestChannelFrame:
-            n = f.initial_request_n  # type: ignore[union-attr]
-            state = _OUT_ONLY if f.complete else _BOTH_OPEN  # type: ignore[union-attr]
-            s = Stream(sid, StreamKind.REQUEST_CHANNEL, False, state, add_credit(0, n), 0)
+            kind = StreamKind.REQUEST_RESPONSE
+            out_credit = 1
+        elif t is RequestStreamFrame or t is RequestChannelFrame:
+            kind = (
+                StreamKind.REQUEST_STREAM if t is RequestStreamFrame else StreamKind.REQUEST_CHANNEL
+            )
+            out_credit = add_credit(0, f.initial_request_n)  # type: ignore[union-attr]
         else:
-            s = Stream(sid, StreamKind.FIRE_AND_FORGET, False, _IN_ONLY, 0, 0)
-        self.by_id[sid] = s
+            kind = StreamKind.FIRE_AND_FORGET
+        sid = f.stream_id
+        s = self.by_id[sid] = Stream(sid, kind, False, OPENING_STATES[kind, False], out_credit, 0)
         self.peer_count += 1
+        if getattr(f, "complete", False):
+            self.step(s, _I.RECV_COMPLETE)  # the requester's channel flow ended with it
         return s
 
-    def remove(self, s: Stream) -> None:
+    def _forget(self, s: Stream) -> None:
+        """A stream the table closed: it leaves the table."""
         if self.by_id.pop(s.stream_id, None) is not None and not s.requester:
             self.peer_count -= 1
-        s.state = _CLOSED
         ctx = self.ctx
         if ctx.state is _CLOSING and not self.by_id:
             ctx.finish_close()
