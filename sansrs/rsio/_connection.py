@@ -9,6 +9,7 @@ from ._codec import (
     MAX_VARINT,
     Cancel,
     Goodbye,
+    MessageType,
     OnComplete,
     OnError,
     OnSubscribe,
@@ -17,6 +18,7 @@ from ._codec import (
     encode_varint,
 )
 from ._core import Pub, Sub, add_demand
+from ._fast import VARINT1, VARINT_MORE
 from ._receive import Receiver
 from ._tables import (
     PUBLICATION_TRANSITIONS,
@@ -36,8 +38,8 @@ _SUBSCRIBED = PublicationState.SUBSCRIBED
 # instead of looking the table up (a self-loop; checked at import).
 _ACTIVE = hot_path_state(PUBLICATION_TRANSITIONS, frozenset(), _PI.SEND_NEXT)
 _v = encode_varint
-#: One-byte varints, the length of every element shorter than 128 bytes.
-_VARINT1 = [bytes((i,)) for i in range(128)]
+_PART = bytes((MessageType.ON_NEXT_PART,))
+_LAST_PART = bytes((MessageType.ON_NEXT_LAST_PART,))
 
 
 def _check_id(what: str, value: object) -> int:
@@ -173,7 +175,7 @@ class Connection(Receiver):
             self._out += (p.head_next, element)
             self._out_size += n + 2
         elif n <= self._split_size:
-            self._out += (p.head_next + (_VARINT1[n] if n < 128 else _v(n)), element)
+            self._out += (p.head_next + (VARINT1[n] if n < VARINT_MORE else _v(n)), element)
             self._out_size += n + 3
         else:
             self._send_split(p, element)
@@ -209,7 +211,8 @@ class Connection(Receiver):
             p.open_parts.discard(element_id)
         else:
             p.open_parts.add(element_id)
-        head = (b"\x24" if last else b"\x23") + _v(subscriber_id) + _v(element_id) + _v(len(data))
+        code = _LAST_PART if last else _PART
+        head = code + _v(subscriber_id) + _v(element_id) + _v(len(data))
         self._out += (head, data)
         self._out_size += len(head) + len(data)
 

@@ -15,6 +15,7 @@ from ._codec import (
     ErrorCode,
     Goodbye,
     Message,
+    MessageType,
     ServerHello,
     encode_message,
     encode_varint,
@@ -39,6 +40,8 @@ __all__ = ["ConnectionCore"]
 
 _SUBSCRIBING = SubscriptionState.SUBSCRIBING
 _UNEXPECTED = ErrorCode.UNEXPECTED_MESSAGE
+_ON_NEXT = bytes((MessageType.ON_NEXT,))
+_ON_NEXT_PACKED = bytes((MessageType.ON_NEXT_PACKED,))
 
 
 class _Partial:
@@ -87,8 +90,9 @@ class Pub:
         self.size = 0
         self.state = PublicationState.SUBSCRIBED
         vid = encode_varint(sid)
-        self.head_next = b"\x21" + vid
-        self.head_packed = b"\x22" + vid
+        # Every onNext / onNextPacked to it starts with these (code + Id).
+        self.head_next = _ON_NEXT + vid
+        self.head_packed = _ON_NEXT_PACKED + vid
         self.next_element_id = 0
         self.open_parts: set[int] = set()
 

@@ -33,6 +33,7 @@ from ._codec import (
     decode_message,
 )
 from ._core import ConnectionCore, Pub, Sub, _Partial, add_demand
+from ._fast import ON_NEXT, ON_NEXT_PACKED, VARINT_MORE, next_event
 from ._tables import (
     CONNECTION_IGNORED,
     CONNECTION_TRANSITIONS,
@@ -58,7 +59,6 @@ from .events import (
     OnSubscribeReceived,
     RequestReceived,
     SubscribeReceived,
-    _fast_next,
 )
 
 __all__ = ["Receiver"]
@@ -140,11 +140,11 @@ class Receiver(ConnectionCore):
         try:
             while pos < end:
                 t = buf[pos]
-                if (t == 0x21 or t == 0x22) and is_open:
+                if ON_NEXT <= t <= ON_NEXT_PACKED and is_open:  # the two codes are adjacent
                     # Hot path: an element of an active subscription.
                     p = pos + 1
-                    b = buf[p] if p < end else 0x80
-                    if b < 0x80:
+                    b = buf[p] if p < end else VARINT_MORE
+                    if b < VARINT_MORE:
                         sid = b
                         p += 1
                     else:
@@ -152,9 +152,9 @@ class Receiver(ConnectionCore):
                     s = subs.get(sid)
                     if s is not None and s.state is _TAKES_ELEMENTS:
                         size = s.size
-                        if t == 0x22:
-                            b = buf[p] if p < end else 0x80
-                            if b < 0x80:
+                        if t == ON_NEXT_PACKED:
+                            b = buf[p] if p < end else VARINT_MORE
+                            if b < VARINT_MORE:
                                 count = b
                                 p += 1
                             else:
@@ -190,8 +190,8 @@ class Receiver(ConnectionCore):
                         if size:
                             stop = p + size
                         else:
-                            b = buf[p] if p < end else 0x80
-                            if b < 0x80:
+                            b = buf[p] if p < end else VARINT_MORE
+                            if b < VARINT_MORE:
                                 p += 1
                                 stop = p + b
                             else:
@@ -210,7 +210,7 @@ class Receiver(ConnectionCore):
                                     f"onNext beyond the demand of subscriber {sid} (rule 1.1)",
                                 )
                             s.demand = demand - 1
-                        events.append(_fast_next(sid, buf[p:stop]))
+                        events.append(next_event(sid, buf[p:stop]))
                         pos = stop
                         continue
                 msg, p = decode_message(buf, pos, size_of, limits)

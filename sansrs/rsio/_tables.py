@@ -11,6 +11,8 @@ from __future__ import annotations
 import enum
 from typing import TypeVar
 
+from ._fast import identity_hash
+
 __all__ = [
     "CONNECTION_IGNORED",
     "CONNECTION_TRANSITIONS",
@@ -26,22 +28,18 @@ __all__ = [
     "hot_path_state",
 ]
 
-# Every enum here hashes by identity (members are singletons compared by
-# identity): Enum's own __hash__ is Python code, run on every table lookup.
 
 
+@identity_hash  # table lookups (_fast.py)
 class ConnectionState(enum.Enum):
-    __hash__ = object.__hash__
-
     AWAITING_HELLO = "awaiting-hello"  # our hello sent, the peer's not received
     OPEN = "open"
     CLOSING = "closing"  # our goodbye sent, waiting for its acknowledgement
     CLOSED = "closed"
 
 
+@identity_hash  # table lookups (_fast.py)
 class ConnectionInput(enum.Enum):
-    __hash__ = object.__hash__
-
     RECV_HELLO = "recv-hello"
     RECV_STREAM = "recv-stream"  # any subscription message
     RECV_GOODBYE = "recv-goodbye"
@@ -79,10 +77,9 @@ CONNECTION_TRANSITIONS: dict[tuple[ConnectionState, ConnectionInput], Connection
 CONNECTION_IGNORED = frozenset({(_C.CLOSING, _CI.RECV_HELLO), (_C.CLOSING, _CI.RECV_STREAM)})
 
 
+@identity_hash  # table lookups (_fast.py)
 class SubscriptionState(enum.Enum):
     """A subscription this side made (we are the subscriber)."""
-
-    __hash__ = object.__hash__
 
     SUBSCRIBING = "subscribing"  # subscribe sent, no onSubscribe yet
     ACTIVE = "active"
@@ -90,9 +87,8 @@ class SubscriptionState(enum.Enum):
     CLOSED = "closed"  # forgotten
 
 
+@identity_hash  # table lookups (_fast.py)
 class SubscriptionInput(enum.Enum):
-    __hash__ = object.__hash__
-
     RECV_ON_SUBSCRIBE = "recv-on-subscribe"
     RECV_NEXT = "recv-next"  # onNext, onNextPacked, parts
     RECV_TERMINAL = "recv-terminal"  # onComplete, onError
@@ -127,19 +123,17 @@ SUBSCRIPTION_IGNORED = frozenset(
 )
 
 
+@identity_hash  # table lookups (_fast.py)
 class PublicationState(enum.Enum):
     """A subscription the peer made to one of our publishers."""
-
-    __hash__ = object.__hash__
 
     SUBSCRIBED = "subscribed"  # subscribe received, onSubscribe not sent yet
     ACTIVE = "active"
     CLOSED = "closed"  # forgotten
 
 
+@identity_hash  # table lookups (_fast.py)
 class PublicationInput(enum.Enum):
-    __hash__ = object.__hash__
-
     SEND_ON_SUBSCRIBE = "send-on-subscribe"
     SEND_NEXT = "send-next"
     SEND_TERMINAL = "send-terminal"

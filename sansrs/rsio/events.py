@@ -1,15 +1,13 @@
 """Events an rsio ``Connection`` reports (docs/protocols/rsio.md §11).
 
 Every event is a frozen, slotted, keyword-only dataclass compared by value.
-``NextReceived`` is built on the hot path by ``_fast_next``, which sets the
-slots through their member descriptors (the frozen ``__init__`` goes through
-``object.__setattr__`` per field); the result is the same frozen value.
+The receive hot path builds ``NextReceived`` a cheaper way (``_fast.py``);
+the result is the same frozen value.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 __all__ = [
     "CancelReceived",
@@ -151,16 +149,3 @@ Event = (
     | ConnectionClosed
     | ConnectionLost
 )
-
-_new = object.__new__
-_set_sid: Any = NextReceived.__dict__["subscriber_id"].__set__
-_set_element: Any = NextReceived.__dict__["element"].__set__
-
-
-def _fast_next(subscriber_id: int, element: bytes) -> NextReceived:
-    """``NextReceived(...)`` without the frozen ``__init__`` cost."""
-    event: NextReceived = _new(NextReceived)
-    _set_sid(event, subscriber_id)
-    _set_element(event, element)
-    return event
-

@@ -15,6 +15,7 @@ from ._frames import (
     FLAG_NEXT,
     FLAG_RESPOND,
     FLAG_RESUME_ENABLE,
+    FLAGS_MASK,
     MAJOR_VERSION,
     MAX_FRAME_LENGTH,
     MAX_METADATA_LENGTH,
@@ -22,6 +23,7 @@ from ._frames import (
     MAX_REQUEST_N,
     MAX_STREAM_ID,
     MINOR_VERSION,
+    TYPE_SHIFT,
     CancelFrame,
     ErrorCode,
     ErrorFrame,
@@ -58,6 +60,7 @@ from ._streams import STREAM_TRANSITIONS, StreamInput, StreamState
 
 __all__ = [
     "CONNECTION_TRANSITIONS",
+    "FLAGS_MASK",
     "FLAG_COMPLETE",
     "FLAG_FOLLOWS",
     "FLAG_IGNORE",
@@ -76,6 +79,7 @@ __all__ = [
     "MINOR_VERSION",
     "PREFIX_LENGTH",
     "STREAM_TRANSITIONS",
+    "TYPE_SHIFT",
     "CancelFrame",
     "Connection",
     "ConnectionConfig",

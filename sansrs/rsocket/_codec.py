@@ -32,6 +32,7 @@ from collections.abc import Callable
 from struct import Struct
 
 from .._errors import RemoteProtocolError
+from ._fast import PAYLOAD_NO_METADATA_MASK, T_PAYLOAD, payload_frame
 from ._frames import (
     FLAG_COMPLETE,
     FLAG_FOLLOWS,
@@ -41,8 +42,10 @@ from ._frames import (
     FLAG_NEXT,
     FLAG_RESPOND,
     FLAG_RESUME_ENABLE,
+    FLAGS_MASK,
     MAX_POSITION,
     MAX_U31,
+    TYPE_SHIFT,
     CancelFrame,
     ErrorCode,
     ErrorFrame,
@@ -78,7 +81,7 @@ _MAX_MIME_LENGTH = 0xFF
 _BIT31 = 0x80000000
 
 # One Struct per wire shape, built once.
-_HEADER = Struct(">IH")  # stream id, type << 10 | flags
+_HEADER = Struct(">IH")  # stream id, type << TYPE_SHIFT | flags
 _HEADER_U24 = Struct(">IHBH")  # header + 24-bit length (hi byte, lo 16 bits)
 _HEADER_U32 = Struct(">IHI")  # header + one 32-bit field
 _HEADER_U32_U24 = Struct(">IHIBH")  # header + 32-bit field + 24-bit length
@@ -91,39 +94,21 @@ _U16 = Struct(">H")
 _U24 = Struct(">BH")
 _U64_U64 = Struct(">QQ")
 
-_T_SETUP = FrameType.SETUP << 10
-_T_LEASE = FrameType.LEASE << 10
-_T_KEEPALIVE = FrameType.KEEPALIVE << 10
-_T_REQUEST_RESPONSE = FrameType.REQUEST_RESPONSE << 10
-_T_REQUEST_FNF = FrameType.REQUEST_FNF << 10
-_T_REQUEST_STREAM = FrameType.REQUEST_STREAM << 10
-_T_REQUEST_CHANNEL = FrameType.REQUEST_CHANNEL << 10
-_T_REQUEST_N = FrameType.REQUEST_N << 10
-_T_CANCEL = FrameType.CANCEL << 10
-_T_PAYLOAD = FrameType.PAYLOAD << 10
-_T_ERROR = FrameType.ERROR << 10
-_T_METADATA_PUSH = FrameType.METADATA_PUSH << 10
-_T_RESUME = FrameType.RESUME << 10
-_T_RESUME_OK = FrameType.RESUME_OK << 10
-_T_EXT = FrameType.EXT << 10
-
-#: ``object.__new__`` then one store per slot builds a slotted frame ~80 ns
-#: (a third) faster than calling the class, whose dataclass ``__init__`` is a
-#: Python-level call. The PAYLOAD fast paths (here and in ``_framing``) do
-#: that and must set every field; this catches a field added to PayloadFrame.
-_new_frame = object.__new__
-_PAYLOAD_FIELDS = ("stream_id", "data", "metadata", "follows", "complete", "next", "ignore")
-if PayloadFrame.__slots__ != _PAYLOAD_FIELDS:  # pragma: no cover
-    raise ImportError("PayloadFrame fields changed: update the PAYLOAD fast paths")
-
-#: PAYLOAD (follows, complete, next, ignore) for each value of the 10 flag bits.
-_PAYLOAD_FLAGS: tuple[tuple[bool, bool, bool, bool], ...] = tuple(
-    (bool(f & FLAG_FOLLOWS), bool(f & FLAG_COMPLETE), bool(f & FLAG_NEXT), bool(f & FLAG_IGNORE))
-    for f in range(0x400)
-)
-
-#: Type bits + M flag: ``tf & _PAYLOAD_MASK == _T_PAYLOAD`` is PAYLOAD without metadata.
-_PAYLOAD_MASK = 0xFC00 | FLAG_METADATA
+_T_SETUP = FrameType.SETUP << TYPE_SHIFT
+_T_LEASE = FrameType.LEASE << TYPE_SHIFT
+_T_KEEPALIVE = FrameType.KEEPALIVE << TYPE_SHIFT
+_T_REQUEST_RESPONSE = FrameType.REQUEST_RESPONSE << TYPE_SHIFT
+_T_REQUEST_FNF = FrameType.REQUEST_FNF << TYPE_SHIFT
+_T_REQUEST_STREAM = FrameType.REQUEST_STREAM << TYPE_SHIFT
+_T_REQUEST_CHANNEL = FrameType.REQUEST_CHANNEL << TYPE_SHIFT
+_T_REQUEST_N = FrameType.REQUEST_N << TYPE_SHIFT
+_T_CANCEL = FrameType.CANCEL << TYPE_SHIFT
+_T_PAYLOAD = FrameType.PAYLOAD << TYPE_SHIFT
+_T_ERROR = FrameType.ERROR << TYPE_SHIFT
+_T_METADATA_PUSH = FrameType.METADATA_PUSH << TYPE_SHIFT
+_T_RESUME = FrameType.RESUME << TYPE_SHIFT
+_T_RESUME_OK = FrameType.RESUME_OK << TYPE_SHIFT
+_T_EXT = FrameType.EXT << TYPE_SHIFT
 
 _ERROR_CODES: dict[int, int] = {int(code): code for code in ErrorCode}
 
@@ -440,21 +425,16 @@ def decode_frame(data: bytes) -> Frame:
     if len(data) < HEADER_LENGTH:
         raise _bad(f"frame too short ({len(data)} bytes, the header needs {HEADER_LENGTH})")
     sid, tf = _HEADER.unpack_from(data)
-    if tf & _PAYLOAD_MASK == _T_PAYLOAD and sid <= MAX_U31:
-        # Fast path: PAYLOAD without metadata, what _dec_payload does, built
-        # without the __init__ call (see _new_frame).
-        frame = _new_frame(PayloadFrame)
-        frame.stream_id = sid
-        frame.data = data[6:]
-        frame.metadata = None
-        frame.follows, frame.complete, frame.next, frame.ignore = _PAYLOAD_FLAGS[tf & 0x3FF]
-        return frame
-    decoder = _DECODERS.get(tf >> 10)
+    if tf & PAYLOAD_NO_METADATA_MASK == T_PAYLOAD and sid <= MAX_U31:
+        return payload_frame(sid, data[6:], tf)  # what _dec_payload does, faster
+    decoder = _DECODERS.get(tf >> TYPE_SHIFT)
     if decoder is None:
-        return UnknownFrame(sid, tf >> 10, tf & 0x3FF, data[6:], bool(tf & FLAG_IGNORE))
+        return UnknownFrame(
+            sid, tf >> TYPE_SHIFT, tf & FLAGS_MASK, data[6:], bool(tf & FLAG_IGNORE)
+        )
     try:
         return decoder(data, sid, tf)
     except RemoteProtocolError:
         if tf & FLAG_IGNORE:
-            return UnknownFrame(sid, tf >> 10, tf & 0x3FF, data[6:], True)
+            return UnknownFrame(sid, tf >> TYPE_SHIFT, tf & FLAGS_MASK, data[6:], True)
         raise

@@ -24,9 +24,15 @@ from collections import deque
 from typing import NoReturn
 
 from .._errors import LocalProtocolError
-from . import _output as _output_module
 from ._config import ConnectionConfig, Role
 from ._context import Context
+from ._fast import (
+    PAYLOAD_ITEM,
+    PAYLOAD_LAST_ITEM,
+    T_REQUEST_FNF,
+    T_REQUEST_RESPONSE,
+    pack_prefix_header,
+)
 from ._fragmentation import Fragmenter
 from ._frames import (
     MAJOR_VERSION,
@@ -69,19 +75,11 @@ from .events import ConnectionClosed, ConnectionLost, Event
 
 __all__ = ["Connection"]
 
-# Bound by assignment, not import: CPython 3.11 compiles ``name.method(...)``
-# without its fast method call when ``name`` comes from an import (hot path).
-_PREFIX_HEADER = _output_module.PREFIX_HEADER
-
 _CI = ConnectionInput
 _I = StreamInput
 _ESTABLISHED = ConnectionState.ESTABLISHED
 _CLOSED = ConnectionState.CLOSED
 _RR = StreamKind.REQUEST_RESPONSE
-_PAYLOAD_NEXT = 0x2800 | 0x20  # PAYLOAD type with N
-_PAYLOAD_NEXT_COMPLETE = 0x2800 | 0x20 | 0x40
-_REQUEST_RESPONSE = 0x04 << 10  # frame type in the type/flags field, no flags
-_REQUEST_FNF = 0x05 << 10
 
 
 def _check_n(name: str, n: int) -> None:
@@ -440,12 +438,12 @@ class Connection:
         """Hot path of a REQUEST_RESPONSE / REQUEST_FNF without metadata that
         fits one frame: the header packed directly, no frame object."""
         n = 6 + len(data)
-        self._out.queue_pieces((_PREFIX_HEADER.pack(n >> 16, n & 0xFFFF, sid, type_flags), data), n)
+        self._out.queue_pieces((pack_prefix_header(n >> 16, n & 0xFFFF, sid, type_flags), data), n)
 
     def request_response(self, data: bytes, metadata: bytes | None = None) -> int:
         sid = self._next_stream_id("request_response")
         if metadata is None and type(data) is bytes and len(data) <= self._out.fast_request_max:
-            self._queue_plain_request(sid, _REQUEST_RESPONSE, data)
+            self._queue_plain_request(sid, T_REQUEST_RESPONSE, data)
         else:
             self._fragments.queue_request(RequestResponseFrame(sid, data, metadata))
         self._streams.open_requester(sid, _RR, 1)
@@ -454,7 +452,7 @@ class Connection:
     def request_fnf(self, data: bytes, metadata: bytes | None = None) -> int:
         sid = self._next_stream_id("request_fnf")
         if metadata is None and type(data) is bytes and len(data) <= self._out.fast_request_max:
-            self._queue_plain_request(sid, _REQUEST_FNF, data)
+            self._queue_plain_request(sid, T_REQUEST_FNF, data)
         else:
             self._fragments.queue_request(RequestFnfFrame(sid, data, metadata))
         return sid
@@ -516,10 +514,11 @@ class Connection:
             and out.size < out.limit
             and s.kind is not _RR
         ):
-            # Hot path: header packed directly, no frame object.
+            # Hot path: header packed directly, no frame object. The stream
+            # table is not looked up: credit stands for it (see _streams.py).
             s.out_credit -= 1
             n = len(data) + 6
-            out.pieces += (_PREFIX_HEADER.pack(n >> 16, n & 0xFFFF, stream_id, _PAYLOAD_NEXT), data)
+            out.pieces += (pack_prefix_header(n >> 16, n & 0xFFFF, stream_id, PAYLOAD_ITEM), data)
             out.size += n + 3
             out.sent_position += n
             return
@@ -533,8 +532,8 @@ class Connection:
         s.out_credit -= 1
         if metadata is None and n + 3 <= out.fragment_size and out.prefixed:
             # Header packed directly, no frame object; retained if resumable.
-            tf = _PAYLOAD_NEXT_COMPLETE if complete else _PAYLOAD_NEXT
-            out.queue_pieces((_PREFIX_HEADER.pack(n >> 16, n & 0xFFFF, stream_id, tf), data), n)
+            tf = PAYLOAD_LAST_ITEM if complete else PAYLOAD_ITEM
+            out.queue_pieces((pack_prefix_header(n >> 16, n & 0xFFFF, stream_id, tf), data), n)
         else:
             self._fragments.queue_payload(stream_id, data, metadata, complete, True)
         if complete:

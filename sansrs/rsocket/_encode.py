@@ -12,7 +12,27 @@ from collections.abc import Callable
 from typing import Any
 
 from .._errors import LocalProtocolError
-from . import _codec as _wire
+from . import _codec as _wire  # the wire shapes (structs) shared with the decoder
+from ._codec import (
+    _MAX_MIME_LENGTH,
+    _MAX_U16,
+    _MAX_U32,
+    _T_CANCEL,
+    _T_ERROR,
+    _T_EXT,
+    _T_KEEPALIVE,
+    _T_LEASE,
+    _T_METADATA_PUSH,
+    _T_PAYLOAD,
+    _T_REQUEST_CHANNEL,
+    _T_REQUEST_FNF,
+    _T_REQUEST_N,
+    _T_REQUEST_RESPONSE,
+    _T_REQUEST_STREAM,
+    _T_RESUME,
+    _T_RESUME_OK,
+    _T_SETUP,
+)
 from ._frames import (
     FLAG_COMPLETE,
     FLAG_FOLLOWS,
@@ -43,38 +63,6 @@ from ._frames import (
     SetupFrame,
     UnknownFrame,
 )
-
-# Bound by assignment, not import: CPython 3.11 compiles ``name.method(...)``
-# without its fast method call when ``name`` comes from an import.
-_HEADER = _wire._HEADER
-_HEADER_U24 = _wire._HEADER_U24
-_HEADER_U32 = _wire._HEADER_U32
-_HEADER_U32_U32 = _wire._HEADER_U32_U32
-_HEADER_U64 = _wire._HEADER_U64
-_MAX_MIME_LENGTH = _wire._MAX_MIME_LENGTH
-_MAX_U16 = _wire._MAX_U16
-_MAX_U32 = _wire._MAX_U32
-_RESUME_FIXED = _wire._RESUME_FIXED
-_SETUP_FIXED = _wire._SETUP_FIXED
-_T_CANCEL = _wire._T_CANCEL
-_T_ERROR = _wire._T_ERROR
-_T_EXT = _wire._T_EXT
-_T_KEEPALIVE = _wire._T_KEEPALIVE
-_T_LEASE = _wire._T_LEASE
-_T_METADATA_PUSH = _wire._T_METADATA_PUSH
-_T_PAYLOAD = _wire._T_PAYLOAD
-_T_REQUEST_CHANNEL = _wire._T_REQUEST_CHANNEL
-_T_REQUEST_FNF = _wire._T_REQUEST_FNF
-_T_REQUEST_N = _wire._T_REQUEST_N
-_T_REQUEST_RESPONSE = _wire._T_REQUEST_RESPONSE
-_T_REQUEST_STREAM = _wire._T_REQUEST_STREAM
-_T_RESUME = _wire._T_RESUME
-_T_RESUME_OK = _wire._T_RESUME_OK
-_T_SETUP = _wire._T_SETUP
-_U8 = _wire._U8
-_U16 = _wire._U16
-_U24 = _wire._U24
-_U64_U64 = _wire._U64_U64
 
 __all__ = ["encode_frame"]
 
@@ -107,7 +95,7 @@ def _enc_meta_data(name: str, head: bytes, metadata: bytes | None, data: bytes) 
     n = len(metadata)
     if n > MAX_METADATA_LENGTH:
         raise _local(f"{name}: metadata of {n} bytes exceeds the 24-bit length field")
-    return b"".join((head, _U24.pack(n >> 16, n & 0xFFFF), metadata, data))
+    return b"".join((head, _wire._U24.pack(n >> 16, n & 0xFFFF), metadata, data))
 
 
 def _enc_setup(f: SetupFrame) -> bytes:
@@ -128,7 +116,7 @@ def _enc_setup(f: SetupFrame) -> bytes:
         tf |= FLAG_RESUME_ENABLE
         if len(token) > _MAX_U16:
             raise _local(f"{name}: resume token of {len(token)} bytes exceeds 65535")
-        parts += (_U16.pack(len(token)), token)
+        parts += (_wire._U16.pack(len(token)), token)
     for field, mime in (
         ("metadata MIME type", f.metadata_mime_type),
         ("data MIME type", f.data_mime_type),
@@ -139,15 +127,15 @@ def _enc_setup(f: SetupFrame) -> bytes:
             raise _local(f"{name}: {field} {mime!r} is not US-ASCII") from None
         if len(raw) > _MAX_MIME_LENGTH:
             raise _local(f"{name}: {field} of {len(raw)} bytes exceeds 255")
-        parts += (_U8.pack(len(raw)), raw)
+        parts += (_wire._U8.pack(len(raw)), raw)
     if f.metadata is not None:
         tf |= FLAG_METADATA
         n = len(f.metadata)
         if n > MAX_METADATA_LENGTH:
             raise _local(f"{name}: metadata of {n} bytes exceeds the 24-bit length field")
-        parts += (_U24.pack(n >> 16, n & 0xFFFF), f.metadata)
+        parts += (_wire._U24.pack(n >> 16, n & 0xFFFF), f.metadata)
     parts.append(f.data)
-    head = _SETUP_FIXED.pack(
+    head = _wire._SETUP_FIXED.pack(
         0, tf, f.major_version, f.minor_version, f.keepalive_interval, f.max_lifetime
     )
     return head + b"".join(parts)
@@ -159,8 +147,10 @@ def _enc_lease(f: LeaseFrame) -> bytes:
     _enc_range("LEASE", "number of requests", f.number_of_requests, 0, MAX_U31)
     tf = _T_LEASE | FLAG_IGNORE if f.ignore else _T_LEASE
     if f.metadata is None:
-        return _HEADER_U32_U32.pack(0, tf, f.ttl, f.number_of_requests)
-    return _HEADER_U32_U32.pack(0, tf | FLAG_METADATA, f.ttl, f.number_of_requests) + f.metadata
+        return _wire._HEADER_U32_U32.pack(0, tf, f.ttl, f.number_of_requests)
+    return (
+        _wire._HEADER_U32_U32.pack(0, tf | FLAG_METADATA, f.ttl, f.number_of_requests) + f.metadata
+    )
 
 
 def _enc_keepalive(f: KeepaliveFrame) -> bytes:
@@ -171,7 +161,7 @@ def _enc_keepalive(f: KeepaliveFrame) -> bytes:
         tf |= FLAG_RESPOND
     if f.ignore:
         tf |= FLAG_IGNORE
-    return _HEADER_U64.pack(0, tf, f.last_received_position) + f.data
+    return _wire._HEADER_U64.pack(0, tf, f.last_received_position) + f.data
 
 
 def _enc_request_response(f: RequestResponseFrame) -> bytes:
@@ -184,7 +174,7 @@ def _enc_request_response(f: RequestResponseFrame) -> bytes:
         tf |= FLAG_IGNORE
     if f.metadata is not None:
         tf |= FLAG_METADATA
-    return _enc_meta_data("REQUEST_RESPONSE", _HEADER.pack(sid, tf), f.metadata, f.data)
+    return _enc_meta_data("REQUEST_RESPONSE", _wire._HEADER.pack(sid, tf), f.metadata, f.data)
 
 
 def _enc_request_fnf(f: RequestFnfFrame) -> bytes:
@@ -197,7 +187,7 @@ def _enc_request_fnf(f: RequestFnfFrame) -> bytes:
         tf |= FLAG_IGNORE
     if f.metadata is not None:
         tf |= FLAG_METADATA
-    return _enc_meta_data("REQUEST_FNF", _HEADER.pack(sid, tf), f.metadata, f.data)
+    return _enc_meta_data("REQUEST_FNF", _wire._HEADER.pack(sid, tf), f.metadata, f.data)
 
 
 def _enc_request_stream(f: RequestStreamFrame) -> bytes:
@@ -212,7 +202,7 @@ def _enc_request_stream(f: RequestStreamFrame) -> bytes:
         tf |= FLAG_IGNORE
     if f.metadata is not None:
         tf |= FLAG_METADATA
-    head = _HEADER_U32.pack(sid, tf, f.initial_request_n)
+    head = _wire._HEADER_U32.pack(sid, tf, f.initial_request_n)
     return _enc_meta_data(name, head, f.metadata, f.data)
 
 
@@ -230,7 +220,7 @@ def _enc_request_channel(f: RequestChannelFrame) -> bytes:
         tf |= FLAG_IGNORE
     if f.metadata is not None:
         tf |= FLAG_METADATA
-    head = _HEADER_U32.pack(sid, tf, f.initial_request_n)
+    head = _wire._HEADER_U32.pack(sid, tf, f.initial_request_n)
     return _enc_meta_data(name, head, f.metadata, f.data)
 
 
@@ -238,12 +228,12 @@ def _enc_request_n(f: RequestNFrame) -> bytes:
     _enc_stream_id("REQUEST_N", f.stream_id)
     _enc_range("REQUEST_N", "request N", f.request_n, 1, MAX_U31)
     tf = _T_REQUEST_N | FLAG_IGNORE if f.ignore else _T_REQUEST_N
-    return _HEADER_U32.pack(f.stream_id, tf, f.request_n)
+    return _wire._HEADER_U32.pack(f.stream_id, tf, f.request_n)
 
 
 def _enc_cancel(f: CancelFrame) -> bytes:
     _enc_stream_id("CANCEL", f.stream_id)
-    return _HEADER.pack(f.stream_id, _T_CANCEL | FLAG_IGNORE if f.ignore else _T_CANCEL)
+    return _wire._HEADER.pack(f.stream_id, _T_CANCEL | FLAG_IGNORE if f.ignore else _T_CANCEL)
 
 
 def _enc_payload(f: PayloadFrame) -> bytes:
@@ -261,12 +251,12 @@ def _enc_payload(f: PayloadFrame) -> bytes:
         tf |= FLAG_IGNORE
     metadata = f.metadata
     if metadata is None:
-        return _HEADER.pack(sid, tf) + f.data
+        return _wire._HEADER.pack(sid, tf) + f.data
     n = len(metadata)
     if n > MAX_METADATA_LENGTH:
         raise _local(f"PAYLOAD: metadata of {n} bytes exceeds the 24-bit length field")
     return b"".join(
-        (_HEADER_U24.pack(sid, tf | FLAG_METADATA, n >> 16, n & 0xFFFF), metadata, f.data)
+        (_wire._HEADER_U24.pack(sid, tf | FLAG_METADATA, n >> 16, n & 0xFFFF), metadata, f.data)
     )
 
 
@@ -274,7 +264,7 @@ def _enc_error(f: ErrorFrame) -> bytes:
     _enc_stream_id("ERROR", f.stream_id)
     _enc_range("ERROR", "error code", f.error_code, 0, _MAX_U32)
     tf = _T_ERROR | FLAG_IGNORE if f.ignore else _T_ERROR
-    return _HEADER_U32.pack(f.stream_id, tf, f.error_code) + f.data
+    return _wire._HEADER_U32.pack(f.stream_id, tf, f.error_code) + f.data
 
 
 def _enc_metadata_push(f: MetadataPushFrame) -> bytes:
@@ -284,7 +274,7 @@ def _enc_metadata_push(f: MetadataPushFrame) -> bytes:
     tf = _T_METADATA_PUSH | FLAG_METADATA
     if f.ignore:
         tf |= FLAG_IGNORE
-    return _HEADER.pack(f.stream_id, tf) + f.metadata
+    return _wire._HEADER.pack(f.stream_id, tf) + f.metadata
 
 
 def _enc_resume(f: ResumeFrame) -> bytes:
@@ -304,9 +294,9 @@ def _enc_resume(f: ResumeFrame) -> bytes:
     tf = _T_RESUME | FLAG_IGNORE if f.ignore else _T_RESUME
     return b"".join(
         (
-            _RESUME_FIXED.pack(0, tf, f.major_version, f.minor_version, len(token)),
+            _wire._RESUME_FIXED.pack(0, tf, f.major_version, f.minor_version, len(token)),
             token,
-            _U64_U64.pack(f.last_received_server_position, f.first_available_client_position),
+            _wire._U64_U64.pack(f.last_received_server_position, f.first_available_client_position),
         )
     )
 
@@ -321,7 +311,7 @@ def _enc_resume_ok(f: ResumeOkFrame) -> bytes:
         MAX_POSITION,
     )
     tf = _T_RESUME_OK | FLAG_IGNORE if f.ignore else _T_RESUME_OK
-    return _HEADER_U64.pack(0, tf, f.last_received_client_position)
+    return _wire._HEADER_U64.pack(0, tf, f.last_received_client_position)
 
 
 def _enc_ext(f: ExtFrame) -> bytes:
@@ -333,7 +323,9 @@ def _enc_ext(f: ExtFrame) -> bytes:
         tf |= FLAG_IGNORE
     if f.metadata is not None:
         tf |= FLAG_METADATA
-    return _enc_meta_data("EXT", _HEADER_U32.pack(sid, tf, f.extended_type), f.metadata, f.data)
+    return _enc_meta_data(
+        "EXT", _wire._HEADER_U32.pack(sid, tf, f.extended_type), f.metadata, f.data
+    )
 
 
 def _enc_unknown(f: UnknownFrame) -> bytes:
@@ -342,7 +334,7 @@ def _enc_unknown(f: UnknownFrame) -> bytes:
     _enc_range("unknown frame", "flags", f.flags, 0, 0x3FF)
     if bool(f.flags & FLAG_IGNORE) != bool(f.ignore):
         raise _local("unknown frame: ignore must equal the I bit of flags")
-    return _HEADER.pack(f.stream_id, f.frame_type << 10 | f.flags) + f.body
+    return _wire._HEADER.pack(f.stream_id, f.frame_type << 10 | f.flags) + f.body
 
 
 _ENCODERS: dict[type, Callable[[Any], bytes]] = {
@@ -372,22 +364,6 @@ def encode_frame(frame: Frame) -> bytes:
     (or violates a rule ``decode_frame`` enforces), ``TypeError`` for an
     object that is not a frame.
     """
-    if type(frame) is PayloadFrame:
-        # Hot path: PAYLOAD without metadata inline (what _enc_payload does;
-        # _framing.encode_frame_prefixed has the same lines).
-        sid = frame.stream_id
-        if frame.metadata is None and 0 <= sid <= MAX_U31:
-            tf = _T_PAYLOAD
-            if frame.follows:
-                tf |= FLAG_FOLLOWS
-            if frame.complete:
-                tf |= FLAG_COMPLETE
-            if frame.next:
-                tf |= FLAG_NEXT
-            if frame.ignore:
-                tf |= FLAG_IGNORE
-            return _HEADER.pack(sid, tf) + frame.data
-        return _enc_payload(frame)
     encoder = _ENCODERS.get(type(frame))
     if encoder is None:
         raise TypeError(f"not an RSocket frame: {frame!r}")

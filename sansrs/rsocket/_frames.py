@@ -85,6 +85,11 @@ def is_application_error_code(code: int) -> bool:
     return 0x301 <= code <= 0xFFFFFFFE
 
 
+#: The 16-bit type/flags field of the header: ``frame_type << TYPE_SHIFT | flags``.
+TYPE_SHIFT = 10
+FLAGS_MASK = 0x3FF
+MAX_FRAME_TYPE = 0x3F
+
 # Header flag bits (the low 10 bits of the 16-bit type/flags field).
 FLAG_IGNORE = 0x200
 FLAG_METADATA = 0x100

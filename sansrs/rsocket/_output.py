@@ -28,11 +28,9 @@ from ._frames import (
 )
 from ._retained import RetainedFrames
 
-__all__ = ["POSITIONED", "PREFIX_HEADER", "Output"]
+__all__ = ["POSITIONED", "Output"]
 
 _U24 = Struct(">BH")
-#: 24-bit length + stream ID + type/flags: a prefixed frame header in one pack.
-PREFIX_HEADER = Struct(">BHIH")
 
 #: Frame types with an implied position (spec: Implied Position: REQUEST,
 #: CANCEL, ERROR and PAYLOAD; REQUEST_N counted with the requests, as

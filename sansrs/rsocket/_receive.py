@@ -17,8 +17,24 @@ from typing import Any
 from .._errors import RemoteProtocolError
 from ._codec import decode_frame
 from ._context import Context
+from ._fast import (
+    PAYLOAD_ITEM,
+    PAYLOAD_ITEM_MASK,
+    PAYLOAD_PLAIN_ITEM_MASK,
+    REQUEST_FNF_BIT,
+    SIMPLE_REQUEST_MASK,
+    T_REQUEST_RESPONSE,
+    fnf_event,
+    payload_event,
+    payload_run,
+    rr_event,
+    unpack_frame_header,
+    unpack_prefix_header,
+)
 from ._frames import (
+    FLAG_COMPLETE,
     MAJOR_VERSION,
+    MAX_STREAM_ID,
     SETUP_ERROR_CODES,
     CancelFrame,
     ErrorCode,
@@ -50,19 +66,12 @@ from .events import (
     KeepaliveReceived,
     LeaseReceived,
     MetadataPushReceived,
-    PayloadReceived,
     SetupReceived,
-    _fast_fnf,
-    _fast_payload,
-    _fast_rr,
-    _PayloadBuilder,
 )
 
 __all__ = ["Receiver"]
 
 _U24 = Struct(">BH")
-_PREFIX_HEADER = Struct(">BHIH")  # 24-bit length + stream ID + type/flags
-_FRAME_HEADER = Struct(">IH")  # stream ID + type/flags, without a length prefix
 
 _CI = ConnectionInput
 _I = StreamInput
@@ -175,11 +184,13 @@ class Receiver:
     def _parse(self, buf: bytes) -> None:
         """Process every complete frame of ``buf`` (prefixed), keep the rest.
 
-        The hot path turns a PAYLOAD with only N, on a stream with credit,
-        straight into its event: no frame object, no dispatch; likewise a
-        REQUEST_FNF or REQUEST_RESPONSE without metadata or fragments on a new
-        stream ID of the peer's parity (no lease, room for the stream). Everything
-        else is decoded by ``decode_frame`` and dispatched.
+        The hot path (``_fast.py``) turns a run of PAYLOADs with N on a stream
+        with credit straight into their events: no frame object, no dispatch;
+        likewise a request-response's answer, and a REQUEST_FNF or
+        REQUEST_RESPONSE without metadata or fragments on a new stream ID of
+        the peer's parity (no lease, room for the stream). Everything else is
+        decoded by ``decode_frame`` and dispatched. The stream table is not
+        looked up on the hot path: credit stands for it (see ``_streams.py``).
         """
         ctx = self._ctx
         table = self._streams
@@ -188,13 +199,10 @@ class Receiver:
         off = 0
         position = 0
         limit = self._max_frame
-        unpack = _PREFIX_HEADER.unpack_from
+        unpack = unpack_prefix_header
         streams = table.by_id
         get_stream = streams.get
         append = ctx.events.append
-        new = object.__new__
-        builder = _PayloadBuilder
-        event = PayloadReceived
         rr = _RR
         parity = table.peer_parity
         max_streams = ctx.config.max_concurrent_streams
@@ -209,63 +217,40 @@ class Receiver:
             stop = off + 3 + length
             if stop > end:
                 break
-            if fast and tf & 0xFDA0 == 0x2820 and sid < 0x80000000:
-                # PAYLOAD with N (M, F clear; undefined bits ignored).
+            if fast and tf & PAYLOAD_ITEM_MASK == PAYLOAD_ITEM and sid <= MAX_STREAM_ID:
+                # One item, whole, without metadata (undefined bits ignored).
                 s = get_stream(sid)
                 if s is not None and s.in_credit > 0 and s.reassembly is None:
                     if s.kind is not rr:
-                        if not tf & 0x40:  # C clear
+                        if not tf & FLAG_COMPLETE:
                             # A run of such items on this stream, checked
                             # once: each further frame need only be another
                             # whole PAYLOAD(N) on the same ID within credit.
-                            credit = s.in_credit
-                            while True:
-                                credit -= 1
-                                ev = new(builder)  # see events._builder
-                                ev.stream_id = sid
-                                ev.data = buf[off + 9 : stop]
-                                ev.metadata = None
-                                ev.complete = False
-                                ev.next = True
-                                ev.__class__ = event
-                                append(ev)
-                                position += length
-                                off = stop
-                                if not credit or end - off < 9:
-                                    break
-                                hi, lo, next_sid, tf = unpack(buf, off)
-                                length = hi << 16 | lo
-                                stop = off + 3 + length
-                                if (
-                                    next_sid != sid
-                                    or tf & 0xFDE0 != 0x2820
-                                    or stop > end
-                                    or length > limit
-                                    or length < 6
-                                ):
-                                    break  # the outer loop takes this frame
-                            s.in_credit = credit
+                            off, s.in_credit, run = payload_run(
+                                buf, off, stop, length, end, limit, sid, s.in_credit, append
+                            )
+                            position += run
                             continue
                     elif s.requester:
                         # The answer to our request-response: it completes the
                         # stream, C or not (spec 5), as on_payload does.
                         s.in_credit -= 1
                         ctx.setup_confirmed = True
-                        append(_fast_payload(sid, buf[off + 9 : stop], None, True, True))
+                        append(payload_event(sid, buf[off + 9 : stop], None, True, True))
                         table.step(s, _I.RECV_COMPLETE)
                         position += length
                         off = stop
                         continue
             elif (
                 fast_requests
-                and tf & 0xF9E0 == 0x1000  # REQUEST_RESPONSE or _FNF, M and F clear
+                and tf & SIMPLE_REQUEST_MASK == T_REQUEST_RESPONSE  # or REQUEST_FNF
                 and sid & 1 == parity
-                and 0 < sid < 0x80000000
+                and 0 < sid <= MAX_STREAM_ID
                 and sid not in streams  # else spec 9.1: ignored, by the slow path
             ):
-                if tf & 0x400:  # REQUEST_FNF
+                if tf & REQUEST_FNF_BIT:
                     ctx.setup_confirmed = True
-                    append(_fast_fnf(sid, buf[off + 9 : stop]))
+                    append(fnf_event(sid, buf[off + 9 : stop]))
                     position += length
                     off = stop
                     continue
@@ -273,7 +258,7 @@ class Receiver:
                     ctx.setup_confirmed = True
                     streams[sid] = Stream(sid, rr, False, _RR_RESPONDER, 1, 0)
                     table.peer_count += 1
-                    append(_fast_rr(sid, buf[off + 9 : stop]))
+                    append(rr_event(sid, buf[off + 9 : stop]))
                     position += length
                     off = stop
                     continue
@@ -313,12 +298,12 @@ class Receiver:
         if length >= 6 and ctx.state is _ESTABLISHED:
             # The hot path of _parse, for one frame: a PAYLOAD with N only, on a
             # stream with credit, becomes its event directly.
-            sid, tf = _FRAME_HEADER.unpack_from(frame)
-            if tf & 0xFDE0 == 0x2820 and sid < 0x80000000:
+            sid, tf = unpack_frame_header(frame)
+            if tf & PAYLOAD_PLAIN_ITEM_MASK == PAYLOAD_ITEM and sid <= MAX_STREAM_ID:
                 s = self._streams.by_id.get(sid)
                 if s is not None and s.in_credit > 0 and s.reassembly is None and s.kind is not _RR:
                     s.in_credit -= 1
-                    ctx.events.append(_fast_payload(sid, frame[6:], None, False, True))
+                    ctx.events.append(payload_event(sid, frame[6:], None, False, True))
                     ctx.received_position += length
                     return
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import NoReturn
 
 from ._context import Context
+from ._fast import payload_event
 from ._fragmentation import Fragmenter, Reassembly
 from ._frames import (
     CONNECTION_ONLY_ERROR_CODES,
@@ -43,7 +44,6 @@ from .events import (
     RequestNReceived,
     RequestResponseReceived,
     RequestStreamReceived,
-    _fast_payload,
 )
 
 __all__ = ["StreamFrames"]
@@ -225,7 +225,7 @@ class StreamFrames:
             if s.in_credit <= 0:
                 self._over_delivery(sid)
             s.in_credit -= 1
-        ctx.events.append(_fast_payload(sid, data, md, complete, nxt))
+        ctx.events.append(payload_event(sid, data, md, complete, nxt))
         if complete:
             self._streams.step(s, _I.RECV_COMPLETE)
 
@@ -265,7 +265,7 @@ class StreamFrames:
             nxt = first.next
             if s.kind is _RR and s.requester:
                 self._ctx.setup_confirmed = True
-            self._ctx.events.append(_fast_payload(s.stream_id, data, md, complete, nxt))
+            self._ctx.events.append(payload_event(s.stream_id, data, md, complete, nxt))
             if complete:
                 self._streams.step(s, _I.RECV_COMPLETE)
         else:

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import enum
 
+from ._fast import identity_hash
+
 __all__ = ["CONNECTION_TRANSITIONS", "ConnectionInput", "ConnectionState"]
 
 
+@identity_hash  # table lookups (_fast.py)
 class ConnectionState(enum.Enum):
-    # Identity hash (members are singletons, compared by identity): Enum's
-    # own __hash__ is Python code, run on every transition-table lookup.
-    __hash__ = object.__hash__
-
     AWAITING_SETUP = "awaiting-setup"  # client: setup() not called; server: no SETUP yet
     SETUP_RECEIVED = "setup-received"  # server: the application must accept or reject
     ESTABLISHED = "established"
@@ -23,11 +22,8 @@ class ConnectionState(enum.Enum):
     RESUMING = "resuming"  # client: RESUME sent, waiting for RESUME_OK
 
 
+@identity_hash  # table lookups (_fast.py)
 class ConnectionInput(enum.Enum):
-    # Identity hash (members are singletons, compared by identity): Enum's
-    # own __hash__ is Python code, run on every transition-table lookup.
-    __hash__ = object.__hash__
-
     SEND_SETUP = "send-setup"
     RECV_SETUP = "recv-setup"
     ACCEPT = "accept"

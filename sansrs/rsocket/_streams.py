@@ -20,6 +20,7 @@ import enum
 
 from .._errors import LocalProtocolError
 from ._context import Context
+from ._fast import identity_hash
 from ._fragmentation import Reassembly
 from ._frames import (
     MAX_REQUEST_N,
@@ -62,22 +63,16 @@ class StreamKind(enum.IntEnum):
     FIRE_AND_FORGET = 4  # only while a fragmented FNF is reassembled
 
 
+@identity_hash  # table lookups (_fast.py)
 class StreamState(enum.Enum):
-    # Identity hash (members are singletons, compared by identity): Enum's
-    # own __hash__ is Python code, run on every transition-table lookup.
-    __hash__ = object.__hash__
-
     BOTH_OPEN = "both-open"
     OUT_ONLY = "out-only"  # this end still sends; receives nothing more
     IN_ONLY = "in-only"  # this end still receives; sends nothing more
     CLOSED = "closed"
 
 
+@identity_hash  # table lookups (_fast.py)
 class StreamInput(enum.Enum):
-    # Identity hash (members are singletons, compared by identity): Enum's
-    # own __hash__ is Python code, run on every transition-table lookup.
-    __hash__ = object.__hash__
-
     SEND_PAYLOAD = "send-payload"
     SEND_COMPLETE = "send-complete"
     SEND_ERROR = "send-error"

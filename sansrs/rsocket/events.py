@@ -1,17 +1,14 @@
 """Events an RSocket ``Connection`` reports to the application.
 
 Every event is a frozen, slotted, keyword-only dataclass compared by value.
-``PayloadReceived`` is built on the hot path through ``_fast_payload``, which
-sets the slots through their member descriptors (about 4x cheaper than the
-frozen ``__init__``, which goes through ``object.__setattr__`` per field);
-the result is the same frozen value.
+The receive hot paths build ``PayloadReceived``, ``RequestResponseReceived``
+and ``FireAndForgetReceived`` a cheaper way (``_fast.py``); the result is the
+same frozen value.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 __all__ = [
@@ -244,54 +241,4 @@ Event = (
     | Disconnected
     | Resumed
     | ResumeAccepted
-)
-
-_new = object.__new__
-
-
-def _builder(cls: type) -> Any:
-    """A plain class with ``cls``'s slots, in the same order. The hot paths
-    fill one of its instances with plain attribute stores and then make it a
-    ``cls`` by ``__class__`` assignment (allowed: the layouts are the same).
-    The result is an ordinary frozen event, equal to one built by ``cls(...)``,
-    at a fifth of the frozen ``__init__``'s cost (one event per frame)."""
-    return type(f"_{cls.__name__}Builder", (), {"__slots__": cls.__dict__["__slots__"]})
-
-
-_PayloadBuilder: Any = _builder(PayloadReceived)
-_FnfBuilder: Any = _builder(FireAndForgetReceived)
-_RrBuilder: Any = _builder(RequestResponseReceived)
-
-
-def _fast_payload(
-    stream_id: int, data: bytes, metadata: bytes | None, complete: bool, next: bool
-) -> PayloadReceived:
-    """``PayloadReceived(...)`` without the frozen ``__init__`` cost."""
-    ev = _new(_PayloadBuilder)
-    ev.stream_id = stream_id
-    ev.data = data
-    ev.metadata = metadata
-    ev.complete = complete
-    ev.next = next
-    ev.__class__ = PayloadReceived
-    return ev  # type: ignore[no-any-return]
-
-
-def _fast_request(builder: Any, cls: type, stream_id: int, data: bytes) -> Any:
-    """A REQUEST_FNF / REQUEST_RESPONSE event (no metadata) without the
-    frozen ``__init__``: see :func:`_builder`."""
-    ev = _new(builder)
-    ev.stream_id = stream_id
-    ev.data = data
-    ev.metadata = None
-    ev.__class__ = cls
-    return ev
-
-
-#: ``FireAndForgetReceived(stream_id, data, None)`` / ``RequestResponseReceived(...)``.
-_fast_fnf: Callable[[int, bytes], FireAndForgetReceived] = partial(
-    _fast_request, _FnfBuilder, FireAndForgetReceived
-)
-_fast_rr: Callable[[int, bytes], RequestResponseReceived] = partial(
-    _fast_request, _RrBuilder, RequestResponseReceived
 )

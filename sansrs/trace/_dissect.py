@@ -15,9 +15,19 @@ from struct import Struct
 
 from .._errors import RemoteProtocolError
 from ..rsocket import (
+    FLAG_COMPLETE,
+    FLAG_FOLLOWS,
+    FLAG_IGNORE,
+    FLAG_LEASE,
+    FLAG_METADATA,
+    FLAG_NEXT,
+    FLAG_RESPOND,
+    FLAG_RESUME_ENABLE,
+    FLAGS_MASK,
     HEADER_LENGTH,
     MAX_FRAME_LENGTH,
     PREFIX_LENGTH,
+    TYPE_SHIFT,
     ErrorCode,
     ErrorFrame,
     ExtFrame,
@@ -45,13 +55,13 @@ _CONNECTION_ERROR = ErrorCode.CONNECTION_ERROR
 
 # Flag letters each frame type defines (bit, letter), besides I and M.
 _FLAG_LETTERS: dict[int, tuple[tuple[int, str], ...]] = {
-    FrameType.SETUP: ((0x80, "R"), (0x40, "L")),
-    FrameType.KEEPALIVE: ((0x80, "R"),),
-    FrameType.REQUEST_RESPONSE: ((0x80, "F"),),
-    FrameType.REQUEST_FNF: ((0x80, "F"),),
-    FrameType.REQUEST_STREAM: ((0x80, "F"),),
-    FrameType.REQUEST_CHANNEL: ((0x80, "F"), (0x40, "C")),
-    FrameType.PAYLOAD: ((0x80, "F"), (0x40, "C"), (0x20, "N")),
+    FrameType.SETUP: ((FLAG_RESUME_ENABLE, "R"), (FLAG_LEASE, "L")),
+    FrameType.KEEPALIVE: ((FLAG_RESPOND, "R"),),
+    FrameType.REQUEST_RESPONSE: ((FLAG_FOLLOWS, "F"),),
+    FrameType.REQUEST_FNF: ((FLAG_FOLLOWS, "F"),),
+    FrameType.REQUEST_STREAM: ((FLAG_FOLLOWS, "F"),),
+    FrameType.REQUEST_CHANNEL: ((FLAG_FOLLOWS, "F"), (FLAG_COMPLETE, "C")),
+    FrameType.PAYLOAD: ((FLAG_FOLLOWS, "F"), (FLAG_COMPLETE, "C"), (FLAG_NEXT, "N")),
 }
 
 
@@ -238,9 +248,9 @@ def _preview(data: bytes, limit: int) -> str:
 
 def _flags(frame_type: int, flags: int) -> str:
     letters = []
-    if flags & 0x200:
+    if flags & FLAG_IGNORE:
         letters.append("I")
-    if flags & 0x100:
+    if flags & FLAG_METADATA:
         letters.append("M")
     letters.extend(letter for bit, letter in _FLAG_LETTERS.get(frame_type, ()) if flags & bit)
     return f"{flags:#05x}" + (" " + "".join(letters) if letters else "")
@@ -315,7 +325,7 @@ def format_frame_info(info: FrameInfo, *, preview: int = 24) -> str:
     raw = info.raw
     if info.framed and len(raw) >= HEADER_LENGTH:
         sid, tf = _HEADER.unpack_from(raw)
-        frame_type, flags = tf >> 10, tf & 0x3FF
+        frame_type, flags = tf >> TYPE_SHIFT, tf & FLAGS_MASK
         head += f" sid={sid:<6} {_type_name(frame_type):<16} flags={_flags(frame_type, flags):<9}"
     else:
         head += f" {'':10} {'?':<16} {'':15}"

@@ -756,3 +756,20 @@ def test_rsio_3_a_session_written_byte_by_byte_from_the_spec() -> None:
     s.receive_data(b"\x03\x03bye")  # goodbye("bye")
     assert s.events() == [ev.ConnectionClosed(reason="bye", by_peer=True, error_code=0)]
     assert s.data_to_send() == bytes.fromhex("04 00")  # goodbyeAck("")
+
+
+def test_rsio_events_built_on_the_hot_path_are_ordinary_frozen_events() -> None:
+    """``_fast.next_event`` (slot descriptors) and the one-byte varints
+    against the plain constructions they replace."""
+    import dataclasses
+
+    from sansrs.rsio import encode_varint
+    from sansrs.rsio._fast import VARINT1, next_event
+    from sansrs.rsio.events import NextReceived
+
+    fast, plain = next_event(3, b"e"), NextReceived(subscriber_id=3, element=b"e")
+    assert type(fast) is NextReceived
+    assert fast == plain and hash(fast) == hash(plain) and repr(fast) == repr(plain)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.subscriber_id = 4  # type: ignore[misc]
+    assert VARINT1 == [encode_varint(n) for n in range(128)]
