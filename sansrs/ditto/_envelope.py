@@ -194,27 +194,27 @@ JSON_INVALID_DESCRIPTION: Final = (
 )
 
 
+def _bad_request(error: str, message: str, description: str) -> DittoError:
+    return DittoError(status=400, error=error, message=message, description=description)
+
+
 def json_invalid(message: str) -> DittoError:
-    return DittoError(
-        status=400, error="json.invalid", message=message, description=JSON_INVALID_DESCRIPTION
-    )
+    return _bad_request("json.invalid", message, JSON_INVALID_DESCRIPTION)
 
 
 def json_field_missing(pointer: str) -> DittoError:
-    return DittoError(
-        status=400,
-        error="json.field.missing",
-        message=f"JSON did not include required <{pointer}> field!",
-        description="Check if all required JSON fields were set.",
+    return _bad_request(
+        "json.field.missing",
+        f"JSON did not include required <{pointer}> field!",
+        "Check if all required JSON fields were set.",
     )
 
 
 def unknown_topic_path(topic: str) -> DittoError:
-    return DittoError(
-        status=400,
-        error="protocoladapter:unknown.topicpath",
-        message=f"The topic path '{topic}' is not supported.",
-        description="Check if you specified a correct topic path.",
+    return _bad_request(
+        "protocoladapter:unknown.topicpath",
+        f"The topic path '{topic}' is not supported.",
+        "Check if you specified a correct topic path.",
     )
 
 

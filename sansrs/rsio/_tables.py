@@ -30,6 +30,10 @@ __all__ = [
 
 
 
+# State machines as data, alike in shape by design (the duplicates scan lists
+# them with the other protocol's): states, inputs, then the table.
+
+
 @identity_hash  # table lookups (_fast.py)
 class ConnectionState(enum.Enum):
     AWAITING_HELLO = "awaiting-hello"  # our hello sent, the peer's not received

@@ -26,6 +26,10 @@ __all__ = [
 ]
 
 
+# Declarations alike in shape by design (the duplicates scan lists them): one
+# frozen, slotted, keyword-only dataclass per event (docs/architecture.md).
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HelloReceived:
     """The peer's hello (version 0); ``extensions``: the Ids it announced."""

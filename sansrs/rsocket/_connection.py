@@ -24,6 +24,7 @@ from collections import deque
 from typing import NoReturn
 
 from .._errors import LocalProtocolError
+from . import _frames as fr
 from ._config import ConnectionConfig, Role
 from ._context import Context
 from ._fast import (
@@ -41,18 +42,7 @@ from ._frames import (
     MINOR_VERSION,
     REJECT_SETUP_CODES,
     STREAM_ERROR_CODES,
-    CancelFrame,
     ErrorCode,
-    ExtFrame,
-    LeaseFrame,
-    MetadataPushFrame,
-    PayloadFrame,
-    RequestChannelFrame,
-    RequestFnfFrame,
-    RequestNFrame,
-    RequestResponseFrame,
-    RequestStreamFrame,
-    SetupFrame,
     is_application_error_code,
 )
 from ._keepalive import Keepalive
@@ -71,7 +61,7 @@ from ._streams import (
     StreamTable,
     add_credit,
 )
-from .events import ConnectionClosed, ConnectionLost, Event
+from .events import Event
 
 __all__ = ["Connection"]
 
@@ -134,7 +124,7 @@ class Connection:
         return self._leases.enabled
 
     @property
-    def setup_frame(self) -> SetupFrame | None:
+    def setup_frame(self) -> fr.SetupFrame | None:
         """The SETUP this connection sent (client) or received (server)."""
         return self._ctx.setup
 
@@ -203,12 +193,8 @@ class Connection:
         """
         if not self._prefixed:
             raise LocalProtocolError("receive_data: this connection uses message framing")
-        ctx = self._ctx
-        if ctx.state is _CLOSED:
-            ctx.raise_after_failure()
+        if not self._input_allowed(now):
             return
-        if now is not None:
-            ctx.observe(now)
         if not data:
             self._on_eof()
             return
@@ -219,14 +205,21 @@ class Connection:
         """Feed one frame (one message) from a message transport."""
         if self._prefixed:
             raise LocalProtocolError("receive_frame: this connection uses length-prefixed framing")
+        if not self._input_allowed(now):
+            return
+        self._keepalive.on_receive(now)
+        self._receiver.receive_message(frame)
+
+    def _input_allowed(self, now: float | None) -> bool:
+        """Input after the end: the protocol error again (if any), else
+        nothing (False). Otherwise the clock is advanced (True)."""
         ctx = self._ctx
         if ctx.state is _CLOSED:
             ctx.raise_after_failure()
-            return
+            return False
         if now is not None:
             ctx.observe(now)
-        self._keepalive.on_receive(now)
-        self._receiver.receive_message(frame)
+        return True
 
     def connection_lost(self) -> None:
         """The transport ended (same as ``receive_data(b"")``)."""
@@ -236,8 +229,7 @@ class Connection:
     def _on_eof(self) -> None:
         if self._resume.on_transport_end():
             return  # a resumable session lives on
-        self._ctx.transition(_CI.EOF)
-        self._ctx.events.append(ConnectionLost(reason="the transport closed", timed_out=False))
+        self._ctx.lose(_CI.EOF, "the transport closed", timed_out=False)
 
     def data_to_send(self) -> bytes:
         """Bytes to write to a byte-stream transport (empty when none)."""
@@ -302,8 +294,7 @@ class Connection:
                 self._resume.detach(message, timed_out=True)  # maybe only the transport died
                 return
             self._out.queue_error(0, ErrorCode.CONNECTION_ERROR, message)
-            ctx.transition(_CI.FATAL)
-            ctx.events.append(ConnectionLost(reason=message, timed_out=True))
+            ctx.lose(_CI.FATAL, message, timed_out=True)
         elif send:
             ctx.queue_keepalive_request()
 
@@ -358,7 +349,7 @@ class Connection:
             token = self.config.resume_token_source()
             if type(token) is not bytes or not 1 <= len(token) <= 0xFFFF:
                 raise LocalProtocolError("setup: resume_token_source must return 1..65535 bytes")
-        frame = SetupFrame(
+        frame = fr.SetupFrame(
             keepalive_interval,
             max_lifetime,
             metadata_mime_type,
@@ -445,7 +436,7 @@ class Connection:
         if metadata is None and type(data) is bytes and len(data) <= self._out.fast_request_max:
             self._queue_plain_request(sid, T_REQUEST_RESPONSE, data)
         else:
-            self._fragments.queue_request(RequestResponseFrame(sid, data, metadata))
+            self._fragments.queue_request(fr.RequestResponseFrame(sid, data, metadata))
         self._streams.open_requester(sid, _RR, 1)
         return sid
 
@@ -454,14 +445,14 @@ class Connection:
         if metadata is None and type(data) is bytes and len(data) <= self._out.fast_request_max:
             self._queue_plain_request(sid, T_REQUEST_FNF, data)
         else:
-            self._fragments.queue_request(RequestFnfFrame(sid, data, metadata))
+            self._fragments.queue_request(fr.RequestFnfFrame(sid, data, metadata))
         return sid
 
     def request_stream(self, data: bytes, metadata: bytes | None = None, *, initial_n: int) -> int:
         _check_n("request_stream: initial_n", initial_n)
         sid = self._next_stream_id("request_stream")
         self._fragments.queue_request(
-            RequestStreamFrame(sid, min(initial_n, MAX_REQUEST_N), data, metadata)
+            fr.RequestStreamFrame(sid, min(initial_n, MAX_REQUEST_N), data, metadata)
         )
         self._streams.open_requester(sid, StreamKind.REQUEST_STREAM, add_credit(0, initial_n))
         return sid
@@ -478,7 +469,7 @@ class Connection:
         responder's REQUEST_N; ``complete`` ends our side at once."""
         _check_n("request_channel: initial_n", initial_n)
         sid = self._next_stream_id("request_channel")
-        frame = RequestChannelFrame(
+        frame = fr.RequestChannelFrame(
             sid, min(initial_n, MAX_REQUEST_N), data, metadata, complete=complete
         )
         self._fragments.queue_request(frame)
@@ -559,7 +550,7 @@ class Connection:
         s = self._streams.for_intent("send_complete", stream_id)
         if not self._streams.allows(s, _I.SEND_COMPLETE):
             raise LocalProtocolError(f"send_complete: stream {stream_id} is closed for sending")
-        self._out.queue(PayloadFrame(stream_id, b"", None, False, True, False))
+        self._out.queue(fr.PayloadFrame(stream_id, b"", None, False, True, False))
         self._streams.step(s, _I.SEND_COMPLETE)
 
     def send_error(self, stream_id: int, error_code: int, message: str = "") -> None:
@@ -596,7 +587,7 @@ class Connection:
         if s.in_credit >= UNBOUNDED // 2:
             return  # already unbounded: nothing to say
         s.in_credit = add_credit(s.in_credit, n)
-        self._out.queue(RequestNFrame(stream_id, min(n, MAX_REQUEST_N)))
+        self._out.queue(fr.RequestNFrame(stream_id, min(n, MAX_REQUEST_N)))
 
     def cancel(self, stream_id: int) -> None:
         """Requester: cancel the stream. Channel responder: stop the
@@ -605,7 +596,7 @@ class Connection:
         inp = _I.SEND_CANCEL if s.requester else _I.SEND_CANCEL_INBOUND
         if not self._streams.allows(s, inp):
             raise LocalProtocolError(f"cancel: stream {stream_id} has nothing to cancel")
-        self._out.queue(CancelFrame(stream_id))
+        self._out.queue(fr.CancelFrame(stream_id))
         self._streams.step(s, inp)
 
     # ------------------------------------------------------------------
@@ -617,7 +608,7 @@ class Connection:
             raise LocalProtocolError(
                 "metadata_push: metadata exceeds the frame size (not fragmentable)"
             )
-        self._out.queue(MetadataPushFrame(metadata))
+        self._out.queue(fr.MetadataPushFrame(metadata))
 
     def send_lease(self, ttl: int, number_of_requests: int, metadata: bytes | None = None) -> None:
         """Grant the peer's requester ``number_of_requests`` requests for ``ttl`` ms."""
@@ -625,7 +616,7 @@ class Connection:
         if not leases.enabled:
             raise LocalProtocolError("send_lease: leases were not negotiated in SETUP")
         self._ctx.check_can_request("send_lease")
-        self._out.queue(LeaseFrame(ttl, number_of_requests, metadata))  # validates the ranges
+        self._out.queue(fr.LeaseFrame(ttl, number_of_requests, metadata))  # validates the ranges
         leases.ours.grant(self._ctx.now, ttl, number_of_requests)
         leases.last_grant = (ttl, number_of_requests, metadata)  # sent again on resumption
 
@@ -645,7 +636,7 @@ class Connection:
     ) -> None:
         """Send an EXT frame (by default with I, so peers that do not know it skip it)."""
         self._ctx.check_can_request("send_extension")
-        self._out.queue(ExtFrame(stream_id, extended_type, data, metadata, ignore))
+        self._out.queue(fr.ExtFrame(stream_id, extended_type, data, metadata, ignore))
 
     def close(self, message: str = "", *, error_code: int = ErrorCode.CONNECTION_CLOSE) -> None:
         """Close the connection.
@@ -672,10 +663,7 @@ class Connection:
         if not (self._client and state is ConnectionState.AWAITING_SETUP):
             # (A client that never sent SETUP has nothing to tell the server.)
             self._out.queue_error(0, ErrorCode.CONNECTION_ERROR, message)
-        ctx.transition(_CI.FATAL)
-        ctx.events.append(
-            ConnectionClosed(error_code=ErrorCode.CONNECTION_ERROR, message=message, by_peer=False)
-        )
+        ctx.end(_CI.FATAL, ErrorCode.CONNECTION_ERROR, message, by_peer=False)
 
 
 def _resumption_of(session: StoredSession) -> Resumption | None:

@@ -14,7 +14,8 @@ parts it works with. The context holds what belongs to no single part:
   (``inbuf``, ``need``, ``received_position``);
 - the SETUP (``setup``, ``setup_confirmed``) and how the connection ended
   (``error``, ``close_message``, ``close_by_peer``);
-- the endings every part may cause: ``fail`` (the peer broke the
+- the endings every part may cause: ``end`` (an ERROR on stream 0, either
+  way), ``lose`` (no closing ERROR), ``fail`` (the peer broke the
   protocol), ``refuse`` (a SETUP or RESUME rejected), ``begin_close`` /
   ``finish_close`` (a graceful close).
 """
@@ -29,7 +30,7 @@ from ._config import ConnectionConfig, Role
 from ._frames import ErrorCode, KeepaliveFrame, SetupFrame
 from ._output import Output
 from ._state import CONNECTION_TRANSITIONS, ConnectionInput, ConnectionState
-from .events import ConnectionClosed, ConnectionClosing, Event
+from .events import ConnectionClosed, ConnectionClosing, ConnectionLost, Event
 
 __all__ = ["Context"]
 
@@ -78,7 +79,7 @@ class Context:
         # Partial frame received so far, and the bytes it needs to complete.
         self.inbuf = bytearray()
         self.need = 3
-        #: Bytes of the positioned frames (see ``_output.POSITIONED``) received.
+        #: Bytes of the positioned frames (``_frames.POSITIONED``) received.
         self.received_position = 0
         self.setup: SetupFrame | None = None  # sent (client) or received (server)
         self.setup_confirmed = False  # client: the server showed it accepted SETUP
@@ -137,11 +138,21 @@ class Context:
     # ------------------------------------------------------------------
     # endings
 
+    def end(self, inp: ConnectionInput, code: int, message: str, *, by_peer: bool) -> None:
+        """The connection ends by an ERROR on stream 0 (sent or received):
+        ``inp`` closes it, ``ConnectionClosed`` says how."""
+        self.transition(inp)
+        self.events.append(ConnectionClosed(error_code=code, message=message, by_peer=by_peer))
+
+    def lose(self, inp: ConnectionInput, reason: str, *, timed_out: bool) -> None:
+        """The connection ends without a closing ERROR: ``ConnectionLost``."""
+        self.transition(inp)
+        self.events.append(ConnectionLost(reason=reason, timed_out=timed_out))
+
     def fail(self, code: int, message: str) -> NoReturn:
         """The peer broke the protocol: queue ERROR, close, raise."""
         self.output.queue_error(0, code, message)
-        self.transition(ConnectionInput.FATAL)
-        self.events.append(ConnectionClosed(error_code=code, message=message, by_peer=False))
+        self.end(ConnectionInput.FATAL, code, message, by_peer=False)
         self.error = RemoteProtocolError(message, code)
         raise RemoteProtocolError(message, code)
 
@@ -153,8 +164,7 @@ class Context:
     def refuse(self, code: int, message: str) -> None:
         """Refuse a SETUP or a RESUME with ERROR[code]: the connection closes."""
         self.output.queue_error(0, code, message)
-        self.transition(ConnectionInput.REJECT)
-        self.events.append(ConnectionClosed(error_code=code, message=message, by_peer=False))
+        self.end(ConnectionInput.REJECT, code, message, by_peer=False)
 
     def begin_close(self, message: str, by_peer: bool, *, drained: bool) -> None:
         """CONNECTION_CLOSE sent or received: no new streams; ``drained``:
@@ -169,11 +179,9 @@ class Context:
 
     def finish_close(self) -> None:
         """The last stream of a closing connection ended."""
-        self.transition(ConnectionInput.DRAINED)
-        self.events.append(
-            ConnectionClosed(
-                error_code=ErrorCode.CONNECTION_CLOSE,
-                message=self.close_message,
-                by_peer=self.close_by_peer,
-            )
+        self.end(
+            ConnectionInput.DRAINED,
+            ErrorCode.CONNECTION_CLOSE,
+            self.close_message,
+            by_peer=self.close_by_peer,
         )

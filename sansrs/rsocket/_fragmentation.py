@@ -15,15 +15,12 @@ from ._frames import (
     MAX_METADATA_LENGTH,
     PayloadFrame,
     RequestChannelFrame,
-    RequestFnfFrame,
-    RequestResponseFrame,
+    RequestFrame,
     RequestStreamFrame,
 )
 from ._output import Output
 
 __all__ = ["Fragmenter", "Reassembly", "fragment_payload", "fragment_request", "header_size"]
-
-FirstFrame = RequestResponseFrame | RequestFnfFrame | RequestStreamFrame | RequestChannelFrame
 
 
 def header_size(first: type, has_metadata: bool) -> int:
@@ -86,7 +83,7 @@ def fragment_payload(
     ]
 
 
-def fragment_request(first: FirstFrame, limit: int) -> list[FirstFrame | PayloadFrame]:
+def fragment_request(first: RequestFrame, limit: int) -> list[RequestFrame | PayloadFrame]:
     """``first`` (its ``follows`` flag ignored) as the fragments to send."""
     parts = _slices(first.metadata, first.data, type(first), limit)
     if len(parts) == 1:
@@ -95,7 +92,7 @@ def fragment_request(first: FirstFrame, limit: int) -> list[FirstFrame | Payload
     first.metadata = md
     first.data = dt
     first.follows = True
-    out: list[FirstFrame | PayloadFrame] = [first]
+    out: list[RequestFrame | PayloadFrame] = [first]
     last = len(parts) - 1
     for i in range(1, len(parts)):
         md, dt = parts[i]
@@ -108,7 +105,7 @@ class Reassembly:
 
     __slots__ = ("data", "first", "metadata", "saw_data", "size")
 
-    def __init__(self, first: FirstFrame | PayloadFrame) -> None:
+    def __init__(self, first: RequestFrame | PayloadFrame) -> None:
         self.first = first  # the frame that started the sequence (its flags count)
         self.metadata: list[bytes] | None = None
         self.data: list[bytes] = []
@@ -148,7 +145,7 @@ class Fragmenter:
         self.max_reassembly_size = config.max_reassembly_size
         self.output = output
 
-    def queue_request(self, frame: FirstFrame) -> None:
+    def queue_request(self, frame: RequestFrame) -> None:
         limit = self.fragment_size
         md = frame.metadata
         if md is not None and len(md) > MAX_METADATA_LENGTH:

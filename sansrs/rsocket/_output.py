@@ -15,38 +15,12 @@ from struct import Struct
 
 from ._config import ConnectionConfig, Framing
 from ._encode import encode_frame
-from ._frames import (
-    CancelFrame,
-    ErrorFrame,
-    Frame,
-    PayloadFrame,
-    RequestChannelFrame,
-    RequestFnfFrame,
-    RequestNFrame,
-    RequestResponseFrame,
-    RequestStreamFrame,
-)
+from ._frames import POSITIONED, ErrorFrame, Frame
 from ._retained import RetainedFrames
 
-__all__ = ["POSITIONED", "Output"]
+__all__ = ["Output"]
 
 _U24 = Struct(">BH")
-
-#: Frame types with an implied position (spec: Implied Position: REQUEST,
-#: CANCEL, ERROR and PAYLOAD; REQUEST_N counted with the requests, as
-#: rsocket-java does, since losing one would stall a flow), on streams > 0.
-POSITIONED = frozenset(
-    {
-        RequestResponseFrame,
-        RequestFnfFrame,
-        RequestStreamFrame,
-        RequestChannelFrame,
-        RequestNFrame,
-        CancelFrame,
-        ErrorFrame,
-        PayloadFrame,
-    }
-)
 
 
 class Output:

@@ -15,6 +15,7 @@ from struct import Struct
 from typing import Any
 
 from .._errors import RemoteProtocolError
+from . import _frames as fr
 from ._codec import decode_frame
 from ._context import Context
 from ._fast import (
@@ -36,24 +37,7 @@ from ._frames import (
     MAJOR_VERSION,
     MAX_STREAM_ID,
     SETUP_ERROR_CODES,
-    CancelFrame,
     ErrorCode,
-    ErrorFrame,
-    ExtFrame,
-    Frame,
-    KeepaliveFrame,
-    LeaseFrame,
-    MetadataPushFrame,
-    PayloadFrame,
-    RequestChannelFrame,
-    RequestFnfFrame,
-    RequestNFrame,
-    RequestResponseFrame,
-    RequestStreamFrame,
-    ResumeFrame,
-    ResumeOkFrame,
-    SetupFrame,
-    UnknownFrame,
 )
 from ._lease import Leases
 from ._receive_streams import StreamFrames
@@ -61,7 +45,6 @@ from ._resume import Resumption
 from ._state import ConnectionInput, ConnectionState
 from ._streams import OPENING_STATES, Stream, StreamInput, StreamKind, StreamTable
 from .events import (
-    ConnectionClosed,
     ExtensionReceived,
     KeepaliveReceived,
     LeaseReceived,
@@ -114,25 +97,25 @@ class Receiver:
         self._leases = leases
         self._resume = resume
         self._max_frame = ctx.config.max_frame_size
-        self.early: list[Frame] = []  # server: frames after SETUP, before accept
+        self.early: list[fr.Frame] = []  # server: frames after SETUP, before accept
         ctx.on_closed.append(self.early.clear)
         self._handlers: dict[type, Callable[[Any], None]] = {
-            SetupFrame: self._on_setup,
-            LeaseFrame: self._on_lease,
-            KeepaliveFrame: self._on_keepalive,
-            RequestResponseFrame: stream_frames.on_request,
-            RequestFnfFrame: stream_frames.on_request,
-            RequestStreamFrame: stream_frames.on_request,
-            RequestChannelFrame: stream_frames.on_request,
-            RequestNFrame: stream_frames.on_request_n,
-            CancelFrame: stream_frames.on_cancel,
-            PayloadFrame: stream_frames.on_payload,
-            ErrorFrame: self._on_error,
-            MetadataPushFrame: self._on_metadata_push,
-            ResumeFrame: resume.on_resume,
-            ResumeOkFrame: self._ignore,  # only expected while RESUMING (pre_resumed)
-            ExtFrame: self._on_ext,
-            UnknownFrame: self._on_unknown,
+            fr.SetupFrame: self._on_setup,
+            fr.LeaseFrame: self._on_lease,
+            fr.KeepaliveFrame: self._on_keepalive,
+            fr.RequestResponseFrame: stream_frames.on_request,
+            fr.RequestFnfFrame: stream_frames.on_request,
+            fr.RequestStreamFrame: stream_frames.on_request,
+            fr.RequestChannelFrame: stream_frames.on_request,
+            fr.RequestNFrame: stream_frames.on_request_n,
+            fr.CancelFrame: stream_frames.on_cancel,
+            fr.PayloadFrame: stream_frames.on_payload,
+            fr.ErrorFrame: self._on_error,
+            fr.MetadataPushFrame: self._on_metadata_push,
+            fr.ResumeFrame: resume.on_resume,
+            fr.ResumeOkFrame: self._ignore,  # only expected while RESUMING (pre_resumed)
+            fr.ExtFrame: self._on_ext,
+            fr.UnknownFrame: self._on_unknown,
         }
         self._on_stream_error = stream_frames.on_error
 
@@ -323,19 +306,19 @@ class Receiver:
     # ------------------------------------------------------------------
     # dispatch
 
-    def process(self, frames: list[Frame]) -> None:
+    def process(self, frames: list[fr.Frame]) -> None:
         for f in frames:
             if self._ctx.state is _CLOSED:
                 return
             self._process_one(f)
 
-    def take_early(self) -> list[Frame]:
+    def take_early(self) -> list[fr.Frame]:
         """The frames held while SETUP awaited acceptance (and forget them)."""
         early = self.early
         self.early = []
         return early
 
-    def _process_one(self, f: Frame) -> None:
+    def _process_one(self, f: fr.Frame) -> None:
         state = self._ctx.state
         if state is not _ESTABLISHED:
             if state is _CLOSED:
@@ -344,7 +327,7 @@ class Receiver:
                 return
         self._handlers[type(f)](f)
 
-    def _pre_established(self, f: Frame) -> bool:
+    def _pre_established(self, f: fr.Frame) -> bool:
         """Handle states before ESTABLISHED; True to process ``f`` normally."""
         ctx = self._ctx
         state = ctx.state
@@ -357,27 +340,27 @@ class Receiver:
             # Nothing is expected before our SETUP (spec: 9, ignore).
             return state is not ConnectionState.AWAITING_SETUP
         if state is ConnectionState.AWAITING_SETUP:
-            if type(f) is SetupFrame or type(f) is ResumeFrame:
+            if type(f) is fr.SetupFrame or type(f) is fr.ResumeFrame:
                 return True
             ctx.fail(
                 ErrorCode.INVALID_SETUP,
                 f"the first frame must be SETUP or RESUME, got {type(f).__name__}",
             )
         # SETUP_RECEIVED: hold frames until the application decides.
-        if type(f) is SetupFrame:
+        if type(f) is fr.SetupFrame:
             return False  # spec 9.6
         if len(self.early) >= ctx.config.max_early_frames:
             ctx.fail(ErrorCode.CONNECTION_ERROR, "too many frames before SETUP was accepted")
         self.early.append(f)
         return False
 
-    def _ignore(self, f: Frame) -> None:
+    def _ignore(self, f: fr.Frame) -> None:
         """Spec: Handling the Unexpected, 9."""
 
     # ------------------------------------------------------------------
     # connection frames
 
-    def _on_setup(self, f: SetupFrame) -> None:
+    def _on_setup(self, f: fr.SetupFrame) -> None:
         ctx = self._ctx
         if ctx.client or ctx.state is not ConnectionState.AWAITING_SETUP:
             return  # spec 9.9 (client), 9.6 (second SETUP)
@@ -392,6 +375,7 @@ class Receiver:
         ctx.setup = f
         self._leases.enabled = f.lease
         ctx.transition(_CI.RECV_SETUP)
+        # An event from a frame, field by field (as _on_ext): alike on purpose.
         ctx.events.append(
             SetupReceived(
                 keepalive_interval=f.keepalive_interval,
@@ -406,7 +390,7 @@ class Receiver:
             )
         )
 
-    def _on_lease(self, f: LeaseFrame) -> None:
+    def _on_lease(self, f: fr.LeaseFrame) -> None:
         ctx = self._ctx
         leases = self._leases
         if not leases.enabled:
@@ -417,23 +401,23 @@ class Receiver:
             LeaseReceived(ttl=f.ttl, number_of_requests=f.number_of_requests, metadata=f.metadata)
         )
 
-    def _on_keepalive(self, f: KeepaliveFrame) -> None:
+    def _on_keepalive(self, f: fr.KeepaliveFrame) -> None:
         ctx = self._ctx
         self._resume.peer_position(f.last_received_position)
         if f.respond:
-            ctx.output.queue(KeepaliveFrame(False, ctx.received_position, f.data))
+            ctx.output.queue(fr.KeepaliveFrame(False, ctx.received_position, f.data))
         ctx.events.append(
             KeepaliveReceived(
                 respond=f.respond, data=f.data, last_received_position=f.last_received_position
             )
         )
 
-    def _on_metadata_push(self, f: MetadataPushFrame) -> None:
+    def _on_metadata_push(self, f: fr.MetadataPushFrame) -> None:
         if f.stream_id != 0:
             return  # spec 9.5
         self._ctx.events.append(MetadataPushReceived(metadata=f.metadata))
 
-    def _on_ext(self, f: ExtFrame) -> None:
+    def _on_ext(self, f: fr.ExtFrame) -> None:
         # EXT has no implied position (spec: Implied Position).
         self._ctx.events.append(
             ExtensionReceived(
@@ -445,12 +429,12 @@ class Receiver:
             )
         )
 
-    def _on_unknown(self, f: UnknownFrame) -> None:
+    def _on_unknown(self, f: fr.UnknownFrame) -> None:
         if f.ignore:
             return  # spec: Handling Ignore Flag
         self._ctx.fail(ErrorCode.CONNECTION_ERROR, f"frame type {f.frame_type:#x} not understood")
 
-    def _on_error(self, f: ErrorFrame) -> None:
+    def _on_error(self, f: fr.ErrorFrame) -> None:
         if f.stream_id:
             self._on_stream_error(f)
             return
@@ -459,11 +443,9 @@ class Receiver:
         if code in SETUP_ERROR_CODES:
             if not ctx.client or ctx.setup_confirmed:
                 return  # spec 9.7 (server), 9.8 (client after establishment)
-            ctx.transition(_CI.REJECT)
-            ctx.events.append(ConnectionClosed(error_code=code, message=f.message, by_peer=True))
+            ctx.end(_CI.REJECT, code, f.message, by_peer=True)
             return
         if code == ErrorCode.CONNECTION_CLOSE:
             ctx.begin_close(f.message, True, drained=not self._streams.by_id)
             return
-        ctx.transition(_CI.FATAL)
-        ctx.events.append(ConnectionClosed(error_code=code, message=f.message, by_peer=True))
+        ctx.end(_CI.FATAL, code, f.message, by_peer=True)

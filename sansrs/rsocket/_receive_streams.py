@@ -11,21 +11,11 @@ from __future__ import annotations
 
 from typing import NoReturn
 
+from . import _frames as fr
 from ._context import Context
 from ._fast import payload_event
 from ._fragmentation import Fragmenter, Reassembly
-from ._frames import (
-    CONNECTION_ONLY_ERROR_CODES,
-    CancelFrame,
-    ErrorCode,
-    ErrorFrame,
-    PayloadFrame,
-    RequestChannelFrame,
-    RequestFnfFrame,
-    RequestNFrame,
-    RequestResponseFrame,
-    RequestStreamFrame,
-)
+from ._frames import CONNECTION_ONLY_ERROR_CODES, ErrorCode
 from ._lease import Leases
 from ._state import ConnectionState
 from ._streams import (
@@ -48,8 +38,6 @@ from .events import (
 
 __all__ = ["StreamFrames"]
 
-RequestFrame = RequestResponseFrame | RequestFnfFrame | RequestStreamFrame | RequestChannelFrame
-
 _I = StreamInput
 _RR = StreamKind.REQUEST_RESPONSE
 
@@ -69,7 +57,7 @@ class StreamFrames:
         self._leases = leases
         self._fragments = fragments
 
-    def on_request(self, f: RequestFrame) -> None:
+    def on_request(self, f: fr.RequestFrame) -> None:
         ctx = self._ctx
         table = self._streams
         sid = f.stream_id
@@ -78,14 +66,14 @@ class StreamFrames:
         md = f.metadata
         t = type(f)
         ctx.received_position += (
-            (10 if t is RequestStreamFrame or t is RequestChannelFrame else 6)
+            (10 if t is fr.RequestStreamFrame or t is fr.RequestChannelFrame else 6)
             + len(f.data)
             + (0 if md is None else 3 + len(md))
         )
         ctx.setup_confirmed = True
         if sid in table.by_id:
             return  # spec 9.1: a request on a stream ID in use is ignored
-        fnf = t is RequestFnfFrame
+        fnf = t is fr.RequestFnfFrame
         queue_error = ctx.output.queue_error
         if sid & 1 != table.peer_parity:
             # An ID of our own parity: we consider it in use (spec: Stream
@@ -120,41 +108,33 @@ class StreamFrames:
         self._announce(f, f.data, f.metadata, getattr(f, "complete", False))
 
     def _announce(
-        self, f: RequestFrame, data: bytes, metadata: bytes | None, complete: bool
+        self, f: fr.RequestFrame, data: bytes, metadata: bytes | None, complete: bool
     ) -> None:
         sid = f.stream_id
         t = type(f)
         events = self._ctx.events
-        if t is RequestResponseFrame:
+        if t is fr.RequestResponseFrame:
             events.append(RequestResponseReceived(stream_id=sid, data=data, metadata=metadata))
-        elif t is RequestStreamFrame:
+        elif isinstance(f, fr.RequestStreamFrame):
+            n = f.initial_request_n
             events.append(
-                RequestStreamReceived(
-                    stream_id=sid,
-                    data=data,
-                    metadata=metadata,
-                    initial_n=f.initial_request_n,  # type: ignore[union-attr]
-                )
+                RequestStreamReceived(stream_id=sid, data=data, metadata=metadata, initial_n=n)
             )
-        elif t is RequestChannelFrame:
+        elif isinstance(f, fr.RequestChannelFrame):
             if complete:  # the requester's flow ended with the request
                 self._streams.step(self._streams.by_id[sid], _I.RECV_COMPLETE)
-            events.append(
-                RequestChannelReceived(
-                    stream_id=sid,
-                    data=data,
-                    metadata=metadata,
-                    initial_n=f.initial_request_n,  # type: ignore[union-attr]
-                    complete=complete,
-                )
+            n = f.initial_request_n
+            event = RequestChannelReceived(
+                stream_id=sid, data=data, metadata=metadata, initial_n=n, complete=complete
             )
+            events.append(event)
         else:
             fnf = self._streams.by_id.get(sid)
             if fnf is not None:  # reassembled: a fire-and-forget ends on reception
                 self._streams.step(fnf, _I.RECV_COMPLETE)
             events.append(FireAndForgetReceived(stream_id=sid, data=data, metadata=metadata))
 
-    def on_request_n(self, f: RequestNFrame) -> None:
+    def on_request_n(self, f: fr.RequestNFrame) -> None:
         if f.stream_id:
             self._ctx.received_position += 10
         s = self._streams.by_id.get(f.stream_id)
@@ -164,7 +144,7 @@ class StreamFrames:
             s.out_credit = add_credit(s.out_credit, f.request_n)
             self._ctx.events.append(RequestNReceived(stream_id=f.stream_id, n=f.request_n))
 
-    def on_cancel(self, f: CancelFrame) -> None:
+    def on_cancel(self, f: fr.CancelFrame) -> None:
         sid = f.stream_id
         if sid:
             self._ctx.received_position += 6
@@ -182,7 +162,7 @@ class StreamFrames:
             self._ctx.events.append(CancelReceived(stream_id=sid))
             table.step(s, inp)
 
-    def on_error(self, f: ErrorFrame) -> None:
+    def on_error(self, f: fr.ErrorFrame) -> None:
         """ERROR on a stream (stream ID > 0)."""
         ctx = self._ctx
         sid = f.stream_id
@@ -198,7 +178,7 @@ class StreamFrames:
         ctx.events.append(ErrorReceived(stream_id=sid, error_code=f.error_code, message=f.message))
         table.step(s, _I.RECV_ERROR)
 
-    def on_payload(self, f: PayloadFrame) -> None:
+    def on_payload(self, f: fr.PayloadFrame) -> None:
         ctx = self._ctx
         sid = f.stream_id
         s = self._streams.by_id.get(sid)
@@ -236,7 +216,7 @@ class StreamFrames:
             ErrorCode.CONNECTION_ERROR, f"PAYLOAD beyond the granted credit on stream {sid}"
         )
 
-    def _on_fragment(self, s: Stream, f: PayloadFrame) -> None:
+    def _on_fragment(self, s: Stream, f: fr.PayloadFrame) -> None:
         r = s.reassembly
         follows = f.follows and not f.complete  # spec 7: F with C ignores F
         if r is None:
@@ -260,7 +240,7 @@ class StreamFrames:
         s.reassembly = None
         md, data = r.result()
         first = r.first
-        if type(first) is PayloadFrame:
+        if type(first) is fr.PayloadFrame:
             complete = f.complete or s.kind is _RR
             nxt = first.next
             if s.kind is _RR and s.requester:
@@ -276,10 +256,10 @@ class StreamFrames:
         message = self._fragments.oversized(r)
         if message is None:
             return True
-        if type(r.first) is PayloadFrame:
+        if type(r.first) is fr.PayloadFrame:
             self._ctx.fail(ErrorCode.CONNECTION_ERROR, message)
         # A request not yet announced: reject it (REJECTED: not processed).
-        if type(r.first) is not RequestFnfFrame:
+        if type(r.first) is not fr.RequestFnfFrame:
             self._ctx.output.queue_error(s.stream_id, ErrorCode.REJECTED, message)
         self._streams.step(s, _I.SEND_ERROR)
         return False

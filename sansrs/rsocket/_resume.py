@@ -42,7 +42,7 @@ from ._keepalive import Keepalive
 from ._lease import Leases
 from ._session_store import SessionStore, StoredSession
 from ._state import ConnectionInput, ConnectionState
-from .events import ConnectionClosed, ConnectionLost, Disconnected, ResumeAccepted, Resumed
+from .events import Disconnected, ResumeAccepted, Resumed
 
 __all__ = ["Resumption"]
 
@@ -175,12 +175,7 @@ class Resumption:
         if r.overflowed and ctx.client:
             # (A server keeps the session until it expires, so that a RESUME
             # gets REJECTED_RESUME with this reason rather than "unknown".)
-            ctx.transition(_CI.FATAL)
-            ctx.events.append(
-                ConnectionLost(
-                    reason=f"{reason}; {self._unresumable_reason()}", timed_out=timed_out
-                )
-            )
+            ctx.lose(_CI.FATAL, f"{reason}; {self._unresumable_reason()}", timed_out=timed_out)
             return
         ctx.transition(_CI.DETACH)
         self.detached = True
@@ -204,13 +199,8 @@ class Resumption:
         ctx.observe(now)
         if now < self.detached_at + store.keep_detached:
             return False
-        ctx.transition(_CI.FATAL)
-        ctx.events.append(
-            ConnectionLost(
-                reason=f"not resumed within {store.keep_detached:g} s of the transport loss",
-                timed_out=True,
-            )
-        )
+        reason = f"not resumed within {store.keep_detached:g} s of the transport loss"
+        ctx.lose(_CI.FATAL, reason, timed_out=True)
         return True
 
     def close_detached(self) -> bool:
@@ -287,10 +277,7 @@ class Resumption:
             what = (
                 "resumption rejected" if code == ErrorCode.REJECTED_RESUME else "connection error"
             )
-            ctx.transition(_CI.REJECT)
-            ctx.events.append(
-                ConnectionClosed(error_code=code, message=f"{what}: {f.message}", by_peer=True)
-            )
+            ctx.end(_CI.REJECT, code, f"{what}: {f.message}", by_peer=True)
             return
         ctx.fail(ErrorCode.CONNECTION_ERROR, f"{type(f).__name__} before RESUME_OK")
 
@@ -421,14 +408,8 @@ class Resumption:
                 f"(it retains {r.start}..{out.sent_position})"
             )
         if problem is not None:
-            ctx.transition(_CI.FATAL)
-            ctx.events.append(
-                ConnectionClosed(
-                    error_code=ErrorCode.REJECTED_RESUME,
-                    message=f"resumption rejected: {problem}",
-                    by_peer=False,
-                )
-            )
+            message = f"resumption rejected: {problem}"
+            ctx.end(_CI.FATAL, ErrorCode.REJECTED_RESUME, message, by_peer=False)
             return problem
         out.clear()  # made while detached: in the replay if it counts
         # Spec: RESUME_OK carries the last position received from the client.

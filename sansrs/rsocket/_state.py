@@ -11,6 +11,10 @@ from ._fast import identity_hash
 __all__ = ["CONNECTION_TRANSITIONS", "ConnectionInput", "ConnectionState"]
 
 
+# State machines as data, alike in shape by design (the duplicates scan lists
+# them with the other protocol's): states, inputs, then the table.
+
+
 @identity_hash  # table lookups (_fast.py)
 class ConnectionState(enum.Enum):
     AWAITING_SETUP = "awaiting-setup"  # client: setup() not called; server: no SETUP yet

@@ -27,7 +27,7 @@ from ._frames import (
     MAX_STREAM_ID,
     PayloadFrame,
     RequestChannelFrame,
-    RequestFnfFrame,
+    RequestFrame,
     RequestResponseFrame,
     RequestStreamFrame,
 )
@@ -61,6 +61,10 @@ class StreamKind(enum.IntEnum):
     REQUEST_STREAM = 2
     REQUEST_CHANNEL = 3
     FIRE_AND_FORGET = 4  # only while a fragmented FNF is reassembled
+
+
+# State machine as data, alike in shape by design (the duplicates scan lists
+# it with the connection's and rsio's): states, inputs, then the table.
 
 
 @identity_hash  # table lookups (_fast.py)
@@ -326,9 +330,7 @@ class StreamTable:
         if complete:
             self.step(s, _I.SEND_COMPLETE)
 
-    def open_responder(
-        self, f: RequestResponseFrame | RequestFnfFrame | RequestStreamFrame | RequestChannelFrame
-    ) -> Stream:
+    def open_responder(self, f: RequestFrame) -> Stream:
         """The stream of a request from the peer (counted against its limit)."""
         t = type(f)
         out_credit = 0

@@ -35,6 +35,10 @@ __all__ = [
 ]
 
 
+# Declarations alike in shape by design (the duplicates scan lists them): one
+# frozen, slotted, keyword-only dataclass per event (docs/architecture.md).
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SetupReceived:
     """Server: the client's SETUP. Answer with ``accept_setup`` or ``reject_setup``."""

@@ -772,4 +772,22 @@ def test_rsio_events_built_on_the_hot_path_are_ordinary_frozen_events() -> None:
     assert fast == plain and hash(fast) == hash(plain) and repr(fast) == repr(plain)
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.subscriber_id = 4  # type: ignore[misc]
-    assert VARINT1 == [encode_varint(n) for n in range(128)]
+    assert [encode_varint(n) for n in range(128)] == VARINT1
+
+
+@pytest.mark.parametrize("length", [11, 127, 300])
+def test_rsio_limits_element_beyond_max_message_size_is_refused_on_every_path(length: int) -> None:
+    """docs/protocols/rsio.md §10: a bytes field longer than max_message_size
+    is LIMIT_EXCEEDED, whether its length takes one varint byte (the
+    receive hot path took those unchecked) or more."""
+    from sansrs.rsio import ConnectionConfig, ErrorCode, OnNext, OnSubscribe, ServerHello
+    from sansrs.rsio import encode_message as enc
+
+    c = Connection(Role.CLIENT, ConnectionConfig(max_message_size=10))
+    c.receive_data(enc(ServerHello(0)))
+    sid = c.subscribe("p", 5)
+    c.receive_data(enc(OnSubscribe(sid, 0)))
+    with pytest.raises(RemoteProtocolError) as caught:
+        c.receive_data(enc(OnNext(sid, b"x" * length)))
+    assert caught.value.error_code == ErrorCode.LIMIT_EXCEEDED
+    assert not any(type(e).__name__ == "NextReceived" for e in c.events())
