@@ -108,7 +108,7 @@ class _ClientSubscription:
 
 
 class DittoClient:
-    """The subscriber side for one session."""
+    """The subscriber side of one connection (one WebSocket)."""
 
     def __init__(self, config: DittoClientConfig | None = None) -> None:
         self.config = config or DittoClientConfig()

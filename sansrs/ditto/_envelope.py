@@ -12,14 +12,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .._errors import RemoteProtocolError
-
 __all__ = [
     "ABSENT",
     "CONTENT_TYPE_JSON",
     "MAX_LONG",
     "MIN_LONG",
     "DittoError",
+    "DittoException",
     "DittoRemoteError",
     "Envelope",
     "Headers",
@@ -177,16 +176,28 @@ class DittoError:
         )
 
 
-class DittoRemoteError(RemoteProtocolError):
-    """A Ditto error (``failed`` or an error response); ``error_code`` is its HTTP status."""
+class DittoException(Exception):
+    """An error Ditto reports (a ``DittoError``: ``status``, ``code``,
+    ``message``, ``description``, ``href``): an application error, e.g. 404
+    for an unknown thing, never a protocol violation (that is
+    ``RemoteProtocolError``). ``error_code`` is the status, as in the core's
+    ``ProtocolError``s; ``message`` is ``"<code>: <message>"``.
+
+    A server's Publisher signals it to fail a subscription with ``error``; a
+    client receives a ``DittoRemoteError``."""
 
     def __init__(self, error: DittoError) -> None:
-        super().__init__(f"{error.error}: {error.message}", error.status)
+        self.message = f"{error.error}: {error.message}"
+        super().__init__(self.message)
         self.error = error
-        self.status = error.status
+        self.status = self.error_code = error.status
         self.code = error.error
         self.description = error.description
         self.href = error.href
+
+
+class DittoRemoteError(DittoException):
+    """Ditto answered with an error (``failed``, or an error response)."""
 
 
 JSON_INVALID_DESCRIPTION: Final = (

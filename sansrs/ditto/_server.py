@@ -1,6 +1,6 @@
 """The server (publisher) role of the Ditto streaming subscription protocol, sans-IO.
 
-One ``DittoServer`` is one session (one WebSocket). Text messages in
+One ``DittoServer`` is one connection (one WebSocket). Text messages in
 (``receive_message``), events out (``events``), Ditto's answers out
 (``messages_to_send``). For each subscribe the application hands over a
 ``sansrs.streams.Publisher`` (``accept``) or an error (``reject``); the core
@@ -50,15 +50,7 @@ from .events import (
     SubscriptionClosed,
 )
 
-__all__ = ["SERVER_TRANSITIONS", "DittoException", "DittoServer", "ServerInput", "ServerState"]
-
-
-class DittoException(Exception):
-    """Signal this through ``on_error`` to fail a subscription with a given Ditto error."""
-
-    def __init__(self, error: env.DittoError) -> None:
-        super().__init__(error.message)
-        self.error = error
+__all__ = ["SERVER_TRANSITIONS", "DittoServer", "ServerInput", "ServerState"]
 
 
 class ServerState(enum.Enum):
@@ -176,7 +168,7 @@ class _Relay:
 
     def on_error(self, error: BaseException) -> None:
         if self._current():
-            failure = error.error if isinstance(error, DittoException) else INTERNAL_ERROR
+            failure = error.error if isinstance(error, env.DittoException) else INTERNAL_ERROR
             self._server._end(
                 self._sub, ServerInput.UP_ERROR, failure, "failed", upstream_done=True
             )
@@ -194,7 +186,7 @@ _FALLBACK_TOPIC: Final = env.Topic(
 
 
 class DittoServer:
-    """Ditto's side of streaming (and search) subscriptions for one session."""
+    """Ditto's side of streaming (and search) subscriptions on one connection."""
 
     def __init__(self, config: DittoServerConfig | None = None) -> None:
         self.config = config or DittoServerConfig()

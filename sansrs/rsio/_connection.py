@@ -275,7 +275,7 @@ class Connection(Receiver):
 
     # -- connection ---------------------------------------------------------------
     def close(self, reason: str = "") -> None:
-        """Say goodbye: every subscription both ways ends now; ``ConnectionClosed``
+        """Say goodbye: every subscription both ways ends now; ``ConnectionTerminated``
         follows when the peer acknowledges (or the transport ends)."""
         self._check_connection("close", ConnectionInput.SEND_GOODBYE)
         if not isinstance(reason, str):

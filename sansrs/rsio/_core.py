@@ -22,7 +22,7 @@ from ._codec import (
     encode_varint,
 )
 from ._config import ConnectionConfig, Role
-from .events import ConnectionClosed, Event
+from .events import ConnectionTerminated, Event
 
 __all__ = ["ConnectionCore"]
 
@@ -286,7 +286,7 @@ class ConnectionCore:
         self._forget_all()
         self._error = error
         self._events.append(
-            ConnectionClosed(reason=reason, by_peer=False, error_code=error.error_code)
+            ConnectionTerminated(reason=reason, by_peer=False, error_code=error.error_code)
         )
         raise error
 

@@ -26,8 +26,8 @@ from ._tables import hot_path_state
 from .events import (
     CancelReceived,
     CompleteReceived,
-    ConnectionClosed,
     ConnectionLost,
+    ConnectionTerminated,
     ErrorReceived,
     HelloReceived,
     InvalidRequestReceived,
@@ -99,7 +99,7 @@ class Receiver(ConnectionCore):
         self._forget_all()
         if closing:  # our goodbye was out: the end of the transport ends it
             self._events.append(
-                ConnectionClosed(reason=self._close_reason, by_peer=False, error_code=0)
+                ConnectionTerminated(reason=self._close_reason, by_peer=False, error_code=0)
             )
             return
         reason = "the transport ended without goodbye"
@@ -225,7 +225,7 @@ class Receiver(ConnectionCore):
                 self._fail(_UNEXPECTED, "goodbyeAck without our goodbye")
             self._forget_all()
             self._events.append(
-                ConnectionClosed(reason=self._close_reason, by_peer=False, error_code=0)
+                ConnectionTerminated(reason=self._close_reason, by_peer=False, error_code=0)
             )
             return
         if not self._received(_CI.RECV_STREAM, f"{t.__name__} before the peer's hello"):
@@ -275,7 +275,7 @@ class Receiver(ConnectionCore):
         self._transition(_CI.RECV_GOODBYE)
         self._send(codec.GoodbyeAck(""))
         self._forget_all()
-        self._events.append(ConnectionClosed(reason=reason, by_peer=True, error_code=0))
+        self._events.append(ConnectionTerminated(reason=reason, by_peer=True, error_code=0))
 
     # -- we publish ---------------------------------------------------------------
     def _on_subscribe_msg(self, msg: codec.Subscribe) -> None:

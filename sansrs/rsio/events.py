@@ -12,8 +12,8 @@ from dataclasses import dataclass
 __all__ = [
     "CancelReceived",
     "CompleteReceived",
-    "ConnectionClosed",
     "ConnectionLost",
+    "ConnectionTerminated",
     "ErrorReceived",
     "Event",
     "HelloReceived",
@@ -122,10 +122,12 @@ class ErrorReceived:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ConnectionClosed:
+class ConnectionTerminated:
     """Terminal: goodbye exchanged (``by_peer``: the peer said it first), or a
     protocol error (``error_code`` != 0, an ``ErrorCode``; we sent goodbye).
-    Every subscription, both ways, is over."""
+    Every subscription, both ways, is over. (Not to be confused with the
+    drivers' exception ``ConnectionClosed``: a call that needs a connection
+    that is gone.)"""
 
     reason: str
     by_peer: bool
@@ -150,6 +152,6 @@ Event = (
     | NextPackedReceived
     | CompleteReceived
     | ErrorReceived
-    | ConnectionClosed
+    | ConnectionTerminated
     | ConnectionLost
 )

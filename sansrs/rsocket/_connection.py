@@ -642,7 +642,7 @@ class Connection:
         """Close the connection.
 
         CONNECTION_CLOSE (default): graceful; no new streams, open ones drain,
-        then ``ConnectionClosed``. CONNECTION_ERROR: at once.
+        then ``ConnectionTerminated``. CONNECTION_ERROR: at once.
         """
         ctx = self._ctx
         ctx.check_open("close")

@@ -30,7 +30,7 @@ from ._config import ConnectionConfig, Role
 from ._frames import ErrorCode, KeepaliveFrame, SetupFrame
 from ._output import Output
 from ._state import CONNECTION_TRANSITIONS, ConnectionInput, ConnectionState
-from .events import ConnectionClosed, ConnectionClosing, ConnectionLost, Event
+from .events import ConnectionClosing, ConnectionLost, ConnectionTerminated, Event
 
 __all__ = ["Context"]
 
@@ -140,9 +140,9 @@ class Context:
 
     def end(self, inp: ConnectionInput, code: int, message: str, *, by_peer: bool) -> None:
         """The connection ends by an ERROR on stream 0 (sent or received):
-        ``inp`` closes it, ``ConnectionClosed`` says how."""
+        ``inp`` closes it, ``ConnectionTerminated`` says how."""
         self.transition(inp)
-        self.events.append(ConnectionClosed(error_code=code, message=message, by_peer=by_peer))
+        self.events.append(ConnectionTerminated(error_code=code, message=message, by_peer=by_peer))
 
     def lose(self, inp: ConnectionInput, reason: str, *, timed_out: bool) -> None:
         """The connection ends without a closing ERROR: ``ConnectionLost``."""

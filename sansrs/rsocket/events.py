@@ -13,9 +13,9 @@ from typing import Any
 
 __all__ = [
     "CancelReceived",
-    "ConnectionClosed",
     "ConnectionClosing",
     "ConnectionLost",
+    "ConnectionTerminated",
     "Disconnected",
     "ErrorReceived",
     "Event",
@@ -167,13 +167,15 @@ class ConnectionClosing:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ConnectionClosed:
+class ConnectionTerminated:
     """Terminal: the connection is over (the adapter closes the transport
     after writing what ``data_to_send`` still returns).
 
     ``error_code``: the code of the ERROR that ended it (CONNECTION_CLOSE
     after a graceful drain, CONNECTION_ERROR, a SETUP rejection code).
-    ``by_peer``: the peer sent it (else this end did).
+    ``by_peer``: the peer sent it (else this end did). (Not to be confused
+    with the drivers' exception ``ConnectionClosed``: a call that needs a
+    connection that is gone.)
     """
 
     error_code: int
@@ -240,7 +242,7 @@ Event = (
     | KeepaliveReceived
     | ExtensionReceived
     | ConnectionClosing
-    | ConnectionClosed
+    | ConnectionTerminated
     | ConnectionLost
     | Disconnected
     | Resumed

@@ -39,7 +39,7 @@ from sansrs.rsocket import (
     encode_frame_prefixed,
 )
 from sansrs.rsocket.events import (
-    ConnectionClosed,
+    ConnectionTerminated,
     FireAndForgetReceived,
     LeaseReceived,
     PayloadReceived,
@@ -194,7 +194,7 @@ def test_rsocket_establishment_any_first_frame_not_setup_must_get_invalid_setup(
     assert len(out) == 1 and isinstance(out[0], ErrorFrame)
     assert (out[0].stream_id, out[0].error_code) == (0, ErrorCode.INVALID_SETUP)
     assert server.state is ConnectionState.CLOSED
-    assert [type(e) for e in server.events()] == [ConnectionClosed]
+    assert [type(e) for e in server.events()] == [ConnectionTerminated]
 
 
 def test_rsocket_establishment_responder_must_not_emit_payload_before_established() -> None:
@@ -270,7 +270,7 @@ def test_rsocket_establishment_server_must_send_error_and_close_when_not_accepti
         out = sent_frames(pair.server)
         assert out == [ErrorFrame(0, code, b"no")]
         assert pair.server.state is ConnectionState.CLOSED
-        assert [type(e) for e in pair.server.events()] == [ConnectionClosed]
+        assert [type(e) for e in pair.server.events()] == [ConnectionTerminated]
     for bad in (ErrorCode.CONNECTION_ERROR, ErrorCode.APPLICATION_ERROR):
         pair = Pair()
         pair.client.setup()

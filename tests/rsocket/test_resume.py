@@ -38,8 +38,8 @@ from sansrs.rsocket import (
     encode_frame_prefixed,
 )
 from sansrs.rsocket.events import (
-    ConnectionClosed,
     ConnectionLost,
+    ConnectionTerminated,
     Disconnected,
     LeaseReceived,
     PayloadReceived,
@@ -195,11 +195,11 @@ def test_rsocket_resume_server_beyond_limit_rejected_resume() -> None:
         p.server.send_payload(sid, item(b"x", i))
     p.cut(0, 0)
     events = p.resume()
-    assert isinstance(events[-1], ConnectionClosed)
+    assert isinstance(events[-1], ConnectionTerminated)
     assert events[-1].error_code == ErrorCode.REJECTED_RESUME
     client_events, _ = p.take()
     closed = client_events[-1]
-    assert isinstance(closed, ConnectionClosed)
+    assert isinstance(closed, ConnectionTerminated)
     assert closed.error_code == ErrorCode.REJECTED_RESUME
     assert closed.by_peer
     assert "resume_buffer_size" in closed.message
@@ -380,7 +380,7 @@ def test_rsocket_resume_operation_rejected_resume_ends_session_for_good() -> Non
     p.client.data_to_send()
     feed(p.client, ErrorFrame(0, ErrorCode.REJECTED_RESUME, b"gone"))
     (closed,) = p.client.events()
-    assert closed == ConnectionClosed(
+    assert closed == ConnectionTerminated(
         error_code=ErrorCode.REJECTED_RESUME, message="resumption rejected: gone", by_peer=True
     )
     assert p.client.state is ConnectionState.CLOSED
@@ -396,7 +396,8 @@ def test_rsocket_resume_operation_connection_error_ends_resumption() -> None:
     p.client.data_to_send()
     feed(p.client, ErrorFrame(0, ErrorCode.CONNECTION_ERROR, b"no"))
     (closed,) = p.client.events()
-    assert isinstance(closed, ConnectionClosed) and closed.error_code == ErrorCode.CONNECTION_ERROR
+    assert isinstance(closed, ConnectionTerminated)
+    assert closed.error_code == ErrorCode.CONNECTION_ERROR
 
 
 def test_rsocket_resume_operation_other_frame_before_resume_ok_is_connection_error() -> None:
@@ -457,9 +458,9 @@ def test_rsocket_resume_close_while_disconnected_ends_session() -> None:
     p.cut(0, 0)
     p.take()
     p.client.close("bye")
-    assert isinstance(p.client.events()[-1], ConnectionClosed)
+    assert isinstance(p.client.events()[-1], ConnectionTerminated)
     p.server.close("bye")
-    assert isinstance(p.server.events()[-1], ConnectionClosed)
+    assert isinstance(p.server.events()[-1], ConnectionTerminated)
     assert len(p.store) == 0
 
 
@@ -584,7 +585,8 @@ def test_rsocket_resume_session_store_expiry_frees_session() -> None:
     assert len(store) == 0 and store.next_deadline() is None
     p.resume()
     closed = p.client_events[-1]
-    assert isinstance(closed, ConnectionClosed) and closed.error_code == ErrorCode.REJECTED_RESUME
+    assert isinstance(closed, ConnectionTerminated)
+    assert closed.error_code == ErrorCode.REJECTED_RESUME
 
 
 def test_rsocket_resume_expired_token_rejected_without_sweep() -> None:

@@ -14,7 +14,7 @@ from resume_workload import item, run
 from sansrs.adapters.tools.faults import FaultProxy
 
 from sansrs.rsocket import ConnectionConfig, ConnectionState, ErrorCode, SessionStore
-from sansrs.rsocket.events import ConnectionClosed, Disconnected, PayloadReceived
+from sansrs.rsocket.events import ConnectionTerminated, Disconnected, PayloadReceived
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ def test_rsocket_resume_cut_beyond_retained_limit_rejected_resume(
         finally:
             pair.close()
     closed = pair.rejected
-    assert isinstance(closed, ConnectionClosed)
+    assert isinstance(closed, ConnectionTerminated)
     assert closed.error_code == ErrorCode.REJECTED_RESUME
     assert "resume_buffer_size" in closed.message
 
