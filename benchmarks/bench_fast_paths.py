@@ -17,8 +17,8 @@ import statistics
 import time
 from collections.abc import Callable
 
+from sansrs.adapters.rsocket import Payload, Request
 from sansrs.adapters.rsocket.fast import as_payload, new_request, new_tuple
-from sansrs.adapters.rsocket.types import Payload, Request
 
 DATA = b"x" * 16
 META = b"m"

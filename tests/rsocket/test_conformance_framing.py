@@ -9,8 +9,6 @@ connection tests: the rules checked here at the connection, on the wire.
 from __future__ import annotations
 
 import pytest
-from pair import Pair
-from test_unexpected import feed, quiet, sent_frames
 
 from sansrs import LocalProtocolError, RemoteProtocolError
 from sansrs.rsocket import (
@@ -42,6 +40,8 @@ from sansrs.rsocket.events import (
     PayloadReceived,
     SetupReceived,
 )
+from tests.rsocket.pair import Pair
+from tests.rsocket.test_unexpected import feed, quiet, sent_frames
 
 FLAG_IGNORE = 0x200
 FLAG_METADATA = 0x100

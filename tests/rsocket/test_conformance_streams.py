@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from pair import Pair
-from test_unexpected import feed, quiet, sent_frames
 
 from sansrs import LocalProtocolError
 from sansrs.rsocket import (
@@ -48,6 +46,8 @@ from sansrs.rsocket.events import (
     RequestStreamReceived,
     SetupReceived,
 )
+from tests.rsocket.pair import Pair
+from tests.rsocket.test_unexpected import feed, quiet, sent_frames
 
 # --------------------------------------------------------------------------
 # Transport Protocol: "Frame A sent before Frame B MUST arrive in source order"
