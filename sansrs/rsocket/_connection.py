@@ -515,8 +515,7 @@ class Connection:
             return
         if s is None or s.out_credit <= 0 or out.size >= out.limit:
             self._payload_refused(stream_id, s)
-        if not s.out_open:
-            raise LocalProtocolError(f"send_payload: stream {stream_id} is closed for sending")
+        # (credit > 0: the table allows SEND_PAYLOAD here; see _streams.py)
         if s.kind is _RR:
             complete = True
         n = 6 + len(data)

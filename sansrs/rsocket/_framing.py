@@ -31,15 +31,16 @@ from collections.abc import Iterable
 from struct import Struct
 from typing import Any
 
-from .._errors import LocalProtocolError, RemoteProtocolError
+from .._errors import RemoteProtocolError
 from ._codec import HEADER_LENGTH, decode_frame
-from ._encode import encode_frame
+from ._encode import encode_frame, encode_payload, prefix_length
 from ._fast import PAYLOAD_NO_METADATA_MASK, T_PAYLOAD, payload_frame, unpack_prefix_header
 from ._frames import (
     MAX_FRAME_LENGTH,
     MAX_STREAM_ID,
     ErrorCode,
     Frame,
+    PayloadFrame,
 )
 
 __all__ = [
@@ -230,22 +231,16 @@ class FrameReader(_Buffered):
         return out
 
 
-def _prefix(length: int) -> bytes:
-    if length > MAX_FRAME_LENGTH:
-        raise LocalProtocolError(
-            f"frame of {length} bytes exceeds the 24-bit frame length ({MAX_FRAME_LENGTH})"
-        )
-    return _U24.pack(length >> 16, length & 0xFFFF)
-
-
 def encode_frame_prefixed(frame: Frame) -> bytes:
     """``encode_frame(frame)`` preceded by its 24-bit length.
 
     Raises ``LocalProtocolError`` for a frame longer than 16 MiB - 1 (and
     whatever ``encode_frame`` raises).
     """
+    if type(frame) is PayloadFrame:
+        return encode_payload(frame, prefixed=True)
     body = encode_frame(frame)
-    return _prefix(len(body)) + body
+    return prefix_length(len(body)) + body
 
 
 def prefix_frames(frames: Iterable[bytes]) -> bytes:
@@ -253,7 +248,7 @@ def prefix_frames(frames: Iterable[bytes]) -> bytes:
     parts: list[bytes] = []
     append = parts.append
     for body in frames:
-        append(_prefix(len(body)))
+        append(prefix_length(len(body)))
         append(body)
     return b"".join(parts)
 
@@ -261,4 +256,10 @@ def prefix_frames(frames: Iterable[bytes]) -> bytes:
 def encode_frames_prefixed(frames: Iterable[Frame]) -> bytes:
     """Encode, length-prefix and join many frames (one join): the same bytes
     as joining ``encode_frame_prefixed`` of each frame."""
-    return prefix_frames(map(encode_frame, frames))
+    payload = PayloadFrame
+    return b"".join(
+        [
+            encode_payload(f, True) if type(f) is payload else encode_frame_prefixed(f)
+            for f in frames
+        ]
+    )
