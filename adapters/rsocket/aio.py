@@ -23,6 +23,9 @@ import ssl
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine, Iterable
 from typing import Any, cast
 
+from sansrs.rsocket import Role
+from sansrs.rsocket.extensions import Authentication, ZipkinTrace
+
 from ..drive.aio import (
     AsyncIterablePublisher,
     AsyncPeer,
@@ -41,6 +44,7 @@ from .engine import RequestHandle, RSocketEngine
 from .fast import as_payload
 from .options import EngineOptions
 from .peer import DEFAULT_PREFETCH, check_prefetch
+from .routed import AsyncRoutedRequester, ExtraMetadata, check_composite, route_metadata
 from .types import Payload
 
 __all__ = [
@@ -170,6 +174,31 @@ class AsyncRSocketPeer(AsyncPeer):
         (only on a connection set up with lease)."""
         self._submit(lambda: self._engine.send_lease(ttl, requests))
 
+    def route(
+        self,
+        route: str,
+        *variables: object,
+        auth: Authentication | None = None,
+        data_mime: str | None = None,
+        accept: Iterable[str] = (),
+        tracing: ZipkinTrace | None = None,
+        metadata: ExtraMetadata = None,
+    ) -> AsyncRoutedRequester:
+        """This connection's requests on ``route``, as the synchronous
+        ``RSocketPeer.route`` (docs/extensions.md)."""
+        if self._engine.conn.role is Role.CLIENT:
+            check_composite(self._engine.options.metadata_mime_type)
+        md = route_metadata(
+            route,
+            variables,
+            auth=auth,
+            data_mime=data_mime,
+            accept=accept,
+            tracing=tracing,
+            metadata=metadata,
+        )
+        return AsyncRoutedRequester(self, md)
+
 
 async def _rest(iterator: AsyncIterator[object]) -> AsyncIterator[object]:
     async for item in iterator:
@@ -242,6 +271,11 @@ def _wrap_handler(handler: object) -> object:
     for name in ("channel_prefetch", "channel_batch"):
         if hasattr(handler, name):
             setattr(wrapped, name, getattr(handler, name))
+    accept_setup = getattr(handler, "accept_setup", None)
+    if callable(accept_setup):  # e.g. a Router: the connection's handler, wrapped too
+        wrapped.accept_setup = (  # type: ignore[attr-defined]
+            lambda setup, peer: _wrap_handler(accept_setup(setup, peer))
+        )
     return wrapped
 
 

@@ -14,6 +14,9 @@ import contextlib
 from collections.abc import Iterable, Iterator
 from itertools import islice
 
+from sansrs.rsocket import Role
+from sansrs.rsocket.extensions import Authentication, ZipkinTrace
+
 from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
 from ..drive.peer import DrivenPeer
@@ -24,6 +27,7 @@ from ..transport import Transport
 from .engine import RequestHandle, RSocketEngine
 from .fast import as_payload, new_tuple
 from .pipeline import Answer, ResponsePipeline
+from .routed import ExtraMetadata, RoutedRequester, check_composite, route_metadata
 from .types import Payload
 
 __all__ = ["DEFAULT_PREFETCH", "RSocketPeer", "RemotePublisher", "check_prefetch"]
@@ -289,6 +293,36 @@ class RSocketPeer(DrivenPeer):
             return handle
 
         return RemoteStreamPublisher(self._submit, start, engine.request_more, engine.cancel)
+
+    # -- routed requests (docs/extensions.md) ----------------------------------
+    def route(
+        self,
+        route: str,
+        *variables: object,
+        auth: Authentication | None = None,
+        data_mime: str | None = None,
+        accept: Iterable[str] = (),
+        tracing: ZipkinTrace | None = None,
+        metadata: ExtraMetadata = None,
+    ) -> RoutedRequester:
+        """This connection's requests on ``route`` (a template's ``{vars}``
+        filled from ``variables`` in order), each carrying composite metadata:
+        the route, ``auth`` credentials, the stream's ``data_mime`` type, the
+        ``accept``-ed response types, a Zipkin trace, further entries. A
+        client must have connected with composite metadata (``auth=``,
+        ``setup_route=`` or ``metadata_mime_type=COMPOSITE_METADATA``)."""
+        if self._engine.conn.role is Role.CLIENT:
+            check_composite(self._engine.options.metadata_mime_type)
+        md = route_metadata(
+            route,
+            variables,
+            auth=auth,
+            data_mime=data_mime,
+            accept=accept,
+            tracing=tracing,
+            metadata=metadata,
+        )
+        return RoutedRequester(self, md)
 
     # -- lifecycle (close, abort, wait_closed: DrivenPeer) ----------------
     def grant_lease(self, ttl: float, requests: int) -> None:
