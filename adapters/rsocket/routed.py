@@ -17,7 +17,8 @@ route's: composite metadata bytes, or ``(mime, content)`` pairs.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Iterable, Iterator
+import itertools
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from sansrs.rsocket.extensions import (
@@ -92,6 +93,20 @@ class _Routed:
     def _md(self, extra: ExtraMetadata) -> bytes:
         return self.metadata if extra is None else self.metadata + _extra(extra)
 
+    def _first(self, item: object, extra: ExtraMetadata) -> Payload:
+        """A channel's first payload with the route's metadata before its own."""
+        p = as_payload(item)
+        md = self._md(extra)
+        return Payload(p.data, md if p.metadata is None else md + p.metadata)
+
+    def _channel(self, data: Iterable[object], extra: ExtraMetadata) -> Iterator[object]:
+        items = iter(data)
+        try:
+            first = next(items)
+        except StopIteration:
+            raise ValueError("a channel needs at least one payload") from None
+        return itertools.chain((self._first(first, extra),), items)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._requester!r}, {len(self.metadata)} bytes)"
 
@@ -156,8 +171,11 @@ class RoutedRequester(_Routed):
         prefetch: int = 256,
         timeout: float | None = None,
     ) -> Any:
-        """The route's metadata rides on the first payload (the request frame) only."""
-        return self._requester.request_channel(data, self._md(metadata), prefetch, timeout)
+        """The route's metadata rides on the first payload (the request frame)
+        only, before that payload's own metadata."""
+        return self._requester.request_channel(
+            self._channel(data, metadata), None, prefetch, timeout
+        )
 
     def response_publisher(self, data: bytes | str, metadata: ExtraMetadata = None) -> Any:
         return self._requester.response_publisher(data, self._md(metadata))
@@ -166,7 +184,7 @@ class RoutedRequester(_Routed):
         return self._requester.stream_publisher(data, self._md(metadata))
 
     def channel_publisher(self, data: Iterable[object], metadata: ExtraMetadata = None) -> Any:
-        return self._requester.channel_publisher(data, self._md(metadata))
+        return self._requester.channel_publisher(self._channel(data, metadata))
 
 
 class AsyncRoutedRequester(_Routed):
@@ -199,4 +217,18 @@ class AsyncRoutedRequester(_Routed):
         prefetch: int = 256,
         timeout: float | None = None,
     ) -> Any:
-        return self._requester.request_channel(items, self._md(metadata), prefetch, timeout)
+        if isinstance(items, AsyncIterable):
+            return self._requester.request_channel(
+                self._async_channel(items, metadata), None, prefetch, timeout
+            )
+        return self._requester.request_channel(
+            self._channel(items, metadata), None, prefetch, timeout
+        )
+
+    async def _async_channel(
+        self, items: AsyncIterable[object], extra: ExtraMetadata
+    ) -> AsyncIterator[object]:
+        first = True
+        async for item in items:
+            yield self._first(item, extra) if first else item
+            first = False
