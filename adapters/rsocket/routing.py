@@ -19,8 +19,8 @@ handler made), through the engine's ``accept_setup`` hook.
 A request is routed when the connection's SETUP declared composite metadata
 (``message/x.rsocket.composite-metadata.v0``) and the request's metadata
 carries a routing entry; the first tag is the route. Otherwise it goes to
-the ``fallback`` handler (any handler of the usual shape), if there is one.
-Answers:
+the ``fallback`` handler (any handler of the usual shape), if there is one
+(with a principal, when the router requires authentication). Answers:
 
 - malformed composite metadata: ERROR[INVALID];
 - credentials the ``authenticate`` hook refuses, or none where the route
@@ -348,21 +348,24 @@ class RouterConnection:
         return self._fallback
 
     def _routed(self, kind: str, request: Request) -> tuple[Route, RoutedRequest] | None:
-        """The route and the request its handler gets; None: the fallback's."""
+        """The route and the request its handler gets; None: the fallback's
+        (which, when the router requires authentication, needs a principal too)."""
         metadata = request.metadata
-        if not self.composite or not metadata:
-            return None
         router = self.router
+        if not self.composite or not metadata:
+            if self.principal is None and router.require_auth:
+                raise RSocketError(ErrorCode.REJECTED, "authentication required")
+            return None
         hit = router._lookup(kind, metadata)
         meta = hit.composite
-        if hit.route is None:
-            return None
         principal = self.principal
         if meta.auth is not None and router.authenticate is not None:
             principal = router._authenticate(meta.auth, ErrorCode.REJECTED)
         found = hit.found
         if principal is None and (found.authenticated if found else router.require_auth):
             raise RSocketError(ErrorCode.REJECTED, "authentication required")
+        if hit.route is None:
+            return None
         if found is None:
             raise router._unknown(kind, hit.route)
         data_mime = meta.data_mime or self.setup_data_mime
