@@ -79,9 +79,9 @@ def _routes(fallback: DemoHandler, authenticate: Callable[[Authentication], Any]
         channel_batch=CHANNEL_BATCH,
     )
 
-    def echo(request: RoutedRequest) -> bytes:
+    def echo(request: RoutedRequest) -> Payload:
         state.request_response += 1
-        return request.data
+        return Payload(request.data)
 
     def echo_stream(request: RoutedRequest) -> Iterator[bytes]:
         state.request_stream += 1

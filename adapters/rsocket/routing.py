@@ -219,11 +219,16 @@ class Router:
         return {k: t.routes() for k, t in self._tables.items() if t}
 
     # -- connections ------------------------------------------------------------
-    def accept_setup(self, setup: Any, peer: object) -> RouterConnection:
+    def accept_setup(self, setup: Any, peer: object) -> object:
         """The engine's SETUP hook: this connection's router, or an exception
         that rejects the SETUP (see :func:`~.errors.setup_rejection`)."""
         composite = setup.metadata_mime_type == COMPOSITE_METADATA
         connection = RouterConnection(self, peer, setup.data_mime_type, composite)
+        if not composite and not self.require_auth:
+            # Nothing to route on this connection: the fallback answers
+            # directly, at no cost to today's handlers.
+            fallback = connection.fallback()
+            return connection if fallback is None else fallback
         if not composite or not setup.metadata:
             return connection
         try:

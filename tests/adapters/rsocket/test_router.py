@@ -258,7 +258,7 @@ def test_rsocket_data_mime_responder_other_type_must_be_declared_in_answers(
 
 
 def test_router_fallback_answers_connections_without_composite_metadata(loop: str) -> None:
-    router = make_router(Seen(), fallback_factory=DemoHandler)
+    router = make_router(Seen(), fallback_factory=DemoHandler, require_auth=False)
     with serve("tcp://127.0.0.1:0", router, loop=loop) as server, connect(server.url) as c:
         assert c.request_response(b"hi", b"md", timeout=WAIT) == Payload(b"hi", b"md")
         with c.request_stream('{"n": 3, "size": 2}', timeout=WAIT) as items:
@@ -277,8 +277,16 @@ def test_router_fallback_answers_composite_requests_without_route(loop: str) -> 
         assert c.route("users.me.get").request_response(b"", timeout=WAIT) == Payload(b"me:ann")
 
 
+def test_router_fallback_needs_a_principal_when_auth_is_required(loop: str) -> None:
+    router = make_router(Seen(), fallback_factory=DemoHandler)
+    with serve("tcp://127.0.0.1:0", router, loop=loop) as server, connect(server.url) as c:
+        error = _error(lambda: c.request_response(b"x", timeout=WAIT))
+    assert (error.error_code, error.message) == (ErrorCode.REJECTED, "authentication required")
+
+
 def test_router_without_fallback_tells_a_plain_client_to_send_routes(loop: str) -> None:
-    router = make_router(Seen())
+    router = Router()
+    router.response("r")(lambda r: b"")
     with serve("tcp://127.0.0.1:0", router, loop=loop) as server, connect(server.url) as c:
         error = _error(lambda: c.request_response(b"x", timeout=WAIT))
     assert COMPOSITE_METADATA in error.message and error.error_code == ErrorCode.APPLICATION_ERROR
