@@ -129,9 +129,16 @@ def routing(runs: int, only: list[str]) -> None:
                                      for i, r in rates.items()), flush=True)  # fmt: skip
 
 
-def balancer(total: int, threads: int) -> None:
-    from sansrs.adapters.rsocket import ConnectionClosed, RSocketError
-    from sansrs.adapters.rsocket.balancer import LoadBalancedClient, WeightedStrategy
+def balancer(total: int, threads: int, strategy_name: str) -> None:
+    from sansrs.adapters.rsocket import (
+        ConnectionClosed,
+        LoadBalancedClient,
+        RoundRobinStrategy,
+        RSocketError,
+        WeightedStrategy,
+    )
+
+    strategy = WeightedStrategy() if strategy_name == "weighted" else RoundRobinStrategy()
 
     with server(SANSRS_SERVER) as (p1, _), server(SANSRS_SERVER) as (p2, victim), server(
         SANSRS_SERVER
@@ -142,7 +149,7 @@ def balancer(total: int, threads: int) -> None:
         lock = threading.Lock()
         kill_at = total // 3
         per_thread = total // threads
-        with LoadBalancedClient(targets, strategy=WeightedStrategy()) as client:
+        with LoadBalancedClient(targets, strategy=strategy) as client:
 
             def work() -> None:
                 nonlocal completed, failed, sent
@@ -171,7 +178,8 @@ def balancer(total: int, threads: int) -> None:
             stats = client.stats()
     lost = sent - completed - failed
     print(json.dumps({
-        "sent": sent, "completed": completed, "failed": failed, "lost": lost,
+        "strategy": strategy_name, "sent": sent, "completed": completed, "failed": failed,
+        "lost": lost,
         "errors": errors, "seconds": round(seconds, 2), "rate": round(sent / seconds),
         "per_target": stats,
     }, indent=1))  # fmt: skip
@@ -190,9 +198,10 @@ def main() -> None:
     parser.add_argument("--balancer", action="store_true", help="the load-balancer run instead")
     parser.add_argument("--requests", type=int, default=30_000, help="balancer requests")
     parser.add_argument("--threads", type=int, default=8, help="balancer client threads")
+    parser.add_argument("--strategy", choices=("weighted", "round-robin"), default="weighted")
     args = parser.parse_args()
     if args.balancer:
-        balancer(args.requests, args.threads)
+        balancer(args.requests, args.threads, args.strategy)
     else:
         routing(args.runs, args.only)
 

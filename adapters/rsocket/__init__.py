@@ -17,7 +17,8 @@
   (handlers per route and interaction model, ``{var}`` templates,
   an ``authenticate`` hook), ``client.route("users.{id}", 42, auth=...)``
   (:class:`RoutedRequester`), ``connect(url, auth=..., setup_route=...)``;
-  credentials :class:`SimpleAuth`, :class:`BearerAuth`, :class:`CustomAuth`.
+  credentials :class:`SimpleAuth`, :class:`BearerAuth`, :class:`CustomAuth`;
+  :class:`LoadBalancedClient` over N servers (round robin or weighted).
 - Values and errors: :class:`Payload`, :class:`Request` (what a handler
   receives), :class:`Handler` (its optional methods), :class:`RSocketError`
   (an ERROR frame; :class:`ApplicationError` is the one to raise), and
@@ -34,6 +35,8 @@ from sansrs.rsocket.extensions import (
 )
 
 from ..drive.errors import ConnectionClosed
+from .balancer import LoadBalancedClient, NoTargetAvailable
+from .balancer_strategy import BalancerConfig, RoundRobinStrategy, WeightedStrategy
 from .client import Client, connect
 from .errors import ApplicationError, RSocketError
 from .fast import as_payload
@@ -50,12 +53,15 @@ __all__ = [
     "DEFAULT_PREFETCH",
     "ApplicationError",
     "AsyncRoutedRequester",
+    "BalancerConfig",
     "BearerAuth",
     "Client",
     "ConnectionClosed",
     "CustomAuth",
     "EngineOptions",
     "Handler",
+    "LoadBalancedClient",
+    "NoTargetAvailable",
     "Payload",
     "RSocketError",
     "RSocketPeer",
@@ -63,12 +69,14 @@ __all__ = [
     "Request",
     "ResumableClient",
     "ResumeOptions",
+    "RoundRobinStrategy",
     "RoutedRequest",
     "RoutedRequester",
     "Router",
     "RouterConnection",
     "Server",
     "SimpleAuth",
+    "WeightedStrategy",
     "ZipkinTrace",
     "as_payload",
     "compose",
