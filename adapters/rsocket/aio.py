@@ -23,8 +23,9 @@ import ssl
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine, Iterable
 from typing import Any, cast
 
+from typing_extensions import Unpack
+
 from sansrs.rsocket import Role
-from sansrs.rsocket.extensions import Authentication, ZipkinTrace
 
 from ..drive.aio import (
     AsyncIterablePublisher,
@@ -44,7 +45,7 @@ from .engine import RequestHandle, RSocketEngine
 from .fast import as_payload
 from .options import EngineOptions
 from .peer import DEFAULT_PREFETCH, check_prefetch
-from .routed import AsyncRoutedRequester, ExtraMetadata, check_composite, route_metadata
+from .routed import AsyncRoutedRequester, RouteOptions, check_composite, route_metadata
 from .types import Payload
 
 __all__ = [
@@ -175,29 +176,13 @@ class AsyncRSocketPeer(AsyncPeer):
         self._submit(lambda: self._engine.send_lease(ttl, requests))
 
     def route(
-        self,
-        route: str,
-        *variables: object,
-        auth: Authentication | None = None,
-        data_mime: str | None = None,
-        accept: Iterable[str] = (),
-        tracing: ZipkinTrace | None = None,
-        metadata: ExtraMetadata = None,
+        self, route: str, *variables: object, **options: Unpack[RouteOptions]
     ) -> AsyncRoutedRequester:
         """This connection's requests on ``route``, as the synchronous
         ``RSocketPeer.route`` (docs/extensions.md)."""
         if self._engine.conn.role is Role.CLIENT:
             check_composite(self._engine.options.metadata_mime_type)
-        md = route_metadata(
-            route,
-            variables,
-            auth=auth,
-            data_mime=data_mime,
-            accept=accept,
-            tracing=tracing,
-            metadata=metadata,
-        )
-        return AsyncRoutedRequester(self, md)
+        return AsyncRoutedRequester(self, route_metadata(route, variables, **options))
 
 
 async def _rest(iterator: AsyncIterator[object]) -> AsyncIterator[object]:

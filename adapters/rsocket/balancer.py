@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from sansrs.rsocket.extensions import Authentication, ZipkinTrace
+from typing_extensions import Unpack
 
 from ..drive.errors import ConnectionClosed
 from .balancer_strategy import (
@@ -46,7 +46,7 @@ from .balancer_strategy import (
 from .client import Client, connect
 from .errors import RSocketError
 from .peer import DEFAULT_PREFETCH
-from .routed import ExtraMetadata, RoutedRequester, check_composite, route_metadata
+from .routed import RoutedRequester, RouteOptions, check_composite, route_metadata
 from .types import Payload
 
 __all__ = [
@@ -245,17 +245,22 @@ class LoadBalancedClient:
             if target.removed and target.stats.pending == 0:
                 self._drop(target)
 
-    def _call(self, fn: Callable[[Client], T], *, timed: bool = True) -> T:
+    def _start(self, fn: Callable[[Client], T], timed: bool) -> tuple[_Target, float | None, T]:
+        """``fn`` on a chosen connection; if it raises, the request is over
+        (a lost connection's error names the target)."""
         target, client = self._choose()
         started = self._clock() if timed else None
         try:
-            result = fn(client)
+            return target, started, fn(client)
         except ConnectionClosed as exc:
             self._release(target, started, exc)
             raise ConnectionClosed(f"{target.url}: {exc}") from exc
         except BaseException as exc:
             self._release(target, started, exc)
             raise
+
+    def _call(self, fn: Callable[[Client], T], *, timed: bool = True) -> T:
+        target, started, result = self._start(fn, timed)
         self._release(target, started, None)
         return result
 
@@ -319,42 +324,17 @@ class LoadBalancedClient:
 
     def _stream(self, start: Callable[[Client], Iterator[T]]) -> _TrackedStream[T]:
         """A stream started on a chosen connection, tracked until it ends."""
-        target, client = self._choose()
-        try:
-            items = start(client)
-        except ConnectionClosed as exc:
-            self._release(target, None, exc)
-            raise ConnectionClosed(f"{target.url}: {exc}") from exc
-        except BaseException as exc:
-            self._release(target, None, exc)
-            raise
+        target, _, items = self._start(start, False)
         return _TrackedStream(items, lambda error: self._release(target, None, error), target.url)
 
     def route(
-        self,
-        route: str,
-        *variables: object,
-        auth: Authentication | None = None,
-        data_mime: str | None = None,
-        accept: Iterable[str] = (),
-        tracing: ZipkinTrace | None = None,
-        metadata: ExtraMetadata = None,
+        self, route: str, *variables: object, **options: Unpack[RouteOptions]
     ) -> RoutedRequester:
         """Routed requests, each placed on a chosen connection (as
         ``Client.route``; connect with composite metadata)."""
-        mime = self._options.get("metadata_mime_type")
         if self._options.get("auth") is None and self._options.get("setup_route") is None:
-            check_composite(mime or "application/octet-stream")
-        md = route_metadata(
-            route,
-            variables,
-            auth=auth,
-            data_mime=data_mime,
-            accept=accept,
-            tracing=tracing,
-            metadata=metadata,
-        )
-        return RoutedRequester(self, md)
+            check_composite(self._options.get("metadata_mime_type", "application/octet-stream"))
+        return RoutedRequester(self, route_metadata(route, variables, **options))
 
     # -- lifecycle --------------------------------------------------------------------
     def close(self) -> None:

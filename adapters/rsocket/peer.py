@@ -14,8 +14,9 @@ import contextlib
 from collections.abc import Iterable, Iterator
 from itertools import islice
 
+from typing_extensions import Unpack
+
 from sansrs.rsocket import Role
-from sansrs.rsocket.extensions import Authentication, ZipkinTrace
 
 from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
@@ -27,7 +28,7 @@ from ..transport import Transport
 from .engine import RequestHandle, RSocketEngine
 from .fast import as_payload, new_tuple
 from .pipeline import Answer, ResponsePipeline
-from .routed import ExtraMetadata, RoutedRequester, check_composite, route_metadata
+from .routed import RoutedRequester, RouteOptions, check_composite, route_metadata
 from .types import Payload
 
 __all__ = ["DEFAULT_PREFETCH", "RSocketPeer", "RemotePublisher", "check_prefetch"]
@@ -296,33 +297,17 @@ class RSocketPeer(DrivenPeer):
 
     # -- routed requests (docs/extensions.md) ----------------------------------
     def route(
-        self,
-        route: str,
-        *variables: object,
-        auth: Authentication | None = None,
-        data_mime: str | None = None,
-        accept: Iterable[str] = (),
-        tracing: ZipkinTrace | None = None,
-        metadata: ExtraMetadata = None,
+        self, route: str, *variables: object, **options: Unpack[RouteOptions]
     ) -> RoutedRequester:
         """This connection's requests on ``route`` (a template's ``{vars}``
         filled from ``variables`` in order), each carrying composite metadata:
-        the route, ``auth`` credentials, the stream's ``data_mime`` type, the
-        ``accept``-ed response types, a Zipkin trace, further entries. A
-        client must have connected with composite metadata (``auth=``,
-        ``setup_route=`` or ``metadata_mime_type=COMPOSITE_METADATA``)."""
+        the route and the :class:`~.routed.RouteOptions` (``auth``,
+        ``data_mime``, ``accept``, ``tracing``, ``metadata``). A client must
+        have connected with composite metadata (``auth=``, ``setup_route=``
+        or ``metadata_mime_type=COMPOSITE_METADATA``)."""
         if self._engine.conn.role is Role.CLIENT:
             check_composite(self._engine.options.metadata_mime_type)
-        md = route_metadata(
-            route,
-            variables,
-            auth=auth,
-            data_mime=data_mime,
-            accept=accept,
-            tracing=tracing,
-            metadata=metadata,
-        )
-        return RoutedRequester(self, md)
+        return RoutedRequester(self, route_metadata(route, variables, **options))
 
     # -- lifecycle (close, abort, wait_closed: DrivenPeer) ----------------
     def grant_lease(self, ttl: float, requests: int) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
-from typing import Any
+from typing import Any, TypedDict
 
 from sansrs.rsocket.extensions import (
     COMPOSITE_METADATA,
@@ -34,11 +34,29 @@ from .fast import as_payload, new_tuple
 from .routes import expand
 from .types import Payload
 
-__all__ = ["AsyncRoutedRequester", "ExtraMetadata", "RoutedRequester", "route_metadata"]
+__all__ = [
+    "AsyncRoutedRequester",
+    "ExtraMetadata",
+    "RouteOptions",
+    "RoutedRequester",
+    "route_metadata",
+]
 
 #: A call's own metadata on a routed requester: composite metadata bytes
 #: (entries appended as they are) or ``(mime, content)`` pairs.
 ExtraMetadata = bytes | Iterable[CompositeEntry | tuple[str | int, bytes]] | None
+
+
+class RouteOptions(TypedDict, total=False):
+    """What ``route(...)`` takes besides the route and its variables, on
+    every requester: credentials, the stream's data MIME type, the accepted
+    response types, a Zipkin trace, further composite entries."""
+
+    auth: Authentication | None
+    data_mime: str | None
+    accept: Iterable[str]
+    tracing: ZipkinTrace | None
+    metadata: ExtraMetadata
 
 
 def route_metadata(
@@ -51,7 +69,7 @@ def route_metadata(
     tracing: ZipkinTrace | None = None,
     metadata: ExtraMetadata = None,
 ) -> bytes:
-    """The composite metadata a routed requester sends (see :func:`route`)."""
+    """The composite metadata a routed requester sends (``client.route(...)``)."""
     return compose(
         expand(route, variables),
         auth=auth,
@@ -110,6 +128,16 @@ class _Routed:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._requester!r}, {len(self.metadata)} bytes)"
 
+    def request_stream(
+        self,
+        data: bytes | str,
+        metadata: ExtraMetadata = None,
+        prefetch: int = 256,
+        timeout: float | None = None,
+    ) -> Any:
+        """The requester's stream (an iterator, or an async one under asyncio)."""
+        return self._requester.request_stream(data, self._md(metadata), prefetch, timeout)
+
 
 class RoutedRequester(_Routed):
     """A synchronous client's requests on one route (``client.route(...)``):
@@ -155,15 +183,6 @@ class RoutedRequester(_Routed):
         route these; the composite metadata spec names only request frames)."""
         self._requester.metadata_push(self._md(metadata), timeout)
 
-    def request_stream(
-        self,
-        data: bytes | str,
-        metadata: ExtraMetadata = None,
-        prefetch: int = 256,
-        timeout: float | None = None,
-    ) -> Any:
-        return self._requester.request_stream(data, self._md(metadata), prefetch, timeout)
-
     def request_channel(
         self,
         data: Iterable[object],
@@ -200,15 +219,6 @@ class AsyncRoutedRequester(_Routed):
 
     async def metadata_push(self, metadata: ExtraMetadata = None) -> None:
         await self._requester.metadata_push(self._md(metadata))
-
-    def request_stream(
-        self,
-        data: bytes | str,
-        metadata: ExtraMetadata = None,
-        prefetch: int = 256,
-        timeout: float | None = None,
-    ) -> Any:
-        return self._requester.request_stream(data, self._md(metadata), prefetch, timeout)
 
     def request_channel(
         self,

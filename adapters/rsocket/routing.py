@@ -396,51 +396,40 @@ class RouterConnection:
             return result
         return declare_mime(result, compose(data_mime=produces))
 
-    def request_response(self, request: Request) -> Any:
-        routed = self._routed("request_response", request)
+    def _respond(self, kind: str, request: Request, *inbound: Any) -> Any:
+        routed = self._routed(kind, request)
         if routed is None:
-            return self._no_route("request_response")(request)  # type: ignore[operator]
+            return self._no_route(kind)(request, *inbound)  # type: ignore[operator]
         route, req = routed
-        return self._answer(route, req, route.handler(req))
+        return self._answer(route, req, route.handler(req, *inbound))
+
+    def request_response(self, request: Request) -> Any:
+        return self._respond("request_response", request)
 
     def request_stream(self, request: Request) -> Any:
-        routed = self._routed("request_stream", request)
-        if routed is None:
-            return self._no_route("request_stream")(request)  # type: ignore[operator]
-        route, req = routed
-        return self._answer(route, req, route.handler(req))
+        return self._respond("request_stream", request)
 
     def request_channel(self, request: Request, inbound: Any) -> Any:
-        routed = self._routed("request_channel", request)
+        return self._respond("request_channel", request, inbound)
+
+    def _fire(self, kind: str, request: Request, fallback_argument: object) -> Any:
+        """A request nobody answers: refusals are logged here."""
+        try:
+            routed = self._routed(kind, request)
+        except RSocketError as exc:
+            log.warning("%s dropped: %s", _DASHED[kind], exc)
+            return None
         if routed is None:
-            return self._no_route("request_channel")(request, inbound)  # type: ignore[operator]
+            method = getattr(self.fallback(), kind, None)
+            return method(fallback_argument) if callable(method) else None
         route, req = routed
-        return self._answer(route, req, route.handler(req, inbound))
+        return route.handler(req)
 
     def fire_and_forget(self, request: Request) -> Any:
-        try:
-            routed = self._routed("fire_and_forget", request)
-        except RSocketError as exc:  # nobody to answer: say it here
-            log.warning("fire-and-forget dropped: %s", exc)
-            return None
-        if routed is None:
-            method = getattr(self.fallback(), "fire_and_forget", None)
-            return method(request) if callable(method) else None
-        route, req = routed
-        return route.handler(req)
+        return self._fire("fire_and_forget", request, request)
 
     def metadata_push(self, metadata: bytes) -> Any:
-        request = Request(b"", metadata, self.peer)
-        try:
-            routed = self._routed("metadata_push", request)
-        except RSocketError as exc:
-            log.warning("metadata push dropped: %s", exc)
-            return None
-        if routed is None:
-            method = getattr(self.fallback(), "metadata_push", None)
-            return method(metadata) if callable(method) else None
-        route, req = routed
-        return route.handler(req)
+        return self._fire("metadata_push", Request(b"", metadata, self.peer), metadata)
 
 
 # -- declaring the response data MIME type ------------------------------------------
