@@ -67,17 +67,35 @@ def server(cmd: list[str]) -> Iterator[tuple[int, subprocess.Popen[str]]]:
             proc.wait(20)
 
 
-def run_client(impl: str, port: int, kind: str, count: int, arg: int) -> float:
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all threads; Linux)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def run_client(
+    impl: str, port: int, server_pid: int, kind: str, count: int, arg: int
+) -> tuple[float, float, float]:
+    """(rate /s, client CPU µs per op, server CPU µs per op); rsocket-py's
+    client does not report its CPU (NaN)."""
     if impl == "rsocketpy-router":
         cmd = [PY, str(HERE / "rsocketpy_routed_peer.py"), "bench", str(port), kind, str(count),
                str(arg)]  # fmt: skip
     else:
         cmd = [PY, __file__, "client", impl, str(port), kind, str(count), str(arg)]
+    before = process_cpu(server_pid)
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=True).stdout
+    server_cpu = process_cpu(server_pid) - before
     result = json.loads(out.strip().splitlines()[-1])
-    if result["count"] != count:
-        raise RuntimeError(f"{impl} {kind}: {result['count']} of {count}")
-    return float(result["count"] / result["seconds"])
+    done = result["count"]
+    if done != count:
+        raise RuntimeError(f"{impl} {kind}: {done} of {count}")
+    client_cpu = result.get("cpu", float("nan"))
+    return done / result["seconds"], client_cpu * 1e6 / done, server_cpu * 1e6 / done
 
 
 def client_main(impl: str, port: int, kind: str, count: int, arg: int) -> None:
@@ -89,6 +107,7 @@ def client_main(impl: str, port: int, kind: str, count: int, arg: int) -> None:
         rr_target = client.route("echo") if impl == "routed" else client
         stream_target = client.route("stream") if impl == "routed" else client
         start = time.perf_counter()
+        cpu = time.process_time()
         done = 0
         if kind == "rr":
             answers = rr_target.request_response_many(
@@ -102,31 +121,43 @@ def client_main(impl: str, port: int, kind: str, count: int, arg: int) -> None:
                 for _ in items:
                     done += 1
         seconds = time.perf_counter() - start
-    print(json.dumps({"count": done, "seconds": seconds}))
+        cpu = time.process_time() - cpu
+    print(json.dumps({"count": done, "seconds": seconds, "cpu": cpu}))
 
 
 def routing(runs: int, only: list[str]) -> None:
-    print(f"{'scenario':10} {'plain/s':>10} {'routed/s':>10} {'rsocket-py/s':>13} "
-          f"{'routed/plain':>13} {'routed/rsocket-py':>18}")  # fmt: skip
+    """Wall-clock rates swing with the machine's load; CPU per operation
+    (client + server) does not, and is the routing cost to read."""
+    print("| scenario | plain /s | routed /s | rsocket-py router /s | plain CPU µs/op "
+          "(client + server) | routed CPU µs/op | routed/plain rate | routed/plain CPU "
+          "| routed/rsocket-py rate |")  # fmt: skip
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name in only:
         kind, count, arg, py_count = SCENARIOS[name]
         rates: dict[str, list[float]] = {impl: [] for impl in IMPLS}
-        with server(SANSRS_SERVER) as (port, _), server(RSOCKETPY_SERVER) as (py_port, _):
+        cpu: dict[str, list[float]] = {impl: [] for impl in IMPLS}
+        with server(SANSRS_SERVER) as (port, ours), server(RSOCKETPY_SERVER) as (py_port, py):
             for _ in range(runs):
                 for impl in IMPLS:
                     if impl == "rsocketpy-router":
-                        rates[impl].append(run_client(impl, py_port, kind, py_count, arg))
+                        rate, client, srv = run_client(impl, py_port, py.pid, kind, py_count, arg)
                     else:
-                        rates[impl].append(run_client(impl, port, kind, count, arg))
+                        rate, client, srv = run_client(impl, port, ours.pid, kind, count, arg)
+                    rates[impl].append(rate)
+                    cpu[impl].append(client + srv)
         med = {impl: statistics.median(r) for impl, r in rates.items()}
+        mcpu = {impl: statistics.median(c) for impl, c in cpu.items()}
         print(
-            f"{name:10} {med['plain']:10.0f} {med['routed']:10.0f} "
-            f"{med['rsocketpy-router']:13.0f} {med['routed'] / med['plain']:13.3f} "
-            f"{med['routed'] / med['rsocketpy-router']:18.1f}",
+            f"| {name} | {med['plain']:,.0f} | {med['routed']:,.0f} | "
+            f"{med['rsocketpy-router']:,.0f} | {mcpu['plain']:.2f} | {mcpu['routed']:.2f} | "
+            f"{med['routed'] / med['plain']:.2f} | {mcpu['routed'] / mcpu['plain']:.3f} | "
+            f"{med['routed'] / med['rsocketpy-router']:.1f}x |",
             flush=True,
         )
-        print("   runs: " + "; ".join(f"{i} " + ", ".join(f"{x:.0f}" for x in r)
-                                     for i, r in rates.items()), flush=True)  # fmt: skip
+        for impl in IMPLS:
+            print(f"<!-- {name} {impl}: rates " + ", ".join(f"{x:.0f}" for x in rates[impl])
+                  + "; CPU µs/op " + ", ".join(f"{x:.2f}" for x in cpu[impl]) + " -->",
+                  flush=True)  # fmt: skip
 
 
 def balancer(total: int, threads: int, strategy_name: str) -> None:

@@ -37,6 +37,7 @@ per-stream data MIME spec requires.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import AsyncIterable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
@@ -136,6 +137,8 @@ class Router:
             raise TypeError("pass fallback or fallback_factory, not both")
         if cache_size < 0:
             raise ValueError("cache_size must be >= 0")
+        if authenticate is not None and inspect.iscoroutinefunction(authenticate):
+            raise TypeError("authenticate must be a plain function (it runs on the connection)")
         self.authenticate = authenticate
         self.require_auth = authenticate is not None if require_auth is None else require_auth
         self._fallback = fallback
@@ -272,6 +275,10 @@ class Router:
         except Exception:
             log.warning("authentication hook failed", exc_info=True)
             raise RSocketError(code, "authentication failed") from None
+        if inspect.isawaitable(principal):  # never a principal: refuse, loudly
+            getattr(principal, "close", lambda: None)()
+            log.error("authenticate returned an awaitable; it must return the principal")
+            raise RSocketError(code, "authentication failed")
         if principal is None:
             raise RSocketError(code, "authentication failed")
         return principal

@@ -396,3 +396,20 @@ def test_routed_request_metadata_is_composite_with_extra_entries(
     meta = seen.requests[-1].composite
     assert meta.tags == ("users.3.get", "ignored-second-tag")
     assert [bytes(e.content) for e in meta.all("text/x-note")] == [b"n"]
+
+
+def test_router_refuses_an_async_authenticate_hook() -> None:
+    async def check(auth: object) -> str:
+        return "anyone"
+
+    with pytest.raises(TypeError, match="plain function"):
+        Router(authenticate=check)  # type: ignore[arg-type]
+    # a hook returning an awaitable some other way is never a principal
+    router = Router(authenticate=lambda auth: check(auth))
+    router.response("r")(lambda r: b"in")
+    with (
+        serve("tcp://127.0.0.1:0", router) as server,
+        connect(server.url, auth=ANN) as c,
+        pytest.raises(ConnectionClosed, match=r"REJECTED_SETUP.*authentication failed"),
+    ):
+        c.route("r").request_response(b"", timeout=WAIT)
