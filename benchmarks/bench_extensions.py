@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/bench_extensions.py                  # routing, 5 runs
     .venv/bin/python benchmarks/bench_extensions.py --only rr64 --runs 3
     .venv/bin/python benchmarks/bench_extensions.py --balancer       # 3 servers, one killed
+    .venv/bin/python benchmarks/bench_extensions.py --dispatch       # in process, µs per request
 
 Routing: rr64 (request-response, 64 in flight) and stream16 (a stream of
 16-byte items) against one ``sansrs serve`` process, from a plain client
@@ -18,6 +19,10 @@ Balancer: a LoadBalancedClient over three ``sansrs serve`` processes sends
 request-responses from 8 threads; one server is killed (SIGKILL) a third of
 the way through. Every request ends as completed or failed with an error;
 lost = sent - completed - failed must be 0.
+
+Dispatch: in one process, the server side of one request-response without
+the network: the demo responder's handler against the Router's (decoding
+cached, route matched, RoutedRequest built, the ``echo`` route called).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 PY = sys.executable
@@ -218,6 +224,52 @@ def balancer(total: int, threads: int, strategy_name: str) -> None:
         raise SystemExit(f"{lost} requests lost")
 
 
+def dispatch(runs: int, n: int = 200_000) -> None:
+    from sansrs.adapters.rsocket.demo import DemoHandler
+    from sansrs.adapters.rsocket.demo_routes import demo_router_factory
+    from sansrs.adapters.rsocket.fast import new_request
+
+    from sansrs.rsocket.extensions import COMPOSITE_METADATA, compose
+
+    class Setup:  # what accept_setup reads of the core's SetupReceived
+        metadata_mime_type = COMPOSITE_METADATA
+        data_mime_type = "application/octet-stream"
+        metadata = None
+        data = b""
+
+    connection: Any = demo_router_factory()(None).accept_setup(Setup, None)
+    demo = DemoHandler()
+    route = compose("echo")
+    data = b"x" * 16
+
+    def plain() -> None:
+        answer = demo.request_response
+        for _ in range(n):
+            answer(new_request(data, None, None))
+
+    def routed() -> None:
+        answer = connection.request_response
+        for _ in range(n):
+            answer(new_request(data, bytes(route), None))  # a fresh bytes, as received
+
+    def empty() -> None:
+        for _ in range(n):
+            new_request(data, None, None)
+
+    results: dict[str, list[float]] = {"plain": [], "routed": []}
+    for _ in range(runs):
+        for name, fn in (("plain", plain), ("routed", routed)):
+            start = time.process_time()
+            fn()
+            spent = time.process_time() - start
+            start = time.process_time()
+            empty()
+            results[name].append((spent - (time.process_time() - start)) / n * 1e6)
+    for name, values in results.items():
+        print(f"{name}: {statistics.median(values):.2f} µs per request-response "
+              f"(runs: {', '.join(f'{v:.2f}' for v in values)})")  # fmt: skip
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "client":
         client_main(sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]),
@@ -227,11 +279,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--only", nargs="+", choices=sorted(SCENARIOS), default=list(SCENARIOS))
     parser.add_argument("--balancer", action="store_true", help="the load-balancer run instead")
+    parser.add_argument("--dispatch", action="store_true", help="in-process dispatch cost")
     parser.add_argument("--requests", type=int, default=30_000, help="balancer requests")
     parser.add_argument("--threads", type=int, default=8, help="balancer client threads")
     parser.add_argument("--strategy", choices=("weighted", "round-robin"), default="weighted")
     args = parser.parse_args()
-    if args.balancer:
+    if args.dispatch:
+        dispatch(args.runs)
+    elif args.balancer:
         balancer(args.requests, args.threads, args.strategy)
     else:
         routing(args.runs, args.only)

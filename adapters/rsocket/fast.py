@@ -11,8 +11,7 @@ on the project machine; the end-to-end effect in ``docs/performance.md``).
   dataclass ``__init__`` (as the core builds its events): one per request
   served (178 vs 375 ns).
 - :func:`new_routed_request`: the same trick for the router's
-  :class:`~.types.RoutedRequest`, one per routed request (see
-  ``bench_fast_paths.py``: routed_builder vs routed_call).
+  :class:`~.types.RoutedRequest`, one per routed request (221 vs 877 ns).
 - :func:`as_payload`: tests the common case (``bytes``, no metadata) first
   (167 ns, against 195 ns for ``Payload(data)`` itself).
 """

@@ -368,7 +368,7 @@ class RouterConnection:
             if self.principal is None and router.require_auth:
                 raise RSocketError(ErrorCode.REJECTED, "authentication required")
             return None
-        hit = router._lookup(kind, metadata)
+        hit = router._caches[kind].get(metadata) or router._lookup(kind, metadata)
         meta = hit.composite
         principal = self.principal
         if meta.auth is not None and router.authenticate is not None:
@@ -396,10 +396,11 @@ class RouterConnection:
         raise ApplicationError("no route in the request's metadata")
 
     def _answer(self, route: Route, request: RoutedRequest, result: Any) -> Any:
+        """``result``, declaring the route's data MIME type where the
+        requester asked for another."""
         produces = route.produces
-        if produces is None or not needs_response_mime(
-            request.composite, self.setup_data_mime, produces
-        ):
+        assert produces is not None
+        if not needs_response_mime(request.composite, self.setup_data_mime, produces):
             return result
         return declare_mime(result, compose(data_mime=produces))
 
@@ -408,7 +409,8 @@ class RouterConnection:
         if routed is None:
             return self._no_route(kind)(request, *inbound)  # type: ignore[operator]
         route, req = routed
-        return self._answer(route, req, route.handler(req, *inbound))
+        result = route.handler(req, *inbound)
+        return result if route.produces is None else self._answer(route, req, result)
 
     def request_response(self, request: Request) -> Any:
         return self._respond("request_response", request)
