@@ -413,3 +413,16 @@ def test_router_refuses_an_async_authenticate_hook() -> None:
         pytest.raises(ConnectionClosed, match=r"REJECTED_SETUP.*authentication failed"),
     ):
         c.route("r").request_response(b"", timeout=WAIT)
+
+
+def test_router_behind_resumable_connections() -> None:
+    from sansrs.adapters.rsocket import connect_resumable, serve_resumable
+
+    router = make_router(Seen())
+    with (
+        serve_resumable("tcp://127.0.0.1:0", router) as server,
+        connect_resumable(server.url, auth=ANN) as c,
+    ):
+        assert c.route("users.me.get").request_response(b"", timeout=WAIT) == Payload(b"me:ann")
+        error = _error(lambda: c.route("nope").request_response(b"", timeout=WAIT))
+        assert error.message == "no handler for route 'nope'"
