@@ -18,8 +18,8 @@ import statistics
 import time
 from collections.abc import Callable
 
+from sansrs.adapters.rsocket import Payload, Request, RoutedRequest
 from sansrs.adapters.rsocket.fast import as_payload, new_request, new_routed_request, new_tuple
-from sansrs.adapters.rsocket.types import Payload, Request, RoutedRequest
 
 from sansrs.rsocket.extensions import decode_metadata
 

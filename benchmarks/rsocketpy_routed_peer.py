@@ -1,6 +1,6 @@
 """rsocket-py's router (``RequestRouter`` + ``RoutingRequestHandler``) and
 its routing client, as an independent peer for the routing interop tests
-(tests/interop/test_rsocketpy_routing.py) and benchmarks/bench_extensions.py.
+(tests/adapters/rsocket/interop/test_rsocketpy_routing.py) and benchmarks/bench_extensions.py.
 Runs as its own process:
 
     python benchmarks/rsocketpy_routed_peer.py serve PORT [--auth]

@@ -4,12 +4,12 @@ simple, bearer, custom types).
 Rule: nothing but ``MetadataDecodeError`` escapes; a decoded value
 re-encodes and decodes to itself; simple and bearer re-encode to the same
 bytes when they were sent in the well-known form.
-Input: the authentication entry's content. Seeds: ``--make-corpus``.
+Input: the authentication entry's content. Seeds: ``python -m fuzz.fuzz_ext_auth --make-corpus``.
 """
 
 from __future__ import annotations
 
-from _harness import instrumented, main
+from fuzz._harness import instrumented, main
 
 with instrumented(__name__):
     from sansrs.rsocket.extensions import (

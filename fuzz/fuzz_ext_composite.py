@@ -6,12 +6,12 @@ whether the input is well formed (a well-known entry with bad content only
 fails ``decode_metadata``); what decodes re-encodes, and the re-encoding
 decodes to the same entries (well-known names in their one-byte form, so
 bytes may differ only there); entry contents are views of the input.
-Input: the metadata bytes. Seeds: ``python fuzz/fuzz_ext_composite.py --make-corpus``.
+Input: the metadata bytes. Seeds: ``python -m fuzz.fuzz_ext_composite --make-corpus``.
 """
 
 from __future__ import annotations
 
-from _harness import instrumented, main
+from fuzz._harness import instrumented, main
 
 with instrumented(__name__):
     from sansrs.rsocket.extensions import (

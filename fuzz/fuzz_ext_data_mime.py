@@ -4,12 +4,12 @@
 Rule: nothing but ``MetadataDecodeError`` escapes; decoded types re-encode
 and decode to the same; a content the "one" form accepts is a one-element
 list for the "accept" form.
-Input: the entry's content. Seeds: ``--make-corpus``.
+Input: the entry's content. Seeds: ``python -m fuzz.fuzz_ext_data_mime --make-corpus``.
 """
 
 from __future__ import annotations
 
-from _harness import instrumented, main
+from fuzz._harness import instrumented, main
 
 with instrumented(__name__):
     from sansrs.rsocket.extensions import (

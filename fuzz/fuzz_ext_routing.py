@@ -2,12 +2,12 @@
 
 Rule: nothing but ``MetadataDecodeError`` escapes; decoded tags re-encode
 to the same bytes (the format has one spelling), unless there are none.
-Input: the routing entry's content. Seeds: ``--make-corpus``.
+Input: the routing entry's content. Seeds: ``python -m fuzz.fuzz_ext_routing --make-corpus``.
 """
 
 from __future__ import annotations
 
-from _harness import instrumented, main
+from fuzz._harness import instrumented, main
 
 with instrumented(__name__):
     from sansrs.rsocket.extensions import MetadataDecodeError, decode_routing, encode_routing

@@ -3,12 +3,12 @@
 Rule: nothing but ``MetadataDecodeError`` escapes; a decoded trace
 re-encodes to the same bytes except for flag bits the decision ignores
 (S under D, N under S or D, T and P without ids, and bits 0-1), and decodes to itself.
-Input: the entry's content. Seeds: ``--make-corpus``.
+Input: the entry's content. Seeds: ``python -m fuzz.fuzz_ext_zipkin --make-corpus``.
 """
 
 from __future__ import annotations
 
-from _harness import instrumented, main
+from fuzz._harness import instrumented, main
 
 with instrumented(__name__):
     from sansrs.rsocket.extensions import (

@@ -7,7 +7,6 @@ leases, a response PAYLOAD completes the stream)."""
 from __future__ import annotations
 
 import pytest
-from pair import Pair, bytewise, whole
 
 from sansrs.rsocket import (
     ConnectionConfig,
@@ -24,6 +23,7 @@ from sansrs.rsocket.events import (
     PayloadReceived,
     RequestResponseReceived,
 )
+from tests.rsocket.pair import Pair, bytewise, whole
 
 
 def _established(**config: int) -> Pair:

@@ -8,7 +8,6 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from routed_service import Seen, make_router
 from sansrs.adapters.drive import ConnectionClosed
 from sansrs.adapters.rsocket import (
     COMPOSITE_METADATA,
@@ -35,6 +34,7 @@ from sansrs.rsocket.extensions import (
     response_data_mime,
 )
 from sansrs.streams import CollectingSubscriber
+from tests.adapters.rsocket.routed_service import Seen, make_router
 
 WAIT = 10.0
 ANN = SimpleAuth("ann", "pw-ann")

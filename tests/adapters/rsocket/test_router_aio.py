@@ -8,7 +8,6 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
-from routed_service import Seen, make_router
 from sansrs.adapters.drive import ConnectionClosed
 from sansrs.adapters.rsocket import (
     COMPOSITE_METADATA,
@@ -23,6 +22,7 @@ from sansrs.adapters.rsocket import (
 
 from sansrs.rsocket import ErrorCode
 from sansrs.rsocket.extensions import response_data_mime
+from tests.adapters.rsocket.routed_service import Seen, make_router
 
 WAIT = 10.0
 ANN = SimpleAuth("ann", "pw-ann")

@@ -5,7 +5,6 @@ trips of arbitrary entry mixes."""
 from __future__ import annotations
 
 import pytest
-from ext_strategies import mimes
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,6 +19,7 @@ from sansrs.rsocket.extensions import (
     encode_composite,
     iter_composite,
 )
+from tests.rsocket.extensions.ext_strategies import mimes
 
 # |M| MIME ID/Len | MIME name ... | 24-bit length | content ...
 GOLDEN = [

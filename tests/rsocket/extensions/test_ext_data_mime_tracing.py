@@ -4,7 +4,6 @@ Metadata) and Zipkin tracing (RSocket extension: Tracing (Zipkin))."""
 from __future__ import annotations
 
 import pytest
-from ext_strategies import mimes, traces
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -30,6 +29,7 @@ from sansrs.rsocket.extensions import (
     needs_response_mime,
     response_data_mime,
 )
+from tests.rsocket.extensions.ext_strategies import mimes, traces
 
 REQUESTS = {
     FrameType.REQUEST_FNF,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 
 import pytest
-from ext_strategies import auths, mimes, tags, traces
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -28,6 +27,7 @@ from sansrs.rsocket.extensions import (
     encode_routing,
     iter_composite,
 )
+from tests.rsocket.extensions.ext_strategies import auths, mimes, tags, traces
 
 CUSTOM = st.tuples(
     mimes.filter(lambda m: not m.startswith("message/x.rsocket.")), st.binary(max_size=30)

@@ -4,7 +4,6 @@ Authentication, Well-known Authentication Types, Simple, Bearer)."""
 from __future__ import annotations
 
 import pytest
-from ext_strategies import auths, tags
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -24,6 +23,7 @@ from sansrs.rsocket.extensions import (
     encode_authentication,
     encode_routing,
 )
+from tests.rsocket.extensions.ext_strategies import auths, tags
 
 REQUESTS = {
     FrameType.REQUEST_FNF,

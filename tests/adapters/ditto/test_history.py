@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ditto_adapter_helpers import EXAMPLE_HISTORY, NS, counter_history, events_of
 from hypothesis import given
 from hypothesis import strategies as st
 from sansrs.adapters.ditto.history import (
@@ -20,6 +19,7 @@ from sansrs.adapters.ditto.history import (
 from sansrs.adapters.ditto.rql import MAX_DEPTH, RqlError, parse_rql
 
 from sansrs.ditto import DittoException, Headers, Kind, SearchOptions, SubscribeOptions, Topic
+from tests.adapters.ditto.helpers import EXAMPLE_HISTORY, NS, counter_history, events_of
 
 THING = {
     "thingId": "ns:t",

@@ -8,16 +8,6 @@ import socket
 from pathlib import Path
 
 import pytest
-from ditto_adapter_helpers import (
-    NS,
-    RecordTransport,
-    back_to_back,
-    call_on,
-    counter_history,
-    default_source,
-    events_of,
-    tcp_pair,
-)
 from sansrs.adapters.ditto import DittoConnection
 from sansrs.adapters.ditto.engine import DittoClientEngine
 from sansrs.adapters.ditto.history import InMemoryHistory
@@ -33,6 +23,16 @@ from sansrs.adapters.transport.websocket.messages import (
 )
 
 from sansrs.ditto import DittoRemoteError
+from tests.adapters.ditto.helpers import (
+    NS,
+    RecordTransport,
+    back_to_back,
+    call_on,
+    counter_history,
+    default_source,
+    events_of,
+    tcp_pair,
+)
 
 
 def test_history_replay_exact_contents() -> None:
@@ -129,7 +129,7 @@ def test_server_answers_garbage_and_keeps_the_session() -> None:
     assert [e["revision"] for e in got] == [1, 2]
 
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "ditto" / "examples" / "streaming"
+EXAMPLES = Path(__file__).resolve().parents[3] / "tests" / "ditto" / "examples" / "streaming"
 
 
 def _example_text(name: str) -> str:

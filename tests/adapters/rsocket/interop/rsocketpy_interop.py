@@ -20,7 +20,7 @@ from sansrs.adapters.rsocket.errors import RSocketError
 from sansrs.adapters.rsocket.types import Payload
 from sansrs.adapters.transport.urls import parse_url
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 PEER = ROOT / "benchmarks" / "rsocketpy_peer.py"
 WAIT = 20.0
 BIG = bytes(range(256)) * (5 * 1024 * 1024 // 256)

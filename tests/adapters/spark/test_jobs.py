@@ -255,7 +255,7 @@ def test_streaming_reader_resumes_from_its_checkpointed_offset(
 def test_pipeline_runs_and_checks_pass(
     spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], source_kind: str
 ) -> None:
-    path = Path(__file__).resolve().parents[2] / "examples" / "pipeline.py"
+    path = Path(__file__).resolve().parents[3] / "examples" / "pipeline.py"
     spec = importlib.util.spec_from_file_location("sansrs_pipeline", path)
     assert spec is not None and spec.loader is not None
     pipeline = importlib.util.module_from_spec(spec)

@@ -11,9 +11,9 @@ from sansrs.adapters.rsocket.engine import WRITE_EVERY, RequestHandle, RSocketEn
 from sansrs.adapters.rsocket.options import EngineOptions
 from sansrs.adapters.rsocket.peer import RSocketPeer
 from sansrs.adapters.rsocket.types import Payload
-from test_rsocket_engine_channel import FakeDriver, _frames, _requester, _server
 
 from sansrs.rsocket import PayloadFrame
+from tests.adapters.rsocket.test_engine_channel import FakeDriver, _frames, _requester, _server
 
 
 class Failing:

@@ -13,7 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from ditto_adapter_helpers import EXAMPLE_HISTORY, NS, counter_history, events_of
+
+from tests.adapters.ditto.helpers import EXAMPLE_HISTORY, NS, counter_history, events_of
 
 WAIT = 30.0
 

@@ -18,7 +18,8 @@ from sansrs.adapters.rsocket.demo import DemoHandler
 from sansrs.adapters.rsocket.server import serve
 from sansrs.adapters.rsocket.types import Payload
 from sansrs.adapters.transport import Transport, listen, open_transport
-from test_threads import LineEcho, check_calls_run_on_the_owner
+
+from tests.adapters.drive.test_threads import LineEcho, check_calls_run_on_the_owner
 
 WAIT = 10.0
 

@@ -10,14 +10,15 @@ and with leases.
 from __future__ import annotations
 
 import pytest
-from rsocketpy_interop import (
+from sansrs.adapters.rsocket.client import connect
+
+from tests.adapters.rsocket.interop.rsocketpy_interop import (
     check_against_demo,
     check_rsocketpy_observations,
     rsocketpy_server,
     run_rsocketpy_client,
     sansrs_server,
 )
-from sansrs.adapters.rsocket.client import connect
 
 pytestmark = pytest.mark.interop
 

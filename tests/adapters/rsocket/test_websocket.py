@@ -40,8 +40,6 @@ from sansrs.adapters.transport.websocket.messages import (
     encode_close,
     encode_text,
 )
-from test_websocket import read_to_eof, send_all
-from tls_certs import certs
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, CloseConnection, Request
 
@@ -55,6 +53,8 @@ from sansrs.rsocket import (
     SetupFrame,
     decode_frame,
 )
+from tests.adapters.transport.test_websocket import read_to_eof, send_all
+from tests.adapters.transport.tls_certs import certs
 
 WAIT = 10.0
 URL = "ws://127.0.0.1:0/rsocket"

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "custom_loop.py"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "custom_loop.py"
 
 
 def test_custom_loop_example_runs_to_completion() -> None:

@@ -22,7 +22,7 @@ from sansrs.adapters.transport.tcp import TcpTransport
 from sansrs.ditto import DittoClientConfig, DittoServerConfig
 
 WAIT = 10.0
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE_HISTORY = ROOT / "examples" / "ditto_history.jsonl"
 NS = "org.eclipse.ditto"
 

@@ -17,7 +17,8 @@ from sansrs.adapters.rsocket.demo import DemoHandler
 from sansrs.adapters.rsocket.errors import RSocketError
 from sansrs.adapters.rsocket.server import Server, serve
 from sansrs.adapters.rsocket.types import Payload
-from tls_certs import certs
+
+from tests.adapters.transport.tls_certs import certs
 
 WAIT = 10.0
 

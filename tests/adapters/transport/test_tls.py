@@ -21,7 +21,8 @@ from sansrs.adapters.rsocket.types import Payload
 from sansrs.adapters.transport import listen, open_transport
 from sansrs.adapters.transport.tls import TlsTransport, client_context, server_context
 from sansrs.adapters.transport.urls import Endpoint, parse_url
-from tls_certs import certs
+
+from tests.adapters.transport.tls_certs import certs
 
 WAIT = 10.0
 

@@ -23,7 +23,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from rsocketpy_interop import ROOT, WAIT, process, sansrs_server
 from sansrs.adapters.rsocket import (
     BearerAuth,
     Client,
@@ -36,6 +35,7 @@ from sansrs.adapters.transport.urls import parse_url
 
 from sansrs.rsocket import ErrorCode
 from sansrs.rsocket.extensions import COMPOSITE_METADATA, compose
+from tests.adapters.rsocket.interop.rsocketpy_interop import ROOT, WAIT, process, sansrs_server
 
 pytestmark = pytest.mark.interop
 

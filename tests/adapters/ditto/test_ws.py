@@ -8,14 +8,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from ditto_adapter_helpers import (
-    EXAMPLE_HISTORY,
-    NS,
-    WAIT,
-    Recorder,
-    counter_history,
-    events_of,
-)
 from sansrs.adapters.ditto import DittoHistoryServer, connect, require_basic, require_bearer, serve
 from sansrs.adapters.ditto.history import (
     HistoryRequest,
@@ -29,6 +21,14 @@ from sansrs.adapters.transport.websocket import WebSocketHandshakeError
 
 from sansrs.ditto import DittoError, DittoException, DittoRemoteError, DittoServerConfig
 from sansrs.streams import IllegalArgumentError
+from tests.adapters.ditto.helpers import (
+    EXAMPLE_HISTORY,
+    NS,
+    WAIT,
+    Recorder,
+    counter_history,
+    events_of,
+)
 
 URL = "ws://127.0.0.1:0/ws/2"
 
@@ -270,7 +270,7 @@ class CountingHistory:
             self.closed.set()
 
 
-def test_rule_1_1_slow_consumer_is_bounded_by_demand() -> None:
+def test_rs_1_1_slow_consumer_is_bounded_by_demand() -> None:
     history = CountingHistory(n=3000)
     prefetch = 16
     with serve(URL, history) as srv, connect(srv.url) as conn:
@@ -355,7 +355,7 @@ def test_closing_the_connection_fails_open_iterators() -> None:
 # -- Publishers -------------------------------------------------------------------------
 
 
-def test_rule_1_1_and_1_3_history_as_publisher_follows_demand(server: DittoHistoryServer) -> None:
+def test_rs_1_1_and_1_3_history_as_publisher_follows_demand(server: DittoHistoryServer) -> None:
     with connect(server.url) as conn:
         publisher = conn.persisted_events_publisher(f"{NS}:thing-1")
         recorder = Recorder()
@@ -524,7 +524,7 @@ def test_server_subscription_limit_fails_the_extra_subscribe() -> None:
     assert (info.value.status, info.value.code) == (429, "streaming.subscription.limit.exceeded")
 
 
-def test_rule_2_13_a_subscriber_that_raises_is_cancelled_and_the_session_goes_on() -> None:
+def test_rs_2_13_a_subscriber_that_raises_is_cancelled_and_the_session_goes_on() -> None:
     history = CountingHistory()
 
     class Raising(Recorder):
