@@ -36,6 +36,7 @@ from ._fast import (
 )
 from ._fragmentation import Fragmenter
 from ._frames import (
+    FLAG_METADATA,
     MAJOR_VERSION,
     MAX_REQUEST_N,
     MAX_U31,
@@ -425,26 +426,45 @@ class Connection:
             leases.peer.use(ctx.now)
         return sid
 
-    def _queue_plain_request(self, sid: int, type_flags: int, data: bytes) -> None:
-        """Hot path of a REQUEST_RESPONSE / REQUEST_FNF without metadata that
-        fits one frame: the header packed directly, no frame object."""
-        n = 6 + len(data)
-        self._out.queue_pieces((pack_prefix_header(n >> 16, n & 0xFFFF, sid, type_flags), data), n)
+    def _queue_whole_request(
+        self, sid: int, type_flags: int, data: bytes, metadata: bytes | None
+    ) -> bool:
+        """Hot path of a REQUEST_RESPONSE / REQUEST_FNF that fits one frame
+        (with metadata: a routed request's composite metadata): the header
+        packed directly, no frame object. False: not such a request."""
+        if type(data) is not bytes:
+            return False
+        if metadata is None:
+            if len(data) > self._out.fast_request_max:
+                return False
+            n = 6 + len(data)
+            head = pack_prefix_header(n >> 16, n & 0xFFFF, sid, type_flags)
+        else:
+            if type(metadata) is not bytes:
+                return False
+            m = len(metadata)
+            if m + len(data) > self._out.fast_request_max:
+                return False
+            n = 9 + m + len(data)
+            # Header, metadata length and metadata in one piece: retained
+            # frames are two pieces each (_retained.py).
+            tf = type_flags | FLAG_METADATA
+            head = (
+                pack_prefix_header(n >> 16, n & 0xFFFF, sid, tf) + m.to_bytes(3, "big") + metadata
+            )
+        self._out.queue_pieces((head, data), n)
+        return True
 
     def request_response(self, data: bytes, metadata: bytes | None = None) -> int:
         sid = self._next_stream_id("request_response")
-        if metadata is None and type(data) is bytes and len(data) <= self._out.fast_request_max:
-            self._queue_plain_request(sid, T_REQUEST_RESPONSE, data)
-        else:
+        if not self._queue_whole_request(sid, T_REQUEST_RESPONSE, data, metadata):
             self._fragments.queue_request(fr.RequestResponseFrame(sid, data, metadata))
         self._streams.open_requester(sid, _RR, 1)
         return sid
 
     def request_fnf(self, data: bytes, metadata: bytes | None = None) -> int:
         sid = self._next_stream_id("request_fnf")
-        if metadata is None and type(data) is bytes and len(data) <= self._out.fast_request_max:
-            self._queue_plain_request(sid, T_REQUEST_FNF, data)
-        else:
+        if not self._queue_whole_request(sid, T_REQUEST_FNF, data, metadata):
             self._fragments.queue_request(fr.RequestFnfFrame(sid, data, metadata))
         return sid
 

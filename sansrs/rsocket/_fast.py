@@ -53,10 +53,10 @@ __all__ = [
     "PAYLOAD_NO_METADATA_MASK",
     "PAYLOAD_PLAIN_ITEM_MASK",
     "REQUEST_FNF_BIT",
-    "SIMPLE_REQUEST_MASK",
     "T_PAYLOAD",
     "T_REQUEST_FNF",
     "T_REQUEST_RESPONSE",
+    "WHOLE_REQUEST_MASK",
     "fnf_event",
     "identity_hash",
     "pack_prefix_header",
@@ -86,13 +86,12 @@ PAYLOAD_ITEM = T_PAYLOAD | FLAG_NEXT
 PAYLOAD_PLAIN_ITEM_MASK = PAYLOAD_ITEM_MASK | FLAG_COMPLETE
 #: An item that completes its stream (PAYLOAD with N and C).
 PAYLOAD_LAST_ITEM = PAYLOAD_ITEM | FLAG_COMPLETE
-#: ``tf & SIMPLE_REQUEST_MASK == T_REQUEST_RESPONSE``: REQUEST_RESPONSE or
-#: REQUEST_FNF (types 0x04 and 0x05 differ in ``REQUEST_FNF_BIT`` only), without
-#: M or F, and with the two flag bits neither type defines clear.
+#: ``tf & WHOLE_REQUEST_MASK == T_REQUEST_RESPONSE``: REQUEST_RESPONSE or
+#: REQUEST_FNF (types 0x04 and 0x05 differ in ``REQUEST_FNF_BIT`` only), not
+#: fragmented (F clear), the two flag bits neither type defines clear; M may
+#: be set (a routed request's metadata).
 REQUEST_FNF_BIT = T_REQUEST_FNF ^ T_REQUEST_RESPONSE
-SIMPLE_REQUEST_MASK = (
-    (_TYPE_MASK & ~REQUEST_FNF_BIT) | FLAG_METADATA | FLAG_FOLLOWS | FLAG_COMPLETE | FLAG_NEXT
-)
+WHOLE_REQUEST_MASK = (_TYPE_MASK & ~REQUEST_FNF_BIT) | FLAG_FOLLOWS | FLAG_COMPLETE | FLAG_NEXT
 
 # ----------------------------------------------------------------------------
 # Structs of the hot paths, as bound methods (rsocket_pack_bound): ``name.pack``
@@ -138,21 +137,23 @@ def payload_event(
     return ev  # type: ignore[no-any-return]
 
 
-def _request_event(builder: Any, cls: type, stream_id: int, data: bytes) -> Any:
+def _request_event(
+    builder: Any, cls: type, stream_id: int, data: bytes, metadata: bytes | None
+) -> Any:
     ev = _new(builder)
     ev.stream_id = stream_id
     ev.data = data
-    ev.metadata = None
+    ev.metadata = metadata
     ev.__class__ = cls
     return ev
 
 
-#: ``FireAndForgetReceived(stream_id=, data=, metadata=None)``.
-fnf_event: Callable[[int, bytes], FireAndForgetReceived] = partial(
+#: ``FireAndForgetReceived(stream_id=, data=, metadata=)``.
+fnf_event: Callable[[int, bytes, bytes | None], FireAndForgetReceived] = partial(
     _request_event, _FnfBuilder, FireAndForgetReceived
 )
-#: ``RequestResponseReceived(stream_id=, data=, metadata=None)``.
-rr_event: Callable[[int, bytes], RequestResponseReceived] = partial(
+#: ``RequestResponseReceived(stream_id=, data=, metadata=)``.
+rr_event: Callable[[int, bytes, bytes | None], RequestResponseReceived] = partial(
     _request_event, _RrBuilder, RequestResponseReceived
 )
 

@@ -91,9 +91,10 @@ class Output:
                     self.check_retained()
 
     def queue_pieces(self, pieces: tuple[bytes, bytes], n: int) -> None:
-        """A positioned frame already packed as prefix+header and body
-        (length-prefixed framing; ``n``: its length without the prefix),
-        retained when resumable."""
+        """A positioned frame already packed as two pieces, prefix+header
+        (and metadata) then the data (length-prefixed framing; ``n``: its
+        length without the prefix), retained when resumable. Two pieces,
+        always: the retained frames find frame boundaries by that."""
         self.pieces += pieces
         self.size += n + 3
         self.sent_position += n

@@ -23,8 +23,8 @@ from ._fast import (
     PAYLOAD_ITEM_MASK,
     PAYLOAD_PLAIN_ITEM_MASK,
     REQUEST_FNF_BIT,
-    SIMPLE_REQUEST_MASK,
     T_REQUEST_RESPONSE,
+    WHOLE_REQUEST_MASK,
     fnf_event,
     payload_event,
     payload_run,
@@ -34,6 +34,7 @@ from ._fast import (
 )
 from ._frames import (
     FLAG_COMPLETE,
+    FLAG_METADATA,
     MAJOR_VERSION,
     MAX_STREAM_ID,
     SETUP_ERROR_CODES,
@@ -170,8 +171,8 @@ class Receiver:
         The hot path (``_fast.py``) turns a run of PAYLOADs with N on a stream
         with credit straight into their events: no frame object, no dispatch;
         likewise a request-response's answer, and a REQUEST_FNF or
-        REQUEST_RESPONSE without metadata or fragments on a new stream ID of
-        the peer's parity (no lease, room for the stream). Everything else is
+        REQUEST_RESPONSE (metadata or not, no fragments) on a new stream ID
+        of the peer's parity (no lease, room for the stream). Everything else is
         decoded by ``decode_frame`` and dispatched. The stream table is not
         looked up on the hot path: credit stands for it (see ``_streams.py``).
         """
@@ -226,25 +227,39 @@ class Receiver:
                         continue
             elif (
                 fast_requests
-                and tf & SIMPLE_REQUEST_MASK == T_REQUEST_RESPONSE  # or REQUEST_FNF
+                and tf & WHOLE_REQUEST_MASK == T_REQUEST_RESPONSE  # or REQUEST_FNF
                 and sid & 1 == parity
                 and 0 < sid <= MAX_STREAM_ID
                 and sid not in streams  # else spec 9.1: ignored, by the slow path
             ):
-                if tf & REQUEST_FNF_BIT:
-                    ctx.setup_confirmed = True
-                    append(fnf_event(sid, buf[off + 9 : stop]))
-                    position += length
-                    off = stop
-                    continue
-                if table.peer_count < max_streams:
-                    ctx.setup_confirmed = True
-                    streams[sid] = Stream(sid, rr, False, _RR_RESPONDER, 1, 0)
-                    table.peer_count += 1
-                    append(rr_event(sid, buf[off + 9 : stop]))
-                    position += length
-                    off = stop
-                    continue
+                start = off + 9
+                metadata = None
+                if tf & FLAG_METADATA:  # a 24-bit metadata length, then the metadata
+                    room = length - 9  # after the header and the length field
+                    if room < 0:
+                        start = -1  # malformed: the slow path reports it
+                    else:
+                        md_len = buf[start] << 16 | buf[start + 1] << 8 | buf[start + 2]
+                        if md_len > room:
+                            start = -1
+                        else:
+                            metadata = buf[start + 3 : start + 3 + md_len]
+                            start += 3 + md_len
+                if start >= 0:
+                    if tf & REQUEST_FNF_BIT:
+                        ctx.setup_confirmed = True
+                        append(fnf_event(sid, buf[start:stop], metadata))
+                        position += length
+                        off = stop
+                        continue
+                    if table.peer_count < max_streams:
+                        ctx.setup_confirmed = True
+                        streams[sid] = Stream(sid, rr, False, _RR_RESPONDER, 1, 0)
+                        table.peer_count += 1
+                        append(rr_event(sid, buf[start:stop], metadata))
+                        position += length
+                        off = stop
+                        continue
             ctx.received_position += position
             position = 0
             try:

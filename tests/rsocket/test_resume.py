@@ -904,3 +904,28 @@ def test_rsocket_retained_frames_trim_and_replay_match_a_model(
         replay = b"".join(r.replay(probe))
         kept = [n for b, n in zip(bounds, sizes, strict=False) if b >= probe]
         assert len(replay) == sum(kept) + (3 * len(kept) if prefixed else 0)
+
+
+@pytest.mark.parametrize("delivered", [0, 1, 17, 40, 70])
+def test_rsocket_resume_operation_metadata_requests_retransmitted_whole(delivered: int) -> None:
+    """Spec: Resume Operation: requests sent on the fast path with metadata
+    (routed requests) are retained frame by frame like any other, so a cut at
+    any byte and a resumption deliver each exactly once, metadata intact."""
+    p = ResumePair()
+    p.client.send_keepalive()  # the server has a clock-free view of our position
+    p.pump()
+    p.take()
+    sent = [
+        (p.client.request_response(b"data-%d" % i, b"\xfe\x00\x00\x05route%d" % i), i)
+        for i in range(3)
+    ]
+    fnf = p.client.request_fnf(b"", b"only-metadata")
+    p.cut(delivered, 0)
+    p.resume()
+    requests = [e for e in p.server_events if isinstance(e, RequestResponseReceived)]
+    assert [(e.stream_id, e.data, e.metadata) for e in requests] == [
+        (sid, b"data-%d" % i, b"\xfe\x00\x00\x05route%d" % i) for sid, i in sent
+    ]
+    fnfs = [e for e in p.server_events if type(e).__name__ == "FireAndForgetReceived"]
+    assert [(e.stream_id, e.metadata) for e in fnfs] == [(fnf, b"only-metadata")]
+    assert p.client.sent_position == p.server.received_position
