@@ -123,6 +123,10 @@ _FnfBuilder: Any = _builder(FireAndForgetReceived)
 _RrBuilder: Any = _builder(RequestResponseReceived)
 
 
+# One filler per event shape, alike on purpose: a generic one (fields by
+# name) would cost what the builder saves.
+
+
 def payload_event(
     stream_id: int, data: bytes, metadata: bytes | None, complete: bool, next: bool
 ) -> PayloadReceived:
