@@ -25,7 +25,15 @@ from .errors import ApplicationError, RSocketError
 from .fast import as_payload
 from .options import EngineOptions
 from .peer import DEFAULT_PREFETCH, RemotePublisher, RSocketPeer
-from .resume import ResumableClient, ResumeOptions, connect_resumable, serve_resumable
+from .resume import (
+    ResumableClient,
+    ResumableServer,
+    ResumeOptions,
+    SessionLoss,
+    SessionLost,
+    connect_resumable,
+    serve_resumable,
+)
 from .server import Server, serve
 from .types import Handler, Payload, Request
 
@@ -42,8 +50,11 @@ __all__ = [
     "RemotePublisher",
     "Request",
     "ResumableClient",
+    "ResumableServer",
     "ResumeOptions",
     "Server",
+    "SessionLoss",
+    "SessionLost",
     "as_payload",
     "connect",
     "connect_resumable",

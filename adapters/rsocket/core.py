@@ -11,6 +11,8 @@ from sansrs.rsocket import (
     Connection,
     ConnectionConfig,
     ConnectionState,
+    ErrorCode,
+    ErrorFrame,
     FrameType,
     Framing,
     LocalProtocolError,
@@ -19,6 +21,7 @@ from sansrs.rsocket import (
     Role,
     SessionStore,
     decode_frame,
+    encode_frame_prefixed,
     events,
 )
 
@@ -38,7 +41,9 @@ __all__ = [
     "RequestResponseReceived",
     "Role",
     "SessionStore",
+    "acknowledged_position",
     "client",
+    "error_frame",
     "events",
     "resume_token_of",
     "server",
@@ -86,6 +91,11 @@ def client(
     return conn
 
 
+def session_store(*, keep_detached: float, max_sessions: int) -> SessionStore:
+    """A server's store of resumable sessions (see :mod:`.resume`)."""
+    return SessionStore(keep_detached=keep_detached, max_sessions=max_sessions)
+
+
 def server(
     options: EngineOptions,
     message_framed: bool = False,
@@ -108,6 +118,20 @@ def resume_token_of(frame: bytes) -> bytes | None:
     except RemoteProtocolError:
         return None
     return decoded.resume_token if isinstance(decoded, ResumeFrame) else None
+
+
+def acknowledged_position(conn: Connection) -> int | None:
+    """The position up to which the peer confirmed receiving what this end
+    sent (None once the session cannot resume: nothing is retained)."""
+    if not conn.resumable:
+        return None
+    return conn.sent_position - conn.retained_bytes
+
+
+def error_frame(code: int, message: str) -> bytes:
+    """A length-prefixed ERROR frame on stream 0, for a connection whose core
+    cannot send it itself (a RESUME refused before the core saw it)."""
+    return encode_frame_prefixed(ErrorFrame(0, ErrorCode(code), message.encode()))
 
 
 def milliseconds(seconds: float) -> int:
