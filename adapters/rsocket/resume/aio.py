@@ -221,6 +221,7 @@ async def connect_resumable(
         transport.abort()
         raise ValueError("resumable sessions need a byte-stream transport (tcp, tls, unix)")
     engine, session, policy = new_client_session(options, resume, _wrap_handler(handler))
+    session.home = lambda: reactor.in_loop_thread
     driver = make_driver(transport, engine.link)
     session.attach_first(engine.link, driver)
     client = AsyncResumableClient(session, engine)
@@ -256,6 +257,7 @@ async def serve_resumable(
         driver = reactor.add_connection(transport, link, on_exit=lambda _: link.exited())
         session = engine.session
         assert isinstance(session, Session)
+        session.home = lambda: reactor.in_loop_thread
         session.attach_first(link, driver)
         peer = AsyncRSocketPeer(cast(Any, SessionDriver(session)), engine)
         chosen = handler_factory(peer) if handler_factory is not None else handler

@@ -234,6 +234,8 @@ def connect_resumable(
         transport.abort()
         raise ValueError("resumable sessions need a byte-stream transport (tcp, tls, unix)")
     engine, session, policy = new_client_session(options, resume, handler)
+    if driver_loop is not None:
+        session.home = lambda: driver_loop.in_loop_thread
     with contextlib.ExitStack() as undo:
         undo.callback(transport.abort)
         driver = make_driver(transport, engine.link)

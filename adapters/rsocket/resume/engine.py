@@ -179,6 +179,7 @@ class SessionEngine(RSocketEngine):
         self._refusal = b""
         #: The session ended by the CONNECTION_CLOSE exchange.
         self._graceful = False
+        self._peer_closed = False
 
     # -- the driver of the moment -----------------------------------------------
     def drive_with(self, driver: Driver | None, link: EngineLink | None = None) -> None:
@@ -190,6 +191,7 @@ class SessionEngine(RSocketEngine):
             link.target = self
             self.link = link
             self._gone = None
+            self._peer_closed = False
 
     def arm_resume_deadline(self) -> None:
         """Client: a RESUME goes out on the transport attached now."""
@@ -230,8 +232,21 @@ class SessionEngine(RSocketEngine):
                 self._transport_gone(f"RESUME not answered within {self.resume_timeout:g} s")
         super().handle_timeout(now)
 
+    def receive_data(self, data: bytes, now: float) -> None:
+        if not data:
+            self._peer_closed = True
+        super().receive_data(data, now)
+
     def wants_close(self) -> bool:
-        return self._gone is not None or super().wants_close()
+        if self._gone is not None:
+            return True
+        if self._close_started and self._graceful and not self._peer_closed:
+            # Our goodbye went out: close once the peer has read it and
+            # closed too (bounded by the driver's close_timeout). Closing at
+            # once, with its answer unread, would reset the connection and
+            # might lose the goodbye: the peer would keep a detached session.
+            return False
+        return super().wants_close()
 
     def close_reason(self) -> BaseException | None:
         if self._gone is not None and self._closing is None:

@@ -356,6 +356,8 @@ def serve_resumable(
         )
         session = engine.session
         assert isinstance(session, Session)
+        if driver_loop is not None:
+            session.home = lambda: driver_loop.in_loop_thread
         session.attach_first(link, driver)
         peer = RSocketPeer(SessionDriver(session), engine)
         engine.attach(driver, peer, handler_factory(peer) if handler_factory else handler)

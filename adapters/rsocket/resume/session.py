@@ -98,6 +98,11 @@ class Session:
         self.detached_at = 0.0
         #: Client: the reconnect policy (its outage ends at RESUME_OK).
         self.policy: Outage | None = None
+        #: True on the one thread every transport of the session runs on (an
+        #: asyncio or selector loop; None: a thread per transport). There a
+        #: call made while detached runs at once, under the lock, rather
+        #: than wait for a transport that thread itself must attach.
+        self.home: Callable[[], bool] | None = None
         self.disconnects = 0
         self.resumes = 0
         self._deferred: deque[Call] = deque()
@@ -372,6 +377,9 @@ class Session:
                     raise ConnectionClosed(f"session ended: {self.error or 'finished'}")
                 driver = self.driver
                 if driver is None:
+                    if self.home is not None and self.home():
+                        fn()  # nothing else runs the engine: no driver, and we hold the lock
+                        return
                     if len(self._deferred) < DEFERRED_CAPACITY:
                         self._deferred.append(fn)
                         return
