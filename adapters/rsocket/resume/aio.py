@@ -79,6 +79,8 @@ class AsyncReconnector:
         policy = self._policy
         with session.cond:
             policy.lost(time.monotonic())
+            if policy.attempts:  # an attempt's transport ended before RESUME_OK
+                policy.last_error = session.detach_reason
         while not session.closing:
             with session.cond:
                 delay = policy.next_delay(time.monotonic())

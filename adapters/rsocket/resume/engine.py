@@ -177,8 +177,9 @@ class SessionEngine(RSocketEngine):
         self.adopted: object = None
         #: Server, fresh connection: an ERROR frame for a RESUME refused here.
         self._refusal = b""
-        #: The session ended by the CONNECTION_CLOSE exchange.
+        #: The session ended by the CONNECTION_CLOSE exchange (and who began it).
         self._graceful = False
+        self._graceful_by_peer = False
         self._peer_closed = False
 
     # -- the driver of the moment -----------------------------------------------
@@ -282,8 +283,11 @@ class SessionEngine(RSocketEngine):
         """What ending now loses: ``requests`` outstanding, fire-and-forgets
         unconfirmed (None: nothing, or a graceful close)."""
         self.acknowledge()
-        fire_and_forgets = 0 if self._graceful else self.unconfirmed.count()
-        if self._graceful or not (requests or fire_and_forgets):
+        # Clean: the peer began the close exchange, or answered ours by
+        # closing the transport (so it read everything before our goodbye).
+        clean = self._graceful and (self._graceful_by_peer or self._peer_closed)
+        fire_and_forgets = 0 if clean else self.unconfirmed.count()
+        if clean or not (requests or fire_and_forgets):
             return None
         return SessionLoss(reason=reason, fire_and_forgets=fire_and_forgets, requests=requests)
 
@@ -349,7 +353,8 @@ class SessionEngine(RSocketEngine):
         log.info("resumable session lost its transport: %s", reason)
         self.acknowledge()
         self._resume_armed = False
-        self._transport_gone(reason)
+        # (A reason given first, e.g. the RESUME deadline, says more than the EOF it caused.)
+        self._transport_gone(self._gone or reason)
 
     def on_resumed(self, peer_position: int, retransmitted: int) -> None:
         log.info("session resumed (%d bytes sent again)", retransmitted)
@@ -360,6 +365,7 @@ class SessionEngine(RSocketEngine):
 
     def on_closed(self, code: int, message: str, by_peer: bool) -> None:
         self._graceful = code == _CONNECTION_CLOSE
+        self._graceful_by_peer = self._graceful and by_peer
         super().on_closed(code, message, by_peer)
 
     # -- server: the first frame of a fresh connection ---------------------------

@@ -96,6 +96,7 @@ class Session:
         self.error: BaseException | None = None
         self.loss: SessionLoss | None = None
         self.detached_at = 0.0
+        self.detach_reason = ""
         #: Client: the reconnect policy (its outage ends at RESUME_OK).
         self.policy: Outage | None = None
         #: True on the one thread every transport of the session runs on (an
@@ -123,12 +124,13 @@ class Session:
 
     # -- attaching ---------------------------------------------------------------
     def attach_first(self, link: EngineLink, driver: Driver) -> None:
-        """The transport the session starts on (before its driver runs)."""
-        with self.cond:
-            self.link = link
-            self.engine.drive_with(driver, link)
-            self.transport = driver.transport
-            self.driver = driver
+        """The transport the session starts on (before its driver runs; no
+        other thread knows the session yet, so no lock: a server's accept
+        thread never waits for another session's step)."""
+        self.link = link
+        self.engine.drive_with(driver, link)
+        self.transport = driver.transport
+        self.driver = driver
 
     def attach(
         self,
@@ -223,6 +225,7 @@ class Session:
             return self._finish(error, self.doomed or reason)
         self.life.take(Step.DETACH, now)
         self.detached_at = now
+        self.detach_reason = reason
         self.disconnects += 1
         self.cond.notify_all()
         return lambda: self._detached(reason)
@@ -291,21 +294,23 @@ class Session:
         self.driver = None
         engine.drive_with(None)
         engine.acknowledge()  # before the core forgets what it retained
+        # Why it ended: the core's reason if it had one (a peer's ERROR, a
+        # lost transport), else ours (closing the core below says only that).
+        final = engine._closing if engine._closing is not None else error
         engine.close_core(reason)  # frees a server's store entry, under this lock
         deferred = list(self._deferred)
         self._deferred.clear()
         if self.on_finished is not None:
             self.on_finished(self)
         self.cond.notify_all()
-        return lambda: self._finished(error, reason, deferred)
+        return lambda: self._finished(final, reason, deferred)
 
-    def _finished(self, error: BaseException, reason: str, deferred: list[Call]) -> None:
+    def _finished(self, final: BaseException, reason: str, deferred: list[Call]) -> None:
         engine = self.engine
         requests = engine.outstanding_requests()  # before they are failed
-        closing = engine._closing
-        final = closing if closing is not None else error
         if not isinstance(final, ConnectionClosed):
             final = ConnectionClosed(str(final))
+        engine._closing = final  # what every outstanding call fails with
         engine.connection_lost(final)
         for fn in deferred:  # they meet the end now: requests fail, fire-and-forgets count
             try:

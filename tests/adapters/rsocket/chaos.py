@@ -167,6 +167,11 @@ class ChaosProxy:
 
         self._call(stop)
 
+    def silence(self, links: int) -> None:
+        """The next ``links`` links are accepted and never answered (a server
+        that went silent: a SETUP or RESUME into the void)."""
+        self._call(lambda: setattr(self, "_silent_next", self._silent_next + links))
+
     def gate(self) -> None:
         """Hold new links (accepted, nothing forwarded) until :meth:`release`."""
         self._call(lambda: setattr(self, "_gated", True))
@@ -222,7 +227,11 @@ class ChaosProxy:
             if link.trickle_until > now:
                 wait = min(wait, _TICK)
             self._watch(link, now)
-        for key, mask in self._sel.select(wait):
+        ready = self._sel.select(wait)
+        # Commands first: one queued before a client connects applies to its link.
+        while self._calls:
+            self._calls.popleft()()
+        for key, mask in ready:
             data = key.data
             if key.fileobj is self._listener:
                 self._accept()
@@ -233,8 +242,6 @@ class ChaosProxy:
                 link, side = data
                 if link.id in self._links:
                     self._io(link, side, mask)
-        while self._calls:
-            self._calls.popleft()()
 
     def _watch(self, link: _Link, now: float) -> None:
         writable = link.stalled_until <= now and (
