@@ -24,12 +24,11 @@ from ...drive.aio import AsyncioReactor, AsyncServer
 from ...drive.config import LoopConfig
 from ...drive.connection import LoopServer
 from ...drive.endpoints import message_framed
-from ...drive.errors import ConnectionClosed
 from ...transport import Transport, listen, open_transport
 from ...transport.urls import Endpoint
 from ..aio import AsyncClient, AsyncRSocketPeer, _wrap_handler
 from ..options import EngineOptions
-from .client import ReconnectPolicy, new_client_session
+from .client import Outage, ReconnectPolicy, new_client_session
 from .engine import EngineLink
 from .options import ResumeOptions, SessionLoss, SessionLost
 from .server import SessionRegistry, new_server_engine
@@ -75,32 +74,17 @@ class AsyncReconnector:
             self._task.cancel()
 
     async def _run(self) -> None:
-        session = self._session
-        policy = self._policy
-        with session.cond:
-            policy.lost(time.monotonic())
-            if policy.attempts:  # an attempt's transport ended before RESUME_OK
-                policy.last_error = session.detach_reason
-        while not session.closing:
-            with session.cond:
-                delay = policy.next_delay(time.monotonic())
-            if delay is None:
-                reason = policy.give_up_reason()
-                session.finish(ConnectionClosed(f"session not resumed: {reason}"), reason)
-                return
+        outage = Outage(self._session, self._policy, self._make_driver)
+        while (delay := outage.next_delay(time.monotonic())) is not None:
             if delay:
                 await asyncio.sleep(delay)
-            policy.attempts += 1
-            session.options.step("client:reconnect")
+            outage.attempt()
             try:
                 transport = await self._reopen()
             except OSError as exc:
-                policy.last_error = str(exc) or type(exc).__name__
+                outage.failed(exc)
                 continue
-            link = EngineLink(session.engine)
-            driver = self._make_driver(transport, link)
-            if not session.attach(link, driver, resume=True, start=driver.start):
-                transport.abort()
+            outage.opened(transport)
             return
 
 

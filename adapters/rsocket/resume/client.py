@@ -35,6 +35,7 @@ from .options import ResumeOptions, SessionLoss, SessionLost
 from .session import NewDriver, Session, SessionDriver
 
 __all__ = [
+    "Outage",
     "ReconnectPolicy",
     "ResumableClient",
     "ThreadReconnector",
@@ -100,6 +101,60 @@ def new_client_session(
     return engine, session, policy
 
 
+class Outage:
+    """One outage of a client session as steps a reconnector performs
+    (sans-IO: the runner waits and opens transports; this decides and
+    attaches). ``next_delay(now)`` -> seconds to wait before the next
+    attempt, or None: stop (the session is closing, or has given up and
+    finished here); then ``opened(transport)`` or ``failed(error)``."""
+
+    def __init__(
+        self,
+        session: Session,
+        policy: ReconnectPolicy,
+        make_driver: Callable[[Transport, EngineLink], NewDriver],
+    ) -> None:
+        self._session = session
+        self._policy = policy
+        self._make_driver = make_driver
+        with session.cond:
+            policy.lost(time.monotonic())
+            if policy.attempts:  # an attempt's transport ended before RESUME_OK
+                policy.last_error = session.detach_reason
+
+    def next_delay(self, now: float) -> float | None:
+        session = self._session
+        if session.closing:
+            return None
+        with session.cond:
+            delay = self._policy.next_delay(now)
+        if delay is None:
+            reason = self._policy.give_up_reason()
+            session.finish(ConnectionClosed(f"session not resumed: {reason}"), reason)
+            return None
+        return delay
+
+    def attempt(self) -> None:
+        """The runner is about to open a transport."""
+        self._policy.attempts += 1
+        self._session.options.step("client:reconnect")
+
+    def failed(self, error: OSError) -> None:
+        self._policy.last_error = str(error) or type(error).__name__
+
+    def opened(self, transport: Transport) -> None:
+        """Attach ``transport`` (RESUME goes out on it), or drop it if the
+        session ended meanwhile."""
+        link = EngineLink(self._session.engine)
+        try:
+            driver = self._make_driver(transport, link)
+        except BaseException:
+            transport.abort()
+            raise
+        if not self._session.attach(link, driver, resume=True, start=driver.start):
+            transport.abort()
+
+
 class ThreadReconnector:
     """Reconnects a detached client session on a helper thread (one outage
     at a time: the session detaches again only once attached)."""
@@ -125,36 +180,17 @@ class ThreadReconnector:
         self._stop.set()
 
     def _run(self) -> None:
-        session = self._session
-        policy = self._policy
-        with session.cond:
-            policy.lost(time.monotonic())
-            if policy.attempts:  # an attempt's transport ended before RESUME_OK
-                policy.last_error = session.detach_reason
-        while not session.closing:
-            with session.cond:
-                delay = policy.next_delay(time.monotonic())
-            if delay is None:
-                reason = policy.give_up_reason()
-                session.finish(ConnectionClosed(f"session not resumed: {reason}"), reason)
-                return
+        outage = Outage(self._session, self._policy, self._make_driver)
+        while (delay := outage.next_delay(time.monotonic())) is not None:
             if delay and self._stop.wait(delay):
                 return
-            policy.attempts += 1
-            session.options.step("client:reconnect")
+            outage.attempt()
             try:
                 transport = self._reopen()
             except OSError as exc:
-                policy.last_error = str(exc) or type(exc).__name__
+                outage.failed(exc)
                 continue
-            link = EngineLink(session.engine)
-            try:
-                driver = self._make_driver(transport, link)
-            except BaseException:
-                transport.abort()
-                raise
-            if not session.attach(link, driver, resume=True, start=driver.start):
-                transport.abort()  # the session ended meanwhile
+            outage.opened(transport)
             return
 
 

@@ -342,13 +342,7 @@ class ChaosProxy:
         if not link.silent:
             self._drop(link, reset=True)
             return
-        sock = link.c if side == "c" else link.u
-        self._forget(sock)
-        _reset(sock)
-        if side == "c":
-            link.c = None
-        else:
-            link.u = None
+        self._reset_side(link, side)
         if link.c is None and link.u is None:
             self._links.pop(link.id, None)
 
@@ -449,6 +443,10 @@ class ChaosProxy:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_WR)
             return  # kept open: what it sends is swallowed
+        self._reset_side(link, side)
+
+    def _reset_side(self, link: _Link, side: str) -> None:
+        sock = link.c if side == "c" else link.u
         self._forget(sock)
         _reset(sock)
         if side == "c":

@@ -77,6 +77,16 @@ def expected(n: int = N) -> list[bytes]:
     return [item(b"s", i) for i in range(n)]
 
 
+def cut_again_and_finish(sc: Scenario, stream: Iterator[Any], got: list[bytes]) -> None:
+    """A second cut: its RESUME is answered too; then every item, once, in
+    order, and no step finished the session."""
+    sc.proxy.inject(Fault.RESET)
+    assert sc.steps.wait("resume:attached", 2)
+    got += [p.data for p in stream]
+    assert got == expected()
+    assert sc.steps.count("finish") == 0
+
+
 def wait_fnf(sc: Scenario) -> bool:
     """The fire-and-forgets reach the handler; the client's answer to a
     request sent after them proves they were read (one ordered transport)."""
@@ -107,11 +117,7 @@ def test_rsocket_resume_resume_waits_for_an_old_teardown_that_holds_the_lock() -
         assert steps.wait("resume:attached")
         assert steps.index("detach:done") < steps.index("resume:locked")
         got += take(stream, 100)
-        sc.proxy.inject(Fault.RESET)  # the next RESUME is answered too
-        assert steps.wait("resume:attached", 2)
-        got += [p.data for p in stream]
-        assert got == expected()
-        assert steps.count("finish") == 0
+        cut_again_and_finish(sc, stream, got)  # the next RESUME is answered too
         state = sc.only_session()
         assert (state.phase, state.generation) == ("attached", 3)
 
@@ -137,12 +143,8 @@ def test_rsocket_resume_old_thread_paused_after_detaching_cannot_finish_the_resu
         assert steps.wait("resume:attached")
         steps.release("detach:done")  # the old thread returns now
         got += take(stream, 100)
-        sc.proxy.inject(Fault.RESET)
-        assert steps.wait("resume:attached", 2)
-        got += [p.data for p in stream]
-        assert got == expected()
+        cut_again_and_finish(sc, stream, got)
         assert wait_fnf(sc)
-        assert steps.count("finish") == 0
         assert sc.only_session().generation == 3
 
 
@@ -214,12 +216,8 @@ def test_rsocket_resume_teardown_first_then_resume_every_driver(driver: str) -> 
         sc.proxy.release()
         assert steps.wait("resume:attached")
         got += take(stream, 100)
-        sc.proxy.inject(Fault.RESET)
-        assert steps.wait("resume:attached", 2)
-        got += [p.data for p in stream]
-        assert got == expected()
+        cut_again_and_finish(sc, stream, got)
         assert wait_fnf(sc)
-        assert steps.count("finish") == 0
 
 
 @pytest.mark.parametrize("driver", DRIVERS)
@@ -241,11 +239,7 @@ def test_rsocket_resume_resume_first_then_old_teardown_every_driver(driver: str)
         if driver == "selector":  # one loop thread: let go inline, the old link goes stale
             assert steps.wait("detach:stale")
         got += take(stream, 100)
-        sc.proxy.inject(Fault.RESET)
-        assert steps.wait("resume:attached", 2)
-        got += [p.data for p in stream]
-        assert got == expected()
-        assert steps.count("finish") == 0
+        cut_again_and_finish(sc, stream, got)
 
 
 # -- asyncio -------------------------------------------------------------------------
