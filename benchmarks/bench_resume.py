@@ -40,10 +40,8 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests" / "adapters" / "rsocket"))
+sys.path.insert(0, str(HERE.parent))  # the chaos proxy and workload live with the tests
 
-from chaos import CUTTING, ChaosProxy, Fault  # noqa: E402
-from chaos_workload import ChaosHandler, Progress, Sizes, item  # noqa: E402
 from sansrs.adapters.drive.selector import Loop  # noqa: E402
 from sansrs.adapters.rsocket.resume import (  # noqa: E402
     ResumeOptions,
@@ -51,6 +49,9 @@ from sansrs.adapters.rsocket.resume import (  # noqa: E402
     serve_resumable,
 )
 from sansrs.adapters.rsocket.resume import aio as resume_aio  # noqa: E402
+
+from tests.adapters.rsocket.chaos import CUTTING, ChaosProxy, Fault  # noqa: E402
+from tests.adapters.rsocket.chaos_workload import ChaosHandler, Progress, Sizes, item  # noqa: E402
 
 SETUP = {"keepalive_interval": 0.1, "max_lifetime": 0.5}
 EVERY = (20_000, 40_000)

@@ -16,9 +16,9 @@ from sansrs.tck import (
     Verification,
     WhiteboxSubscriberProbe,
 )
-from tck_broken import BrokenPublisher, BrokenSubscriber, Bugs, ErrorSwallowingProcessor
 
 from sansrs.streams import Processor, Publisher, Subscriber, range_publisher
+from tests.tck.tck_broken import BrokenPublisher, BrokenSubscriber, Bugs, ErrorSwallowingProcessor
 
 SLOW_ENOUGH = TestEnvironment(default_timeout_ms=250, default_no_signals_timeout_ms=40,
                               gc_timeout_ms=150)

@@ -13,8 +13,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from chaos import ChaosProxy, Fault
-from chaos_workload import (
+from sansrs.adapters.drive.selector import Loop
+from sansrs.adapters.rsocket.resume import ResumeOptions, connect_resumable, serve_resumable
+from sansrs.adapters.rsocket.resume import aio as resume_aio
+
+from tests.adapters.rsocket.chaos import ChaosProxy, Fault
+from tests.adapters.rsocket.chaos_workload import (
     ChaosHandler,
     LogCapture,
     Progress,
@@ -25,9 +29,6 @@ from chaos_workload import (
     run_sync,
     token_forms,
 )
-from sansrs.adapters.drive.selector import Loop
-from sansrs.adapters.rsocket.resume import ResumeOptions, connect_resumable, serve_resumable
-from sansrs.adapters.rsocket.resume import aio as resume_aio
 
 SEEDS = (11, 2026, 90210)
 DRIVERS = ("thread", "selector", "asyncio")

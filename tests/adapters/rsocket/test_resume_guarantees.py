@@ -16,17 +16,17 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 import pytest
-from chaos import ChaosProxy, Fault
-from chaos_workload import ChaosHandler, Progress, Sizes, item
 from sansrs.adapters.drive.errors import ConnectionClosed
 from sansrs.adapters.drive.selector import Loop
 from sansrs.adapters.rsocket import EngineOptions, ResumeOptions, SessionLoss, SessionLost
 from sansrs.adapters.rsocket import resume as resume_api
 from sansrs.adapters.rsocket.resume import aio as resume_aio
 from sansrs.adapters.rsocket.resume.server import new_server_engine
-from steps import Steps
 
 from sansrs.rsocket import ErrorCode, ErrorFrame, decode_frame
+from tests.adapters.rsocket.chaos import ChaosProxy, Fault
+from tests.adapters.rsocket.chaos_workload import ChaosHandler, Progress, Sizes, item
+from tests.adapters.rsocket.steps import Steps
 
 WAIT = 20.0
 DRIVERS = ("thread", "selector", "asyncio")

@@ -16,13 +16,14 @@ from itertools import islice
 from typing import Any
 
 import pytest
-from chaos import ChaosProxy, Fault
-from chaos_workload import ChaosHandler, Progress, Sizes, item
 from sansrs.adapters.drive.errors import ConnectionClosed
 from sansrs.adapters.drive.selector import Loop
 from sansrs.adapters.rsocket.resume import ResumeOptions, connect_resumable, serve_resumable
 from sansrs.adapters.rsocket.resume import aio as resume_aio
-from steps import Steps
+
+from tests.adapters.rsocket.chaos import ChaosProxy, Fault
+from tests.adapters.rsocket.chaos_workload import ChaosHandler, Progress, Sizes, item
+from tests.adapters.rsocket.steps import Steps
 
 WAIT = 20.0
 N = 3_000
