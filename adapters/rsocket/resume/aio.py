@@ -23,14 +23,13 @@ from typing import Any, cast
 from ...drive.aio import AsyncioReactor, AsyncServer
 from ...drive.config import LoopConfig
 from ...drive.connection import LoopServer
-from ...drive.endpoints import message_framed
 from ...transport import Transport, listen, open_transport
 from ...transport.urls import Endpoint
 from ..aio import AsyncClient, AsyncRSocketPeer, _wrap_handler
 from ..options import EngineOptions
 from .client import Outage, ReconnectPolicy, new_client_session
 from .engine import EngineLink
-from .options import ResumeOptions, SessionLoss, SessionLost
+from .options import ResumeOptions, SessionLoss, SessionLost, byte_stream_only
 from .server import SessionRegistry, new_server_engine
 from .session import Session, SessionDriver
 
@@ -202,10 +201,8 @@ async def connect_resumable(
     def make_driver(transport: Transport, link: EngineLink) -> Any:
         return reactor.add_connection(transport, link, on_exit=lambda _: link.exited())
 
+    byte_stream_only(url)
     transport = await reopen()
-    if message_framed(transport):
-        transport.abort()
-        raise ValueError("resumable sessions need a byte-stream transport (tcp, tls, unix)")
     engine, session, policy = new_client_session(options, resume, _wrap_handler(handler))
     session.home = lambda: reactor.in_loop_thread
     driver = make_driver(transport, engine.link)
@@ -224,12 +221,14 @@ async def serve_resumable(
     *,
     handler_factory: Callable[[AsyncRSocketPeer], object] | None = None,
     loop_config: LoopConfig | None = None,
+    ssl_context: ssl.SSLContext | None = None,
     resume: ResumeOptions | None = None,
     **options: Any,
 ) -> AsyncResumableServer:
     """:func:`~.server.serve_resumable` under asyncio (handlers may be async)."""
     if handler is not None and handler_factory is not None:
         raise TypeError("pass handler or handler_factory, not both")
+    byte_stream_only(url)
     engine_options = EngineOptions(**options)
     resume = resume if resume is not None else ResumeOptions()
     reactor = AsyncioReactor.current(loop_config)
@@ -250,6 +249,6 @@ async def serve_resumable(
         engine.attach(driver, peer, _wrap_handler(chosen))
         return driver
 
-    accept = LoopServer(reactor, listen(url), make_connection)
+    accept = LoopServer(reactor, listen(url, ssl_context=ssl_context), make_connection)
     accept.start()
     return AsyncResumableServer(accept, peers, registry, sweeper)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...drive.config import LoopConfig
-from ...drive.endpoints import LoopChoice, message_framed, new_driver, pick_loop
+from ...drive.endpoints import LoopChoice, new_driver, pick_loop
 from ...drive.errors import ConnectionClosed
 from ...transport import Transport, open_transport
 from ...transport.urls import Endpoint
@@ -31,7 +31,7 @@ from .. import core
 from ..client import Client
 from ..options import EngineOptions
 from .engine import EngineLink, SessionEngine
-from .options import ResumeOptions, SessionLoss, SessionLost
+from .options import ResumeOptions, SessionLoss, SessionLost, byte_stream_only
 from .session import NewDriver, Session, SessionDriver
 
 __all__ = [
@@ -267,10 +267,8 @@ def connect_resumable(
     def make_driver(transport: Transport, link: EngineLink) -> NewDriver:
         return new_driver(driver_loop, transport, link, name, lambda _: link.exited(), loop_config)
 
+    byte_stream_only(url)
     transport = reopen()
-    if message_framed(transport):
-        transport.abort()
-        raise ValueError("resumable sessions need a byte-stream transport (tcp, tls, unix)")
     engine, session, policy = new_client_session(options, resume, handler)
     if driver_loop is not None:
         session.home = lambda: driver_loop.in_loop_thread

@@ -20,12 +20,14 @@ ends (its exit lets go of it even if its ``connection_lost`` failed).
 from __future__ import annotations
 
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ...drive.config import LoopConfig
 from ...drive.connection import LoopServer
 from ...drive.endpoints import LoopChoice, new_acceptor, new_driver, pick_loop
 from ...drive.errors import ConnectionClosed
@@ -37,7 +39,7 @@ from ..peer import RSocketPeer
 from ..server import Server
 from .engine import SessionEngine
 from .lifecycle import Phase
-from .options import ResumeOptions
+from .options import ResumeOptions, byte_stream_only
 from .session import Session, SessionDriver, Work, run_all
 
 __all__ = [
@@ -331,6 +333,8 @@ def serve_resumable(
     *,
     handler_factory: Callable[[RSocketPeer], object] | None = None,
     loop: LoopChoice = "thread",
+    loop_config: LoopConfig | None = None,
+    ssl_context: ssl.SSLContext | None = None,
     resume: ResumeOptions | None = None,
     **options: Any,
 ) -> ResumableServer:
@@ -342,6 +346,7 @@ def serve_resumable(
     (a detached one included: its calls wait for a RESUME)."""
     if handler is not None and handler_factory is not None:
         raise TypeError("pass handler or handler_factory, not both")
+    byte_stream_only(url)
     engine_options = EngineOptions(**options)
     resume = resume if resume is not None else ResumeOptions()
     peers: list[RSocketPeer] = []
@@ -351,9 +356,9 @@ def serve_resumable(
     def make_connection(transport: Transport) -> Any:
         engine = new_server_engine(engine_options, resume, registry)
         link = engine.link
-        driver = new_driver(
-            driver_loop, transport, link, f"sansrs-server {transport.peer}", lambda _: link.exited()
-        )
+        name = f"sansrs-server {transport.peer}"
+        exited = lambda _: link.exited()  # noqa: E731
+        driver = new_driver(driver_loop, transport, link, name, exited, loop_config)
         session = engine.session
         assert isinstance(session, Session)
         if driver_loop is not None:
@@ -363,7 +368,7 @@ def serve_resumable(
         engine.attach(driver, peer, handler_factory(peer) if handler_factory else handler)
         return driver
 
-    accept = new_acceptor(driver_loop, listen(url), make_connection)
+    accept = new_acceptor(driver_loop, listen(url, ssl_context=ssl_context), make_connection)
     sweeper = ThreadSweeper(registry)
     accept.start()
     return ResumableServer(accept, peers, registry, sweeper)

@@ -370,3 +370,21 @@ def test_rsocket_resume_limits_are_public_options_and_tokens_never_shown() -> No
         assert not any(token.hex() in s or repr(token) in s for s in shown)
         assert client.session.engine.conn.config.resume_buffer_size == 1 << 16
         client.close()
+
+
+def test_rsocket_resume_refuses_message_transports() -> None:
+    """Positions count bytes of length-prefixed frames: WebSocket is refused
+    up front (an error, not a session that could never resume)."""
+    with pytest.raises(ValueError, match="byte-stream"):
+        resume_api.serve_resumable("ws://127.0.0.1:0/rs")
+    with pytest.raises(ValueError, match="byte-stream"):
+        resume_api.connect_resumable("ws://127.0.0.1:9/rs")
+
+
+def test_rsocket_resume_over_unix_sockets(tmp_path: Any) -> None:
+    url = f"unix://{tmp_path}/resume.sock"
+    handler = ChaosHandler(Sizes(), Progress())
+    with resume_api.serve_resumable(url, handler) as server:
+        client = resume_api.connect_resumable(server.url)
+        assert client.request_response(b"q1", timeout=WAIT) is not None
+        client.close()
