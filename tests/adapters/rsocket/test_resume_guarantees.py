@@ -388,3 +388,38 @@ def test_rsocket_resume_over_unix_sockets(tmp_path: Any) -> None:
         client = resume_api.connect_resumable(server.url)
         assert client.request_response(b"q1", timeout=WAIT) is not None
         client.close()
+
+
+class Answering:
+    def request_response(self, request: Any) -> bytes:
+        return b"client says " + request.data
+
+
+def test_rsocket_resume_server_initiated_calls_wait_for_the_resume() -> None:
+    """A server's peer of a detached session stays in ``server.peers`` and
+    its calls wait for the RESUME (a pause, not an error), then go out once."""
+    steps = Steps()
+    handler = ChaosHandler(Sizes(), Progress())
+    opts = ResumeOptions(on_step=steps)
+    with (
+        resume_api.serve_resumable("tcp://127.0.0.1:0", handler, resume=opts) as server,
+        ChaosProxy(("127.0.0.1", server.endpoint.port)) as proxy,
+    ):
+        client = resume_api.connect_resumable(
+            proxy.url, handler=Answering(), resume=ResumeOptions(reconnect_initial=0.01)
+        )
+        assert client.request_response(b"q", timeout=WAIT) is not None
+        (peer,) = server.peers
+        proxy.gate()
+        proxy.inject(Fault.RESET)
+        assert steps.wait("detached")
+        assert server.peers == [peer]  # detached, not gone
+        answers: list[Any] = []
+        asking = threading.Thread(
+            target=lambda: answers.append(peer.request_response(b"hi", timeout=WAIT))
+        )
+        asking.start()
+        proxy.release()
+        asking.join(WAIT)
+        assert [a.data for a in answers] == [b"client says hi"]
+        client.close()
