@@ -70,13 +70,20 @@ def _ms(seconds: float) -> int:
 
 
 def client(
-    options: EngineOptions, message_framed: bool = False, *, resume_buffer_size: int | None = None
+    options: EngineOptions,
+    message_framed: bool = False,
+    *,
+    resume_buffer_size: int | None = None,
+    resume_timeout: float | None = None,
 ) -> Connection:
     """A client connection with its SETUP already queued (``resume_buffer_size``:
-    a resumable session, see :mod:`.resume`)."""
+    a resumable session, see :mod:`.resume`; ``resume_timeout``: how long its
+    RESUMEs wait for RESUME_OK)."""
     config = _config(options, message_framed)
     if resume_buffer_size is not None:
-        config = dataclasses.replace(config, resume_buffer_size=resume_buffer_size)
+        config = dataclasses.replace(
+            config, resume_buffer_size=resume_buffer_size, resume_timeout=resume_timeout
+        )
     conn = Connection(Role.CLIENT, config)
     conn.setup(
         resume=resume_buffer_size is not None,

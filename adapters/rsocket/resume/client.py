@@ -30,7 +30,7 @@ from ...transport.urls import Endpoint
 from .. import core
 from ..client import Client
 from ..options import EngineOptions
-from .engine import EngineLink, SessionEngine
+from .engine import EngineLink, SessionEngine, resume_timeout
 from .options import ResumeOptions, SessionLoss, SessionLost, byte_stream_only
 from .session import NewDriver, Session, SessionDriver
 
@@ -92,7 +92,11 @@ def new_client_session(
     options: EngineOptions, resume: ResumeOptions, handler: object
 ) -> tuple[SessionEngine, Session, ReconnectPolicy]:
     """A resumable client's engine (SETUP with R queued), its lifecycle and policy."""
-    conn = core.client(options, resume_buffer_size=resume.resume_buffer_size)
+    conn = core.client(
+        options,
+        resume_buffer_size=resume.resume_buffer_size,
+        resume_timeout=resume_timeout(options, resume),
+    )
     engine = SessionEngine(options, conn, resume)
     engine.handler = handler
     session = Session(engine, threading.RLock())

@@ -9,7 +9,9 @@ of failing every stream. It also keeps:
 - the client's RESUME deadline: from the first turn of a transport that
   carries a RESUME, ``next_deadline()`` includes ``resume_timeout`` (anchored
   at the ``now`` the driver passes in); a RESUME unanswered by then ends that
-  transport, and the session tries again within its reconnect policy;
+  transport, and the session tries again within its reconnect policy. The
+  core arms the same deadline (``ConnectionConfig.resume_timeout``, set to
+  this value); the engine's own keeps it on a core that has none;
 - the fire-and-forgets the peer has not confirmed yet (:class:`Unconfirmed`),
   so that a session ending without them says how many (``SessionLoss``).
 
@@ -35,7 +37,7 @@ from ..options import EngineOptions
 from ..types import Payload
 from .options import ResumeOptions, SessionLoss
 
-__all__ = ["EngineLink", "Owner", "Registry", "SessionEngine", "Unconfirmed"]
+__all__ = ["EngineLink", "Owner", "Registry", "SessionEngine", "Unconfirmed", "resume_timeout"]
 
 log = logging.getLogger("sansrs.adapters.rsocket")
 
@@ -68,6 +70,13 @@ class Registry(Protocol):
     def setup(self, engine: SessionEngine) -> None: ...
 
     def adopt(self, engine: SessionEngine, session: object) -> None: ...
+
+
+def resume_timeout(options: EngineOptions, resume: ResumeOptions) -> float:
+    """How long a client's RESUME waits for RESUME_OK (seconds)."""
+    if resume.resume_timeout is not None:
+        return resume.resume_timeout
+    return options.max_lifetime + options.keepalive_interval
 
 
 class EngineLink:
@@ -201,9 +210,7 @@ class SessionEngine(RSocketEngine):
 
     @property
     def resume_timeout(self) -> float:
-        if self.resume.resume_timeout is not None:
-            return self.resume.resume_timeout
-        return self.options.max_lifetime + self.options.keepalive_interval
+        return resume_timeout(self.options, self.resume)
 
     def _transport_gone(self, reason: str) -> None:
         """This transport is done; the session may resume on another. Unsent
