@@ -281,8 +281,11 @@ class Connection:
         ctx.observe(now)
         if ctx.state is _CLOSED:
             return
-        if self._resume.detached:
-            self._resume.expire(now)  # server: waited too long for RESUME
+        resume = self._resume
+        if resume.detached:
+            # client: RESUME unanswered too long; server: waited too long for RESUME
+            if not resume.resume_timed_out(now):
+                resume.expire(now)
             return
         self._leases.peer.expire(now)
         ka = self._keepalive

@@ -7,6 +7,8 @@ transport ends (or the peer is silent past the max lifetime) the session is
 queues RESUME for a new transport, and nothing else leaves until RESUME_OK,
 which retransmits the retained frames from the server's position. An
 ERROR[REJECTED_RESUME] (or any connection ERROR) ends the session for good.
+A RESUME unanswered for ``config.resume_timeout`` detaches the session again
+(``next_deadline()`` says when; ``Disconnected(timed_out=True)``).
 
 Server: a ``Connection(Role.SERVER, sessions=store)`` accepts SETUP with R
 (the token is registered in the ``SessionStore``); on transport loss the
@@ -62,6 +64,7 @@ class Resumption:
       server's SETUP with R, a RESUME on a fresh connection, the session
       taking that connection over (``handoff``);
     - ``expire(now)`` / ``deadline()``: a detached server session's end;
+      ``resume_timed_out(now)``: a client's RESUME left unanswered;
     - ``before_send()``: what may leave while detached; the question for
       the peer's position when retained frames pile up.
     """
@@ -77,6 +80,7 @@ class Resumption:
         "handoff",
         "hold",
         "owner",
+        "resume_deadline",
         "resumes",
         "sessions",
         "token",
@@ -109,6 +113,9 @@ class Resumption:
         self.hold = 0
         self.detached_at = 0.0
         self.resumes = 0
+        #: Client, RESUMING: when the RESUME counts as unanswered (None: not
+        #: anchored yet; the first ``handle_timeout(now)`` anchors it).
+        self.resume_deadline: float | None = None
         #: Server, fresh connection: the session its RESUME went to.
         self.handoff: Resumption | None = None
         ctx.on_closed.append(self._closed)
@@ -129,9 +136,14 @@ class Resumption:
         return 0 if r is None else r.size(self._output.sent_position)
 
     def deadline(self) -> float | None:
-        """Detached server session: when it expires."""
+        """While detached: a client's RESUME deadline (0.0 until anchored), a
+        server session's expiry."""
+        state = self._ctx.state
+        if state is _RESUMING:
+            deadline = self.resume_deadline
+            return 0.0 if deadline is None else deadline
         store = self.sessions
-        if store is None or self._ctx.state is not _DISCONNECTED:
+        if store is None or state is not _DISCONNECTED:
             return None
         return self.detached_at + store.keep_detached
 
@@ -189,6 +201,28 @@ class Resumption:
         # Spec: lease semantics restart with a new LEASE after resumption.
         self._leases.restart()
         ctx.events.append(Disconnected(reason=reason, timed_out=timed_out))
+
+    def _resume_timeout(self) -> float:
+        timeout = self._ctx.config.resume_timeout
+        if timeout is not None:
+            return timeout
+        setup = self._ctx.setup
+        assert setup is not None
+        return (setup.max_lifetime + setup.keepalive_interval) / 1000.0
+
+    def resume_timed_out(self, now: float) -> bool:
+        """Client: a RESUME unanswered by its deadline detaches again (the
+        transport carrying it counts as lost: ``resume()`` on another)."""
+        if self._ctx.state is not _RESUMING:
+            return False
+        timeout = self._resume_timeout()
+        if self.resume_deadline is None:
+            self.resume_deadline = now + timeout
+            return False
+        if now < self.resume_deadline:
+            return False
+        self.detach(f"RESUME not answered within {timeout:g} s", timed_out=True)
+        return True
 
     def expire(self, now: float) -> bool:
         """Server: end the session if it waited too long for a RESUME."""
@@ -259,6 +293,7 @@ class Resumption:
         out.queue(ResumeFrame(self.token, ctx.received_position, r.start))
         self.hold = len(out.pieces)
         ctx.transition(_CI.SEND_RESUME)
+        self.resume_deadline = None  # armed: anchored at the next handle_timeout
 
     def pre_resumed(self, f: Frame) -> None:
         """A frame while detached: only RESUME_OK or a connection ERROR may
