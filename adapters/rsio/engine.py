@@ -203,7 +203,7 @@ class RsioEngine:
         try:
             self.conn.receive_data(data)
         except RemoteProtocolError as exc:
-            # The core queued goodbye and ConnectionClosed; earlier events count.
+            # The core queued goodbye and ConnectionTerminated; earlier events count.
             self._closing = ConnectionClosed(f"protocol error from peer: {exc.message}")
 
     def data_to_send(self) -> bytes:
@@ -353,7 +353,7 @@ class RsioEngine:
             sub = self._subs.pop(event.subscriber_id, None)
             if sub is not None:
                 sub.sink.finish(RsioError(event.error))
-        elif isinstance(event, ev.ConnectionClosed):
+        elif isinstance(event, ev.ConnectionTerminated):
             who = "peer" if event.by_peer else "this end"
             reason = f": {event.reason}" if event.reason else ""
             self._closing = self._closing or ConnectionClosed(

@@ -165,7 +165,7 @@ class RSocketEngine:
         try:
             self.conn.receive_data(data, now)
         except core.RemoteProtocolError as exc:
-            # The core queued the ERROR frame and a ConnectionClosed event;
+            # The core queued the ERROR frame and a ConnectionTerminated event;
             # the events of the frames before the bad one still count.
             self._closing = ConnectionClosed(f"protocol error from peer: {exc.message}")
         self._dispatch_events()
@@ -726,7 +726,7 @@ EVENTS: dict[type, Callable[[Any, Any], None]] = {
     _E.KeepaliveReceived: lambda en, ev: None,
     _E.ExtensionReceived: lambda en, ev: None,
     _E.ConnectionClosing: lambda en, ev: en.on_closing(ev.message),
-    _E.ConnectionClosed: lambda en, ev: en.on_closed(ev.error_code, ev.message, ev.by_peer),
+    _E.ConnectionTerminated: lambda en, ev: en.on_closed(ev.error_code, ev.message, ev.by_peer),
     _E.ConnectionLost: lambda en, ev: en.on_lost(ev.reason, ev.timed_out),
 }
 

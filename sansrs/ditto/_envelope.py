@@ -12,14 +12,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .._errors import RemoteProtocolError
-
 __all__ = [
     "ABSENT",
     "CONTENT_TYPE_JSON",
     "MAX_LONG",
     "MIN_LONG",
     "DittoError",
+    "DittoException",
     "DittoRemoteError",
     "Envelope",
     "Headers",
@@ -177,16 +176,28 @@ class DittoError:
         )
 
 
-class DittoRemoteError(RemoteProtocolError):
-    """A Ditto error (``failed`` or an error response); ``error_code`` is its HTTP status."""
+class DittoException(Exception):
+    """An error Ditto reports (a ``DittoError``: ``status``, ``code``,
+    ``message``, ``description``, ``href``): an application error, e.g. 404
+    for an unknown thing, never a protocol violation (that is
+    ``RemoteProtocolError``). ``error_code`` is the status, as in the core's
+    ``ProtocolError``s; ``message`` is ``"<code>: <message>"``.
+
+    A server's Publisher signals it to fail a subscription with ``error``; a
+    client receives a ``DittoRemoteError``."""
 
     def __init__(self, error: DittoError) -> None:
-        super().__init__(f"{error.error}: {error.message}", error.status)
+        self.message = f"{error.error}: {error.message}"
+        super().__init__(self.message)
         self.error = error
-        self.status = error.status
+        self.status = self.error_code = error.status
         self.code = error.error
         self.description = error.description
         self.href = error.href
+
+
+class DittoRemoteError(DittoException):
+    """Ditto answered with an error (``failed``, or an error response)."""
 
 
 JSON_INVALID_DESCRIPTION: Final = (
@@ -194,27 +205,27 @@ JSON_INVALID_DESCRIPTION: Final = (
 )
 
 
+def _bad_request(error: str, message: str, description: str) -> DittoError:
+    return DittoError(status=400, error=error, message=message, description=description)
+
+
 def json_invalid(message: str) -> DittoError:
-    return DittoError(
-        status=400, error="json.invalid", message=message, description=JSON_INVALID_DESCRIPTION
-    )
+    return _bad_request("json.invalid", message, JSON_INVALID_DESCRIPTION)
 
 
 def json_field_missing(pointer: str) -> DittoError:
-    return DittoError(
-        status=400,
-        error="json.field.missing",
-        message=f"JSON did not include required <{pointer}> field!",
-        description="Check if all required JSON fields were set.",
+    return _bad_request(
+        "json.field.missing",
+        f"JSON did not include required <{pointer}> field!",
+        "Check if all required JSON fields were set.",
     )
 
 
 def unknown_topic_path(topic: str) -> DittoError:
-    return DittoError(
-        status=400,
-        error="protocoladapter:unknown.topicpath",
-        message=f"The topic path '{topic}' is not supported.",
-        description="Check if you specified a correct topic path.",
+    return _bad_request(
+        "protocoladapter:unknown.topicpath",
+        f"The topic path '{topic}' is not supported.",
+        "Check if you specified a correct topic path.",
     )
 
 

@@ -4,21 +4,23 @@ Spec: Fragmentation And Reassembly. Metadata goes completely before data; a
 request is fragmented as the REQUEST_* frame with F followed by PAYLOAD
 frames; only the last fragment lacks F. Follow-up PAYLOAD fragments carry N
 (as rsocket-java sends them); the last one carries the C flag of the whole.
+``Fragmenter`` is the part of ``Connection`` that applies both limits.
 """
 
 from __future__ import annotations
 
+from .._errors import LocalProtocolError
+from ._config import ConnectionConfig
 from ._frames import (
+    MAX_METADATA_LENGTH,
     PayloadFrame,
     RequestChannelFrame,
-    RequestFnfFrame,
-    RequestResponseFrame,
+    RequestFrame,
     RequestStreamFrame,
 )
+from ._output import Output
 
-__all__ = ["Reassembly", "fragment_payload", "fragment_request", "header_size"]
-
-FirstFrame = RequestResponseFrame | RequestFnfFrame | RequestStreamFrame | RequestChannelFrame
+__all__ = ["Fragmenter", "Reassembly", "fragment_payload", "fragment_request", "header_size"]
 
 
 def header_size(first: type, has_metadata: bool) -> int:
@@ -81,7 +83,7 @@ def fragment_payload(
     ]
 
 
-def fragment_request(first: FirstFrame, limit: int) -> list[FirstFrame | PayloadFrame]:
+def fragment_request(first: RequestFrame, limit: int) -> list[RequestFrame | PayloadFrame]:
     """``first`` (its ``follows`` flag ignored) as the fragments to send."""
     parts = _slices(first.metadata, first.data, type(first), limit)
     if len(parts) == 1:
@@ -90,7 +92,7 @@ def fragment_request(first: FirstFrame, limit: int) -> list[FirstFrame | Payload
     first.metadata = md
     first.data = dt
     first.follows = True
-    out: list[FirstFrame | PayloadFrame] = [first]
+    out: list[RequestFrame | PayloadFrame] = [first]
     last = len(parts) - 1
     for i in range(1, len(parts)):
         md, dt = parts[i]
@@ -103,7 +105,7 @@ class Reassembly:
 
     __slots__ = ("data", "first", "metadata", "saw_data", "size")
 
-    def __init__(self, first: FirstFrame | PayloadFrame) -> None:
+    def __init__(self, first: RequestFrame | PayloadFrame) -> None:
         self.first = first  # the frame that started the sequence (its flags count)
         self.metadata: list[bytes] | None = None
         self.data: list[bytes] = []
@@ -128,3 +130,46 @@ class Reassembly:
     def result(self) -> tuple[bytes | None, bytes]:
         md = None if self.metadata is None else b"".join(self.metadata)
         return md, b"".join(self.data)
+
+
+class Fragmenter:
+    """Fragmentation and reassembly limits of one connection (a part of
+    ``Connection``): ``queue_request`` / ``queue_payload`` queue a frame,
+    fragmented beyond ``fragment_size``; ``oversized`` tells when what is
+    being reassembled passed ``max_reassembly_size``."""
+
+    __slots__ = ("fragment_size", "max_reassembly_size", "output")
+
+    def __init__(self, config: ConnectionConfig, output: Output) -> None:
+        self.fragment_size = config.fragment_size
+        self.max_reassembly_size = config.max_reassembly_size
+        self.output = output
+
+    def queue_request(self, frame: RequestFrame) -> None:
+        limit = self.fragment_size
+        md = frame.metadata
+        if md is not None and len(md) > MAX_METADATA_LENGTH:
+            raise LocalProtocolError("metadata exceeds 16 MiB - 1")
+        if 13 + len(frame.data) + (0 if md is None else len(md)) <= limit:
+            self.output.queue(frame)
+            return
+        for part in fragment_request(frame, limit):
+            self.output.queue(part)
+
+    def queue_payload(
+        self, sid: int, data: bytes, metadata: bytes | None, complete: bool, nxt: bool
+    ) -> None:
+        if metadata is not None and len(metadata) > MAX_METADATA_LENGTH:
+            raise LocalProtocolError("metadata exceeds 16 MiB - 1")
+        size = 9 + len(data) + (0 if metadata is None else len(metadata))
+        if size <= self.fragment_size:
+            self.output.queue(PayloadFrame(sid, data, metadata, False, complete, nxt))
+            return
+        for part in fragment_payload(sid, data, metadata, complete, nxt, self.fragment_size):
+            self.output.queue(part)
+
+    def oversized(self, r: Reassembly) -> str | None:
+        """Why ``r`` may not grow (None: it may)."""
+        if r.size <= self.max_reassembly_size:
+            return None
+        return f"payload exceeds the maximum reassembly size ({self.max_reassembly_size})"
