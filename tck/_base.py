@@ -25,7 +25,7 @@ import pytest
 from ._deadline import run_with_deadline
 from ._env import RuleViolation, TestEnvironment
 from ._rules import rule_text
-from ._trace import format_exception, format_site
+from ._trace import describe_definition, format_exception, format_site
 
 __all__ = ["Verification", "failure_report", "optional", "required", "stochastic", "untested"]
 
@@ -81,6 +81,10 @@ def _implementation_frames(primary: BaseException, env: TestEnvironment) -> list
     if not lines and env.last_signal is not None and env.last_signal[1]:
         signal, site = env.last_signal
         lines += [f"  the implementation's last signal, {signal}, came from:", format_site(site)]
+    if not lines and env.subject is not None:
+        where = describe_definition(env.subject)
+        if where:
+            lines += [f"  the implementation under test, {env.subject!r}:", where]
     return lines
 
 

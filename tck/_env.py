@@ -77,17 +77,23 @@ class StressSettings:
     #: Threads calling ``request(1)`` at once, and calls per thread (rule 3.8).
     concurrent_threads: int = 8
     concurrent_requests_per_thread: int = 400
-    #: ``sys.setswitchinterval`` during the concurrent requests: frequent thread
-    #: switches make an unsynchronized read-modify-write of the demand lose updates.
+    #: Of those, calls made in lock-step: all threads at the same moment, Publisher idle.
+    lockstep_rounds: int = 40
+    #: ``sys.setswitchinterval`` during the concurrent requests, and the chance that a
+    #: requesting thread gives up the GIL at each function call: forced thread switches
+    #: make an unsynchronized read-modify-write of the demand lose updates.
     switch_interval_s: float = 1e-5
+    yield_probability: float = 0.5
 
     def __post_init__(self) -> None:
         for name in ("long_haul_elements", "long_haul_requests", "concurrent_threads",
                      "concurrent_requests_per_thread"):
             if getattr(self, name) < 1:
                 raise ValueError(f"StressSettings.{name} must be >= 1")
-        if self.late_cancel_rounds < 0 or self.switch_interval_s <= 0:
-            raise ValueError("StressSettings: late_cancel_rounds >= 0, switch_interval_s > 0")
+        if (self.late_cancel_rounds < 0 or self.lockstep_rounds < 0 or self.switch_interval_s <= 0
+                or not 0 <= self.yield_probability <= 1):
+            raise ValueError("StressSettings: late_cancel_rounds >= 0, lockstep_rounds >= 0, "
+                             "switch_interval_s > 0, 0 <= yield_probability <= 1")
 
 
 @dataclass
@@ -118,6 +124,8 @@ class TestEnvironment:
     rng: random.Random = field(init=False, repr=False, compare=False)
     #: Where the implementation last called a kit Subscriber: (signal, site).
     last_signal: tuple[str, Site] | None = field(init=False, repr=False, compare=False)
+    #: The Publisher, Subscriber or Processor under test (named in failure reports).
+    subject: object | None = field(init=False, repr=False, compare=False)
     _violated: threading.Event = field(init=False, repr=False, compare=False)
     _activity: dict[int, str] = field(init=False, repr=False, compare=False)
 
@@ -128,6 +136,7 @@ class TestEnvironment:
         self.seed_used = seed if seed >= 0 else random.SystemRandom().randrange(2**32)
         self.rng = random.Random(self.seed_used)
         self.last_signal = None
+        self.subject = None
         self._violated = threading.Event()
         self._activity = {}
 

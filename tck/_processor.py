@@ -94,6 +94,7 @@ class _TestSetup(ManualPublisher[T]):
         with env.doing("calling create_identity_processor(), which has not returned"):
             self.processor = verification.create_identity_processor(
                 verification.processor_buffer_size())
+        env.subject = self.processor
         self.subscribe(self.processor)
 
     def new_subscriber(self) -> ManualSubscriber[T]:

@@ -75,6 +75,7 @@ class PublisherTestBase(Verification, Generic[T]):
                         "Publisher is unable to provide (max_elements_from_publisher() == 2**63-1)")
         with self.env.doing(f"calling create_publisher({elements}), which has not returned"):
             publisher = self.create_publisher(elements)
+        self.env.subject = publisher
         body(publisher)
         self.env.verify_no_async_errors(delay=False)
 
@@ -84,6 +85,7 @@ class PublisherTestBase(Verification, Generic[T]):
         if publisher is None:
             pytest.skip("Skipping because no error state Publisher provided, and the test "
                         "requires it. Implement create_failed_publisher() to run this test.")
+        self.env.subject = publisher
         body(publisher)
 
     def scaled(self, wanted: int, completion_signal_required: bool = False) -> int:

@@ -23,7 +23,9 @@ import sys
 import threading
 import time
 import weakref
-from typing import TypeVar
+from collections.abc import Callable
+from types import FrameType
+from typing import Any, TypeVar
 
 import pytest
 
@@ -33,27 +35,59 @@ from ._base import required
 from ._env import TestEnvironment
 from ._manual import BlackholeSubscriber, ManualSubscriber, subscribe
 from ._publisher_base import PublisherTestBase
+from ._trace import is_kit_file
 
 __all__ = ["PublisherStressRules"]
 
 T = TypeVar("T")
 
-#: Demand sequences at the 2**63-1 boundary: (description, steps); a step is
-#: ("request", n) or ("take", k): receive k elements before going on.
+#: Demand additions at the 2**63-1 boundary: (description, plan). The kit requests 1, then
+#: inside ``on_next`` #k makes the requests ``plan[k]``: a synchronous Publisher has then not
+#: emitted anything for them yet, so the sum really is pending at once.
 _HALF = 2**62
-SATURATION_CASES: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = (
-    ("request(2**63-1), request(1)", (("request", MAX_DEMAND), ("request", 1))),
-    ("request(2**63-2), request(2)", (("request", MAX_DEMAND - 1), ("request", 2))),
-    ("request(2**62), request(2**62)", (("request", _HALF), ("request", _HALF))),
-    ("request(2**63-1) three times", (("request", MAX_DEMAND),) * 3),
-    ("request(2), 2 elements, request(2**63-1) twice",
-     (("request", 2), ("take", 2), ("request", MAX_DEMAND), ("request", MAX_DEMAND))),
-    ("request(2**63-3), 2 elements, request(4) (exactly 2**63-1), request(1)",
-     (("request", MAX_DEMAND - 2), ("take", 2), ("request", 4), ("request", 1))),
-    ("request(1), request(2**63-2) (exactly 2**63-1), 1 element, request(2)",
-     (("request", 1), ("request", MAX_DEMAND - 1), ("take", 1), ("request", 2))),
+SATURATION_CASES: tuple[tuple[str, dict[int, tuple[int, ...]]], ...] = (
+    ("request(2**63-1), request(1)", {1: (MAX_DEMAND, 1)}),
+    ("request(2**63-2), request(2)", {1: (MAX_DEMAND - 1, 2)}),
+    ("request(2**62), request(2**62)", {1: (_HALF, _HALF)}),
+    ("request(2**63-1) three times", {1: (MAX_DEMAND,) * 3}),
+    ("request(1), then request(2**63-1) twice", {1: (1,), 2: (MAX_DEMAND, MAX_DEMAND)}),
+    ("request(2**63-4), then request(4) (exactly 2**63-1) and request(1)",
+     {1: (MAX_DEMAND - 3,), 2: (4, 1)}),
+    ("request(2**63-2), request(1) (exactly 2**63-1), then request(2)",
+     {1: (MAX_DEMAND - 1, 1), 2: (2,)}),
 )
 _SATURATION_ELEMENTS = 6
+
+
+def _yielding(rng: random.Random, probability: float) -> Callable[[FrameType, str, Any], None]:
+    """A profile hook that gives up the GIL at random calls near ``request()``.
+
+    Under the GIL a read-modify-write of the demand is rarely interrupted; yielding
+    where the implementation's calls begin inside ``request`` and its direct callees
+    (``add_demand(self.demand, n)``, ``flag.is_set()``, ...) forces the interleavings
+    that lose updates or overlap signals. Deeper calls (signalling loops) and the
+    kit's own code are left alone, which keeps correct implementations fast.
+    """
+    depth = 0  # of implementation frames: the kit's own are not counted
+    kit: dict[str, bool] = {}
+
+    def hook(frame: FrameType, event: str, arg: Any) -> None:
+        nonlocal depth
+        if event not in ("call", "return"):
+            return
+        filename = frame.f_code.co_filename
+        if filename not in kit:
+            kit[filename] = is_kit_file(filename)
+        if kit[filename]:
+            return
+        if event == "return":
+            depth -= 1
+            return
+        depth += 1
+        if depth <= 2 and rng.random() < probability:
+            time.sleep(0)  # not a wait: releases the GIL so another thread runs now
+
+    return hook
 
 
 def _partition(rng: random.Random, total: int, parts: int) -> list[int]:
@@ -76,18 +110,103 @@ class _CancellingSubscriber(ManualSubscriber[T]):
             self.cancel()
 
 
+class _SaturatingSubscriber(ManualSubscriber[T]):
+    """Makes the planned requests from inside ``on_next``; cancels after ``last`` elements."""
+
+    def __init__(self, env: TestEnvironment, plan: dict[int, tuple[int, ...]],
+                 last: int | None) -> None:
+        super().__init__(env)
+        self.plan = plan
+        self.last = last
+
+    def on_next(self, item: T) -> None:
+        super().on_next(item)
+        for n in self.plan.get(self.delivered, ()):
+            self.request(n)
+        if self.delivered == self.last:
+            self.cancel()  # an infinite stream would otherwise never stop
+
+
 class _CountingSubscriber(BlackholeSubscriber[T]):
-    """Counts elements; ``reached`` is set once ``target`` have arrived."""
+    """Counts elements; ``reached`` is set once ``target`` have arrived.
+
+    Inside each ``on_next`` it gives up the GIL once, so that a signal another thread
+    wrongly starts at the same time overlaps this one and is seen (rule 1.3).
+    """
 
     def __init__(self, env: TestEnvironment, target: int) -> None:
         super().__init__(env)
         self.target = target
+        self.settled = 0
         self.reached = threading.Event()
+        self._count = threading.Condition()
 
     def on_next(self, item: T) -> None:
-        super().on_next(item)
+        self.checker.enter(f"on_next({item!r})")
+        try:
+            self.checker.check_on_next(item)
+            time.sleep(0)  # not a wait: lets a concurrent signal in, where it is caught
+        finally:
+            self.checker.leave()
+        with self._count:
+            self._count.notify_all()
         if self.delivered >= self.target:
             self.reached.set()
+
+    def wait_for(self, count: int, timeout: float) -> bool:
+        """Wait until ``count`` elements have come, as long as they keep coming."""
+        last, deadline = -1, 0.0
+        with self._count:
+            while self.delivered < count:
+                now = time.monotonic()
+                if self.delivered != last:
+                    last, deadline = self.delivered, now + timeout
+                elif now >= deadline:
+                    return False
+                self._count.wait(deadline - now)
+        return True
+
+
+class _SpinBarrier:
+    """A barrier whose threads leave together: each waits by yielding the GIL in a loop,
+    so all of them compete for it at once when it opens (a ``threading.Barrier`` wakes
+    them one by one, late enough for the first to have finished alone)."""
+
+    def __init__(self, parties: int, timeout: float,
+                 action: Callable[[], None] | None = None) -> None:
+        self.parties = parties
+        self.timeout = timeout
+        self.action = action
+        self.lock = threading.Lock()
+        self.arrived = 0
+        self.generation = 0
+        self.broken = False
+
+    def wait(self) -> None:
+        with self.lock:
+            generation = self.generation
+            self.arrived += 1
+            last = self.arrived == self.parties
+        if last:
+            if self.action is not None:
+                try:
+                    self.action()
+                except BaseException:
+                    self.abort()
+                    raise
+            with self.lock:
+                self.arrived = 0
+                self.generation += 1
+            return
+        deadline = time.monotonic() + self.timeout
+        while self.generation == generation:
+            if self.broken or time.monotonic() > deadline:
+                self.abort()
+                raise threading.BrokenBarrierError
+            time.sleep(0)  # not a wait for something: stay runnable, let the others run
+
+    def abort(self) -> None:
+        self.broken = True
 
 
 class PublisherStressRules(PublisherTestBase[T]):
@@ -180,27 +299,23 @@ class PublisherStressRules(PublisherTestBase[T]):
 
     @required("3.17")
     def test_required_spec_3_17_demand_additions_must_saturate_at_long_max_value(self) -> None:
+        env = self.env
         elements = self.scaled(_SATURATION_ELEMENTS)
-        for description, steps in SATURATION_CASES:
-            if sum(k for kind, k in steps if kind == "take") >= elements:
-                continue  # the Publisher is too short for this sequence
+        for description, plan in SATURATION_CASES:
+            if max(plan) >= elements:
+                continue  # the Publisher is too short for this plan
 
             def run(pub: Publisher[T], description: str = description,
-                    steps: tuple[tuple[str, int], ...] = steps) -> None:
-                sub = self._new(pub)
+                    plan: dict[int, tuple[int, ...]] = plan) -> None:
+                sub = _SaturatingSubscriber[T](env, plan, None if self.finite() else elements)
+                subscribe(env, pub, sub)
                 try:
-                    taken = 0
-                    for kind, n in steps:
-                        if kind == "request":
-                            sub.request(n)
-                        else:
-                            sub.next_elements(n, f"after {description}")
-                            taken += n
+                    sub.request(1)
                     sub.next_elements(
-                        elements - taken,
-                        f"after {description} (a pending demand of 2**63-1 or more, which "
-                        "MUST count as 2**63-1, rule 3.17), the stream stopped: an addition "
-                        "that wrapped around to a negative demand stalls a Publisher")
+                        elements, f"after {description} (a pending demand of 2**63-1 or more, "
+                        "which MUST count as 2**63-1, rule 3.17), not every element came: an "
+                        "addition that wraps around to a negative demand stalls a Publisher, "
+                        "or makes it fail")
                     if self.finite():
                         sub.expect_completion(message=f"after {description}, Publisher {pub!r} "
                                               f"delivered its {elements} elements but did not "
@@ -218,12 +333,12 @@ class PublisherStressRules(PublisherTestBase[T]):
     ) -> None:
         stress, env = self.stress, self.env
         wanted = stress.concurrent_threads * stress.concurrent_requests_per_thread
-        total = self.scaled(wanted)
+        # twice as many elements as requested: a lost decrement shows as over-delivery
+        total = max(1, self.scaled(2 * wanted) // 2)
         threads = min(stress.concurrent_threads, total)
         per_thread = total // threads
         total = threads * per_thread
         serialize = self.request_needs_external_synchronization()
-
         if not serialize:
             env.hint("if your Subscription relies on rule 2.7 (its Subscriber never calls "
                      "request() from two threads at once), override "
@@ -241,39 +356,67 @@ class PublisherStressRules(PublisherTestBase[T]):
                     f"{how}: {total} elements requested, but Publisher {pub!r} delivered "
                     "only {count} and then stopped. request(n) MUST register n more elements "
                     "(rule 3.8): demand updated by concurrent calls lost some of them")
-                if self.finite():
-                    sub.request_end_of_stream(f"Publisher {pub!r} delivered its {total} "
-                                              "elements but did not complete (rule 1.5)")
-                else:
-                    sub.expect_none(f"Publisher {pub!r} produced unrequested:")
+                sub.expect_none(f"Publisher {pub!r} produced unrequested:")
             finally:
                 sub.cancel()
 
-        self.active_publisher_test(total, False, run)
+        self.active_publisher_test(2 * total, False, run)
 
-    def _hammer(self, sub: ManualSubscriber[T], threads: int, per_thread: int,
+    def _hammer(self, sub: _CountingSubscriber[T], threads: int, per_thread: int,
                 serialize: bool) -> None:
-        """``threads`` threads each call ``sub.request(1)`` ``per_thread`` times, together."""
+        """``threads`` threads each call ``request(1)`` ``per_thread`` times, together.
+
+        First they run free (many updates racing), then in lock-step rounds: all
+        threads call ``request(1)`` at the same moment on an idle Publisher, every
+        round (races on "is anyone signalling?" flags). The calls go straight to the
+        Subscription, with only a counter of what was requested kept by the kit: its
+        usual bookkeeping would serialize the threads and hide the race.
+        """
         env = self.env
+        subscription = sub.subscription.value()
         lock = threading.Lock()
-        start = threading.Barrier(threads)
+        rounds = min(self.stress.lockstep_rounds, per_thread // 2)
+        free = per_thread - rounds
+        start = _SpinBarrier(threads, env.timeout * 10)
+        step = _SpinBarrier(threads, env.timeout * 10, lambda: self._settle(sub, threads))
+        sub.settled = threads * free  # free calls book themselves; rounds in _settle
 
-        def requests() -> None:
-            try:
-                start.wait(env.timeout * 10)
-                for _ in range(per_thread):
-                    if serialize:
-                        with lock:
-                            sub.request(1)
-                    else:
-                        sub.request(1)
-            except threading.BrokenBarrierError:
-                pass
-            except Exception as error:  # recorded as a violation already, unless unexpected
-                if not any(error is e for e in env.async_errors):
-                    env.record_error(error)
+        # one counter per thread, written by that thread only: no lock, no lost count
+        booked = [0] * threads
+        sub.checker.booked = lambda: sum(booked)
 
-        workers = [threading.Thread(target=requests, name=f"tck-request-{i}", daemon=True)
+        def request() -> None:
+            if serialize:
+                with lock:
+                    subscription.request(1)
+            else:
+                subscription.request(1)
+
+        def requests(index: int, seed: int) -> None:
+            with env.doing("calling Subscription.request(1) from several threads at once"):
+                try:
+                    start.wait()
+                    sys.setprofile(_yielding(random.Random(seed), self.stress.yield_probability))
+                    try:
+                        for _ in range(free):
+                            booked[index] += 1  # before the call: its element may come at once
+                            request()
+                        for _ in range(rounds):
+                            step.wait()
+                            request()
+                    finally:
+                        sys.setprofile(None)
+                except threading.BrokenBarrierError:
+                    pass  # a round did not settle (reported by _settle), or a thread failed
+                except Exception as error:
+                    if not any(error is e for e in env.async_errors):
+                        env.violation(None, f"Subscription.request(1) raised {error!r}: it "
+                                      "MUST return normally (rule 3.16)", site=(), cause=error)
+                    start.abort()  # the other threads stop too
+                    step.abort()
+
+        workers = [threading.Thread(target=requests, args=(i, env.rng.randrange(2**32)),
+                                    name=f"tck-request-{i}", daemon=True)
                    for i in range(threads)]
         previous = sys.getswitchinterval()
         sys.setswitchinterval(self.stress.switch_interval_s)
@@ -286,6 +429,19 @@ class PublisherStressRules(PublisherTestBase[T]):
         finally:
             sys.setswitchinterval(previous)
         env.raise_if_violated()
+
+    def _settle(self, sub: _CountingSubscriber[T], threads: int) -> None:
+        """Between lock-step rounds: wait until everything requested so far has come."""
+        env = self.env
+        if not sub.wait_for(sub.settled, env.timeout):
+            env.violation(None, f"{threads} threads called request(1) at the same moment, but "
+                          f"the Publisher delivered only {sub.delivered} of the {sub.settled} "
+                          "elements requested so far and then stopped. request(n) MUST "
+                          "register n more elements (rule 3.8): a request that arrives while "
+                          "the Publisher is finishing a signal was lost", site=())
+            raise threading.BrokenBarrierError
+        sub.checker.add_request(threads)
+        sub.settled += threads
 
     def _await_count(self, sub: _CountingSubscriber[T], message: str) -> None:
         """Wait while elements keep coming; fail when they stop short of the target."""

@@ -82,6 +82,7 @@ class SubscriberWhiteboxRules(Verification, HelperPublishers[T]):
         stage = self._stage(run_default_init=False)
         with self.env.doing("calling create_subscriber(probe), which has not returned"):
             sub = self.create_subscriber(stage.probe)
+        self.env.subject = sub
         _terminal_must_not_call(self, sub, signal)
 
     @required("2.3")
@@ -304,6 +305,7 @@ class SubscriberBlackboxVerification(Verification, HelperPublishers[T]):
     def _terminal_must_not_call(self, signal: str) -> None:
         with self.env.doing("calling create_subscriber(), which has not returned"):
             sub = self.create_subscriber()
+        self.env.subject = sub
         _terminal_must_not_call(self, sub, signal)
 
     @required("2.3")
@@ -405,6 +407,7 @@ class SubscriberBlackboxVerification(Verification, HelperPublishers[T]):
                     subscribe_first: bool) -> None:
         with self.env.doing("calling create_subscriber(), which has not returned"):
             sub = self.create_subscriber()
+        self.env.subject = sub
         if subscribe_first:
             call_implementation(self.env, f"{_name(sub)}.on_subscribe(Subscription)",
                                 sub.on_subscribe, NoopSubscription())

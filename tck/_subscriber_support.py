@@ -241,6 +241,7 @@ class WhiteboxTestStage(ManualPublisher[T]):
                                               under_test=False)
             with env.doing("calling create_subscriber(probe), which has not returned"):
                 subscriber = create_subscriber(self.probe)
+            env.subject = subscriber
             self.subscribe(subscriber)
             self.probe.puppet.expect_completion(
                 None, f"Subscriber {self.sub()!r} did not call register_on_subscribe")
@@ -269,6 +270,7 @@ class BlackboxTestStage(ManualPublisher[T]):
             env, helpers.create_helper_publisher(MAX_DEMAND), under_test=False)
         with env.doing("calling create_subscriber(), which has not returned"):
             subscriber = create_subscriber()
+        env.subject = subscriber
         self.proxy: BlackboxSubscriberProxy[T] = BlackboxSubscriberProxy(env, subscriber)
         self.subscribe(self.proxy)
 

@@ -14,6 +14,7 @@ frame would keep a cancelled Subscriber alive and break the rule 3.13 check).
 
 from __future__ import annotations
 
+import inspect
 import linecache
 import os
 import sys
@@ -24,6 +25,7 @@ from types import FrameType, TracebackType
 __all__ = [
     "Site",
     "caller_site",
+    "describe_definition",
     "format_exception",
     "format_site",
     "format_thread_stacks",
@@ -132,3 +134,17 @@ def format_thread_stacks(exclude: set[int], first: int | None = None,
         title = f'  thread "{names.get(ident, ident)}" (innermost last):'
         blocks.append("\n".join([title, *_format_frames(reversed(stack), "    ")]))
     return "\n".join(blocks)
+
+
+def describe_definition(subject: object, indent: str = "    ") -> str:
+    """Where ``subject``'s class is defined: the code a report can point at when the
+    implementation never ran (it never called back, never raised)."""
+    cls = subject if isinstance(subject, type) else type(subject)
+    try:
+        filename = inspect.getsourcefile(cls)
+        _, lineno = inspect.getsourcelines(cls)
+    except (OSError, TypeError):
+        return ""
+    if filename is None:
+        return ""
+    return "\n".join(_format_frames([(filename, lineno, cls.__qualname__)], indent))

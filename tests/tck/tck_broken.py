@@ -57,6 +57,8 @@ class Bugs:
     wrapping_demand: bool = False  # 64-bit demand that wraps around (rule 3.17)
     negative_demand_error: bool = False  # wraps, then signals on_error (rule 3.17)
     overflow_raises: bool = False  # request raises OverflowError past 2**63-1 (rule 3.17)
+    overflow_check_off_by_one: bool = False  # raises when demand reaches 2**63-1 (3.17)
+    int32_demand: bool = False  # demand kept in 32 signed bits (rule 3.17)
 
 
 class BrokenPublisher:
@@ -153,6 +155,11 @@ class _BrokenSubscription:
         bugs = self.bugs
         if bugs.overflow_raises and self.demand + n > MAX_DEMAND:
             raise OverflowError("demand does not fit in 64 bits")
+        if bugs.overflow_check_off_by_one and self.demand + n >= MAX_DEMAND:
+            raise OverflowError("demand does not fit in 64 bits")
+        if bugs.int32_demand:
+            self.demand = (self.demand + n + 2**31) % 2**32 - 2**31
+            return True
         if bugs.wrapping_demand or bugs.negative_demand_error:
             self.demand = wrap64(self.demand + n)
             if self.demand < 0 and bugs.negative_demand_error:

@@ -1,6 +1,6 @@
 """More deliberately broken Publishers: bugs that need their own structure.
 
-Threads racing on the demand, a trampoline with a flag that is not atomic,
+Threads racing on the demand, signals from every requesting thread,
 state kept per Subscriber, locks held while signalling, a subscribe() that
 waits for its Subscriber. Each is a plausible way to write a Publisher.
 """
@@ -84,27 +84,22 @@ class _UnsyncSubscription:
         self.subscriber = None
 
 
-class FlagTrampolinePublisher(_Base):
-    """Signals on the requesting thread, serialized by a ``threading.Event`` flag.
-
-    ``is_set()`` then ``set()`` is not atomic (two threads can both start emitting:
-    rule 1.3), and a request that arrives while the emitter is leaving sees the flag
-    still set and returns, stranding its demand (rule 3.8).
-    """
+class UnguardedEmitterPublisher(_Base):
+    """Each ``request(n)`` emits its n elements at once on the calling thread; the
+    counters are locked, the signalling is not: two requesting threads signal at once
+    (rule 1.3)."""
 
     def subscribe(self, subscriber: Subscriber[int]) -> None:
         self._check(subscriber)
-        subscriber.on_subscribe(_FlagSubscription(self.elements, subscriber))
+        subscriber.on_subscribe(_UnguardedSubscription(self.elements, subscriber))
 
 
-class _FlagSubscription:
+class _UnguardedSubscription:
     def __init__(self, elements: int, subscriber: Subscriber[int]) -> None:
         self.elements = elements
         self.subscriber: Subscriber[int] | None = subscriber
         self.lock = threading.Lock()
-        self.demand = 0
         self.sent = 0
-        self.emitting = threading.Event()
 
     def request(self, n: int) -> None:
         subscriber = self.subscriber
@@ -114,24 +109,16 @@ class _FlagSubscription:
             self.subscriber = None
             subscriber.on_error(IllegalArgumentError(f"{RULE_3_9} Got {n}."))
             return
-        with self.lock:
-            self.demand = add_demand(self.demand, n)
-        if self.emitting.is_set():
-            return  # "the emitter will pick it up"
-        self.emitting.set()
-        while True:
+        for _ in range(n):
             with self.lock:
-                if self.demand == 0 or self.subscriber is None:
-                    break
-                self.demand -= 1
+                if self.sent == self.elements or self.subscriber is None:
+                    return
                 self.sent += 1
                 item = self.sent
-            subscriber.on_next(item)
+            subscriber.on_next(item)  # BUG: not serialized with other threads' signals
             if item == self.elements:
                 self.subscriber = None
                 subscriber.on_complete()
-                break
-        self.emitting.clear()
 
     def cancel(self) -> None:
         self.subscriber = None
