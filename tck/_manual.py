@@ -138,10 +138,14 @@ class ManualSubscriber(Generic[T]):
         self.checker.enter(f"on_error({error!r})")
         try:
             self.checker.check_terminal(f"on_error({error!r})", error, is_error=True)
-            self.env.record_error(error)
-            self.received.fail(error)
+            self.take_error(error)
         finally:
             self.checker.leave()
+
+    def take_error(self, error: BaseException) -> None:
+        """A (checked) ``on_error``: recorded as unexpected, and it ends the stream."""
+        self.env.record_error(error)
+        self.received.fail(error)
 
     def on_complete(self) -> None:
         self.checker.enter("on_complete")

@@ -440,7 +440,7 @@ class PublisherStressRules(PublisherTestBase[T]):
                           "register n more elements (rule 3.8): a request that arrives while "
                           "the Publisher is finishing a signal was lost", site=())
             raise threading.BrokenBarrierError
-        sub.checker.add_request(threads)
+        sub.checker.add_request(threads, calls=threads)
         sub.settled += threads
 
     def _await_count(self, sub: _CountingSubscriber[T], message: str) -> None:

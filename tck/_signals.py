@@ -58,10 +58,11 @@ class SignalChecker:
 
     # -- the kit's side -------------------------------------------------------------------
 
-    def add_request(self, n: int) -> None:
-        """The kit is about to call ``request(n)`` (before the call: elements may come at once)."""
+    def add_request(self, n: int, calls: int = 1) -> None:
+        """The kit is about to call ``request(n)`` (before the call: elements may come at once);
+        ``calls`` > 1 books the demand of that many ``request(1)`` calls at once."""
         with self._lock:
-            self.request_calls += 1
+            self.request_calls += calls
             if self.outstanding_at_cancel is not None:
                 self.requests_after_cancel += 1  # NOPs (rule 3.6): they add nothing
             elif n > 0:
@@ -144,9 +145,10 @@ class SignalChecker:
                 f"(rule 3.12); {self.requests_after_cancel} request() calls made after cancel "
                 "MUST be NOPs (rule 3.6)")
         if delivered > requested:
+            calls = self.request_calls + (self.booked() if self.booked is not None else 0)
             raise self._violate(
                 "1.1", f"Publisher signalled on_next #{delivered} ({item!r}) but only "
-                f"{_count(requested)} {_elements(requested)} requested in {self.request_calls} "
+                f"{_count(requested)} {_elements(requested)} requested in {calls} "
                 "request() calls (rule 1.1)")
 
     def check_terminal(self, signal: str, error: BaseException | None = None,

@@ -11,6 +11,7 @@ import threading
 from typing import Any
 
 from tck_broken import BrokenPublisher, Bugs
+from tck_correct import ended_by_bad_request
 
 from sansrs.streams import RULE_3_9, IllegalArgumentError, Subscriber, add_demand
 
@@ -103,11 +104,7 @@ class _UnguardedSubscription:
 
     def request(self, n: int) -> None:
         subscriber = self.subscriber
-        if subscriber is None:
-            return
-        if n <= 0:
-            self.subscriber = None
-            subscriber.on_error(IllegalArgumentError(f"{RULE_3_9} Got {n}."))
+        if subscriber is None or ended_by_bad_request(self, n):
             return
         for _ in range(n):
             with self.lock:
@@ -228,11 +225,7 @@ class _LockedSubscription:
     def request(self, n: int) -> None:
         with self.lock:  # BUG: held across on_next
             subscriber = self.subscriber
-            if subscriber is None:
-                return
-            if n <= 0:
-                self.subscriber = None
-                subscriber.on_error(IllegalArgumentError(f"{RULE_3_9} Got {n}."))
+            if subscriber is None or ended_by_bad_request(self, n):
                 return
             for _ in range(min(n, self.elements - self.sent)):
                 self.sent += 1

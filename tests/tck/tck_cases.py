@@ -12,6 +12,7 @@ must contain. ``issue`` names the kind of issue 21 an entry demonstrates.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -48,6 +49,8 @@ class Broken:
     knobs: dict[str, Any] = field(default_factory=dict)
     issue: str = ""
     deadline_ms: int = 3000
+    #: False for a misconfigured verification (not counted in the catch rate)
+    implementation: bool = True
 
 
 def _pub(bugs: Bugs) -> Callable[[int], BrokenPublisher]:
@@ -230,10 +233,12 @@ PUBLISHERS: list[Broken] = [
            test=R1_9_REJECT, rules=("1.9",), details=(r"before on_subscribe",),
            knobs=_failed(skip_on_subscribe=True)),
     # -- misconfigured verifications --
-    _p("negative max_elements_from_publisher", Bugs(), VALIDATE_MAX, ("",),
-       r"MUST return a number >= 0", max_elements_from_publisher=-1),
-    _p("zero recursion depth", Bugs(), VALIDATE_DEPTH, ("",), r"must return a number >= 1",
-       bounded_depth_of_on_next_and_request_recursion=0),
+    dataclasses.replace(
+        _p("negative max_elements_from_publisher", Bugs(), VALIDATE_MAX, ("",),
+           r"MUST return a number >= 0", max_elements_from_publisher=-1), implementation=False),
+    dataclasses.replace(
+        _p("zero recursion depth", Bugs(), VALIDATE_DEPTH, ("",), r"must return a number >= 1",
+           bounded_depth_of_on_next_and_request_recursion=0), implementation=False),
 ]
 
 PUBLISHERS += [
@@ -349,6 +354,8 @@ PROCESSORS: list[Broken] = [
 ]
 
 CATALOGUE: list[Broken] = PUBLISHERS + SUBSCRIBERS + PROCESSORS
+#: The broken implementations proper (the catch rate counts these).
+IMPLEMENTATIONS: list[Broken] = [b for b in CATALOGUE if b.implementation]
 
 _BASES = {"publisher": "PublisherVerification", "blackbox": "SubscriberBlackboxVerification",
           "whitebox": "SubscriberWhiteboxVerification",

@@ -38,6 +38,65 @@ def _require(value: object, what: str) -> None:
         raise TypeError(f"{what} must not be None")
 
 
+def ended_by_bad_request(holder: Any, n: int) -> bool:
+    """True when ``holder.subscriber`` is gone, or ``n <= 0`` ended it now (rule 3.9)."""
+    subscriber = holder.subscriber
+    if subscriber is None:
+        return True
+    if n > 0:
+        return False
+    holder.subscriber = None
+    subscriber.on_error(IllegalArgumentError(f"{RULE_3_9} Got {n}."))
+    return True
+
+
+class Ledger:
+    """A Subscription's demand, its bad request and cancellation, behind one lock."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.demand = 0
+        self.bad: int | None = None
+        self.cancelled = False
+
+    def request(self, n: int) -> None:
+        with self.lock:
+            if self.cancelled:
+                return
+            if n <= 0:
+                self.bad = n
+            else:
+                self.demand = add_demand(self.demand, n)
+
+    def cancel(self) -> None:
+        with self.lock:
+            self.cancelled = True
+
+
+class WorkLoop:
+    """Runs ``work`` on one thread at a time: a call made while it runs (from any thread,
+    or from inside it) makes the running one loop once more, so nothing is missed."""
+
+    def __init__(self, work: Callable[[], None]) -> None:
+        self.work = work
+        self.lock = threading.Lock()
+        self.wip = 0
+
+    def schedule(self) -> None:
+        with self.lock:
+            self.wip += 1
+            if self.wip > 1:
+                return  # the thread running now will loop once more
+        missed = 1
+        while True:
+            self.work()
+            with self.lock:
+                self.wip -= missed
+                missed = self.wip
+                if missed == 0:
+                    return
+
+
 # -- a lock and a work-in-progress counter ------------------------------------------------------
 
 
@@ -60,44 +119,20 @@ class _IteratorSubscription:
     def __init__(self, iterator: Iterator[int], subscriber: Subscriber[int]) -> None:
         self.iterator: Iterator[int] | None = iterator
         self.subscriber: Subscriber[int] | None = subscriber
-        self.lock = threading.Lock()
-        self.wip = 0
-        self.demand = 0
-        self.bad: int | None = None
-        self.cancelled = False
+        self.ledger = Ledger()
+        self.loop = WorkLoop(self._drain)
         self.started = False
 
     def start(self) -> None:
-        self._schedule()
+        self.loop.schedule()
 
     def request(self, n: int) -> None:
-        with self.lock:
-            if self.cancelled:
-                return
-            if n <= 0:
-                self.bad = n
-            else:
-                self.demand = add_demand(self.demand, n)
-        self._schedule()
+        self.ledger.request(n)
+        self.loop.schedule()
 
     def cancel(self) -> None:
-        with self.lock:
-            self.cancelled = True
-        self._schedule()
-
-    def _schedule(self) -> None:
-        with self.lock:
-            self.wip += 1
-            if self.wip > 1:
-                return  # the thread draining now will loop once more
-        missed = 1
-        while True:
-            self._drain()
-            with self.lock:
-                self.wip -= missed
-                missed = self.wip
-                if missed == 0:
-                    return
+        self.ledger.cancel()
+        self.loop.schedule()
 
     def _drain(self) -> None:
         subscriber = self.subscriber
@@ -106,16 +141,17 @@ class _IteratorSubscription:
         if not self.started:
             self.started = True
             subscriber.on_subscribe(self)
+        ledger = self.ledger
         while True:
-            with self.lock:
-                if self.cancelled:
+            with ledger.lock:
+                if ledger.cancelled:
                     self._release()
                     return
-                bad, demand = self.bad, self.demand
+                bad, demand = ledger.bad, ledger.demand
                 if bad is None and demand == 0:
                     return
                 if demand != MAX_DEMAND and bad is None:
-                    self.demand -= 1
+                    ledger.demand -= 1
             if bad is not None:
                 self._end(IllegalArgumentError(f"{RULE_3_9} Got {bad}."))
                 return
@@ -129,8 +165,7 @@ class _IteratorSubscription:
 
     def _end(self, error: BaseException | None) -> None:
         subscriber = self.subscriber
-        with self.lock:
-            self.cancelled = True
+        self.ledger.cancel()
         self._release()
         if subscriber is not None:
             if error is None:
@@ -176,27 +211,18 @@ class _PoolSubscription:
     def __init__(self, elements: int, subscriber: Subscriber[int]) -> None:
         self.elements = elements
         self.subscriber: Subscriber[int] | None = subscriber
-        self.lock = threading.Lock()
+        self.ledger = Ledger()
+        self.lock = self.ledger.lock
         self.scheduled = False
         self.started = False
-        self.demand = 0
         self.sent = 0
-        self.bad: int | None = None
-        self.cancelled = False
 
     def request(self, n: int) -> None:
-        with self.lock:
-            if self.cancelled:
-                return
-            if n <= 0:
-                self.bad = n
-            else:
-                self.demand = add_demand(self.demand, n)
+        self.ledger.request(n)
         self.request_drain()
 
     def cancel(self) -> None:
-        with self.lock:
-            self.cancelled = True
+        self.ledger.cancel()
         self.request_drain()
 
     def request_drain(self) -> None:
@@ -213,10 +239,11 @@ class _PoolSubscription:
                 self.started = True
                 subscriber.on_subscribe(self)
             self._emit(subscriber)
+        ledger = self.ledger
         with self.lock:  # the same lock as ``scheduled``: no wake-up is missed
             self.scheduled = False
             again = self.subscriber is not None and (
-                self.cancelled or self.bad is not None or self.demand > 0
+                ledger.cancelled or ledger.bad is not None or ledger.demand > 0
                 or self.sent == self.elements)
         if again:
             self.request_drain()
@@ -236,19 +263,20 @@ class _PoolSubscription:
 
     def _next(self) -> tuple[str, Any]:
         """What to signal next (called under the lock); the terminal ones release."""
-        if self.cancelled:
+        ledger = self.ledger
+        if ledger.cancelled:
             self.subscriber = None
             return "stop", None
-        if self.bad is not None:
-            self.cancelled, self.subscriber = True, None
-            return "error", IllegalArgumentError(f"{RULE_3_9} Got {self.bad}.")
+        if ledger.bad is not None:
+            ledger.cancelled, self.subscriber = True, None
+            return "error", IllegalArgumentError(f"{RULE_3_9} Got {ledger.bad}.")
         if self.sent == self.elements:
-            self.cancelled, self.subscriber = True, None
+            ledger.cancelled, self.subscriber = True, None
             return "complete", None
-        if self.demand == 0:
+        if ledger.demand == 0:
             return "wait", None
-        if self.demand != MAX_DEMAND:
-            self.demand -= 1
+        if ledger.demand != MAX_DEMAND:
+            ledger.demand -= 1
         self.sent += 1
         return "next", self.sent
 
@@ -315,12 +343,7 @@ class _LoopSubscription:
         subscriber.on_subscribe(self)
 
     def _on_request(self, n: int) -> None:
-        subscriber = self.subscriber
-        if subscriber is None:
-            return
-        if n <= 0:
-            self.subscriber = None
-            subscriber.on_error(IllegalArgumentError(f"{RULE_3_9} Got {n}."))
+        if ended_by_bad_request(self, n):
             return
         self.demand = add_demand(self.demand, n)
         self._emit()

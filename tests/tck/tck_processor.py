@@ -13,6 +13,8 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 
+from tck_correct import WorkLoop
+
 from sansrs.streams import (
     MAX_DEMAND,
     RULE_3_9,
@@ -63,7 +65,7 @@ class BroadcastProcessor:
         self.capacity = buffer_size
         self.bugs = bugs or ProcessorBugs()
         self.lock = threading.Lock()
-        self.wip = 0
+        self.loop = WorkLoop(self._work)
         self.upstream: Subscription | None = None
         self.outstanding = 0
         self.requested_once = False
@@ -129,18 +131,7 @@ class BroadcastProcessor:
     # -- the drain loop: one thread at a time ----------------------------------------------------
 
     def drain(self) -> None:
-        with self.lock:
-            self.wip += 1
-            if self.wip > 1:
-                return
-        missed = 1
-        while True:
-            self._work()
-            with self.lock:
-                self.wip -= missed
-                missed = self.wip
-                if missed == 0:
-                    return
+        self.loop.schedule()
 
     def _work(self) -> None:
         while self._step():
