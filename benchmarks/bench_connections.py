@@ -35,8 +35,8 @@ PY = sys.executable
 
 
 def _serve(loop: str) -> None:
+    from sansrs.adapters.rsocket import serve
     from sansrs.adapters.rsocket.demo import DemoHandler
-    from sansrs.adapters.rsocket.server import serve
 
     with serve("tcp://127.0.0.1:0", handler_factory=DemoHandler, loop=loop) as server:
         print("READY", server.url, flush=True)
@@ -97,7 +97,7 @@ def run_once(
     server_loop: str, connections: int, streams: int, items: int, size: int
 ) -> dict[str, Any]:
     from sansrs.adapters.drive import Loop
-    from sansrs.adapters.rsocket.client import connect
+    from sansrs.adapters.rsocket import connect
 
     proc = subprocess.Popen(
         [PY, __file__, "_serve", server_loop],

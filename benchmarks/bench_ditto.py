@@ -25,8 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sansrs.adapters.ditto import connect, serve
-from sansrs.adapters.ditto.history import InMemoryHistory
+from sansrs.adapters.ditto import InMemoryHistory, connect, serve
 
 from sansrs.ditto import ClientState, DittoClient, DittoServer
 from sansrs.ditto import events as ev

@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_tcp import server  # noqa: E402
-from sansrs.adapters.rsocket.client import Client, connect  # noqa: E402
+from sansrs.adapters.rsocket import Client, connect  # noqa: E402
 
 WAIT = 120.0
 

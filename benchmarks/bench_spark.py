@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from sansrs.adapters import ditto as ditto_sync
-from sansrs.adapters.ditto.history import HistoryRequest, search_pages, select_events
+from sansrs.adapters.ditto import HistoryRequest, search_pages, select_events
 from sansrs.adapters.spark import (
     Service,
     Sink,

@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any
 
-from sansrs.adapters.rsocket.client import Client, connect
+from sansrs.adapters.rsocket import Client, connect
 
 WAIT = 120.0
 

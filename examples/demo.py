@@ -15,10 +15,8 @@ import argparse
 import sys
 import time
 
-from sansrs.adapters.rsocket.client import connect
+from sansrs.adapters.rsocket import RSocketError, connect, serve
 from sansrs.adapters.rsocket.demo import DemoHandler
-from sansrs.adapters.rsocket.errors import RSocketError
-from sansrs.adapters.rsocket.server import serve
 
 
 class Checks:

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from sansrs.adapters import ditto as ditto_sync
-from sansrs.adapters.ditto.history import (
+from sansrs.adapters.ditto import (
     HistoryRequest,
     search_pages,
     select_events,

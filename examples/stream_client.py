@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import json
 
-from sansrs.adapters.rsocket.client import connect
+from sansrs.adapters.rsocket import RSocketError, connect, serve
 from sansrs.adapters.rsocket.demo import DemoHandler
-from sansrs.adapters.rsocket.errors import RSocketError
-from sansrs.adapters.rsocket.server import serve
 
 
 def main() -> None:

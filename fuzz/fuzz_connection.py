@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 import sys
 
-from _harness import instrumented, last_prefixed_record, run
+from fuzz._harness import instrumented, last_prefixed_record, run
 
 with instrumented(__name__):
     from sansrs import LocalProtocolError, RemoteProtocolError

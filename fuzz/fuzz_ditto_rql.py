@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from _harness import instrumented, run
+from fuzz._harness import instrumented, run
 
 with instrumented(__name__):
     from sansrs.adapters.ditto.rql import RqlError, parse_rql

@@ -23,7 +23,7 @@ import sys
 from collections import Counter
 from typing import Any
 
-from _harness import instrumented, run
+from fuzz._harness import instrumented, run
 
 with instrumented(__name__):
     from sansrs.ditto import DittoError, DittoException, DittoServer, DittoServerConfig

@@ -9,7 +9,7 @@ Input: the frame bytes as they are. Seeds: fuzz/corpus/frame/.
 
 from __future__ import annotations
 
-from _harness import instrumented, run
+from fuzz._harness import instrumented, run
 
 with instrumented(__name__):
     from sansrs import RemoteProtocolError

@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from _harness import instrumented, run
+from fuzz._harness import instrumented, run
 
 with instrumented(__name__):
     from sansrs.rsio import (
@@ -143,7 +143,6 @@ def make_corpus() -> None:
     from pathlib import Path
 
     root = Path(__file__).resolve().parent
-    sys.path.insert(0, str(root.parent))
     from sansrs.trace import Direction, read_trace
 
     folder = root / "corpus" / "rsio"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 
-from _harness import instrumented, run
+from fuzz._harness import instrumented, run
 
 with instrumented(__name__):
     from sansrs import RemoteProtocolError

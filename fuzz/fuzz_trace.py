@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 
-from _harness import instrumented, run
+from fuzz._harness import instrumented, run
 
 with instrumented(__name__):
     from sansrs import LocalProtocolError, RemoteProtocolError

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from _harness import instrumented, run
+from fuzz._harness import instrumented, run
 
 with instrumented(__name__):
     from sansrs.adapters.transport.websocket import WebSocketOptions

@@ -20,10 +20,7 @@ import hashlib
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from sansrs.rsocket import (  # noqa: E402
+from sansrs.rsocket import (
     ErrorCode,
     ErrorFrame,
     ExtFrame,
@@ -38,7 +35,9 @@ from sansrs.rsocket import (  # noqa: E402
     UnknownFrame,
     encode_frame,
 )
-from sansrs.trace import Direction, read_trace  # noqa: E402
+from sansrs.trace import Direction, read_trace
+
+ROOT = Path(__file__).resolve().parent.parent
 
 TRACES = ROOT / "tests" / "traces"
 CORPUS = Path(__file__).resolve().parent / "corpus"

@@ -42,7 +42,8 @@ def run_target(name: str, path: Path, seconds: int, work: Path | None) -> tuple[
         scratch.mkdir(parents=True, exist_ok=True)
         cmd = [
             sys.executable,
-            str(path),
+            "-m",
+            f"fuzz.{path.stem}",
             str(scratch),
             *([str(seeds)] if seeds.is_dir() else []),
             f"-max_total_time={seconds}",
@@ -56,7 +57,7 @@ def run_target(name: str, path: Path, seconds: int, work: Path | None) -> tuple[
         start = time.monotonic()
         try:
             proc = subprocess.run(
-                cmd, cwd=HERE, timeout=seconds + GRACE, capture_output=True, text=True
+                cmd, cwd=HERE.parent, timeout=seconds + GRACE, capture_output=True, text=True
             )
             code, output = proc.returncode, proc.stdout + proc.stderr
         except subprocess.TimeoutExpired as exc:

@@ -78,7 +78,7 @@ class StressSettings:
     concurrent_threads: int = 8
     concurrent_requests_per_thread: int = 400
     #: Of those, calls made in lock-step: all threads at the same moment, Publisher idle.
-    lockstep_rounds: int = 40
+    lockstep_rounds: int = 16
     #: ``sys.setswitchinterval`` during the concurrent requests, and the chance that a
     #: requesting thread gives up the GIL at each function call: forced thread switches
     #: make an unsynchronized read-modify-write of the demand lose updates.

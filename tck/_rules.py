@@ -1,6 +1,7 @@
 """Rule texts of Reactive Streams for the JVM 1.0 (public domain, CC0), keyed "1.1" .. "4.2".
 
-Generated from shared/specs/reactive-streams-jvm-1.0.txt; quoted in TCK failure and skip
+Generated from the Reactive Streams 1.0 specification
+(reactive-streams-jvm README); quoted in TCK failure and skip
 messages so a report names the rule it checks.
 """
 

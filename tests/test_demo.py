@@ -24,7 +24,7 @@ def test_demo_runs_end_to_end_and_checks_pass(capsys: pytest.CaptureFixture[str]
 
 
 # -- `make demo`: the Spark pipeline (examples/pipeline.py) -------------------
-# The pipeline itself runs end to end in tests/spark/test_spark_jobs.py on the
+# The pipeline itself runs end to end in tests/adapters/spark/test_jobs.py on the
 # shared SparkSession (a second JVM here would double the start-up cost).
 
 PIPELINE = DEMO.parent / "pipeline.py"

@@ -228,6 +228,39 @@ def test_nothing_cites_files_outside_the_repository() -> None:
     assert bad == [], "users have no DESIGN.md or shared/: cite docs/ or the public spec"
 
 
+TESTS = ROOT / "tests"
+#: A test that cites a rule names its spec first: rs (Reactive Streams), rsocket, rsio, ditto.
+OLD_RULE_STYLES = re.compile(r"^\s*(?:async )?def (test_rule_|test_draft_)", re.M)
+SYS_PATH_EDIT = re.compile(r"^\s*sys\.path\.(insert|append)", re.M)
+
+
+def test_tests_mirror_the_layout() -> None:
+    """Core tests sit under the core package's name, adapter tests under the adapter's role."""
+    adapter_roles = {p.name for p in (ROOT / "adapters").iterdir() if (p / "__init__.py").exists()}
+    tested_roles = {p.name for p in (TESTS / "adapters").iterdir() if (p / "__init__.py").exists()}
+    assert tested_roles <= adapter_roles, tested_roles - adapter_roles
+    assert not list((TESTS / "adapters").glob("test_*.py")), "adapter tests go in the role's folder"
+    assert all((p.parent / "__init__.py").exists() for p in TESTS.rglob("test_*.py"))
+
+
+def test_names_of_rule_tests_share_one_style() -> None:
+    bad = [
+        f"{p.relative_to(ROOT)}: {m.group(1)}"
+        for p in TESTS.rglob("test_*.py")
+        for m in OLD_RULE_STYLES.finditer(p.read_text(encoding="utf-8"))
+    ]
+    assert bad == [], "name rule tests test_<spec>_<rule>_<what>: rs, rsocket, rsio, ditto"
+
+
+def test_test_helpers_are_imported_as_a_package() -> None:
+    bad = [
+        str(p.relative_to(ROOT))
+        for p in TESTS.rglob("*.py")
+        if p.name != "test_layering.py" and SYS_PATH_EDIT.search(p.read_text(encoding="utf-8"))
+    ]
+    assert bad == [], "import helpers from the tests package (tests/ has __init__.py files)"
+
+
 def test_the_checker_sees_cycles_forbidden_imports_and_type_checking(tmp_path: Path) -> None:
     pkg = tmp_path / "demo"
     pkg.mkdir()

@@ -9,7 +9,9 @@
   events, search) as blocking iterators or Publishers.
 - :func:`serve` / :class:`DittoHistoryServer`: the protocol served from a
   :class:`HistorySource` (:class:`InMemoryHistory`, :class:`JsonLinesHistory`),
-  with ``authenticate`` checks (:func:`require_basic`, :func:`require_bearer`).
+  with ``authenticate`` checks (:func:`require_basic`, :func:`require_bearer`);
+  a source of your own builds on :func:`select_events`, :func:`search_pages`
+  and :func:`thing_not_found` (what the shipped sources use).
 - :mod:`sansrs.adapters.ditto.aio`: the same under asyncio.
 - Errors: :class:`~sansrs.ditto.DittoRemoteError` (Ditto answered with an
   error, e.g. 404: an application error, not a protocol violation),
@@ -19,7 +21,15 @@
 
 from .client import connect
 from .errors import ConnectionClosed, DittoRemoteError, WebSocketHandshakeError
-from .history import HistoryRequest, HistorySource, InMemoryHistory, JsonLinesHistory
+from .history import (
+    HistoryRequest,
+    HistorySource,
+    InMemoryHistory,
+    JsonLinesHistory,
+    search_pages,
+    select_events,
+    thing_not_found,
+)
 from .peer import DEFAULT_PREFETCH, DittoConnection, DittoServerPeer
 from .server import DittoHistoryServer, require_basic, require_bearer, serve
 from .types import Authorize, basic_auth, bearer_auth
@@ -42,5 +52,8 @@ __all__ = [
     "connect",
     "require_basic",
     "require_bearer",
+    "search_pages",
+    "select_events",
     "serve",
+    "thing_not_found",
 ]

@@ -133,12 +133,6 @@ class DittoConnection(DrivenPeer):
         """The same search as a Publisher of pages."""
         return self._publisher(search_request(**query))
 
-    def __enter__(self) -> DittoConnection:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 def subscription_publisher(
     engine: DittoClientEngine,

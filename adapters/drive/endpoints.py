@@ -20,6 +20,11 @@ the driver). Everything else is the same for every protocol:
 - a server keeps the live peers (a connection's end removes its peer).
 
 Nothing here knows a wire protocol.
+
+Each protocol's public ``connect`` / ``serve`` (synchronous and asyncio)
+keeps its keyword arguments explicit, typed and documented where users read
+them, and forwards the transport's to the functions here: those forwarding
+calls look alike from protocol to protocol by choice, not by copy.
 """
 
 from __future__ import annotations

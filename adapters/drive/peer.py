@@ -26,7 +26,8 @@ P = TypeVar("P", bound=_Peer)
 
 class DrivenPeer:
     """One connection as the application sees it, whatever the protocol: its
-    calls run on the thread that drives the connection. Thread-safe."""
+    calls run on the thread that drives the connection. Thread-safe; a
+    context manager that closes on exit."""
 
     def __init__(self, driver: Driver) -> None:
         self._thread = driver
@@ -57,6 +58,12 @@ class DrivenPeer:
 
     def wait_closed(self, timeout: float | None = None) -> bool:
         return self._thread.join(timeout)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class ListeningServer:

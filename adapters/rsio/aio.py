@@ -18,12 +18,12 @@ from ..drive.aio import AsyncPeer, AsyncServer, AsyncStream
 from ..drive.config import LoopConfig
 from ..drive.connection import LoopConnection
 from ..drive.endpoints import message_framed, open_connection_async, open_server_async
-from ..drive.streams import RemoteStreamPublisher, SubscriberSink, check_prefetch
+from ..drive.streams import RemoteStreamPublisher, check_prefetch
 from ..transport import Transport
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .engine import RsioEngine, Subscription
-from .peer import DEFAULT_PACKED_PREFETCH, DEFAULT_PREFETCH
+from .peer import DEFAULT_PACKED_PREFETCH, DEFAULT_PREFETCH, subscription_publisher
 from .types import Publishers
 
 __all__ = ["AsyncClient", "AsyncRsioPeer", "AsyncServer", "connect", "serve"]
@@ -76,14 +76,7 @@ class AsyncRsioPeer(AsyncPeer):
     def publisher(self, name: str) -> RemoteStreamPublisher[bytes, Subscription]:
         """The peer's publisher ``name`` as a Reactive Streams Publisher (one
         Subscriber; subscribe is sent at the first ``request(n)``)."""
-        engine = self._engine
-
-        def start(sink: SubscriberSink[bytes], n: int) -> Subscription:
-            sub = Subscription(name, sink)
-            engine.start_subscription(sub, n)
-            return sub
-
-        return RemoteStreamPublisher(self._submit, start, engine.request_more, engine.cancel)
+        return subscription_publisher(self._engine, self._submit, name)
 
 
 class AsyncClient(AsyncRsioPeer):

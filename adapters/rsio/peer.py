@@ -19,7 +19,13 @@ from ..drive.queues import CreditQueue
 from ..drive.streams import RemoteStreamPublisher, StreamIterator, SubscriberSink, check_prefetch
 from .engine import RsioEngine, Subscription
 
-__all__ = ["DEFAULT_PACKED_PREFETCH", "DEFAULT_PREFETCH", "PackedIterator", "RsioPeer"]
+__all__ = [
+    "DEFAULT_PACKED_PREFETCH",
+    "DEFAULT_PREFETCH",
+    "PackedIterator",
+    "RsioPeer",
+    "subscription_publisher",
+]
 
 DEFAULT_PREFETCH = 256
 DEFAULT_PACKED_PREFETCH = 65_536
@@ -111,11 +117,18 @@ class RsioPeer(DrivenPeer):
         """The peer's publisher ``name`` as a Reactive Streams Publisher (one
         Subscriber; subscribe is sent at the first ``request(n)``; signals
         arrive on the connection thread)."""
-        engine = self._engine
+        return subscription_publisher(self._engine, self._submit, name)
 
-        def start(sink: SubscriberSink[bytes], n: int) -> Subscription:
-            sub = Subscription(name, sink)
-            engine.start_subscription(sub, n)
-            return sub
 
-        return RemoteStreamPublisher(self._submit, start, engine.request_more, engine.cancel)
+def subscription_publisher(
+    engine: RsioEngine, submit: Callable[[Callable[[], object]], None], name: str
+) -> RemoteStreamPublisher[bytes, Subscription]:
+    """The peer's publisher ``name`` as a Publisher, for either API (``submit``
+    runs a call on the connection's thread)."""
+
+    def start(sink: SubscriberSink[bytes], n: int) -> Subscription:
+        sub = Subscription(name, sink)
+        engine.start_subscription(sub, n)
+        return sub
+
+    return RemoteStreamPublisher(submit, start, engine.request_more, engine.cancel)

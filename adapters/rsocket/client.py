@@ -27,12 +27,6 @@ __all__ = ["Client", "connect"]
 class Client(RSocketPeer):
     """A client connection; a context manager that closes on exit."""
 
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 def connect(
     url: str | Endpoint,

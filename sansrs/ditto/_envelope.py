@@ -2,7 +2,7 @@
 
 Parsing uses the stdlib ``json`` (no per-character work in Python); writing
 reproduces Ditto's compact form: no whitespace, keys in the order
-``ImmutablePayload.toJson`` writes them (shared/ditto/README.md section 1).
+``ImmutablePayload.toJson`` writes them (docs/protocols/ditto.md).
 """
 
 from __future__ import annotations

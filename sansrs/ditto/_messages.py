@@ -1,6 +1,6 @@
 """Streaming and search subscription messages: typed values, decoding, encoding.
 
-Field names and error payloads follow shared/ditto/README.md sections 3-5.
+Field names and error payloads follow docs/protocols/ditto.md (messages, errors).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from sansrs.ditto import DittoServer, Envelope, parse_envelope
 from sansrs.ditto._envelope import dumps
 from sansrs.ditto.events import Event
 
-#: Copies of shared/ditto/examples (Eclipse Ditto's docs and serializers), kept in
+#: Copies of Ditto's published examples (Eclipse Ditto's docs and serializers), kept in
 #: the repository so the suite does not depend on the shared folder.
 EXAMPLES = Path(__file__).resolve().parent / "examples"
 EXAMPLE_FILES = sorted(EXAMPLES.rglob("*.json"))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ditto_helpers import EXAMPLE_FILES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +16,7 @@ from sansrs.ditto.events import (
     SubscriptionFailed,
 )
 from sansrs.streams import error_publisher, from_generator, from_iterable, range_publisher
+from tests.ditto.ditto_helpers import EXAMPLE_FILES
 
 
 class Pair:

@@ -110,7 +110,7 @@ def test_ditto_client_rejects_bad_entity_names() -> None:
             client.subscribe_for_persisted_events(namespace, name)
 
 
-def test_rule_3_9_ditto_client_refuses_nonpositive_demand() -> None:
+def test_rs_3_9_ditto_client_refuses_nonpositive_demand() -> None:
     client = DittoClient()
     _open(client)
     for demand in (0, -1, 2**63, 1.0, True):

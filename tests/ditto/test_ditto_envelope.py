@@ -1,4 +1,4 @@
-"""The Ditto Protocol envelope, headers and topic grammar (shared/ditto/README.md 1-2)."""
+"""The Ditto Protocol envelope, headers and topic grammar (docs/protocols/ditto.md)."""
 
 from __future__ import annotations
 

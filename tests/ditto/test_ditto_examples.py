@@ -1,4 +1,4 @@
-"""Every example under shared/ditto/examples parses; sansrs writes what it shares byte for byte.
+"""Every example under tests/ditto/examples parses; sansrs writes what it shares byte for byte.
 
 The comparison text is the example as Ditto writes it: compact JSON with the
 envelope keys in ``ImmutablePayload.toJson`` order (ditto_helpers.ditto_text).
@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from ditto_helpers import EXAMPLE_FILES, ditto_text, example, sent
 
 from sansrs.ditto import (
     DittoClient,
@@ -33,6 +32,7 @@ from sansrs.ditto.events import (
     SubscriptionFailed,
 )
 from sansrs.streams import empty_publisher, from_iterable
+from tests.ditto.ditto_helpers import EXAMPLE_FILES, ditto_text, example, sent
 
 CID = "3f0c0d52-6c1e-4c41-9f5e-0f3c2a1d9b11"
 

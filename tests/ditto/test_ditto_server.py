@@ -1,18 +1,10 @@
-"""The server (publisher) role: shared/ditto/README.md section 4, rule by rule."""
+"""The server (publisher) role: docs/protocols/ditto.md, the server role, rule by rule."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from ditto_helpers import (
-    ManualPublisher,
-    cancel_text,
-    drain,
-    request_text,
-    sent,
-    subscribe_text,
-)
 
 from sansrs import LocalProtocolError
 from sansrs.ditto import (
@@ -35,6 +27,14 @@ from sansrs.ditto.events import (
     SubscriptionClosed,
 )
 from sansrs.streams import MAX_DEMAND, empty_publisher, error_publisher, from_iterable
+from tests.ditto.ditto_helpers import (
+    ManualPublisher,
+    cancel_text,
+    drain,
+    request_text,
+    sent,
+    subscribe_text,
+)
 
 MAX_LONG = 2**63 - 1
 
@@ -151,7 +151,7 @@ def test_ditto_subscribe_revision_extremes_are_accepted() -> None:
 # -- demand, next, complete, failed ---------------------------------------------------
 
 
-def test_rule_1_1_ditto_next_only_within_demand() -> None:
+def test_rs_1_1_ditto_next_only_within_demand() -> None:
     server = DittoServer()
     sid = _open(server)
     server.accept(sid, from_iterable(range(10)))
@@ -220,7 +220,7 @@ def test_ditto_reject_after_request_fails_at_once() -> None:
     assert server.state_of(sid) is ServerState.ZOMBIE
 
 
-def test_rule_3_9_ditto_nonpositive_demand_fails_with_pekko_message_and_cancels() -> None:
+def test_rs_3_9_ditto_nonpositive_demand_fails_with_pekko_message_and_cancels() -> None:
     for demand in (0, -1, -(2**63)):
         server = DittoServer()
         sid = _open(server)
@@ -238,7 +238,7 @@ def test_rule_3_9_ditto_nonpositive_demand_fails_with_pekko_message_and_cancels(
         assert server.state_of(sid) is ServerState.ZOMBIE
 
 
-def test_rule_3_9_ditto_missing_demand_counts_as_zero() -> None:
+def test_rs_3_9_ditto_missing_demand_counts_as_zero() -> None:
     server = DittoServer()
     sid = _open(server)
     server.receive_message(
@@ -275,7 +275,7 @@ def test_ditto_demand_not_a_long_is_json_invalid_error_response(demand: Any) -> 
     assert server.state_of(sid) is ServerState.PENDING  # not failed
 
 
-def test_rule_3_17_ditto_demand_saturates_instead_of_failing() -> None:
+def test_rs_3_17_ditto_demand_saturates_instead_of_failing() -> None:
     server = DittoServer()
     sid = _open(server)
     publisher = ManualPublisher()
@@ -290,7 +290,7 @@ def test_rule_3_17_ditto_demand_saturates_instead_of_failing() -> None:
     assert MAX_DEMAND == MAX_LONG
 
 
-def test_rule_1_1_ditto_publisher_beyond_demand_fails_500_and_is_cancelled() -> None:
+def test_rs_1_1_ditto_publisher_beyond_demand_fails_500_and_is_cancelled() -> None:
     server = DittoServer()
     sid = _open(server)
     publisher = ManualPublisher()
@@ -387,7 +387,7 @@ def test_ditto_signal_in_on_subscribe_before_request_returns() -> None:
     assert _actions(sent(server)) == ["created", "complete"]
 
 
-def test_rule_2_5_ditto_second_on_subscribe_is_cancelled() -> None:
+def test_rs_2_5_ditto_second_on_subscribe_is_cancelled() -> None:
     server = DittoServer()
     sid = _open(server)
     publisher = ManualPublisher()

@@ -6,7 +6,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from ditto_helpers import ManualPublisher, cancel_text, drain, request_text, subscribe_text
 
 from sansrs import LocalProtocolError, RemoteProtocolError
 from sansrs.ditto import (
@@ -22,6 +21,13 @@ from sansrs.ditto import (
 )
 from sansrs.ditto._envelope import dumps
 from sansrs.ditto.events import SubscribeReceived
+from tests.ditto.ditto_helpers import (
+    ManualPublisher,
+    cancel_text,
+    drain,
+    request_text,
+    subscribe_text,
+)
 
 # -- server --------------------------------------------------------------------------
 

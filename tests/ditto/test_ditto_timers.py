@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from ditto_helpers import drain, request_text, subscribe_text
-
 from sansrs.ditto import DittoServer, DittoServerConfig
 from sansrs.ditto.events import SubscribeReceived, SubscriptionClosed
 from sansrs.streams import from_iterable
+from tests.ditto.ditto_helpers import drain, request_text, subscribe_text
 
 
 def test_ditto_items_at_one_instant_keep_the_timer_heap_bounded() -> None:

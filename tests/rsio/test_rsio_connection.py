@@ -5,7 +5,6 @@ rule it enforces on the wire, and per documented choice
 from __future__ import annotations
 
 import pytest
-from rsio_pair import Pair, kinds
 
 from sansrs.rsio import (
     MAX_VARINT,
@@ -33,6 +32,7 @@ from sansrs.rsio import (
     encode_message,
 )
 from sansrs.rsio import events as ev
+from tests.rsio.rsio_pair import Pair, kinds
 
 SERVER_HELLO = encode_message(ServerHello(0))
 CLIENT_HELLO = encode_message(ClientHello(0))
@@ -109,14 +109,14 @@ def test_rsio_4_hello_extensions_are_recorded() -> None:
     assert c.peer_hello == ServerHello(0, (1, 2**40))
 
 
-def test_draft_version_mismatch_must_send_goodbye_and_close() -> None:
+def test_rsio_draft_version_mismatch_must_send_goodbye_and_close() -> None:
     c = Connection(Role.CLIENT)
     c.data_to_send()
     err = expect_error(c, encode_message(ServerHello(1)), ErrorCode.UNSUPPORTED_VERSION)
     assert "unsupported version 1" in err.message
 
 
-def test_draft_client_may_send_optimistically_after_client_hello() -> None:
+def test_rsio_draft_client_may_send_optimistically_after_client_hello() -> None:
     c = Connection(Role.CLIENT)
     sid = c.subscribe("p", 3)  # before any serverHello
     s = Connection(Role.SERVER)
@@ -165,7 +165,7 @@ def test_rsio_4_goodbye_instead_of_hello_is_accepted() -> None:
 # -- §5 subscriptions --------------------------------------------------------------
 
 
-def test_draft_fully_bidirectional_both_sides_publish_and_subscribe() -> None:
+def test_rsio_draft_fully_bidirectional_both_sides_publish_and_subscribe() -> None:
     p = Pair()
     a = p.client.subscribe("on-server", 2)
     b = p.server.subscribe("on-client", 2)
@@ -204,7 +204,7 @@ def _server_with(sid: int) -> Connection:
     return s
 
 
-def test_draft_subscriber_may_reuse_id_after_cancel() -> None:
+def test_rsio_draft_subscriber_may_reuse_id_after_cancel() -> None:
     s = _server_with(9)
     s.receive_data(b"\x12\x09" + encode_message(Subscribe("again", 9, 2)))
     assert s.events() == [
@@ -213,7 +213,7 @@ def test_draft_subscriber_may_reuse_id_after_cancel() -> None:
     ]
 
 
-def test_draft_subscriber_may_reuse_id_after_on_complete_or_on_error() -> None:
+def test_rsio_draft_subscriber_may_reuse_id_after_on_complete_or_on_error() -> None:
     s = _server_with(9)
     s.send_complete(9)
     s.receive_data(encode_message(Subscribe("again", 9)))
@@ -223,19 +223,19 @@ def test_draft_subscriber_may_reuse_id_after_on_complete_or_on_error() -> None:
     assert kinds(s.events()) == ["SubscribeReceived"]
 
 
-def test_rule_1_9_on_subscribe_must_come_first() -> None:
+def test_rs_1_9_on_subscribe_must_come_first() -> None:
     for msg in (OnNext(1, b"x"), OnComplete(1), OnError(1, "e"), OnNextLastPart(1, 0, b"x")):
         c = client_after_hello()
         c.subscribe("p", 5)
         expect_error(c, encode_message(msg), ErrorCode.UNEXPECTED_MESSAGE)
 
 
-def test_rule_1_9_second_on_subscribe_is_an_error() -> None:
+def test_rs_1_9_second_on_subscribe_is_an_error() -> None:
     c, sid = subscribed_client()
     expect_error(c, encode_message(OnSubscribe(sid, 0)), ErrorCode.UNEXPECTED_MESSAGE)
 
 
-def test_rule_1_9_publisher_cannot_send_before_on_subscribe() -> None:
+def test_rs_1_9_publisher_cannot_send_before_on_subscribe() -> None:
     s = Connection(Role.SERVER)
     s.receive_data(CLIENT_HELLO + encode_message(Subscribe("p", 1, 5)))
     with pytest.raises(LocalProtocolError, match=r"1\.9"):
@@ -246,7 +246,7 @@ def test_rule_1_9_publisher_cannot_send_before_on_subscribe() -> None:
 
 
 @pytest.mark.parametrize("terminal", ["complete", "error"])
-def test_rule_1_9_terminal_before_on_subscribe_sends_on_subscribe_first(terminal: str) -> None:
+def test_rs_1_9_terminal_before_on_subscribe_sends_on_subscribe_first(terminal: str) -> None:
     s = Connection(Role.SERVER)
     s.receive_data(CLIENT_HELLO + encode_message(Subscribe("p", 4)))
     s.data_to_send()
@@ -258,24 +258,24 @@ def test_rule_1_9_terminal_before_on_subscribe_sends_on_subscribe_first(terminal
         assert messages(s.data_to_send()) == [OnSubscribe(4, 0), OnError(4, "no such publisher")]
 
 
-def test_rule_1_1_on_next_beyond_demand_is_a_protocol_error() -> None:
+def test_rs_1_1_on_next_beyond_demand_is_a_protocol_error() -> None:
     c, sid = subscribed_client(demand=2)
     c.receive_data(encode_message(OnNext(sid, b"a")) * 2)
     assert len(c.events()) == 2
     expect_error(c, encode_message(OnNext(sid, b"a")), ErrorCode.DEMAND_EXCEEDED)
 
 
-def test_rule_1_1_packed_beyond_demand_is_a_protocol_error() -> None:
+def test_rs_1_1_packed_beyond_demand_is_a_protocol_error() -> None:
     c, sid = subscribed_client(size=1, demand=2)
     expect_error(c, encode_message(OnNextPacked(sid, b"abc"), 1), ErrorCode.DEMAND_EXCEEDED)
 
 
-def test_rule_1_1_split_element_beyond_demand_is_a_protocol_error() -> None:
+def test_rs_1_1_split_element_beyond_demand_is_a_protocol_error() -> None:
     c, sid = subscribed_client(demand=0)
     expect_error(c, encode_message(OnNextPart(sid, 0, b"ab")), ErrorCode.DEMAND_EXCEEDED)
 
 
-def test_rule_1_1_publisher_cannot_send_beyond_demand() -> None:
+def test_rs_1_1_publisher_cannot_send_beyond_demand() -> None:
     s = _server_with(3)  # demand 1
     s.send_next(3, b"x")
     with pytest.raises(LocalProtocolError, match=r"1\.1"):
@@ -296,7 +296,7 @@ def test_rsio_5_3_initial_demand_counts_like_a_request() -> None:
     assert messages(c.data_to_send()) == [messages(b"\x11\x01\x04")[0]]
 
 
-def test_rule_3_9_request_zero_is_answered_with_on_error() -> None:
+def test_rs_3_9_request_zero_is_answered_with_on_error() -> None:
     s = _server_with(3)
     s.receive_data(b"\x11\x03\x00")
     (event,) = s.events()
@@ -309,7 +309,7 @@ def test_rule_3_9_request_zero_is_answered_with_on_error() -> None:
         s.send_next(3, b"x")
 
 
-def test_rule_3_9_request_zero_before_on_subscribe_sends_on_subscribe_first() -> None:
+def test_rs_3_9_request_zero_before_on_subscribe_sends_on_subscribe_first() -> None:
     s = Connection(Role.SERVER)
     s.receive_data(CLIENT_HELLO + encode_message(Subscribe("p", 2)))
     s.data_to_send()
@@ -320,13 +320,13 @@ def test_rule_3_9_request_zero_before_on_subscribe_sends_on_subscribe_first() ->
 
 
 @pytest.mark.parametrize("n", [0, -1, 1.5, None, True])
-def test_rule_3_9_non_positive_request_cannot_be_encoded(n: object) -> None:
+def test_rs_3_9_non_positive_request_cannot_be_encoded(n: object) -> None:
     c, sid = subscribed_client()
     with pytest.raises(LocalProtocolError):
         c.request(sid, n)  # type: ignore[arg-type]
 
 
-def test_rule_3_17_demand_saturates_at_2_63_minus_1_and_is_unbounded() -> None:
+def test_rs_3_17_demand_saturates_at_2_63_minus_1_and_is_unbounded() -> None:
     p = Pair()
     sid = p.subscribed(demand=MAX_VARINT - 1)
     p.client.request(sid, MAX_VARINT)
@@ -341,7 +341,7 @@ def test_rule_3_17_demand_saturates_at_2_63_minus_1_and_is_unbounded() -> None:
     assert [m for d, m in p.wire if d == "c2s"][-1] == b"\x11\x01" + b"\xff" * 8 + b"\x7f"
 
 
-def test_rule_1_7_nothing_after_a_terminal_signal() -> None:
+def test_rs_1_7_nothing_after_a_terminal_signal() -> None:
     s = _server_with(3)
     s.send_complete(3)
     for call in (lambda: s.send_next(3, b"x"), lambda: s.send_complete(3)):
@@ -361,7 +361,7 @@ def test_rsio_5_3_request_or_cancel_for_unknown_id_is_ignored() -> None:
     assert s.state is ConnectionState.OPEN
 
 
-def test_rule_3_12_messages_crossing_a_cancel_are_ignored() -> None:
+def test_rs_3_12_messages_crossing_a_cancel_are_ignored() -> None:
     p = Pair()
     sid = p.subscribed(demand=5)
     p.server.send_next(sid, b"in flight")
@@ -485,7 +485,7 @@ def test_rsio_6_1_large_packed_payloads_are_sent_in_several_messages() -> None:
     assert [e.count for e in c_events] == [8, 8, 4]  # type: ignore[union-attr]
 
 
-def test_draft_subscribers_must_support_split_elements() -> None:
+def test_rsio_draft_subscribers_must_support_split_elements() -> None:
     cfg = ConnectionConfig(split_size=10)
     p = Pair(server_config=cfg)
     sid = p.subscribed(demand=2)
@@ -571,7 +571,7 @@ def test_rsio_6_2_publisher_may_not_complete_with_a_part_open() -> None:
 # -- §7 goodbye ------------------------------------------------------------------------
 
 
-def test_draft_orderly_close_goodbye_and_acknowledgement() -> None:
+def test_rsio_draft_orderly_close_goodbye_and_acknowledgement() -> None:
     p = Pair()
     p.pump()
     p.take()
@@ -585,7 +585,7 @@ def test_draft_orderly_close_goodbye_and_acknowledgement() -> None:
     assert [messages(d) for _, d in p.wire[-2:]] == [[Goodbye("done")], [GoodbyeAck("")]]
 
 
-def test_draft_goodbye_closes_every_open_stream() -> None:
+def test_rsio_draft_goodbye_closes_every_open_stream() -> None:
     p = Pair()
     mine = p.subscribed(demand=5)
     theirs = p.server.subscribe("x", 1)

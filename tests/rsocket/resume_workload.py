@@ -13,8 +13,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from resume_pair import ResumePair
-
 from sansrs.rsocket import Connection, StreamState
 from sansrs.rsocket.events import (
     ConnectionClosed,
@@ -25,6 +23,7 @@ from sansrs.rsocket.events import (
     RequestResponseReceived,
     RequestStreamReceived,
 )
+from tests.rsocket.resume_pair import ResumePair
 
 WINDOW = 64  # credit granted per REQUEST_N
 

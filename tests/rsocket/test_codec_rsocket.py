@@ -1,7 +1,7 @@
 """RSocket frame codec: exact byte layouts per frame type, every validation.
 
 The hex strings are written by hand from the layouts in the spec
-(shared/specs/rsocket-protocol.txt), field by field: stream ID (4 bytes),
+(the RSocket protocol, Framing), field by field: stream ID (4 bytes),
 frame type << 10 | flags (2 bytes), then the frame's own fields.
 """
 

@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from rsocket import error_codes as rs_errors  # rsocket-py, a pinned test extra
 from rsocket import frame as rs_frame
 from rsocket import frame_parser as rs_parser
-from strategies import FRAME_STRATEGIES, frames
 
 from sansrs.rsocket import (
     MAX_POSITION,
@@ -48,6 +47,7 @@ from sansrs.rsocket import (
     encode_frame,
     encode_frames_prefixed,
 )
+from tests.rsocket.strategies import FRAME_STRATEGIES, frames
 
 pytestmark = pytest.mark.interop
 

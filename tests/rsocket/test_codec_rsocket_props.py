@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies import DEFINED_FLAGS, FRAME_STRATEGIES, frame_bytes, frames
 
 from sansrs.rsocket import (
     Frame,
@@ -23,6 +22,7 @@ from sansrs.rsocket import (
 )
 from sansrs.rsocket._codec import _dec_payload
 from sansrs.rsocket._encode import _enc_payload
+from tests.rsocket.strategies import DEFINED_FLAGS, FRAME_STRATEGIES, frame_bytes, frames
 
 
 @pytest.mark.parametrize("cls", list(FRAME_STRATEGIES), ids=lambda c: c.__name__)

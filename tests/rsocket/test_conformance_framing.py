@@ -1,5 +1,5 @@
 """Conformance: Framing, Frame Header, Metadata Optional Header, frame types
-and their fields, Error Codes (spec: shared/specs/rsocket-protocol.txt).
+and their fields, Error Codes (spec: the RSocket protocol 1.0).
 
 Each test names the rule it checks; docs/rsocket-conformance.md maps every
 normative sentence to its test. These fill the gaps left by the codec and
@@ -9,8 +9,6 @@ connection tests: the rules checked here at the connection, on the wire.
 from __future__ import annotations
 
 import pytest
-from pair import Pair
-from test_unexpected import feed, quiet, sent_frames
 
 from sansrs import LocalProtocolError, RemoteProtocolError
 from sansrs.rsocket import (
@@ -42,6 +40,8 @@ from sansrs.rsocket.events import (
     PayloadReceived,
     SetupReceived,
 )
+from tests.rsocket.pair import Pair
+from tests.rsocket.test_unexpected import feed, quiet, sent_frames
 
 FLAG_IGNORE = 0x200
 FLAG_METADATA = 0x100

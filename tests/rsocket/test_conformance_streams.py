@@ -1,6 +1,6 @@
 """Conformance: Transport Protocol, Stream Identifiers, Connection
 Establishment, Stream Sequences and Lifetimes, Fragmentation, Lease
-(spec: shared/specs/rsocket-protocol.txt).
+(spec: the RSocket protocol 1.0).
 
 Each test names the rule it checks; docs/rsocket-conformance.md maps every
 normative sentence to its test. These cover what the other tests in
@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from pair import Pair
-from test_unexpected import feed, quiet, sent_frames
 
 from sansrs import LocalProtocolError
 from sansrs.rsocket import (
@@ -48,6 +46,8 @@ from sansrs.rsocket.events import (
     RequestStreamReceived,
     SetupReceived,
 )
+from tests.rsocket.pair import Pair
+from tests.rsocket.test_unexpected import feed, quiet, sent_frames
 
 # --------------------------------------------------------------------------
 # Transport Protocol: "Frame A sent before Frame B MUST arrive in source order"

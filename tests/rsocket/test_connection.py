@@ -7,7 +7,6 @@ matters, in both directions (client as requester and server as requester).
 from __future__ import annotations
 
 import pytest
-from pair import Pair, bytewise, sized, whole
 
 from sansrs import LocalProtocolError, RemoteProtocolError
 from sansrs.rsocket import (
@@ -42,6 +41,7 @@ from sansrs.rsocket.events import (
     RequestStreamReceived,
     SetupReceived,
 )
+from tests.rsocket.pair import Pair, bytewise, sized, whole
 
 CHUNKERS = [whole, bytewise, sized(5), sized(17)]
 DIRECTIONS = ["client-requests", "server-requests"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import frame_bytes, frames, split_points
 
 from sansrs import RemoteProtocolError
 from sansrs.rsocket import (
@@ -22,6 +21,7 @@ from sansrs.rsocket import (
     encode_frame,
     encode_frames_prefixed,
 )
+from tests.rsocket.strategies import frame_bytes, frames, split_points
 
 SIDS = st.sampled_from([0, 1, 2, 3, 5, 7])
 PAYLOADS = st.builds(

@@ -10,7 +10,6 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pair import Pair, sized
 
 from sansrs import LocalProtocolError
 from sansrs.rsocket import MAX_REQUEST_N, Connection, ConnectionConfig, ErrorCode
@@ -26,6 +25,7 @@ from sansrs.rsocket.events import (
     RequestResponseReceived,
     RequestStreamReceived,
 )
+from tests.rsocket.pair import Pair, sized
 
 STREAM_EVENTS = (PayloadReceived, ErrorReceived, CancelReceived, RequestNReceived)
 

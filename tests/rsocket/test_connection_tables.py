@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from pair import Pair
-from resume_pair import ResumePair
 
 from sansrs import LocalProtocolError
 from sansrs.rsocket import (
@@ -32,6 +30,8 @@ from sansrs.rsocket import (
 )
 from sansrs.rsocket._connection import CONNECTION_TRANSITIONS, ConnectionInput
 from sansrs.rsocket._streams import TRANSITIONS, StreamInput
+from tests.rsocket.pair import Pair
+from tests.rsocket.resume_pair import ResumePair
 
 S = StreamState
 I = StreamInput  # noqa: E741

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from pair import Pair, bytewise, sized, whole
 
 from sansrs import RemoteProtocolError
 from sansrs.rsocket import (
@@ -27,6 +26,7 @@ from sansrs.rsocket.events import (
     RequestResponseReceived,
     RequestStreamReceived,
 )
+from tests.rsocket.pair import Pair, bytewise, sized, whole
 
 SMALL = ConnectionConfig(fragment_size=64)
 

@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies import frames, length_prefixed_stream, split_points
 
 from sansrs.rsocket import (
     MAX_FRAME_LENGTH,
@@ -27,6 +26,7 @@ from sansrs.rsocket import (
     encode_frames_prefixed,
     prefix_frames,
 )
+from tests.rsocket.strategies import frames, length_prefixed_stream, split_points
 
 CONNECTION_ERROR = ErrorCode.CONNECTION_ERROR
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pair import Pair
-
 from sansrs.rsocket import (
     Connection,
     ConnectionState,
@@ -15,6 +13,7 @@ from sansrs.rsocket import (
     encode_frame_prefixed,
 )
 from sansrs.rsocket.events import ConnectionLost, KeepaliveReceived
+from tests.rsocket.pair import Pair
 
 
 def frames_of(data: bytes) -> list[object]:

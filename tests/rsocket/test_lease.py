@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from pair import Pair
 
 from sansrs import LocalProtocolError
 from sansrs.rsocket import (
@@ -18,6 +17,7 @@ from sansrs.rsocket import (
     encode_frame_prefixed,
 )
 from sansrs.rsocket.events import ErrorReceived, LeaseReceived, RequestResponseReceived
+from tests.rsocket.pair import Pair
 
 
 def test_rsocket_lease_client_with_l_flag_waits_for_lease() -> None:

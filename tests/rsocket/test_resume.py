@@ -8,12 +8,8 @@ import contextlib
 import random
 
 import pytest
-import strategies
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from resume_pair import ResumePair
-from resume_workload import item, run
-from strategies import positions
 
 from sansrs import LocalProtocolError, RemoteProtocolError
 from sansrs.rsocket import (
@@ -48,6 +44,10 @@ from sansrs.rsocket.events import (
     Resumed,
     SetupReceived,
 )
+from tests.rsocket import strategies
+from tests.rsocket.resume_pair import ResumePair
+from tests.rsocket.resume_workload import item, run
+from tests.rsocket.strategies import positions
 
 
 def frames_of(data: bytes) -> list[Frame]:
@@ -701,7 +701,7 @@ def test_rsocket_resume_cuts_at_random_offsets_deliver_exactly_once_in_order(see
 
 
 def check(out: object, stream_items: int, channel_items: int, requests: int) -> None:
-    from resume_workload import Outcome
+    from tests.rsocket.resume_workload import Outcome
 
     assert isinstance(out, Outcome)
     assert out.terminal == []

@@ -9,12 +9,12 @@ import socket
 from collections.abc import Iterator
 
 import pytest
-from resume_sockets import SocketResumePair
-from resume_workload import item, run
 from sansrs.adapters.tools.faults import FaultProxy
 
 from sansrs.rsocket import ConnectionConfig, ConnectionState, ErrorCode, SessionStore
 from sansrs.rsocket.events import ConnectionClosed, Disconnected, PayloadReceived
+from tests.rsocket.resume_sockets import SocketResumePair
+from tests.rsocket.resume_workload import item, run
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from pair import Pair
 
 from sansrs import RemoteProtocolError
 from sansrs.rsocket import (
@@ -35,6 +34,7 @@ from sansrs.rsocket.events import (
     PayloadReceived,
     RequestStreamReceived,
 )
+from tests.rsocket.pair import Pair
 
 
 def feed(conn: Connection, *frames: Frame) -> None:

@@ -8,7 +8,6 @@ from collections.abc import Iterable
 from typing import Any
 
 import pytest
-from streams_recording import Recorder
 
 from sansrs.streams import (
     MAX_DEMAND,
@@ -25,6 +24,7 @@ from sansrs.streams import (
     from_iterable,
     range_publisher,
 )
+from tests.streams.streams_recording import Recorder
 
 
 class ManualUpstream:
@@ -59,7 +59,7 @@ def test_processor_satisfies_the_processor_protocol() -> None:
     assert isinstance(MapProcessor(str), Processor)
 
 
-def test_rule_4_1_processor_requests_upstream_only_for_downstream_demand() -> None:
+def test_rs_4_1_processor_requests_upstream_only_for_downstream_demand() -> None:
     processor = MapProcessor[int, int](lambda x: x * 2, buffer_size=4)
     upstream, rec = _wired(processor)
     assert upstream.requests == []
@@ -72,14 +72,14 @@ def test_rule_4_1_processor_requests_upstream_only_for_downstream_demand() -> No
     assert upstream.requested == 2 + 4  # at most buffer_size outstanding
 
 
-def test_rule_4_1_processor_does_not_request_before_a_downstream_subscribes() -> None:
+def test_rs_4_1_processor_does_not_request_before_a_downstream_subscribes() -> None:
     processor = MapProcessor[int, int](lambda x: x)
     upstream = ManualUpstream()
     processor.on_subscribe(upstream)
     assert upstream.requests == []
 
 
-def test_rule_4_2_upstream_error_is_passed_on_immediately_without_demand() -> None:
+def test_rs_4_2_upstream_error_is_passed_on_immediately_without_demand() -> None:
     processor = MapProcessor[int, int](lambda x: x)
     _upstream, rec = _wired(processor, request=1)
     processor.on_next(1)
@@ -89,7 +89,7 @@ def test_rule_4_2_upstream_error_is_passed_on_immediately_without_demand() -> No
     assert rec.events[-1] == ("error", error)
 
 
-def test_rule_4_2_error_drops_buffered_elements() -> None:
+def test_rs_4_2_error_drops_buffered_elements() -> None:
     processor = MapProcessor[int, int](lambda x: x, buffer_size=4)
     _upstream, rec = _wired(processor, request=2)
     rec.events.clear()
@@ -117,7 +117,7 @@ def test_completion_waits_for_buffered_elements() -> None:
     assert rec.kinds == ["subscribe", "next", "complete"]
 
 
-def test_rule_2_5_processor_cancels_a_second_upstream_subscription() -> None:
+def test_rs_2_5_processor_cancels_a_second_upstream_subscription() -> None:
     processor = MapProcessor[int, int](lambda x: x)
     first, second = ManualUpstream(), ManualUpstream()
     processor.on_subscribe(first)
@@ -125,7 +125,7 @@ def test_rule_2_5_processor_cancels_a_second_upstream_subscription() -> None:
     assert (first.cancelled, second.cancelled) == (0, 1)
 
 
-def test_rule_1_11_processor_is_unicast_and_rejects_a_second_subscriber() -> None:
+def test_rs_1_11_processor_is_unicast_and_rejects_a_second_subscriber() -> None:
     processor = MapProcessor[int, int](lambda x: x)
     _, first = _wired(processor)
     second = Recorder()
@@ -146,7 +146,7 @@ def test_downstream_cancel_cancels_upstream_and_drops_the_subscriber() -> None:
     assert ref() is None  # rule 3.13
 
 
-def test_rule_3_9_downstream_request_zero_fails_downstream_and_cancels_upstream() -> None:
+def test_rs_3_9_downstream_request_zero_fails_downstream_and_cancels_upstream() -> None:
     processor = MapProcessor[int, int](lambda x: x)
     upstream, rec = _wired(processor)
     rec.request(0)
@@ -155,7 +155,7 @@ def test_rule_3_9_downstream_request_zero_fails_downstream_and_cancels_upstream(
     assert upstream.cancelled == 1
 
 
-def test_rule_3_6_and_3_7_downstream_requests_and_cancels_after_cancel_are_no_ops() -> None:
+def test_rs_3_6_and_3_7_downstream_requests_and_cancels_after_cancel_are_no_ops() -> None:
     processor = MapProcessor[int, int](lambda x: x)
     upstream, rec = _wired(processor)
     rec.cancel()
@@ -166,7 +166,7 @@ def test_rule_3_6_and_3_7_downstream_requests_and_cancels_after_cancel_are_no_op
     assert rec.kinds == ["subscribe"]
 
 
-def test_rule_1_1_upstream_over_delivery_fails_the_stream() -> None:
+def test_rs_1_1_upstream_over_delivery_fails_the_stream() -> None:
     processor = MapProcessor[int, int](lambda x: x)
     upstream, rec = _wired(processor, request=1)
     processor.on_next(1)
@@ -176,7 +176,7 @@ def test_rule_1_1_upstream_over_delivery_fails_the_stream() -> None:
     assert upstream.cancelled == 1
 
 
-def test_rule_1_4_operator_failure_signals_on_error_and_cancels_upstream() -> None:
+def test_rs_1_4_operator_failure_signals_on_error_and_cancels_upstream() -> None:
     processor = MapProcessor[int, float](lambda x: 1 / x)
     upstream, rec = _wired(processor, request=2)
     processor.on_next(0)
@@ -185,17 +185,17 @@ def test_rule_1_4_operator_failure_signals_on_error_and_cancels_upstream() -> No
 
 
 @pytest.mark.parametrize("method", ["on_subscribe", "on_next", "on_error"])
-def test_rule_2_13_processor_rejects_none(method: str) -> None:
+def test_rs_2_13_processor_rejects_none(method: str) -> None:
     with pytest.raises(TypeError, match=r"2\.13"):
         getattr(MapProcessor(str), method)(None)
 
 
-def test_rule_1_9_processor_subscribe_none_raises() -> None:
+def test_rs_1_9_processor_subscribe_none_raises() -> None:
     with pytest.raises(TypeError, match=r"1\.9"):
         MapProcessor(str).subscribe(None)  # type: ignore[arg-type]
 
 
-def test_rule_2_3_processor_does_not_call_upstream_from_on_complete() -> None:
+def test_rs_2_3_processor_does_not_call_upstream_from_on_complete() -> None:
     calls: list[str] = []
 
     class Spy(ManualUpstream):
@@ -302,7 +302,7 @@ def test_collecting_subscriber_collects_and_completes() -> None:
     assert finished == [sink]
 
 
-def test_rule_2_1_collecting_subscriber_replenishes_demand_in_batches() -> None:
+def test_rs_2_1_collecting_subscriber_replenishes_demand_in_batches() -> None:
     upstream = ManualUpstream()
     sink: CollectingSubscriber[int] = CollectingSubscriber(prefetch=4)
     sink.on_subscribe(upstream)
@@ -312,7 +312,7 @@ def test_rule_2_1_collecting_subscriber_replenishes_demand_in_batches() -> None:
     assert upstream.requests == [4, 2]
 
 
-def test_rule_2_5_collecting_subscriber_cancels_a_second_subscription() -> None:
+def test_rs_2_5_collecting_subscriber_cancels_a_second_subscription() -> None:
     first, second = ManualUpstream(), ManualUpstream()
     sink: CollectingSubscriber[int] = CollectingSubscriber()
     sink.on_subscribe(first)
@@ -321,7 +321,7 @@ def test_rule_2_5_collecting_subscriber_cancels_a_second_subscription() -> None:
     assert second.requests == []
 
 
-def test_rule_2_3_collecting_subscriber_leaves_subscription_alone_in_terminal_signals() -> None:
+def test_rs_2_3_collecting_subscriber_leaves_subscription_alone_in_terminal_signals() -> None:
     upstream = ManualUpstream()
     sink: CollectingSubscriber[int] = CollectingSubscriber(prefetch=2)
     sink.on_subscribe(upstream)
@@ -331,7 +331,7 @@ def test_rule_2_3_collecting_subscriber_leaves_subscription_alone_in_terminal_si
     assert isinstance(sink.error, RuntimeError)
 
 
-def test_rule_2_8_collecting_subscriber_ignores_elements_after_cancel() -> None:
+def test_rs_2_8_collecting_subscriber_ignores_elements_after_cancel() -> None:
     upstream = ManualUpstream()
     sink: CollectingSubscriber[int] = CollectingSubscriber(prefetch=4)
     sink.on_subscribe(upstream)
@@ -341,7 +341,7 @@ def test_rule_2_8_collecting_subscriber_ignores_elements_after_cancel() -> None:
 
 
 @pytest.mark.parametrize("method", ["on_subscribe", "on_next", "on_error"])
-def test_rule_2_13_collecting_subscriber_rejects_none(method: str) -> None:
+def test_rs_2_13_collecting_subscriber_rejects_none(method: str) -> None:
     sink: CollectingSubscriber[int] = CollectingSubscriber()
     sink.on_subscribe(ManualUpstream())
     with pytest.raises(TypeError, match=r"2\.13"):
@@ -440,7 +440,7 @@ def test_default_flush_and_pending_inputs() -> None:
     assert isinstance(ManualUpstream(), Subscription)
 
 
-def test_rule_3_16_upstream_request_that_raises_fails_the_stream_not_the_caller() -> None:
+def test_rs_3_16_upstream_request_that_raises_fails_the_stream_not_the_caller() -> None:
     class Raising(ManualUpstream):
         def request(self, n: int) -> None:
             raise RuntimeError("upstream broke rule 3.16")
@@ -453,7 +453,7 @@ def test_rule_3_16_upstream_request_that_raises_fails_the_stream_not_the_caller(
     assert isinstance(rec.error, RuntimeError)
 
 
-def test_rule_3_15_upstream_cancel_that_raises_is_reported_not_raised(
+def test_rs_3_15_upstream_cancel_that_raises_is_reported_not_raised(
         caplog: pytest.LogCaptureFixture) -> None:
     class Raising(ManualUpstream):
         def cancel(self) -> None:
@@ -468,7 +468,7 @@ def test_rule_3_15_upstream_cancel_that_raises_is_reported_not_raised(
     assert caplog.text.count("cleaning up") == 2
 
 
-def test_rule_2_13_operator_producing_none_fails_the_stream() -> None:
+def test_rs_2_13_operator_producing_none_fails_the_stream() -> None:
     processor = MapProcessor[int, object](lambda x: None)
     upstream, rec = _wired(processor, request=1)
     processor.on_next(1)

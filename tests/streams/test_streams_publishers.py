@@ -10,7 +10,6 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from streams_recording import Recorder
 
 from sansrs.streams import (
     MAX_DEMAND,
@@ -27,6 +26,7 @@ from sansrs.streams import (
     range_publisher,
     set_subscriber_error_hook,
 )
+from tests.streams.streams_recording import Recorder
 
 
 class CountingSource:
@@ -59,7 +59,7 @@ def test_protocols_are_runtime_checkable() -> None:
     assert isinstance(rec.subscription, Subscription)
 
 
-def test_rule_1_1_never_more_on_next_than_requested() -> None:
+def test_rs_1_1_never_more_on_next_than_requested() -> None:
     rec = Recorder()
     range_publisher(0, 10).subscribe(rec)
     assert rec.items == []
@@ -72,7 +72,7 @@ def test_rule_1_1_never_more_on_next_than_requested() -> None:
 @settings(max_examples=60, deadline=None)
 @given(requests=st.lists(st.integers(min_value=1, max_value=7), max_size=12),
        size=st.integers(min_value=0, max_value=30))
-def test_rule_1_1_and_1_5_delivered_is_min_of_requested_and_available(
+def test_rs_1_1_and_1_5_delivered_is_min_of_requested_and_available(
         requests: list[int], size: int) -> None:
     rec = Recorder()
     from_generator(lambda: iter(range(size))).subscribe(rec)
@@ -85,13 +85,13 @@ def test_rule_1_1_and_1_5_delivered_is_min_of_requested_and_available(
     assert rec.kinds.count("complete") == (1 if total > size else 0)
 
 
-def test_rule_1_2_may_signal_less_than_requested_then_complete() -> None:
+def test_rs_1_2_may_signal_less_than_requested_then_complete() -> None:
     rec = Recorder(request_on_subscribe=10)
     range_publisher(0, 3).subscribe(rec)
     assert rec.kinds == ["subscribe", "next", "next", "next", "complete"]
 
 
-def test_rule_1_3_signals_are_serialized_under_concurrent_requests() -> None:
+def test_rs_1_3_signals_are_serialized_under_concurrent_requests() -> None:
     inside = [0]
     overlaps = []
     done = threading.Event()
@@ -126,7 +126,7 @@ def test_rule_1_3_signals_are_serialized_under_concurrent_requests() -> None:
     assert rec.kinds[-1] == "complete"
 
 
-def test_rule_1_4_a_failing_source_signals_on_error() -> None:
+def test_rs_1_4_a_failing_source_signals_on_error() -> None:
     def failing() -> Iterator[int]:
         yield 1
         raise OSError("disk on fire")
@@ -137,19 +137,19 @@ def test_rule_1_4_a_failing_source_signals_on_error() -> None:
     assert isinstance(rec.error, OSError)
 
 
-def test_rule_1_5_sized_source_completes_without_further_demand() -> None:
+def test_rs_1_5_sized_source_completes_without_further_demand() -> None:
     rec = Recorder(request_on_subscribe=3)
     from_iterable([1, 2, 3]).subscribe(rec)
     assert rec.kinds == ["subscribe", "next", "next", "next", "complete"]
 
 
-def test_rule_1_5_empty_publisher_completes_without_demand() -> None:
+def test_rs_1_5_empty_publisher_completes_without_demand() -> None:
     rec = Recorder()
     empty_publisher().subscribe(rec)
     assert rec.kinds == ["subscribe", "complete"]
 
 
-def test_rule_1_6_and_1_7_nothing_after_on_complete() -> None:
+def test_rs_1_6_and_1_7_nothing_after_on_complete() -> None:
     source = CountingSource(count=1)
     rec = Recorder(request_on_subscribe=5)
     from_generator(lambda: source).subscribe(rec)
@@ -160,7 +160,7 @@ def test_rule_1_6_and_1_7_nothing_after_on_complete() -> None:
     assert rec.kinds == ["subscribe", "next", "complete"]
 
 
-def test_rule_1_7_nothing_after_on_error() -> None:
+def test_rs_1_7_nothing_after_on_error() -> None:
     rec = Recorder()
     error_publisher(RuntimeError("x")).subscribe(rec)
     rec.request(1)
@@ -168,7 +168,7 @@ def test_rule_1_7_nothing_after_on_error() -> None:
     assert rec.kinds == ["subscribe", "error"]
 
 
-def test_rule_1_8_and_3_12_cancel_stops_signals_even_from_inside_on_next() -> None:
+def test_rs_1_8_and_3_12_cancel_stops_signals_even_from_inside_on_next() -> None:
     def cancel_at_two(rec: Recorder, item: int) -> None:
         if item == 2:
             rec.cancel()
@@ -178,13 +178,13 @@ def test_rule_1_8_and_3_12_cancel_stops_signals_even_from_inside_on_next() -> No
     assert rec.items == [0, 1, 2]
 
 
-def test_rule_1_9_subscribe_none_raises_type_error() -> None:
+def test_rs_1_9_subscribe_none_raises_type_error() -> None:
     for publisher in (range_publisher(0, 1), empty_publisher(), error_publisher(ValueError())):
         with pytest.raises(TypeError, match=r"1\.9"):
             publisher.subscribe(None)  # type: ignore[arg-type]
 
 
-def test_rule_1_9_on_subscribe_comes_first_and_failures_go_through_on_error() -> None:
+def test_rs_1_9_on_subscribe_comes_first_and_failures_go_through_on_error() -> None:
     def broken_factory() -> list[int]:
         raise LookupError("no data")
 
@@ -194,14 +194,14 @@ def test_rule_1_9_on_subscribe_comes_first_and_failures_go_through_on_error() ->
     assert isinstance(rec.error, LookupError)
 
 
-def test_rule_1_9_failed_publisher_signals_on_subscribe_then_on_error() -> None:
+def test_rs_1_9_failed_publisher_signals_on_subscribe_then_on_error() -> None:
     error = RuntimeError("down")
     rec = Recorder()
     error_publisher(error).subscribe(rec)
     assert rec.events == [("subscribe", None), ("error", error)]
 
 
-def test_rule_1_11_reiterable_source_serves_each_subscriber_from_the_start() -> None:
+def test_rs_1_11_reiterable_source_serves_each_subscriber_from_the_start() -> None:
     publisher = from_iterable([1, 2, 3])
     first, second = Recorder(request_on_subscribe=2), Recorder(request_on_subscribe=5)
     publisher.subscribe(first)
@@ -210,7 +210,7 @@ def test_rule_1_11_reiterable_source_serves_each_subscriber_from_the_start() -> 
     assert second.items == [1, 2, 3]
 
 
-def test_rule_1_11_one_shot_iterator_rejects_a_second_subscriber_via_on_error() -> None:
+def test_rs_1_11_one_shot_iterator_rejects_a_second_subscriber_via_on_error() -> None:
     publisher = from_iterable(iter([1, 2]))
     first, second = Recorder(request_on_subscribe=5), Recorder(request_on_subscribe=5)
     publisher.subscribe(first)
@@ -220,14 +220,14 @@ def test_rule_1_11_one_shot_iterator_rejects_a_second_subscriber_via_on_error() 
     assert "rule 1.11" in str(second.error)
 
 
-def test_rule_3_2_request_from_on_subscribe_and_on_next() -> None:
+def test_rs_3_2_request_from_on_subscribe_and_on_next() -> None:
     rec = Recorder(request_on_subscribe=1, on_next_hook=lambda r, item: r.request(1))
     range_publisher(0, 5).subscribe(rec)
     assert rec.items == [0, 1, 2, 3, 4]
     assert rec.kinds[-1] == "complete"
 
 
-def test_rule_3_3_recursion_between_request_and_on_next_is_bounded() -> None:
+def test_rs_3_3_recursion_between_request_and_on_next_is_bounded() -> None:
     depth = [0]
     max_depth = [0]
     received = [0]
@@ -247,7 +247,7 @@ def test_rule_3_3_recursion_between_request_and_on_next_is_bounded() -> None:
     assert max_depth[0] == 1
 
 
-def test_rule_3_5_cancel_is_idempotent_and_thread_safe() -> None:
+def test_rs_3_5_cancel_is_idempotent_and_thread_safe() -> None:
     source = CountingSource()
     rec = Recorder(request_on_subscribe=1)
     from_generator(lambda: source).subscribe(rec)
@@ -267,7 +267,7 @@ def test_rule_3_5_cancel_is_idempotent_and_thread_safe() -> None:
     assert rec.kinds == ["subscribe", "next"]
 
 
-def test_rule_3_6_request_after_cancel_is_a_no_op() -> None:
+def test_rs_3_6_request_after_cancel_is_a_no_op() -> None:
     source = CountingSource()
     rec = Recorder(request_on_subscribe=2)
     from_generator(lambda: source).subscribe(rec)
@@ -278,7 +278,7 @@ def test_rule_3_6_request_after_cancel_is_a_no_op() -> None:
     assert rec.kinds == ["subscribe", "next", "next"]
 
 
-def test_rule_3_7_cancel_after_cancel_is_a_no_op() -> None:
+def test_rs_3_7_cancel_after_cancel_is_a_no_op() -> None:
     source = CountingSource()
     rec = Recorder()
     from_generator(lambda: source).subscribe(rec)
@@ -287,7 +287,7 @@ def test_rule_3_7_cancel_after_cancel_is_a_no_op() -> None:
     assert source.closed == 1
 
 
-def test_rule_3_8_request_registers_demand() -> None:
+def test_rs_3_8_request_registers_demand() -> None:
     source = CountingSource()
     rec = Recorder()
     from_generator(lambda: source).subscribe(rec)
@@ -297,7 +297,7 @@ def test_rule_3_8_request_registers_demand() -> None:
 
 
 @pytest.mark.parametrize("n", [0, -1, -(2**63)])
-def test_rule_3_9_non_positive_request_signals_on_error_citing_the_rule(n: int) -> None:
+def test_rs_3_9_non_positive_request_signals_on_error_citing_the_rule(n: int) -> None:
     source = CountingSource()
     rec = Recorder()
     from_generator(lambda: source).subscribe(rec)
@@ -317,21 +317,21 @@ def test_request_with_a_non_integer_raises_type_error() -> None:
             rec.request(bad)  # type: ignore[arg-type]
 
 
-def test_rule_3_11_request_may_call_on_complete_synchronously() -> None:
+def test_rs_3_11_request_may_call_on_complete_synchronously() -> None:
     rec = Recorder()
     from_generator(lambda: iter([7])).subscribe(rec)
     rec.request(2)
     assert rec.kinds == ["subscribe", "next", "complete"]  # before request returned
 
 
-def test_rule_3_10_request_may_call_on_next_synchronously() -> None:
+def test_rs_3_10_request_may_call_on_next_synchronously() -> None:
     rec = Recorder()
     range_publisher(0, 3).subscribe(rec)
     rec.request(1)
     assert rec.items == [0]  # delivered before request returned
 
 
-def test_rule_3_13_cancel_drops_the_reference_to_the_subscriber() -> None:
+def test_rs_3_13_cancel_drops_the_reference_to_the_subscriber() -> None:
     publisher = range_publisher(0)
     rec = Recorder(request_on_subscribe=1)
     publisher.subscribe(rec)
@@ -359,7 +359,7 @@ def test_generator_is_closed_on_cancel_so_its_finally_runs() -> None:
     assert cleaned == [True]
 
 
-def test_rule_2_13_raising_subscriber_cancels_its_subscription_and_is_reported() -> None:
+def test_rs_2_13_raising_subscriber_cancels_its_subscription_and_is_reported() -> None:
     reported: list[tuple[BaseException, object]] = []
     source = CountingSource()
 
@@ -380,7 +380,7 @@ def test_rule_2_13_raising_subscriber_cancels_its_subscription_and_is_reported()
     assert reported[0][1] is rec
 
 
-def test_rule_2_13_default_hook_logs(caplog: pytest.LogCaptureFixture) -> None:
+def test_rs_2_13_default_hook_logs(caplog: pytest.LogCaptureFixture) -> None:
     class Raising(Recorder):
         def on_subscribe(self, subscription: Subscription) -> None:
             raise KeyError("bug")
@@ -389,13 +389,13 @@ def test_rule_2_13_default_hook_logs(caplog: pytest.LogCaptureFixture) -> None:
     assert "rule 2.13" in caplog.text
 
 
-def test_rule_3_17_demand_saturates_at_2_63_minus_1() -> None:
+def test_rs_3_17_demand_saturates_at_2_63_minus_1() -> None:
     assert add_demand(MAX_DEMAND - 1, 1) == MAX_DEMAND
     assert add_demand(MAX_DEMAND, MAX_DEMAND) == MAX_DEMAND
     assert add_demand(5, 6) == 11
 
 
-def test_rule_3_17_demand_above_long_max_does_not_signal_on_error() -> None:
+def test_rs_3_17_demand_above_long_max_does_not_signal_on_error() -> None:
     def more(rec: Recorder, item: int) -> None:
         if item < 10:
             rec.request(MAX_DEMAND - 1)
@@ -408,7 +408,7 @@ def test_rule_3_17_demand_above_long_max_does_not_signal_on_error() -> None:
     assert rec.error is None
 
 
-def test_rule_3_17_cumulative_demand_up_to_long_max() -> None:
+def test_rs_3_17_cumulative_demand_up_to_long_max() -> None:
     rec = Recorder()
     range_publisher(0, 3).subscribe(rec)
     rec.request(MAX_DEMAND // 2)
@@ -443,7 +443,7 @@ def test_generator_whose_cleanup_raises_is_reported_and_cancel_returns_normally(
     assert "cleaning up" in caplog.text
 
 
-def test_rule_1_8_cancel_inside_on_subscribe_suppresses_the_terminal_signal() -> None:
+def test_rs_1_8_cancel_inside_on_subscribe_suppresses_the_terminal_signal() -> None:
     class CancelAtOnce(Recorder):
         def on_subscribe(self, subscription: Subscription) -> None:
             super().on_subscribe(subscription)

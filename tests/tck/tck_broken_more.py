@@ -10,10 +10,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from tck_broken import BrokenPublisher, Bugs
-from tck_correct import ended_by_bad_request
-
 from sansrs.streams import RULE_3_9, IllegalArgumentError, Subscriber, add_demand
+from tests.tck.tck_broken import BrokenPublisher, Bugs
+from tests.tck.tck_correct import ended_by_bad_request
 
 
 class _Base:

@@ -12,9 +12,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from tck_processor import BroadcastProcessor, ProcessorBugs
-
 from sansrs.streams import MapProcessor, Subscription
+from tests.tck.tck_processor import BroadcastProcessor, ProcessorBugs
 
 
 class BrokenSubscriber:

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from tck_broken import BrokenFailedPublisher, BrokenPublisher, Bugs
-from tck_broken_more import (
+from tests.tck.tck_broken import BrokenFailedPublisher, BrokenPublisher, Bugs
+from tests.tck.tck_broken_more import (
     KeyedBySubscriberPublisher,
     LockedEmitterPublisher,
     ResubscribeRaisesPublisher,
@@ -27,7 +27,7 @@ from tck_broken_more import (
     UnsyncThreadPublisher,
     WaitingSubscribePublisher,
 )
-from tck_broken_subscribers import (
+from tests.tck.tck_broken_subscribers import (
     AliasSubscriber,
     BrokenSubscriber,
     ErrorSwallowingProcessor,

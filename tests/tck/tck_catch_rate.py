@@ -7,7 +7,7 @@ does not finish within ``--hang`` seconds counts as a hang (the user's run would
 hang there), and the implementation as not caught. The old kit is read from git
 (``git show <ref>:tck/...``), so the two are compared on the same catalogue.
 
-    .venv/bin/python tests/tck/tck_catch_rate.py --old-ref f3c313b
+    .venv/bin/python -m tests.tck.tck_catch_rate --old-ref f3c313b
 
 Prints one line per implementation and the totals (docs/tck.md quotes them).
 """
@@ -27,14 +27,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-sys.path.insert(0, str(HERE))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # run as a script: the tests package lives at the root
 
-from tck_broken import BrokenFailedPublisher  # noqa: E402
-from tck_broken_subscribers import BrokenSubscriber, ProbedSubscriber, broken_processor  # noqa: E402
-from tck_cases import _CORRECT, IMPLEMENTATIONS, Broken, kit_class  # noqa: E402
-from tck_correct import (  # noqa: E402
+from tests.tck.tck_broken import BrokenFailedPublisher  # noqa: E402
+from tests.tck.tck_broken_subscribers import BrokenSubscriber, ProbedSubscriber, broken_processor  # noqa: E402
+from tests.tck.tck_cases import _CORRECT, IMPLEMENTATIONS, Broken, kit_class  # noqa: E402
+from tests.tck.tck_correct import (  # noqa: E402
     AsyncioPublisher,
     IteratorPublisher,
     ThreadPoolPublisher,

@@ -13,8 +13,6 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 
-from tck_correct import WorkLoop
-
 from sansrs.streams import (
     MAX_DEMAND,
     RULE_3_9,
@@ -23,6 +21,7 @@ from sansrs.streams import (
     Subscription,
     add_demand,
 )
+from tests.tck.tck_correct import WorkLoop
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,9 +18,10 @@ from sansrs.tck import (
     TestEnvironment,
     Verification,
 )
-from tck_broken import BrokenFailedPublisher
-from tck_broken_subscribers import BrokenSubscriber, ProbedSubscriber, broken_processor
-from tck_cases import (
+
+from tests.tck.tck_broken import BrokenFailedPublisher
+from tests.tck.tck_broken_subscribers import BrokenSubscriber, ProbedSubscriber, broken_processor
+from tests.tck.tck_cases import (
     _CORRECT,
     CATALOGUE,
     IMPLEMENTATIONS,
@@ -123,7 +124,7 @@ def _publisher_kit(**knobs: Any) -> Verification:
 
 
 def test_optional_rule_failure_becomes_a_skip_with_the_reason() -> None:
-    from tck_broken import BrokenPublisher, Bugs
+    from tests.tck.tck_broken import BrokenPublisher, Bugs
 
     class Kit(PublisherVerification[int]):
         __test__ = False

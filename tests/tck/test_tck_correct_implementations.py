@@ -18,17 +18,17 @@ from sansrs.tck import (
     SubscriberWhiteboxVerification,
     WhiteboxSubscriberProbe,
 )
-from tck_correct import (
+
+from sansrs.streams import MAX_DEMAND, Processor, Publisher, Subscriber
+from tests.tck.tck_correct import (
     AsyncioPublisher,
     IteratorPublisher,
     ThreadPoolPublisher,
     ThreadPoolSubscriber,
     counting,
 )
-from tck_fast_env import FAST_ENV
-from tck_processor import BroadcastProcessor
-
-from sansrs.streams import MAX_DEMAND, Processor, Publisher, Subscriber
+from tests.tck.tck_fast_env import FAST_ENV
+from tests.tck.tck_processor import BroadcastProcessor
 
 
 class TestHandRolledIteratorPublisher(PublisherVerification[int]):

@@ -9,7 +9,6 @@ from sansrs.tck import (
     SubscriberWhiteboxVerification,
     WhiteboxSubscriberProbe,
 )
-from tck_fast_env import FAST_ENV
 
 from sansrs.streams import MAX_DEMAND as MAX
 from sansrs.streams import (
@@ -24,6 +23,7 @@ from sansrs.streams import (
     error_publisher,
     range_publisher,
 )
+from tests.tck.tck_fast_env import FAST_ENV
 
 
 class TestMapProcessor(IdentityProcessorVerification[int]):

@@ -6,8 +6,6 @@ import itertools
 from collections.abc import Iterator
 
 from sansrs.tck import PublisherVerification
-from tck_async import AsyncRangePublisher
-from tck_fast_env import FAST_ENV
 
 from sansrs.streams import (
     MAX_DEMAND,
@@ -18,6 +16,8 @@ from sansrs.streams import (
     from_iterable,
     range_publisher,
 )
+from tests.tck.tck_async import AsyncRangePublisher
+from tests.tck.tck_fast_env import FAST_ENV
 
 
 class TestRangePublisher(PublisherVerification[int]):

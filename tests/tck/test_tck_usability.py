@@ -15,11 +15,11 @@ from sansrs.tck import (
     StressSettings,
     TestEnvironment,
 )
-from tck_broken import BrokenPublisher, Bugs
-from tck_broken_more import LockedEmitterPublisher, UnguardedEmitterPublisher
-from tck_cases import P1_4, R3_2, R3_8_CONCURRENT, R3_8_LONG
 
 from sansrs.streams import MapProcessor, Processor, Publisher, range_publisher
+from tests.tck.tck_broken import BrokenPublisher, Bugs
+from tests.tck.tck_broken_more import LockedEmitterPublisher, UnguardedEmitterPublisher
+from tests.tck.tck_cases import P1_4, R3_2, R3_8_CONCURRENT, R3_8_LONG
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 

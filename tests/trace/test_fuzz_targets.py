@@ -8,8 +8,7 @@ a target's invariants, in the normal test run (the coverage-guided runs are
 from __future__ import annotations
 
 import importlib
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -19,15 +18,8 @@ FUZZ = Path(__file__).resolve().parent.parent.parent / "fuzz"
 TARGETS = sorted(FUZZ.glob("fuzz_*.py"))
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _fuzz_on_path() -> Iterator[None]:
-    sys.path.insert(0, str(FUZZ))
-    yield
-    sys.path.remove(str(FUZZ))
-
-
 def _load(path: Path) -> ModuleType:
-    return importlib.import_module(path.stem)
+    return importlib.import_module(f"fuzz.{path.stem}")
 
 
 def test_fuzz_targets_exist() -> None:

@@ -3,29 +3,19 @@ the capture proxy), so the committed traces can be re-recorded at any time."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
 from sansrs.rsocket import FrameReader, FrameType, PayloadFrame
 from sansrs.trace import Direction, EndReason, EndRecord, read_trace
-
-SCRIPT = Path(__file__).resolve().parent.parent / "tools" / "record_traces.py"
+from tests.tools import record_traces
 
 
 @pytest.mark.interop
 def test_record_traces_script_records_decodable_traces(tmp_path: Path) -> None:
-    spec = importlib.util.spec_from_file_location("record_traces_script", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-        assert module.main(["--out", str(tmp_path), "--only", "request_stream", "fragmented"]) == 0
-    finally:
-        del sys.modules[spec.name]
+    args = ["--out", str(tmp_path), "--only", "request_stream", "fragmented"]
+    assert record_traces.main(args) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "fragmented.rstrace",
         "request_stream.rstrace",
