@@ -82,7 +82,7 @@ class StressSettings:
     #: ``sys.setswitchinterval`` during the concurrent requests, and the chance that a
     #: requesting thread gives up the GIL at each function call: forced thread switches
     #: make an unsynchronized read-modify-write of the demand lose updates.
-    switch_interval_s: float = 1e-5
+    switch_interval_s: float = 1e-3
     yield_probability: float = 0.5
 
     def __post_init__(self) -> None:
