@@ -161,21 +161,24 @@ class _CountingSubscriber(BlackholeSubscriber[T]):
 class _SpinBarrier:
     """A barrier whose threads leave together: each waits by yielding the GIL in a loop,
     so all of them compete for it at once when it opens (a ``threading.Barrier`` wakes
-    them one by one, late enough for the first to have finished alone)."""
+    them one by one, late enough for the first to have finished alone). After
+    ``spin_s`` a waiter blocks instead, not to starve the Publisher's own threads while
+    the last one runs ``action``."""
 
     def __init__(self, parties: int, timeout: float,
-                 action: Callable[[], None] | None = None) -> None:
+                 action: Callable[[], None] | None = None, spin_s: float = 0.002) -> None:
         self.parties = parties
         self.timeout = timeout
         self.action = action
+        self.spin_s = spin_s
         self.lock = threading.Lock()
         self.arrived = 0
-        self.generation = 0
+        self.opened = threading.Event()
         self.broken = False
 
     def wait(self) -> None:
         with self.lock:
-            generation = self.generation
+            opened = self.opened
             self.arrived += 1
             last = self.arrived == self.parties
         if last:
@@ -187,17 +190,25 @@ class _SpinBarrier:
                     raise
             with self.lock:
                 self.arrived = 0
-                self.generation += 1
+                self.opened = threading.Event()
+            opened.set()
             return
-        deadline = time.monotonic() + self.timeout
-        while self.generation == generation:
-            if self.broken or time.monotonic() > deadline:
+        start = time.monotonic()
+        while not opened.is_set():
+            waited = time.monotonic() - start
+            if self.broken or waited > self.timeout:
                 self.abort()
                 raise threading.BrokenBarrierError
-            time.sleep(0)  # not a wait for something: stay runnable, let the others run
+            if waited < self.spin_s:
+                time.sleep(0)  # not a wait for something: stay runnable, let the others run
+            else:
+                opened.wait(self.timeout - waited)
+        if self.broken:
+            raise threading.BrokenBarrierError
 
     def abort(self) -> None:
         self.broken = True
+        self.opened.set()
 
 
 class PublisherStressRules(PublisherTestBase[T]):

@@ -90,28 +90,29 @@ def _environment(kit: ModuleType) -> Any:
     return kit.TestEnvironment(**settings)
 
 
-def _run_one(instance: Any, name: str, hang: float) -> str:
-    """'failed', 'passed', 'skipped', 'error' or 'hung'."""
+def _run_one(instance: Any, name: str, hang: float) -> tuple[str, str]:
+    """('failed' | 'passed' | 'skipped' | 'error' | 'hung', the failure's detail line)."""
     import pytest
 
-    outcome: list[str] = []
+    outcome: list[tuple[str, str]] = []
 
     def target() -> None:
         try:
             instance.setup_method()
             getattr(instance, name)()
-            outcome.append("passed")
-        except pytest.fail.Exception:
-            outcome.append("failed")
+            outcome.append(("passed", ""))
+        except pytest.fail.Exception as failure:
+            lines = str(failure).splitlines()
+            outcome.append(("failed", next((x for x in lines if "->" in x), lines[0]).strip()))
         except pytest.skip.Exception:
-            outcome.append("skipped")
-        except BaseException:  # the kit itself broke: not a verdict on the implementation
-            outcome.append("error")
+            outcome.append(("skipped", ""))
+        except BaseException as error:  # the kit itself broke: not a verdict
+            outcome.append(("error", repr(error)))
 
     thread = threading.Thread(target=target, daemon=True)
     thread.start()
     thread.join(hang)
-    return outcome[0] if outcome else "hung"
+    return outcome[0] if outcome else ("hung", "")
 
 
 def verdict(job: tuple[str | None, int, bool, float]) -> tuple[str, list[str]]:
@@ -123,11 +124,11 @@ def verdict(job: tuple[str | None, int, bool, float]) -> tuple[str, list[str]]:
     instance = kit_class(kit, broken, _environment(kit))()
     failed: list[str] = []
     for name in sorted(n for n in dir(instance) if n.startswith("test_")):
-        result = _run_one(instance, name, hang)
+        result, detail = _run_one(instance, name, hang)
         if result == "hung":
             return "hung", failed
         if result == "failed":
-            failed.append(name)
+            failed.append(f"{name} {detail}")
     return ("caught" if failed else "missed"), failed
 
 
@@ -164,7 +165,7 @@ def main() -> None:
         print(f"{label}: caught {caught} of {total} broken implementations "
               f"({100 * caught / total:.0f}%), {verdicts.count('hung')} hung the run; "
               f"false failures on {len(correct_implementations())} correct ones: {len(false)}"
-              + "".join(f"\n  {name}: {tests}" for name, tests in false))
+              + "".join(f"\n  {name}: {test}" for name, tests in false for test in tests))
     print(f"({time.monotonic() - start:.0f} s)")
 
 
