@@ -439,8 +439,9 @@ class PublisherStressRules(PublisherTestBase[T]):
             env.violation(None, f"{threads} threads called request(1) at the same moment, but "
                           f"the Publisher delivered only {sub.delivered} of the {sub.settled} "
                           "elements requested so far and then stopped. request(n) MUST "
-                          "register n more elements (rule 3.8): a request that arrives while "
-                          "the Publisher is finishing a signal was lost", site=())
+                          "register n more elements (rule 3.8): concurrent calls lost demand "
+                          "updates, or a request that came while the Publisher was finishing "
+                          "its signals was dropped", site=())
             raise threading.BrokenBarrierError
         sub.checker.add_request(threads, calls=threads)
         sub.settled += threads
@@ -455,4 +456,4 @@ class PublisherStressRules(PublisherTestBase[T]):
                 if count != last:
                     last, since = count, time.monotonic()
                 elif time.monotonic() - since > env.timeout:
-                    env.flop(message.format(count=count))
+                    env.flop(message.replace("{count}", str(count)))  # a repr may hold braces
