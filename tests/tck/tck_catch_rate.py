@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import subprocess
 import sys
 import tempfile
@@ -27,13 +28,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # run as a script: the tests package lives at the root
-
-from tests.tck.tck_broken import BrokenFailedPublisher  # noqa: E402
-from tests.tck.tck_broken_subscribers import BrokenSubscriber, ProbedSubscriber, broken_processor  # noqa: E402
-from tests.tck.tck_cases import _CORRECT, IMPLEMENTATIONS, Broken, kit_class  # noqa: E402
-from tests.tck.tck_correct import (  # noqa: E402
+from tests.tck.tck_broken import BrokenFailedPublisher
+from tests.tck.tck_broken_subscribers import BrokenSubscriber, ProbedSubscriber, broken_processor
+from tests.tck.tck_cases import _CORRECT, IMPLEMENTATIONS, Broken, kit_class
+from tests.tck.tck_correct import (
     AsyncioPublisher,
     IteratorPublisher,
     ThreadPoolPublisher,
@@ -41,6 +39,7 @@ from tests.tck.tck_correct import (  # noqa: E402
     counting,
 )
 
+ROOT = Path(__file__).resolve().parents[2]
 OLD_PACKAGE = "sansrs_tck_old"
 
 
@@ -69,6 +68,8 @@ def load_kit(ref: str | None) -> ModuleType:
     """The kit at git ``ref`` (a copy imported as ``sansrs_tck_old``), or the working tree's."""
     if ref is None:
         return importlib.import_module("sansrs.tck")
+    if OLD_PACKAGE in sys.modules:
+        return sys.modules[OLD_PACKAGE]
     folder = Path(tempfile.mkdtemp(prefix="tck-old-")) / OLD_PACKAGE
     folder.mkdir()
     names = subprocess.run(["git", "ls-tree", "--name-only", f"{ref}:tck"], cwd=ROOT,
@@ -78,8 +79,14 @@ def load_kit(ref: str | None) -> ModuleType:
             text = subprocess.run(["git", "show", f"{ref}:tck/{name}"], cwd=ROOT, check=True,
                                   capture_output=True, text=True).stdout
             (folder / name).write_text(text, encoding="utf-8")
-    sys.path.insert(0, str(folder.parent))
-    return importlib.import_module(OLD_PACKAGE)
+    # a package from a folder, relative imports and all
+    spec = importlib.util.spec_from_file_location(
+        OLD_PACKAGE, folder / "__init__.py", submodule_search_locations=[str(folder)])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[OLD_PACKAGE] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def _environment(kit: ModuleType, correct: bool = False) -> Any:
