@@ -734,6 +734,7 @@ class _RemoteSubscription(Generic[T, H]):
         self._lock = publisher._lock  # one Subscriber per publisher: share its lock
         self._handle: H | None = None
         self._has_handle = False
+        self._early = 0  # demand of later request() calls that reached the thread first
         self._cancelled = False
 
     def _run(self, fn: Callable[[], object]) -> None:
@@ -761,12 +762,18 @@ class _RemoteSubscription(Generic[T, H]):
     def _start_now(self, n: int) -> None:
         if self._cancelled:
             return
-        self._handle = self._publisher._start(self._sink, n)
+        self._handle = self._publisher._start(self._sink, add_demand(n, self._early))
         self._has_handle = True
 
     def _more_now(self, n: int) -> None:
-        if self._has_handle and not self._cancelled:
-            self._publisher._more(self._handle, n)  # type: ignore[arg-type]
+        if self._cancelled:
+            return
+        if not self._has_handle:
+            # request() calls from several threads: a later one may be handed over before
+            # the first one's start; its demand joins the start (rule 3.8)
+            self._early = add_demand(self._early, n)
+            return
+        self._publisher._more(self._handle, n)  # type: ignore[arg-type]
 
     def cancel(self) -> None:
         with contextlib.suppress(ConnectionError):
