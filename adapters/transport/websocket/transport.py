@@ -51,6 +51,11 @@ SEND_BATCH = 256 * 1024
 MAX_EARLY_OUTPUT = 1024 * 1024
 #: Largest upgrade request head a server reads (h11's own limit is 16 KiB).
 MAX_REQUEST_HEAD = 64 * 1024
+#: Unsent bytes above which a Ping is no longer answered at once: only the
+#: latest one is kept and answered once they drain (RFC 6455, 5.5.3 allows
+#: answering only the most recent Ping), so a peer that sends Pings and
+#: reads nothing cannot make us queue Pongs without bound.
+MAX_CONTROL_BACKLOG = 64 * 1024
 _HEADER_END = b"\r\n\r\n"
 _RAW_BAD_REQUEST = (
     b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
@@ -106,6 +111,7 @@ class WebSocketTransport:
         self._early: list[bytes] = []  # server: records queued before the upgrade
         self._early_size = 0
         self._pings = 0  # engine pings awaiting their pong
+        self._pong: bytes | None = None  # the latest Ping's payload, not yet answered
         self._close_delivered = False
         if is_open:
             self._set_open()
@@ -272,7 +278,8 @@ class WebSocketTransport:
             self._on_data(event.data.encode("utf-8"), event.message_finished, MessageKind.TEXT)
         elif isinstance(event, Ping):
             if self._ws.state is ConnectionState.OPEN:
-                self._out += self._ws.send(event.response())
+                self._pong = bytes(event.payload)
+                self._answer_ping()
         elif isinstance(event, Pong):
             if self._pings:
                 self._pings -= 1
@@ -448,12 +455,24 @@ class WebSocketTransport:
             self._out += self._ws.send(CloseConnection(code=code, reason=reason or None))
             self.close_sent = (code, reason)
 
+    def _answer_ping(self) -> None:
+        """Queue the Pong of the latest Ping if the backlog allows (``_out``
+        holds whole frames, so it goes behind them)."""
+        payload = self._pong
+        if payload is None or len(self._out) > MAX_CONTROL_BACKLOG:
+            return
+        self._pong = None
+        if self._ws.state is ConnectionState.OPEN and self.close_sent is None:
+            self._out += self._ws.send(Pong(payload=payload))
+
     def _flush(self) -> None:
         out = self._out
         if out:
             sent = self._stream.send(out)
             if sent:
                 del out[:sent]
+        if self._pong is not None:
+            self._answer_ping()
 
     def _flush_quietly(self) -> None:
         with contextlib.suppress(OSError):
