@@ -77,8 +77,8 @@ def weight(item: object) -> int:
     t = type(item)
     if t is bytes or t is bytearray or t is str:
         return len(item)  # type: ignore[arg-type]
-    if t is memoryview:
-        return item.nbytes  # type: ignore[attr-defined]
+    if isinstance(item, memoryview):
+        return item.nbytes
     if isinstance(item, tuple):
         return 16 + sum(weight(part) for part in item if part is not None)
     return OPAQUE_WEIGHT

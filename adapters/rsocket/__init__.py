@@ -14,7 +14,8 @@
   dropped connections (``docs/resumption.md``).
 - :mod:`sansrs.adapters.rsocket.aio`: the same under asyncio.
 - Values and errors: :class:`Payload`, :class:`Request` (what a handler
-  receives), :class:`Handler` (its optional methods), :class:`RSocketError`
+  receives), :class:`Handler` (its optional methods), :class:`Setup` (what
+  a server's ``authenticate`` hook sees), :class:`RSocketError`
   (an ERROR frame; :class:`ApplicationError` is the one to raise), and
   :class:`~sansrs.adapters.drive.ConnectionClosed` (the connection is gone).
 """
@@ -27,7 +28,7 @@ from .options import EngineOptions
 from .peer import DEFAULT_PREFETCH, RemotePublisher, RSocketPeer
 from .resume import ResumableClient, ResumeOptions, connect_resumable, serve_resumable
 from .server import Server, serve
-from .types import Handler, Payload, Request
+from .types import Handler, Payload, Request, Setup
 
 __all__ = [
     "DEFAULT_PREFETCH",
@@ -44,6 +45,7 @@ __all__ = [
     "ResumableClient",
     "ResumeOptions",
     "Server",
+    "Setup",
     "as_payload",
     "connect",
     "connect_resumable",

@@ -36,7 +36,7 @@ from .errors import RSocketError, error_for_exception
 from .fast import as_payload, new_tuple
 from .options import EngineOptions
 from .responder import Responder
-from .types import Payload
+from .types import Payload, Setup
 
 __all__ = ["RSocketEngine", "RequestHandle"]
 
@@ -649,7 +649,22 @@ class RSocketEngine:
     def on_setup(self, ev: Any) -> None:
         """Server: accept the SETUP. If the client asked for leases, grant
         them (the first LEASE is mandatory) and renew at half the TTL; a
-        server started with ``lease=True`` refuses clients that did not ask."""
+        server started with ``lease=True`` refuses clients that did not ask.
+        The ``authenticate`` hook, if any, may refuse it first."""
+        authenticate = self.options.authenticate
+        if authenticate is not None:
+            setup = Setup(
+                data=ev.data,
+                metadata=ev.metadata,
+                data_mime_type=ev.data_mime_type,
+                metadata_mime_type=ev.metadata_mime_type,
+                peer=self.peer,
+            )
+            try:
+                authenticate(setup)
+            except Exception as exc:
+                self.conn.reject_setup(ErrorCode.REJECTED_SETUP, str(exc) or "not authenticated")
+                return
         if self.options.lease and not ev.lease:
             self.conn.reject_setup(
                 ErrorCode.UNSUPPORTED_SETUP, "this server requires leases (SETUP L flag)"

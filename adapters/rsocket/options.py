@@ -4,7 +4,9 @@ the core's limits)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["EngineOptions"]
 
@@ -25,6 +27,10 @@ class EngineOptions:
     fragment_size: int | None = None
     max_frame_size: int | None = None
     max_concurrent_streams: int | None = None
+    #: Server: ``authenticate(setup)`` (a :class:`~.types.Setup`) runs before
+    #: a SETUP is accepted; an exception rejects it (REJECTED_SETUP with
+    #: the exception's text) and the connection closes.
+    authenticate: Callable[[Any], object] | None = None
 
     def __post_init__(self) -> None:
         if self.keepalive_interval <= 0 or self.max_lifetime <= 0:

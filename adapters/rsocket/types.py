@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-__all__ = ["Handler", "Payload", "Request", "is_single_value"]
+__all__ = ["Handler", "Payload", "Request", "Setup", "is_single_value"]
 
 
 class Payload(NamedTuple):
@@ -33,6 +33,20 @@ class Request:
 
     data: bytes
     metadata: bytes | None
+    peer: Any
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Setup:
+    """A client's SETUP as a server's ``authenticate`` hook sees it: the
+    SETUP's data and metadata with their MIME types, and the connecting
+    ``peer`` (``peer.transport`` has the address and, over TLS, the verified
+    client certificate: ``peer.transport.peer_certificate``)."""
+
+    data: bytes
+    metadata: bytes | None
+    data_mime_type: str
+    metadata_mime_type: str
     peer: Any
 
 

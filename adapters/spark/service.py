@@ -1,16 +1,19 @@
 """An RSocket responder for Spark jobs: named *sources* that partitions read
 from, and named *sinks* that partitions write to (see docs/spark.md for the
-wire formats). Serve it with :func:`serve`; it runs no Spark itself.
+wire formats). Serve it with :func:`serve`, which requires the service's
+secret from every client by default (docs/security.md); it runs no Spark
+itself.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Self
 
 from ..rsocket.errors import ApplicationError
 from ..rsocket.server import Server
@@ -18,9 +21,10 @@ from ..rsocket.server import serve as rsocket_serve
 from ..rsocket.types import Payload, Request
 from ..transport.urls import Endpoint
 from ._wire import JobRequest, OffsetQuery, ReadRequest, WireError, WriteHeader, encode_rows
+from .auth import authenticator, new_secret, with_secret
 from .sink import Sink, Stage
 
-__all__ = ["RowSource", "Service", "serve"]
+__all__ = ["RowSource", "Service", "SparkServer", "serve"]
 
 log = logging.getLogger("sansrs.adapters.spark")
 
@@ -148,7 +152,72 @@ class Service:
         return int(latest())
 
 
-def serve(url: str | Endpoint, service: Service, **options: Any) -> Server:
+class SparkServer:
+    """A served :class:`Service`. ``url`` is what writers, readers and the
+    data source are given: it carries the secret (as the URL's password,
+    like a token URL: treat it as a credential); ``address`` is the same
+    without it, for logs. A context manager that closes on exit."""
+
+    def __init__(self, server: Server, secret: str | None) -> None:
+        self.server = server
+        self.secret = secret
+        self.endpoint = server.endpoint
+
+    @property
+    def address(self) -> str:
+        """The URL without the secret."""
+        return self.server.url
+
+    @property
+    def url(self) -> str:
+        """The URL clients use: with the secret, if the service has one."""
+        address = self.server.url
+        return address if self.secret is None else with_secret(address, self.secret)
+
+    @property
+    def peers(self) -> list[Any]:
+        return self.server.peers
+
+    def close(self, timeout: float = 5.0, *, abort: bool = False) -> None:
+        self.server.close(timeout, abort=abort)
+
+    def wait_closed(self, timeout: float | None = None) -> bool:
+        return self.server.wait_closed(timeout)
+
+    def __repr__(self) -> str:
+        auth = "secret" if self.secret is not None else "no authentication"
+        return f"<SparkServer {self.address} ({auth})>"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def serve(
+    url: str | Endpoint,
+    service: Service,
+    *,
+    secret: str | None = None,
+    authenticate: bool = True,
+    ssl_context: ssl.SSLContext | None = None,
+    **options: Any,
+) -> SparkServer:
     """Serve ``service`` on ``url`` (``tcp://127.0.0.1:0`` picks a port;
-    ``server.url`` tells it)."""
-    return rsocket_serve(url, service, **options)
+    ``tls://`` needs ``ssl_context``, which may also require client
+    certificates). Every client must send the service's ``secret`` in its
+    SETUP (one is generated unless given); ``server.url`` carries it, so
+    writers and readers made from it authenticate without more ado.
+    ``authenticate=False`` serves anyone who can reach the port (only for
+    a port nobody else can reach). ``options`` go to the RSocket server
+    (:func:`sansrs.adapters.rsocket.serve`: ``loop``, ``loop_config``, ...)."""
+    if not authenticate:
+        if secret is not None:
+            raise ValueError("secret= needs authenticate=True")
+        return SparkServer(rsocket_serve(url, service, ssl_context=ssl_context, **options), None)
+    secret = new_secret() if secret is None else secret
+    server = rsocket_serve(
+        url, service, ssl_context=ssl_context, authenticate=authenticator(secret), **options
+    )
+    return SparkServer(server, secret)

@@ -183,8 +183,7 @@ def test_ditto_malformed_envelopes_carry_dittos_error(text: str, code: str) -> N
 @pytest.mark.parametrize("where", ["headers", "value"])
 def test_ditto_json_number_out_of_range_is_json_invalid(number: str, where: str) -> None:
     # Python reads 1e999 as infinity, which no answer could echo back.
-    field = '{"x":%s}' % number
-    text = '{"topic":"a/b/things/twin/errors","%s":%s}' % (where, field)
+    text = '{"topic":"a/b/things/twin/errors","' + where + '":{"x":' + number + "}}"
     with pytest.raises(MessageError) as info:
         parse_envelope(text)
     assert (info.value.error.status, info.value.error.error) == (400, "json.invalid")

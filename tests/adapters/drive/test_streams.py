@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sansrs.adapters.drive.queues import CreditQueue, QueueClosed
+from sansrs.adapters.drive.queues import CreditQueue
 from sansrs.adapters.drive.streams import (
     IteratorSource,
     Outbound,
