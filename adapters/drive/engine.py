@@ -55,7 +55,7 @@ Call = Callable[[], object]
 
 class Driver(Protocol):
     """What engines and peers need from whatever drives a connection
-    (:class:`~.selector.LoopConnection`, :class:`~.threads.ConnectionThread`).
+    (:class:`~.connection.LoopConnection`, :class:`~.threads.ConnectionThread`).
     Every method is safe from any thread."""
 
     @property

@@ -93,7 +93,7 @@ class WebSocketTransport:
         self.close_sent: tuple[int, str] | None = None
         self._open = False
         self._max = options.max_message_size
-        #: Data path once open (ws_frames): fast for whole data frames,
+        #: Data path once open (frames.py): fast for whole data frames,
         #: wsproto for the rest. Before that, the server's request head.
         self._splitter: FrameSplitter | None = None
         self._head = bytearray()
@@ -425,7 +425,7 @@ class WebSocketTransport:
                 continue
             body = view[off + 5 : stop]
             if kind == 2 or kind == 1:
-                # Built here rather than by wsproto (ws_frames): the same bytes,
+                # Built here rather than by wsproto (frames.py): the same bytes,
                 # several times faster. Text is checked: a bad engine must not
                 # make us send invalid UTF-8.
                 payload = bytes(body)
