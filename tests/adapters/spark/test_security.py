@@ -81,7 +81,7 @@ def test_connection_without_the_secret_is_rejected_at_setup(
     server: SparkServer, setup_data: bytes
 ) -> None:
     with connect(server.address, setup_data=setup_data) as client, pytest.raises(
-        ConnectionClosed, match="REJECTED_SETUP.*needs its secret"
+        ConnectionClosed, match=r"REJECTED_SETUP.*needs its secret"
     ):
         client.request_response(b"{}", timeout=10)
 

@@ -40,6 +40,7 @@ from sansrs.adapters.transport.websocket.messages import (
     encode_text,
 )
 from sansrs.adapters.transport.websocket.transport import (
+    MAX_CONTROL_BACKLOG,
     SEND_BATCH,
     WebSocketListener,
     WebSocketTransport,
@@ -721,3 +722,39 @@ def test_request_head_without_end_is_refused_at_the_limit() -> None:
         assert read_http_head(sock).startswith(b"HTTP/1.1 431 ")  # header fields too large
         sock.close()
         assert server.engine().lost.wait(WAIT)
+
+
+def test_ping_flood_never_read_keeps_one_pong_pending() -> None:
+    """A peer sends Pings and reads nothing: Pongs are not queued without
+    bound; only the latest Ping is answered once the backlog drains (RFC
+    6455, 5.5.3 allows answering only the most recent Ping)."""
+    with echo_server() as server:
+        raw = RawClient(server.endpoint.port)
+        raw.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        (transport,) = server.transports
+        assert isinstance(transport, WebSocketTransport)
+        # A small kernel buffer on the server's side, so that the backlog is ours.
+        transport._stream.sock.setsockopt(  # type: ignore[attr-defined]
+            socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
+        )
+        pings, payload = 5000, b"p" * 119
+        raw.sock.sendall(
+            b"".join(raw.ws.send(Ping(payload=payload + b"%06d" % i)) for i in range(pings))
+        )
+        raw.send(BytesMessage(data=b"mark"))
+        assert transport.buffered <= MAX_CONTROL_BACKLOG + SEND_BATCH
+        pongs: list[bytes] = []
+        echoed: list[bytes] = []
+        last = payload + b"%06d" % (pings - 1)
+        while not echoed or not pongs or pongs[-1] != last:  # reading now: all drains
+            data = raw.sock.recv(65536)
+            assert data
+            raw.ws.receive_data(data)
+            for event in raw.ws.events():
+                if isinstance(event, Pong):
+                    pongs.append(bytes(event.payload))
+                elif isinstance(event, BytesMessage):
+                    echoed.append(bytes(event.data))
+        assert echoed == [b"mark"] and server.engine().seen == [(2, b"mark")]
+        assert len(pongs) < pings  # the rest were coalesced; the latest is answered
+        raw.sock.close()
