@@ -12,6 +12,7 @@ from typing import NoReturn
 from .._errors import LocalProtocolError, RemoteProtocolError
 from ._config import ConnectionConfig, Framing, Role
 from ._encode import encode_frame
+from ._fragmentation import ReassemblyBudget
 from ._frames import (
     MAX_REQUEST_N,
     CancelFrame,
@@ -207,6 +208,13 @@ class ConnectionCore:
         self._out_size = 0
         self._streams: dict[int, Stream] = {}
         self._peer_stream_count = 0  # streams the peer opened (max_concurrent_streams)
+        # What the streams' fragments in progress may hold (_receive_streams).
+        self._reassemblies = ReassemblyBudget(
+            max_size=config.max_reassembly_size,
+            max_fragments=config.max_fragments,
+            max_active=config.max_reassemblies,
+            max_total=config.max_reassembly_total,
+        )
         self._ids = StreamIdAllocator(self._client, config.reuse_stream_ids)
         self._peer_parity = 0 if self._client else 1
         self._keepalive: Keepalive | None = None
@@ -295,6 +303,7 @@ class ConnectionCore:
                 self._end_resumption()
             self._streams.clear()
             self._peer_stream_count = 0
+            self._reassemblies.clear()
             self._early.clear()
             self._keepalive = None
 
@@ -334,6 +343,8 @@ class ConnectionCore:
     def _end_resumption(self) -> None:
         """The session is over: free the retained frames (and, on a server,
         the session store entry)."""
+        if self._retained is not None:
+            self._retained.give_up()  # gives its share of the server's budget back
         self._retained = None
         self._retain_list = None
         self._detached = False
@@ -342,6 +353,10 @@ class ConnectionCore:
     def _remove(self, s: Stream) -> None:
         if self._streams.pop(s.stream_id, None) is not None and not s.requester:
             self._peer_stream_count -= 1
+        r = s.reassembly
+        if r is not None:  # fragments in progress die with their stream
+            s.reassembly = None
+            self._reassemblies.end(r)
         s.state = _CLOSED
         if self._state is ConnectionState.CLOSING and not self._streams:
             self._finish_close()
@@ -431,8 +446,12 @@ class ConnectionCore:
             self._queue_keepalive_request()
 
     def _retain_start(self) -> None:
+        store = getattr(self, "_sessions", None)  # a server's sessions share a budget
         r = self._retained = RetainedFrames(
-            self.config.resume_buffer_size, self._prefixed, self.sent_position
+            self.config.resume_buffer_size,
+            self._prefixed,
+            self.sent_position,
+            None if store is None else store.retained,
         )
         self._retain_list = r.frames
         self._retain_at = r.check_at

@@ -87,6 +87,7 @@ class StreamFrames(ConnectionCore):
             self._queue_error(sid, ErrorCode.REJECTED, "too many concurrent streams")
             return
         if f.follows:
+            self._start_reassembly()
             s = self._new_responder_stream(f)
             r = s.reassembly = Reassembly(f)
             r.add(f.metadata, f.data)  # the first fragment: metadata cannot follow data
@@ -237,6 +238,7 @@ class StreamFrames(ConnectionCore):
                 if s.in_credit <= 0:
                     self._over_delivery(s.stream_id)
                 s.in_credit -= 1
+            self._start_reassembly()
             r = s.reassembly = Reassembly(f)
         if not isinstance(r, Reassembly):  # pragma: no cover - type narrowing
             return
@@ -250,6 +252,7 @@ class StreamFrames(ConnectionCore):
         if follows:
             return
         s.reassembly = None
+        self._reassemblies.end(r)
         md, data = r.result()
         first = r.first
         if type(first) is PayloadFrame:
@@ -264,11 +267,22 @@ class StreamFrames(ConnectionCore):
             complete = f.complete or getattr(first, "complete", False)
             self._announce(first, data, md, complete)  # type: ignore[arg-type]
 
+    def _start_reassembly(self) -> None:
+        """A new fragmented payload or request: within ``max_reassemblies``,
+        else the connection fails (a peer that opens them without end)."""
+        refused = self._reassemblies.start()
+        if refused is not None:
+            self._fail(ErrorCode.CONNECTION_ERROR, refused)
+
     def _check_reassembly_size(self, s: Stream, r: Reassembly) -> bool:
-        if r.size <= self.config.max_reassembly_size:
+        """Charge ``r``'s last fragment; beyond a limit of its own the
+        request is rejected (a PAYLOAD fails the connection), beyond the
+        connection's the connection fails."""
+        refused = self._reassemblies.grew(r)
+        if refused is None:
             return True
-        message = f"payload exceeds the maximum reassembly size ({self.config.max_reassembly_size})"
-        if type(r.first) is PayloadFrame:
+        message, connection_wide = refused
+        if connection_wide or type(r.first) is PayloadFrame:
             self._fail(ErrorCode.CONNECTION_ERROR, message)
         # A request not yet announced: reject it (REJECTED: not processed).
         self._remove(s)
