@@ -441,7 +441,7 @@ class Throttled:
         self._next = 0.0
         self._suppressed = 0
 
-    def warning(self, now: float, message: str, *args: object) -> bool:
+    def warning(self, now: float, message: str, *args: object, exc_info: bool = False) -> bool:
         """Log ``message % args`` unless one was logged less than ``interval``
         ago; True if logged."""
         if now < self._next:
@@ -452,7 +452,7 @@ class Throttled:
             message += " (%d more like it not logged)"
             args = (*args, self._suppressed)
             self._suppressed = 0
-        self._logger.warning(message, *args)
+        self._logger.warning(message, *args, exc_info=exc_info)
         return True
 
 
@@ -512,6 +512,7 @@ class LoopServer:
         interval = loop.config.log_interval
         self._accept_warning = Throttled(log, interval)
         self._refused_warning = Throttled(log, interval)
+        self._setup_warning = Throttled(log, interval)
         #: Connections refused at max_connections (inspection, for tests and stats).
         self.refused = 0
         self._exited = threading.Event()
@@ -572,9 +573,20 @@ class LoopServer:
                 continue
             try:
                 conn = self._make_connection(transport)
-            except Exception:
-                log.exception("could not set up an accepted connection")
+            except OSError as exc:
                 transport.abort()
+                if exc.errno in _RESOURCE_ERRNOS:  # e.g. no descriptor for its thread's loop
+                    self._pause(exc)
+                    return
+                self._setup_warning.warning(
+                    time.monotonic(), "could not set up an accepted connection", exc_info=True
+                )
+                continue
+            except Exception:
+                transport.abort()
+                self._setup_warning.warning(
+                    time.monotonic(), "could not set up an accepted connection", exc_info=True
+                )
                 continue
             with self._lock:
                 self._connections.add(conn)

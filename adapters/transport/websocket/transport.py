@@ -231,6 +231,7 @@ class WebSocketTransport:
             max_payload=self._max,
             on_message=self._on_message,
             to_wsproto=self._receive,
+            on_oversized=self._on_oversized,
         )
 
     def _on_message(self, opcode: int, payload: bytes) -> None:
@@ -288,6 +289,14 @@ class WebSocketTransport:
             self._on_close(event)
         elif isinstance(event, Request):
             self._on_request(event)
+
+    def _on_oversized(self, length: int) -> None:
+        """A data frame says it is longer than a message may be: fail the
+        connection with 1009 now (its bytes would only be thrown away)."""
+        reason = f"message bigger than {self._max} bytes"
+        self._parts.clear()
+        self._send_close(CloseCode.MESSAGE_TOO_BIG, reason)
+        self._deliver_close(CloseCode.MESSAGE_TOO_BIG, reason)
 
     def _on_data(self, chunk: bytes, finished: bool, kind: int) -> None:
         if self.close_sent is not None:

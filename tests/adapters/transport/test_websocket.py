@@ -484,6 +484,21 @@ def test_fragmented_message_over_max_is_cut_off_at_the_limit() -> None:
         raw.sock.close()
 
 
+def test_frame_declaring_more_than_max_fails_at_its_header_with_1009() -> None:
+    """A frame that says it carries 2**62 bytes is refused when its header
+    arrives, not after the peer has sent (and we have read) max bytes."""
+    with echo_server(options=WebSocketOptions(max_message_size=1000)) as server:
+        raw = RawClient(server.endpoint.port)
+        key = b"\x01\x02\x03\x04"
+        raw.sock.sendall(bytes([0x82, 0x80 | 127]) + (1 << 62).to_bytes(8, "big") + key + b"x")
+        closes = raw.wait_for(CloseConnection)
+        assert [c.code for c in closes] == [1009]  # type: ignore[attr-defined]
+        assert server.engine().lost.wait(WAIT)
+        assert server.engine().seen[0][0] == MessageKind.CLOSE
+        assert decode_close(server.engine().seen[0][1])[0] == CloseCode.MESSAGE_TOO_BIG
+        raw.sock.close()
+
+
 def test_client_enforces_its_own_max_message_size() -> None:
     with echo_server() as server:
         t = client(server, max_message_size=10)
