@@ -2,7 +2,7 @@
 time, threads and descriptors are its own and measurable through /proc):
 
     python -m tests.adapters.attacks.target --driver thread|selector|asyncio
-        --certs DIR [--nofile N] [--only rsocket]
+        --certs DIR [--nofile N] [--only rsocket] [--handshake-timeout S]
 
 Serves, on 127.0.0.1, RSocket over TCP (twice: once with a 1 MiB frame
 limit), WebSocket and TLS (the demo responder), resumable RSocket over TCP
@@ -11,13 +11,16 @@ rsio over TCP (the demo publishers)
 and the Ditto protocol over WebSocket (a small in-memory history), all with
 :data:`CONFIG`. Prints one JSON line of their URLs, then serves until its
 standard input ends. ``--nofile``: the process's descriptor limit (the
-out-of-descriptors attack); ``--only rsocket``: just RSocket over TCP.
+out-of-descriptors attack); ``--only rsocket``: just RSocket over TCP;
+``--handshake-timeout``: instead of CONFIG's (a benchmark trickling a SETUP
+at the pace of the original attack).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import resource
@@ -39,6 +42,7 @@ from sansrs.adapters.transport.tls import server_context
 #: idle-connection attack reaches quickly and a handshake timeout the
 #: slow-handshake attacks need not wait long for.
 CONFIG = LoopConfig(max_connections=100, handshake_timeout=2.0)
+
 #: RSocket frames above this are refused (the oversized-length attack).
 MAX_FRAME = 1024 * 1024
 THING = "org.sansrs.attack:thing"
@@ -115,7 +119,11 @@ def main() -> None:
     parser.add_argument("--certs", type=Path, required=True)
     parser.add_argument("--nofile", type=int)
     parser.add_argument("--only", choices=["rsocket"])
+    parser.add_argument("--handshake-timeout", type=float)
     args = parser.parse_args()
+    if args.handshake_timeout is not None:
+        global CONFIG
+        CONFIG = dataclasses.replace(CONFIG, handshake_timeout=args.handshake_timeout)
     if args.nofile is not None:
         _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (args.nofile, hard))

@@ -40,16 +40,18 @@ pytestmark = pytest.mark.timeout(90)
 
 
 class RsioReader:
-    """rsio messages from a byte stream, as they complete."""
+    """rsio messages from a byte stream, as they complete (every
+    subscription's elements of ``element_size`` bytes; 0: variable)."""
 
-    def __init__(self) -> None:
+    def __init__(self, element_size: int = 0) -> None:
         self._rest = b""
+        self._size = element_size
 
     def feed(self, data: bytes) -> list[object]:
         buf, pos, out = self._rest + data, 0, []
         while True:
             try:
-                message, pos = decode_message(buf, pos)
+                message, pos = decode_message(buf, pos, lambda sid: self._size)
             except Incomplete:
                 self._rest = buf[pos:]
                 return out
@@ -85,7 +87,7 @@ def test_rsio_subscription_flood_beyond_the_limit(target: Target) -> None:
     subs = b"".join(encode_message(Subscribe("counter", sid, 1)) for sid in range(1, 2001))
     with attacked(target, "rsio"), raw(target, "rsio") as sock:
         sock.sendall(encode_message(ClientHello(0)) + subs)
-        reader, errors = RsioReader(), 0
+        reader, errors = RsioReader(element_size=8), 0
         while errors < 2000 - 1024:
             chunk = sock.recv(1 << 16)
             assert chunk
