@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import socket
 import sys
 import tempfile
 import time
@@ -31,12 +30,9 @@ sys.path.insert(0, str(ROOT))  # the attacks' harness is a module of the tests
 
 from sansrs.rsio import ClientHello, Subscribe, encode_message  # noqa: E402
 from sansrs.rsocket import (  # noqa: E402
-    Connection,
-    ConnectionConfig,
     PayloadFrame,
     RequestFnfFrame,
     RequestResponseFrame,
-    Role,
     SetupFrame,
     encode_frame_prefixed,
 )
@@ -46,6 +42,7 @@ from tests.adapters.attacks.harness import (  # noqa: E402
     Target,
     raw,
     read_to_end,
+    read_unacknowledged_then_vanish,
     send_until_closed,
     serves_a_new_client,
     write_certs,
@@ -164,17 +161,8 @@ def pings(t: Target) -> dict[str, Any]:
 
 def resume(t: Target) -> dict[str, Any]:
     """48 resumable sessions read 7.3 MiB each without acknowledging, then vanish."""
-    spec = json.dumps({"n": 10**6, "size": 60_000}).encode()
     for _ in range(48):
-        core = Connection(Role.CLIENT, ConnectionConfig())
-        core.setup(keepalive_interval=60_000, max_lifetime=600_000, resume=True)
-        core.request_stream(spec, initial_n=2**31 - 1)
-        with raw(t, "rsocket-resume") as sock:
-            sock.sendall(core.data_to_send())
-            got = 0
-            while got < 7_600_000 and (chunk := sock.recv(1 << 20)):
-                got += len(chunk)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00" * 2)
+        read_unacknowledged_then_vanish(t, "rsocket-resume", 7_600_000)
     return {}
 
 

@@ -13,7 +13,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Self
+from typing import Any
 
 from ..rsocket.errors import ApplicationError
 from ..rsocket.server import Server
@@ -152,47 +152,30 @@ class Service:
         return int(latest())
 
 
-class SparkServer:
-    """A served :class:`Service`. ``url`` is what writers, readers and the
-    data source are given: it carries the secret (as the URL's password,
-    like a token URL: treat it as a credential); ``address`` is the same
-    without it, for logs. A context manager that closes on exit."""
+class SparkServer(Server):
+    """A served :class:`Service` (an RSocket :class:`Server`). ``url`` is
+    what writers, readers and the data source are given: it carries the
+    secret (as the URL's password, like a token URL: treat it as a
+    credential); ``address`` is the same without it, for logs."""
 
     def __init__(self, server: Server, secret: str | None) -> None:
-        self.server = server
+        super().__init__(server._accept, server._peers)
         self.secret = secret
-        self.endpoint = server.endpoint
 
     @property
     def address(self) -> str:
         """The URL without the secret."""
-        return self.server.url
+        return self.endpoint.url
 
     @property
     def url(self) -> str:
         """The URL clients use: with the secret, if the service has one."""
-        address = self.server.url
+        address = self.endpoint.url
         return address if self.secret is None else with_secret(address, self.secret)
-
-    @property
-    def peers(self) -> list[Any]:
-        return self.server.peers
-
-    def close(self, timeout: float = 5.0, *, abort: bool = False) -> None:
-        self.server.close(timeout, abort=abort)
-
-    def wait_closed(self, timeout: float | None = None) -> bool:
-        return self.server.wait_closed(timeout)
 
     def __repr__(self) -> str:
         auth = "secret" if self.secret is not None else "no authentication"
         return f"<SparkServer {self.address} ({auth})>"
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def serve(

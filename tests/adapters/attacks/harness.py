@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import ssl
+import struct
 import subprocess
 import sys
 import threading
@@ -22,6 +23,7 @@ from typing import Any
 from sansrs.adapters import ditto, rsio, rsocket
 from sansrs.adapters.transport.urls import parse_url
 
+from sansrs.rsocket import Connection, ConnectionConfig, Role
 from tests.adapters.transport.tls_certs import certs
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -243,6 +245,23 @@ def read_to_end(sock: socket.socket, limit: int = 1 << 30) -> bytes:
         while len(got) < limit and (chunk := sock.recv(65536)):
             got += chunk
     return bytes(got)
+
+
+def read_unacknowledged_then_vanish(target: Target, name: str, nbytes: int) -> None:
+    """A resumable RSocket session that reads ``nbytes`` of a stream but
+    never acknowledges a position (no KEEPALIVE answered), then vanishes
+    (a reset, without a word): the server retains what it sent."""
+    core = Connection(Role.CLIENT, ConnectionConfig())
+    core.setup(keepalive_interval=60_000, max_lifetime=600_000, resume=True)
+    core.request_stream(json.dumps({"n": 10**6, "size": 60_000}).encode(), initial_n=2**31 - 1)
+    with raw(target, name) as sock:
+        sock.sendall(core.data_to_send())
+        got = 0
+        while got < nbytes:
+            chunk = sock.recv(1 << 20)
+            assert chunk, "the server closed the session"
+            got += len(chunk)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
 
 def send_until_closed(sock: socket.socket, chunks: Iterator[bytes]) -> bool:

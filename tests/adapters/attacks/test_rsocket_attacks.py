@@ -6,7 +6,6 @@ docs/security.md for the limits each attack runs into."""
 
 from __future__ import annotations
 
-import json
 import random
 import select
 import socket
@@ -16,15 +15,12 @@ from collections.abc import Iterator
 import pytest
 
 from sansrs.rsocket import (
-    Connection,
-    ConnectionConfig,
     ErrorCode,
     ErrorFrame,
     Frame,
     PayloadFrame,
     RequestFnfFrame,
     RequestResponseFrame,
-    Role,
     SetupFrame,
     decode_frame,
     encode_frame_prefixed,
@@ -35,6 +31,7 @@ from tests.adapters.attacks.harness import (
     client_tls,
     raw,
     read_to_end,
+    read_unacknowledged_then_vanish,
     send_until_closed,
 )
 
@@ -273,18 +270,6 @@ def test_resumable_sessions_that_read_without_acknowledging_then_vanish(
     vanish: what they retain is bounded by the server's shared budget
     (SessionStore max_retained), not by sessions x resume_buffer_size.
     (Resumable RSocket has no asyncio server.)"""
-    item = json.dumps({"n": 10**6, "size": 60_000}).encode()
     with attacked(target, "rsocket-resume"):
         for _ in range(12):
-            core = Connection(Role.CLIENT, ConnectionConfig())
-            core.setup(keepalive_interval=60_000, max_lifetime=600_000, resume=True)
-            core.request_stream(item, initial_n=2**31 - 1)
-            with raw(target, "rsocket-resume") as sock:
-                sock.sendall(core.data_to_send())
-                got = 0
-                while got < 8 * 1024 * 1024:
-                    chunk = sock.recv(1 << 20)
-                    assert chunk
-                    got += len(chunk)
-                # vanish: a reset, without a word
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00" * 2)
+            read_unacknowledged_then_vanish(target, "rsocket-resume", 8 * 1024 * 1024)
