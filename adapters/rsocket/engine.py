@@ -32,11 +32,11 @@ from ..drive.streams import (
 )
 from ..transport.websocket import messages as ws
 from . import core
-from .errors import RSocketError, error_for_exception
+from .errors import RSocketError, error_for_exception, setup_rejection
 from .fast import as_payload, new_tuple
 from .options import EngineOptions
 from .responder import Responder
-from .types import Payload, Setup
+from .types import Payload
 
 __all__ = ["RSocketEngine", "RequestHandle"]
 
@@ -649,26 +649,13 @@ class RSocketEngine:
     def on_setup(self, ev: Any) -> None:
         """Server: accept the SETUP. If the client asked for leases, grant
         them (the first LEASE is mandatory) and renew at half the TTL; a
-        server started with ``lease=True`` refuses clients that did not ask.
-        The ``authenticate`` hook, if any, may refuse it first."""
-        authenticate = self.options.authenticate
-        if authenticate is not None:
-            setup = Setup(
-                data=ev.data,
-                metadata=ev.metadata,
-                data_mime_type=ev.data_mime_type,
-                metadata_mime_type=ev.metadata_mime_type,
-                peer=self.peer,
-            )
-            try:
-                authenticate(setup)
-            except Exception as exc:
-                self.conn.reject_setup(ErrorCode.REJECTED_SETUP, str(exc) or "not authenticated")
-                return
+        server started with ``lease=True`` refuses clients that did not ask."""
         if self.options.lease and not ev.lease:
             self.conn.reject_setup(
                 ErrorCode.UNSUPPORTED_SETUP, "this server requires leases (SETUP L flag)"
             )
+            return
+        if not self._accept_setup_hook(ev):
             return
         if ev.lease:
             ttl = self.options.lease_ttl
@@ -678,6 +665,23 @@ class RSocketEngine:
             self._lease_renew_at = self._now + ttl / 2
         else:
             self.conn.accept_setup()
+
+    def _accept_setup_hook(self, ev: Any) -> bool:
+        """The handler's optional ``accept_setup(setup, peer)`` (e.g. a
+        :class:`~.routing.Router` checking credentials): it may return the
+        handler for this connection, or raise to reject the SETUP."""
+        hook = getattr(self.responder.handler, "accept_setup", None)
+        if not callable(hook):
+            return True
+        try:
+            handler = hook(ev, self.peer)
+        except Exception as exc:
+            code, message = setup_rejection(exc)
+            self.conn.reject_setup(code, message)
+            return False
+        if handler is not None:
+            self.responder.bind(handler, self.peer)
+        return True
 
     def on_lease(self, ttl_ms: int, requests: int) -> None:
         waiters = self._lease_waiters

@@ -62,8 +62,9 @@ def bearer(secret: str) -> bytes:
 
 
 def authenticator(secret: str) -> Callable[[Any], None]:
-    """The RSocket server's ``authenticate`` hook for ``secret``: a SETUP
-    whose data is not :func:`bearer` of it is rejected."""
+    """``check(setup)`` for ``secret`` (``setup``: the core's
+    ``SetupReceived``): raises ``PermissionError`` unless the SETUP's data
+    is :func:`bearer` of it (the service's ``accept_setup`` hook calls it)."""
     if not secret:
         raise ValueError("a service secret must not be empty")
     expected = bearer(secret)

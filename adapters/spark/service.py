@@ -200,7 +200,22 @@ def serve(
             raise ValueError("secret= needs authenticate=True")
         return SparkServer(rsocket_serve(url, service, ssl_context=ssl_context, **options), None)
     secret = new_secret() if secret is None else secret
-    server = rsocket_serve(
-        url, service, ssl_context=ssl_context, authenticate=authenticator(secret), **options
-    )
-    return SparkServer(server, secret)
+    guarded = _Guarded(service, authenticator(secret))
+    return SparkServer(rsocket_serve(url, guarded, ssl_context=ssl_context, **options), secret)
+
+
+class _Guarded:
+    """A :class:`Service` behind its secret: the RSocket server asks the
+    handler's ``accept_setup(setup, peer)`` before accepting a SETUP (the
+    SETUP hook every RSocket server has, docs/extensions.md); a refusal is
+    REJECTED_SETUP. Everything else is the service's."""
+
+    def __init__(self, service: Service, check: Callable[[Any], None]) -> None:
+        self._service = service
+        self._check = check
+
+    def accept_setup(self, setup: Any, peer: object) -> None:
+        self._check(setup)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._service, name)
