@@ -209,6 +209,8 @@ class ResumableEngine(RSocketEngine):
         self.resume = resume
         self.link = EngineLink(self)
         self._registry = registry
+        #: Server: the first frame (SETUP or RESUME) received so far.
+        self._first_frame = bytearray()
         self._reopen = reopen
         self._make_driver = make_driver
         self._rng = resume.rng if resume.rng is not None else random.Random()
@@ -317,13 +319,19 @@ class ResumableEngine(RSocketEngine):
     # -- server --------------------------------------------------------------
     def _feed_setup_first(self, data: bytes, now: float) -> bytes:
         registry = self._registry
-        buf = (self._before_setup or b"") + data
-        token = None
-        if registry is not None and len(buf) >= 3:
-            end = 3 + int.from_bytes(buf[:3], "big")
-            if len(buf) >= end:
-                token = core.resume_token_of(buf[3:end])
-        if token is None or registry is None:
+        if registry is None:
+            return super()._feed_setup_first(data, now)
+        # A RESUME must reach the core whole, under the registry's lock: the
+        # first frame is collected (in a bytearray: linear, however it is
+        # trickled) and handed over once complete.
+        pending = self._first_frame
+        pending += data
+        if len(pending) < 3 or len(pending) < 3 + int.from_bytes(pending[:3], "big"):
+            return b""
+        data = bytes(pending)
+        pending.clear()
+        token = core.resume_token_of(data[3 : 3 + int.from_bytes(data[:3], "big")])
+        if token is None:
             return super()._feed_setup_first(data, now)
         session = registry.session_engine(token)
         if session is not None:

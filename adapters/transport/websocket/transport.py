@@ -244,8 +244,9 @@ class WebSocketTransport:
         head, and the bytes behind it (a client may pipeline its first
         messages) go to the data path once the upgrade is accepted."""
         head = self._head
+        start = max(0, len(head) - 3)  # only the new bytes can complete the end
         head += data
-        end = head.find(_HEADER_END)
+        end = head.find(_HEADER_END, start)
         if end < 0:
             if len(head) > MAX_REQUEST_HEAD:
                 self._reject(431, "request head too large")

@@ -773,3 +773,20 @@ def test_ping_flood_never_read_keeps_one_pong_pending() -> None:
         assert echoed == [b"mark"] and server.engine().seen == [(2, b"mark")]
         assert len(pongs) < pings  # the rest were coalesced; the latest is answered
         raw.sock.close()
+
+
+def test_upgrade_request_trickled_byte_by_byte_is_accepted() -> None:
+    """The request head may arrive in any pieces (only the new bytes are
+    searched for its end: a trickled head costs what it weighs)."""
+    with echo_server() as server:
+        sock = raw_connect(server.endpoint.port)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        head = (
+            b"GET /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            b"Sec-WebSocket-Version: 13\r\nX-Pad: " + b"p" * 2000 + b"\r\n\r\n"
+        )
+        for i in range(len(head)):
+            sock.sendall(head[i : i + 1])
+        assert read_http_head(sock).startswith(b"HTTP/1.1 101")
+        sock.close()
