@@ -82,6 +82,9 @@ class ConnectionConfig:
       (it still works while its transport lasts). Default 8 MiB.
     - ``resume_token_source``: client: makes the resume identification
       token of ``setup(resume=True)``. Default ``secrets.token_bytes(16)``.
+    - ``resume_timeout``: client: seconds a RESUME may wait for RESUME_OK;
+      then the session detaches again (resume on another transport). Default
+      None: the SETUP's max lifetime plus its keepalive interval.
     """
 
     framing: Framing = Framing.LENGTH_PREFIXED
@@ -97,6 +100,7 @@ class ConnectionConfig:
     reuse_stream_ids: bool = True
     resume_buffer_size: int = 8 * 1024 * 1024
     resume_token_source: Callable[[], bytes] = field(default=default_resume_token, repr=False)
+    resume_timeout: float | None = None
 
     def __post_init__(self) -> None:
         if not 6 <= self.max_frame_size <= MAX_FRAME_LENGTH:
@@ -115,3 +119,5 @@ class ConnectionConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
+        if self.resume_timeout is not None and not self.resume_timeout > 0:
+            raise ValueError("resume_timeout must be > 0 seconds (or None)")

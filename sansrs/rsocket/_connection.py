@@ -93,7 +93,9 @@ class Connection(Resumable):
         if self._state is ConnectionState.CLOSED:
             return
         if self._detached:
-            self._expire_detached(now)  # server: waited too long for RESUME
+            # client: RESUME unanswered too long; server: waited too long for RESUME
+            if not self._resume_timed_out(now):
+                self._expire_detached(now)
             return
         self._peer_lease.expire(now)
         ka = self._keepalive
@@ -119,10 +121,7 @@ class Connection(Resumable):
         if self._state is ConnectionState.CLOSED:
             return None
         if self._detached:
-            store = self._sessions
-            if store is None or self._state is not ConnectionState.DISCONNECTED:
-                return None
-            return self._detached_at + store.keep_detached
+            return self._detached_deadline()
         deadline = self._keepalive.deadline() if self._keepalive is not None else None
         if self._lease_enabled:
             lease = self._peer_lease.deadline()

@@ -7,6 +7,8 @@ transport ends (or the peer is silent past the max lifetime) the session is
 queues RESUME for a new transport, and nothing else leaves until RESUME_OK,
 which retransmits the retained frames from the server's position. An
 ERROR[REJECTED_RESUME] (or any connection ERROR) ends the session for good.
+A RESUME unanswered for ``config.resume_timeout`` detaches the session again
+(``next_deadline()`` says when; ``Disconnected(timed_out=True)``).
 
 Server: a ``Connection(Role.SERVER, sessions=store)`` accepts SETUP with R
 (the token is registered in the ``SessionStore``); on transport loss the
@@ -68,6 +70,9 @@ class Resumable(Receiver):
         self._detached_at = 0.0
         self._lease_grant: tuple[int, int, bytes | None] | None = None
         self._resumes = 0
+        #: Client, RESUMING: when the RESUME counts as unanswered (None: not
+        #: anchored yet; the first ``handle_timeout(now)`` anchors it).
+        self._resume_deadline: float | None = None
 
     # ------------------------------------------------------------------
     # inspection
@@ -159,6 +164,39 @@ class Resumable(Receiver):
         )
         return True
 
+    def _detached_deadline(self) -> float | None:
+        """While detached: a client's RESUME deadline (0.0 until anchored), a
+        server session's expiry."""
+        if self._state is _RESUMING:
+            deadline = self._resume_deadline
+            return 0.0 if deadline is None else deadline
+        store = self._sessions
+        if store is None or self._state is not _DISCONNECTED:
+            return None
+        return self._detached_at + store.keep_detached
+
+    def _resume_timeout(self) -> float:
+        timeout = self.config.resume_timeout
+        if timeout is not None:
+            return timeout
+        setup = self._setup
+        assert setup is not None
+        return (setup.max_lifetime + setup.keepalive_interval) / 1000.0
+
+    def _resume_timed_out(self, now: float) -> bool:
+        """Client: a RESUME unanswered by its deadline detaches again (the
+        transport carrying it counts as lost: ``resume()`` on another)."""
+        if self._state is not _RESUMING:
+            return False
+        timeout = self._resume_timeout()
+        if self._resume_deadline is None:
+            self._resume_deadline = now + timeout
+            return False
+        if now < self._resume_deadline:
+            return False
+        self._detach(f"RESUME not answered within {timeout:g} s", timed_out=True)
+        return True
+
     def _end_resumption(self) -> None:
         store = self._sessions
         if store is not None and self._token is not None:
@@ -187,6 +225,7 @@ class Resumable(Receiver):
         self._queue(ResumeFrame(self._token, self.received_position, r.start))
         self._hold = len(self._out)
         self._transition(_CI.SEND_RESUME)
+        self._resume_deadline = None  # armed: anchored at the next handle_timeout
 
     def _pre_resumed(self, f: Frame) -> None:
         """A frame while detached: only RESUME_OK or a connection ERROR may

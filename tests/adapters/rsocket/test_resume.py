@@ -1,5 +1,5 @@
 """Resumable RSocket through the synchronous API (``sansrs.adapters.
-rsocket_resume``) over loopback TCP cut by the fault-injecting proxy: the
+rsocket.resume``) over loopback TCP cut by the fault-injecting proxy: the
 application sees at most a pause (docs/rsocket.md, Resumption)."""
 
 from __future__ import annotations
