@@ -14,7 +14,6 @@ from typing import Any
 from .._errors import LocalProtocolError
 from . import _codec as _wire  # the wire shapes (structs) shared with the decoder
 from . import _frames as fr
-from ._fast import pack_frame_header, pack_short_prefix_header
 from ._codec import (
     _MAX_MIME_LENGTH,
     _MAX_U16,
@@ -35,6 +34,7 @@ from ._codec import (
     _T_RESUME_OK,
     _T_SETUP,
 )
+from ._fast import pack_frame_header, pack_short_prefix_header
 
 __all__ = ["encode_frame", "encode_payload", "prefix_length"]
 

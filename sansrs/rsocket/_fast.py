@@ -56,6 +56,7 @@ from ._frames import (
 from .events import FireAndForgetReceived, PayloadReceived, RequestResponseReceived
 
 __all__ = [
+    "PAYLOAD_FLAGS",
     "PAYLOAD_ITEM",
     "PAYLOAD_ITEM_MASK",
     "PAYLOAD_LAST_ITEM",
@@ -68,14 +69,13 @@ __all__ = [
     "WHOLE_REQUEST_MASK",
     "fnf_event",
     "identity_hash",
+    "new_object",
+    "pack_frame_header",
     "pack_prefix_header",
+    "pack_short_prefix_header",
     "payload_event",
     "payload_frame",
     "payload_run",
-    "PAYLOAD_FLAGS",
-    "new_object",
-    "pack_frame_header",
-    "pack_short_prefix_header",
     "rr_event",
     "unpack_frame_header",
     "unpack_prefix_header",
