@@ -223,8 +223,8 @@ class FrameReader(_Buffered):
                 and length <= limit
             ):
                 # _fast.payload_frame inline: bench_codec "decode stream in
-                # 64 KiB chunks" 2.0M frames/s (11.5x rsocket-py) against
-                # 1.8M (10x) through the call (see _fast's docstring).
+                # 64 KiB chunks" 1.9M frames/s (11.2x rsocket-py) against
+                # 1.6M (10.7x) through the call (see _fast's docstring).
                 frame = new(payload)
                 frame.stream_id = sid
                 frame.data = buf[off + 9 : stop]
@@ -265,8 +265,8 @@ def encode_frame_prefixed(frame: Frame) -> bytes:
     if type(frame) is PayloadFrame:
         # encode_payload(frame, prefixed=True) inline for a PAYLOAD without
         # metadata below 64 KiB: bench_codec "encode per frame with length
-        # prefix" 4.0M frames/s (9.3x rsocket-py) against 3.2M (7.8x) through
-        # the call (see _fast's docstring).
+        # prefix" 3.5M frames/s (10.0x rsocket-py) against 2.1M (7.6x)
+        # through the call (see _fast's docstring).
         sid = frame.stream_id
         data = frame.data
         length = HEADER_LENGTH + len(data)
@@ -305,8 +305,8 @@ def encode_frames_prefixed(frames: Iterable[Frame]) -> bytes:
     payload = PayloadFrame
     for frame in frames:
         # encode_frame_prefixed's PAYLOAD path inline again: bench_codec
-        # "encode all N frames into one stream" 4.1M frames/s (9.9x
-        # rsocket-py) against 3.2M (7.8x) through a call per frame.
+        # "encode all N frames into one stream" 3.7M frames/s (10.6x
+        # rsocket-py) against 2.1M (8.3x) through a call per frame.
         if type(frame) is payload and frame.metadata is None:
             sid = frame.stream_id
             data = frame.data
