@@ -34,7 +34,7 @@ from sansrs.streams import MAX_DEMAND, add_demand
 
 from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
-from ..drive.streams import Outbound, Outbounds, Pumped, make_source
+from ..drive.streams import Outbound, Outbounds, Pumped, SourceBudget, make_source
 from ..transport.websocket import messages as ws
 from .errors import RsioError
 from .types import ElementReader, Publishers
@@ -139,6 +139,9 @@ class _PackingOut:
     def add_credit(self, n: int) -> None:
         self.out.add_credit(n)
 
+    def bind(self, budget: SourceBudget) -> None:
+        self.out.bind(budget)
+
     def pump(self, budget: int) -> bool:
         busy = self.out.pump(budget)
         self.flush()
@@ -178,7 +181,7 @@ class RsioEngine:
 
     def attach(self, thread: Driver) -> None:
         self.thread = thread
-        self._outbounds.wake = thread.wake
+        self._outbounds.attach(thread)
 
     # -- Engine protocol (driver loop) -------------------------------------------
     def receive_data(self, data: bytes, now: float) -> None:

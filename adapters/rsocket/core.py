@@ -98,9 +98,13 @@ def client(
     return conn
 
 
-def session_store(*, keep_detached: float, max_sessions: int) -> SessionStore:
+def session_store(
+    *, keep_detached: float, max_sessions: int, max_retained: int = 64 * 1024 * 1024
+) -> SessionStore:
     """A server's store of resumable sessions (see :mod:`.resume`)."""
-    return SessionStore(keep_detached=keep_detached, max_sessions=max_sessions)
+    return SessionStore(
+        keep_detached=keep_detached, max_sessions=max_sessions, max_retained=max_retained
+    )
 
 
 def server(

@@ -8,6 +8,7 @@ reproduces Ditto's compact form: no whitespace, keys in the order
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -62,9 +63,18 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"invalid JSON literal {name}")
 
 
+def _finite_float(text: str) -> float:
+    # 1e999 parses as infinity, which no JSON text can carry back: the
+    # answer echoing it could not be written. Refuse it as input instead.
+    value = float(text)
+    if value in (math.inf, -math.inf):
+        raise ValueError(f"JSON number {text[:40]} is out of range")
+    return value
+
+
 # Built once: json.loads / json.dumps with options build a new decoder or
 # encoder on every call, a tenth of the cost of a small message.
-_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
+_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 _ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _ASCII_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 

@@ -54,6 +54,17 @@ class ConnectionConfig:
       not be sent otherwise). At least 64.
     - ``max_reassembly_size``: largest reassembled payload (metadata + data)
       accepted from the peer. Default 64 MiB.
+    - ``max_fragments``: fragments of one reassembled payload or request.
+      Default 65,536 (so a payload in tiny fragments costs at most that many
+      objects).
+    - ``max_reassemblies``: fragmented payloads and requests in progress at
+      once on the connection (a fire-and-forget with F included); beyond it:
+      ERROR[CONNECTION_ERROR]. Default 256.
+    - ``max_reassembly_total``: bytes held by all reassemblies of the
+      connection, counting ``FRAGMENT_OVERHEAD`` (64) bytes per fragment
+      for what holding it costs beyond its bytes; beyond it:
+      ERROR[CONNECTION_ERROR]. Default 80 MiB (one payload of the largest
+      size, in the smallest fragments the count allows).
     - ``max_concurrent_streams``: streams the peer may have open towards us at
       once; a request beyond it is answered ERROR[REJECTED]. Default 1024.
     - ``max_queued_output``: bytes queued for sending above which
@@ -80,6 +91,9 @@ class ConnectionConfig:
     max_frame_size: int = MAX_FRAME_LENGTH
     fragment_size: int = MAX_FRAME_LENGTH
     max_reassembly_size: int = 64 * 1024 * 1024
+    max_fragments: int = 65_536
+    max_reassemblies: int = 256
+    max_reassembly_total: int = 80 * 1024 * 1024
     max_concurrent_streams: int = 1024
     max_queued_output: int = 4 * 1024 * 1024
     max_early_frames: int = 1024
@@ -95,6 +109,9 @@ class ConnectionConfig:
             raise ValueError(f"fragment_size must be in {MIN_FRAGMENT_SIZE}..{MAX_FRAME_LENGTH}")
         for name in (
             "max_reassembly_size",
+            "max_fragments",
+            "max_reassemblies",
+            "max_reassembly_total",
             "max_concurrent_streams",
             "max_queued_output",
             "max_early_frames",

@@ -100,13 +100,13 @@ class Connection:
         self._ctx = ctx = Context(role, config)
         self._out = ctx.output
         self._prefixed = ctx.output.prefixed
-        self._streams = streams = StreamTable(ctx)
+        self._fragments = fragments = Fragmenter(config, ctx.output)
+        self._streams = streams = StreamTable(ctx, fragments.reassemblies)
         self._by_id = streams.by_id  # the hot paths look streams up here
         self._keepalive = Keepalive()
         ctx.on_closed.append(self._keepalive.stop)
         self._leases = leases = Leases()
         ctx.on_clock.append(leases.anchor)
-        self._fragments = fragments = Fragmenter(config, ctx.output)
         self._resume = Resumption(ctx, self._keepalive, leases, sessions, self, _resumption_of)
         self._receiver = Receiver(
             ctx, streams, leases, self._resume, StreamFrames(ctx, streams, leases, fragments)

@@ -20,7 +20,20 @@ from ._frames import (
 )
 from ._output import Output
 
-__all__ = ["Fragmenter", "Reassembly", "fragment_payload", "fragment_request", "header_size"]
+__all__ = [
+    "FRAGMENT_OVERHEAD",
+    "Fragmenter",
+    "Reassembly",
+    "ReassemblyBudget",
+    "fragment_payload",
+    "fragment_request",
+    "header_size",
+]
+
+#: What holding one fragment costs beyond its bytes (a bytes object and its
+#: list slot, rounded up): counted so that a flood of tiny fragments is
+#: charged what it really costs.
+FRAGMENT_OVERHEAD = 64
 
 
 def header_size(first: type, has_metadata: bool) -> int:
@@ -101,15 +114,19 @@ def fragment_request(first: RequestFrame, limit: int) -> list[RequestFrame | Pay
 
 
 class Reassembly:
-    """Fragments of one payload (or request) received so far."""
+    """Fragments of one payload (or request) received so far: ``size``
+    (their bytes), ``fragments`` (how many), ``cost`` (bytes held: their
+    bytes plus :data:`FRAGMENT_OVERHEAD` each)."""
 
-    __slots__ = ("data", "first", "metadata", "saw_data", "size")
+    __slots__ = ("cost", "data", "first", "fragments", "metadata", "saw_data", "size")
 
     def __init__(self, first: RequestFrame | PayloadFrame) -> None:
         self.first = first  # the frame that started the sequence (its flags count)
         self.metadata: list[bytes] | None = None
         self.data: list[bytes] = []
         self.size = 0
+        self.fragments = 0
+        self.cost = 0
         self.saw_data = False
 
     def add(self, metadata: bytes | None, data: bytes) -> bool:
@@ -125,6 +142,7 @@ class Reassembly:
             self.saw_data = True
             self.data.append(data)
             self.size += len(data)
+        self.fragments += 1
         return True
 
     def result(self) -> tuple[bytes | None, bytes]:
@@ -132,18 +150,79 @@ class Reassembly:
         return md, b"".join(self.data)
 
 
+class ReassemblyBudget:
+    """The limits of every reassembly of one connection (``ConnectionConfig``:
+    ``max_reassembly_size`` and ``max_fragments`` per payload,
+    ``max_reassemblies`` and ``max_reassembly_total`` per connection): the
+    receive path asks :meth:`start` before a new reassembly, :meth:`over`
+    after each fragment, and calls :meth:`end` when one is finished or
+    dropped. The answers are the reasons to refuse, ``None`` when within."""
+
+    __slots__ = ("active", "held", "max_active", "max_fragments", "max_size", "max_total")
+
+    def __init__(
+        self, *, max_size: int, max_fragments: int, max_active: int, max_total: int
+    ) -> None:
+        self.max_size = max_size
+        self.max_fragments = max_fragments
+        self.max_active = max_active
+        self.max_total = max_total
+        self.active = 0
+        self.held = 0
+
+    def start(self) -> str | None:
+        """Room for one more reassembly? (connection-wide)"""
+        if self.active >= self.max_active:
+            return f"more than {self.max_active} fragmented payloads in progress"
+        self.active += 1
+        return None
+
+    def grew(self, r: Reassembly) -> tuple[str, bool] | None:
+        """``r`` took a fragment: charge it; ``(reason, connection_wide)``
+        if a limit is passed."""
+        cost = r.size + r.fragments * FRAGMENT_OVERHEAD
+        self.held += cost - r.cost
+        r.cost = cost
+        if r.size > self.max_size:
+            return f"payload exceeds the maximum reassembly size ({self.max_size})", False
+        if r.fragments > self.max_fragments:
+            return f"payload in more than {self.max_fragments} fragments", False
+        if self.held > self.max_total:
+            return (
+                f"fragmented payloads in progress hold more than {self.max_total} bytes",
+                True,
+            )
+        return None
+
+    def end(self, r: Reassembly) -> None:
+        """``r`` is done (complete, or dropped with its stream)."""
+        self.active -= 1
+        self.held -= r.cost
+        r.cost = 0
+
+    def clear(self) -> None:
+        """The connection closed: every reassembly is gone."""
+        self.active = 0
+        self.held = 0
+
+
 class Fragmenter:
     """Fragmentation and reassembly limits of one connection (a part of
     ``Connection``): ``queue_request`` / ``queue_payload`` queue a frame,
-    fragmented beyond ``fragment_size``; ``oversized`` tells when what is
-    being reassembled passed ``max_reassembly_size``."""
+    fragmented beyond ``fragment_size``; ``reassemblies`` is what the
+    peer's fragments in progress may hold (:class:`ReassemblyBudget`)."""
 
-    __slots__ = ("fragment_size", "max_reassembly_size", "output")
+    __slots__ = ("fragment_size", "output", "reassemblies")
 
     def __init__(self, config: ConnectionConfig, output: Output) -> None:
         self.fragment_size = config.fragment_size
-        self.max_reassembly_size = config.max_reassembly_size
         self.output = output
+        self.reassemblies = ReassemblyBudget(
+            max_size=config.max_reassembly_size,
+            max_fragments=config.max_fragments,
+            max_active=config.max_reassemblies,
+            max_total=config.max_reassembly_total,
+        )
 
     def queue_request(self, frame: RequestFrame) -> None:
         limit = self.fragment_size
@@ -167,9 +246,3 @@ class Fragmenter:
             return
         for part in fragment_payload(sid, data, metadata, complete, nxt, self.fragment_size):
             self.output.queue(part)
-
-    def oversized(self, r: Reassembly) -> str | None:
-        """Why ``r`` may not grow (None: it may)."""
-        if r.size <= self.max_reassembly_size:
-            return None
-        return f"payload exceeds the maximum reassembly size ({self.max_reassembly_size})"

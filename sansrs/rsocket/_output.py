@@ -16,7 +16,7 @@ from struct import Struct
 from ._config import ConnectionConfig, Framing
 from ._encode import encode_frame
 from ._frames import POSITIONED, ErrorFrame, Frame
-from ._retained import RetainedFrames
+from ._retained import RetainedBudget, RetainedFrames
 
 __all__ = ["Output"]
 
@@ -146,9 +146,11 @@ class Output:
     # ------------------------------------------------------------------
     # retained frames (resumable sessions)
 
-    def start_retaining(self) -> None:
+    def start_retaining(self, shared: RetainedBudget | None = None) -> None:
+        """Retain what is sent from now on (``shared``: a server's budget
+        for all its sessions)."""
         r = self.retained = RetainedFrames(
-            self.resume_buffer_size, self.prefixed, self.sent_position
+            self.resume_buffer_size, self.prefixed, self.sent_position, shared
         )
         self.retain = r.frames
         self.retain_at = r.check_at
@@ -157,6 +159,8 @@ class Output:
         self.fast_payload_max = -1
 
     def stop_retaining(self) -> None:
+        if self.retained is not None:
+            self.retained.give_up()  # gives its share of the server's budget back
         self.retained = None
         self.retain = None
 

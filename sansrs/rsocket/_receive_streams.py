@@ -94,6 +94,7 @@ class StreamFrames:
             queue_error(sid, ErrorCode.REJECTED, "too many concurrent streams")
             return
         if f.follows:
+            self._start_reassembly()
             s = table.open_responder(f)
             r = s.reassembly = Reassembly(f)
             r.add(f.metadata, f.data)  # the first fragment: metadata cannot follow data
@@ -227,6 +228,7 @@ class StreamFrames:
                 if s.in_credit <= 0:
                     self._over_delivery(s.stream_id)
                 s.in_credit -= 1
+            self._start_reassembly()
             r = s.reassembly = Reassembly(f)
         if not r.add(f.metadata, f.data):
             self._ctx.fail(
@@ -238,6 +240,7 @@ class StreamFrames:
         if follows:
             return
         s.reassembly = None
+        self._fragments.reassemblies.end(r)
         md, data = r.result()
         first = r.first
         if type(first) is fr.PayloadFrame:
@@ -252,11 +255,22 @@ class StreamFrames:
             complete = f.complete or getattr(first, "complete", False)
             self._announce(first, data, md, complete)  # type: ignore[arg-type]
 
+    def _start_reassembly(self) -> None:
+        """A new fragmented payload or request: within ``max_reassemblies``,
+        else the connection fails (a peer that opens them without end)."""
+        refused = self._fragments.reassemblies.start()
+        if refused is not None:
+            self._ctx.fail(ErrorCode.CONNECTION_ERROR, refused)
+
     def _check_reassembly_size(self, s: Stream, r: Reassembly) -> bool:
-        message = self._fragments.oversized(r)
-        if message is None:
+        """Charge ``r``'s last fragment; beyond a limit of its own the
+        request is rejected (a PAYLOAD fails the connection), beyond the
+        connection's the connection fails."""
+        refused = self._fragments.reassemblies.grew(r)
+        if refused is None:
             return True
-        if type(r.first) is fr.PayloadFrame:
+        message, connection_wide = refused
+        if connection_wide or type(r.first) is fr.PayloadFrame:
             self._ctx.fail(ErrorCode.CONNECTION_ERROR, message)
         # A request not yet announced: reject it (REJECTED: not processed).
         if type(r.first) is not fr.RequestFnfFrame:

@@ -152,7 +152,8 @@ class Resumption:
 
     def start(self, token: bytes) -> None:
         self.token = token
-        self._output.start_retaining()
+        store = self.sessions  # a server's sessions share one retained budget
+        self._output.start_retaining(None if store is None else store.retained)
 
     def _unresumable_reason(self) -> str:
         return (

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from ._retained import RetainedBudget
 from ._state import ConnectionState
 
 __all__ = ["SessionStore", "StoredSession"]
@@ -42,7 +43,13 @@ class StoredSession(Protocol):
 class SessionStore:
     """Resumable sessions by token; see the module docstring."""
 
-    def __init__(self, *, keep_detached: float = 60.0, max_sessions: int = 10_000) -> None:
+    def __init__(
+        self,
+        *,
+        keep_detached: float = 60.0,
+        max_sessions: int = 10_000,
+        max_retained: int = 64 * 1024 * 1024,
+    ) -> None:
         if keep_detached <= 0:
             raise ValueError("keep_detached must be > 0 seconds")
         if max_sessions < 1:
@@ -51,6 +58,10 @@ class SessionStore:
         self.keep_detached = keep_detached
         #: Most sessions kept at once; beyond it a SETUP with R is rejected.
         self.max_sessions = max_sessions
+        #: Bytes of sent frames all the sessions together retain for
+        #: resumption (each also within its ``resume_buffer_size``); a
+        #: session growing past it is no longer resumable.
+        self.retained = RetainedBudget(max_retained)
         self._sessions: dict[bytes, StoredSession] = {}
 
     def __len__(self) -> int:

@@ -21,7 +21,7 @@ import enum
 from .._errors import LocalProtocolError
 from ._context import Context
 from ._fast import identity_hash
-from ._fragmentation import Reassembly
+from ._fragmentation import Reassembly, ReassemblyBudget
 from ._frames import (
     MAX_REQUEST_N,
     MAX_STREAM_ID,
@@ -260,10 +260,12 @@ class StreamTable:
     (``Context.finish_close``). A closed connection forgets every stream.
     """
 
-    __slots__ = ("by_id", "ctx", "ids", "peer_count", "peer_parity")
+    __slots__ = ("by_id", "ctx", "ids", "peer_count", "peer_parity", "reassemblies")
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, reassemblies: ReassemblyBudget) -> None:
         self.ctx = ctx
+        #: What fragments in progress hold: a stream that goes frees its share.
+        self.reassemblies = reassemblies
         self.by_id: dict[int, Stream] = {}
         self.peer_count = 0
         self.ids = StreamIdAllocator(ctx.client, ctx.config.reuse_stream_ids)
@@ -273,6 +275,7 @@ class StreamTable:
     def clear(self) -> None:
         self.by_id.clear()
         self.peer_count = 0
+        self.reassemblies.clear()
 
     # ------------------------------------------------------------------
     # inspection
@@ -355,6 +358,10 @@ class StreamTable:
         """A stream the table closed: it leaves the table."""
         if self.by_id.pop(s.stream_id, None) is not None and not s.requester:
             self.peer_count -= 1
+        r = s.reassembly
+        if r is not None:  # fragments in progress die with their stream
+            s.reassembly = None
+            self.reassemblies.end(r)
         ctx = self.ctx
         if ctx.state is _CLOSING and not self.by_id:
             ctx.finish_close()

@@ -34,6 +34,7 @@ from sansrs.rsocket import (
     encode_frame_prefixed,
 )
 from sansrs.rsocket._context import Context
+from sansrs.rsocket._fragmentation import Fragmenter
 from sansrs.rsocket._streams import OPENING_STATES, Stream, StreamKind, StreamTable
 from tests.rsocket.pair import Pair
 from tests.rsocket.resume_pair import ResumePair
@@ -288,7 +289,9 @@ def test_connection_table_is_what_runs(state: ConnectionState, inp: ConnectionIn
 
 def _stream(state: StreamState, requester: bool) -> tuple[StreamTable, Stream]:
     """A channel stream in ``state``, with credit on each flow still open."""
-    table = StreamTable(Context(Role.CLIENT, ConnectionConfig()))
+    config = ConnectionConfig()
+    ctx = Context(Role.CLIENT, config)
+    table = StreamTable(ctx, Fragmenter(config, ctx.output).reassemblies)
     s = table.by_id[1] = Stream(1, StreamKind.REQUEST_CHANNEL, requester, state, 0, 0)
     s.out_credit = 7 if s.out_open else 0
     s.in_credit = 7 if s.in_open else 0

@@ -177,6 +177,9 @@ class SessionEngine(RSocketEngine):
         self.link = EngineLink(self)
         self.session: Owner | None = None
         self._registry = registry
+        #: Server: the first frame (SETUP or RESUME) received so far, in a
+        #: bytearray: linear however it is trickled (docs/security.md).
+        self._first_frame = bytearray()
         #: Why this transport is done while the session goes on (None: it is not).
         self._gone: str | None = None
         self._resume_armed = False
@@ -380,12 +383,13 @@ class SessionEngine(RSocketEngine):
         registry = self._registry
         if registry is None:
             return super()._feed_setup_first(data, now)
-        buf = (self._before_setup or b"") + data
-        if len(buf) < 3 or len(buf) < 3 + int.from_bytes(buf[:3], "big"):
-            self._before_setup = buf
+        pending = self._first_frame
+        pending += data
+        if len(pending) < 3 or len(pending) < 3 + int.from_bytes(pending[:3], "big"):
             return b""
+        buf = bytes(pending)
+        pending.clear()
         token = core.resume_token_of(buf[3 : 3 + int.from_bytes(buf[:3], "big")])
-        self._before_setup = b""
 
         def feed() -> bytes:
             return RSocketEngine._feed_setup_first(self, buf, now)

@@ -56,8 +56,10 @@ class ResumeOptions:
 
     Server: ``keep_detached`` (how long a session without a transport waits
     for a RESUME), ``max_sessions`` (resumable sessions held at once, any
-    phase; a SETUP beyond it is rejected), ``handover_timeout`` (how long a
-    RESUME waits for the session's previous transport to let go).
+    phase; a SETUP beyond it is rejected), ``max_retained`` (bytes all the
+    sessions retain together; a session growing past it can no longer
+    resume: docs/security.md), ``handover_timeout`` (how long a RESUME waits
+    for the session's previous transport to let go).
 
     Client: ``reconnect_initial`` / ``reconnect_max`` (backoff, doubled per
     failed attempt, jitter from ``rng``), ``reconnect_timeout`` (give up when
@@ -74,6 +76,7 @@ class ResumeOptions:
     resume_buffer_size: int = 8 * 1024 * 1024
     keep_detached: float = 60.0
     max_sessions: int = 10_000
+    max_retained: int = 64 * 1024 * 1024
     handover_timeout: float = 5.0
     reconnect_initial: float = 0.05
     reconnect_max: float = 2.0
@@ -93,8 +96,8 @@ class ResumeOptions:
                 raise ValueError(f"{name} must be > 0 seconds")
         if self.resume_timeout is not None and self.resume_timeout <= 0:
             raise ValueError("resume_timeout must be > 0 seconds (or None)")
-        if self.max_sessions < 1 or self.resume_buffer_size < 1:
-            raise ValueError("max_sessions and resume_buffer_size must be >= 1")
+        if self.max_sessions < 1 or self.resume_buffer_size < 1 or self.max_retained < 1:
+            raise ValueError("max_sessions, resume_buffer_size and max_retained must be >= 1")
 
     def step(self, name: str) -> None:
         if self.on_step is not None:

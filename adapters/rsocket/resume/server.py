@@ -85,7 +85,9 @@ class SessionRegistry:
     def __init__(self, options: ResumeOptions, peers: list[Any] | None = None) -> None:
         self.options = options
         self.store = core.session_store(
-            keep_detached=options.keep_detached, max_sessions=options.max_sessions
+            keep_detached=options.keep_detached,
+            max_sessions=options.max_sessions,
+            max_retained=options.max_retained,
         )
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)
@@ -368,7 +370,9 @@ def serve_resumable(
         engine.attach(driver, peer, handler_factory(peer) if handler_factory else handler)
         return driver
 
-    accept = new_acceptor(driver_loop, listen(url, ssl_context=ssl_context), make_connection)
+    accept = new_acceptor(
+        driver_loop, listen(url, ssl_context=ssl_context), make_connection, loop_config
+    )
     sweeper = ThreadSweeper(registry)
     accept.start()
     return ResumableServer(accept, peers, registry, sweeper)

@@ -87,24 +87,44 @@ def encode_data_frame(opcode: int, payload: bytes, key: bytes | None) -> bytes:
 #: frames or raw bytes for wsproto.
 OnMessage = Callable[[int, bytes], None]
 OnWsproto = Callable[[bytes], None]
+OnOversized = Callable[[int], None]
 
 
 class FrameSplitter:
     """Splits received bytes at frame boundaries (see the module notes).
 
     ``masked``: frames from the peer must be masked (we are the server).
-    ``max_payload``: a data frame above it goes to wsproto (passthrough),
-    whose message-size check then closes the connection with 1009.
+    ``max_payload``: a data frame that says it is longer is reported to
+    ``on_oversized(length)`` as soon as its header arrives (the connection
+    fails with 1009 without waiting for bytes that could only be thrown
+    away), and nothing more is split; without ``on_oversized`` it goes to
+    wsproto (passthrough), whose message-size check then closes with 1009.
     """
 
-    __slots__ = ("_buffer", "_masked", "_max", "_need", "_on_message", "_to_wsproto", "passthrough")
+    __slots__ = (
+        "_buffer",
+        "_masked",
+        "_max",
+        "_need",
+        "_on_message",
+        "_on_oversized",
+        "_to_wsproto",
+        "passthrough",
+    )
 
     def __init__(
-        self, *, masked: bool, max_payload: int, on_message: OnMessage, to_wsproto: OnWsproto
+        self,
+        *,
+        masked: bool,
+        max_payload: int,
+        on_message: OnMessage,
+        to_wsproto: OnWsproto,
+        on_oversized: OnOversized | None = None,
     ) -> None:
         self._masked = 0x80 if masked else 0
         self._max = max_payload
         self._on_message = on_message
+        self._on_oversized = on_oversized
         self._to_wsproto = to_wsproto
         self._buffer = bytearray()
         self._need = 2  # bytes the buffer must hold before anything can complete
@@ -158,6 +178,12 @@ class FrameSplitter:
             if control:
                 if length > _MAX_CONTROL or opcode > 0xA:
                     return self._pass(data, off)
+            elif length > limit and self._on_oversized is not None:
+                self.passthrough = True
+                self._buffer.clear()
+                self._to_wsproto = _discard  # the connection is failing: ignore the rest
+                self._on_oversized(length)
+                return None
             elif opcode not in (1, 2) or length > limit:
                 return self._pass(data, off)
             key_at = head
@@ -187,7 +213,12 @@ class FrameSplitter:
         return None
 
     def _pass(self, data: bytes, off: int) -> None:
+        """Hand everything from ``off`` on to wsproto, now and later."""
         self.passthrough = True
         self._buffer.clear()
         if off < len(data):
             self._to_wsproto(data[off:])
+
+
+def _discard(data: bytes) -> None:
+    pass
