@@ -1,33 +1,58 @@
 """The rsio connection: a sans-IO core, fully bidirectional (either side
 publishes and subscribes), for either role. docs/protocols/rsio.md
-specifies the wire and this API."""
+specifies the wire and this API.
+
+``Connection`` is the public face and the intents; it is composed of parts,
+each a class of its own, none inheriting from another (docs/protocols/rsio.md,
+"How the connection is built"):
+
+- ``Context`` (``_context.py``): what the parts share: the connection state
+  machine, the events, the protocol-error ending, the bytes queued
+  (``Output``, ``_output.py``);
+- ``SubscriptionTable`` (``_subscriptions.py``): the subscriptions both
+  ways, their tombstones and their state tables;
+- ``Receiver`` (``_receive.py``): bytes in, messages handled;
+- ``Reassembly`` (``_reassembly.py``): split elements received, joined.
+"""
 
 from __future__ import annotations
+
+from collections import deque
 
 from .._errors import LocalProtocolError
 from ._codec import (
     MAX_VARINT,
+    VERSION,
     Cancel,
+    ClientHello,
     Goodbye,
     MessageType,
     OnComplete,
     OnError,
     OnSubscribe,
     Request,
+    ServerHello,
     Subscribe,
+    encode_message,
     encode_varint,
 )
-from ._core import Pub, Sub, add_demand
+from ._config import ConnectionConfig, Role
+from ._context import Context
 from ._fast import VARINT1, VARINT_MORE
+from ._reassembly import Reassembly
 from ._receive import Receiver
+from ._subscriptions import Pub, Sub, SubscriptionTable, add_demand
 from ._tables import (
     PUBLICATION_TRANSITIONS,
     ConnectionInput,
+    ConnectionState,
     PublicationInput,
     PublicationState,
     SubscriptionInput,
+    SubscriptionState,
     hot_path_state,
 )
+from .events import Event
 
 __all__ = ["Connection"]
 
@@ -48,14 +73,117 @@ def _check_id(what: str, value: object) -> int:
     return value
 
 
-class Connection(Receiver):
-    """One rsio connection. Our hello is queued by the constructor."""
+class Connection:
+    """One rsio connection, client or server role. Our hello is queued by
+    the constructor."""
+
+    def __init__(self, role: Role, config: ConnectionConfig | None = None) -> None:
+        self.role = role
+        self.config = config = config if config is not None else ConnectionConfig()
+        self._ctx = ctx = Context(role, config)
+        self._out = ctx.output
+        self._table = table = SubscriptionTable(ctx)
+        self._subs = table.subs
+        self._pubs = table.pubs  # send_next looks publications up here
+        self._reassembly = reassembly = Reassembly(ctx, table)
+        self._receiver = Receiver(ctx, table, reassembly)
+        self._event_queue: deque[Event] = deque()  # taken one by one by next_event
+        self._split_size = config.split_size
+        self._max_element = config.max_element_size
+        hello = ClientHello if ctx.client else ServerHello
+        self._out.queue(encode_message(hello(VERSION, tuple(config.extensions))))
+
+    # -- inspection -----------------------------------------------------------
+    @property
+    def state(self) -> ConnectionState:
+        return self._ctx.state
+
+    @property
+    def peer_hello(self) -> ClientHello | ServerHello | None:
+        """The peer's hello, once received."""
+        return self._ctx.peer_hello
+
+    @property
+    def output_blocked(self) -> bool:
+        """``max_queued_output`` bytes or more wait in ``data_to_send``:
+        ``send_next`` / ``send_packed`` refuse until the adapter drains it."""
+        return self._out.blocked
+
+    @property
+    def queued_output(self) -> int:
+        return self._out.size
+
+    def subscription_state(self, subscriber_id: int) -> SubscriptionState:
+        """Of a subscription we made: CLOSED when unknown or over."""
+        return self._table.subscription_state(subscriber_id)
+
+    def publication_state(self, subscriber_id: int) -> PublicationState:
+        """Of the peer's subscription ``subscriber_id``: CLOSED when unknown or over."""
+        return self._table.publication_state(subscriber_id)
+
+    def demand_of(self, subscriber_id: int) -> int:
+        """Outstanding demand: of the peer's subscription if we publish to it,
+        else of ours. 0 when unknown."""
+        return self._table.demand_of(subscriber_id)
+
+    @property
+    def open_subscriptions(self) -> list[int]:
+        return list(self._subs)
+
+    @property
+    def open_publications(self) -> list[int]:
+        return list(self._pubs)
+
+    # -- bytes in, bytes out, events ----------------------------------------------
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes from the peer (any chunking); ``b""``: the transport ended.
+
+        Raises ``RemoteProtocolError`` when the peer broke the protocol: the
+        goodbye is queued in ``data_to_send`` and the connection is CLOSED.
+        """
+        self._receiver.receive_data(data)
+
+    def connection_lost(self) -> None:
+        """The adapter saw the transport die (same as ``receive_data(b"")``)."""
+        self._receiver.receive_data(b"")
+
+    def data_to_send(self) -> bytes:
+        """Bytes to write to the transport (empty when none)."""
+        return self._out.take_bytes()
+
+    def events(self) -> list[Event]:
+        """Every event produced so far, oldest first (and forget them)."""
+        ctx = self._ctx
+        events = ctx.events
+        queued = self._event_queue
+        ctx.events = []
+        if queued:
+            result = list(queued)
+            queued.clear()
+            result.extend(events)
+            return result
+        return events
+
+    def next_event(self) -> Event | None:
+        """The oldest event not yet taken, or None."""
+        ctx = self._ctx
+        queue = self._event_queue
+        if ctx.events:
+            queue.extend(ctx.events)
+            ctx.events = []
+        return queue.popleft() if queue else None
+
+    def handle_timeout(self, now: float) -> None:
+        """rsio has no timers (no keepalive in version 0); kept for drivers."""
+
+    def next_deadline(self) -> float | None:
+        return None
 
     # -- subscriber side ------------------------------------------------------
     def subscribe(self, publisher: str, initial_demand: int = 0) -> int:
         """Subscribe to the peer's ``publisher``; returns the subscriber Id
         (1, 2, 3, ...; sansrs never reuses one)."""
-        self._check_send("subscribe")
+        self._ctx.check_send("subscribe")
         if not isinstance(publisher, str):
             raise LocalProtocolError(f"subscribe: publisher must be a str, got {publisher!r}")
         if type(initial_demand) is not int or initial_demand < 0:
@@ -67,20 +195,20 @@ class Connection(Receiver):
                 f"subscribe: the publisher name exceeds max_string_size "
                 f"({self.config.max_string_size} bytes)"
             )
-        sid = self._next_sid
+        sid = self._table.next_sid
         if sid > MAX_VARINT:
             raise LocalProtocolError("subscribe: no subscriber Id left; open a new connection")
         demand = min(initial_demand, MAX_VARINT)
         try:
-            self._send(Subscribe(publisher, sid, demand))
+            self._out.send(Subscribe(publisher, sid, demand))
         except ValueError as exc:  # a lone surrogate cannot be UTF-8
             raise LocalProtocolError(f"subscribe: {exc}") from None
-        self._next_sid = sid + 1
+        self._table.next_sid = sid + 1
         self._subs[sid] = Sub(sid, publisher, demand)
         return sid
 
     def _sub(self, what: str, sid: int) -> Sub:
-        self._check_send(what)
+        self._ctx.check_send(what)
         s = self._subs.get(sid)
         if s is None:
             raise LocalProtocolError(f"{what}: subscription {sid!r} is not open")
@@ -92,31 +220,33 @@ class Connection(Receiver):
         if type(n) is not int or n < 1:
             raise LocalProtocolError(f"request: n must be an int >= 1 (rule 3.9), got {n!r}")
         s = self._sub("request", subscriber_id)
-        self._sub_intent(s, _SI.SEND_REQUEST, f"request: subscription {subscriber_id} is over")
+        self._table.sub_intent(
+            s, _SI.SEND_REQUEST, f"request: subscription {subscriber_id} is over"
+        )
         if s.demand == MAX_VARINT:
             return  # already unbounded on both sides
         s.demand = add_demand(s.demand, n)
-        self._send(Request(subscriber_id, min(n, MAX_VARINT)))
+        self._out.send(Request(subscriber_id, min(n, MAX_VARINT)))
 
     def cancel(self, subscriber_id: int) -> None:
         """Cancel; messages still in flight for it are ignored."""
         s = self._sub("cancel", subscriber_id)
         needs_tomb = s.size is None or s.size > 0
-        if needs_tomb and len(self._tombs) >= self.config.max_cancelled:
+        if needs_tomb and len(self._table.tombs) >= self.config.max_cancelled:
             raise LocalProtocolError(
-                f"cancel: {len(self._tombs)} cancelled fixed-size subscriptions still await "
+                f"cancel: {len(self._table.tombs)} cancelled fixed-size subscriptions still await "
                 "their end (max_cancelled); close the connection instead"
             )
-        self._sub_intent(s, _SI.SEND_CANCEL, f"cancel: subscription {subscriber_id} is over")
-        self._send(Cancel(subscriber_id))
-        self._drop_partials(s)
+        self._table.sub_intent(s, _SI.SEND_CANCEL, f"cancel: subscription {subscriber_id} is over")
+        self._out.send(Cancel(subscriber_id))
+        self._reassembly.drop(s)
         del self._subs[subscriber_id]  # a CANCELLED one lives on as its tombstone
         if needs_tomb:
-            self._tombs[subscriber_id] = s.size
+            self._table.tombs[subscriber_id] = s.size
 
     # -- publisher side ---------------------------------------------------------
     def _pub(self, what: str, sid: int) -> Pub:
-        self._check_send(what)
+        self._ctx.check_send(what)
         p = self._pubs.get(sid)
         if p is None:
             raise LocalProtocolError(
@@ -127,20 +257,20 @@ class Connection(Receiver):
     def send_on_subscribe(self, subscriber_id: int, element_size: int = 0) -> None:
         """Answer the peer's subscribe; ``element_size`` > 0: fixed-size mode."""
         p = self._pub("send_on_subscribe", subscriber_id)
-        if not self._pub_allows(p, _PI.SEND_ON_SUBSCRIBE):
+        if not self._table.pub_allows(p, _PI.SEND_ON_SUBSCRIBE):
             raise LocalProtocolError("send_on_subscribe: onSubscribe was already sent (rule 1.9)")
         if type(element_size) is not int or not 0 <= element_size <= self.config.max_message_size:
             raise LocalProtocolError(
                 f"send_on_subscribe: element_size must be in 0..{self.config.max_message_size}"
             )
-        self._send(OnSubscribe(subscriber_id, element_size))
-        self._pub_step(p, _PI.SEND_ON_SUBSCRIBE)
+        self._out.send(OnSubscribe(subscriber_id, element_size))
+        self._table.pub_step(p, _PI.SEND_ON_SUBSCRIBE)
         p.size = element_size
 
     def _refuse_next(self, p: Pub, count: int) -> None:
         if p.state is not _ACTIVE:
             raise LocalProtocolError("send_next: onSubscribe not sent yet (rule 1.9)")
-        if self._out_size >= self._max_out:
+        if self._out.blocked:
             raise LocalProtocolError(
                 "send_next: output is blocked (max_queued_output); send data_to_send() first"
             )
@@ -154,12 +284,15 @@ class Connection(Receiver):
         """One element, within demand. In fixed-size mode exactly
         ``element_size`` bytes; a variable-size element longer than
         ``split_size`` is sent as parts."""
+        # The hot path (bench_rsio: core_on_next): one lookup of the
+        # publication, the pieces appended here, no message object.
         p = self._pubs.get(subscriber_id)
         if p is None:
             self._pub("send_next", subscriber_id)
             raise AssertionError  # pragma: no cover - _pub raised
         n = len(element)
-        if p.demand <= 0 or p.state is not _ACTIVE or self._out_size >= self._max_out:
+        out = self._out
+        if p.demand <= 0 or p.state is not _ACTIVE or out.size >= out.limit:
             self._refuse_next(p, 1)
         if n > self._max_element:
             raise LocalProtocolError(
@@ -172,11 +305,11 @@ class Connection(Receiver):
                 raise LocalProtocolError(
                     f"send_next: element of {n} bytes; this subscription's element_size is {size}"
                 )
-            self._out += (p.head_next, element)
-            self._out_size += n + 2
+            out.pieces += (p.head_next, element)
+            out.size += n + 2
         elif n <= self._split_size:
-            self._out += (p.head_next + (VARINT1[n] if n < VARINT_MORE else _v(n)), element)
-            self._out_size += n + 3
+            out.pieces += (p.head_next + (VARINT1[n] if n < VARINT_MORE else _v(n)), element)
+            out.size += n + 3
         else:
             self._send_split(p, element)
             return  # the first part took the demand
@@ -199,9 +332,10 @@ class Connection(Receiver):
         takes one unit of demand. ``last``: the element is complete."""
         p = self._pub("send_part", subscriber_id)
         _check_id("send_part: element_id", element_id)
+        out = self._out
         first = element_id not in p.open_parts
         if first:
-            if p.state is not _ACTIVE or p.demand <= 0 or self._out_size >= self._max_out:
+            if p.state is not _ACTIVE or p.demand <= 0 or out.size >= out.limit:
                 self._refuse_next(p, 1)
             if p.demand != MAX_VARINT:
                 p.demand -= 1
@@ -213,8 +347,8 @@ class Connection(Receiver):
             p.open_parts.add(element_id)
         code = _LAST_PART if last else _PART
         head = code + _v(subscriber_id) + _v(element_id) + _v(len(data))
-        self._out += (head, data)
-        self._out_size += len(head) + len(data)
+        out.pieces += (head, data)
+        out.size += len(head) + len(data)
 
     def send_packed(self, subscriber_id: int, elements: bytes) -> None:
         """``count`` fixed-size elements back to back (count = len // element_size),
@@ -231,28 +365,29 @@ class Connection(Receiver):
             raise LocalProtocolError(
                 f"send_packed: {n} bytes is not a positive multiple of element_size {size}"
             )
-        if count > p.demand or self._out_size >= self._max_out:
+        out = self._out
+        if count > p.demand or out.size >= out.limit:
             self._refuse_next(p, count)
         if p.demand != MAX_VARINT:
             p.demand -= count
         per = self.config.max_message_size // size
-        out = self._out
+        pieces = out.pieces
         head = p.head_packed
         if count <= per:
-            out += (head + _v(count), elements)
+            pieces += (head + _v(count), elements)
         else:
             view = memoryview(elements)
             step = per * size
             for start in range(0, n, step):
                 chunk = view[start : start + step]
-                out += (head + _v(len(chunk) // size), chunk)
-        self._out_size += n + 4
+                pieces += (head + _v(len(chunk) // size), chunk)
+        out.size += n + 4
 
     def _end(self, what: str, subscriber_id: int) -> Pub:
         p = self._pub(what, subscriber_id)
         if p.state is _SUBSCRIBED:
-            self._send(OnSubscribe(subscriber_id, 0))  # rule 1.9: onSubscribe first
-        self._pub_step(p, _PI.SEND_TERMINAL)
+            self._out.send(OnSubscribe(subscriber_id, 0))  # rule 1.9: onSubscribe first
+        self._table.pub_step(p, _PI.SEND_TERMINAL)
         return p
 
     def send_complete(self, subscriber_id: int) -> None:
@@ -262,7 +397,7 @@ class Connection(Receiver):
                 "send_complete: a split element is in progress; send its last part first"
             )
         self._end("send_complete", subscriber_id)
-        self._send(OnComplete(subscriber_id))
+        self._out.send(OnComplete(subscriber_id))
 
     def send_error(self, subscriber_id: int, message: str) -> None:
         if not isinstance(message, str):
@@ -271,23 +406,23 @@ class Connection(Receiver):
         if len(raw) > self.config.max_string_size:
             raw = raw[: self.config.max_string_size]
         self._end("send_error", subscriber_id)
-        self._send(OnError(subscriber_id, raw.decode("utf-8", "ignore")))
+        self._out.send(OnError(subscriber_id, raw.decode("utf-8", "ignore")))
 
     # -- connection ---------------------------------------------------------------
     def close(self, reason: str = "") -> None:
         """Say goodbye: every subscription both ways ends now; ``ConnectionTerminated``
         follows when the peer acknowledges (or the transport ends)."""
-        self._check_connection("close", ConnectionInput.SEND_GOODBYE)
+        self._ctx.check("close", ConnectionInput.SEND_GOODBYE)
         if not isinstance(reason, str):
             raise LocalProtocolError("close: reason must be a str")
         raw = reason.encode("utf-8", "replace")[: self.config.max_string_size]
         reason = raw.decode("utf-8", "ignore")
-        self._send(Goodbye(reason))
-        self._transition(ConnectionInput.SEND_GOODBYE)
-        self._close_reason = reason
+        self._out.send(Goodbye(reason))
+        self._ctx.transition(ConnectionInput.SEND_GOODBYE)
+        self._ctx.close_reason = reason
         # Our publications end now (the goodbye says so); our subscriptions
         # are cancelled by it but stay in the table, so that in-flight
         # fixed-size messages can still be parsed.
         self._pubs.clear()
         for s in self._subs.values():
-            self._sub_intent(s, _SI.SEND_CANCEL, "close")
+            self._table.sub_intent(s, _SI.SEND_CANCEL, "close")

@@ -95,8 +95,7 @@ def test_rsio_4_each_side_sends_its_hello_first() -> None:
 def test_rsio_4_loose_handshake_server_does_not_wait() -> None:
     p = Pair()
     assert p.server.data_to_send() == SERVER_HELLO  # before any clientHello
-    p.server._out.append(SERVER_HELLO)  # put it back for the pump
-    p.server._out_size += len(SERVER_HELLO)
+    p.server._out.queue(SERVER_HELLO)  # put it back for the pump
     p.pump()
     assert p.client_events == [ev.HelloReceived(version=0, extensions=())]
     assert p.client.state is p.server.state is ConnectionState.OPEN
@@ -538,7 +537,7 @@ def test_rsio_6_2_on_error_discards_elements_in_progress() -> None:
     c, sid = subscribed_client(demand=3)
     c.receive_data(encode_message(OnNextPart(sid, 0, b"ab")) + encode_message(OnError(sid, "x")))
     assert c.events() == [ev.ErrorReceived(subscriber_id=sid, error="x")]
-    assert c._splits == 0 and c._split_bytes == 0
+    assert c._reassembly.splits == 0 and c._reassembly.split_bytes == 0
 
 
 @pytest.mark.parametrize(
@@ -706,7 +705,7 @@ def test_large_message_arriving_in_small_chunks_is_joined_once() -> None:
     for i in range(0, len(data), 1000):
         c.receive_data(data[i : i + 1000])
         if i + 1000 < len(data):
-            assert len(c._chunks) >= 1 and c._need == len(data)
+            assert len(c._receiver.chunks) >= 1 and c._receiver.need == len(data)
     assert c.events() == [ev.NextReceived(subscriber_id=sid, element=element)]
 
 
