@@ -9,6 +9,14 @@ RSocket baseline.
 
     .venv/bin/python benchmarks/bench_rsio.py --runs 5
     .venv/bin/python benchmarks/bench_rsio.py --runs 3 --only rsio_packed
+    .venv/bin/python benchmarks/bench_rsio.py --runs 7 --before /tmp/before
+
+With ``--before DIR``, ``core_on_next`` runs on the core of another
+checkout too (``DIR/sansrs``, e.g. ``git archive <commit> sansrs | tar -x -C
+DIR``), alternating run by run, one process per run (each imports its own
+core fresh), so that load on the machine hits both alike; a markdown table
+gives the medians of elements/s (wall clock) and of CPU time per element
+(``process_time``: the figure load barely moves) and their ratios.
 
 Scenarios:
 - ``rsio_packed``: ``subscribe_packed("counter/N")``, demand window 65,536
@@ -25,12 +33,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from sansrs.adapters import rsio as rsio_sync
 from sansrs.adapters import rsocket as rsocket_sync
@@ -120,6 +130,50 @@ SCENARIOS: dict[str, tuple[str, Callable[[str, int], int], int]] = {
 }
 
 
+def core_run(count: int) -> tuple[float, float]:
+    """One ``core_on_next`` run: (elements/s wall, CPU microseconds per element)."""
+    start, cpu = time.perf_counter(), time.process_time()
+    got = core_on_next("", count)
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+    if got != count:
+        raise RuntimeError(f"core_on_next: {got} events for {count} elements")
+    return count / elapsed, cpu * 1e6 / count
+
+
+def compare_core_before(before: Path, runs: int, scale: float) -> None:
+    """``core_on_next`` on this checkout's core and on ``before``'s, alternating."""
+    count = max(1000, int(SCENARIOS["core_on_next"][2] * scale))
+    results: dict[str, list[tuple[float, float]]] = {"before": [], "after": []}
+    for _ in range(runs):
+        for name, core in (("before", before), ("after", None)):
+            env = dict(os.environ)
+            if core is not None:
+                env["PYTHONPATH"] = str(core)  # its sansrs ahead of this checkout's
+            out = subprocess.run(
+                [PY, __file__, "--core-json", str(count)],
+                env=env,
+                cwd=Path(__file__).resolve().parent,
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+            wall, cpu = json.loads(out)
+            results[name].append((float(wall), float(cpu)))
+    print(f"\ncore_on_next, {count:,} elements, {runs} runs each, alternating (median)\n")
+    print("| core | elements/s (wall) | min | max | CPU µs per element |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    medians = {}
+    for name, rows in results.items():
+        walls = [w for w, _ in rows]
+        medians[name] = (statistics.median(walls), statistics.median(c for _, c in rows))
+        print(
+            f"| {name} | {medians[name][0]:,.0f} | {min(walls):,.0f} | {max(walls):,.0f} | "
+            f"{medians[name][1]:.3f} |"
+        )
+    (wb, cb), (wa, ca) = medians["before"], medians["after"]
+    print(f"| after / before | {wa / wb:.3f} | | | {ca / cb:.3f} |")
+
+
 def measure(name: str, runs: int, scale: float) -> list[float]:
     protocol, fn, count = SCENARIOS[name]
     count = max(1000, int(count * scale))
@@ -147,7 +201,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--only", nargs="+", choices=sorted(SCENARIOS))
     parser.add_argument("--scale", type=float, default=1.0, help="multiply element counts")
+    parser.add_argument(
+        "--before", type=Path, help="core_on_next against the core of the checkout in DIR"
+    )
+    parser.add_argument("--core-json", type=int, help=argparse.SUPPRESS)  # one run, for --before
     args = parser.parse_args(argv)
+    if args.core_json is not None:
+        print(json.dumps(core_run(args.core_json)))
+        return 0
+    if args.before is not None:
+        compare_core_before(args.before.resolve(), args.runs, args.scale)
+        return 0
     names = args.only or list(SCENARIOS)
     results = {name: measure(name, args.runs, args.scale) for name in names}
     base = statistics.median(results["rsocket_payload"]) if "rsocket_payload" in results else None

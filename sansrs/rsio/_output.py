@@ -26,7 +26,9 @@ class Output:
       ``blocked``.
     """
 
-    __slots__ = ("limit", "pieces", "size")
+    # No __slots__, on purpose: send_next reads and writes ``size`` and
+    # ``pieces`` once per element, faster on an instance dict (_fast.py,
+    # "Output without slots").
 
     def __init__(self, config: ConnectionConfig) -> None:
         self.pieces: list[bytes | memoryview] = []
