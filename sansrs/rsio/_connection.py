@@ -83,8 +83,6 @@ class Connection:
         self._ctx = ctx = Context(role, config)
         self._out = ctx.output
         self._table = table = SubscriptionTable(ctx)
-        self._subs = table.subs
-        self._pubs = table.pubs  # send_next looks publications up here
         self._reassembly = reassembly = Reassembly(ctx, table)
         self._receiver = Receiver(ctx, table, reassembly)
         self._event_queue: deque[Event] = deque()  # taken one by one by next_event
@@ -128,11 +126,11 @@ class Connection:
 
     @property
     def open_subscriptions(self) -> list[int]:
-        return list(self._subs)
+        return list(self._table.subs)
 
     @property
     def open_publications(self) -> list[int]:
-        return list(self._pubs)
+        return list(self._table.pubs)
 
     # -- bytes in, bytes out, events ----------------------------------------------
     def receive_data(self, data: bytes) -> None:
@@ -204,12 +202,12 @@ class Connection:
         except ValueError as exc:  # a lone surrogate cannot be UTF-8
             raise LocalProtocolError(f"subscribe: {exc}") from None
         self._table.next_sid = sid + 1
-        self._subs[sid] = Sub(sid, publisher, demand)
+        self._table.subs[sid] = Sub(sid, publisher, demand)
         return sid
 
     def _sub(self, what: str, sid: int) -> Sub:
         self._ctx.check_send(what)
-        s = self._subs.get(sid)
+        s = self._table.subs.get(sid)
         if s is None:
             raise LocalProtocolError(f"{what}: subscription {sid!r} is not open")
         return s
@@ -240,14 +238,14 @@ class Connection:
         self._table.sub_intent(s, _SI.SEND_CANCEL, f"cancel: subscription {subscriber_id} is over")
         self._out.send(Cancel(subscriber_id))
         self._reassembly.drop(s)
-        del self._subs[subscriber_id]  # a CANCELLED one lives on as its tombstone
+        del self._table.subs[subscriber_id]  # a CANCELLED one lives on as its tombstone
         if needs_tomb:
             self._table.tombs[subscriber_id] = s.size
 
     # -- publisher side ---------------------------------------------------------
     def _pub(self, what: str, sid: int) -> Pub:
         self._ctx.check_send(what)
-        p = self._pubs.get(sid)
+        p = self._table.pubs.get(sid)
         if p is None:
             raise LocalProtocolError(
                 f"{what}: subscriber {sid!r} is not subscribed (cancelled or ended)"
@@ -286,7 +284,7 @@ class Connection:
         ``split_size`` is sent as parts."""
         # The hot path (bench_rsio: core_on_next): one lookup of the
         # publication, the pieces appended here, no message object.
-        p = self._pubs.get(subscriber_id)
+        p = self._table.pubs.get(subscriber_id)
         if p is None:
             self._pub("send_next", subscriber_id)
             raise AssertionError  # pragma: no cover - _pub raised
@@ -391,7 +389,7 @@ class Connection:
         return p
 
     def send_complete(self, subscriber_id: int) -> None:
-        p = self._pubs.get(subscriber_id)
+        p = self._table.pubs.get(subscriber_id)
         if p is not None and p.open_parts:
             raise LocalProtocolError(
                 "send_complete: a split element is in progress; send its last part first"
@@ -423,6 +421,6 @@ class Connection:
         # Our publications end now (the goodbye says so); our subscriptions
         # are cancelled by it but stay in the table, so that in-flight
         # fixed-size messages can still be parsed.
-        self._pubs.clear()
-        for s in self._subs.values():
+        self._table.pubs.clear()
+        for s in self._table.subs.values():
             self._table.sub_intent(s, _SI.SEND_CANCEL, "close")

@@ -66,12 +66,11 @@ _RULE_3_9 = "Rule 3.9: request(n) with n <= 0 is not allowed"
 class Receiver:
     """Bytes in (``receive_data``), messages handled, events out."""
 
-    __slots__ = ("_ctx", "_reassembly", "_subs", "_table", "buffered", "chunks", "need")
+    __slots__ = ("_ctx", "_reassembly", "_table", "buffered", "chunks", "need")
 
     def __init__(self, ctx: Context, table: SubscriptionTable, reassembly: Reassembly) -> None:
         self._ctx = ctx
         self._table = table
-        self._subs = table.subs  # the hot path looks subscriptions up here
         self._reassembly = reassembly
         # Input not yet parsed: chunks, their total size, and the size the
         # first message needs (known once its lengths are read).
@@ -130,7 +129,7 @@ class Receiver:
         ctx = self._ctx
         pos = 0
         end = len(buf)
-        subs = self._subs
+        subs = self._table.subs
         events = ctx.events
         limits = ctx.limits
         max_msg = limits.max_message_size
@@ -341,7 +340,7 @@ class Receiver:
         table.tomb_step(sid, inp)
 
     def _closing_on_subscribe(self, msg: codec.OnSubscribe) -> None:
-        s = self._subs.get(msg.subscriber_id)
+        s = self._table.subs.get(msg.subscriber_id)
         if s is not None and s.size is None:
             s.size = msg.element_size
         self._tomb_size(msg)
@@ -357,7 +356,7 @@ class Receiver:
 
     def _on_on_subscribe(self, msg: codec.OnSubscribe) -> None:
         sid = msg.subscriber_id
-        s = self._subs.get(sid)
+        s = self._table.subs.get(sid)
         if s is None:
             tombs = self._table.tombs
             if sid in tombs and tombs[sid] is not None:
@@ -373,7 +372,7 @@ class Receiver:
         )
 
     def _active(self, sid: int, what: str) -> Sub | None:
-        s = self._subs.get(sid)
+        s = self._table.subs.get(sid)
         if s is None:
             self._unknown(sid, what, _SI.RECV_NEXT)
             return None
@@ -412,7 +411,7 @@ class Receiver:
         sid = msg.subscriber_id
         complete = type(msg) is codec.OnComplete
         name = "onComplete" if complete else "onError"
-        s = self._subs.get(sid)
+        s = self._table.subs.get(sid)
         if s is None:
             self._unknown(sid, name, _SI.RECV_TERMINAL)
             return

@@ -95,7 +95,6 @@ class SubscriptionTable:
 
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
-        # Never rebound (cleared in place): hot paths keep them as locals.
         self.subs: dict[int, Sub] = {}
         self.pubs: dict[int, Pub] = {}
         #: Cancelled subscriptions whose elementSize is > 0 or unknown (§5.4).
