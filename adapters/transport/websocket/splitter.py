@@ -1,0 +1,206 @@
+"""The receive fast path beside wsproto: :class:`FrameSplitter`.
+
+The common case is simple: complete, unfragmented BINARY or TEXT frames.
+The splitter finds frame boundaries in the received bytes, handles that case
+itself, and hands everything else to wsproto *as whole frames*, so wsproto
+always sits at a frame boundary and its state stays right:
+
+* consecutive binary messages become one *run* (:mod:`.runs`: each message
+  behind its 3-byte length), same-length frames a batch at a time;
+* a text message (checked UTF-8), or a binary one too big for a run, is
+  handed over alone, in order;
+* a complete control frame (ping, pong, close; at most 125 bytes) goes to
+  wsproto, which answers and reports it as usual;
+* anything unusual (a fragment or continuation, reserved bits or opcodes, a
+  mask bit the wrong way round, a non-minimal or oversized length, text that
+  is not UTF-8, a frame bigger than the message limit) switches the splitter
+  to *passthrough*: that frame's bytes and everything after go to wsproto
+  untouched, which then applies every rule of RFC 6455 as without this
+  module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from struct import Struct
+
+from .frames import mask
+from .runs import MAX_RUN_MESSAGE, MIN_BATCH, count_uniform, frames_to_run, prefix
+
+__all__ = ["FrameSplitter", "OnMessage", "OnRun", "OnWsproto"]
+
+_U16 = Struct(">H")
+_U64 = Struct(">Q")
+_MAX_CONTROL = 125
+_BINARY_FIN = 0x82
+
+#: What the splitter calls: binary messages as a run (their bytes, each
+#: behind its 3-byte length), a whole message that is not in a run (opcode,
+#: payload), and whole frames or raw bytes for wsproto. Each in the order
+#: the frames arrived.
+OnRun = Callable[[bytearray], None]
+OnMessage = Callable[[int, bytes], None]
+OnWsproto = Callable[[bytes], None]
+
+
+class FrameSplitter:
+    """Splits received bytes at frame boundaries (see the module notes).
+
+    ``masked``: frames from the peer must be masked (we are the server).
+    ``max_payload``: a data frame above it goes to wsproto (passthrough),
+    whose message-size check then closes the connection with 1009.
+    """
+
+    __slots__ = (
+        "_buffer",
+        "_masked",
+        "_max",
+        "_need",
+        "_on_message",
+        "_on_run",
+        "_to_wsproto",
+        "passthrough",
+    )
+
+    def __init__(
+        self,
+        *,
+        masked: bool,
+        max_payload: int,
+        on_run: OnRun,
+        on_message: OnMessage,
+        to_wsproto: OnWsproto,
+    ) -> None:
+        self._masked = 0x80 if masked else 0
+        self._max = max_payload
+        self._on_run = on_run
+        self._on_message = on_message
+        self._to_wsproto = to_wsproto
+        self._buffer = bytearray()
+        self._need = 2  # bytes the buffer must hold before anything can complete
+        #: True once anything unusual was seen: wsproto gets every byte.
+        self.passthrough = False
+
+    def feed(self, data: bytes) -> None:
+        if self.passthrough:
+            self._to_wsproto(data)
+            return
+        buffer = self._buffer
+        if buffer:
+            buffer += data
+            if len(buffer) < self._need:
+                return
+            data = bytes(buffer)
+            buffer.clear()
+        run = bytearray()
+        try:
+            self._split(data, run)
+        finally:
+            if run:
+                self._on_run(run)
+
+    def _split(self, data: bytes, run: bytearray) -> None:
+        end = len(data)
+        off = 0
+        expect_mask = self._masked
+        head = 6 if expect_mask else 2
+        limit = self._max
+        while end - off >= 2:
+            b0 = data[off]
+            b1 = data[off + 1]
+            n = b1 ^ expect_mask
+            if b0 == _BINARY_FIN and n < 126 and n <= limit:
+                # The hot path: a short FIN binary frame, mask bit right.
+                stride = head + n
+                if n >= 4 and end - off >= MIN_BATCH * stride:
+                    count = count_uniform(data, off, end, stride, data[off : off + 2])
+                    if count >= MIN_BATCH:
+                        run += frames_to_run(data, off, count, n, bool(expect_mask))
+                        off += count * stride
+                        continue
+                stop = off + stride
+                if stop > end:
+                    self._buffer += memoryview(data)[off:]
+                    self._need = stop - off
+                    return None
+                run += prefix(n)
+                if expect_mask:
+                    run += mask(data[off + 2 : off + 6], data[off + 6 : stop])
+                else:
+                    run += memoryview(data)[off + 2 : stop]
+                off = stop
+                continue
+            length = b1 & 0x7F
+            at = off + 2
+            if length == 126:
+                if end - at < 2:
+                    break
+                (length,) = _U16.unpack_from(data, at)
+                at += 2
+                if length < 126:
+                    return self._pass(data, off, run)  # non-minimal length (RFC 6455, 5.2)
+            elif length == 127:
+                if end - at < 8:
+                    break
+                (length,) = _U64.unpack_from(data, at)
+                at += 8
+                if length < 0x10000 or length >> 63:
+                    return self._pass(data, off, run)
+            if b1 & 0x80 != expect_mask:
+                return self._pass(data, off, run)
+            opcode = b0 & 0x0F
+            control = opcode & 0x08
+            if b0 & 0x70 or not b0 & 0x80:
+                return self._pass(data, off, run)  # reserved bits, or a fragment
+            if control:
+                if length > _MAX_CONTROL or opcode > 0xA:
+                    return self._pass(data, off, run)
+            elif opcode not in (1, 2) or length > limit:
+                return self._pass(data, off, run)
+            key_at = at
+            if expect_mask:
+                at += 4
+            stop = at + length
+            if stop > end:
+                self._buffer += memoryview(data)[off:]
+                self._need = stop - off
+                return None
+            if 4 <= length < 0x10000 and opcode == 2 and end - off >= MIN_BATCH * (stop - off):
+                count = count_uniform(data, off, end, stop - off, data[off : key_at])
+                if count >= MIN_BATCH:
+                    run += frames_to_run(data, off, count, length, bool(expect_mask))
+                    off += count * (stop - off)
+                    continue
+            payload = data[at:stop]
+            if expect_mask:
+                payload = mask(data[key_at:at], payload)
+            if opcode == 2 and length <= MAX_RUN_MESSAGE:
+                run += prefix(length)
+                run += payload
+            else:
+                if run:  # what came before goes first
+                    self._on_run(run[:])
+                    run.clear()
+                if control:
+                    self._to_wsproto(data[off:stop])
+                else:
+                    if opcode == 1:
+                        try:
+                            payload.decode("utf-8")
+                        except UnicodeDecodeError:
+                            return self._pass(data, off, run)  # wsproto fails it with 1007
+                    self._on_message(opcode, payload)
+            off = stop
+        if off < end:
+            self._buffer += memoryview(data)[off:]
+        self._need = 2 if end - off < 2 else end - off + 1
+        return None
+
+    def _pass(self, data: bytes, off: int, run: bytearray) -> None:
+        if run:  # the messages before the unusual frame still count
+            self._on_run(run[:])
+            run.clear()
+        self.passthrough = True
+        self._buffer.clear()
+        if off < len(data):
+            self._to_wsproto(data[off:])
