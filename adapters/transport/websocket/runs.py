@@ -11,36 +11,39 @@ into one run.
 
 Why: per message, a Python loop costs 0.3-1.5 µs (header, slice, mask),
 more than the RSocket core spends on a 16-byte PAYLOAD, which held WebSocket
-at 0.26x-0.43x TCP (docs/performance.md, "WebSocket near TCP"). Messages of
-the same length are the common case (a stream's items, a pipeline of
-requests), and for them every step is a strided ``bytes`` / ``bytearray``
-operation over the whole batch, run in C:
+at 0.26x-0.43x TCP (docs/performance.md, "WebSocket near TCP";
+``benchmarks/bench_websocket.py`` measures each path). Messages of the same
+length are the common case (a stream's items, a pipeline of requests), and
+for them every step runs in C over the whole batch:
 
 * frames of the same length are found with strided slices of their header
   columns (``data[off + i : lim : stride]``) and ``lstrip``;
-* a header that shrinks loses bytes with ``del block[::stride]``; one that
-  grows is made room for with ``bytes(d).join`` of the messages cut by a
-  cached ``struct`` (``{stride}s`` repeated);
-* header columns are written with strided assignment;
-* masking XORs the whole batch with one key stream: each frame's key is
-  placed before its payload and tiled over it by multiplying the integer
-  by ``1 + 2**32 + 2**64 + ...`` (the tiles of two frames never overlap, so
-  there are no carries); a tile may run up to 3 bytes into the next
-  frame's first header bytes, which are rewritten afterwards.
+* one cached ``struct`` (``"3x22s"`` repeated: skip the old header, keep
+  the payload) cuts the payloads out, and ``header.join`` puts them behind
+  their new headers;
+* masking XORs all payloads at once, as integers: each payload padded to
+  whole 4-byte words, each key placed at the start of its payload and tiled
+  over it by shifted copies (the tiles never overlap: no carries).
 
-Anything else (a lone message, lengths of 64 KiB and more, messages under
-4 bytes) takes the per-message path, whose output is the same bytes.
+A batch is tried where a message has the length of the one before it (and
+not again inside a stretch a try found too short), so mixed lengths cost
+nothing extra. Anything else (a lone message, payloads of 64 KiB and more,
+masked ones over 125 bytes, messages under 4 bytes) takes the per-message
+path, whose output is the same bytes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
-from itertools import chain
+from itertools import chain, repeat
 from struct import Struct
 
-from .frames import KeySource, encode_data_frame, mask
+from .frames import KeySource, encode_data_frame
 
 __all__ = [
+    "MAX_BATCH",
+    "MAX_MASKED_BATCH",
     "MAX_RUN_MESSAGE",
     "MIN_BATCH",
     "count_uniform",
@@ -51,9 +54,14 @@ __all__ = [
 
 #: Largest message a run can hold (its length must fit in 3 bytes).
 MAX_RUN_MESSAGE = 0xFFFFFF
-#: Same-length frames from which the batch path beats the per-message one.
-MIN_BATCH = 4
-#: Messages cut per ``struct`` call when a header grows.
+#: Same-length frames from which the batch path beats the per-message one
+#: (benchmarks/bench_websocket.py).
+MIN_BATCH = 8
+#: Largest payload framed in batches: masked ones up to 125 bytes (beyond,
+#: tiling the keys costs more than masking one by one), others below 64 KiB.
+MAX_MASKED_BATCH = 125
+MAX_BATCH = 0xFFFF
+#: Records cut per ``struct`` call (one compiled format per record shape).
 _GROUP = 64
 _BINARY_FIN = 0x82
 
@@ -69,111 +77,91 @@ def count_uniform(data: bytes, off: int, end: int, stride: int, header: bytes) -
     """How many consecutive records of ``stride`` bytes from ``off`` (whole
     ones, before ``end``) start with ``header``. Frame ``i`` sits at
     ``off + i * stride`` exactly when frames ``0..i-1`` had that length, so
-    the count of leading matches in each header column is the answer."""
+    the count of leading matches in each header column is the answer.
+    Windows grow fourfold, so the work is proportional to the count."""
     whole = (end - off) // stride
-    lim = off + whole * stride
-    count = whole
-    for i in range(len(header)):
-        column = data[off + i : lim : stride]
-        count = min(count, len(column) - len(column.lstrip(header[i : i + 1])))
-        if count < MIN_BATCH:
+    count = 0
+    window = MIN_BATCH
+    columns = range(len(header))
+    while count < whole:
+        m = min(window, whole - count)
+        start = off + count * stride
+        lim = start + m * stride
+        good = m
+        for i in columns:
+            column = data[start + i : lim : stride]
+            same = len(column) - len(column.lstrip(header[i : i + 1]))
+            if same < good:
+                good = same
+        count += good
+        if good < m:
             break
+        window *= 4
     return count
 
 
-@lru_cache(maxsize=512)
-def _cutter(size: int, count: int) -> Struct:
-    return Struct(f"{size}s" * count)
+@lru_cache(maxsize=1024)
+def _cutter(unit: str, count: int) -> Struct:
+    return Struct(unit * count)
 
 
-def _pieces(data: bytes, off: int, size: int, count: int) -> list[bytes]:
-    """``count`` pieces of ``size`` bytes from ``data[off:]``, cut in C."""
+def _cut(data: bytes, off: int, unit: str, size: int, count: int) -> Sequence[bytes]:
+    """The fields of ``count`` records of ``size`` bytes from ``off``, each
+    unpacked with the struct format ``unit``; cut in C."""
+    if count <= _GROUP:
+        return _cutter(unit, count).unpack_from(data, off)
     whole = count // _GROUP * _GROUP
-    pieces: list[bytes] = []
-    if whole:
-        group = _cutter(size, _GROUP)
-        view = memoryview(data)[off : off + whole * size]
-        pieces = list(chain.from_iterable(group.iter_unpack(view)))
+    view = memoryview(data)[off : off + whole * size]
+    fields = list(chain.from_iterable(_cutter(unit, _GROUP).iter_unpack(view)))
     if count > whole:
-        pieces += _cutter(size, count - whole).unpack_from(data, off + whole * size)
-    return pieces
+        fields += _cutter(unit, count - whole).unpack_from(data, off + whole * size)
+    return fields
 
 
-def _grow(data: bytes, off: int, size: int, count: int, extra: int) -> bytearray:
-    """The ``count`` records of ``size`` bytes at ``off``, each preceded by
-    ``extra`` zero bytes."""
-    gap = bytes(extra)
-    block = bytearray(gap)
-    block += gap.join(_pieces(data, off, size, count))
-    return block
+def _tile(keys: int, words: int) -> int:
+    """``keys`` (4-byte keys, little-endian, ``4 * words`` bytes apart) each
+    repeated ``words`` times: shifted copies doubled, then summed by the
+    bits of ``words`` (no carries: the copies never overlap)."""
+    out = 0
+    shift = 0
+    width = 32
+    while True:
+        if words & 1:
+            out |= keys << shift
+            shift += width
+        words >>= 1
+        if not words:
+            return out
+        keys |= keys << width
+        width *= 2
 
 
-def _shrink(data: bytes, off: int, size: int, count: int, drop: int) -> bytearray:
-    """The ``count`` records of ``size`` bytes at ``off``, each without its
-    first ``drop`` bytes."""
-    block = bytearray(data[off : off + count * size])
-    for i in range(drop):
-        del block[:: size - i]
-    return block
-
-
-def _set_column(block: bytearray, i: int, stride: int, count: int, value: int) -> None:
-    block[i::stride] = bytes((value,)) * count
-
-
-@lru_cache(maxsize=128)
-def _tiler(words: int) -> int:
-    """``1 + 2**32 + ... + 2**(32 * (words - 1))``: times a key, that key
-    repeated ``words`` times (little-endian)."""
-    return int.from_bytes(b"\x01\x00\x00\x00" * words, "little")
-
-
-def _xor_keys(block: bytearray, count: int, stride: int, first: int, n: int,
-              keys: list[bytes]) -> bytearray:
-    """``block`` (``count`` frames of ``stride`` bytes) with the ``n`` bytes
-    at ``first`` of each frame XORed with that frame's key (``keys[i]``: the
-    i-th byte of every frame's key). May change up to 3 bytes after each
-    payload (the next frame's first header bytes): callers rewrite them."""
-    size = count * stride
-    placed = bytearray(size)
-    for i in range(4):
-        placed[first + i :: stride] = keys[i]
-    stream = int.from_bytes(placed, "little") * _tiler((n + 3) // 4)
-    mixed = (int.from_bytes(block, "little") ^ stream).to_bytes(size + 3, "little")
-    out = bytearray(mixed)
-    del out[size:]
-    return out
+def _mask_all(payloads: Sequence[bytes], keys: Sequence[bytes], n: int) -> Sequence[bytes]:
+    """Each payload (``n`` bytes) XOR its key (4 bytes) repeated: all at once."""
+    words = (n + 3) // 4
+    pad = 4 * words - n
+    span = 4 * words
+    data = int.from_bytes(bytes(pad).join(payloads), "little")
+    stream = _tile(int.from_bytes(bytes(span - 4).join(keys), "little"), words)
+    mixed = (data ^ stream).to_bytes(len(payloads) * span, "little")
+    return _cut(mixed, 0, f"{n}s{pad}x", span, len(payloads))
 
 
 # -- sending: a run -> WebSocket frames ---------------------------------------
 
 
-def _header_of(n: int, masked: bool) -> bytes:
-    """The WebSocket header of a FIN binary frame of ``n`` bytes (without key)."""
-    bit = 0x80 if masked else 0
-    if n < 126:
-        return bytes((_BINARY_FIN, bit | n))
-    return bytes((_BINARY_FIN, bit | 126, n >> 8, n & 0xFF))
-
-
 def _batch_to_frames(data: bytes, off: int, count: int, n: int, keys: KeySource | None) -> bytes:
-    size = n + 3
-    header = _header_of(n, keys is not None)
-    head = len(header) + (4 if keys is not None else 0)
-    stride = head + n
-    if head < 3:
-        block = _shrink(data, off, size, count, 3 - head)
+    payloads = _cut(data, off, f"3x{n}s", n + 3, count)
+    bit = 0 if keys is None else 0x80
+    if n < 126:
+        header = bytes((_BINARY_FIN, bit | n))
     else:
-        block = _grow(data, off, size, count, head - 3)
-    if keys is not None:
-        key_bytes = keys.take(count)
-        columns = [key_bytes[i::4] for i in range(4)]
-        block = _xor_keys(block, count, stride, head, n, columns)
-        for i in range(4):
-            block[head - 4 + i :: stride] = columns[i]
-    for i, value in enumerate(header):
-        _set_column(block, i, stride, count, value)
-    return bytes(block)
+        header = bytes((_BINARY_FIN, bit | 126, n >> 8, n & 0xFF))
+    if keys is None:
+        return header + header.join(payloads)
+    key_list = _cut(keys.take(count), 0, "4s", 4, count)
+    masked = _mask_all(payloads, key_list, n)
+    return b"".join(chain.from_iterable(zip(repeat(header), key_list, masked, strict=False)))
 
 
 def encode_run(data: bytes, keys: KeySource | None) -> tuple[bytes, int]:
@@ -184,15 +172,20 @@ def encode_run(data: bytes, keys: KeySource | None) -> tuple[bytes, int]:
     parts: list[bytes] = []
     end = len(data)
     off = 0
+    largest = MAX_BATCH if keys is None else MAX_MASKED_BATCH
+    last = -1  # the previous message's length: a batch is tried when it repeats
+    tried = 0  # no batch before this offset (a try found too few)
     while end - off >= 3:
         n = data[off] << 16 | data[off + 1] << 8 | data[off + 2]
         size = n + 3
-        if 4 <= n < 0x10000 and end - off >= MIN_BATCH * size:
+        if n == last and off >= tried and 4 <= n <= largest and end - off >= MIN_BATCH * size:
             count = count_uniform(data, off, end, size, data[off : off + 3])
             if count >= MIN_BATCH:
                 parts.append(_batch_to_frames(data, off, count, n, keys))
                 off += count * size
                 continue
+            tried = off + count * size
+        last = n
         stop = off + size
         if stop > end:
             break
@@ -205,29 +198,16 @@ def encode_run(data: bytes, keys: KeySource | None) -> tuple[bytes, int]:
 # -- receiving: WebSocket frames -> a run ----------------------------------------
 
 
-def frames_to_run(data: bytes, off: int, count: int, n: int, masked: bool) -> bytearray:
+def frames_to_run(data: bytes, off: int, count: int, n: int, masked: bool) -> bytes:
     """``count`` FIN binary frames of ``n`` payload bytes each (``4 <= n <
-    0x10000``; headers checked by the caller, e.g. with :func:`count_uniform`)
-    at ``off``, as run messages; ``masked``: the frames carry keys (we are
-    the server) and are unmasked."""
-    head = (2 if n < 126 else 4) + (4 if masked else 0)
-    stride = head + n
-    size = n + 3
+    0x10000``, at most 125 if ``masked``; headers checked by the caller, e.g.
+    with :func:`count_uniform`) at ``off``, as run messages; ``masked``: the
+    frames carry keys (we are the server) and are unmasked."""
+    length = prefix(n)
     if masked:
-        frames = data[off : off + count * stride]
-        columns = [frames[head - 4 + i :: stride] for i in range(4)]
-        data = bytes(_xor_keys(bytearray(frames), count, stride, head, n, columns))
-        off = 0
-    if head > 3:
-        block = _shrink(data, off, stride, count, head - 3)
+        fields = _cut(data, off, f"2x4s{n}s", n + 6, count)
+        payloads = _mask_all(fields[1::2], fields[0::2], n)
     else:
-        block = _grow(data, off, stride, count, 3 - head)
-    for i, value in enumerate(prefix(n)):
-        _set_column(block, i, size, count, value)
-    return block
-
-
-def unmask_payload(data: bytes, key_at: int, stop: int) -> bytes:
-    """The payload from ``key_at + 4`` to ``stop``, unmasked with the key at
-    ``key_at`` (one frame)."""
-    return mask(data[key_at : key_at + 4], data[key_at + 4 : stop])
+        head = 2 if n < 126 else 4
+        payloads = _cut(data, off, f"{head}x{n}s", head + n, count)
+    return length + length.join(payloads)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from struct import Struct
 
 from .frames import mask
-from .runs import MAX_RUN_MESSAGE, MIN_BATCH, count_uniform, frames_to_run, prefix
+from .runs import MAX_BATCH, MAX_RUN_MESSAGE, MIN_BATCH, count_uniform, frames_to_run, prefix
 
 __all__ = ["FrameSplitter", "OnMessage", "OnRun", "OnWsproto"]
 
@@ -105,6 +105,8 @@ class FrameSplitter:
         expect_mask = self._masked
         head = 6 if expect_mask else 2
         limit = self._max
+        last = -1  # the previous binary frame's length: a batch is tried when it repeats
+        tried = 0  # no batch before this offset (a try found too few)
         while end - off >= 2:
             b0 = data[off]
             b1 = data[off + 1]
@@ -112,12 +114,14 @@ class FrameSplitter:
             if b0 == _BINARY_FIN and n < 126 and n <= limit:
                 # The hot path: a short FIN binary frame, mask bit right.
                 stride = head + n
-                if n >= 4 and end - off >= MIN_BATCH * stride:
+                if n == last and off >= tried and n >= 4 and end - off >= MIN_BATCH * stride:
                     count = count_uniform(data, off, end, stride, data[off : off + 2])
                     if count >= MIN_BATCH:
                         run += frames_to_run(data, off, count, n, bool(expect_mask))
                         off += count * stride
                         continue
+                    tried = off + count * stride
+                last = n
                 stop = off + stride
                 if stop > end:
                     self._buffer += memoryview(data)[off:]
@@ -165,12 +169,21 @@ class FrameSplitter:
                 self._buffer += memoryview(data)[off:]
                 self._need = stop - off
                 return None
-            if 4 <= length < 0x10000 and opcode == 2 and end - off >= MIN_BATCH * (stop - off):
-                count = count_uniform(data, off, end, stop - off, data[off : key_at])
+            if (  # unmasked, 126..65535 bytes, the length of the frame before
+                opcode == 2
+                and not expect_mask
+                and length == last
+                and off >= tried
+                and length <= MAX_BATCH
+                and end - off >= MIN_BATCH * (stop - off)
+            ):
+                count = count_uniform(data, off, end, stop - off, data[off:at])
                 if count >= MIN_BATCH:
-                    run += frames_to_run(data, off, count, length, bool(expect_mask))
+                    run += frames_to_run(data, off, count, length, False)
                     off += count * (stop - off)
                     continue
+                tried = off + count * (stop - off)
+            last = length if opcode == 2 else -1
             payload = data[at:stop]
             if expect_mask:
                 payload = mask(data[key_at:at], payload)
