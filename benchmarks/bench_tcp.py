@@ -1,8 +1,10 @@
 """Threaded adapters over TCP: sansrs vs rsocket-py vs a raw-socket baseline.
 
 Client and server run in separate processes on 127.0.0.1. Each scenario runs
-``--runs`` times per implementation (default 5); the median rate is reported
-with the ratios sansrs/rsocket-py and sansrs/raw.
+``--runs`` times per implementation (default 5), the implementations taking
+turns run by run (every server up at once), so that load from elsewhere hits
+them alike; the median rate is reported with the ratios sansrs/rsocket-py and
+sansrs/raw.
 
     .venv/bin/python benchmarks/bench_tcp.py                 # every scenario
     .venv/bin/python benchmarks/bench_tcp.py --only stream16 --runs 3
@@ -27,7 +29,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -196,14 +198,18 @@ def main() -> None:
     print("| --- " * (len(impls) + 6) + "|")
     for name in names:
         kind, count, arg, rp_count = SCENARIOS[name]
-        medians: dict[str, float] = {}
-        for impl in impls:
-            n = int((rp_count if impl.startswith("rsocketpy") else count) * args.scale)
-            if kind in ("rr", "rrc"):
-                n -= n % arg
-            with server(impl) as (port, _):
-                rates = [run_client(impl, port, kind, n, arg) for _ in range(args.runs)]
-            medians[impl] = statistics.median(rates)
+        rates: dict[str, list[float]] = {impl: [] for impl in impls}
+        with ExitStack() as stack:
+            # Every server up at once; the runs alternate between them (the
+            # order turning each round), so load on the machine hits all alike.
+            ports = {impl: stack.enter_context(server(impl))[0] for impl in impls}
+            for i in range(args.runs):
+                for impl in impls[i % len(impls):] + impls[: i % len(impls)]:
+                    n = int((rp_count if impl.startswith("rsocketpy") else count) * args.scale)
+                    if kind in ("rr", "rrc"):
+                        n -= n % arg
+                    rates[impl].append(run_client(impl, ports[impl], kind, n, arg))
+        medians = {impl: statistics.median(r) for impl, r in rates.items()}
         s = medians.get("sansrs")
         ratio_rp = f"{s / medians['rsocketpy']:.1f}x" if s and "rsocketpy" in medians else "-"
         ratio_raw = f"{s / medians['raw']:.2f}x" if s and "raw" in medians else "-"

@@ -21,9 +21,10 @@ for them every step runs in C over the whole batch:
 * one cached ``struct`` (``"3x22s"`` repeated: skip the old header, keep
   the payload) cuts the payloads out, and ``header.join`` puts them behind
   their new headers;
-* masking XORs all payloads at once, as integers: each payload padded to
-  whole 4-byte words, each key placed at the start of its payload and tiled
-  over it by shifted copies (the tiles never overlap: no carries).
+* masking XORs all frames at once, as integers: each key placed at the
+  start of its payload and tiled over it by shifted copies (the tiles of
+  two frames never overlap: no carries); a tile may reach up to 3 bytes
+  into the next frame's header and key, which are rewritten afterwards.
 
 A batch is tried where a message has the length of the one before it (and
 not again inside a stretch a try found too short), so mixed lengths cost
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
-from itertools import chain, repeat
+from itertools import chain
 from struct import Struct
 
 from .frames import KeySource, encode_data_frame
@@ -136,15 +137,20 @@ def _tile(keys: int, words: int) -> int:
         width *= 2
 
 
-def _mask_all(payloads: Sequence[bytes], keys: Sequence[bytes], n: int) -> Sequence[bytes]:
-    """Each payload (``n`` bytes) XOR its key (4 bytes) repeated: all at once."""
-    words = (n + 3) // 4
-    pad = 4 * words - n
-    span = 4 * words
-    data = int.from_bytes(bytes(pad).join(payloads), "little")
-    stream = _tile(int.from_bytes(bytes(span - 4).join(keys), "little"), words)
-    mixed = (data ^ stream).to_bytes(len(payloads) * span, "little")
-    return _cut(mixed, 0, f"{n}s{pad}x", span, len(payloads))
+def _xor_keys(frames: bytes | bytearray, count: int, n: int, keys: list[bytes]) -> bytearray:
+    """``count`` masked frames of ``n`` payload bytes (2-byte header, key,
+    payload; ``n + 6`` bytes each) with each payload XOR its key repeated
+    (``keys[i]``: the i-th byte of every key). The last 3 bytes of a tile
+    may reach into the next frame's first three bytes: callers rewrite them."""
+    stride = n + 6
+    size = count * stride
+    placed = bytearray(size)
+    for i in range(4):
+        placed[6 + i :: stride] = keys[i]
+    stream = _tile(int.from_bytes(placed, "little"), (n + 3) // 4)
+    out = bytearray((int.from_bytes(frames, "little") ^ stream).to_bytes(size + 3, "little"))
+    del out[size:]
+    return out
 
 
 # -- sending: a run -> WebSocket frames ---------------------------------------
@@ -152,16 +158,24 @@ def _mask_all(payloads: Sequence[bytes], keys: Sequence[bytes], n: int) -> Seque
 
 def _batch_to_frames(data: bytes, off: int, count: int, n: int, keys: KeySource | None) -> bytes:
     payloads = _cut(data, off, f"3x{n}s", n + 3, count)
-    bit = 0 if keys is None else 0x80
-    if n < 126:
-        header = bytes((_BINARY_FIN, bit | n))
-    else:
-        header = bytes((_BINARY_FIN, bit | 126, n >> 8, n & 0xFF))
     if keys is None:
+        short = n < 126
+        header = bytes((_BINARY_FIN, n) if short else (_BINARY_FIN, 126, n >> 8, n & 0xFF))
         return header + header.join(payloads)
-    key_list = _cut(keys.take(count), 0, "4s", 4, count)
-    masked = _mask_all(payloads, key_list, n)
-    return b"".join(chain.from_iterable(zip(repeat(header), key_list, masked, strict=False)))
+    # Masked (n < 126): frames with their keys in place, then one XOR.
+    gap = bytes((_BINARY_FIN, 0x80 | n, 0, 0, 0, 0))
+    frames = bytearray(gap)
+    frames += gap.join(payloads)
+    stride = n + 6
+    key_bytes = keys.take(count)
+    columns = [key_bytes[i::4] for i in range(4)]
+    for i in range(4):
+        frames[2 + i :: stride] = columns[i]
+    out = _xor_keys(frames, count, n, columns)
+    out[::stride] = gap[:1] * count  # what a tile may have reached
+    out[1::stride] = gap[1:2] * count
+    out[2::stride] = columns[0]
+    return bytes(out)
 
 
 def encode_run(data: bytes, keys: KeySource | None) -> tuple[bytes, int]:
@@ -204,10 +218,17 @@ def frames_to_run(data: bytes, off: int, count: int, n: int, masked: bool) -> by
     with :func:`count_uniform`) at ``off``, as run messages; ``masked``: the
     frames carry keys (we are the server) and are unmasked."""
     length = prefix(n)
-    if masked:
-        fields = _cut(data, off, f"2x4s{n}s", n + 6, count)
-        payloads = _mask_all(fields[1::2], fields[0::2], n)
-    else:
+    if not masked:
         head = 2 if n < 126 else 4
         payloads = _cut(data, off, f"{head}x{n}s", head + n, count)
-    return length + length.join(payloads)
+        return length + length.join(payloads)
+    stride = n + 6
+    frames = data[off : off + count * stride]
+    out = _xor_keys(frames, count, n, [frames[2 + i :: stride] for i in range(4)])
+    for i in range(3):  # [0x82, 0x80 | n, key] -> [0, 0, n]
+        del out[:: stride - i]
+    size = n + 3
+    out[::size] = bytes(count)
+    out[1::size] = bytes(count)
+    out[2::size] = length[2:] * count
+    return bytes(out)
