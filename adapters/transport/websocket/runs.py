@@ -192,7 +192,12 @@ def encode_run(data: bytes, keys: KeySource | None) -> tuple[bytes, int]:
     while end - off >= 3:
         n = data[off] << 16 | data[off + 1] << 8 | data[off + 2]
         size = n + 3
-        if n == last and off >= tried and 4 <= n <= largest and end - off >= MIN_BATCH * size:
+        if (
+            (n == last or not off)  # a length repeats (or a chunk starts)
+            and off >= tried
+            and 4 <= n <= largest
+            and end - off >= MIN_BATCH * size
+        ):
             count = count_uniform(data, off, end, size, data[off : off + 3])
             if count >= MIN_BATCH:
                 parts.append(_batch_to_frames(data, off, count, n, keys))

@@ -114,7 +114,12 @@ class FrameSplitter:
             if b0 == _BINARY_FIN and n < 126 and n <= limit:
                 # The hot path: a short FIN binary frame, mask bit right.
                 stride = head + n
-                if n == last and off >= tried and n >= 4 and end - off >= MIN_BATCH * stride:
+                if (
+                    (n == last or not off)  # a length repeats (or a chunk starts)
+                    and off >= tried
+                    and n >= 4
+                    and end - off >= MIN_BATCH * stride
+                ):
                     count = count_uniform(data, off, end, stride, data[off : off + 2])
                     if count >= MIN_BATCH:
                         run += frames_to_run(data, off, count, n, bool(expect_mask))
@@ -172,7 +177,7 @@ class FrameSplitter:
             if (  # unmasked, 126..65535 bytes, the length of the frame before
                 opcode == 2
                 and not expect_mask
-                and length == last
+                and (length == last or not off)
                 and off >= tried
                 and length <= MAX_BATCH
                 and end - off >= MIN_BATCH * (stop - off)
