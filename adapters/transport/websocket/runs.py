@@ -79,10 +79,11 @@ def count_uniform(data: bytes, off: int, end: int, stride: int, header: bytes) -
     ones, before ``end``) start with ``header``. Frame ``i`` sits at
     ``off + i * stride`` exactly when frames ``0..i-1`` had that length, so
     the count of leading matches in each header column is the answer.
-    Windows grow fourfold, so the work is proportional to the count."""
+    Windows (64 records, then growing fourfold) keep the work proportional
+    to the count."""
     whole = (end - off) // stride
     count = 0
-    window = MIN_BATCH
+    window = _GROUP
     columns = range(len(header))
     while count < whole:
         m = min(window, whole - count)
@@ -137,20 +138,20 @@ def _tile(keys: int, words: int) -> int:
         width *= 2
 
 
-def _xor_keys(frames: bytes | bytearray, count: int, n: int, keys: list[bytes]) -> bytearray:
+def _xor_keys(frames: bytes | bytearray | memoryview, count: int, n: int,
+              keys: Sequence[bytes]) -> bytes:
     """``count`` masked frames of ``n`` payload bytes (2-byte header, key,
     payload; ``n + 6`` bytes each) with each payload XOR its key repeated
-    (``keys[i]``: the i-th byte of every key). The last 3 bytes of a tile
-    may reach into the next frame's first three bytes: callers rewrite them."""
+    (``keys[i]``: the i-th byte of every key); 3 bytes longer than
+    ``frames``. A tile may reach 3 bytes into the next frame's header and
+    key: callers rewrite or skip them."""
     stride = n + 6
     size = count * stride
     placed = bytearray(size)
     for i in range(4):
         placed[6 + i :: stride] = keys[i]
     stream = _tile(int.from_bytes(placed, "little"), (n + 3) // 4)
-    out = bytearray((int.from_bytes(frames, "little") ^ stream).to_bytes(size + 3, "little"))
-    del out[size:]
-    return out
+    return (int.from_bytes(frames, "little") ^ stream).to_bytes(size + 3, "little")
 
 
 # -- sending: a run -> WebSocket frames ---------------------------------------
@@ -171,7 +172,8 @@ def _batch_to_frames(data: bytes, off: int, count: int, n: int, keys: KeySource 
     columns = [key_bytes[i::4] for i in range(4)]
     for i in range(4):
         frames[2 + i :: stride] = columns[i]
-    out = _xor_keys(frames, count, n, columns)
+    out = bytearray(_xor_keys(frames, count, n, columns))
+    del out[count * stride :]
     out[::stride] = gap[:1] * count  # what a tile may have reached
     out[1::stride] = gap[1:2] * count
     out[2::stride] = columns[0]
@@ -228,12 +230,8 @@ def frames_to_run(data: bytes, off: int, count: int, n: int, masked: bool) -> by
         payloads = _cut(data, off, f"{head}x{n}s", head + n, count)
         return length + length.join(payloads)
     stride = n + 6
-    frames = data[off : off + count * stride]
-    out = _xor_keys(frames, count, n, [frames[2 + i :: stride] for i in range(4)])
-    for i in range(3):  # [0x82, 0x80 | n, key] -> [0, 0, n]
-        del out[:: stride - i]
-    size = n + 3
-    out[::size] = bytes(count)
-    out[1::size] = bytes(count)
-    out[2::size] = length[2:] * count
-    return bytes(out)
+    lim = off + count * stride
+    keys = [data[off + 2 + i : lim : stride] for i in range(4)]
+    plain = _xor_keys(memoryview(data)[off:lim], count, n, keys)
+    payloads = _cut(plain, 0, f"6x{n}s", stride, count)
+    return length + length.join(payloads)

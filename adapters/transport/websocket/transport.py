@@ -169,7 +169,8 @@ class WebSocketTransport:
         # Answers (pong, the Close echo) go now if they can; a failed write
         # must not lose what was just read (a Close saying why the peer is
         # going): the next send reports it.
-        self._flush_quietly()
+        if self._out:
+            self._flush_quietly()
         if self._ready:
             return self._take_ready()
         if self._eof:
