@@ -3,8 +3,10 @@
 Client and server run in separate processes on 127.0.0.1. Each scenario runs
 ``--runs`` times per implementation (default 5), the implementations taking
 turns run by run (every server up at once), so that load from elsewhere hits
-them alike; the median rate is reported with the ratios sansrs/rsocket-py and
-sansrs/raw.
+them alike; the median rate is reported with the ratios sansrs/rsocket-py,
+sansrs/raw, ws/tcp and selector/thread, each the median of the ratios of one
+round (back-to-back runs), which drifts less with the load than a ratio of
+medians.
 
     .venv/bin/python benchmarks/bench_tcp.py                 # every scenario
     .venv/bin/python benchmarks/bench_tcp.py --only stream16 --runs 3
@@ -165,6 +167,16 @@ def slow_client_main(port: int, items: int) -> None:
     }))
 
 
+def paired(rates: dict[str, list[float]], a: str, b: str, digits: int = 2) -> str:
+    """``a`` / ``b`` as the median of the per-round ratios: the runs of one
+    round are back to back, so the ratio drifts less with the load than a
+    ratio of medians."""
+    if a not in rates or b not in rates:
+        return "-"
+    ratios = [x / y for x, y in zip(rates[a], rates[b], strict=True)]
+    return f"{statistics.median(ratios):.{digits}f}x"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -172,6 +184,7 @@ def main() -> None:
     parser.add_argument("--only", action="append", choices=sorted(SCENARIOS))
     parser.add_argument("--impl", action="append", choices=IMPLS)
     parser.add_argument("--scale", type=float, default=1.0, help="multiply message counts")
+    parser.add_argument("--verbose", action="store_true", help="every run's rate, on stderr")
     parser.add_argument("--memory", type=int, metavar="ITEMS",
                         help="only run the slow-consumer RSS check with ITEMS items")
     args, rest = parser.parse_known_args()
@@ -210,15 +223,15 @@ def main() -> None:
                         n -= n % arg
                     rates[impl].append(run_client(impl, ports[impl], kind, n, arg))
         medians = {impl: statistics.median(r) for impl, r in rates.items()}
-        s = medians.get("sansrs")
-        ratio_rp = f"{s / medians['rsocketpy']:.1f}x" if s and "rsocketpy" in medians else "-"
-        ratio_raw = f"{s / medians['raw']:.2f}x" if s and "raw" in medians else "-"
-        ws = medians.get("sansrs-ws")
-        ratio_ws = f"{ws / s:.2f}x" if s and ws else "-"
-        if ws and "rsocketpy-ws" in medians:  # over WebSocket too
-            ratio_rp += f" (ws {ws / medians['rsocketpy-ws']:.1f}x)"
-        sel = medians.get("sansrs-selector")
-        ratio_sel = f"{sel / s:.2f}x" if s and sel else "-"
+        if args.verbose:
+            for impl, r in rates.items():
+                print(f"  {name} {impl}: " + ", ".join(f"{x:,.0f}" for x in r), file=sys.stderr)
+        ratio_rp = paired(rates, "sansrs", "rsocketpy", 1)
+        ratio_raw = paired(rates, "sansrs", "raw")
+        ratio_ws = paired(rates, "sansrs-ws", "sansrs")
+        if "rsocketpy-ws" in rates:  # over WebSocket too
+            ratio_rp += f" (ws {paired(rates, 'sansrs-ws', 'rsocketpy-ws', 1)})"
+        ratio_sel = paired(rates, "sansrs-selector", "sansrs")
         cells = " | ".join(f"{medians[i]:,.0f}" for i in impls)
         print(f"| {name} | {cells} | {ratio_rp} | {ratio_raw} | {ratio_ws} | {ratio_sel} | "
               f">= {TARGETS[name]:,} |", flush=True)
