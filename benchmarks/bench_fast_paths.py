@@ -8,6 +8,7 @@ Rows (trick vs plain):
   payload_new_tuple / payload_call      tuple.__new__(Payload, (d, m)) vs Payload(d, m)
   request_builder / request_call        new_request(...) vs Request(d, m, peer)
   as_payload_bytes / payload_call_data  as_payload(b) (the common case) vs Payload(b)
+  routed_builder / routed_call          new_routed_request(...) vs RoutedRequest(...)
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ import statistics
 import time
 from collections.abc import Callable
 
-from sansrs.adapters.rsocket import Payload, Request
-from sansrs.adapters.rsocket.fast import as_payload, new_request, new_tuple
+from sansrs.adapters.rsocket import Payload, Request, RoutedRequest
+from sansrs.adapters.rsocket.fast import as_payload, new_request, new_routed_request, new_tuple
+
+from sansrs.rsocket.extensions import decode_metadata
 
 DATA = b"x" * 16
 META = b"m"
@@ -55,6 +58,21 @@ def _payload_call_data(n: int) -> None:
         Payload(DATA)
 
 
+REQUEST = Request(DATA, META, PEER)
+VARIABLES = {"id": "42"}
+COMPOSITE = decode_metadata(None)
+
+
+def _routed_builder(n: int) -> None:
+    for _ in range(n):
+        new_routed_request(REQUEST, "users.42", VARIABLES, None, "text/plain", COMPOSITE)
+
+
+def _routed_call(n: int) -> None:
+    for _ in range(n):
+        RoutedRequest(DATA, META, PEER, "users.42", VARIABLES, None, "text/plain", COMPOSITE)
+
+
 def _empty(n: int) -> None:
     for _ in range(n):
         pass
@@ -67,11 +85,14 @@ ROWS: dict[str, Callable[[int], None]] = {
     "request_call": _request_call,
     "as_payload_bytes": _as_payload_bytes,
     "payload_call_data": _payload_call_data,
+    "routed_builder": _routed_builder,
+    "routed_call": _routed_call,
 }
 PAIRS = [
     ("payload_new_tuple", "payload_call"),
     ("request_builder", "request_call"),
     ("as_payload_bytes", "payload_call_data"),
+    ("routed_builder", "routed_call"),
 ]
 
 

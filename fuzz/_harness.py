@@ -52,3 +52,28 @@ def last_prefixed_record(data: bytes) -> bytes | None:
         last = data[off + 3 : off + 3 + n]
         off += 3 + n
     return last
+
+
+def write_corpus(name: str, seeds: list[bytes]) -> None:
+    """Replace fuzz/corpus/<name>/ with ``seeds`` (files named by content hash)."""
+    import hashlib
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parent / "corpus" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    wanted = {hashlib.sha1(s).hexdigest()[:16]: s for s in seeds}
+    for old in folder.iterdir():
+        if old.name not in wanted:
+            old.unlink()
+    for file_name, seed in wanted.items():
+        (folder / file_name).write_bytes(seed)
+
+
+def main(
+    test_one_input: Callable[[bytes], None], name: str, seeds: Callable[[], list[bytes]]
+) -> None:
+    """A target's entry point: ``--make-corpus`` writes its seeds, else fuzz."""
+    if sys.argv[1:] == ["--make-corpus"]:
+        write_corpus(name, seeds())
+    else:
+        run(test_one_input)

@@ -56,6 +56,10 @@ def run_serve(args: argparse.Namespace) -> int:
     """Exit status as :func:`serve_until_closed`; 1 for an option the protocol
     does not have."""
     if args.protocol == "rsio":
+        if args.auth_simple or args.auth_bearer:
+            print("error: --auth-simple / --auth-bearer apply to --protocol rsocket",
+                  file=sys.stderr)
+            return 1
         if args.lease:
             print("error: --lease applies to --protocol rsocket (rsio has no leases)",
                   file=sys.stderr)
@@ -64,13 +68,20 @@ def run_serve(args: argparse.Namespace) -> int:
         from ..rsio.demo import demo_publishers
 
         return serve_until_closed(lambda: rsio_serve(args.url, demo_publishers, loop=args.loop))
+    from ..rsocket import BearerAuth, SimpleAuth
     from ..rsocket import serve as rsocket_serve
-    from ..rsocket.demo import DemoHandler
+    from ..rsocket.demo_routes import demo_router_factory
 
+    credentials: list[SimpleAuth | BearerAuth] = [BearerAuth(t) for t in args.auth_bearer]
+    for pair in args.auth_simple:
+        user, sep, password = pair.partition(":")
+        if not sep:
+            print("error: --auth-simple takes USER:PASSWORD", file=sys.stderr)
+            return 1
+        credentials.append(SimpleAuth(user, password))
+    factory = demo_router_factory(credentials)
     return serve_until_closed(
-        lambda: rsocket_serve(
-            args.url, handler_factory=DemoHandler, lease=args.lease, loop=args.loop
-        )
+        lambda: rsocket_serve(args.url, handler_factory=factory, lease=args.lease, loop=args.loop)
     )
 
 
@@ -78,7 +89,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     serve = sub.add_parser(
         "serve",
         help="run the demo responder",
-        description="Run the demo responder (docs/adapters.md describes its exact behaviour). "
+        description="Run the demo responder (docs/adapters.md describes its exact behaviour; "
+        "requests with routing metadata go to its routes, docs/extensions.md). "
         "Prints 'READY <url>' once listening; port 0 picks a free port.",
     )
     serve.add_argument("url", help="tcp://HOST:PORT (or tls://, unix://, ws://)")
@@ -101,5 +113,17 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default="rsocket",
         help="rsocket (default): the demo responder; rsio: reactive-streams-io demo "
         "publishers counter, counter/N, blobs, blobs/N (docs/protocols/rsio.md)",
+    )
+    serve.add_argument(
+        "--auth-simple",
+        metavar="USER:PASS",
+        action="append",
+        default=[],
+        help="accept these credentials (repeatable); with any --auth-* option every "
+        "request needs credentials, in SETUP or in its composite metadata "
+        "(docs/extensions.md)",
+    )
+    serve.add_argument(
+        "--auth-bearer", metavar="TOKEN", action="append", default=[], help="accept this token"
     )
     serve.set_defaults(run=run_serve)

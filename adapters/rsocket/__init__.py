@@ -13,29 +13,55 @@
 - :func:`connect_resumable` / :func:`serve_resumable`: sessions that survive
   dropped connections (``docs/resumption.md``).
 - :mod:`sansrs.adapters.rsocket.aio`: the same under asyncio.
+- Routing and authentication (``docs/extensions.md``): :class:`Router`
+  (handlers per route and interaction model, ``{var}`` templates,
+  an ``authenticate`` hook), ``client.route("users.{id}", 42, auth=...)``
+  (:class:`RoutedRequester`), ``connect(url, auth=..., setup_route=...)``;
+  credentials :class:`SimpleAuth`, :class:`BearerAuth`, :class:`CustomAuth`;
+  :class:`LoadBalancedClient` over N servers (round robin or weighted).
 - Values and errors: :class:`Payload`, :class:`Request` (what a handler
   receives), :class:`Handler` (its optional methods), :class:`RSocketError`
   (an ERROR frame; :class:`ApplicationError` is the one to raise), and
   :class:`~sansrs.adapters.drive.ConnectionClosed` (the connection is gone).
 """
 
+from sansrs.rsocket.extensions import (
+    COMPOSITE_METADATA,
+    BearerAuth,
+    CustomAuth,
+    SimpleAuth,
+    ZipkinTrace,
+    compose,
+)
+
 from ..drive.errors import ConnectionClosed
+from .balancer import LoadBalancedClient, NoTargetAvailable
+from .balancer_strategy import BalancerConfig, RoundRobinStrategy, WeightedStrategy
 from .client import Client, connect
 from .errors import ApplicationError, RSocketError
 from .fast import as_payload
 from .options import EngineOptions
 from .peer import DEFAULT_PREFETCH, RemotePublisher, RSocketPeer
 from .resume import ResumableClient, ResumeOptions, connect_resumable, serve_resumable
+from .routed import AsyncRoutedRequester, RoutedRequester
+from .routing import Router, RouterConnection
 from .server import Server, serve
-from .types import Handler, Payload, Request
+from .types import Handler, Payload, Request, RoutedRequest
 
 __all__ = [
+    "COMPOSITE_METADATA",
     "DEFAULT_PREFETCH",
     "ApplicationError",
+    "AsyncRoutedRequester",
+    "BalancerConfig",
+    "BearerAuth",
     "Client",
     "ConnectionClosed",
+    "CustomAuth",
     "EngineOptions",
     "Handler",
+    "LoadBalancedClient",
+    "NoTargetAvailable",
     "Payload",
     "RSocketError",
     "RSocketPeer",
@@ -43,8 +69,17 @@ __all__ = [
     "Request",
     "ResumableClient",
     "ResumeOptions",
+    "RoundRobinStrategy",
+    "RoutedRequest",
+    "RoutedRequester",
+    "Router",
+    "RouterConnection",
     "Server",
+    "SimpleAuth",
+    "WeightedStrategy",
+    "ZipkinTrace",
     "as_payload",
+    "compose",
     "connect",
     "connect_resumable",
     "serve",

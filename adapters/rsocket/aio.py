@@ -23,6 +23,10 @@ import ssl
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine, Iterable
 from typing import Any, cast
 
+from typing_extensions import Unpack
+
+from sansrs.rsocket import Role
+
 from ..drive.aio import (
     AsyncIterablePublisher,
     AsyncPeer,
@@ -41,6 +45,7 @@ from .engine import RequestHandle, RSocketEngine
 from .fast import as_payload
 from .options import EngineOptions
 from .peer import DEFAULT_PREFETCH, check_prefetch
+from .routed import AsyncRoutedRequester, RouteOptions, check_composite, route_metadata
 from .types import Payload
 
 __all__ = [
@@ -170,6 +175,15 @@ class AsyncRSocketPeer(AsyncPeer):
         (only on a connection set up with lease)."""
         self._submit(lambda: self._engine.send_lease(ttl, requests))
 
+    def route(
+        self, route: str, *variables: object, **options: Unpack[RouteOptions]
+    ) -> AsyncRoutedRequester:
+        """This connection's requests on ``route``, as the synchronous
+        ``RSocketPeer.route`` (docs/extensions.md)."""
+        if self._engine.conn.role is Role.CLIENT:
+            check_composite(self._engine.options.metadata_mime_type)
+        return AsyncRoutedRequester(self, route_metadata(route, variables, **options))
+
 
 async def _rest(iterator: AsyncIterator[object]) -> AsyncIterator[object]:
     async for item in iterator:
@@ -242,6 +256,11 @@ def _wrap_handler(handler: object) -> object:
     for name in ("channel_prefetch", "channel_batch"):
         if hasattr(handler, name):
             setattr(wrapped, name, getattr(handler, name))
+    accept_setup = getattr(handler, "accept_setup", None)
+    if callable(accept_setup):  # e.g. a Router: the connection's handler, wrapped too
+        wrapped.accept_setup = (  # type: ignore[attr-defined]
+            lambda setup, peer: _wrap_handler(accept_setup(setup, peer))
+        )
     return wrapped
 
 

@@ -32,7 +32,7 @@ from ..drive.streams import (
 )
 from ..transport.websocket import messages as ws
 from . import core
-from .errors import RSocketError, error_for_exception
+from .errors import RSocketError, error_for_exception, setup_rejection
 from .fast import as_payload, new_tuple
 from .options import EngineOptions
 from .responder import Responder
@@ -661,6 +661,8 @@ class RSocketEngine:
                 ErrorCode.UNSUPPORTED_SETUP, "this server requires leases (SETUP L flag)"
             )
             return
+        if not self._accept_setup_hook(ev):
+            return
         if ev.lease:
             ttl = self.options.lease_ttl
             self.conn.accept_setup(
@@ -669,6 +671,23 @@ class RSocketEngine:
             self._lease_renew_at = self._now + ttl / 2
         else:
             self.conn.accept_setup()
+
+    def _accept_setup_hook(self, ev: Any) -> bool:
+        """The handler's optional ``accept_setup(setup, peer)`` (e.g. a
+        :class:`~.routing.Router` checking credentials): it may return the
+        handler for this connection, or raise to reject the SETUP."""
+        hook = getattr(self.responder.handler, "accept_setup", None)
+        if not callable(hook):
+            return True
+        try:
+            handler = hook(ev, self.peer)
+        except Exception as exc:
+            code, message = setup_rejection(exc)
+            self.conn.reject_setup(code, message)
+            return False
+        if handler is not None:
+            self.responder.bind(handler, self.peer)
+        return True
 
     def on_lease(self, ttl_ms: int, requests: int) -> None:
         waiters = self._lease_waiters

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 from sansrs.rsocket import ErrorCode
 
-__all__ = ["ApplicationError", "RSocketError", "error_for_exception"]
+__all__ = ["ApplicationError", "RSocketError", "error_for_exception", "setup_rejection"]
 
+SETUP_ERROR_CODES = frozenset(
+    {ErrorCode.INVALID_SETUP, ErrorCode.UNSUPPORTED_SETUP, ErrorCode.REJECTED_SETUP}
+)
 STREAM_ERROR_CODES = frozenset(
     {ErrorCode.APPLICATION_ERROR, ErrorCode.REJECTED, ErrorCode.CANCELED, ErrorCode.INVALID}
 )
@@ -57,3 +60,12 @@ def error_for_exception(exc: BaseException) -> tuple[int, str]:
         return exc.error_code, exc.message
     message = str(exc) or type(exc).__name__
     return ErrorCode.APPLICATION_ERROR, message
+
+
+def setup_rejection(exc: BaseException) -> tuple[int, str]:
+    """The (code, message) of the ERROR a SETUP hook's exception becomes:
+    an :class:`RSocketError` with a setup code keeps it, anything else is
+    REJECTED_SETUP."""
+    if isinstance(exc, RSocketError) and exc.error_code in SETUP_ERROR_CODES:
+        return exc.error_code, exc.message
+    return ErrorCode.REJECTED_SETUP, str(exc) or type(exc).__name__

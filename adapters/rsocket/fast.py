@@ -10,6 +10,8 @@ on the project machine; the end-to-end effect in ``docs/performance.md``).
   same-layout builder class and ``__class__`` assignment, without the frozen
   dataclass ``__init__`` (as the core builds its events): one per request
   served (178 vs 375 ns).
+- :func:`new_routed_request`: the same trick for the router's
+  :class:`~.types.RoutedRequest`, one per routed request (221 vs 877 ns).
 - :func:`as_payload`: tests the common case (``bytes``, no metadata) first
   (167 ns, against 195 ns for ``Payload(data)`` itself).
 """
@@ -18,9 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .types import Payload, Request
+from .types import Payload, Request, RoutedRequest
 
-__all__ = ["as_payload", "new_request", "new_tuple"]
+__all__ = ["as_payload", "new_request", "new_routed_request", "new_tuple"]
 
 #: ``new_tuple(Payload, (data, metadata))``: a Payload without NamedTuple's
 #: ``__new__`` (bench_fast_paths: payload_new_tuple vs payload_call).
@@ -64,3 +66,30 @@ def new_request(data: bytes, metadata: bytes | None, peer: object) -> Request:
     request.peer = peer
     request.__class__ = Request
     return request  # type: ignore[no-any-return]
+
+
+_RoutedBuilder: Any = type(
+    "_RoutedBuilder", (), {"__slots__": RoutedRequest.__dict__["__slots__"]}
+)
+
+
+def new_routed_request(
+    request: Request,
+    route: str,
+    variables: Any,
+    principal: Any,
+    data_mime: str,
+    composite: Any,
+) -> RoutedRequest:
+    """``RoutedRequest(...)`` of ``request`` without the frozen ``__init__``."""
+    routed = object.__new__(_RoutedBuilder)
+    routed.data = request.data
+    routed.metadata = request.metadata
+    routed.peer = request.peer
+    routed.route = route
+    routed.variables = variables
+    routed.principal = principal
+    routed.data_mime = data_mime
+    routed.composite = composite
+    routed.__class__ = RoutedRequest
+    return routed  # type: ignore[no-any-return]

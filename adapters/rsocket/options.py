@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sansrs.rsocket.extensions import COMPOSITE_METADATA, Authentication, compose
+
 __all__ = ["EngineOptions"]
+
+OCTET_STREAM = "application/octet-stream"
 
 
 @dataclass(kw_only=True)
@@ -18,14 +22,28 @@ class EngineOptions:
     lease: bool = False
     lease_ttl: float = 30.0
     lease_requests: int = 0x7FFFFFFF
-    data_mime_type: str = "application/octet-stream"
-    metadata_mime_type: str = "application/octet-stream"
+    data_mime_type: str = OCTET_STREAM
+    metadata_mime_type: str = OCTET_STREAM
     setup_data: bytes = b""
     setup_metadata: bytes | None = None
     fragment_size: int | None = None
     max_frame_size: int | None = None
     max_concurrent_streams: int | None = None
+    #: Client: credentials and a route sent in SETUP as composite metadata
+    #: (docs/extensions.md); either makes the metadata MIME type composite
+    #: and puts ``setup_metadata`` (composite bytes, if given) after them.
+    auth: Authentication | None = None
+    setup_route: str | None = None
 
     def __post_init__(self) -> None:
         if self.keepalive_interval <= 0 or self.max_lifetime <= 0:
             raise ValueError("keepalive_interval and max_lifetime must be positive")
+        if self.auth is not None or self.setup_route is not None:
+            if self.metadata_mime_type not in (OCTET_STREAM, COMPOSITE_METADATA):
+                raise ValueError(
+                    f"auth= and setup_route= travel as {COMPOSITE_METADATA},"
+                    f" not {self.metadata_mime_type}"
+                )
+            self.metadata_mime_type = COMPOSITE_METADATA
+            ours = compose(self.setup_route, auth=self.auth)
+            self.setup_metadata = ours + (self.setup_metadata or b"")

@@ -14,6 +14,10 @@ import contextlib
 from collections.abc import Iterable, Iterator
 from itertools import islice
 
+from typing_extensions import Unpack
+
+from sansrs.rsocket import Role
+
 from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
 from ..drive.peer import DrivenPeer
@@ -24,6 +28,7 @@ from ..transport import Transport
 from .engine import RequestHandle, RSocketEngine
 from .fast import as_payload, new_tuple
 from .pipeline import Answer, ResponsePipeline
+from .routed import RoutedRequester, RouteOptions, check_composite, route_metadata
 from .types import Payload
 
 __all__ = ["DEFAULT_PREFETCH", "RSocketPeer", "RemotePublisher", "check_prefetch"]
@@ -289,6 +294,20 @@ class RSocketPeer(DrivenPeer):
             return handle
 
         return RemoteStreamPublisher(self._submit, start, engine.request_more, engine.cancel)
+
+    # -- routed requests (docs/extensions.md) ----------------------------------
+    def route(
+        self, route: str, *variables: object, **options: Unpack[RouteOptions]
+    ) -> RoutedRequester:
+        """This connection's requests on ``route`` (a template's ``{vars}``
+        filled from ``variables`` in order), each carrying composite metadata:
+        the route and the :class:`~.routed.RouteOptions` (``auth``,
+        ``data_mime``, ``accept``, ``tracing``, ``metadata``). A client must
+        have connected with composite metadata (``auth=``, ``setup_route=``
+        or ``metadata_mime_type=COMPOSITE_METADATA``)."""
+        if self._engine.conn.role is Role.CLIENT:
+            check_composite(self._engine.options.metadata_mime_type)
+        return RoutedRequester(self, route_metadata(route, variables, **options))
 
     # -- lifecycle (close, abort, wait_closed: DrivenPeer) ----------------
     def grant_lease(self, ttl: float, requests: int) -> None:

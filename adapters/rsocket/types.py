@@ -4,10 +4,13 @@ APIs, the engine and handlers."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-__all__ = ["Handler", "Payload", "Request", "is_single_value"]
+from sansrs.rsocket.extensions import CompositeMetadata, ZipkinTrace
+
+__all__ = ["Handler", "Payload", "Request", "RoutedRequest", "is_single_value"]
 
 
 class Payload(NamedTuple):
@@ -34,6 +37,36 @@ class Request:
     data: bytes
     metadata: bytes | None
     peer: Any
+
+
+@dataclass(frozen=True, slots=True)
+class RoutedRequest:
+    """What a route's handler receives (:class:`~.routing.Router`): the
+    request as :class:`Request` has it (``data``, ``metadata``, ``peer``),
+    plus the route it was sent to and the template's ``variables``
+    (``users.{id}.get`` called as ``users.42.get``: ``{"id": "42"}``), the
+    authenticated ``principal`` (what the router's ``authenticate`` hook
+    returned for the request's or the SETUP's credentials; None without),
+    the stream's ``data_mime`` type (its own, else the SETUP's) and the
+    decoded composite metadata."""
+
+    data: bytes
+    metadata: bytes | None
+    peer: Any
+    route: str
+    variables: Mapping[str, str]
+    principal: Any
+    data_mime: str
+    composite: CompositeMetadata
+
+    @property
+    def accept(self) -> tuple[str, ...]:
+        """The response data MIME types the requester accepts (may be empty)."""
+        return self.composite.accept
+
+    @property
+    def tracing(self) -> ZipkinTrace | None:
+        return self.composite.tracing
 
 
 class Handler(Protocol):

@@ -32,6 +32,7 @@ from ._core import (
 )
 from ._fragmentation import fragment_payload, fragment_request
 from ._frames import (
+    FLAG_METADATA,
     MAJOR_VERSION,
     MAX_METADATA_LENGTH,
     MAX_REQUEST_N,
@@ -246,11 +247,23 @@ class Connection(Resumable):
         for part in fragment_request(frame, limit):
             self._queue(part)
 
-    def _queue_plain_request(self, sid: int, type_flags: int, data: bytes) -> None:
-        """Hot path of a REQUEST_RESPONSE / REQUEST_FNF without metadata that
-        fits one frame: the header packed directly, no frame object."""
-        n = 6 + len(data)
-        pieces = (_PREFIX_HEADER.pack(n >> 16, n & 0xFFFF, sid, type_flags), data)
+    def _queue_plain_request(
+        self, sid: int, type_flags: int, data: bytes, metadata: bytes | None = None
+    ) -> None:
+        """Hot path of a REQUEST_RESPONSE / REQUEST_FNF that fits one frame:
+        the header packed directly, no frame object. With metadata (a routed
+        request's composite metadata): the M flag and the 24-bit length."""
+        if metadata is None:
+            n = 6 + len(data)
+            pieces: tuple[bytes, ...] = (
+                _PREFIX_HEADER.pack(n >> 16, n & 0xFFFF, sid, type_flags),
+                data,
+            )
+        else:
+            m = len(metadata)
+            n = 9 + m + len(data)
+            head = _PREFIX_HEADER.pack(n >> 16, n & 0xFFFF, sid, type_flags | FLAG_METADATA)
+            pieces = (head + m.to_bytes(3, "big"), metadata, data)
         self._out += pieces
         self._out_size += n + 3
         self.sent_position += n
@@ -264,6 +277,12 @@ class Connection(Resumable):
         sid = self._next_stream_id("request_response")
         if metadata is None and type(data) is bytes and len(data) <= self._fast_request_max:
             self._queue_plain_request(sid, _REQUEST_RESPONSE, data)
+        elif (
+            type(metadata) is bytes
+            and type(data) is bytes
+            and len(data) + len(metadata) <= self._fast_request_max
+        ):
+            self._queue_plain_request(sid, _REQUEST_RESPONSE, data, metadata)
         else:
             self._send_request(RequestResponseFrame(sid, data, metadata))
         self._streams[sid] = Stream(sid, _RR, True, _IN_ONLY, 0, 1)
@@ -273,6 +292,12 @@ class Connection(Resumable):
         sid = self._next_stream_id("request_fnf")
         if metadata is None and type(data) is bytes and len(data) <= self._fast_request_max:
             self._queue_plain_request(sid, _REQUEST_FNF, data)
+        elif (
+            type(metadata) is bytes
+            and type(data) is bytes
+            and len(data) + len(metadata) <= self._fast_request_max
+        ):
+            self._queue_plain_request(sid, _REQUEST_FNF, data, metadata)
         else:
             self._send_request(RequestFnfFrame(sid, data, metadata))
         return sid

@@ -152,7 +152,7 @@ class Receiver(StreamFrames):
 
         The hot path turns a PAYLOAD with only N, on a stream with credit,
         straight into its event: no frame object, no dispatch; likewise a
-        REQUEST_FNF or REQUEST_RESPONSE without metadata or fragments on a new
+        REQUEST_FNF or REQUEST_RESPONSE (metadata or not, no fragments) on a new
         stream ID of the peer's parity (no lease, room for the stream). Everything
         else is decoded by ``decode_frame`` and dispatched.
         """
@@ -230,25 +230,39 @@ class Receiver(StreamFrames):
                         continue
             elif (
                 fast_requests
-                and tf & 0xF9E0 == 0x1000  # REQUEST_RESPONSE or _FNF, M and F clear
+                and tf & 0xF8E0 == 0x1000  # REQUEST_RESPONSE or _FNF, F clear
                 and sid & 1 == parity
                 and 0 < sid < 0x80000000
                 and sid not in streams  # else spec 9.1: ignored, by the slow path
             ):
-                if tf & 0x400:  # REQUEST_FNF
-                    self._setup_confirmed = True
-                    append(_fast_fnf(sid, buf[off + 9 : stop]))
-                    position += length
-                    off = stop
-                    continue
-                if self._peer_stream_count < max_streams:
-                    self._setup_confirmed = True
-                    streams[sid] = Stream(sid, rr, False, _OUT_ONLY, 1, 0)
-                    self._peer_stream_count += 1
-                    append(_fast_rr(sid, buf[off + 9 : stop]))
-                    position += length
-                    off = stop
-                    continue
+                start = off + 9
+                metadata = None
+                if tf & 0x100:  # M: a 24-bit metadata length, then the metadata
+                    m = length - 9  # room for metadata after its length field
+                    if m < 0:
+                        start = -1  # malformed: the slow path reports it
+                    else:
+                        md_len = buf[start] << 16 | buf[start + 1] << 8 | buf[start + 2]
+                        if md_len > m:
+                            start = -1
+                        else:
+                            metadata = buf[start + 3 : start + 3 + md_len]
+                            start += 3 + md_len
+                if start >= 0:
+                    if tf & 0x400:  # REQUEST_FNF
+                        self._setup_confirmed = True
+                        append(_fast_fnf(sid, buf[start:stop], metadata))
+                        position += length
+                        off = stop
+                        continue
+                    if self._peer_stream_count < max_streams:
+                        self._setup_confirmed = True
+                        streams[sid] = Stream(sid, rr, False, _OUT_ONLY, 1, 0)
+                        self._peer_stream_count += 1
+                        append(_fast_rr(sid, buf[start:stop], metadata))
+                        position += length
+                        off = stop
+                        continue
             self.received_position += position
             position = 0
             try:

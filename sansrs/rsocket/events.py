@@ -277,21 +277,23 @@ def _fast_payload(
     return ev  # type: ignore[no-any-return]
 
 
-def _fast_request(builder: Any, cls: type, stream_id: int, data: bytes) -> Any:
-    """A REQUEST_FNF / REQUEST_RESPONSE event (no metadata) without the
-    frozen ``__init__``: see :func:`_builder`."""
+def _fast_request(
+    builder: Any, cls: type, stream_id: int, data: bytes, metadata: bytes | None = None
+) -> Any:
+    """A REQUEST_FNF / REQUEST_RESPONSE event without the frozen
+    ``__init__``: see :func:`_builder`."""
     ev = _new(builder)
     ev.stream_id = stream_id
     ev.data = data
-    ev.metadata = None
+    ev.metadata = metadata
     ev.__class__ = cls
     return ev
 
 
-#: ``FireAndForgetReceived(stream_id, data, None)`` / ``RequestResponseReceived(...)``.
-_fast_fnf: Callable[[int, bytes], FireAndForgetReceived] = partial(
+#: ``FireAndForgetReceived(stream_id, data, metadata)`` / ``RequestResponseReceived(...)``.
+_fast_fnf: Callable[..., FireAndForgetReceived] = partial(
     _fast_request, _FnfBuilder, FireAndForgetReceived
 )
-_fast_rr: Callable[[int, bytes], RequestResponseReceived] = partial(
+_fast_rr: Callable[..., RequestResponseReceived] = partial(
     _fast_request, _RrBuilder, RequestResponseReceived
 )

@@ -13,6 +13,7 @@ from sansrs.rsocket import (
     ErrorCode,
     ErrorFrame,
     PayloadFrame,
+    RemoteProtocolError,
     RequestFnfFrame,
     RequestResponseFrame,
     encode_frame_prefixed,
@@ -39,6 +40,12 @@ def _established(**config: int) -> Pair:
             lambda c: c.request_fnf(b"d", b"md"),
             lambda sid: RequestFnfFrame(sid, b"d", b"md"),
         ),
+        (
+            lambda c: c.request_response(b"d", b"\xfe\x00\x00\x05\x04echo"),
+            lambda sid: RequestResponseFrame(sid, b"d", b"\xfe\x00\x00\x05\x04echo"),
+        ),
+        (lambda c: c.request_response(b"", b""), lambda sid: RequestResponseFrame(sid, b"", b"")),
+        (lambda c: c.request_fnf(b"x", b""), lambda sid: RequestFnfFrame(sid, b"x", b"")),
     ],
 )
 def test_rsocket_request_frames_encoded_directly_match_the_codec(
@@ -60,7 +67,7 @@ def test_rsocket_fire_and_forget_and_request_response_received_on_the_fast_path(
     before = pair.server.received_position
     f1 = pair.client.request_fnf(b"a")
     r1 = pair.client.request_response(b"b")
-    f2 = pair.client.request_fnf(b"c", b"m")  # metadata: the general path
+    f2 = pair.client.request_fnf(b"c", b"m")  # metadata (a routed request's)
     sent = pair.client.sent_position
     pair.pump()
     assert pair.server_events == [
@@ -180,3 +187,38 @@ def test_events_built_on_the_hot_paths_are_ordinary_frozen_events() -> None:
     assert type(item) is PayloadReceived
     assert item == PayloadReceived(stream_id=sid, data=b"one", metadata=None, complete=False,
                                    next=True)
+
+
+@pytest.mark.parametrize("chunker", [whole, bytewise])
+def test_rsocket_requests_with_metadata_received_on_the_fast_path(chunker: object) -> None:
+    # Routed requests carry composite metadata: the same events as the codec gives.
+    pair = Pair.established(chunker=chunker)  # type: ignore[arg-type]
+    before = pair.server.received_position
+    r1 = pair.client.request_response(b"data", b"meta")
+    r2 = pair.client.request_response(b"", b"")
+    f1 = pair.client.request_fnf(b"", b"only-metadata")
+    sent = pair.client.sent_position
+    pair.pump()
+    assert pair.server_events == [
+        RequestResponseReceived(stream_id=r1, data=b"data", metadata=b"meta"),
+        RequestResponseReceived(stream_id=r2, data=b"", metadata=b""),
+        FireAndForgetReceived(stream_id=f1, data=b"", metadata=b"only-metadata"),
+    ]
+    assert pair.server.received_position - before == sent - before
+    assert pair.server.open_streams == [r1, r2]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"\x00\x00\x00\x01\x11\x00\x00\x00\x09abc",  # metadata longer than the frame
+        b"\x00\x00\x00\x01\x11\x00\x00\x00",  # no room for the metadata length
+    ],
+)
+def test_rsocket_request_with_bad_metadata_length_is_a_connection_error(body: bytes) -> None:
+    # The fast path leaves a malformed frame to the codec, which rejects it.
+    pair = _established()
+    with pytest.raises(RemoteProtocolError) as info:
+        pair.server.receive_data(len(body).to_bytes(3, "big") + body)
+    assert info.value.error_code == ErrorCode.CONNECTION_ERROR
+    assert not any(isinstance(e, RequestResponseReceived) for e in pair.server.events())

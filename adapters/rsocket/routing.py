@@ -1,0 +1,482 @@
+"""A request router: handlers registered per route and interaction model,
+as Spring's ``@MessageMapping`` and rsocket-py's ``RequestRouter`` do, with
+authentication (docs/extensions.md).
+
+    router = Router(authenticate=check_password)
+
+    @router.response("users.{id}.get")   # also .stream, .channel, .fnf, .push, .setup
+    def get_user(request: RoutedRequest) -> bytes:
+        return load(request.variables["id"], request.principal)
+
+    serve("tcp://127.0.0.1:7000", router)      # or aio.serve(...)
+
+A :class:`Router` is a handler: ``serve(url, router)`` and ``aio.serve``
+take it as they take any handler. At each SETUP it makes a
+:class:`RouterConnection` for that connection (the SETUP's credentials
+checked once, its data MIME type remembered, a ``fallback_factory``
+handler made), through the engine's ``accept_setup`` hook.
+
+A request is routed when the connection's SETUP declared composite metadata
+(``message/x.rsocket.composite-metadata.v0``) and the request's metadata
+carries a routing entry; the first tag is the route. Otherwise it goes to
+the ``fallback`` handler (any handler of the usual shape), if there is one
+(with a principal, when the router requires authentication). Answers:
+
+- malformed composite metadata: ERROR[INVALID];
+- credentials the ``authenticate`` hook refuses, or none where the route
+  needs them: ERROR[REJECTED] (the handler never runs); at SETUP:
+  ERROR[REJECTED_SETUP] and the connection closes;
+- no handler for the route: ERROR[APPLICATION_ERROR] ``no handler for route
+  'x'``; a route without a handler for this interaction model likewise,
+  naming the models it has.
+
+Routes whose handler answers in a data MIME type the requester did not ask
+for (``produces=``) declare it in each answer's composite metadata, as the
+per-stream data MIME spec requires.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import AsyncIterable, Callable, Coroutine, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sansrs.rsocket import ErrorCode
+from sansrs.rsocket.extensions import (
+    COMPOSITE_METADATA,
+    Authentication,
+    CompositeMetadata,
+    MetadataDecodeError,
+    compose,
+    decode_metadata,
+    effective_data_mime,
+    needs_response_mime,
+)
+from sansrs.streams import MapProcessor
+
+from .errors import ApplicationError, RSocketError
+from .fast import as_payload, new_routed_request
+from .responder import CHANNEL_PREFETCH
+from .routes import NO_VARIABLES, RouteTable
+from .types import Payload, Request, RoutedRequest
+
+__all__ = ["KINDS", "Route", "Router", "RouterConnection"]
+
+log = logging.getLogger("sansrs.adapters.rsocket")
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: The interaction models a route may have a handler for (``setup``: the
+#: SETUP's route, as Spring's ``@ConnectMapping``).
+KINDS = (
+    "request_response",
+    "request_stream",
+    "request_channel",
+    "fire_and_forget",
+    "metadata_push",
+    "setup",
+)
+_DASHED = {k: k.replace("_", "-") for k in KINDS}
+OCTET_STREAM = "application/octet-stream"
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One registered handler."""
+
+    kind: str
+    route: str
+    handler: Callable[..., Any]
+    produces: str | None
+    authenticated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Lookup:
+    """What a request's metadata resolves to for one interaction model
+    (cached by the metadata bytes): the decoded metadata, the route and
+    what matched it (None: no handler)."""
+
+    composite: CompositeMetadata
+    route: str | None
+    found: Route | None
+    variables: Mapping[str, str]
+
+
+class Router:
+    """Routes requests to handlers by the route in their composite metadata.
+
+    ``authenticate(auth) -> principal``: checks credentials (a
+    :class:`~sansrs.rsocket.extensions.SimpleAuth`, ``BearerAuth`` or
+    ``CustomAuth``) from SETUP or a request; raising (an ``RSocketError``'s
+    message is sent, any other exception is logged and answered "authentication
+    failed") or returning None refuses them. It runs on the connection's
+    thread (or event loop): keep it quick. ``require_auth`` (default: True
+    when ``authenticate`` is given): every route needs a principal unless
+    registered with ``authenticated=False``.
+    ``fallback`` / ``fallback_factory(peer)``: the handler for requests
+    without a route (today's handler style). ``cache_size``: decoded
+    metadata kept per interaction model (requests to the same route repeat
+    the same bytes; entries with credentials are never kept).
+    ``channel_prefetch`` / ``channel_batch``: a channel's inbound window.
+    """
+
+    def __init__(
+        self,
+        *,
+        authenticate: Callable[[Authentication], Any] | None = None,
+        require_auth: bool | None = None,
+        fallback: object = None,
+        fallback_factory: Callable[[Any], object] | None = None,
+        cache_size: int = 1024,
+        channel_prefetch: int = CHANNEL_PREFETCH,
+        channel_batch: int | None = None,
+    ) -> None:
+        if fallback is not None and fallback_factory is not None:
+            raise TypeError("pass fallback or fallback_factory, not both")
+        if cache_size < 0:
+            raise ValueError("cache_size must be >= 0")
+        if authenticate is not None and inspect.iscoroutinefunction(authenticate):
+            raise TypeError("authenticate must be a plain function (it runs on the connection)")
+        self.authenticate = authenticate
+        self.require_auth = authenticate is not None if require_auth is None else require_auth
+        self._fallback = fallback
+        self._fallback_factory = fallback_factory
+        self.cache_size = cache_size
+        self.channel_prefetch = channel_prefetch
+        self.channel_batch = channel_batch
+        self._tables: dict[str, RouteTable[Route]] = {k: RouteTable() for k in KINDS}
+        self._caches: dict[str, dict[bytes, _Lookup]] = {k: {} for k in KINDS}
+        self._default: RouterConnection | None = None
+
+    # -- registration ----------------------------------------------------------
+    def add(
+        self,
+        kind: str,
+        route: str,
+        handler: Callable[..., Any],
+        *,
+        produces: str | None = None,
+        authenticated: bool | None = None,
+    ) -> None:
+        """Register ``handler`` for ``route`` (a template) and ``kind`` (one of
+        :data:`KINDS`). ``produces``: the data MIME type it answers in.
+        ``authenticated``: whether it needs a principal (default: the
+        router's ``require_auth``)."""
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        if not callable(handler):
+            raise TypeError(f"handler for {route!r} is not callable")
+        needs = self.require_auth if authenticated is None else authenticated
+        if needs and self.authenticate is None:
+            raise ValueError(f"route {route!r} needs authentication: pass authenticate=")
+        self._tables[kind].add(route, Route(kind, route, handler, produces, needs))
+        for cache in self._caches.values():
+            cache.clear()
+
+    def _decorator(
+        self, kind: str, route: str, produces: str | None, authenticated: bool | None
+    ) -> Callable[[F], F]:
+        def register(handler: F) -> F:
+            self.add(kind, route, handler, produces=produces, authenticated=authenticated)
+            return handler
+
+        return register
+
+    def response(
+        self, route: str, *, produces: str | None = None, authenticated: bool | None = None
+    ) -> Callable[[F], F]:
+        """Decorator: ``handler(request)`` answers request-response on ``route``."""
+        return self._decorator("request_response", route, produces, authenticated)
+
+    def stream(
+        self, route: str, *, produces: str | None = None, authenticated: bool | None = None
+    ) -> Callable[[F], F]:
+        """Decorator: ``handler(request)`` returns the stream for ``route``."""
+        return self._decorator("request_stream", route, produces, authenticated)
+
+    def channel(
+        self, route: str, *, produces: str | None = None, authenticated: bool | None = None
+    ) -> Callable[[F], F]:
+        """Decorator: ``handler(request, inbound)`` returns the outbound stream."""
+        return self._decorator("request_channel", route, produces, authenticated)
+
+    def fnf(self, route: str, *, authenticated: bool | None = None) -> Callable[[F], F]:
+        """Decorator: ``handler(request)`` takes fire-and-forgets on ``route``."""
+        return self._decorator("fire_and_forget", route, None, authenticated)
+
+    def push(self, route: str, *, authenticated: bool | None = None) -> Callable[[F], F]:
+        """Decorator: ``handler(request)`` for a METADATA_PUSH whose composite
+        metadata carries ``route`` (as rsocket-py routes them)."""
+        return self._decorator("metadata_push", route, None, authenticated)
+
+    def setup(self, route: str, *, authenticated: bool | None = None) -> Callable[[F], F]:
+        """Decorator: ``handler(request)`` runs at a SETUP whose metadata
+        carries ``route`` (``request.data``: the SETUP's data); raising
+        rejects the connection (ERROR[REJECTED_SETUP])."""
+        return self._decorator("setup", route, None, authenticated)
+
+    def routes(self) -> dict[str, list[str]]:
+        """Registered routes per interaction model."""
+        return {k: t.routes() for k, t in self._tables.items() if t}
+
+    # -- connections ------------------------------------------------------------
+    def accept_setup(self, setup: Any, peer: object) -> object:
+        """The engine's SETUP hook: this connection's router, or an exception
+        that rejects the SETUP (see :func:`~.errors.setup_rejection`)."""
+        composite = setup.metadata_mime_type == COMPOSITE_METADATA
+        connection = RouterConnection(self, peer, setup.data_mime_type, composite)
+        if not composite and not self.require_auth:
+            # Nothing to route on this connection: the fallback answers
+            # directly, at no cost to today's handlers.
+            fallback = connection.fallback()
+            return connection if fallback is None else fallback
+        if not composite or not setup.metadata:
+            return connection
+        try:
+            meta = decode_metadata(setup.metadata)
+        except MetadataDecodeError as exc:
+            raise RSocketError(ErrorCode.INVALID_SETUP, f"malformed metadata: {exc}") from None
+        if meta.auth is not None and self.authenticate is not None:
+            connection.principal = self._authenticate(meta.auth, ErrorCode.REJECTED_SETUP)
+        if meta.route is not None:
+            found = self._tables["setup"].match(meta.route)
+            if found is not None:
+                route, variables = found
+                if route.authenticated and connection.principal is None:
+                    raise RSocketError(ErrorCode.REJECTED_SETUP, "authentication required")
+                request = Request(setup.data, setup.metadata, peer)
+                route.handler(
+                    new_routed_request(
+                        request,
+                        meta.route,
+                        variables,
+                        connection.principal,
+                        effective_data_mime(meta, setup.data_mime_type),
+                        meta,
+                    )
+                )
+        return connection
+
+    def _connection(self) -> RouterConnection:
+        """The state of a connection that had no SETUP hook (a client's own
+        router, answering the server's requests)."""
+        if self._default is None:
+            self._default = RouterConnection(self, None, OCTET_STREAM, True)
+        return self._default
+
+    def _authenticate(self, auth: Authentication, code: int) -> Any:
+        assert self.authenticate is not None
+        try:
+            principal = self.authenticate(auth)
+        except RSocketError as exc:
+            raise RSocketError(code, exc.message) from None
+        except Exception:
+            log.warning("authentication hook failed", exc_info=True)
+            raise RSocketError(code, "authentication failed") from None
+        if inspect.isawaitable(principal):  # never a principal: refuse, loudly
+            getattr(principal, "close", lambda: None)()
+            log.error("authenticate returned an awaitable; it must return the principal")
+            raise RSocketError(code, "authentication failed")
+        if principal is None:
+            raise RSocketError(code, "authentication failed")
+        return principal
+
+    def _lookup(self, kind: str, metadata: bytes) -> _Lookup:
+        """Decode and resolve (cached unless the metadata carries credentials)."""
+        cache = self._caches[kind]
+        hit = cache.get(metadata)
+        if hit is not None:
+            return hit
+        try:
+            meta = decode_metadata(metadata)
+        except MetadataDecodeError as exc:
+            raise RSocketError(ErrorCode.INVALID, f"malformed metadata: {exc}") from None
+        route = meta.route
+        found = None if route is None else self._tables[kind].match(route)
+        hit = _Lookup(meta, route, *(found or (None, NO_VARIABLES)))
+        if meta.auth is None and self.cache_size:
+            if len(cache) >= self.cache_size:
+                cache.clear()  # bounded; hot routes come back at once
+            cache[metadata] = hit
+        return hit
+
+    def _unknown(self, kind: str, route: str) -> RSocketError:
+        others = [_DASHED[k] for k in KINDS if k != kind and self._tables[k].match(route)]
+        if others:
+            return ApplicationError(
+                f"route {route!r} has no {_DASHED[kind]} handler (it has {', '.join(others)})"
+            )
+        return ApplicationError(f"no handler for route {route!r}")
+
+    # -- a Router is a handler too (a client's, or without SETUP hook) ---------
+    def request_response(self, request: Request) -> Any:
+        return self._connection().request_response(request)
+
+    def request_stream(self, request: Request) -> Any:
+        return self._connection().request_stream(request)
+
+    def request_channel(self, request: Request, inbound: Any) -> Any:
+        return self._connection().request_channel(request, inbound)
+
+    def fire_and_forget(self, request: Request) -> Any:
+        return self._connection().fire_and_forget(request)
+
+    def metadata_push(self, metadata: bytes) -> Any:
+        return self._connection().metadata_push(metadata)
+
+
+class RouterConnection:
+    """The router's state for one connection, and the handler the engine
+    calls for it: the SETUP's principal and data MIME type, the fallback."""
+
+    __slots__ = ("_fallback", "composite", "peer", "principal", "router", "setup_data_mime")
+
+    def __init__(
+        self, router: Router, peer: object, setup_data_mime: str, composite: bool
+    ) -> None:
+        self.router = router
+        self.peer = peer
+        self.setup_data_mime = setup_data_mime
+        #: The SETUP declared composite metadata: requests are routed.
+        self.composite = composite
+        self.principal: Any = None
+        self._fallback: object = None
+
+    @property
+    def channel_prefetch(self) -> int:
+        return self.router.channel_prefetch
+
+    @property
+    def channel_batch(self) -> int | None:
+        return self.router.channel_batch
+
+    def fallback(self) -> object:
+        if self._fallback is None:
+            router = self.router
+            factory = router._fallback_factory
+            self._fallback = factory(self.peer) if factory is not None else router._fallback
+        return self._fallback
+
+    def _routed(self, kind: str, request: Request) -> tuple[Route, RoutedRequest] | None:
+        """The route and the request its handler gets; None: the fallback's
+        (which, when the router requires authentication, needs a principal too)."""
+        metadata = request.metadata
+        router = self.router
+        if not self.composite or not metadata:
+            if self.principal is None and router.require_auth:
+                raise RSocketError(ErrorCode.REJECTED, "authentication required")
+            return None
+        hit = router._caches[kind].get(metadata) or router._lookup(kind, metadata)
+        meta = hit.composite
+        principal = self.principal
+        if meta.auth is not None and router.authenticate is not None:
+            principal = router._authenticate(meta.auth, ErrorCode.REJECTED)
+        found = hit.found
+        if principal is None and (found.authenticated if found else router.require_auth):
+            raise RSocketError(ErrorCode.REJECTED, "authentication required")
+        if hit.route is None:
+            return None
+        if found is None:
+            raise router._unknown(kind, hit.route)
+        data_mime = meta.data_mime or self.setup_data_mime
+        routed = new_routed_request(request, hit.route, hit.variables, principal, data_mime, meta)
+        return found, routed
+
+    def _no_route(self, name: str) -> object:
+        method = getattr(self.fallback(), name, None)
+        if callable(method):
+            return method
+        if not self.composite:
+            raise ApplicationError(
+                f"this responder routes requests: declare {COMPOSITE_METADATA} in SETUP"
+                " and send a routing entry"
+            )
+        raise ApplicationError("no route in the request's metadata")
+
+    def _answer(self, route: Route, request: RoutedRequest, result: Any) -> Any:
+        """``result``, declaring the route's data MIME type where the
+        requester asked for another."""
+        produces = route.produces
+        assert produces is not None
+        if not needs_response_mime(request.composite, self.setup_data_mime, produces):
+            return result
+        return declare_mime(result, compose(data_mime=produces))
+
+    def _respond(self, kind: str, request: Request, *inbound: Any) -> Any:
+        routed = self._routed(kind, request)
+        if routed is None:
+            return self._no_route(kind)(request, *inbound)  # type: ignore[operator]
+        route, req = routed
+        result = route.handler(req, *inbound)
+        return result if route.produces is None else self._answer(route, req, result)
+
+    def request_response(self, request: Request) -> Any:
+        return self._respond("request_response", request)
+
+    def request_stream(self, request: Request) -> Any:
+        return self._respond("request_stream", request)
+
+    def request_channel(self, request: Request, inbound: Any) -> Any:
+        return self._respond("request_channel", request, inbound)
+
+    def _fire(self, kind: str, request: Request, fallback_argument: object) -> Any:
+        """A request nobody answers: refusals are logged here."""
+        try:
+            routed = self._routed(kind, request)
+        except RSocketError as exc:
+            log.warning("%s dropped: %s", _DASHED[kind], exc)
+            return None
+        if routed is None:
+            method = getattr(self.fallback(), kind, None)
+            return method(fallback_argument) if callable(method) else None
+        route, req = routed
+        return route.handler(req)
+
+    def fire_and_forget(self, request: Request) -> Any:
+        return self._fire("fire_and_forget", request, request)
+
+    def metadata_push(self, metadata: bytes) -> Any:
+        return self._fire("metadata_push", Request(b"", metadata, self.peer), metadata)
+
+
+# -- declaring the response data MIME type ------------------------------------------
+
+
+def declare_mime(result: Any, entry: bytes) -> Any:
+    """``result`` (a value, an iterable, a Publisher, a coroutine or an async
+    iterable) with ``entry`` (composite metadata declaring the data MIME type)
+    appended to each payload's metadata."""
+
+    def add(item: object) -> Payload:
+        p = as_payload(item)
+        return Payload(p.data, entry if p.metadata is None else p.metadata + entry)
+
+    if result is None:
+        return None
+    if isinstance(result, bytes | str | bytearray | memoryview | tuple):
+        return add(result)
+    if isinstance(result, Coroutine):
+        return _declare_awaited(result, add)
+    if callable(getattr(result, "subscribe", None)):
+        mapped: MapProcessor[object, Payload] = MapProcessor(add)
+        result.subscribe(mapped)
+        return mapped
+    if isinstance(result, AsyncIterable):
+        return _declare_async(result, add)
+    if isinstance(result, Iterable):
+        return map(add, result)
+    return result
+
+
+async def _declare_awaited(
+    result: Coroutine[Any, Any, Any], add: Callable[[object], Payload]
+) -> Any:
+    value = await result
+    return None if value is None else add(value)
+
+
+async def _declare_async(items: AsyncIterable[Any], add: Callable[[object], Payload]) -> Any:
+    async for item in items:
+        yield add(item)
