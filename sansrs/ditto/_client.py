@@ -31,6 +31,7 @@ from ._envelope import (
     envelope_from_json,
     parse_envelope,
 )
+from ._fast import new_next
 from ._messages import (
     SUBSCRIBE_PERSISTED,
     Classified,
@@ -44,7 +45,6 @@ from ._messages import (
 from .events import (
     ErrorResponseReceived,
     Event,
-    NextReceived,
     OtherMessageReceived,
     PageReceived,
     StrayMessageReceived,
@@ -394,9 +394,7 @@ class DittoClient:
                 parsed = envelope_from_json(item)
             except MessageError:
                 parsed = None
-        self._events.append(
-            NextReceived(key=sub.key, subscription_id=sid, item=item, envelope=parsed)
-        )
+        self._events.append(new_next(sub.key, sid, item, parsed))
 
     def _advance(self, sub: _ClientSubscription, what: ClientInput) -> None:
         following = CLIENT_TRANSITIONS.get((sub.state, what))
