@@ -74,8 +74,9 @@ Sink = streams.Sink[Any]
 
 class _RecordEngine(abc.ABC):
     """Records in and out, the WebSocket close handshake, the close reason.
-    The roles supply ``_message`` (one text message in) and ``_flush_core``
-    (the core's queued messages out)."""
+    The roles supply ``_message`` (one text message in), ``_after_messages``
+    (the core's events of a read out) and ``_flush_core`` (the core's queued
+    messages out)."""
 
     def __init__(self) -> None:
         self._reader = ws.MessageReader()
@@ -104,6 +105,7 @@ class _RecordEngine(abc.ABC):
                 self._fail(ws.CloseCode.INVALID_DATA, "Ditto messages are UTF-8 JSON text")
                 break
             self._message(text, now)
+        self._after_messages()
         self._flush_core()
 
     def data_to_send(self) -> bytes:
@@ -144,6 +146,11 @@ class _RecordEngine(abc.ABC):
 
     @abc.abstractmethod
     def _message(self, text: str, now: float) -> None: ...
+
+    @abc.abstractmethod
+    def _after_messages(self) -> None:
+        """Every message of one read is in: hand on what they caused, as one
+        batch (a read's items reach a sink with one ``put_many``)."""
 
     @abc.abstractmethod
     def _flush_core(self) -> None: ...
@@ -290,7 +297,8 @@ class DittoClientEngine(_RecordEngine):
             self._fail(ws.CloseCode.POLICY_VIOLATION, f"Ditto protocol error: {exc.message}")
             self._closing = ConnectionClosed(f"protocol error from Ditto: {exc.message}")
             self._closing.__cause__ = exc
-            return
+
+    def _after_messages(self) -> None:
         self._dispatch()
 
     def _dispatch(self) -> None:
@@ -501,6 +509,8 @@ class DittoServerEngine(_RecordEngine):
 
     def _message(self, text: str, now: float) -> None:
         self.core.receive_message(text, now=now)  # never raises
+
+    def _after_messages(self) -> None:
         self._dispatch()
 
     def _dispatch(self) -> None:

@@ -68,6 +68,26 @@ def _reject_constant(name: str) -> Any:
 _DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
 _ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _ASCII_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+# One JSON value per message, so the encoder's per-call set-up is a fifth
+# of a small one's cost (docs/performance.md, "Ditto history into Spark"):
+# the C encoder is built once (``encode`` builds one per call); it writes
+# exactly what ``encode`` writes.
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_MAKE_ENCODER: Any = json.encoder.c_make_encoder  # type: ignore[attr-defined]
+_C_ENCODE: Final[Any] = (
+    None
+    if _MAKE_ENCODER is None
+    # No circular-reference markers: a cycle ends in RecursionError instead
+    # of ValueError (callers treat both as "not JSON").
+    else _MAKE_ENCODER(
+        None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, False
+    )
+)
 
 
 def loads(text: str) -> Any:
@@ -84,7 +104,7 @@ def dumps(value: Any) -> str:
     A lone surrogate (from a peer's ``"\\ud800"``) cannot travel in a UTF-8
     WebSocket text message, so such a message is written with ``\\u`` escapes.
     """
-    text: str = _ENCODER.encode(value)
+    text: str = _ENCODER.encode(value) if _C_ENCODE is None else "".join(_C_ENCODE(value, 0))
     if not text.isascii():
         try:
             text.encode("utf-8")
