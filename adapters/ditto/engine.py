@@ -66,6 +66,10 @@ __all__ = [
 
 log = logging.getLogger("sansrs.adapters.ditto")
 
+_CLOSE: Final = ws.MessageKind.CLOSE.value
+_TEXT_RUN: Final = ws.MessageKind.TEXT_RUN.value
+_BINARY_RUN: Final = ws.MessageKind.BINARY_RUN.value
+
 #: Items one subscription may send per loop turn, so subscriptions share the loop.
 PUMP_BUDGET: Final = 256
 
@@ -79,7 +83,7 @@ class _RecordEngine(abc.ABC):
     messages out)."""
 
     def __init__(self) -> None:
-        self._reader = ws.MessageReader()
+        self._reader = ws.MessageReader(keep_runs=True)
         self._out: list[bytes] = []
         self._closing: BaseException | None = None
         self._close_sent = False
@@ -95,18 +99,28 @@ class _RecordEngine(abc.ABC):
         for kind, payload in self._reader.feed(data):
             if self._closing is not None:
                 break
-            if kind == ws.MessageKind.CLOSE:
+            if kind == _CLOSE:
                 code, reason = ws.decode_close(payload)
                 self._closing = ConnectionClosed(f"connection closed by peer: {code} {reason}")
                 break
-            try:
-                text = payload.decode("utf-8")
-            except UnicodeDecodeError:  # a BINARY message that is not text
-                self._fail(ws.CloseCode.INVALID_DATA, "Ditto messages are UTF-8 JSON text")
-                break
-            self._message(text, now)
+            if kind in (_TEXT_RUN, _BINARY_RUN):  # messages behind their lengths
+                off, end = 0, len(payload)
+                while off < end and self._closing is None:
+                    stop = off + 3 + int.from_bytes(payload[off : off + 3], "big")
+                    self._text(payload[off + 3 : stop], now)
+                    off = stop
+            else:
+                self._text(payload, now)
         self._after_messages()
         self._flush_core()
+
+    def _text(self, payload: bytes, now: float) -> None:
+        try:
+            text = payload.decode("utf-8")
+        except UnicodeDecodeError:  # a BINARY message that is not text
+            self._fail(ws.CloseCode.INVALID_DATA, "Ditto messages are UTF-8 JSON text")
+            return
+        self._message(text, now)
 
     def data_to_send(self) -> bytes:
         self._flush_core()
@@ -142,7 +156,10 @@ class _RecordEngine(abc.ABC):
 
     def _queue_messages(self, messages: list[str]) -> None:
         if messages and not self._close_sent:
-            self._out.extend(ws.encode_text(m) for m in messages)
+            # One TEXT_RUN record: the transport frames each message.
+            encoded = [m.encode("utf-8") for m in messages]
+            run = b"".join([b for m in encoded for b in (len(m).to_bytes(3, "big"), m)])
+            self._out.append(ws.encode_run(run, text=True))
 
     @abc.abstractmethod
     def _message(self, text: str, now: float) -> None: ...

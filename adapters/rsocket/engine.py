@@ -43,6 +43,7 @@ __all__ = ["RSocketEngine", "RequestHandle"]
 log = logging.getLogger("sansrs.adapters.rsocket")
 
 _RUN = ws.MessageKind.BINARY_RUN.value
+_TEXT_RUN = ws.MessageKind.TEXT_RUN.value
 _BINARY = ws.MessageKind.BINARY.value
 _TEXT = ws.MessageKind.TEXT.value
 _CLOSE = ws.MessageKind.CLOSE.value
@@ -231,7 +232,7 @@ class RSocketEngine:
                     )
                     break
                 self._receive_stream(len(payload).to_bytes(3, "big") + payload, now)
-            elif kind == _TEXT:
+            elif kind in (_TEXT, _TEXT_RUN):
                 message = "RSocket over WebSocket takes binary messages, got a text message"
                 self._refuse(message, ws.CloseCode.UNSUPPORTED_DATA)
                 break

@@ -12,10 +12,11 @@ stream::
 ``kind`` reuses the WebSocket opcodes: TEXT (UTF-8 payload), BINARY, CLOSE
 (payload: 2-byte close code, then a UTF-8 reason), PING (engine -> transport)
 and PONG (transport -> engine, only in answer to an engine's PING); and
-BINARY_RUN, binary messages each behind its 3-byte big-endian length (one
-WebSocket message each, :mod:`.runs`): a transport delivers consecutive
-binary messages as one run, an engine may send one. ``MessageReader`` hands
-a run's messages out one by one unless asked to keep runs. docs/adapters.md
+BINARY_RUN / TEXT_RUN, messages each behind its 3-byte big-endian length
+(one WebSocket message each, :mod:`.runs`): a transport delivers
+consecutive messages of one kind as one run, an engine may send runs.
+``MessageReader`` hands a run's messages out one by one unless asked to keep
+runs. docs/adapters.md
 has the rules of the record stream.
 """
 
@@ -59,8 +60,10 @@ class MessageKind(enum.IntEnum):
     PING = 0x9
     #: Transport -> engine: the pong answering one of the engine's pings.
     PONG = 0xA
-    #: Binary messages, each behind its length (3 bytes, big-endian); each
-    #: is one WebSocket message (not an opcode: WebSocket's are 4 bits).
+    #: Text messages (UTF-8), each behind its length (3 bytes, big-endian);
+    #: each is one WebSocket message (not an opcode: WebSocket's are 4 bits).
+    TEXT_RUN = 0x11
+    #: Binary messages, each behind its length, as TEXT_RUN.
     BINARY_RUN = 0x12
 
 
@@ -109,10 +112,11 @@ def encode_binaries(messages: Iterable[bytes]) -> bytes:
     return b"".join(parts)
 
 
-def encode_run(run: bytes | bytearray) -> bytes:
-    """One BINARY_RUN record: ``run`` is binary messages, each behind its
-    length in 3 bytes (big-endian), e.g. what an RSocket core writes for TCP."""
-    return _HEADER.pack(0x12, len(run)) + run
+def encode_run(run: bytes | bytearray, *, text: bool = False) -> bytes:
+    """One BINARY_RUN record (``text``: TEXT_RUN): ``run`` is messages, each
+    behind its length in 3 bytes (big-endian), e.g. what an RSocket core
+    writes for TCP."""
+    return _HEADER.pack(0x11 if text else 0x12, len(run)) + run
 
 
 def encode_text(text: str) -> bytes:
@@ -189,8 +193,8 @@ class MessageReader:
             stop = off + 5 + length
             if stop > end:
                 break
-            if kind == 0x12 and not self._keep_runs:
-                out += split_run(data, off + 5, stop)
+            if kind & 0x10 and not self._keep_runs:  # a run: its messages one by one
+                out += split_run(data, off + 5, stop, kind & 0x0F)
             else:
                 append((kind, data[off + 5 : stop]))
             off = stop
@@ -199,8 +203,9 @@ class MessageReader:
         return out
 
 
-def split_run(data: bytes, off: int, end: int) -> list[tuple[int, bytes]]:
-    """The messages of the run ``data[off:end]`` as BINARY records."""
+def split_run(data: bytes, off: int, end: int, kind: int = 2) -> list[tuple[int, bytes]]:
+    """The messages of the run ``data[off:end]`` as ``kind`` records (BINARY
+    or TEXT)."""
     out: list[tuple[int, bytes]] = []
     while off < end:
         if end - off < 3:
@@ -208,6 +213,6 @@ def split_run(data: bytes, off: int, end: int) -> list[tuple[int, bytes]]:
         stop = off + 3 + (data[off] << 16 | data[off + 1] << 8 | data[off + 2])
         if stop > end:
             raise RecordError("a run's message overruns its record")
-        out.append((2, data[off + 3 : stop]))
+        out.append((kind, data[off + 3 : stop]))
         off = stop
     return out

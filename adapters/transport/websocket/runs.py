@@ -180,11 +180,15 @@ def _batch_to_frames(data: bytes, off: int, count: int, n: int, keys: KeySource 
     return bytes(out)
 
 
-def encode_run(data: bytes, keys: KeySource | None) -> tuple[bytes, int]:
-    """WebSocket frames (FIN binary, one per message; masked with keys from
-    ``keys``, or not when ``None``) for the whole messages at the start of
-    the run ``data``; returns them and how many bytes of ``data`` they took
-    (a message cut off at the end is left)."""
+def encode_run(data: bytes, keys: KeySource | None, *, text: bool = False) -> tuple[bytes, int]:
+    """WebSocket frames (FIN binary, or text if ``text``; one per message;
+    masked with keys from ``keys``, or not when ``None``) for the whole
+    messages at the start of the run ``data``; returns them and how many
+    bytes of ``data`` they took (a message cut off at the end is left).
+    Text is checked (``UnicodeDecodeError``): a bad engine must not make us
+    send invalid UTF-8."""
+    if text:
+        return _encode_text_run(data, keys)
     parts: list[bytes] = []
     end = len(data)
     off = 0
@@ -212,6 +216,23 @@ def encode_run(data: bytes, keys: KeySource | None) -> tuple[bytes, int]:
             break
         key = keys.next() if keys is not None else None
         parts.append(encode_data_frame(2, data[off + 3 : stop], key))
+        off = stop
+    return b"".join(parts), off
+
+
+def _encode_text_run(data: bytes, keys: KeySource | None) -> tuple[bytes, int]:
+    """:func:`encode_run` for text: one message at a time (text messages
+    seldom share a length), each checked."""
+    parts: list[bytes] = []
+    end = len(data)
+    off = 0
+    while end - off >= 3:
+        stop = off + 3 + (data[off] << 16 | data[off + 1] << 8 | data[off + 2])
+        if stop > end:
+            break
+        payload = data[off + 3 : stop]
+        payload.decode("utf-8")
+        parts.append(encode_data_frame(1, payload, keys.next() if keys is not None else None))
         off = stop
     return b"".join(parts), off
 

@@ -7,8 +7,9 @@ always sits at a frame boundary and its state stays right:
 
 * consecutive binary messages become one *run* (:mod:`.runs`: each message
   behind its 3-byte length), same-length frames a batch at a time;
-* a text message (checked UTF-8), or a binary one too big for a run, is
-  handed over alone, in order;
+  consecutive text messages (each checked UTF-8) another kind of run;
+* a message too big for a run (16 MiB and more) is handed over alone, in
+  order;
 * a complete control frame (ping, pong, close; at most 125 bytes) goes to
   wsproto, which answers and reports it as usual;
 * anything unusual (a fragment or continuation, reserved bits or opcodes, a
@@ -34,11 +35,11 @@ _U64 = Struct(">Q")
 _MAX_CONTROL = 125
 _BINARY_FIN = 0x82
 
-#: What the splitter calls: binary messages as a run (their bytes, each
-#: behind its 3-byte length), a whole message that is not in a run (opcode,
-#: payload), and whole frames or raw bytes for wsproto. Each in the order
-#: the frames arrived.
-OnRun = Callable[[bytearray], None]
+#: What the splitter calls: consecutive messages of one kind as a run
+#: (opcode 2 binary or 1 text; their bytes, each behind its 3-byte length),
+#: a whole message too big for a run (opcode, payload), and whole frames or
+#: raw bytes for wsproto. Each in the order the frames arrived.
+OnRun = Callable[[int, bytearray], None]
 OnMessage = Callable[[int, bytes], None]
 OnWsproto = Callable[[bytes], None]
 
@@ -58,6 +59,8 @@ class FrameSplitter:
         "_need",
         "_on_message",
         "_on_run",
+        "_run",
+        "_run_kind",
         "_to_wsproto",
         "passthrough",
     )
@@ -78,6 +81,8 @@ class FrameSplitter:
         self._to_wsproto = to_wsproto
         self._buffer = bytearray()
         self._need = 2  # bytes the buffer must hold before anything can complete
+        self._run = bytearray()  # messages of one kind, each behind its length
+        self._run_kind = 2  # their opcode: 2 binary, 1 text
         #: True once anything unusual was seen: wsproto gets every byte.
         self.passthrough = False
 
@@ -92,14 +97,19 @@ class FrameSplitter:
                 return
             data = bytes(buffer)
             buffer.clear()
-        run = bytearray()
         try:
-            self._split(data, run)
+            self._split(data)
         finally:
-            if run:
-                self._on_run(run)
+            self._flush()
 
-    def _split(self, data: bytes, run: bytearray) -> None:
+    def _flush(self) -> None:
+        """Hand over the run being built (its messages came before what follows)."""
+        run = self._run
+        if run:
+            self._run = bytearray()
+            self._on_run(self._run_kind, run)
+
+    def _split(self, data: bytes) -> None:
         end = len(data)
         off = 0
         expect_mask = self._masked
@@ -107,12 +117,17 @@ class FrameSplitter:
         limit = self._max
         last = -1  # the previous binary frame's length: a batch is tried when it repeats
         tried = 0  # no batch before this offset (a try found too few)
+        run = self._run
         while end - off >= 2:
             b0 = data[off]
             b1 = data[off + 1]
             n = b1 ^ expect_mask
             if b0 == _BINARY_FIN and n < 126 and n <= limit:
                 # The hot path: a short FIN binary frame, mask bit right.
+                if self._run_kind != 2:
+                    self._flush()
+                    run = self._run
+                    self._run_kind = 2
                 stride = head + n
                 if (
                     (n == last or not off)  # a length repeats (or a chunk starts)
@@ -131,7 +146,7 @@ class FrameSplitter:
                 if stop > end:
                     self._buffer += memoryview(data)[off:]
                     self._need = stop - off
-                    return None
+                    return
                 run += prefix(n)
                 if expect_mask:
                     run += mask(data[off + 2 : off + 6], data[off + 6 : stop])
@@ -147,25 +162,25 @@ class FrameSplitter:
                 (length,) = _U16.unpack_from(data, at)
                 at += 2
                 if length < 126:
-                    return self._pass(data, off, run)  # non-minimal length (RFC 6455, 5.2)
+                    return self._pass(data, off)  # non-minimal length (RFC 6455, 5.2)
             elif length == 127:
                 if end - at < 8:
                     break
                 (length,) = _U64.unpack_from(data, at)
                 at += 8
                 if length < 0x10000 or length >> 63:
-                    return self._pass(data, off, run)
+                    return self._pass(data, off)
             if b1 & 0x80 != expect_mask:
-                return self._pass(data, off, run)
+                return self._pass(data, off)
             opcode = b0 & 0x0F
             control = opcode & 0x08
             if b0 & 0x70 or not b0 & 0x80:
-                return self._pass(data, off, run)  # reserved bits, or a fragment
+                return self._pass(data, off)  # reserved bits, or a fragment
             if control:
                 if length > _MAX_CONTROL or opcode > 0xA:
-                    return self._pass(data, off, run)
+                    return self._pass(data, off)
             elif opcode not in (1, 2) or length > limit:
-                return self._pass(data, off, run)
+                return self._pass(data, off)
             key_at = at
             if expect_mask:
                 at += 4
@@ -173,7 +188,7 @@ class FrameSplitter:
             if stop > end:
                 self._buffer += memoryview(data)[off:]
                 self._need = stop - off
-                return None
+                return
             if (  # unmasked, 126..65535 bytes, the length of the frame before
                 opcode == 2
                 and not expect_mask
@@ -184,6 +199,10 @@ class FrameSplitter:
             ):
                 count = count_uniform(data, off, end, stop - off, data[off:at])
                 if count >= MIN_BATCH:
+                    if self._run_kind != 2:
+                        self._flush()
+                        run = self._run
+                        self._run_kind = 2
                     run += frames_to_run(data, off, count, length, False)
                     off += count * (stop - off)
                     continue
@@ -192,32 +211,32 @@ class FrameSplitter:
             payload = data[at:stop]
             if expect_mask:
                 payload = mask(data[key_at:at], payload)
-            if opcode == 2 and length <= MAX_RUN_MESSAGE:
-                run += prefix(length)
-                run += payload
-            else:
-                if run:  # what came before goes first
-                    self._on_run(run[:])
-                    run.clear()
+            if opcode == 1:
+                try:
+                    payload.decode("utf-8")
+                except UnicodeDecodeError:
+                    return self._pass(data, off)  # wsproto fails it with 1007
+            if control or length > MAX_RUN_MESSAGE:
+                self._flush()  # what came before goes first
+                run = self._run
                 if control:
                     self._to_wsproto(data[off:stop])
                 else:
-                    if opcode == 1:
-                        try:
-                            payload.decode("utf-8")
-                        except UnicodeDecodeError:
-                            return self._pass(data, off, run)  # wsproto fails it with 1007
                     self._on_message(opcode, payload)
+            else:
+                if self._run_kind != opcode:
+                    self._flush()
+                    run = self._run
+                    self._run_kind = opcode
+                run += prefix(length)
+                run += payload
             off = stop
         if off < end:
             self._buffer += memoryview(data)[off:]
         self._need = 2 if end - off < 2 else end - off + 1
-        return None
 
-    def _pass(self, data: bytes, off: int, run: bytearray) -> None:
-        if run:  # the messages before the unusual frame still count
-            self._on_run(run[:])
-            run.clear()
+    def _pass(self, data: bytes, off: int) -> None:
+        self._flush()  # the messages before the unusual frame still count
         self.passthrough = True
         self._buffer.clear()
         if off < len(data):

@@ -116,6 +116,7 @@ class WebSocketTransport:
         #: Bytes of the BINARY_RUN record being framed that are still to go
         #: (a run is framed a batch at a time, at message boundaries).
         self._run_left = 0
+        self._run_text = False
         self._early: list[bytes] = []  # server: records queued before the upgrade
         self._early_size = 0
         self._pings = 0  # engine pings awaiting their pong
@@ -242,10 +243,10 @@ class WebSocketTransport:
             to_wsproto=self._receive,
         )
 
-    def _on_run(self, run: bytearray) -> None:
-        """Binary messages from the fast path, as one run (sizes checked)."""
+    def _on_run(self, opcode: int, run: bytearray) -> None:
+        """Messages from the fast path, as one run (sizes checked, text valid)."""
         if self.close_sent is None and self.close_received is None:
-            self._ready.append(encode_run(run))
+            self._ready.append(encode_run(run, text=opcode == 1))
 
     def _on_message(self, opcode: int, payload: bytes) -> None:
         """A whole data message from the fast path (size already checked)."""
@@ -449,8 +450,9 @@ class WebSocketTransport:
             if self.close_sent is not None or ws.state is not ConnectionState.OPEN:
                 off = stop  # closing: later records are dropped
                 continue
-            if kind == 0x12:  # BINARY_RUN: its messages follow
+            if kind == 0x12 or kind == 0x11:  # BINARY_RUN / TEXT_RUN: messages follow
                 self._run_left = length
+                self._run_text = kind == 0x11
                 off += 5
                 continue
             body = view[off + 5 : stop]
@@ -489,7 +491,7 @@ class WebSocketTransport:
         first = 3 + (view[off] << 16 | view[off + 1] << 8 | view[off + 2])
         want = min(stop, off + max(limit - off, first))
         chunk = bytes(view[off:want])
-        frames, used = frame_run(chunk, self._keys)
+        frames, used = frame_run(chunk, self._keys, text=self._run_text)
         if not used or (want == stop and used < len(chunk)):
             raise RecordError("a run's message overruns its record")
         self._out += frames

@@ -60,10 +60,10 @@ class Collector:
             to_wsproto=self._to_wsproto,
         )
 
-    def _on_run(self, run: bytearray) -> None:
+    def _on_run(self, kind: int, run: bytearray) -> None:
         assert run, "no empty runs"
         self.runs += 1
-        self.got += split_run(bytes(run), 0, len(run))
+        self.got += split_run(bytes(run), 0, len(run), kind)
 
     def _to_wsproto(self, data: bytes) -> None:
         self.handed.append(data)
@@ -273,7 +273,7 @@ def test_a_batch_stops_at_the_first_frame_of_another_kind() -> None:
     assert collector.got == [(2, b"x" * 10)] * 6 + [(1, b"y" * 10), (9, b"z" * 10)] + [
         (2, b"x" * 10)
     ] * 6
-    assert collector.runs == 2
+    assert collector.runs == 3  # binary, text, (the ping to wsproto), binary
 
 
 def test_key_source_takes_many_keys_at_once() -> None:
