@@ -323,12 +323,18 @@ class DittoClientEngine(_RecordEngine):
         by_key = self._by_key
         batch: list[Any] = []
         batch_handle: SubscriptionHandle | None = None
+        next_received, page_received = ev.NextReceived, ev.PageReceived
         for event in self.core.events():
-            if isinstance(event, ev.NextReceived | ev.PageReceived):
-                handle = by_key.get(event.key)
+            kind = type(event)  # identity tests: a union isinstance costs more per item
+            if kind is next_received or kind is page_received:
+                item_event: Any = event
+                handle = by_key.get(item_event.key)
                 if handle is None:
                     continue  # cancelled: late items are dropped
-                item = event.item if isinstance(event, ev.NextReceived) else list(event.items)
+                if kind is next_received:
+                    item = item_event.item
+                else:
+                    item = list(item_event.items)
                 if handle is batch_handle:
                     batch.append(item)
                     continue

@@ -102,6 +102,14 @@ CLIENT_TRANSITIONS: Final[dict[tuple[ClientState, ClientInput], ClientState]] = 
 del S, In
 
 
+#: States an item (NEXT) leaves as they are, read from the table: the hot
+#: path skips the lookup for them (docs/performance.md).
+_NEXT_KEEPS: Final = tuple(  # a tuple: "in" compares by identity, no enum hash
+    state for (state, what), after in CLIENT_TRANSITIONS.items()
+    if what is ClientInput.NEXT and after is state
+)
+
+
 class _ClientSubscription:
     __slots__ = ("correlation_id", "demand", "key", "kind", "sid", "state", "topic")
 
@@ -373,7 +381,8 @@ class DittoClient:
     def _on_next(self, sub: _ClientSubscription, sid: str, value: dict[str, Any]) -> None:
         cancelled = sub.state is ClientState.CANCELLED
         excess = sub.demand == 0 and not cancelled
-        self._advance(sub, ClientInput.NEXT_EXCESS if excess else ClientInput.NEXT)
+        if excess or sub.state not in _NEXT_KEEPS:  # the table lookup hashes two enums
+            self._advance(sub, ClientInput.NEXT_EXCESS if excess else ClientInput.NEXT)
         if excess:
             self._send(sub.topic, "cancel", Headers(), {"subscriptionId": sid}, None)
             raise RemoteProtocolError(

@@ -129,6 +129,14 @@ SERVER_TRANSITIONS: Final[dict[tuple[ServerState, ServerInput], ServerState]] = 
 del S, In
 
 
+#: States an item (UP_NEXT) leaves as they are, read from the table: the
+#: hot path skips the lookup for them (docs/performance.md).
+_NEXT_KEEPS: Final = tuple(  # a tuple: "in" compares by identity, no enum hash
+    state for (state, what), after in SERVER_TRANSITIONS.items()
+    if what is ServerInput.UP_NEXT and after is state
+)
+
+
 class _Subscription:
     __slots__ = (
         "deadline",
@@ -471,7 +479,8 @@ class DittoServer:
             return
         if sub.outstanding != MAX_DEMAND:  # rule 3.17: MAX is unbounded
             sub.outstanding -= 1
-        self._transition(sub, ServerInput.UP_NEXT)
+        if sub.state not in _NEXT_KEEPS:  # the table lookup hashes two enums
+            self._transition(sub, ServerInput.UP_NEXT)
         self._touch(sub)
         self._out.append(text)
 
