@@ -331,10 +331,7 @@ class DittoClientEngine(_RecordEngine):
                 handle = by_key.get(item_event.key)
                 if handle is None:
                     continue  # cancelled: late items are dropped
-                if kind is next_received:
-                    item = item_event.item
-                else:
-                    item = list(item_event.items)
+                item = item_event.item if kind is next_received else list(item_event.items)
                 if handle is batch_handle:
                     batch.append(item)
                     continue

@@ -43,6 +43,8 @@ __all__ = ["LoopConnection", "LoopServer", "close_all"]
 
 log = logging.getLogger("sansrs.adapters")
 
+_NO_EXTRAS = (None, None, None)  # no handshake, close or idle deadline
+
 
 class LoopConnection:
     """One connection on a :class:`~.reactor.Reactor` (implements
@@ -78,6 +80,8 @@ class LoopConnection:
         self._send_error: OSError | None = None
         self._handshake_deadline: float | None = None
         self._close_deadline: float | None = None
+        #: The engine's next deadline, read at the end of each turn.
+        self._deadline: float | None = None
         self._last_io = 0.0
         self._wrote = False
         self._started = False
@@ -299,7 +303,7 @@ class LoopConnection:
     def _turn(self, now: float) -> None:
         engine = self.engine
         config = self._loop.config
-        if len(self._inbox):
+        if self._inbox.items:  # the deque itself: Inbox.__len__ is a call per turn
             self._run_calls()
         if self._send_error is not None:  # an early write (write_now) failed
             self._send_failed(self._send_error, now)
@@ -313,7 +317,12 @@ class LoopConnection:
         if self._stopping and not self._close_started:
             self._close_started = True
             engine.begin_close()
-        deadline = engine.next_deadline()
+        # The engine's deadline as of the end of the last turn (see
+        # _arm_timer): one that moved earlier since then has its reactor timer
+        # armed, whose turn sees it due; one that moved later costs one call
+        # to handle_timeout with nothing due. One next_deadline() per turn,
+        # not two (docs/performance.md, "Selector loop": keepalive turns).
+        deadline = self._deadline
         if deadline is not None and now >= deadline:
             engine.handle_timeout(now)
         high = config.high_water
@@ -346,16 +355,19 @@ class LoopConnection:
         pause = config.pause_reading_at
         reading = not self._eof and (pause is None or len(out) < pause)
         self._set_interest((READ if reading else 0) | (WRITE if out else 0))
-        self._arm_timer(engine.next_deadline(), config.idle_timeout)
+        self._deadline = deadline = engine.next_deadline()
+        self._arm_timer(deadline, config.idle_timeout)
         if more and len(out) < high and not self.scheduled:
             self._loop.service_soon(self)
 
     def _arm_timer(self, deadline: float | None, idle: float | None) -> None:
         """Ask the reactor for a turn at the earliest deadline of any kind."""
         idle_at = None if idle is None or self._stopping else self._last_io + idle
-        for extra in (self._handshake_deadline, self._close_deadline, idle_at):
-            if extra is not None and (deadline is None or extra < deadline):
-                deadline = extra
+        extras = self._handshake_deadline, self._close_deadline, idle_at
+        if extras != _NO_EXTRAS:
+            for extra in extras:
+                if extra is not None and (deadline is None or extra < deadline):
+                    deadline = extra
         if deadline is not None and (self.timer is None or deadline < self.timer):
             self.timer = deadline
             self._loop.set_timer(self, deadline)

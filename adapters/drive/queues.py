@@ -321,7 +321,10 @@ class Inbox(Generic[T]):
             raise ValueError("capacity must be positive")
         self._wakeup = wakeup
         self._capacity = capacity
-        self._items: deque[T] = deque()
+        #: The pending commands (the owner tests it for being non-empty;
+        #: only ``put`` and ``drain`` change it).
+        self.items: deque[T] = deque()
+        self._items = self.items
         self._space = threading.Event()
         self._space_waiters = 0
         self._waiters_lock = threading.Lock()

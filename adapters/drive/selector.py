@@ -92,7 +92,9 @@ class Loop:
 
     @property
     def connections(self) -> list[LoopConnection]:
-        return [c for c in self._connections if isinstance(c, LoopConnection)]
+        # tuple() copies in one C call (the loop thread may add or discard
+        # meanwhile); iterating the set itself from another thread could fail.
+        return [c for c in tuple(self._connections) if isinstance(c, LoopConnection)]
 
     def call_soon(self, fn: Call) -> None:
         """Run ``fn()`` on the loop thread soon. Raises :class:`LoopClosed` once stopped."""
