@@ -16,16 +16,27 @@ with R, a server ``SessionStore``: every sent PAYLOAD is retained until the
 peer's KEEPALIVE position trims it), alternating plain and resumable runs,
 and a markdown table compares the two (the cost of retaining frames).
 
-Usage: python benchmarks/bench_connection.py [--payloads N] [--batch B] [--runs R] [--resume]
+With ``--before DIR`` the same workload runs on the core of another checkout
+too (``DIR/sansrs``, e.g. ``git archive <commit> sansrs | tar -x -C DIR``),
+alternating run by run (one process per run, so both import their own core
+fresh) so that load on the machine hits both alike; a markdown table gives
+the medians and their ratio (with ``--resume`` too: on resumable sessions).
+
+Usage: python benchmarks/bench_connection.py [--payloads N] [--batch B] [--runs R]
+       [--resume | --before DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 from sansrs.rsocket import Connection, Role, SessionStore
 from sansrs.rsocket.events import PayloadReceived
@@ -92,6 +103,54 @@ def compare_resume(payloads: int, batch: int, runs: int) -> None:
         print(f"| {name} | {wall:,.0f} | {cpu:,.0f} | {cpu / base_cpu:.2f} |")
 
 
+def _one_run(payloads: int, batch: int, core: Path | None, resume: bool) -> tuple[float, float]:
+    """One run in a fresh process, on ``core``'s sansrs (None: this checkout's)."""
+    env = dict(os.environ)
+    if core is not None:
+        env["PYTHONPATH"] = str(core)  # ahead of this checkout's installed package
+    args = ["--payloads", str(payloads), "--batch", str(batch), "--json"]
+    out = subprocess.run(
+        [sys.executable, __file__, *args, *(["--resume"] if resume else [])],
+        env=env,
+        cwd=Path(__file__).resolve().parent,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    wall, cpu = json.loads(out)
+    return float(wall), float(cpu)
+
+
+def compare_before(payloads: int, batch: int, runs: int, before: Path, resume: bool) -> None:
+    """This checkout's core vs ``before``'s, alternating runs; a markdown table."""
+    results: dict[str, list[tuple[float, float]]] = {"before": [], "after": []}
+    for _ in range(runs):
+        results["before"].append(_one_run(payloads, batch, before, resume))
+        results["after"].append(_one_run(payloads, batch, None, resume))
+    print(f"python {sys.version.split()[0]} on {platform.machine()}")
+    session = "resumable sessions" if resume else "plain sessions"
+    print(
+        f"request-stream, {payloads} payloads of {len(DATA)} bytes, {session}, "
+        f"REQUEST_N batches of {batch}, {runs} runs each, alternating (median)\n"
+    )
+    print("| core | payloads/s (wall) | min | max | payloads per CPU s |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for name, rows in results.items():
+        walls = [w for w, _ in rows]
+        cpu = statistics.median(c for _, c in rows)
+        print(
+            f"| {name} | {statistics.median(walls):,.0f} | {min(walls):,.0f} | "
+            f"{max(walls):,.0f} | {cpu:,.0f} |"
+        )
+    ratio_wall = statistics.median(w for w, _ in results["after"]) / statistics.median(
+        w for w, _ in results["before"]
+    )
+    ratio_cpu = statistics.median(c for _, c in results["after"]) / statistics.median(
+        c for _, c in results["before"]
+    )
+    print(f"| after / before | {ratio_wall:.3f} | | | {ratio_cpu:.3f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--payloads", type=int, default=1_000_000)
@@ -100,7 +159,19 @@ def main() -> None:
     parser.add_argument(
         "--resume", action="store_true", help="compare with a resumable session (markdown table)"
     )
+    parser.add_argument(
+        "--before", type=Path, help="compare with the core of the checkout in DIR (markdown table)"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help=argparse.SUPPRESS
+    )  # one run, for --before
     args = parser.parse_args()
+    if args.json:
+        print(json.dumps(run_once(args.payloads, args.batch, resume=args.resume)))
+        return
+    if args.before is not None:
+        compare_before(args.payloads, args.batch, args.runs, args.before.resolve(), args.resume)
+        return
     if args.resume:
         compare_resume(args.payloads, args.batch, args.runs)
         return

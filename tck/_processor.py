@@ -12,9 +12,12 @@ import pytest
 from sansrs.streams import MAX_DEMAND, Processor, Publisher, Subscriber, Subscription
 
 from ._base import required
-from ._env import ManualPublisher, ManualSubscriber, Promise, TestEnvironment
+from ._env import TestEnvironment
+from ._manual import ManualPublisher, ManualSubscriber, new_manual_subscriber, subscribe
+from ._probes import Promise
 from ._publisher import PublisherRules
-from ._subscriber import SubscriberWhiteboxRules, WhiteboxSubscriberProbe
+from ._subscriber import SubscriberWhiteboxRules
+from ._subscriber_support import WhiteboxSubscriberProbe
 
 __all__ = ["IdentityProcessorVerification"]
 
@@ -29,8 +32,7 @@ class _ErrorCollectingSubscriber(ManualSubscriber[T]):
         super().__init__(env)
         self.error: Promise[BaseException] = Promise(env)
 
-    def on_error(self, error: BaseException) -> None:
-        self._check_subscribed(f"on_error({error!r})")
+    def take_error(self, error: BaseException) -> None:
         self.error.complete(error)
 
     def expect_error_instance(self, cause: BaseException) -> None:
@@ -81,14 +83,17 @@ class _TestSetup(ManualPublisher[T]):
     def __init__(self, verification: IdentityProcessorVerification[T]) -> None:
         env = verification.env
         super().__init__(env)
-        self.tees = env.new_manual_subscriber(verification.create_helper_publisher(MAX_DEMAND))
+        self.tees = new_manual_subscriber(env, verification.create_helper_publisher(MAX_DEMAND),
+                                          under_test=False)
         self.seen: list[T] = []
-        self.processor = verification.create_identity_processor(
-            verification.processor_buffer_size())
+        with env.doing("calling create_identity_processor(), which has not returned"):
+            self.processor = verification.create_identity_processor(
+                verification.processor_buffer_size())
+        env.subject = self.processor
         self.subscribe(self.processor)
 
     def new_subscriber(self) -> ManualSubscriber[T]:
-        return self.env.new_manual_subscriber(self.processor)
+        return new_manual_subscriber(self.env, self.processor)
 
     def next_t(self) -> T:
         element = self.tees.request_next_element()
@@ -149,6 +154,12 @@ class IdentityProcessorVerification(PublisherRules[T], SubscriberWhiteboxRules[T
             pytest.skip(f"The Publisher under test only supports "
                         f"{self.max_supported_subscribers()} subscribers, while this test "
                         f"requires at least {required_subscribers} to run.")
+        default = IdentityProcessorVerification.max_supported_subscribers
+        if type(self).max_supported_subscribers is default:
+            self.env.hint(f"this test subscribes {required_subscribers} Subscribers to one "
+                          "Processor; if yours is unicast (it rejects a second Subscriber), "
+                          "override max_supported_subscribers() to return 1 and this test is "
+                          "skipped")
         body()
 
     # -- Processor rules ------------------------------------------------------------
@@ -160,9 +171,9 @@ class IdentityProcessorVerification(PublisherRules[T], SubscriberWhiteboxRules[T
         def run() -> None:
             setup = _TestSetup(self)
             sub1: _ErrorCollectingSubscriber[T] = _ErrorCollectingSubscriber(self.env)
-            self.env.subscribe(setup.processor, sub1)
+            subscribe(self.env, setup.processor, sub1)
             sub2: _ErrorCollectingSubscriber[T] = _ErrorCollectingSubscriber(self.env)
-            self.env.subscribe(setup.processor, sub2)
+            subscribe(self.env, setup.processor, sub2)
             sub1.request(1)
             setup.expect_request()
             x = setup.send_next_t_from_upstream()
@@ -182,7 +193,7 @@ class IdentityProcessorVerification(PublisherRules[T], SubscriberWhiteboxRules[T
     ) -> None:
         setup = _TestSetup(self)
         sub: _ErrorCollectingSubscriber[T] = _ErrorCollectingSubscriber(self.env)
-        self.env.subscribe(setup.processor, sub)
+        subscribe(self.env, setup.processor, sub)
         error = RuntimeError("Test exception")
         setup.send_error(error)
         sub.expect_error_instance(error)  # "immediately": without any request

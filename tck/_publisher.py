@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, TypeVar
+from typing import TypeVar
+
+import pytest
 
 from sansrs.streams import Publisher, Subscription
 
 from ._base import optional, required, stochastic, untested
-from ._env import Latch, ManualSubscriber, TestEnvironment
+from ._env import TestEnvironment
+from ._manual import BlackholeSubscriber, ManualSubscriber, call_implementation, subscribe
+from ._probes import Latch
 from ._publisher_subscription import SubscriptionRules
 
 __all__ = ["PublisherRules", "PublisherVerification"]
@@ -101,9 +105,9 @@ class PublisherRules(SubscriptionRules[T]):
             completion = Latch(env)
             subscriber = _SequentialityCheckingSubscriber[T](env, elements, completion)
 
-            def run(pub: Publisher[T], sub: Any = subscriber, latch: Latch = completion,
-                    number: int = run_number) -> None:
-                pub.subscribe(sub)
+            def run(pub: Publisher[T], sub: _SequentialityCheckingSubscriber[T] = subscriber,
+                    latch: Latch = completion, number: int = run_number) -> None:
+                call_implementation(env, f"Publisher.subscribe() of {pub!r}", pub.subscribe, sub)
                 latch.expect_close(
                     f"Failed in iteration {number} of {iterations}. Expected completion signal "
                     f"after signalling {elements} elements (signalled {sub.got}), yet did not "
@@ -116,27 +120,10 @@ class PublisherRules(SubscriptionRules[T]):
         env = self.env
 
         def run(pub: Publisher[T]) -> None:
-            on_error = Latch(env)
-            on_subscribe = Latch(env)
-
-            class Sub(ManualSubscriber[T]):
-                def on_subscribe(self, subscription: Subscription) -> None:
-                    on_subscribe.assert_open("Only one on_subscribe call expected")
-                    on_subscribe.close()
-
-                def on_error(self, error: BaseException) -> None:
-                    on_subscribe.assert_closed("on_subscribe should be called prior to on_error")
-                    on_error.assert_open(f"Error-state Publisher {pub!r} called on_error twice")
-                    on_error.close()
-
-            try:
-                pub.subscribe(Sub(env))
-            except Exception as error:
-                env.flop(f"Publisher raised {error!r} from subscribe() instead of signalling "
-                         "the error via on_error (rule 1.9)")
-            on_subscribe.expect_close("Should have received on_subscribe")
-            on_error.expect_close(f"Error-state Publisher {pub!r} did not call on_error on a "
-                                  "new Subscriber")
+            sub: ManualSubscriber[T] = ManualSubscriber(env)
+            subscribe(env, pub, sub)  # raising from subscribe breaks rule 1.9
+            env.expect_error(BaseException, message=f"Error-state Publisher {pub!r} did not call "
+                             "on_error on a new Subscriber: ")
             env.verify_no_async_errors()
 
         self.when_has_error_publisher_test(run)
@@ -158,6 +145,28 @@ class PublisherRules(SubscriptionRules[T]):
             sub = self._new(pub)
             sub.request(1)
             sub.expect_completion()
+            sub.expect_none()
+
+        self.active_publisher_test(0, True, run)
+
+    @required("1.5")
+    def test_required_spec_1_5_empty_publisher_must_signal_on_complete(self) -> None:
+        """A Publisher that only ever produces empty streams has nothing to do but complete.
+
+        (The Java TCK checks empty streams in an optional test only, which such a
+        Publisher could fail unnoticed: every other test needs elements and skips.)
+        """
+        if self.max_elements_from_publisher() != 0:
+            pytest.skip("Runs only for Publishers of empty streams (max_elements_from_publisher() "
+                        "== 0); the optional 1.5 test checks the empty stream of the others")
+
+        def run(pub: Publisher[T]) -> None:
+            sub = self._new(pub)
+            sub.request(1)
+            sub.expect_completion(message=f"Publisher {pub!r} of 0 elements did not signal "
+                                  "on_complete after on_subscribe and request(1) (rule 1.5: a "
+                                  "finite stream that terminates successfully MUST signal "
+                                  "on_complete)")
             sub.expect_none()
 
         self.active_publisher_test(0, True, run)
@@ -196,14 +205,21 @@ class PublisherRules(SubscriptionRules[T]):
 
     @required("1.9")
     def test_required_spec_1_9_subscribe_throw_npe_on_null_subscriber(self) -> None:
+        env = self.env
+
         def run(pub: Publisher[T]) -> None:
             try:
-                pub.subscribe(None)  # type: ignore[arg-type]
+                with env.doing("calling Publisher.subscribe(None), which has not returned"):
+                    pub.subscribe(None)  # type: ignore[arg-type]
             except TypeError:
                 pass  # the Python spelling of NullPointerException
+            except Exception as error:
+                raise env.violation(None, f"Publisher.subscribe(None) raised {error!r} instead "
+                                    "of TypeError (Java: NullPointerException)", site=(),
+                                    cause=error) from error
             else:
-                self.env.flop("Publisher did not raise TypeError when given a None Subscriber "
-                              "in subscribe()")
+                env.flop("Publisher did not raise TypeError when given a None Subscriber "
+                         "in subscribe()")
 
         self.active_publisher_test(0, False, run)
 
@@ -212,32 +228,13 @@ class PublisherRules(SubscriptionRules[T]):
         env = self.env
 
         def run(pub: Publisher[T]) -> None:
-            on_subscribe = Latch(env)
-            kept: list[Subscription] = []
-
-            class Sub(ManualSubscriber[T]):
-                def on_subscribe(self, subscription: Subscription) -> None:
-                    kept.append(subscription)
-                    on_subscribe.assert_open("Only one on_subscribe call expected")
-                    on_subscribe.close()
-
-                def on_next(self, item: T) -> None:
-                    on_subscribe.assert_closed("on_subscribe should be called prior to on_next")
-
-                def on_error(self, error: BaseException) -> None:
-                    on_subscribe.assert_closed("on_subscribe should be called prior to on_error")
-
-                def on_complete(self) -> None:
-                    on_subscribe.assert_closed(
-                        "on_subscribe should be called prior to on_complete")
-
+            sub: ManualSubscriber[T] = ManualSubscriber(env)
             try:
-                pub.subscribe(Sub(env))
-                on_subscribe.expect_close("Should have received on_subscribe")
+                # the Subscriber checks that nothing comes before on_subscribe
+                subscribe(env, pub, sub, timeout=env.timeout)
                 env.verify_no_async_errors(delay=False)
             finally:
-                for subscription in kept:
-                    subscription.cancel()
+                sub.cancel()
 
         self.active_publisher_test(0, False, run)
 
@@ -248,23 +245,11 @@ class PublisherRules(SubscriptionRules[T]):
         env = self.env
 
         def run(pub: Publisher[T]) -> None:
-            on_error = Latch(env)
-            on_subscribe = Latch(env)
-
-            class Sub(ManualSubscriber[T]):
-                def on_subscribe(self, subscription: Subscription) -> None:
-                    on_subscribe.assert_open("Only one on_subscribe call expected")
-                    on_subscribe.close()
-
-                def on_error(self, error: BaseException) -> None:
-                    on_subscribe.assert_closed("on_subscribe should be called prior to on_error")
-                    on_error.assert_open("Only one on_error call expected")
-                    on_error.close()
-
-            pub.subscribe(Sub(env))
-            on_subscribe.expect_close("Should have received on_subscribe")
-            on_error.expect_close("Should have received on_error")
-            env.verify_no_async_errors(delay=False)
+            sub: ManualSubscriber[T] = ManualSubscriber(env)
+            subscribe(env, pub, sub)
+            env.expect_error(BaseException, message="Should have received on_error: ")
+            # a second terminal signal (on_complete after on_error) breaks rule 1.7
+            env.verify_no_async_errors()
 
         self.when_has_error_publisher_test(run)
 
@@ -272,6 +257,36 @@ class PublisherRules(SubscriptionRules[T]):
     def test_untested_spec_1_10_reject_a_subscription_request_if_the_same_subscriber_subscribes_twice(  # noqa: E501
         self,
     ) -> None: ...
+
+    @required("1.10")
+    def test_required_spec_1_10_same_subscriber_subscribing_twice_must_not_disturb_its_first_subscription(  # noqa: E501
+        self,
+    ) -> None:
+        """Subscribing the same Subscriber again (which rule 1.10 forbids callers) must not
+        break the Publisher: ``subscribe`` returns normally (1.9), and the first Subscription
+        keeps delivering exactly what is requested through it. The Publisher may ignore the
+        second call, answer it with a second Subscription (which the Subscriber cancels,
+        rule 2.5) or reject it with ``on_error``."""
+        env = self.env
+
+        def run(pub: Publisher[T]) -> None:
+            sub = _ResubscribingSubscriber[T](env)
+            subscribe(env, pub, sub)
+            try:
+                call_implementation(env, f"Publisher.subscribe() of {pub!r} (the same Subscriber "
+                                    "again)", pub.subscribe, sub)
+                env.quiet_period()  # an asynchronous Publisher answers the second call
+                if sub.terminated:
+                    return  # rejected with on_error: the Subscriber is done
+                sub.request(3)
+                sub.next_elements(3, f"After the same Subscriber subscribed a second time, "
+                                     f"Publisher {pub!r} did not deliver the elements requested "
+                                     "through its first Subscription")
+                sub.expect_none(f"Publisher {pub!r} produced unrequested:")
+            finally:
+                sub.cancel()
+
+        self.active_publisher_test(4, False, run)  # one more than requested: no completion
 
     @optional("1.11")
     def test_optional_spec_1_11_may_support_multi_subscribe(self) -> None:
@@ -357,66 +372,56 @@ class PublisherRules(SubscriptionRules[T]):
         self._many_upfront(True)
 
 
-class _SequentialityCheckingSubscriber(ManualSubscriber[T]):
-    """Rule 1.3: flags a signal that starts while another thread is inside one.
-
-    A synchronous Publisher may re-enter from the same thread (e.g. ``request``
-    inside ``on_next``), so only concurrent entry from another thread counts.
+class _SequentialityCheckingSubscriber(BlackholeSubscriber[T]):
+    """Rule 1.3: requests one by one, and stays inside each ``on_next`` a little, so
+    that a signal a Publisher wrongly starts on another thread overlaps it and the
+    ``SignalChecker`` sees it (re-entry on the same thread is allowed).
     """
 
     def __init__(self, env: TestEnvironment, elements: int, completion: Latch) -> None:
         super().__init__(env)
         self._elements = elements
         self._completion = completion
-        self._lock = threading.Lock()
-        self._inside: int | None = None  # thread ident currently signalling
-        self._previous: str | None = None
         self.got = 0
 
-    def _enter(self, signal: str) -> bool:
-        me = threading.get_ident()
-        with self._lock:
-            owner = self._inside
-            if owner is not None and owner != me:
-                message = (f"Illegal concurrent access detected (entering critical section)! "
-                           f"Thread {me} emitted {signal} before thread {owner} finished its "
-                           f"{self._previous} signal (rule 1.3)")
-                self.env.record_error(AssertionError(message))
-                return False
-            self._inside = me
-            self._previous = signal
-            return owner is None
-
-    def _leave(self, outermost: bool) -> None:
-        if outermost:
-            with self._lock:
-                self._inside = None
-
     def on_subscribe(self, subscription: Subscription) -> None:
-        outermost = self._enter("on_subscribe")
-        self.subscription.complete(subscription)
-        subscription.request(1)
-        self._leave(outermost)
+        super().on_subscribe(subscription)
+        self.request(1)
 
     def on_next(self, item: T) -> None:
-        outermost = self._enter(f"on_next({item!r})")
-        self.got += 1
-        if self.got <= self._elements:  # one more than the stream holds: some need it to end
-            self.subscription.value().request(1)
-        # stay inside a little: a signal that a Publisher wrongly starts on another thread
-        # in response to the request above then overlaps this one and is detected
-        if outermost:
-            threading.Event().wait(0.0002)
-        self._leave(outermost)
-
-    def on_error(self, error: BaseException) -> None:
-        outermost = self._enter(f"on_error({error!r})")
-        self._leave(outermost)
+        outermost = self.checker.enter(f"on_next({item!r})")
+        try:
+            self.checker.check_on_next(item)
+            self.got += 1
+            if self.got <= self._elements:  # one more than the stream holds: some need it to end
+                self.request(1)
+            if outermost:
+                threading.Event().wait(0.0002)
+        finally:
+            self.checker.leave()
 
     def on_complete(self) -> None:
-        outermost = self._enter("on_complete")
-        self._leave(outermost)
+        super().on_complete()
         self._completion.close()
+
+
+class _ResubscribingSubscriber(ManualSubscriber[T]):
+    """Subscribed twice: cancels a second Subscription, as rule 2.5 tells a Subscriber.
+
+    Both Subscriptions may signal from their own threads, so overlapping signals
+    are not held against the Publisher here.
+    """
+
+    def __init__(self, env: TestEnvironment) -> None:
+        super().__init__(env, check_concurrency=False)
+
+    def on_second_subscribe(self, subscription: Subscription) -> None:
+        call_implementation(self.env, "Subscription.cancel() (of the second Subscription)",
+                            subscription.cancel)
+
+    def take_error(self, error: BaseException) -> None:
+        """The Publisher rejected the second ``subscribe``: legal (rule 1.9), not recorded."""
+        self.received.fail(error)
 
 
 class PublisherVerification(PublisherRules[T]):

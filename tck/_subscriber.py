@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
-import itertools
 from abc import abstractmethod
 from collections.abc import Callable
-from typing import Generic, Protocol, TypeVar
+from typing import TypeVar
 
-from sansrs.streams import MAX_DEMAND, Publisher, Subscriber, Subscription, from_generator
+from sansrs.streams import Subscriber
 
 from ._base import Verification, required, untested
-from ._env import Latch, ManualPublisher, ManualSubscriber, Promise, Receptacle, TestEnvironment
-from ._env import frames_named as _frames_named
+from ._manual import call_implementation
+from ._probes import Latch
+from ._subscriber_support import (
+    BlackboxSubscriberProxy,
+    BlackboxTestStage,
+    HelperPublishers,
+    NoopSubscription,
+    SecondSubscription,
+    SubscriberPuppet,
+    TerminalWatchSubscription,
+    TestFailure,
+    WhiteboxSubscriberProbe,
+    WhiteboxTestStage,
+)
 
 __all__ = [
     "BlackboxSubscriberProxy",
@@ -24,196 +35,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-class TestFailure(Exception):
-    """The error the kit signals through ``on_error`` in its own tests."""
-
-    __test__ = False
-
-
-class SubscriberPuppet(Protocol):
-    """What a whitebox test asks the Subscriber under test to do."""
-
-    def trigger_request(self, elements: int) -> None:
-        """Make the Subscriber call ``request(elements)`` on its Subscription."""
-
-    def signal_cancel(self) -> None:
-        """Make the Subscriber call ``cancel()`` on its Subscription."""
-
-
-class _HelperMixin(Generic[T]):
-    def create_element(self, element: int) -> T:
-        """The element number ``element`` of helper streams (default: the int itself)."""
-        return element  # type: ignore[return-value]
-
-    def create_helper_publisher(self, elements: int) -> Publisher[T]:
-        """The Publisher feeding the Subscriber under test; infinite at ``2**63-1``."""
-        make = self.create_element
-        if elements >= MAX_DEMAND:
-            return from_generator(lambda: (make(i) for i in itertools.count()))
-        return from_generator(lambda: (make(i) for i in range(elements)))
-
-
-class BlackboxProbe(Generic[T]):
-    """Records what the Subscriber under test reports (or what a proxy sees)."""
-
-    def __init__(self, env: TestEnvironment, subscriber: Promise[Subscriber[T]]) -> None:
-        self.env = env
-        self.subscriber = subscriber
-        self.elements: Receptacle[T] = Receptacle(env)
-        self.error: Promise[BaseException] = Promise(env)
-
-    def register_on_next(self, element: T) -> None:
-        self.elements.add(element)
-
-    def register_on_complete(self) -> None:
-        if not self.elements.complete():
-            self.env.flop("Subscriber.on_complete was called a second time, which is illegal "
-                          "according to rule 1.7")
-
-    def register_on_error(self, cause: BaseException) -> None:
-        if not self.error.complete(cause):
-            self.env.flop("Subscriber.on_error was called a second time, which is illegal "
-                          "according to rule 1.7")
-
-    def _sub(self) -> object:
-        return self.subscriber.value() if self.subscriber.is_completed() else None
-
-    def expect_next(self, expected: T, timeout: float | None = None) -> None:
-        received = self.elements.next(
-            timeout, f"Subscriber {self._sub()!r} did not call register_on_next({expected!r})")
-        if received != expected:
-            self.env.flop(f"Subscriber {self._sub()!r} called register_on_next({received!r}) "
-                          f"rather than register_on_next({expected!r})")
-
-    def expect_completion(self, timeout: float | None = None, message: str | None = None) -> None:
-        self.elements.expect_completion(
-            timeout, message or f"Subscriber {self._sub()!r} did not call register_on_complete()")
-
-    def expect_error(self, expected: BaseException | type[BaseException],
-                     timeout: float | None = None) -> BaseException:
-        error = self.error.expect_completion(
-            timeout, f"Subscriber {self._sub()!r} did not call register_on_error({expected!r})")
-        ok = (isinstance(error, expected) if isinstance(expected, type) else error is expected)
-        if not ok:
-            self.env.flop(f"Subscriber {self._sub()!r} called register_on_error({error!r}) "
-                          f"rather than register_on_error({expected!r})")
-        return error
-
-    def expect_none(self, within: float | None = None) -> None:
-        self.elements.expect_none(within, "Expected nothing, but got")
-
-
-class WhiteboxSubscriberProbe(BlackboxProbe[T]):
-    """Passed to ``create_subscriber``: the Subscriber reports its signals here."""
-
-    def __init__(self, env: TestEnvironment, subscriber: Promise[Subscriber[T]]) -> None:
-        super().__init__(env, subscriber)
-        self.puppet: Promise[SubscriberPuppet] = Promise(env)
-
-    def register_on_subscribe(self, puppet: SubscriberPuppet) -> None:
-        """Call from ``on_subscribe`` once the Subscription is stored."""
-        self.puppet.complete(puppet)
-
-
-class BlackboxSubscriberProxy(BlackboxProbe[T]):
-    """Wraps the Subscriber under test to observe the signals it receives."""
-
-    def __init__(self, env: TestEnvironment, subscriber: Subscriber[T]) -> None:
-        super().__init__(env, Promise.completed(env, subscriber))
-        self.target = subscriber
-
-    def on_subscribe(self, subscription: Subscription) -> None:
-        self.target.on_subscribe(subscription)
-
-    def on_next(self, item: T) -> None:
-        self.register_on_next(item)
-        self.target.on_next(item)
-
-    def on_error(self, error: BaseException) -> None:
-        self.register_on_error(error)
-        self.target.on_error(error)
-
-    def on_complete(self) -> None:
-        self.register_on_complete()
-        self.target.on_complete()
-
-
-class _ForbiddenInTerminalSubscription:
-    """Rule 2.3: flags request/cancel made from inside on_complete/on_error."""
-
-    def __init__(self, env: TestEnvironment, signal: str) -> None:
-        self._env = env
-        self._signal = signal
-
-    def _check(self, what: str) -> None:
-        caller = _frames_named(self._signal)
-        if caller is not None:
-            self._env.flop(f"Subscription.{what} MUST NOT be called from Subscriber."
-                           f"{self._signal} (rule 2.3)! (Caller: {caller})")
-
-    def request(self, n: int) -> None:
-        self._check(f"request({n})")
-
-    def cancel(self) -> None:
-        self._check("cancel()")
-
-
-class _NoopSubscription:
-    def request(self, n: int) -> None:
-        pass
-
-    def cancel(self) -> None:
-        pass
-
-
-class _SecondSubscription:
-    def __init__(self, cancelled: Latch, on_request: Callable[[int], None] | None) -> None:
-        self._cancelled = cancelled
-        self._on_request = on_request
-
-    def request(self, n: int) -> None:
-        if self._on_request is not None:
-            self._on_request(n)
-
-    def cancel(self) -> None:
-        self._cancelled.close()
-
-    def __repr__(self) -> str:
-        return "SecondSubscription(should get cancelled)"
-
-
-class WhiteboxTestStage(ManualPublisher[T]):
-    """The stage of a whitebox test: the kit plays the Publisher."""
-
-    def __init__(self, verification: SubscriberWhiteboxRules[T], run_default_init: bool) -> None:
-        env = verification.env
-        super().__init__(env)
-        self.verification = verification
-        self.last: T | None = None
-        self.probe: WhiteboxSubscriberProbe[T] = WhiteboxSubscriberProbe(env, self.subscriber)
-        if run_default_init:
-            self.tees = env.new_manual_subscriber(verification.create_helper_publisher(MAX_DEMAND))
-            self.subscribe(verification.create_subscriber(self.probe))
-            self.probe.puppet.expect_completion(
-                None, f"Subscriber {self.sub()!r} did not call register_on_subscribe")
-
-    def sub(self) -> Subscriber[T]:
-        return self.subscriber.value()
-
-    def puppet(self) -> SubscriberPuppet:
-        return self.probe.puppet.value()
-
-    def next_t(self) -> T:
-        self.last = self.tees.request_next_element()
-        return self.last
-
-    def signal_next(self) -> T:
-        element = self.next_t()
-        self.send_next(element)
-        return element
-
-
-class SubscriberWhiteboxRules(Verification, _HelperMixin[T]):
+class SubscriberWhiteboxRules(Verification, HelperPublishers[T]):
     """The whitebox Subscriber tests (reused by IdentityProcessorVerification)."""
 
     __test__ = False
@@ -229,7 +51,7 @@ class SubscriberWhiteboxRules(Verification, _HelperMixin[T]):
         """
 
     def _stage(self, run_default_init: bool = True) -> WhiteboxTestStage[T]:
-        return WhiteboxTestStage(self, run_default_init)
+        return WhiteboxTestStage(self.env, self, self.create_subscriber, run_default_init)
 
     @required(None)
     def test_required_exercise_whitebox_happy_path(self) -> None:
@@ -258,13 +80,10 @@ class SubscriberWhiteboxRules(Verification, _HelperMixin[T]):
 
     def _terminal_must_not_call(self, signal: str) -> None:
         stage = self._stage(run_default_init=False)
-        sub = self.create_subscriber(stage.probe)
-        sub.on_subscribe(_ForbiddenInTerminalSubscription(self.env, signal))
-        if signal == "on_complete":
-            sub.on_complete()
-        else:
-            sub.on_error(TestFailure("test error"))
-        self.env.verify_no_async_errors(delay=False)
+        with self.env.doing("calling create_subscriber(probe), which has not returned"):
+            sub = self.create_subscriber(stage.probe)
+        self.env.subject = sub
+        _terminal_must_not_call(self, sub, signal)
 
     @required("2.3")
     def test_required_spec_2_3_must_not_call_methods_on_subscription_or_publisher_in_on_complete(
@@ -289,7 +108,9 @@ class SubscriberWhiteboxRules(Verification, _HelperMixin[T]):
     ) -> None:
         stage = self._stage()
         cancelled = Latch(self.env)
-        stage.sub().on_subscribe(_SecondSubscription(cancelled, None))
+        call_implementation(self.env, f"{_name(stage.sub())}.on_subscribe(SecondSubscription)",
+                            stage.sub().on_subscribe, SecondSubscription(self.env, cancelled,
+                                                                         False))
         cancelled.expect_close("Expected 2nd Subscription given to subscriber to be cancelled, "
                                "but Subscription.cancel() was not called")
         self.env.verify_no_async_errors()
@@ -372,11 +193,7 @@ class SubscriberWhiteboxRules(Verification, _HelperMixin[T]):
     def test_untested_spec_2_13_failing_on_signal_invocation(self) -> None: ...
 
     def _expect_type_error(self, call: Callable[[], None], what: str) -> None:
-        try:
-            call()
-        except TypeError:
-            return
-        raise AssertionError(f"{what} did not raise TypeError (Java: NullPointerException)")
+        _expect_type_error(self, call, what)
 
     @required("2.13")
     def test_required_spec_2_13_on_subscribe_must_throw_null_pointer_exception_when_parameters_are_null(  # noqa: E501
@@ -454,32 +271,7 @@ class SubscriberWhiteboxVerification(SubscriberWhiteboxRules[T]):
     __test__ = False
 
 
-class BlackboxTestStage(ManualPublisher[T]):
-    def __init__(self, verification: SubscriberBlackboxVerification[T],
-                 run_default_init: bool) -> None:
-        env = verification.env
-        super().__init__(env)
-        self.proxy: BlackboxSubscriberProxy[T] | None = None
-        if run_default_init:
-            self.tees: ManualSubscriber[T] = env.new_manual_subscriber(
-                verification.create_helper_publisher(MAX_DEMAND))
-            self.proxy = BlackboxSubscriberProxy(env, verification.create_subscriber())
-            self.subscribe(self.proxy)
-
-    def sub(self) -> Subscriber[T]:
-        return self.subscriber.value()
-
-    def sub_proxy(self) -> BlackboxSubscriberProxy[T]:
-        assert self.proxy is not None
-        return self.proxy
-
-    def signal_next(self) -> T:
-        element = self.tees.request_next_element()
-        self.send_next(element)
-        return element
-
-
-class SubscriberBlackboxVerification(Verification, _HelperMixin[T]):
+class SubscriberBlackboxVerification(Verification, HelperPublishers[T]):
     """Verifies a Subscriber without its cooperation; implement ``create_subscriber()``."""
 
     __test__ = False
@@ -491,8 +283,8 @@ class SubscriberBlackboxVerification(Verification, _HelperMixin[T]):
     def trigger_request(self, subscriber: Subscriber[T]) -> None:
         """Override if the Subscriber needs an external nudge before it requests."""
 
-    def _stage(self, run_default_init: bool = True) -> BlackboxTestStage[T]:
-        return BlackboxTestStage(self, run_default_init)
+    def _stage(self) -> BlackboxTestStage[T]:
+        return BlackboxTestStage(self.env, self, self.create_subscriber)
 
     @required("2.1")
     def test_required_spec_2_1_blackbox_must_signal_demand_via_subscription_request(self) -> None:
@@ -511,13 +303,10 @@ class SubscriberBlackboxVerification(Verification, _HelperMixin[T]):
     def test_untested_spec_2_2_blackbox_should_asynchronously_dispatch(self) -> None: ...
 
     def _terminal_must_not_call(self, signal: str) -> None:
-        sub = self.create_subscriber()
-        sub.on_subscribe(_ForbiddenInTerminalSubscription(self.env, signal))
-        if signal == "on_complete":
-            sub.on_complete()
-        else:
-            sub.on_error(TestFailure("test error"))
-        self.env.verify_no_async_errors(delay=False)
+        with self.env.doing("calling create_subscriber(), which has not returned"):
+            sub = self.create_subscriber()
+        self.env.subject = sub
+        _terminal_must_not_call(self, sub, signal)
 
     @required("2.3")
     def test_required_spec_2_3_blackbox_must_not_call_methods_on_subscription_or_publisher_in_on_complete(  # noqa: E501
@@ -543,12 +332,8 @@ class SubscriberBlackboxVerification(Verification, _HelperMixin[T]):
         stage = self._stage()
         env = self.env
         cancelled = Latch(env)
-
-        def on_request(n: int) -> None:
-            env.flop(f"Subscriber {stage.sub()!r} illegally called request({n}) on a second "
-                     "Subscription")
-
-        stage.sub().on_subscribe(_SecondSubscription(cancelled, on_request))
+        call_implementation(env, f"{_name(stage.sub())}.on_subscribe(SecondSubscription)",
+                            stage.sub().on_subscribe, SecondSubscription(env, cancelled, True))
         cancelled.expect_close("Expected SecondSubscription given to subscriber to be cancelled, "
                                "but Subscription.cancel() was not called.")
         env.verify_no_async_errors(delay=False)
@@ -576,7 +361,7 @@ class SubscriberBlackboxVerification(Verification, _HelperMixin[T]):
         stage = self._stage()
         self.trigger_request(stage.sub_proxy().target)
         stage.expect_request()
-        stage.sub().on_complete()
+        stage.send_completion()
         stage.sub_proxy().expect_completion()
 
     @required("2.9")
@@ -584,7 +369,7 @@ class SubscriberBlackboxVerification(Verification, _HelperMixin[T]):
         self,
     ) -> None:
         stage = self._stage()
-        stage.sub().on_complete()
+        stage.send_completion()
         stage.sub_proxy().expect_completion()
 
     @required("2.10")
@@ -594,7 +379,7 @@ class SubscriberBlackboxVerification(Verification, _HelperMixin[T]):
         stage = self._stage()
         self.trigger_request(stage.sub_proxy().target)
         stage.expect_request()
-        stage.sub().on_error(TestFailure("test error"))
+        stage.send_error(TestFailure("test error"))
         stage.sub_proxy().expect_error(BaseException)
 
     @required("2.10")
@@ -602,7 +387,7 @@ class SubscriberBlackboxVerification(Verification, _HelperMixin[T]):
         self,
     ) -> None:
         stage = self._stage()
-        stage.sub().on_error(TestFailure("test error"))
+        stage.send_error(TestFailure("test error"))
         stage.sub_proxy().expect_error(BaseException)
 
     @untested("2.11")
@@ -620,15 +405,13 @@ class SubscriberBlackboxVerification(Verification, _HelperMixin[T]):
 
     def _null_check(self, call: Callable[[Subscriber[T]], None], what: str,
                     subscribe_first: bool) -> None:
-        sub = self.create_subscriber()
+        with self.env.doing("calling create_subscriber(), which has not returned"):
+            sub = self.create_subscriber()
+        self.env.subject = sub
         if subscribe_first:
-            sub.on_subscribe(_NoopSubscription())
-        try:
-            call(sub)
-        except TypeError:
-            pass
-        else:
-            raise AssertionError(f"{what} did not raise TypeError (Java: NullPointerException)")
+            call_implementation(self.env, f"{_name(sub)}.on_subscribe(Subscription)",
+                                sub.on_subscribe, NoopSubscription())
+        _expect_type_error(self, lambda: call(sub), what)
         self.env.verify_no_async_errors(delay=False)
 
     @required("2.13")
@@ -686,3 +469,32 @@ class SubscriberBlackboxVerification(Verification, _HelperMixin[T]):
     def test_untested_spec_3_16_blackbox_request_must_not_throw_exception_and_must_on_error_the_subscriber(  # noqa: E501
         self,
     ) -> None: ...
+
+
+def _name(subscriber: object) -> str:
+    return type(getattr(subscriber, "target", subscriber)).__name__
+
+
+def _terminal_must_not_call(verification: Verification, sub: Subscriber[T], signal: str) -> None:
+    """Rule 2.3 by behaviour: no Subscription call once the terminal signal has begun."""
+    env = verification.env
+    watch = TerminalWatchSubscription(env)
+    call_implementation(env, f"{_name(sub)}.on_subscribe(Subscription)", sub.on_subscribe, watch)
+    env.quiet_period()  # an asynchronous Subscriber may still request for on_subscribe: fine
+    watch.signal_terminal(sub, signal)
+    env.quiet_period()  # ... but not while it processes the terminal signal
+    env.verify_no_async_errors(delay=False)
+
+
+def _expect_type_error(verification: Verification, call: Callable[[], None], what: str) -> None:
+    """Rule 2.13: a None argument raises TypeError (Java: NullPointerException)."""
+    env = verification.env
+    try:
+        with env.doing(f"calling {what}, which has not returned"):
+            call()
+    except TypeError:
+        return
+    except Exception as error:
+        raise env.violation(None, f"{what} raised {error!r} instead of TypeError (Java: "
+                            "NullPointerException, rule 2.13)", site=(), cause=error) from error
+    raise AssertionError(f"{what} did not raise TypeError (Java: NullPointerException)")

@@ -72,6 +72,9 @@ _BINARY_RUN: Final = ws.MessageKind.BINARY_RUN.value
 
 #: Items one subscription may send per loop turn, so subscriptions share the loop.
 PUMP_BUDGET: Final = 256
+#: Bytes of messages queued in one turn above which no subscription is
+#: pumped until the driver has taken them (its ``high_water`` then decides).
+OUTPUT_HIGH: Final = 256 * 1024
 
 Sink = streams.Sink[Any]
 
@@ -85,6 +88,7 @@ class _RecordEngine(abc.ABC):
     def __init__(self) -> None:
         self._reader = ws.MessageReader(keep_runs=True)
         self._out: list[bytes] = []
+        self._out_bytes = 0
         self._closing: BaseException | None = None
         self._close_sent = False
         self._now = 0.0
@@ -128,6 +132,7 @@ class _RecordEngine(abc.ABC):
             return b""
         data = b"".join(self._out)
         self._out.clear()
+        self._out_bytes = 0
         return data
 
     def begin_close(self) -> None:
@@ -159,7 +164,9 @@ class _RecordEngine(abc.ABC):
             # One TEXT_RUN record: the transport frames each message.
             encoded = [m.encode("utf-8") for m in messages]
             run = b"".join([b for m in encoded for b in (len(m).to_bytes(3, "big"), m)])
-            self._out.append(ws.encode_run(run, text=True))
+            record = ws.encode_run(run, text=True)
+            self._out.append(record)
+            self._out_bytes += len(record)
 
     @abc.abstractmethod
     def _message(self, text: str, now: float) -> None: ...
@@ -426,12 +433,6 @@ class DittoClientEngine(_RecordEngine):
 # -- server -----------------------------------------------------------------------
 
 
-def _never_blocked() -> bool:
-    """Ditto's core queues whole messages; the driver's high-water mark is
-    what holds production back (``LoopConfig.high_water``)."""
-    return False
-
-
 def _is_single(result: object) -> bool:
     """A history source's result that is one item rather than an iterable of items."""
     return isinstance(result, dict | str | bytes | Envelope)
@@ -493,7 +494,7 @@ class DittoServerEngine(_RecordEngine):
     def attach(self, driver: Driver) -> None:
         """Driven by ``driver``: Publishers signalling from other threads wake
         it; sources see the WebSocket upgrade's headers."""
-        self._outbounds.wake = driver.wake
+        self._outbounds.attach(driver)
         self.connection_headers = _LazyHeaders(driver.transport)
 
     def credit_of(self, sid: str) -> int:
@@ -512,9 +513,15 @@ class DittoServerEngine(_RecordEngine):
         self._dispatch()
 
     def pump(self) -> bool:
-        more = self._outbounds.pump(_never_blocked)
+        more = self._outbounds.pump(self._output_full)
         self._dispatch()
         return more
+
+    def _output_full(self) -> bool:
+        """This turn has queued ``OUTPUT_HIGH`` bytes: let the driver take
+        them (and stop pumping while the socket does not drain)."""
+        self._flush_core()
+        return self._out_bytes >= OUTPUT_HIGH
 
     def connection_lost(self, error: BaseException) -> None:
         upstreams = list(self._upstreams.values())

@@ -37,6 +37,26 @@ class LoopConfig:
     keep reading for an engine that waits for the peer's answer to its
     goodbye (``wants_close()`` still False; rsio's goodbyeAck) before
     closing anyway (2 s). Engines that need no answer close at once.
+    ``source_budget``: bytes of items the outbound streams of one connection
+    may have asked their Publishers and worker threads for ahead of sending
+    them, all streams together (4 MiB). A stream asks its source for more
+    only when it is pumped, and the pump stops at ``high_water``: a peer
+    that does not read stops the production of every stream, whatever
+    demand it signalled. One item is always allowed, so a single item larger
+    than the budget still flows.
+    ``max_connections``: live connections per server (1024; ``None``: no
+    limit). Beyond it a new connection is accepted and closed at once
+    (refused, not queued: the client learns it now rather than after a
+    timeout), and a warning is logged at most every ``log_interval``.
+    Under the thread driver each connection is one thread, so this is also
+    the server's thread limit.
+    ``accept_pause``: seconds a server stops accepting after the process or
+    the system ran out of file descriptors or memory for a socket (EMFILE,
+    ENFILE, ENOBUFS, ENOMEM) (0.25 s): established connections keep being
+    served, and the listener is not polled in a busy loop.
+    ``log_interval``: a repeated warning of a server (accept failures,
+    refused connections) is logged at most once per this many seconds, with
+    the count of those not logged (10 s).
     """
 
     high_water: int = 512 * 1024
@@ -48,6 +68,10 @@ class LoopConfig:
     handshake_timeout: float | None = 30.0
     idle_timeout: float | None = None
     close_timeout: float = 2.0
+    source_budget: int = 4 * 1024 * 1024
+    max_connections: int | None = 1024
+    accept_pause: float = 0.25
+    log_interval: float = 10.0
 
     def __post_init__(self) -> None:
         if self.high_water <= 0 or self.recv_size <= 0 or self.inbox_capacity <= 0:
@@ -62,3 +86,9 @@ class LoopConfig:
             raise ValueError("idle_timeout must be positive (or None)")
         if self.close_timeout <= 0:
             raise ValueError("close_timeout must be positive")
+        if self.source_budget <= 0:
+            raise ValueError("source_budget must be positive")
+        if self.max_connections is not None and self.max_connections <= 0:
+            raise ValueError("max_connections must be positive (or None)")
+        if self.accept_pause <= 0 or self.log_interval < 0:
+            raise ValueError("accept_pause must be positive and log_interval >= 0")

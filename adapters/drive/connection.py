@@ -28,22 +28,27 @@ turn, in order: calls handed over by application threads -> timeouts
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
 
 from ..transport import Listener, Transport
+from .config import LoopConfig
 from .engine import Call, Engine, Startable
 from .errors import ConnectionClosed, LoopClosed
 from .queues import Inbox, QueueClosed
 from .reactor import READ, WRITE, Reactor
 
-__all__ = ["LoopConnection", "LoopServer", "close_all"]
+__all__ = ["LoopConnection", "LoopServer", "Throttled", "close_all"]
 
 log = logging.getLogger("sansrs.adapters")
 
 _NO_EXTRAS = (None, None, None)  # no handshake, close or idle deadline
+#: accept() failures that mean "no resources now", not "this connection is bad":
+#: the listener stays readable, so accepting again at once would spin.
+_RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
 class LoopConnection:
@@ -70,6 +75,13 @@ class LoopConnection:
         self._inbox: Inbox[Call] = Inbox(self, inbox_capacity)
         self._on_exit = on_exit
         self._fd = transport.fileno()
+        #: A transport that queues bytes of its own (WebSocket control
+        #: replies): counted with ours for back-pressure, flushed like ours.
+        self._held: Callable[[], int] | None = (
+            (lambda: transport.buffered)  # type: ignore[attr-defined]
+            if hasattr(type(transport), "buffered")
+            else None
+        )
         self._out = bytearray()
         self._interest = 0
         self._eof = False
@@ -117,9 +129,16 @@ class LoopConnection:
         return not self._exited.is_set()
 
     @property
+    def config(self) -> LoopConfig:
+        """The limits and timeouts this connection runs with (its reactor's)."""
+        return self._loop.config
+
+    @property
     def buffered(self) -> int:
-        """Bytes waiting to be written (owner thread's view)."""
-        return len(self._out)
+        """Bytes waiting to be written (owner thread's view): the loop's
+        buffer and what the transport holds (WebSocket frames, pongs)."""
+        held = self._held
+        return len(self._out) + (held() if held is not None else 0)
 
     def call_soon(self, fn: Call, timeout: float | None = None) -> None:
         try:
@@ -177,7 +196,7 @@ class LoopConnection:
         data = self.engine.data_to_send()
         if data:
             out += data
-        if out:
+        if out or (self._held is not None and self._held()):
             try:
                 sent = self.transport.send(out)
             except OSError as exc:
@@ -352,9 +371,12 @@ class LoopConnection:
                 if now >= self._close_deadline:
                     self._finish(self._lost or ConnectionClosed("connection closed locally"))
                     return
+        pending = len(out)
+        if self._held is not None:
+            pending += self._held()
         pause = config.pause_reading_at
-        reading = not self._eof and (pause is None or len(out) < pause)
-        self._set_interest((READ if reading else 0) | (WRITE if out else 0))
+        reading = not self._eof and (pause is None or pending < pause)
+        self._set_interest((READ if reading else 0) | (WRITE if pending else 0))
         self._deadline = deadline = engine.next_deadline()
         self._arm_timer(deadline, config.idle_timeout)
         if more and len(out) < high and not self.scheduled:
@@ -417,6 +439,57 @@ def close_all(conns: Iterable[Startable], *, abort: bool) -> None:
             conn.close(timeout=0)
 
 
+class Throttled:
+    """A warning logged at most once per ``interval`` seconds; the next one
+    says how many were not logged meanwhile (a flood of failures must not
+    become a flood of log)."""
+
+    __slots__ = ("_interval", "_logger", "_next", "_suppressed")
+
+    def __init__(self, logger: logging.Logger, interval: float) -> None:
+        self._logger = logger
+        self._interval = interval
+        self._next = 0.0
+        self._suppressed = 0
+
+    def warning(self, now: float, message: str, *args: object, exc_info: bool = False) -> bool:
+        """Log ``message % args`` unless one was logged less than ``interval``
+        ago; True if logged."""
+        if now < self._next:
+            self._suppressed += 1
+            return False
+        self._next = now + self._interval
+        if self._suppressed:
+            message += " (%d more like it not logged)"
+            args = (*args, self._suppressed)
+            self._suppressed = 0
+        self._logger.warning(message, *args, exc_info=exc_info)
+        return True
+
+
+class _AcceptPause:
+    """The reactor timer that resumes accepting after ``accept_pause``
+    (a :class:`~.reactor.Driven` with only a timer)."""
+
+    __slots__ = ("_server", "scheduled", "timer", "woken")
+
+    def __init__(self, server: LoopServer) -> None:
+        self._server = server
+        self.scheduled = False
+        self.woken = False
+        self.timer: float | None = None
+
+    def on_io(self, mask: int, now: float) -> None:
+        pass
+
+    def service(self, now: float) -> None:
+        if self.timer is None:  # fired (a stale turn leaves it set)
+            self._server._resume_accepting()
+
+    def kill(self, error: BaseException) -> None:
+        pass
+
+
 class LoopServer:
     """Accepts on a :class:`~..transport.Listener` from a :class:`~.reactor.Reactor`.
 
@@ -446,6 +519,13 @@ class LoopServer:
         self._lock = threading.Lock()
         self._closing = False
         self._registered = False
+        self._paused: _AcceptPause | None = None
+        interval = loop.config.log_interval
+        self._accept_warning = Throttled(log, interval)
+        self._refused_warning = Throttled(log, interval)
+        self._setup_warning = Throttled(log, interval)
+        #: Connections refused at max_connections (inspection, for tests and stats).
+        self.refused = 0
         self._exited = threading.Event()
 
     @property
@@ -475,31 +555,97 @@ class LoopServer:
         self._registered = True
 
     def on_acceptable(self) -> None:
-        for _ in range(self.loop.config.accept_batch):
-            if self._closing:
+        config = self.loop.config
+        for _ in range(config.accept_batch):
+            if self._closing or self._paused is not None:
                 return
             try:
                 transport = self.listener.accept()
-            except OSError:
-                # e.g. EMFILE, or a TLS handshake refused in accept: this
-                # connection fails, the listener goes on.
-                log.warning("accept failed", exc_info=True)
-                return
+            except OSError as exc:
+                if exc.errno in _RESOURCE_ERRNOS:
+                    self._pause(exc)
+                    return
+                # One connection failed (reset before accept, a refused TLS
+                # set-up): the listener goes on.
+                self._accept_warning.warning(time.monotonic(), "accept failed: %s", exc)
+                continue
             if transport is None:
                 return
+            if self._full(config.max_connections):
+                self.refused += 1
+                self._refused_warning.warning(
+                    time.monotonic(),
+                    "%s: refusing a connection from %s: max_connections (%d) reached",
+                    self.listener.endpoint,
+                    transport.peer,
+                    config.max_connections,
+                )
+                transport.abort()
+                continue
             try:
                 conn = self._make_connection(transport)
-            except Exception:
-                log.exception("could not set up an accepted connection")
+            except OSError as exc:
                 transport.abort()
+                if exc.errno in _RESOURCE_ERRNOS:  # e.g. no descriptor for its thread's loop
+                    self._pause(exc)
+                    return
+                self._setup_warning.warning(
+                    time.monotonic(), "could not set up an accepted connection", exc_info=True
+                )
+                continue
+            except Exception:
+                transport.abort()
+                self._setup_warning.warning(
+                    time.monotonic(), "could not set up an accepted connection", exc_info=True
+                )
                 continue
             with self._lock:
                 self._connections.add(conn)
                 if len(self._connections) >= self._prune_at:
-                    # Forget ended connections; amortized O(1) per accept.
-                    self._connections = {c for c in self._connections if c.alive}
-                    self._prune_at = max(64, 2 * len(self._connections))
+                    self._prune()
             conn.start()
+
+    def _prune(self) -> None:
+        """Forget ended connections (under the lock); amortized O(1) per accept."""
+        self._connections = {c for c in self._connections if c.alive}
+        self._prune_at = max(64, 2 * len(self._connections))
+
+    def _full(self, limit: int | None) -> bool:
+        if limit is None:
+            return False
+        with self._lock:
+            if len(self._connections) < limit:
+                return False
+            self._prune()  # only at the limit: count the live ones
+            return len(self._connections) >= limit
+
+    def _pause(self, exc: OSError) -> None:
+        """Out of descriptors or memory: stop polling the listener for
+        ``accept_pause`` seconds (the connections go on), then try again."""
+        config = self.loop.config
+        now = time.monotonic()
+        self._accept_warning.warning(
+            now,
+            "%s: accept failed (%s); not accepting for %s s",
+            self.listener.endpoint,
+            exc,
+            config.accept_pause,
+        )
+        if self._registered:
+            with contextlib.suppress(Exception):
+                self.loop.watch_listener(self.listener.fileno(), None)
+        pause = self._paused = _AcceptPause(self)
+        self.loop.add(pause)
+        pause.timer = now + config.accept_pause
+        self.loop.set_timer(pause, pause.timer)
+
+    def _resume_accepting(self) -> None:
+        pause, self._paused = self._paused, None
+        if pause is not None:
+            self.loop.discard(pause)
+        if self._registered and not self._closing:
+            self.loop.watch_listener(self.listener.fileno(), self)
+            self.on_acceptable()  # what queued up meanwhile; a level-triggered poll follows
 
     def kill(self) -> None:
         self._finish()
@@ -507,10 +653,13 @@ class LoopServer:
     def _finish(self) -> None:
         if self._exited.is_set():
             return
-        if self._registered:
+        pause, self._paused = self._paused, None
+        if pause is not None:
+            self.loop.discard(pause)
+        elif self._registered:
             with contextlib.suppress(Exception):
                 self.loop.watch_listener(self.listener.fileno(), None)
-            self._registered = False
+        self._registered = False
         self.loop.discard_server(self)
         self.listener.close()
         self._exited.set()

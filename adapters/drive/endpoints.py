@@ -98,11 +98,12 @@ def new_acceptor(
     loop: Loop | None,
     listener: Listener,
     make_connection: Callable[[Transport], ConnectionThread | LoopConnection],
+    config: LoopConfig | None = None,
 ) -> LoopServer:
     """The (not yet started) acceptor of a server: its own thread when ``loop``
-    is None, else accepting on ``loop``."""
+    is None (with ``config``'s connection limit), else accepting on ``loop``."""
     if loop is None:
-        return ServerThread(listener, make_connection)
+        return ServerThread(listener, make_connection, config=config)
     return LoopServer(loop, listener, make_connection)
 
 
@@ -169,7 +170,7 @@ def open_server(
 
     make_connection, peers = _tracking(new_engine, new_peer, add_driver)
     listener = listen(url, ssl_context=ssl_context, websocket=websocket)
-    accept = new_acceptor(driver_loop, listener, make_connection)
+    accept = new_acceptor(driver_loop, listener, make_connection, config)
     accept.start()
     return accept, peers
 

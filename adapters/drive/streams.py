@@ -6,7 +6,9 @@ protocol engine.
   cancels the stream.
 - :class:`Outbound`: one outbound stream pulled from an application source
   (an iterator, a generator or a Publisher) strictly within the peer's credit.
-- :func:`make_source`: turn what a handler returned into such a source.
+- :class:`Outbounds`: the outbound streams of one connection and the pump
+  that shares the connection among them.
+- The sources they pull from (:func:`make_source`) are in :mod:`.sources`.
 
 Nothing here knows a wire protocol; bindings pass callables that do.
 Everything except :class:`StreamIterator` runs on the connection's thread.
@@ -24,8 +26,19 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from sansrs.streams import MAX_DEMAND, RULE_3_9, IllegalArgumentError, add_demand
 
-from .aio import asyncify
+from .config import LoopConfig
 from .queues import CreditQueue, EndOfStream
+from .sources import (
+    END,
+    PENDING,
+    IteratorSource,
+    PublisherSource,
+    Source,
+    SourceBudget,
+    ThreadedSource,
+    is_publisher,
+    make_source,
+)
 
 __all__ = [
     "END",
@@ -38,32 +51,18 @@ __all__ = [
     "RemoteStreamPublisher",
     "Sink",
     "Source",
+    "SourceBudget",
     "StreamIterator",
     "SubscriberSink",
     "ThreadedSource",
     "check_prefetch",
+    "is_publisher",
     "make_source",
 ]
 
 T = TypeVar("T")
 H = TypeVar("H")
 _log = logging.getLogger("sansrs.adapters")
-
-
-class _Marker:
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-#: A source has finished (normally; errors are raised).
-END: Any = _Marker("END")
-#: A source has nothing right now but may have later (publishers).
-PENDING: Any = _Marker("PENDING")
 
 
 class _Failed:
@@ -178,213 +177,12 @@ class Sink(Protocol[T]):
         """The stream was abandoned (cancelled): drop what is left."""
 
 
-class Source(Protocol[T]):  # type: ignore[misc]
-    """Where an :class:`Outbound` pulls items from."""
-
-    def pull(self) -> T:
-        """The next item, ``END`` when finished, ``PENDING`` if none yet. May raise."""
-
-    def demand(self, n: int) -> None:
-        """The peer granted ``n`` more items."""
-
-    def cancel(self) -> None: ...
-
-
-def _take_now(queue: CreditQueue[T]) -> T:
-    """What a queue-fed source has now: an item, ``END`` or ``PENDING``."""
-    try:
-        return queue.get(timeout=0)
-    except EndOfStream:
-        return END  # type: ignore[no-any-return]
-    except TimeoutError:
-        return PENDING  # type: ignore[no-any-return]
-
-
-class IteratorSource(Generic[T]):
-    """A synchronous iterator or generator, pulled on the connection thread."""
-
-    __slots__ = ("_it", "pull")
-
-    def __init__(self, iterable: Iterable[T]) -> None:
-        self._it = iter(iterable)
-        # ``pull()``: the next item or END. A C-level partial, not a method:
-        # it is called once per item sent (the hot path of every stream).
-        self.pull: Callable[[], T] = partial(next, self._it, END)
-
-    def demand(self, n: int) -> None:
-        pass
-
-    def cancel(self) -> None:
-        close = getattr(self._it, "close", None)
-        if close is not None:
-            close()  # runs a generator's finally blocks
-
-
-class PublisherSource(Generic[T]):
-    """A Reactive Streams Publisher: subscribed on the connection thread, it may
-    signal from any thread. Items land in a :class:`CreditQueue` sized by the
-    demand requested from the publisher (so it too never grows past credit);
-    ``notify`` (the driver's wake-up) is called so the loop pulls them."""
-
-    def __init__(self, publisher: Any, notify: Callable[[], None]) -> None:
-        self._queue: CreditQueue[T] = CreditQueue()
-        self._notify = notify
-        self._subscription: Any = None
-        self._pending_demand = 0
-        self._cancelled = False
-        self._lock = threading.Lock()
-        publisher.subscribe(self)
-
-    # Subscriber side (any thread)
-    def on_subscribe(self, subscription: Any) -> None:
-        if subscription is None:
-            raise TypeError("on_subscribe(None)")  # rule 2.13
-        with self._lock:
-            if self._subscription is not None or self._cancelled:
-                subscription.cancel()  # rule 2.5
-                return
-            self._subscription = subscription
-            pending, self._pending_demand = self._pending_demand, 0
-        if pending:
-            subscription.request(pending)
-
-    def on_next(self, item: T) -> None:
-        if item is None:
-            raise TypeError("on_next(None)")  # rule 2.13
-        self._queue.put(item)
-        self._notify()
-
-    def on_error(self, error: BaseException) -> None:
-        if error is None:
-            raise TypeError("on_error(None)")  # rule 2.13
-        self._queue.finish(error)
-        self._notify()
-
-    def on_complete(self) -> None:
-        self._queue.finish()
-        self._notify()
-
-    # Source side (connection thread)
-    def pull(self) -> T:
-        return _take_now(self._queue)
-
-    def demand(self, n: int) -> None:
-        self._queue.grant(n)
-        with self._lock:
-            subscription = self._subscription
-            if subscription is None:
-                self._pending_demand = add_demand(self._pending_demand, n)
-                return
-        subscription.request(n)
-
-    def cancel(self) -> None:
-        with self._lock:
-            self._cancelled = True
-            subscription = self._subscription
-        self._queue.close()
-        if subscription is not None:
-            subscription.cancel()
-
-
-class ThreadedSource(Generic[T]):
-    """An iterable pulled on its own worker thread, for handlers whose items
-    may block (a channel handler iterating its inbound, a slow generator):
-    the connection thread never waits on application code. The worker pulls
-    only while demand is outstanding; items cross to the connection thread in
-    a :class:`CreditQueue` sized by that demand."""
-
-    def __init__(self, iterable: Iterable[T], notify: Callable[[], None], name: str) -> None:
-        self._queue: CreditQueue[T] = CreditQueue()
-        self._notify = notify
-        self._iterable = iterable
-        self._demand = 0
-        self._cancelled = False
-        self._cond = threading.Condition()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            for item in self._iterable:
-                with self._cond:
-                    while self._demand == 0 and not self._cancelled:
-                        self._cond.wait()
-                    if self._cancelled:
-                        break
-                    self._demand -= 1
-                self._queue.put(item)
-                self._notify()
-            else:
-                self._queue.finish()
-        except Exception as exc:
-            self._queue.finish(exc)
-        finally:
-            close = getattr(self._iterable, "close", None)
-            if self._cancelled and close is not None:
-                with contextlib.suppress(Exception):
-                    close()
-        self._notify()
-
-    def pull(self) -> T:
-        return _take_now(self._queue)
-
-    def demand(self, n: int) -> None:
-        self._queue.grant(n)
-        with self._cond:
-            self._demand = add_demand(self._demand, n)
-            self._cond.notify()
-
-    def cancel(self) -> None:
-        with self._cond:
-            self._cancelled = True
-            self._cond.notify()
-        self._queue.close()
-
-    def join(self, timeout: float | None = None) -> bool:
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
-
-
 def check_prefetch(prefetch: int, maximum: int = MAX_DEMAND) -> int:
     """``prefetch`` if it is an int in ``1..maximum`` (a protocol's largest
     demand in one message); ``ValueError`` otherwise."""
     if type(prefetch) is not int or not 0 < prefetch <= maximum:
         raise ValueError(f"prefetch must be an int in 1..{maximum}, not {prefetch!r}")
     return prefetch
-
-
-def is_publisher(obj: object) -> bool:
-    return callable(getattr(obj, "subscribe", None))
-
-
-def make_source(
-    result: object,
-    *,
-    is_single: Callable[[object], bool],
-    notify: Callable[[], None],
-    threaded: str | None = None,
-) -> IteratorSource[Any] | PublisherSource[Any] | ThreadedSource[Any]:
-    """A handler's result as a source: a Publisher, an iterable or generator,
-    or a single value (``is_single`` says which values count as one item,
-    e.g. ``bytes``, which would otherwise iterate as ints). ``threaded``: pull
-    iterables on a worker thread of that name instead of the caller's.
-    Async forms (a coroutine, an async iterable: under the asyncio driver)
-    are pulled on the event loop (:func:`~.aio.asyncify`)."""
-    result = asyncify(result)
-    if is_publisher(result):
-        return PublisherSource(result, notify)
-    if result is None:
-        return IteratorSource(())
-    if is_single(result):
-        return IteratorSource((result,))
-    if isinstance(result, Iterable):
-        if threaded is not None:
-            return ThreadedSource(result, notify, threaded)
-        return IteratorSource(result)
-    raise TypeError(
-        f"a stream handler must return an iterable, a generator or a Publisher, "
-        f"not {type(result).__name__}"
-    )
 
 
 class Outbound(Generic[T]):
@@ -431,6 +229,10 @@ class Outbound(Generic[T]):
     def add_credit(self, n: int) -> None:
         self.credit = add_demand(self.credit, n)
         self.source.demand(n)
+
+    def bind(self, budget: SourceBudget) -> None:
+        """Count what the source holds against the connection's ``budget``."""
+        self.source.bind(budget)
 
     def pump(self, budget: int) -> bool:
         """Send up to ``budget`` items. True if more could be sent right now."""
@@ -499,7 +301,8 @@ class Outbound(Generic[T]):
 
 class Pumped(Protocol):
     """What :class:`Outbounds` pumps: an :class:`Outbound`, or a protocol's
-    own bulk writer (rsio's packed reader) with the same four members."""
+    own bulk writer (rsio's packed reader) with the same four members (and,
+    if it pulls from a source, ``bind(budget)`` as :meth:`Outbound.bind`)."""
 
     @property
     def finished(self) -> bool: ...
@@ -523,9 +326,11 @@ class Outbounds(Generic[K]):
     Publisher or worker thread has items) makes it runnable again and wakes
     the driver through ``wake``. :meth:`pump` gives each runnable stream up
     to ``budget`` items per turn, so streams share the connection, and stops
-    while ``blocked()`` (the core's output is full)."""
+    while ``blocked()`` (the core's output is full). What the streams'
+    Publishers and worker threads hold ahead of sending counts against
+    ``sources`` (``LoopConfig.source_budget``, set by :meth:`attach`)."""
 
-    __slots__ = ("_by_key", "_poked", "_runnable", "budget", "wake")
+    __slots__ = ("_by_key", "_poked", "_runnable", "budget", "sources", "wake")
 
     def __init__(self, budget: int, wake: Callable[[], None] | None = None) -> None:
         self._by_key: dict[K, Pumped] = {}
@@ -534,6 +339,16 @@ class Outbounds(Generic[K]):
         self.budget = budget
         #: The driver's wake-up (set when the engine is attached to one).
         self.wake = wake
+        self.sources = SourceBudget()
+
+    def attach(self, driver: object, *, wake: bool = True) -> None:
+        """Driven by ``driver``: its wake-up (unless ``wake`` is False: the
+        engine wakes it itself) and its ``LoopConfig.source_budget``."""
+        if wake:
+            self.wake = driver.wake  # type: ignore[attr-defined]
+        config = getattr(driver, "config", None)
+        if isinstance(config, LoopConfig):
+            self.sources.limit = config.source_budget
 
     def __len__(self) -> int:
         return len(self._by_key)
@@ -545,6 +360,9 @@ class Outbounds(Generic[K]):
         return self._by_key.get(key)
 
     def add(self, key: K, out: Pumped, *, runnable: bool) -> None:
+        bind = getattr(out, "bind", None)
+        if bind is not None:
+            bind(self.sources)
         self._by_key[key] = out
         if runnable:
             self._runnable.add(key)
@@ -734,6 +552,7 @@ class _RemoteSubscription(Generic[T, H]):
         self._lock = publisher._lock  # one Subscriber per publisher: share its lock
         self._handle: H | None = None
         self._has_handle = False
+        self._early = 0  # demand of later request() calls that reached the thread first
         self._cancelled = False
 
     def _run(self, fn: Callable[[], object]) -> None:
@@ -761,12 +580,18 @@ class _RemoteSubscription(Generic[T, H]):
     def _start_now(self, n: int) -> None:
         if self._cancelled:
             return
-        self._handle = self._publisher._start(self._sink, n)
+        self._handle = self._publisher._start(self._sink, add_demand(n, self._early))
         self._has_handle = True
 
     def _more_now(self, n: int) -> None:
-        if self._has_handle and not self._cancelled:
-            self._publisher._more(self._handle, n)  # type: ignore[arg-type]
+        if self._cancelled:
+            return
+        if not self._has_handle:
+            # request() calls from several threads: a later one may be handed over before
+            # the first one's start; its demand joins the start (rule 3.8)
+            self._early = add_demand(self._early, n)
+            return
+        self._publisher._more(self._handle, n)  # type: ignore[arg-type]
 
     def cancel(self) -> None:
         with contextlib.suppress(ConnectionError):

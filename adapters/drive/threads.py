@@ -61,6 +61,10 @@ class ConnectionThread:
         return self._conn.error
 
     @property
+    def config(self) -> LoopConfig:
+        return self._loop.config
+
+    @property
     def is_owner(self) -> bool:
         # Loop.in_loop_thread inlined: asked on every call an application makes.
         return threading.get_ident() == self._loop._ident
@@ -95,7 +99,8 @@ class ConnectionThread:
 
 class ServerThread(LoopServer):
     """Accepts connections on a listener (on its own thread); each gets its
-    own :class:`ConnectionThread` from ``make_connection``."""
+    own :class:`ConnectionThread` from ``make_connection``. ``config``:
+    ``max_connections`` (a thread each), ``accept_pause``, ``log_interval``."""
 
     def __init__(
         self,
@@ -103,6 +108,7 @@ class ServerThread(LoopServer):
         make_connection: Callable[[Transport], Startable],
         *,
         name: str = "sansrs-accept",
+        config: LoopConfig | None = None,
     ) -> None:
-        loop = Loop(name=name)
+        loop = Loop(config, name=name)
         super().__init__(loop, listener, make_connection, own_loop=True, start_loop=loop.start)

@@ -34,7 +34,7 @@ from sansrs.streams import MAX_DEMAND, add_demand
 
 from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
-from ..drive.streams import Outbound, Outbounds, Pumped, make_source
+from ..drive.streams import Outbound, Outbounds, Pumped, SourceBudget, make_source
 from ..transport.websocket import messages as ws
 from .errors import RsioError
 from .types import ElementReader, Publishers
@@ -139,6 +139,9 @@ class _PackingOut:
     def add_credit(self, n: int) -> None:
         self.out.add_credit(n)
 
+    def bind(self, budget: SourceBudget) -> None:
+        self.out.bind(budget)
+
     def pump(self, budget: int) -> bool:
         busy = self.out.pump(budget)
         self.flush()
@@ -178,7 +181,7 @@ class RsioEngine:
 
     def attach(self, thread: Driver) -> None:
         self.thread = thread
-        self._outbounds.wake = thread.wake
+        self._outbounds.attach(thread)
 
     # -- Engine protocol (driver loop) -------------------------------------------
     def receive_data(self, data: bytes, now: float) -> None:
@@ -203,7 +206,7 @@ class RsioEngine:
         try:
             self.conn.receive_data(data)
         except RemoteProtocolError as exc:
-            # The core queued goodbye and ConnectionClosed; earlier events count.
+            # The core queued goodbye and ConnectionTerminated; earlier events count.
             self._closing = ConnectionClosed(f"protocol error from peer: {exc.message}")
 
     def data_to_send(self) -> bytes:
@@ -353,7 +356,7 @@ class RsioEngine:
             sub = self._subs.pop(event.subscriber_id, None)
             if sub is not None:
                 sub.sink.finish(RsioError(event.error))
-        elif isinstance(event, ev.ConnectionClosed):
+        elif isinstance(event, ev.ConnectionTerminated):
             who = "peer" if event.by_peer else "this end"
             reason = f": {event.reason}" if event.reason else ""
             self._closing = self._closing or ConnectionClosed(

@@ -42,7 +42,15 @@ from .errors import ApplicationError, RSocketError
 from .fast import as_payload
 from .options import EngineOptions
 from .peer import DEFAULT_PREFETCH, RemotePublisher, RSocketPeer
-from .resume import ResumableClient, ResumeOptions, connect_resumable, serve_resumable
+from .resume import (
+    ResumableClient,
+    ResumableServer,
+    ResumeOptions,
+    SessionLoss,
+    SessionLost,
+    connect_resumable,
+    serve_resumable,
+)
 from .routed import AsyncRoutedRequester, RoutedRequester
 from .routing import Router, RouterConnection
 from .server import Server, serve
@@ -68,6 +76,7 @@ __all__ = [
     "RemotePublisher",
     "Request",
     "ResumableClient",
+    "ResumableServer",
     "ResumeOptions",
     "RoundRobinStrategy",
     "RoutedRequest",
@@ -75,6 +84,8 @@ __all__ = [
     "Router",
     "RouterConnection",
     "Server",
+    "SessionLoss",
+    "SessionLost",
     "SimpleAuth",
     "WeightedStrategy",
     "ZipkinTrace",

@@ -11,6 +11,8 @@ from sansrs.rsocket import (
     Connection,
     ConnectionConfig,
     ConnectionState,
+    ErrorCode,
+    ErrorFrame,
     FrameType,
     LocalProtocolError,
     RemoteProtocolError,
@@ -18,6 +20,7 @@ from sansrs.rsocket import (
     Role,
     SessionStore,
     decode_frame,
+    encode_frame_prefixed,
     events,
 )
 
@@ -37,7 +40,9 @@ __all__ = [
     "RequestResponseReceived",
     "Role",
     "SessionStore",
+    "acknowledged_position",
     "client",
+    "error_frame",
     "events",
     "resume_token_of",
     "server",
@@ -65,12 +70,20 @@ def _ms(seconds: float) -> int:
     return max(1, min(0x7FFFFFFF, round(seconds * 1000)))
 
 
-def client(options: EngineOptions, *, resume_buffer_size: int | None = None) -> Connection:
+def client(
+    options: EngineOptions,
+    *,
+    resume_buffer_size: int | None = None,
+    resume_timeout: float | None = None,
+) -> Connection:
     """A client connection with its SETUP already queued (``resume_buffer_size``:
-    a resumable session, see :mod:`.resume`)."""
+    a resumable session, see :mod:`.resume`; ``resume_timeout``: how long its
+    RESUMEs wait for RESUME_OK)."""
     config = _config(options)
     if resume_buffer_size is not None:
-        config = dataclasses.replace(config, resume_buffer_size=resume_buffer_size)
+        config = dataclasses.replace(
+            config, resume_buffer_size=resume_buffer_size, resume_timeout=resume_timeout
+        )
     conn = Connection(Role.CLIENT, config)
     conn.setup(
         resume=resume_buffer_size is not None,
@@ -83,6 +96,15 @@ def client(options: EngineOptions, *, resume_buffer_size: int | None = None) -> 
         lease=options.lease,
     )
     return conn
+
+
+def session_store(
+    *, keep_detached: float, max_sessions: int, max_retained: int = 64 * 1024 * 1024
+) -> SessionStore:
+    """A server's store of resumable sessions (see :mod:`.resume`)."""
+    return SessionStore(
+        keep_detached=keep_detached, max_sessions=max_sessions, max_retained=max_retained
+    )
 
 
 def server(
@@ -106,6 +128,20 @@ def resume_token_of(frame: bytes) -> bytes | None:
     except RemoteProtocolError:
         return None
     return decoded.resume_token if isinstance(decoded, ResumeFrame) else None
+
+
+def acknowledged_position(conn: Connection) -> int | None:
+    """The position up to which the peer confirmed receiving what this end
+    sent (None once the session cannot resume: nothing is retained)."""
+    if not conn.resumable:
+        return None
+    return conn.sent_position - conn.retained_bytes
+
+
+def error_frame(code: int, message: str) -> bytes:
+    """A length-prefixed ERROR frame on stream 0, for a connection whose core
+    cannot send it itself (a RESUME refused before the core saw it)."""
+    return encode_frame_prefixed(ErrorFrame(0, ErrorCode(code), message.encode()))
 
 
 def milliseconds(seconds: float) -> int:

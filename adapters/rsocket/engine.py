@@ -88,8 +88,12 @@ class RSocketEngine:
         self._lease_waiters: deque[tuple[Callable[[], None], RequestHandle | None]] = deque()
         self._releasing_waiters = False
         self._close_started = False
-        #: Server: bytes before the first frame is complete (None once past it).
+        #: Server: the first frame's length bytes seen so far (None once past
+        #: the frame), the frame's bytes fed to the core before its length
+        #: was known, and those still to come once it is.
         self._before_setup: bytes | None = None
+        self._setup_fed = 0
+        self._setup_left = 0
         self.peer: object = None
         self.thread: Driver | None = None
         self._write_now: Callable[[], None] | None = None
@@ -154,6 +158,7 @@ class RSocketEngine:
         """Driven by ``thread``; ``peer`` is the application's object for this
         connection (``Request.peer``); ``handler`` answers the peer's requests."""
         self.thread = thread
+        self._outbounds.attach(thread, wake=False)  # its source_budget; _wake follows thread
         self._write_now = getattr(thread, "write_now", None)  # the loops' drivers have it
         self.peer = peer
         self.responder.bind(self.responder.handler if handler is None else handler, peer)
@@ -175,7 +180,7 @@ class RSocketEngine:
         try:
             self.conn.receive_data(data, now)
         except core.RemoteProtocolError as exc:
-            # The core queued the ERROR frame and a ConnectionClosed event;
+            # The core queued the ERROR frame and a ConnectionTerminated event;
             # the events of the frames before the bad one still count.
             self._protocol_error(exc)
         self._dispatch_events()
@@ -189,23 +194,34 @@ class RSocketEngine:
         """Server: hand the core the first frame (SETUP) alone and accept it
         before the frames behind it. A client may pipeline thousands of
         requests right after SETUP, and the core holds at most
-        ``max_early_frames`` of them while a SETUP awaits acceptance."""
-        assert self._before_setup is not None
-        buf = self._before_setup + data
-        if len(buf) < 3:
-            self._before_setup = buf
+        ``max_early_frames`` of them while a SETUP awaits acceptance. The
+        frame's bytes go to the core as they arrive (it buffers a partial
+        frame, in linear time): a SETUP trickled in small pieces costs what
+        it weighs. Returns what follows the first frame."""
+        head = self._before_setup
+        assert head is not None
+        if len(head) < 3:  # the 24-bit length of the first frame
+            head = self._before_setup = head + data[: 3 - len(head)]
+            if len(head) == 3:
+                self._setup_left = 3 + int.from_bytes(head, "big") - self._setup_fed
+        if len(head) < 3 or len(data) < self._setup_left:
+            self._setup_fed += len(data)
+            if len(head) == 3:
+                self._setup_left -= len(data)
+            self._receive_partial(data, now)
             return b""
-        end = 3 + int.from_bytes(buf[:3], "big")
-        if len(buf) < end:
-            self._before_setup = buf
-            return b""
+        first, rest = data[: self._setup_left], data[self._setup_left :]
         self._before_setup = None
+        self._receive_partial(first, now)
+        self._dispatch_events()
+        return rest if self._closing is None else b""
+
+    def _receive_partial(self, data: bytes, now: float) -> None:
         try:
-            self.conn.receive_data(buf[:end], now)
+            self.conn.receive_data(data, now)
         except core.RemoteProtocolError as exc:
             self._protocol_error(exc)
-        self._dispatch_events()
-        return buf[end:] if self._closing is None else b""
+            self._dispatch_events()
 
     def _receive_records(self, data: bytes, now: float) -> None:
         """Message transport: each binary message is one frame. The core reads
@@ -749,7 +765,7 @@ EVENTS: dict[type, Callable[[Any, Any], None]] = {
     _E.KeepaliveReceived: lambda en, ev: None,
     _E.ExtensionReceived: lambda en, ev: None,
     _E.ConnectionClosing: lambda en, ev: en.on_closing(ev.message),
-    _E.ConnectionClosed: lambda en, ev: en.on_closed(ev.error_code, ev.message, ev.by_peer),
+    _E.ConnectionTerminated: lambda en, ev: en.on_closed(ev.error_code, ev.message, ev.by_peer),
     _E.ConnectionLost: lambda en, ev: en.on_lost(ev.reason, ev.timed_out),
 }
 

@@ -1,5 +1,7 @@
 """sansrs for Spark: partition writers and readers, a sink and a source
 service, and the PySpark Python Data Source ``sansrs`` (docs/spark.md).
+Services require their secret from every client by default; ``server.url``
+carries it (docs/security.md).
 
 pyspark is needed only by :mod:`.datasource` and :func:`local_session`
 (``pip install sansrs[spark]``); the services and the partition functions
@@ -21,6 +23,7 @@ from ._wire import (
     decode_rows,
     encode_rows,
 )
+from .auth import SECRET_ENV, Access, ClientTls, new_secret
 from .errors import SinkError, SourceError
 from .local import MASTER_ENV, local_session
 from .partitions import (
@@ -34,17 +37,21 @@ from .partitions import (
 from .remote import (
     WriteTarget,
     commit_job,
+    connect_service,
     latest_offset,
     open_partition_stream,
     register_stream_opener,
     write_partition,
 )
-from .service import RowSource, Service, serve
+from .service import RowSource, Service, SparkServer, serve
 from .sink import JsonLinesSink, MemorySink, Sink, Stage
 
 __all__ = [
     "MASTER_ENV",
+    "SECRET_ENV",
+    "Access",
     "Ack",
+    "ClientTls",
     "JobRequest",
     "JsonLinesSink",
     "MemorySink",
@@ -57,11 +64,13 @@ __all__ = [
     "Sink",
     "SinkError",
     "SourceError",
+    "SparkServer",
     "Stage",
     "WireError",
     "WriteHeader",
     "WriteTarget",
     "commit_job",
+    "connect_service",
     "count_rows_arrow",
     "decode_rows",
     "decode_rows_arrow",
@@ -69,6 +78,7 @@ __all__ = [
     "encode_rows_arrow",
     "latest_offset",
     "local_session",
+    "new_secret",
     "open_partition_stream",
     "partition_reader",
     "partition_writer",

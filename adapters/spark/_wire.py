@@ -196,7 +196,9 @@ class WriteHeader:
     """Metadata of a write channel's first payload: who writes what.
 
     ``(app, write, partition)`` names a partition of one write; retried
-    attempts of a partition share it, so the sink keeps one of them."""
+    attempts of a partition share it, so the sink keeps one of them.
+    ``owner``: the write's private token (the sink takes later partitions,
+    the commit and the abort of the write only with the first one's)."""
 
     route: str
     app: str
@@ -207,6 +209,7 @@ class WriteHeader:
     task: int = -1
     commit: str = "partition"
     encoding: str = ENCODING
+    owner: str = field(default="", repr=False)
     v: int = WIRE_VERSION
 
     @property
@@ -230,8 +233,11 @@ class WriteHeader:
             task=obj.get("task", -1),
             commit=obj.get("commit", "partition"),
             encoding=obj.get("encoding", ENCODING),
+            owner=obj.get("owner", ""),
             v=obj.get("v", WIRE_VERSION),
         )
+        if not isinstance(header.owner, str):
+            raise WireError("write header: owner must be a string")
         if header.v != WIRE_VERSION:
             raise WireError(f"unsupported wire version {header.v!r}")
         if header.encoding not in ENCODINGS:
@@ -311,13 +317,15 @@ class ReadRequest:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobRequest:
     """Job-level commit or abort of a write (commit mode ``job``): publish the
-    listed partitions of ``(app, write)``, or drop everything staged for it."""
+    listed partitions of ``(app, write)``, or drop everything staged for it.
+    ``owner``: the write's token (see :class:`WriteHeader`)."""
 
     op: str
     route: str
     app: str
     write: str
     partitions: tuple[int, ...] = ()
+    owner: str = field(default="", repr=False)
     v: int = WIRE_VERSION
 
     def to_bytes(self) -> bytes:
@@ -337,12 +345,16 @@ class JobRequest:
             isinstance(p, int) and not isinstance(p, bool) for p in parts
         ):
             raise WireError("job request: partitions must be a list of integers")
+        owner = obj.get("owner", "")
+        if not isinstance(owner, str):
+            raise WireError("job request: owner must be a string")
         return cls(
             op=op,
             route=_field(obj, "route", str, what),
             app=_field(obj, "app", str, what),
             write=_field(obj, "write", str, what),
             partitions=tuple(parts),
+            owner=owner,
         )
 
 

@@ -10,7 +10,9 @@ things hashed to the partition). Streaming reads: offsets are record counts
 over RSocket, revisions over Ditto. Writes: every task streams its partition to
 the sink in commit mode ``job``; the driver's ``commit`` publishes exactly the
 partitions whose tasks succeeded (one attempt each) and ``abort`` drops them,
-so a failed job leaves nothing behind. Options are listed in docs/spark.md.
+so a failed job leaves nothing behind. A service's secret comes with its URL
+(``server.url``) or option ``secret``; ``tls://`` URLs take the ``tls_*``
+options. Options are listed in docs/spark.md.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from .auth import Access, ClientTls
 from .partitions import task_info
 from .remote import (
     DEFAULT_TIMEOUT,
@@ -69,6 +72,24 @@ def _int_option(options: Any, name: str, default: int) -> int:
     if value <= 0:
         raise ValueError(f"option {name!r} must be positive, not {value}")
     return value
+
+
+def _access(options: Any) -> Access | None:
+    """Option ``secret`` and the ``tls_*`` options as an :class:`Access`
+    (None when none is set: the URL's secret, if any, is used)."""
+    secret = options.get("secret")
+    tls = None
+    if any(options.get(k) is not None for k in ("tls_ca", "tls_cert", "tls_check_hostname")):
+        tls = ClientTls(
+            ca=options.get("tls_ca"),
+            cert=options.get("tls_cert"),
+            key=options.get("tls_key"),
+            check_hostname=str(options.get("tls_check_hostname", "true")).lower() == "true",
+            server_hostname=options.get("tls_server_hostname"),
+        )
+    if secret is None and tls is None:
+        return None
+    return Access(secret=None if secret is None else str(secret), tls=tls)
 
 
 class SansrsDataSource(DataSource):
@@ -113,6 +134,7 @@ class _Reader(DataSourceReader):
         self.fields = tuple(schema.fieldNames())
         self.arrow = str(options.get("arrow", "true")).lower() == "true"
         self.schema = schema
+        self.access = _access(options)
 
     def partitions(self) -> Sequence[InputPartition]:
         return [InputPartition(i) for i in range(self.partitions_)]
@@ -129,6 +151,7 @@ class _Reader(DataSourceReader):
             query,
             prefetch=self.prefetch,
             timeout=self.timeout,
+            access=self.access,
         )
         if self.arrow:
             # One Arrow batch per payload: decoded in C++, no per-row Python
@@ -180,7 +203,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _latest(self) -> int:
         r = self.batch_reader
-        return latest_offset(r.url, r.route, timeout=r.timeout)
+        return latest_offset(r.url, r.route, timeout=r.timeout, access=r.access)
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.target = self._latest()
@@ -290,6 +313,7 @@ class _Writer(DataSourceWriter):
             bytes_per_payload=_int_option(options, "bytes_per_payload", 256 * 1024),
             timeout=float(options.get("timeout", DEFAULT_TIMEOUT)),
             encoding=str(options.get("encoding", "jsonl")),
+            access=_access(options),
         )
 
     def write(self, iterator: Iterator[Any]) -> SansrsCommitMessage:

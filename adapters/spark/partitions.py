@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._wire import Ack
+from .auth import Access, ClientTls
 from .remote import (
     DEFAULT_TIMEOUT,
     WriteTarget,
@@ -68,13 +69,20 @@ class PartitionWriter:
         if info is None:
             return write_partition(self.target, rows, partition=partition or 0)
         pid, attempt, stage, task = info
+        target = self.target
+        # Commit mode partition: each Spark action (its own stage) is a write
+        # of its own, so a writer reused for another action writes again
+        # instead of having its partitions taken for retries. Mode job has
+        # one commit per write: the sink refuses a second stage instead.
+        write = f"{target.write}.{stage}" if target.commit == "partition" else None
         return write_partition(
-            self.target,
+            target,
             rows,
             partition=pid if partition is None else partition,
             attempt=attempt,
             stage=stage,
             task=task,
+            write=write,
         )
 
     def acks(self, rows: Iterable[Any]) -> Iterator[dict[str, Any]]:
@@ -108,6 +116,8 @@ def partition_writer(
     app: str | None = None,
     write: str | None = None,
     encoding: str = "jsonl",
+    secret: str | None = None,
+    tls: ClientTls | None = None,
 ) -> PartitionWriter:
     """A partition function writing to the sink ``route`` at ``url``.
 
@@ -116,7 +126,13 @@ def partition_writer(
     sink keeps one attempt per ``(app, write, partition)``. ``commit="job"``
     holds partitions at the sink until :meth:`PartitionWriter.commit`.
     ``encoding="arrow"`` sends Arrow IPC payloads (needs pyarrow on both
-    sides) instead of JSON lines."""
+    sides) instead of JSON lines. ``secret``: the service's secret (default:
+    the one ``url`` carries, as ``server.url`` does, else
+    ``$SANSRS_SPARK_SECRET``); ``tls``: TLS settings for ``tls://`` URLs.
+
+    In commit mode ``partition`` each Spark action using the writer is a
+    write of its own; in mode ``job`` a writer serves one action (the sink
+    refuses partitions of a second one: make a writer per action)."""
     target = WriteTarget(
         url=url,
         route=route,
@@ -127,6 +143,7 @@ def partition_writer(
         bytes_per_payload=bytes_per_payload,
         timeout=timeout,
         encoding=encoding,
+        access=None if secret is None and tls is None else Access(secret=secret, tls=tls),
     )
     return PartitionWriter(target)
 
@@ -137,13 +154,14 @@ class PartitionReader:
     ``mapPartitions``, which takes the index from the task): partition i reads
     share i of n of the remote stream, ``prefetch`` batches ahead."""
 
-    url: str
+    url: str = field(repr=False)  # may carry the service's secret
     route: str
     partitions: int
     options: Mapping[str, Any] = field(default_factory=dict)
     fields: tuple[str, ...] | None = None
     prefetch: int = 8
     timeout: float = DEFAULT_TIMEOUT
+    access: Access | None = None
 
     def __call__(self, index_or_rows: Any, rows: Any = None) -> Iterator[Any]:
         if rows is None:  # mapPartitions(reader): the index comes from the task
@@ -162,6 +180,7 @@ class PartitionReader:
             self.options,
             prefetch=self.prefetch,
             timeout=self.timeout,
+            access=self.access,
         )
         fields = self.fields
         if fields is None:
@@ -181,11 +200,15 @@ def partition_reader(
     fields: Iterable[str] | None = None,
     prefetch: int | None = None,
     timeout: float = DEFAULT_TIMEOUT,
+    secret: str | None = None,
+    tls: ClientTls | None = None,
 ) -> PartitionReader:
     """A mapPartitions reader of ``route`` at ``url`` split into ``partitions``
     shares. Rows are yielded as the source sent them (dicts for JSON objects),
     or as tuples of ``fields`` (ready for ``createDataFrame``). ``prefetch``:
-    payloads over RSocket (default 8), events over Ditto (``ws://``, 256)."""
+    payloads over RSocket (default 8), events over Ditto (``ws://``, 256).
+    ``secret`` / ``tls``: as for :func:`partition_writer` (``tcp://``,
+    ``tls://`` and ``unix://`` URLs reach a sansrs service)."""
     if partitions <= 0:
         raise ValueError("partitions must be positive")
     if prefetch is None:
@@ -198,6 +221,7 @@ def partition_reader(
         None if fields is None else tuple(fields),
         prefetch,
         timeout,
+        None if secret is None and tls is None else Access(secret=secret, tls=tls),
     )
 
 

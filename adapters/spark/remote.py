@@ -7,6 +7,10 @@ Remote sources are chosen by URL scheme through :data:`STREAM_OPENERS`, so a
 source speaking another protocol (a Ditto history subscription over
 WebSocket, say) plugs in with :func:`register_stream_opener` without touching
 the readers or the data source.
+
+Every connection to a service carries its :class:`~.auth.Access`: the
+service's secret in the SETUP (from ``secret=``, the URL, or
+``$SANSRS_SPARK_SECRET``) and, for ``tls://`` URLs, the TLS settings.
 """
 
 from __future__ import annotations
@@ -15,10 +19,10 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..rsocket.client import connect
+from ..rsocket.client import Client, connect
 from ..rsocket.errors import RSocketError
 from ..rsocket.types import Payload
 from ..transport.urls import parse_url
@@ -33,13 +37,16 @@ from ._wire import (
     decode_rows,
     encode_rows,
 )
+from .auth import Access, split_secret
 from .errors import SinkError, SourceError
 
 __all__ = [
+    "RSOCKET_SCHEMES",
     "STREAM_OPENERS",
     "StreamOpener",
     "WriteTarget",
     "commit_job",
+    "connect_service",
     "default_prefetch",
     "latest_offset",
     "open_partition_stream",
@@ -52,20 +59,40 @@ __all__ = [
 DEFAULT_TIMEOUT = 60.0
 #: RSocket connection options for Spark tasks: keepalive notices a dead peer.
 CONNECTION_OPTIONS: dict[str, Any] = {"keepalive_interval": 5.0, "max_lifetime": 30.0}
+#: URL schemes the services are reached on (RSocket over TCP, TLS, Unix sockets).
+RSOCKET_SCHEMES = ("tcp", "tls", "unix")
+
+
+def connect_service(
+    url: str, timeout: float = DEFAULT_TIMEOUT, access: Access | None = None
+) -> Client:
+    """An RSocket connection to the Spark service at ``url`` (which may
+    carry the secret, as ``server.url`` does), authenticated and over TLS as
+    ``access`` says: for speaking the wire formats directly."""
+    clean, resolved = Access.resolve(
+        url, access.secret if access else None, access.tls if access else None
+    )
+    options = {**CONNECTION_OPTIONS, **resolved.connect_options(clean)}
+    return connect(clean, connect_timeout=timeout, **options)
 
 
 # -- reads ----------------------------------------------------------------
 
-#: ``(url, request, prefetch, timeout) -> iterator of row lists``
-StreamOpener = Callable[[str, ReadRequest, int, float], Iterator[list[Any]]]
+#: ``(url, request, prefetch, timeout) -> iterator of row lists``; openers of
+#: authenticated or TLS services also take ``access=`` (an :class:`Access`).
+StreamOpener = Callable[..., Iterator[list[Any]]]
 
 
 def _rsocket_stream(
-    url: str, request: ReadRequest, prefetch: int, timeout: float
+    url: str,
+    request: ReadRequest,
+    prefetch: int,
+    timeout: float,
+    access: Access | None = None,
 ) -> Iterator[list[Any]]:
     """One partition's share over RSocket: REQUEST_STREAM, ``prefetch`` row
     batches requested ahead and replenished as they are consumed."""
-    with connect(url, connect_timeout=timeout, **CONNECTION_OPTIONS) as client:
+    with connect_service(url, timeout, access) as client:
         stream = client.request_stream(request.to_bytes(), prefetch=prefetch, timeout=timeout)
         with stream:
             try:
@@ -73,23 +100,29 @@ def _rsocket_stream(
                     yield decode_rows(payload.data)
             except RSocketError as exc:
                 raise SourceError(
-                    f"source {url} route {request.route!r} partition {request.partition}: "
+                    f"source {split_secret(url)[0]} route {request.route!r} "
+                    f"partition {request.partition}: "
                     f"{exc.message}"
                 ) from None
 
 
 def _ditto_stream(
-    url: str, request: ReadRequest, prefetch: int, timeout: float
+    url: str,
+    request: ReadRequest,
+    prefetch: int,
+    timeout: float,
+    access: Access | None = None,
 ) -> Iterator[list[Any]]:
     """Ditto history over WebSocket (:mod:`.ditto`, imported only when used:
-    it needs the ``ws`` extra)."""
+    it needs the ``ws`` extra). Ditto authenticates by its own options
+    (``user`` / ``password`` / ``token``); ``access`` is not used."""
     from .ditto import open_ditto_stream
 
     return open_ditto_stream(url, request, prefetch, timeout)
 
 
 STREAM_OPENERS: dict[str, StreamOpener] = {
-    "tcp": _rsocket_stream,
+    **dict.fromkeys(RSOCKET_SCHEMES, _rsocket_stream),
     "ws": _ditto_stream,
     "wss": _ditto_stream,
 }
@@ -118,8 +151,11 @@ def open_partition_stream(
     *,
     prefetch: int = 8,
     timeout: float = DEFAULT_TIMEOUT,
+    access: Access | None = None,
 ) -> Iterator[list[Any]]:
-    """Row batches of partition ``partition`` of ``partitions`` of ``route``."""
+    """Row batches of partition ``partition`` of ``partitions`` of ``route``;
+    ``access``: the service's secret and TLS settings (default: the secret
+    the URL carries, or ``$SANSRS_SPARK_SECRET``)."""
     scheme = url.split("://", 1)[0] if "://" in url else ""
     opener = STREAM_OPENERS.get(scheme)
     if opener is None:
@@ -128,7 +164,9 @@ def open_partition_stream(
     request = ReadRequest(
         route=route, partition=partition, partitions=partitions, options=dict(options or {})
     )
-    return opener(url, request, prefetch, timeout)
+    if access is None:
+        return opener(url, request, prefetch, timeout)
+    return opener(url, request, prefetch, timeout, access=access)
 
 
 # -- writes ---------------------------------------------------------------
@@ -139,9 +177,13 @@ class WriteTarget:
     """Where and how partitions are written; picklable (it travels to tasks).
 
     ``write`` names this write (one per ``partition_writer`` / ``save``), so
-    that retried attempts of a partition are recognised by the sink."""
+    that retried attempts of a partition are recognised by the sink;
+    ``owner`` is the write's private token: the sink accepts more partitions,
+    the job commit and the abort of a write only with the token its first
+    partition came with (both fresh random values unless given). ``access``:
+    the service's secret and TLS settings (default: those ``url`` carries)."""
 
-    url: str
+    url: str = field(repr=False)  # may carry the secret: see ``address``
     route: str
     app: str = ""
     write: str = ""
@@ -150,10 +192,14 @@ class WriteTarget:
     bytes_per_payload: int = 256 * 1024
     timeout: float = DEFAULT_TIMEOUT
     encoding: str = "jsonl"
+    owner: str = field(default="", repr=False)
+    access: Access | None = None
 
     def __post_init__(self) -> None:
         if not self.write:
             object.__setattr__(self, "write", uuid.uuid4().hex)
+        if not self.owner:
+            object.__setattr__(self, "owner", uuid.uuid4().hex)
         if self.rows_per_payload <= 0 or self.bytes_per_payload <= 0:
             raise ValueError("rows_per_payload and bytes_per_payload must be positive")
         if self.timeout <= 0:
@@ -162,6 +208,11 @@ class WriteTarget:
             raise ValueError(f"commit must be 'partition' or 'job', not {self.commit!r}")
         if self.encoding not in ENCODINGS:
             raise ValueError(f"encoding must be one of {ENCODINGS}, not {self.encoding!r}")
+
+    @property
+    def address(self) -> str:
+        """``url`` without the secret it may carry (for messages and logs)."""
+        return split_secret(self.url)[0]
 
 
 class _Progress:
@@ -191,8 +242,10 @@ def write_partition(
     attempt: int = 0,
     stage: int = -1,
     task: int = -1,
+    write: str | None = None,
 ) -> Ack:
-    """Stream ``rows`` to the sink as one REQUEST_CHANNEL and return its ack.
+    """Stream ``rows`` to the sink as one REQUEST_CHANNEL and return its ack
+    (``write``: the write id to use instead of ``target.write``).
 
     Rows are pulled (and encoded) only as the sink grants credit, so memory
     stays flat and a slow sink slows the caller. Raises the rows iterator's
@@ -204,13 +257,14 @@ def write_partition(
     header = WriteHeader(
         route=target.route,
         app=target.app,
-        write=target.write,
+        write=target.write if write is None else write,
         partition=partition,
         attempt=attempt,
         stage=stage,
         task=task,
         commit=target.commit,
         encoding=target.encoding,
+        owner=target.owner,
     )
     progress = _Progress()
     batches = (
@@ -234,9 +288,9 @@ def write_partition(
             raise
         progress.busy, progress.last = False, time.monotonic()  # now waiting for the ack
 
-    where = f"sink {target.url} route {target.route!r} partition {partition}"
+    where = f"sink {target.address} route {target.route!r} partition {partition}"
     slice_ = min(1.0, target.timeout)
-    with connect(target.url, connect_timeout=target.timeout, **CONNECTION_OPTIONS) as client:
+    with connect_service(target.url, target.timeout, target.access) as client:
         replies = client.request_channel(outbound(), prefetch=1, timeout=slice_)
         try:
             while True:
@@ -276,26 +330,32 @@ def commit_job(target: WriteTarget, partitions: Iterable[int], *, abort: bool = 
         app=target.app,
         write=target.write,
         partitions=tuple(sorted(set(partitions))),
+        owner=target.owner,
     )
-    with connect(target.url, connect_timeout=target.timeout, **CONNECTION_OPTIONS) as client:
+    with connect_service(target.url, target.timeout, target.access) as client:
         try:
             reply = client.request_response(request.to_bytes(), timeout=target.timeout)
         except RSocketError as exc:
-            raise SinkError(f"sink {target.url} route {target.route!r}: {exc.message}") from None
+            raise SinkError(
+                f"sink {target.address} route {target.route!r}: {exc.message}"
+            ) from None
     return json.loads(reply.data) if reply is not None else None
 
 
 
-def latest_offset(url: str, route: str, *, timeout: float = DEFAULT_TIMEOUT) -> int:
+def latest_offset(
+    url: str, route: str, *, timeout: float = DEFAULT_TIMEOUT, access: Access | None = None
+) -> int:
     """The latest offset (records so far) of the replayable source ``route``."""
-    with connect(url, connect_timeout=timeout, **CONNECTION_OPTIONS) as client:
+    where = f"source {split_secret(url)[0]} route {route!r}"
+    with connect_service(url, timeout, access) as client:
         try:
             reply = client.request_response(OffsetQuery(route=route).to_bytes(), timeout=timeout)
         except RSocketError as exc:
-            raise SourceError(f"source {url} route {route!r}: {exc.message}") from None
+            raise SourceError(f"{where}: {exc.message}") from None
     if reply is None:
-        raise SourceError(f"source {url} route {route!r}: empty answer to the offset query")
+        raise SourceError(f"{where}: empty answer to the offset query")
     offset = json.loads(reply.data).get("offset")
     if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-        raise SourceError(f"source {url} route {route!r}: bad offset {offset!r}")
+        raise SourceError(f"{where}: bad offset {offset!r}")
     return offset

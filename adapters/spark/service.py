@@ -1,12 +1,15 @@
 """An RSocket responder for Spark jobs: named *sources* that partitions read
 from, and named *sinks* that partitions write to (see docs/spark.md for the
-wire formats). Serve it with :func:`serve`; it runs no Spark itself.
+wire formats). Serve it with :func:`serve`, which requires the service's
+secret from every client by default (docs/security.md); it runs no Spark
+itself.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -18,9 +21,10 @@ from ..rsocket.server import serve as rsocket_serve
 from ..rsocket.types import Payload, Request
 from ..transport.urls import Endpoint
 from ._wire import JobRequest, OffsetQuery, ReadRequest, WireError, WriteHeader, encode_rows
+from .auth import authenticator, new_secret, with_secret
 from .sink import Sink, Stage
 
-__all__ = ["RowSource", "Service", "serve"]
+__all__ = ["RowSource", "Service", "SparkServer", "serve"]
 
 log = logging.getLogger("sansrs.adapters.spark")
 
@@ -148,7 +152,70 @@ class Service:
         return int(latest())
 
 
-def serve(url: str | Endpoint, service: Service, **options: Any) -> Server:
+class SparkServer(Server):
+    """A served :class:`Service` (an RSocket :class:`Server`). ``url`` is
+    what writers, readers and the data source are given: it carries the
+    secret (as the URL's password, like a token URL: treat it as a
+    credential); ``address`` is the same without it, for logs."""
+
+    def __init__(self, server: Server, secret: str | None) -> None:
+        super().__init__(server._accept, server._peers)
+        self.secret = secret
+
+    @property
+    def address(self) -> str:
+        """The URL without the secret."""
+        return self.endpoint.url
+
+    @property
+    def url(self) -> str:
+        """The URL clients use: with the secret, if the service has one."""
+        address = self.endpoint.url
+        return address if self.secret is None else with_secret(address, self.secret)
+
+    def __repr__(self) -> str:
+        auth = "secret" if self.secret is not None else "no authentication"
+        return f"<SparkServer {self.address} ({auth})>"
+
+
+def serve(
+    url: str | Endpoint,
+    service: Service,
+    *,
+    secret: str | None = None,
+    authenticate: bool = True,
+    ssl_context: ssl.SSLContext | None = None,
+    **options: Any,
+) -> SparkServer:
     """Serve ``service`` on ``url`` (``tcp://127.0.0.1:0`` picks a port;
-    ``server.url`` tells it)."""
-    return rsocket_serve(url, service, **options)
+    ``tls://`` needs ``ssl_context``, which may also require client
+    certificates). Every client must send the service's ``secret`` in its
+    SETUP (one is generated unless given); ``server.url`` carries it, so
+    writers and readers made from it authenticate without more ado.
+    ``authenticate=False`` serves anyone who can reach the port (only for
+    a port nobody else can reach). ``options`` go to the RSocket server
+    (:func:`sansrs.adapters.rsocket.serve`: ``loop``, ``loop_config``, ...)."""
+    if not authenticate:
+        if secret is not None:
+            raise ValueError("secret= needs authenticate=True")
+        return SparkServer(rsocket_serve(url, service, ssl_context=ssl_context, **options), None)
+    secret = new_secret() if secret is None else secret
+    guarded = _Guarded(service, authenticator(secret))
+    return SparkServer(rsocket_serve(url, guarded, ssl_context=ssl_context, **options), secret)
+
+
+class _Guarded:
+    """A :class:`Service` behind its secret: the RSocket server asks the
+    handler's ``accept_setup(setup, peer)`` before accepting a SETUP (the
+    SETUP hook every RSocket server has, docs/extensions.md); a refusal is
+    REJECTED_SETUP. Everything else is the service's."""
+
+    def __init__(self, service: Service, check: Callable[[Any], None]) -> None:
+        self._service = service
+        self._check = check
+
+    def accept_setup(self, setup: Any, peer: object) -> None:
+        self._check(setup)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._service, name)

@@ -10,15 +10,26 @@ succeeds only once its rows are safe. A partition is named by
 closed is dropped (``duplicate`` in the ack), which gives exactly-once results
 per partition for deterministic partitions. An attempt that ends any other way
 (error, cancel, lost connection) is discarded.
+
+A write belongs to its *owner*: the first partition of ``(app, write)`` to
+arrive binds the write to its owner token and its Spark stage. Later
+partitions, the job commit and the abort are taken only with that token (a
+client that learnt a write id cannot abort or fill another job's write),
+and a partition from another stage is refused: a writer reused for a second
+Spark action fails that action loudly instead of having its rows dropped as
+duplicates.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import struct
 import tempfile
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -37,6 +48,19 @@ __all__ = ["JsonLinesSink", "MemorySink", "Sink", "Stage"]
 
 Key = tuple[str, str, int]
 _LENGTH = struct.Struct(">I")
+
+
+def _digest(owner: str) -> bytes:
+    return hashlib.sha256(owner.encode("utf-8")).digest()
+
+
+@dataclass(slots=True)
+class _Write:
+    """Who a write belongs to: its owner token's digest and its Spark stage
+    (-1 until a partition from inside Spark arrives)."""
+
+    owner: bytes
+    stage: int
 
 
 class Stage:
@@ -126,6 +150,7 @@ class Sink:
         self._closed: set[Key] = set()  # closed attempts: published or pending
         self._pending: dict[tuple[str, str], dict[int, Stage]] = {}
         self._committed_jobs: set[tuple[str, str]] = set()
+        self._writes: dict[tuple[str, str], _Write] = {}
         self.rows_received = 0  # every row that arrived, duplicates included
         self.rows_published = 0
         self.partitions_published = 0
@@ -150,7 +175,43 @@ class Sink:
     # -- the write protocol (called by the service) ------------------------
     def open(self, header: WriteHeader) -> Stage:
         self.check_header(header)
+        self._claim(header)
         return Stage(header, self.spool_bytes)
+
+    def _claim(self, header: WriteHeader) -> None:
+        """The first partition of a write binds it to its owner and stage;
+        the next ones must match (see the module notes)."""
+        job = (header.app, header.write)
+        digest = _digest(header.owner)
+        with self._lock:
+            write = self._writes.get(job)
+            if write is None:
+                self._writes[job] = _Write(digest, header.stage)
+                return
+            if not hmac.compare_digest(write.owner, digest):
+                raise PermissionError(
+                    f"write {header.write!r} of app {header.app!r} belongs to another writer"
+                )
+            if write.stage < 0:
+                write.stage = header.stage
+            elif 0 <= header.stage != write.stage:
+                raise ValueError(
+                    f"write {header.write!r} belongs to Spark stage {write.stage}, not "
+                    f"{header.stage}: a writer serves one action (make a new one per action)"
+                )
+
+    def _check_owner(self, request: JobRequest) -> bool:
+        """Under the lock: False if nothing was written yet; raises if
+        ``request`` is not from the write's owner."""
+        write = self._writes.get((request.app, request.write))
+        if write is None:
+            return False
+        if not hmac.compare_digest(write.owner, _digest(request.owner)):
+            raise PermissionError(
+                f"write {request.write!r} of app {request.app!r} belongs to another writer: "
+                f"only its owner may {request.op} it"
+            )
+        return True
 
     def receive(self, stage: Stage, data: bytes) -> None:
         if stage.arrow:
@@ -208,6 +269,9 @@ class Sink:
         what is pending. Commit is idempotent (the driver may retry it)."""
         job = (request.app, request.write)
         with self._lock:
+            if not self._check_owner(request):
+                # Nothing written yet: the caller owns the write from now on.
+                self._writes[job] = _Write(_digest(request.owner), -1)
             if request.op == "abort":
                 pending = self._pending.pop(job, {})
                 for stage in pending.values():

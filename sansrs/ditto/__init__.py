@@ -1,7 +1,7 @@
 """Eclipse Ditto's streaming subscription protocol (and the older search protocol), sans-IO.
 
 JSON text messages in, events out; intents in, text messages out. One
-``DittoServer`` or ``DittoClient`` per session (WebSocket). See
+``DittoServer`` or ``DittoClient`` per connection (WebSocket). See
 docs/protocols/ditto.md.
 """
 
@@ -12,6 +12,7 @@ from ._envelope import (
     ABSENT,
     CONTENT_TYPE_JSON,
     DittoError,
+    DittoException,
     DittoRemoteError,
     Envelope,
     Headers,
@@ -31,7 +32,6 @@ from ._messages import (
 )
 from ._server import (
     SERVER_TRANSITIONS,
-    DittoException,
     DittoServer,
     ServerInput,
     ServerState,

@@ -19,18 +19,8 @@ from typing import Any, Final
 
 from .._errors import LocalProtocolError, RemoteProtocolError
 from ..streams import MAX_DEMAND, add_demand
+from . import _envelope as env
 from ._config import DittoClientConfig
-from ._envelope import (
-    MAX_LONG,
-    MIN_LONG,
-    DittoError,
-    Envelope,
-    Headers,
-    MessageError,
-    Topic,
-    envelope_from_json,
-    parse_envelope,
-)
 from ._fast import new_next
 from ._messages import (
     SUBSCRIBE_PERSISTED,
@@ -77,6 +67,8 @@ class ClientInput(enum.Enum):
 S, In = ClientState, ClientInput
 #: (state, input) -> next state. A missing local intent is ``LocalProtocolError``;
 #: a missing remote input is a protocol violation (``RemoteProtocolError``).
+# Tables as data, alike in shape by design with the other role's (the
+# duplicates scan lists them).
 CLIENT_TRANSITIONS: Final[dict[tuple[ClientState, ClientInput], ClientState]] = {
     (S.SUBSCRIBING, In.CREATED): S.CREATED,
     (S.SUBSCRIBING, In.CANCEL): S.CANCELLED,
@@ -113,7 +105,7 @@ _NEXT_KEEPS: Final = tuple(  # a tuple: "in" compares by identity, no enum hash
 class _ClientSubscription:
     __slots__ = ("correlation_id", "demand", "key", "kind", "sid", "state", "topic")
 
-    def __init__(self, key: int, kind: Kind, topic: Topic, correlation_id: str | None) -> None:
+    def __init__(self, key: int, kind: Kind, topic: env.Topic, correlation_id: str | None) -> None:
         self.key = key
         self.kind = kind
         self.topic = topic  # with criterion, no action
@@ -124,7 +116,7 @@ class _ClientSubscription:
 
 
 class DittoClient:
-    """The subscriber side for one session."""
+    """The subscriber side of one connection (one WebSocket)."""
 
     def __init__(self, config: DittoClientConfig | None = None) -> None:
         self.config = config or DittoClientConfig()
@@ -190,7 +182,9 @@ class DittoClient:
             ("from_historical_revision", from_historical_revision),
             ("to_historical_revision", to_historical_revision),
         ):
-            if value is not None and (type(value) is not int or not MIN_LONG <= value <= MAX_LONG):
+            if value is not None and (
+                type(value) is not int or not env.MIN_LONG <= value <= env.MAX_LONG
+            ):
                 raise LocalProtocolError(f"{name} must be an int64, got {value!r}")
         options = SubscribeOptions(
             from_historical_revision=from_historical_revision,
@@ -200,7 +194,7 @@ class DittoClient:
             filter=filter,
         )
         _check_names(namespace, entity_name)
-        topic = Topic(
+        topic = env.Topic(
             namespace=namespace,
             entity_name=entity_name,
             group=group,
@@ -232,7 +226,7 @@ class DittoClient:
             namespaces=None if namespaces is None else tuple(namespaces),
             fields=fields,
         )
-        topic = Topic(
+        topic = env.Topic(
             namespace="_", entity_name="_", group="things", channel="twin", criterion="search"
         )
         return self._subscribe(Kind.SEARCH, topic, "subscribe", search.to_json(), headers, fields)
@@ -240,7 +234,7 @@ class DittoClient:
     def _subscribe(
         self,
         kind: Kind,
-        topic: Topic,
+        topic: env.Topic,
         action: str,
         value: dict[str, Any],
         headers: Mapping[str, Any] | None,
@@ -249,7 +243,7 @@ class DittoClient:
         open_now = len(self._pending) + len(self._by_id) - len(self._cancelled)
         if open_now >= self.config.max_subscriptions:
             raise LocalProtocolError(f"at most {self.config.max_subscriptions} subscriptions")
-        out_headers = Headers(headers)
+        out_headers = env.Headers(headers)
         if out_headers.correlation_id is None and self.config.correlation_ids is not None:
             out_headers = out_headers.with_header("correlation-id", self.config.correlation_ids())
         key = self._keys
@@ -271,7 +265,7 @@ class DittoClient:
         sub.state = CLIENT_TRANSITIONS[(sub.state, ClientInput.REQUEST)]
         sub.demand = add_demand(sub.demand, demand)
         value = {"subscriptionId": subscription_id, "demand": demand}
-        self._send(sub.topic, "request", Headers(headers), value, None)
+        self._send(sub.topic, "request", env.Headers(headers), value, None)
 
     def cancel(self, subscription_id: str, *, headers: Mapping[str, Any] | None = None) -> None:
         """Queue ``cancel`` (no answer comes; late events may still arrive)."""
@@ -280,7 +274,9 @@ class DittoClient:
             return  # rule 3.7: idempotent
         sub.state = CLIENT_TRANSITIONS[(sub.state, ClientInput.CANCEL)]
         self._remember_cancelled(subscription_id)
-        self._send(sub.topic, "cancel", Headers(headers), {"subscriptionId": subscription_id}, None)
+        self._send(
+            sub.topic, "cancel", env.Headers(headers), {"subscriptionId": subscription_id}, None
+        )
 
     def cancel_pending(self, key: int) -> None:
         """Cancel subscribe ``key`` before its ``created`` arrived; the cancel goes out with it."""
@@ -311,11 +307,11 @@ class DittoClient:
         if len(text) > self.config.max_message_size:
             raise RemoteProtocolError("message exceeds max_message_size", 413)
         try:
-            envelope = parse_envelope(text)
+            envelope = env.parse_envelope(text)
             classified = classify(envelope)
-        except MessageError as exc:
+        except env.MessageError as exc:
             raise RemoteProtocolError(exc.error.message, exc.error.status) from None
-        if isinstance(classified, Topic):
+        if isinstance(classified, env.Topic):
             if classified.criterion == "errors" or classified.action == "errors":
                 self._on_error_response(envelope)
             else:
@@ -323,10 +319,10 @@ class DittoClient:
             return
         try:
             self._dispatch(envelope, classified)
-        except MessageError as exc:
+        except env.MessageError as exc:
             raise RemoteProtocolError(exc.error.message, exc.error.status) from None
 
-    def _dispatch(self, envelope: Envelope, msg: Classified) -> None:
+    def _dispatch(self, envelope: env.Envelope, msg: Classified) -> None:
         action = msg.action
         if action not in ("created", "next", "complete", "failed"):
             raise RemoteProtocolError(f"Ditto does not send {action!r}", 400)
@@ -346,11 +342,11 @@ class DittoClient:
             self._advance(sub, ClientInput.COMPLETE)
             self._events.append(SubscriptionCompleted(key=sub.key, subscription_id=sid))
         else:
-            error = DittoError.from_json(value.get("error"))
+            error = env.DittoError.from_json(value.get("error"))
             self._advance(sub, ClientInput.FAILED)
             self._events.append(SubscriptionFailed(key=sub.key, subscription_id=sid, error=error))
 
-    def _on_created(self, envelope: Envelope, msg: Classified, sid: str) -> None:
+    def _on_created(self, envelope: env.Envelope, msg: Classified, sid: str) -> None:
         sub = self._match_pending(envelope, msg)
         if sub is None or sid in self._by_id:
             self._events.append(StrayMessageReceived(envelope=envelope))
@@ -361,14 +357,14 @@ class DittoClient:
         if sub.state is ClientState.CANCELLED:
             # cancelled before the ID was known: tell Ditto now
             self._remember_cancelled(sid)
-            self._send(sub.topic, "cancel", Headers(), {"subscriptionId": sid}, None)
+            self._send(sub.topic, "cancel", env.Headers(), {"subscriptionId": sid}, None)
             return
         sub.state = CLIENT_TRANSITIONS[(sub.state, ClientInput.CREATED)]
         self._events.append(
             SubscriptionCreated(key=sub.key, subscription_id=sid, headers=envelope.headers)
         )
 
-    def _match_pending(self, envelope: Envelope, msg: Classified) -> _ClientSubscription | None:
+    def _match_pending(self, envelope: env.Envelope, msg: Classified) -> _ClientSubscription | None:
         correlation_id = envelope.headers.correlation_id
         fallback = None
         for sub in self._pending.values():
@@ -384,7 +380,7 @@ class DittoClient:
         if excess or sub.state not in _NEXT_KEEPS:  # the table lookup hashes two enums
             self._advance(sub, ClientInput.NEXT_EXCESS if excess else ClientInput.NEXT)
         if excess:
-            self._send(sub.topic, "cancel", Headers(), {"subscriptionId": sid}, None)
+            self._send(sub.topic, "cancel", env.Headers(), {"subscriptionId": sid}, None)
             raise RemoteProtocolError(
                 f"next beyond the requested demand on {sid!r} (rule 1.1)", 400
             )
@@ -393,15 +389,15 @@ class DittoClient:
         if sub.kind is Kind.SEARCH:
             items = value.get("items")
             if not isinstance(items, list):
-                raise MessageError(_not_array())
+                raise env.MessageError(_not_array())
             self._events.append(PageReceived(key=sub.key, subscription_id=sid, items=tuple(items)))
             return
         item = value.get("item")
-        parsed: Envelope | None = None
+        parsed: env.Envelope | None = None
         if isinstance(item, dict) and isinstance(item.get("topic"), str):
             try:
-                parsed = envelope_from_json(item)
-            except MessageError:
+                parsed = env.envelope_from_json(item)
+            except env.MessageError:
                 parsed = None
         self._events.append(new_next(sub.key, sid, item, parsed))
 
@@ -416,8 +412,10 @@ class DittoClient:
             del self._by_id[sub.sid]
             self._cancelled.pop(sub.sid, None)
 
-    def _on_error_response(self, envelope: Envelope) -> None:
-        error = DittoError.from_json(envelope.value) if isinstance(envelope.value, dict) else None
+    def _on_error_response(self, envelope: env.Envelope) -> None:
+        error = (
+            env.DittoError.from_json(envelope.value) if isinstance(envelope.value, dict) else None
+        )
         if error is None:
             raise RemoteProtocolError("error response without an error object", 400)
         key = None
@@ -433,9 +431,9 @@ class DittoClient:
     # -- output -----------------------------------------------------------------
 
     def _send(
-        self, topic: Topic, action: str, headers: Headers, value: Any, fields: str | None
+        self, topic: env.Topic, action: str, headers: env.Headers, value: Any, fields: str | None
     ) -> None:
-        text = Envelope(
+        text = env.Envelope(
             topic=str(topic.with_action(topic.criterion, action)),
             headers=headers,
             path="/",
@@ -462,9 +460,11 @@ def _check_names(namespace: str, entity_name: str) -> None:
             raise LocalProtocolError(f"invalid namespace or entity name {what!r}")
 
 
-def _same_entity(a: Topic, b: Topic) -> bool:
+def _same_entity(a: env.Topic, b: env.Topic) -> bool:
     return (a.namespace, a.entity_name, a.group) == (b.namespace, b.entity_name, b.group)
 
 
-def _not_array() -> DittoError:
-    return DittoError(status=400, error="json.invalid", message="The field <items> is no array.")
+def _not_array() -> env.DittoError:
+    return env.DittoError(
+        status=400, error="json.invalid", message="The field <items> is no array."
+    )

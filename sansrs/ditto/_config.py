@@ -10,7 +10,7 @@ __all__ = ["DittoClientConfig", "DittoServerConfig"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DittoServerConfig:
-    """Options of a ``DittoServer`` (one WebSocket session).
+    """Options of a ``DittoServer`` (one WebSocket connection).
 
     - ``max_message_size``: characters per incoming text message; larger ones
       get a 413 error response. Default 1 MiB.
@@ -25,7 +25,7 @@ class DittoServerConfig:
     - ``content_type_header``: add ``content-type: application/json`` to every
       event, as Ditto does. Default True.
     - ``id_factory``: makes subscription IDs; default a decimal counter per
-      session ("0", "1", ...), as Ditto's WebSocket does.
+      connection ("0", "1", ...), as Ditto's WebSocket does.
     """
 
     max_message_size: int = 1024 * 1024

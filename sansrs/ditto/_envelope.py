@@ -8,11 +8,10 @@ reproduces Ditto's compact form: no whitespace, keys in the order
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
-
-from .._errors import RemoteProtocolError
 
 __all__ = [
     "ABSENT",
@@ -20,6 +19,7 @@ __all__ = [
     "MAX_LONG",
     "MIN_LONG",
     "DittoError",
+    "DittoException",
     "DittoRemoteError",
     "Envelope",
     "Headers",
@@ -63,9 +63,18 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"invalid JSON literal {name}")
 
 
+def _finite_float(text: str) -> float:
+    # 1e999 parses as infinity, which no JSON text can carry back: the
+    # answer echoing it could not be written. Refuse it as input instead.
+    value = float(text)
+    if value in (math.inf, -math.inf):
+        raise ValueError(f"JSON number {text[:40]} is out of range")
+    return value
+
+
 # Built once: json.loads / json.dumps with options build a new decoder or
 # encoder on every call, a tenth of the cost of a small message.
-_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
+_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 _ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _ASCII_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 # One JSON value per message, so the encoder's per-call set-up is a fifth
@@ -197,16 +206,28 @@ class DittoError:
         )
 
 
-class DittoRemoteError(RemoteProtocolError):
-    """A Ditto error (``failed`` or an error response); ``error_code`` is its HTTP status."""
+class DittoException(Exception):
+    """An error Ditto reports (a ``DittoError``: ``status``, ``code``,
+    ``message``, ``description``, ``href``): an application error, e.g. 404
+    for an unknown thing, never a protocol violation (that is
+    ``RemoteProtocolError``). ``error_code`` is the status, as in the core's
+    ``ProtocolError``s; ``message`` is ``"<code>: <message>"``.
+
+    A server's Publisher signals it to fail a subscription with ``error``; a
+    client receives a ``DittoRemoteError``."""
 
     def __init__(self, error: DittoError) -> None:
-        super().__init__(f"{error.error}: {error.message}", error.status)
+        self.message = f"{error.error}: {error.message}"
+        super().__init__(self.message)
         self.error = error
-        self.status = error.status
+        self.status = self.error_code = error.status
         self.code = error.error
         self.description = error.description
         self.href = error.href
+
+
+class DittoRemoteError(DittoException):
+    """Ditto answered with an error (``failed``, or an error response)."""
 
 
 JSON_INVALID_DESCRIPTION: Final = (
@@ -214,27 +235,27 @@ JSON_INVALID_DESCRIPTION: Final = (
 )
 
 
+def _bad_request(error: str, message: str, description: str) -> DittoError:
+    return DittoError(status=400, error=error, message=message, description=description)
+
+
 def json_invalid(message: str) -> DittoError:
-    return DittoError(
-        status=400, error="json.invalid", message=message, description=JSON_INVALID_DESCRIPTION
-    )
+    return _bad_request("json.invalid", message, JSON_INVALID_DESCRIPTION)
 
 
 def json_field_missing(pointer: str) -> DittoError:
-    return DittoError(
-        status=400,
-        error="json.field.missing",
-        message=f"JSON did not include required <{pointer}> field!",
-        description="Check if all required JSON fields were set.",
+    return _bad_request(
+        "json.field.missing",
+        f"JSON did not include required <{pointer}> field!",
+        "Check if all required JSON fields were set.",
     )
 
 
 def unknown_topic_path(topic: str) -> DittoError:
-    return DittoError(
-        status=400,
-        error="protocoladapter:unknown.topicpath",
-        message=f"The topic path '{topic}' is not supported.",
-        description="Check if you specified a correct topic path.",
+    return _bad_request(
+        "protocoladapter:unknown.topicpath",
+        f"The topic path '{topic}' is not supported.",
+        "Check if you specified a correct topic path.",
     )
 
 

@@ -11,22 +11,7 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, Final
 
-from ._envelope import (
-    ABSENT,
-    MAX_LONG,
-    MIN_LONG,
-    DittoError,
-    Envelope,
-    Headers,
-    MessageError,
-    Topic,
-    TopicError,
-    json_field_missing,
-    json_invalid,
-    parse_topic,
-    show,
-    unknown_topic_path,
-)
+from . import _envelope as env
 
 __all__ = [
     "COMMAND_ACTIONS",
@@ -72,20 +57,20 @@ class Kind(enum.Enum):
         return f"thing-search:subscription.{suffix}"
 
 
-def protocol_error(kind: Kind, message: str) -> DittoError:
-    return DittoError(status=400, error=kind.error_code("protocol.error"), message=message)
+def protocol_error(kind: Kind, message: str) -> env.DittoError:
+    return env.DittoError(status=400, error=kind.error_code("protocol.error"), message=message)
 
 
-def not_found_error(kind: Kind, subscription_id: str) -> DittoError:
-    return DittoError(
+def not_found_error(kind: Kind, subscription_id: str) -> env.DittoError:
+    return env.DittoError(
         status=404,
         error=kind.error_code("not.found"),
         message=f"No subscription with ID '{subscription_id}' exists.",
     )
 
 
-def timeout_error(kind: Kind, subscription_id: str) -> DittoError:
-    return DittoError(
+def timeout_error(kind: Kind, subscription_id: str) -> env.DittoError:
+    return env.DittoError(
         status=408,
         error=kind.error_code("timeout"),
         message=f"The subscription '{subscription_id}' stopped due to a lack of interaction.",
@@ -93,7 +78,7 @@ def timeout_error(kind: Kind, subscription_id: str) -> DittoError:
 
 
 #: What a Publisher failure other than ``DittoException`` becomes (docs/protocols/ditto.md).
-INTERNAL_ERROR: Final = DittoError(
+INTERNAL_ERROR: Final = env.DittoError(
     status=500,
     error="internalerror",
     message="There was a rare case of an unexpected internal error.",
@@ -143,7 +128,7 @@ class SubscribeOptions:
         lo, hi = self.from_historical_revision, self.to_historical_revision
         if explicit_range:
             lo = 0 if lo is None else lo
-            hi = MAX_LONG if hi is None else hi
+            hi = env.MAX_LONG if hi is None else hi
         if lo is not None:
             out["fromHistoricalRevision"] = lo
         if hi is not None:
@@ -158,18 +143,22 @@ class SubscribeOptions:
 
     @classmethod
     def from_json(cls, value: Any) -> SubscribeOptions:
-        if value is ABSENT or value is None:
+        if value is env.ABSENT or value is None:
             return cls()
         if not isinstance(value, dict):
-            raise MessageError(json_invalid("The value of the subscribe is not a JSON object."))
+            raise env.MessageError(
+                env.json_invalid("The value of the subscribe is not a JSON object.")
+            )
         revisions = [_long_field(value, key) for key in _REVISION_KEYS]
         strings = []
         for key in ("fromHistoricalTimestamp", "toHistoricalTimestamp", "filter"):
             item = value.get(key)
             if item is not None and not isinstance(item, str):
-                raise MessageError(json_invalid(f"Value for <{key}> is not a string."))
+                raise env.MessageError(env.json_invalid(f"Value for <{key}> is not a string."))
             if item is not None and key != "filter" and not _valid_instant(item):
-                raise MessageError(json_invalid(f"Value <{item}> for <{key}> is no instant."))
+                raise env.MessageError(
+                    env.json_invalid(f"Value <{item}> for <{key}> is no instant.")
+                )
             strings.append(item)
         return cls(
             from_historical_revision=revisions[0],
@@ -187,8 +176,10 @@ def _long_field(value: dict[str, Any], key: str) -> int | None:
     item = value.get(key)
     if item is None:
         return None
-    if type(item) is not int or not MIN_LONG <= item <= MAX_LONG:
-        raise MessageError(json_invalid(f"Value <{show(item)}> for <{key}> is not of type <long>!"))
+    if type(item) is not int or not env.MIN_LONG <= item <= env.MAX_LONG:
+        raise env.MessageError(
+            env.json_invalid(f"Value <{env.show(item)}> for <{key}> is not of type <long>!")
+        )
     return item
 
 
@@ -212,23 +203,27 @@ class SearchOptions:
         return out
 
     @classmethod
-    def from_envelope(cls, envelope: Envelope) -> SearchOptions:
+    def from_envelope(cls, envelope: env.Envelope) -> SearchOptions:
         value = envelope.value
-        if value is ABSENT or value is None:
+        if value is env.ABSENT or value is None:
             value = {}
         if not isinstance(value, dict):
-            raise MessageError(json_invalid("The value of the subscribe is not a JSON object."))
+            raise env.MessageError(
+                env.json_invalid("The value of the subscribe is not a JSON object.")
+            )
         strings = []
         for key in ("filter", "options"):
             item = value.get(key)
             if item is not None and not isinstance(item, str):
-                raise MessageError(json_invalid(f"Value for <{key}> is not a string."))
+                raise env.MessageError(env.json_invalid(f"Value for <{key}> is not a string."))
             strings.append(item)
         namespaces = value.get("namespaces")
         if namespaces is not None and (
             not isinstance(namespaces, list) or not all(isinstance(n, str) for n in namespaces)
         ):
-            raise MessageError(json_invalid("Value for <namespaces> is not an array of strings."))
+            raise env.MessageError(
+                env.json_invalid("Value for <namespaces> is not an array of strings.")
+            )
         return cls(
             filter=strings[0],
             options=strings[1],
@@ -241,12 +236,12 @@ class SearchOptions:
 class Classified:
     """A streaming/search message: its topic, kind, action and decoded envelope."""
 
-    topic: Topic
+    topic: env.Topic
     kind: Kind
     action: str  # "subscribe" for both subscribe actions
 
 
-def classify(envelope: Envelope) -> Classified | Topic:
+def classify(envelope: env.Envelope) -> Classified | env.Topic:
     """Sort a message: a streaming/search one, or another Ditto topic (returned as is).
 
     ``MessageError`` with ``protocoladapter:unknown.topicpath`` for a topic that
@@ -256,20 +251,20 @@ def classify(envelope: Envelope) -> Classified | Topic:
     return _classify_cached(text) if len(text) <= _CACHED_TOPIC else classify_topic(text)
 
 
-def classify_topic(text: str) -> Classified | Topic:
+def classify_topic(text: str) -> Classified | env.Topic:
     """:func:`classify` by the topic string."""
     try:
-        topic = parse_topic(text)
-    except TopicError:
-        raise MessageError(unknown_topic_path(text)) from None
+        topic = env.parse_topic(text)
+    except env.TopicError:
+        raise env.MessageError(env.unknown_topic_path(text)) from None
     if topic.criterion == STREAMING:
         if topic.channel == "live" or topic.action is None:
-            raise MessageError(unknown_topic_path(text))
+            raise env.MessageError(env.unknown_topic_path(text))
         action = topic.action
         if action == SUBSCRIBE_PERSISTED:
             action = "subscribe"
         elif action not in COMMAND_ACTIONS and action not in EVENT_ACTIONS:
-            raise MessageError(unknown_topic_path(text))
+            raise env.MessageError(env.unknown_topic_path(text))
         return Classified(topic=topic, kind=Kind.STREAMING, action=action)
     if topic.criterion == SEARCH:
         action = topic.action or ""
@@ -286,7 +281,7 @@ def classify_topic(text: str) -> Classified | Topic:
                 and action not in EVENT_ACTIONS
             )
         ):
-            raise MessageError(unknown_topic_path(text))
+            raise env.MessageError(env.unknown_topic_path(text))
         return Classified(topic=topic, kind=Kind.SEARCH, action=action)
     return topic
 
@@ -298,36 +293,38 @@ _CACHED_TOPIC: Final = 256
 _classify_cached: Final = lru_cache(maxsize=256)(classify_topic)
 
 
-def subscription_id_of(envelope: Envelope) -> str:
+def subscription_id_of(envelope: env.Envelope) -> str:
     value = envelope.value
     if not isinstance(value, dict):
-        if value is ABSENT or value is None:
-            raise MessageError(json_field_missing("/subscriptionId"))
-        raise MessageError(json_invalid("The value is not a JSON object."))
+        if value is env.ABSENT or value is None:
+            raise env.MessageError(env.json_field_missing("/subscriptionId"))
+        raise env.MessageError(env.json_invalid("The value is not a JSON object."))
     sid = value.get("subscriptionId")
     if sid is None:
-        raise MessageError(json_field_missing("/subscriptionId"))
+        raise env.MessageError(env.json_field_missing("/subscriptionId"))
     if not isinstance(sid, str):
-        raise MessageError(
-            json_invalid(f"Value <{show(sid)}> for <subscriptionId> is not a string.")
+        raise env.MessageError(
+            env.json_invalid(f"Value <{env.show(sid)}> for <subscriptionId> is not a string.")
         )
     return sid
 
 
-def demand_of(envelope: Envelope) -> int:
+def demand_of(envelope: env.Envelope) -> int:
     """``demand``; missing is 0 (then rule 3.9), non-long is ``json.invalid``."""
     assert isinstance(envelope.value, dict)
     demand = envelope.value.get("demand")
     if demand is None:
         return 0
-    if type(demand) is not int or not MIN_LONG <= demand <= MAX_LONG:
-        raise MessageError(
-            json_invalid(f"Value <{show(demand)}> for <demand> is not of type <long>!")
+    if type(demand) is not int or not env.MIN_LONG <= demand <= env.MAX_LONG:
+        raise env.MessageError(
+            env.json_invalid(f"Value <{env.show(demand)}> for <demand> is not of type <long>!")
         )
     return demand
 
 
-def envelope(topic: Topic, headers: Headers, value: Any, *, fields: str | None = None) -> str:
-    return Envelope(
+def envelope(
+    topic: env.Topic, headers: env.Headers, value: Any, *, fields: str | None = None
+) -> str:
+    return env.Envelope(
         topic=str(topic), headers=headers, path="/", value=value, fields=fields
     ).to_text()

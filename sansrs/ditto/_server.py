@@ -1,6 +1,6 @@
 """The server (publisher) role of the Ditto streaming subscription protocol, sans-IO.
 
-One ``DittoServer`` is one session (one WebSocket). Text messages in
+One ``DittoServer`` is one connection (one WebSocket). Text messages in
 (``receive_message``), events out (``events``), Ditto's answers out
 (``messages_to_send``). For each subscribe the application hands over a
 ``sansrs.streams.Publisher`` (``accept``) or an error (``reject``); the core
@@ -25,19 +25,8 @@ from typing import Any, Final
 
 from .._errors import LocalProtocolError
 from ..streams import MAX_DEMAND, Publisher, Subscription, add_demand
+from . import _envelope as env
 from ._config import DittoServerConfig
-from ._envelope import (
-    CONTENT_TYPE_JSON,
-    DittoError,
-    Envelope,
-    Headers,
-    MessageError,
-    Topic,
-    TopicError,
-    dumps,
-    parse_envelope,
-    parse_topic,
-)
 from ._fast import next_prefix
 from ._messages import (
     CANCELLED_MESSAGE,
@@ -62,15 +51,7 @@ from .events import (
     SubscriptionClosed,
 )
 
-__all__ = ["SERVER_TRANSITIONS", "DittoException", "DittoServer", "ServerInput", "ServerState"]
-
-
-class DittoException(Exception):
-    """Signal this through ``on_error`` to fail a subscription with a given Ditto error."""
-
-    def __init__(self, error: DittoError) -> None:
-        super().__init__(error.message)
-        self.error = error
+__all__ = ["SERVER_TRANSITIONS", "DittoServer", "ServerInput", "ServerState"]
 
 
 class ServerState(enum.Enum):
@@ -102,6 +83,8 @@ _ENDS: Final = {In.BAD_REQUEST: S.ZOMBIE, In.CANCEL: S.ZOMBIE, In.IDLE: S.ZOMBIE
 
 #: (state, input) -> next state. A missing pair is API misuse (``accept`` twice)
 #: or impossible (a Publisher signal before it was subscribed).
+# Tables as data, alike in shape by design with the other role's (the
+# duplicates scan lists them).
 SERVER_TRANSITIONS: Final[dict[tuple[ServerState, ServerInput], ServerState]] = {
     **{(S.PENDING, i): s for i, s in _ENDS.items()},
     (S.PENDING, In.REQUEST): S.PENDING_REQUESTED,
@@ -153,14 +136,14 @@ class _Subscription:
         "topic",
     )
 
-    def __init__(self, sid: str, kind: Kind, topic: Topic, headers: Headers) -> None:
+    def __init__(self, sid: str, kind: Kind, topic: env.Topic, headers: env.Headers) -> None:
         self.id = sid
         self.kind = kind
         self.topic = topic
         self.headers = headers  # of the latest subscribe/request/cancel
         self.state = ServerState.PENDING
         self.publisher: Publisher[Any] | None = None
-        self.failure: DittoError | None = None
+        self.failure: env.DittoError | None = None
         self.relay: _Relay | None = None
         self.pending_demand = 0  # requested before the Publisher's on_subscribe
         self.outstanding = 0  # requested and not yet delivered (rule 1.1)
@@ -196,7 +179,7 @@ class _Relay:
 
     def on_error(self, error: BaseException) -> None:
         if self._current():
-            failure = error.error if isinstance(error, DittoException) else INTERNAL_ERROR
+            failure = error.error if isinstance(error, env.DittoException) else INTERNAL_ERROR
             self._server._end(
                 self._sub, ServerInput.UP_ERROR, failure, "failed", upstream_done=True
             )
@@ -208,13 +191,13 @@ class _Relay:
             )
 
 
-_FALLBACK_TOPIC: Final = Topic(
+_FALLBACK_TOPIC: Final = env.Topic(
     namespace="_", entity_name="_", group="things", channel="twin", criterion="errors"
 )
 
 
 class DittoServer:
-    """Ditto's side of streaming (and search) subscriptions for one session."""
+    """Ditto's side of streaming (and search) subscriptions on one connection."""
 
     def __init__(self, config: DittoServerConfig | None = None) -> None:
         self.config = config or DittoServerConfig()
@@ -272,25 +255,25 @@ class DittoServer:
         if now is not None:
             self._now = now
         if len(text) > self.config.max_message_size:
-            error = DittoError(
+            error = env.DittoError(
                 status=413,
                 error="message.too.large",
                 message=f"The message exceeds the maximum of {self.config.max_message_size}.",
             )
             self._error_response(None, None, error)
             return
-        envelope: Envelope | None = None
+        envelope: env.Envelope | None = None
         try:
-            envelope = parse_envelope(text)
+            envelope = env.parse_envelope(text)
             classified = classify(envelope)
-            if isinstance(classified, Topic):
+            if isinstance(classified, env.Topic):
                 self._events.append(OtherMessageReceived(envelope=envelope))
                 return
             self._dispatch(envelope, classified)
-        except MessageError as exc:
+        except env.MessageError as exc:
             self._error_response(envelope, envelope.headers if envelope else None, exc.error)
 
-    def _dispatch(self, envelope: Envelope, msg: Classified) -> None:
+    def _dispatch(self, envelope: env.Envelope, msg: Classified) -> None:
         action = msg.action
         if action == "subscribe":
             self._on_subscribe(envelope, msg)
@@ -326,13 +309,13 @@ class DittoServer:
         else:
             self._on_request(sub, demand)
 
-    def _on_subscribe(self, envelope: Envelope, msg: Classified) -> None:
+    def _on_subscribe(self, envelope: env.Envelope, msg: Classified) -> None:
         options: SubscribeOptions | SearchOptions
         if msg.kind is Kind.STREAMING:
             options = SubscribeOptions.from_json(envelope.value)
             if options.filter is not None and msg.topic.group != "things":
-                raise MessageError(
-                    DittoError(
+                raise env.MessageError(
+                    env.DittoError(
                         status=400,
                         error="json.invalid",
                         message="The option <filter> is only supported for things.",
@@ -341,7 +324,7 @@ class DittoServer:
         else:
             options = SearchOptions.from_envelope(envelope)
         if len(self._subs) - len(self._zombies) >= self.config.max_subscriptions:
-            error = DittoError(
+            error = env.DittoError(
                 status=429,
                 error=msg.kind.error_code("limit.exceeded"),
                 message=f"At most {self.config.max_subscriptions} subscriptions may be open.",
@@ -401,7 +384,7 @@ class DittoServer:
         if sub.state is ServerState.ACTIVE:
             self._start(sub)
 
-    def reject(self, subscription_id: str, error: DittoError) -> None:
+    def reject(self, subscription_id: str, error: env.DittoError) -> None:
         """Fail ``subscription_id`` with ``error`` (sent after the first request, as Ditto does)."""
         sub = self._application_target(subscription_id, ServerInput.REJECT)
         if sub is None:
@@ -464,7 +447,7 @@ class DittoServer:
             prefix = sub.next_prefix = next_prefix(topic, self._headers(sub.headers), sub.id)
         try:
             if prefix:  # the same text as _encode's, one dumps of the item (_fast.py)
-                text = prefix + dumps(_item_json(item)) + "}}"
+                text = prefix + env.dumps(_item_json(item)) + "}}"
             else:
                 if sub.kind is Kind.SEARCH:
                     if not isinstance(item, list | tuple):
@@ -488,7 +471,7 @@ class DittoServer:
         self,
         sub: _Subscription,
         what: ServerInput,
-        error: DittoError | None,
+        error: env.DittoError | None,
         reason: str,
         *,
         upstream_done: bool = False,
@@ -546,16 +529,16 @@ class DittoServer:
 
     # -- output -----------------------------------------------------------------
 
-    def _topic(self, sub: _Subscription, action: str) -> Topic:
+    def _topic(self, sub: _Subscription, action: str) -> env.Topic:
         return sub.topic.with_action(sub.kind.value, action)
 
-    def _headers(self, headers: Headers) -> Headers:
+    def _headers(self, headers: env.Headers) -> env.Headers:
         if self.config.content_type_header:
-            return headers.with_header("content-type", CONTENT_TYPE_JSON)
+            return headers.with_header("content-type", env.CONTENT_TYPE_JSON)
         return headers
 
     def _encode(self, sub: _Subscription, action: str, value: dict[str, Any]) -> str:
-        return Envelope(
+        return env.Envelope(
             topic=str(self._topic(sub, action)),
             headers=self._headers(sub.headers),
             path="/",
@@ -565,28 +548,30 @@ class DittoServer:
     def _send(self, sub: _Subscription, action: str, value: dict[str, Any]) -> None:
         self._out.append(self._encode(sub, action, value))
 
-    def _send_failed(self, topic: Topic, headers: Headers, sid: str, error: DittoError) -> None:
+    def _send_failed(
+        self, topic: env.Topic, headers: env.Headers, sid: str, error: env.DittoError
+    ) -> None:
         value = {"subscriptionId": sid, "error": error.to_json()}
         self._out.append(
-            Envelope(
+            env.Envelope(
                 topic=str(topic), headers=self._headers(headers), path="/", value=value
             ).to_text()
         )
 
     def _error_response(
-        self, envelope: Envelope | None, headers: Headers | None, error: DittoError
+        self, envelope: env.Envelope | None, headers: env.Headers | None, error: env.DittoError
     ) -> None:
         """Ditto's answer to a malformed command: an error response on an ``errors`` topic."""
         topic = _FALLBACK_TOPIC
         if envelope is not None:
             try:
-                parsed = parse_topic(envelope.topic)
-            except TopicError:
+                parsed = env.parse_topic(envelope.topic)
+            except env.TopicError:
                 pass
             else:
                 topic = parsed.with_action("errors", None)
                 if parsed.criterion == "search":
-                    topic = Topic(
+                    topic = env.Topic(
                         namespace="_",
                         entity_name="_",
                         group="things",
@@ -594,12 +579,12 @@ class DittoServer:
                         criterion="search",
                         action="errors",
                     )
-        out_headers = Headers()
+        out_headers = env.Headers()
         correlation_id = headers.get("correlation-id") if headers is not None else None
         if correlation_id is not None:
             out_headers = out_headers.with_header("correlation-id", correlation_id)
         self._out.append(
-            Envelope(
+            env.Envelope(
                 topic=str(topic),
                 headers=out_headers,
                 path="/",
@@ -611,11 +596,11 @@ class DittoServer:
 
 
 def _item_json(item: Any) -> Any:
-    return item.to_json() if isinstance(item, Envelope) else item
+    return item.to_json() if isinstance(item, env.Envelope) else item
 
 
-def _unknown_command(topic: str) -> DittoError:
-    return DittoError(
+def _unknown_command(topic: str) -> env.DittoError:
+    return env.DittoError(
         status=400,
         error="protocoladapter:unknown.command",
         message=f"The topic path '{topic}' is not a command this endpoint accepts.",

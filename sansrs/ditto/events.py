@@ -26,6 +26,10 @@ __all__ = [
 # -- server role ---------------------------------------------------------------
 
 
+# Declarations alike in shape by design (the duplicates scan lists them): one
+# frozen, slotted, keyword-only dataclass per event (docs/architecture.md).
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubscribeReceived:
     """Server: a subscribe; ``created`` is already queued. Answer with ``accept`` or ``reject``.

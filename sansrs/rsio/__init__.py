@@ -32,8 +32,10 @@ from ._codec import (
 from ._config import ConnectionConfig, Role
 from ._connection import Connection
 from ._tables import (
+    CONNECTION_IGNORED,
     CONNECTION_TRANSITIONS,
     PUBLICATION_TRANSITIONS,
+    SUBSCRIPTION_IGNORED,
     SUBSCRIPTION_TRANSITIONS,
     ConnectionInput,
     ConnectionState,
@@ -44,9 +46,11 @@ from ._tables import (
 )
 
 __all__ = [
+    "CONNECTION_IGNORED",
     "CONNECTION_TRANSITIONS",
     "MAX_VARINT",
     "PUBLICATION_TRANSITIONS",
+    "SUBSCRIPTION_IGNORED",
     "SUBSCRIPTION_TRANSITIONS",
     "VERSION",
     "Cancel",

@@ -9,6 +9,7 @@ from ._codec import (
     MAX_VARINT,
     Cancel,
     Goodbye,
+    MessageType,
     OnComplete,
     OnError,
     OnSubscribe,
@@ -17,21 +18,28 @@ from ._codec import (
     encode_varint,
 )
 from ._core import Pub, Sub, add_demand
+from ._fast import VARINT1, VARINT_MORE
 from ._receive import Receiver
 from ._tables import (
+    PUBLICATION_TRANSITIONS,
     ConnectionInput,
-    ConnectionState,
+    PublicationInput,
     PublicationState,
-    SubscriptionState,
+    SubscriptionInput,
+    hot_path_state,
 )
 
 __all__ = ["Connection"]
 
-_ACTIVE = PublicationState.ACTIVE
+_PI = PublicationInput
+_SI = SubscriptionInput
 _SUBSCRIBED = PublicationState.SUBSCRIBED
+# The send paths test the one publication state in which elements may go
+# instead of looking the table up (a self-loop; checked at import).
+_ACTIVE = hot_path_state(PUBLICATION_TRANSITIONS, frozenset(), _PI.SEND_NEXT)
 _v = encode_varint
-#: One-byte varints, the length of every element shorter than 128 bytes.
-_VARINT1 = [bytes((i,)) for i in range(128)]
+_PART = bytes((MessageType.ON_NEXT_PART,))
+_LAST_PART = bytes((MessageType.ON_NEXT_LAST_PART,))
 
 
 def _check_id(what: str, value: object) -> int:
@@ -84,6 +92,7 @@ class Connection(Receiver):
         if type(n) is not int or n < 1:
             raise LocalProtocolError(f"request: n must be an int >= 1 (rule 3.9), got {n!r}")
         s = self._sub("request", subscriber_id)
+        self._sub_intent(s, _SI.SEND_REQUEST, f"request: subscription {subscriber_id} is over")
         if s.demand == MAX_VARINT:
             return  # already unbounded on both sides
         s.demand = add_demand(s.demand, n)
@@ -98,9 +107,10 @@ class Connection(Receiver):
                 f"cancel: {len(self._tombs)} cancelled fixed-size subscriptions still await "
                 "their end (max_cancelled); close the connection instead"
             )
+        self._sub_intent(s, _SI.SEND_CANCEL, f"cancel: subscription {subscriber_id} is over")
         self._send(Cancel(subscriber_id))
         self._drop_partials(s)
-        del self._subs[subscriber_id]
+        del self._subs[subscriber_id]  # a CANCELLED one lives on as its tombstone
         if needs_tomb:
             self._tombs[subscriber_id] = s.size
 
@@ -117,14 +127,14 @@ class Connection(Receiver):
     def send_on_subscribe(self, subscriber_id: int, element_size: int = 0) -> None:
         """Answer the peer's subscribe; ``element_size`` > 0: fixed-size mode."""
         p = self._pub("send_on_subscribe", subscriber_id)
-        if p.state is not _SUBSCRIBED:
+        if not self._pub_allows(p, _PI.SEND_ON_SUBSCRIBE):
             raise LocalProtocolError("send_on_subscribe: onSubscribe was already sent (rule 1.9)")
         if type(element_size) is not int or not 0 <= element_size <= self.config.max_message_size:
             raise LocalProtocolError(
                 f"send_on_subscribe: element_size must be in 0..{self.config.max_message_size}"
             )
         self._send(OnSubscribe(subscriber_id, element_size))
-        p.state = _ACTIVE
+        self._pub_step(p, _PI.SEND_ON_SUBSCRIBE)
         p.size = element_size
 
     def _refuse_next(self, p: Pub, count: int) -> None:
@@ -165,7 +175,7 @@ class Connection(Receiver):
             self._out += (p.head_next, element)
             self._out_size += n + 2
         elif n <= self._split_size:
-            self._out += (p.head_next + (_VARINT1[n] if n < 128 else _v(n)), element)
+            self._out += (p.head_next + (VARINT1[n] if n < VARINT_MORE else _v(n)), element)
             self._out_size += n + 3
         else:
             self._send_split(p, element)
@@ -201,7 +211,8 @@ class Connection(Receiver):
             p.open_parts.discard(element_id)
         else:
             p.open_parts.add(element_id)
-        head = (b"\x24" if last else b"\x23") + _v(subscriber_id) + _v(element_id) + _v(len(data))
+        code = _LAST_PART if last else _PART
+        head = code + _v(subscriber_id) + _v(element_id) + _v(len(data))
         self._out += (head, data)
         self._out_size += len(head) + len(data)
 
@@ -241,7 +252,7 @@ class Connection(Receiver):
         p = self._pub(what, subscriber_id)
         if p.state is _SUBSCRIBED:
             self._send(OnSubscribe(subscriber_id, 0))  # rule 1.9: onSubscribe first
-        del self._pubs[subscriber_id]
+        self._pub_step(p, _PI.SEND_TERMINAL)
         return p
 
     def send_complete(self, subscriber_id: int) -> None:
@@ -264,10 +275,9 @@ class Connection(Receiver):
 
     # -- connection ---------------------------------------------------------------
     def close(self, reason: str = "") -> None:
-        """Say goodbye: every subscription both ways ends now; ``ConnectionClosed``
+        """Say goodbye: every subscription both ways ends now; ``ConnectionTerminated``
         follows when the peer acknowledges (or the transport ends)."""
-        if (self._state, ConnectionInput.SEND_GOODBYE) not in _SEND_GOODBYE:
-            raise LocalProtocolError(f"close: the connection is {self._state.value}")
+        self._check_connection("close", ConnectionInput.SEND_GOODBYE)
         if not isinstance(reason, str):
             raise LocalProtocolError("close: reason must be a str")
         raw = reason.encode("utf-8", "replace")[: self.config.max_string_size]
@@ -275,14 +285,9 @@ class Connection(Receiver):
         self._send(Goodbye(reason))
         self._transition(ConnectionInput.SEND_GOODBYE)
         self._close_reason = reason
-        # Our publications end now; our subscriptions stay in the table only
-        # so that in-flight fixed-size messages can still be parsed.
+        # Our publications end now (the goodbye says so); our subscriptions
+        # are cancelled by it but stay in the table, so that in-flight
+        # fixed-size messages can still be parsed.
         self._pubs.clear()
         for s in self._subs.values():
-            s.state = SubscriptionState.CANCELLED
-
-
-_SEND_GOODBYE = {
-    (ConnectionState.AWAITING_HELLO, ConnectionInput.SEND_GOODBYE),
-    (ConnectionState.OPEN, ConnectionInput.SEND_GOODBYE),
-}
+            self._sub_intent(s, _SI.SEND_CANCEL, "close")

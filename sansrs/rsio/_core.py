@@ -8,6 +8,7 @@ from collections import deque
 from typing import NoReturn
 
 from .._errors import LocalProtocolError, RemoteProtocolError
+from . import _tables as tables
 from ._codec import (
     MAX_VARINT,
     VERSION,
@@ -15,24 +16,20 @@ from ._codec import (
     ErrorCode,
     Goodbye,
     Message,
+    MessageType,
     ServerHello,
     encode_message,
     encode_varint,
 )
 from ._config import ConnectionConfig, Role
-from ._tables import (
-    CONNECTION_TRANSITIONS,
-    ConnectionInput,
-    ConnectionState,
-    PublicationState,
-    SubscriptionState,
-)
-from .events import ConnectionClosed, Event
+from .events import ConnectionTerminated, Event
 
 __all__ = ["ConnectionCore"]
 
-_SUBSCRIBING = SubscriptionState.SUBSCRIBING
-_ACTIVE = SubscriptionState.ACTIVE
+_SUBSCRIBING = tables.SubscriptionState.SUBSCRIBING
+_UNEXPECTED = ErrorCode.UNEXPECTED_MESSAGE
+_ON_NEXT = bytes((MessageType.ON_NEXT,))
+_ON_NEXT_PACKED = bytes((MessageType.ON_NEXT_PACKED,))
 
 
 class _Partial:
@@ -79,10 +76,11 @@ class Pub:
         self.publisher = publisher
         self.demand = demand
         self.size = 0
-        self.state = PublicationState.SUBSCRIBED
+        self.state = tables.PublicationState.SUBSCRIBED
         vid = encode_varint(sid)
-        self.head_next = b"\x21" + vid
-        self.head_packed = b"\x22" + vid
+        # Every onNext / onNextPacked to it starts with these (code + Id).
+        self.head_next = _ON_NEXT + vid
+        self.head_packed = _ON_NEXT_PACKED + vid
         self.next_element_id = 0
         self.open_parts: set[int] = set()
 
@@ -99,7 +97,7 @@ class ConnectionCore:
         self.config = config = config if config is not None else ConnectionConfig()
         self._limits = config.decode_limits
         self._client = role is Role.CLIENT
-        self._state = ConnectionState.AWAITING_HELLO
+        self._state = tables.ConnectionState.AWAITING_HELLO
         self._events: list[Event] = []
         self._event_queue: deque[Event] = deque()
         self._out: list[bytes | memoryview] = []
@@ -127,7 +125,7 @@ class ConnectionCore:
 
     # -- inspection -----------------------------------------------------------
     @property
-    def state(self) -> ConnectionState:
+    def state(self) -> tables.ConnectionState:
         return self._state
 
     @property
@@ -138,19 +136,19 @@ class ConnectionCore:
     def queued_output(self) -> int:
         return self._out_size
 
-    def subscription_state(self, subscriber_id: int) -> SubscriptionState:
+    def subscription_state(self, subscriber_id: int) -> tables.SubscriptionState:
         """Of a subscription we made: CLOSED when unknown or over."""
         s = self._subs.get(subscriber_id)
         if s is not None:
             return s.state
         if subscriber_id in self._tombs:
-            return SubscriptionState.CANCELLED
-        return SubscriptionState.CLOSED
+            return tables.SubscriptionState.CANCELLED
+        return tables.SubscriptionState.CLOSED
 
-    def publication_state(self, subscriber_id: int) -> PublicationState:
+    def publication_state(self, subscriber_id: int) -> tables.PublicationState:
         """Of the peer's subscription ``subscriber_id``: CLOSED when unknown or over."""
         p = self._pubs.get(subscriber_id)
-        return p.state if p is not None else PublicationState.CLOSED
+        return p.state if p is not None else tables.PublicationState.CLOSED
 
     def demand_of(self, subscriber_id: int) -> int:
         """Outstanding demand: of the peer's subscription if we publish to it,
@@ -209,15 +207,71 @@ class ConnectionCore:
     def _send(self, msg: Message, element_size: int = 0) -> None:
         self._queue(encode_message(msg, element_size))
 
-    def _transition(self, inp: ConnectionInput) -> ConnectionState | None:
-        nxt = CONNECTION_TRANSITIONS.get((self._state, inp))
+    # -- the state tables: every state changes here, from its table ----------------
+    def _transition(self, inp: tables.ConnectionInput) -> tables.ConnectionState | None:
+        """Apply the connection table; None (nothing changed) if not allowed."""
+        nxt = tables.CONNECTION_TRANSITIONS.get((self._state, inp))
         if nxt is not None:
             self._state = nxt
         return nxt
 
-    def _check_send(self, what: str) -> None:
-        if (self._state, ConnectionInput.SEND_STREAM) not in CONNECTION_TRANSITIONS:
+    def _check_connection(self, what: str, inp: tables.ConnectionInput) -> None:
+        """A local intent the connection table must allow."""
+        if (self._state, inp) not in tables.CONNECTION_TRANSITIONS:
             raise LocalProtocolError(f"{what}: the connection is {self._state.value}")
+
+    def _check_send(self, what: str) -> None:
+        self._check_connection(what, tables.ConnectionInput.SEND_STREAM)
+
+    def _received(self, inp: tables.ConnectionInput, unexpected: str) -> bool:
+        """A received message against the connection table: True to handle
+        it, False to drop it (an ignored pair); a pair the table lacks is a
+        protocol error (``unexpected`` says why). The state changes when the
+        handler applies ``_transition``."""
+        key = (self._state, inp)
+        if key not in tables.CONNECTION_TRANSITIONS:
+            self._fail(_UNEXPECTED, unexpected)
+        return key not in tables.CONNECTION_IGNORED
+
+    def _sub_step(self, s: Sub, inp: tables.SubscriptionInput, unexpected: str) -> bool:
+        """A received message against subscription ``s``'s table: True to
+        handle it, False to drop it; a pair the table lacks is a protocol
+        error. A subscription that closes is forgotten."""
+        key = (s.state, inp)
+        nxt = tables.SUBSCRIPTION_TRANSITIONS.get(key)
+        if nxt is None:
+            self._fail(_UNEXPECTED, unexpected)
+        s.state = nxt
+        if nxt is tables.SubscriptionState.CLOSED:
+            del self._subs[s.id]
+        return key not in tables.SUBSCRIPTION_IGNORED
+
+    def _sub_intent(self, s: Sub, inp: tables.SubscriptionInput, refused: str) -> None:
+        """A local intent on subscription ``s``: ``LocalProtocolError`` if
+        its table does not allow it."""
+        nxt = tables.SUBSCRIPTION_TRANSITIONS.get((s.state, inp))
+        if nxt is None:
+            raise LocalProtocolError(refused)
+        s.state = nxt
+
+    def _tomb_step(self, sid: int, inp: tables.SubscriptionInput) -> None:
+        """A message for a tombstone (a cancelled subscription forgotten but
+        for its element size, §5.4): the CANCELLED row, which drops it."""
+        if (
+            tables.SUBSCRIPTION_TRANSITIONS[tables.SubscriptionState.CANCELLED, inp]
+            is tables.SubscriptionState.CLOSED
+        ):
+            self._tombs.pop(sid, None)
+
+    def _pub_allows(self, p: Pub, inp: tables.PublicationInput) -> bool:
+        return (p.state, inp) in tables.PUBLICATION_TRANSITIONS
+
+    def _pub_step(self, p: Pub, inp: tables.PublicationInput) -> None:
+        """Apply the publication table (the caller checked ``_pub_allows``
+        or the pair is in every row); a publication that closes is forgotten."""
+        nxt = p.state = tables.PUBLICATION_TRANSITIONS[p.state, inp]
+        if nxt is tables.PublicationState.CLOSED:
+            del self._pubs[p.id]
 
     def _fail(self, code: ErrorCode, message: str) -> NoReturn:
         """A protocol error: goodbye (unless ours is already out), close, raise."""
@@ -226,13 +280,13 @@ class ConnectionCore:
 
     def _raise(self, error: RemoteProtocolError) -> NoReturn:
         reason = f"protocol error: {error.message}"
-        if self._state is not ConnectionState.CLOSING:
+        if self._state is not tables.ConnectionState.CLOSING:
             self._send(Goodbye(_clip(reason, self.config.max_string_size)))
-        self._state = ConnectionState.CLOSED
+        self._transition(tables.ConnectionInput.PROTOCOL_ERROR)
         self._forget_all()
         self._error = error
         self._events.append(
-            ConnectionClosed(reason=reason, by_peer=False, error_code=error.error_code)
+            ConnectionTerminated(reason=reason, by_peer=False, error_code=error.error_code)
         )
         raise error
 

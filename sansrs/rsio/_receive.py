@@ -9,41 +9,25 @@ collecting chunks until the size it needs has arrived, then joined once.
 from __future__ import annotations
 
 from .._errors import RemoteProtocolError
+from . import _codec as codec
+from . import _tables as tables
 from ._codec import (
     MAX_VARINT,
     VERSION,
-    Cancel,
-    ClientHello,
     ErrorCode,
-    Goodbye,
-    GoodbyeAck,
     Incomplete,
-    Message,
-    OnComplete,
-    OnError,
-    OnNext,
-    OnNextLastPart,
-    OnNextPacked,
-    OnNextPart,
-    OnSubscribe,
-    Request,
-    ServerHello,
-    Subscribe,
     _decode_varint_slow,
     decode_message,
+    decode_varint,
 )
 from ._core import ConnectionCore, Pub, Sub, _Partial, add_demand
-from ._tables import (
-    ConnectionInput,
-    ConnectionState,
-    PublicationState,
-    SubscriptionState,
-)
+from ._fast import ON_NEXT, ON_NEXT_PACKED, VARINT_MORE, next_event
+from ._tables import hot_path_state
 from .events import (
     CancelReceived,
     CompleteReceived,
-    ConnectionClosed,
     ConnectionLost,
+    ConnectionTerminated,
     ErrorReceived,
     HelloReceived,
     InvalidRequestReceived,
@@ -52,17 +36,25 @@ from .events import (
     OnSubscribeReceived,
     RequestReceived,
     SubscribeReceived,
-    _fast_next,
 )
 
 __all__ = ["Receiver"]
 
-_OPEN = ConnectionState.OPEN
-_CLOSING = ConnectionState.CLOSING
-_CLOSED = ConnectionState.CLOSED
-_ACTIVE = SubscriptionState.ACTIVE
-_SUBSCRIBING = SubscriptionState.SUBSCRIBING
-_CI = ConnectionInput
+_OPEN = tables.ConnectionState.OPEN
+_CLOSING = tables.ConnectionState.CLOSING
+_CLOSED = tables.ConnectionState.CLOSED
+_CI = tables.ConnectionInput
+_SI = tables.SubscriptionInput
+_PI = tables.PublicationInput
+# The hot path of ``_parse`` does not look the tables up: it tests the one
+# connection state in which stream messages are handled, and the one
+# subscription state in which elements are (both self-loops; checked here).
+_HANDLES_STREAMS = hot_path_state(
+    tables.CONNECTION_TRANSITIONS, tables.CONNECTION_IGNORED, _CI.RECV_STREAM
+)
+_TAKES_ELEMENTS = hot_path_state(
+    tables.SUBSCRIPTION_TRANSITIONS, tables.SUBSCRIPTION_IGNORED, _SI.RECV_NEXT
+)
 _UNEXPECTED = ErrorCode.UNEXPECTED_MESSAGE
 _RULE_3_9 = "Rule 3.9: request(n) with n <= 0 is not allowed"
 
@@ -102,15 +94,14 @@ class Receiver(ConnectionCore):
 
     def _eof(self) -> None:
         partial = self._buffered > 0
-        if self._state is _CLOSING:
-            self._state = _CLOSED
-            self._forget_all()
-            self._events.append(
-                ConnectionClosed(reason=self._close_reason, by_peer=False, error_code=0)
-            )
-            return
+        closing = self._state is _CLOSING
         self._transition(_CI.EOF)
         self._forget_all()
+        if closing:  # our goodbye was out: the end of the transport ends it
+            self._events.append(
+                ConnectionTerminated(reason=self._close_reason, by_peer=False, error_code=0)
+            )
+            return
         reason = "the transport ended without goodbye"
         if partial:
             reason += " (inside a message)"
@@ -126,81 +117,69 @@ class Receiver(ConnectionCore):
         limits = self._limits
         max_msg = limits.max_message_size
         size_of = self._size_of
-        is_open = self._state is _OPEN
+        is_open = self._state is _HANDLES_STREAMS
         try:
             while pos < end:
                 t = buf[pos]
-                if (t == 0x21 or t == 0x22) and is_open:
-                    # Hot path: an element of an active subscription.
+                if ON_NEXT <= t <= ON_NEXT_PACKED and is_open:  # the two codes are adjacent
+                    # Hot path: an element of an active subscription. Its
+                    # varints (Id, length) are read inline, one-byte form
+                    # first: twice per element, so not through a call
+                    # (bench_rsio: core_on_next); alike on purpose.
                     p = pos + 1
-                    b = buf[p] if p < end else 0x80
-                    if b < 0x80:
+                    b = buf[p] if p < end else VARINT_MORE
+                    if b < VARINT_MORE:
                         sid = b
                         p += 1
                     else:
                         sid, p = _varint(buf, p)
                     s = subs.get(sid)
-                    if s is not None and s.state is _ACTIVE:
+                    if s is not None and s.state is _TAKES_ELEMENTS:
                         size = s.size
-                        if t == 0x22:
-                            b = buf[p] if p < end else 0x80
-                            if b < 0x80:
-                                count = b
-                                p += 1
-                            else:
-                                count, p = _varint(buf, p)
+                        packed = t == ON_NEXT_PACKED
+                        if packed:
+                            count, p = decode_varint(buf, p)  # once per packed message
                             if count == 0 or not size:
                                 break  # error path: the reference decoder reports it
                             n = count * size
-                            if n > max_msg:
-                                break
-                            stop = p + n
-                            if stop > end:
-                                self._need = stop - pos
-                                return pos
-                            demand = s.demand
-                            if demand != MAX_VARINT:
-                                if count > demand:
-                                    self._fail(
-                                        ErrorCode.DEMAND_EXCEEDED,
-                                        f"onNextPacked of {count} elements beyond the demand "
-                                        f"{demand} of subscriber {sid} (rule 1.1)",
-                                    )
-                                s.demand = demand - count
-                            events.append(
-                                NextPackedReceived(
-                                    subscriber_id=sid,
-                                    elements=buf[p:stop],
-                                    count=count,
-                                    element_size=size,
-                                )
-                            )
-                            pos = stop
-                            continue
-                        if size:
-                            stop = p + size
+                        elif size:
+                            n = size
                         else:
-                            b = buf[p] if p < end else 0x80
-                            if b < 0x80:
+                            b = buf[p] if p < end else VARINT_MORE
+                            if b < VARINT_MORE:
+                                n = b
                                 p += 1
-                                stop = p + b
                             else:
                                 n, p = _varint(buf, p)
-                                if n > max_msg:
-                                    break
-                                stop = p + n
+                        if n > max_msg:
+                            break
+                        stop = p + n
                         if stop > end:
                             self._need = stop - pos
                             return pos
-                        demand = s.demand
-                        if demand != MAX_VARINT:
-                            if demand == 0:
-                                self._fail(
-                                    ErrorCode.DEMAND_EXCEEDED,
-                                    f"onNext beyond the demand of subscriber {sid} (rule 1.1)",
-                                )
-                            s.demand = demand - 1
-                        events.append(_fast_next(sid, buf[p:stop]))
+                        event: NextReceived | NextPackedReceived
+                        if packed:
+                            assert size  # (checked above)
+                            self._take_demand(s, count, f"onNextPacked of {count} elements")
+                            event = NextPackedReceived(
+                                subscriber_id=sid,
+                                elements=buf[p:stop],
+                                count=count,
+                                element_size=size,
+                            )
+                        else:
+                            # _take_demand(s, 1, "onNext"), inlined: once per
+                            # element (bench_rsio: core_on_next).
+                            demand = s.demand
+                            if demand != MAX_VARINT:
+                                if demand == 0:
+                                    self._fail(
+                                        ErrorCode.DEMAND_EXCEEDED,
+                                        f"onNext beyond the demand of subscriber {sid} (rule 1.1)",
+                                    )
+                                s.demand = demand - 1
+                            event = next_event(sid, buf[p:stop])
+                        events.append(event)
                         pos = stop
                         continue
                 msg, p = decode_message(buf, pos, size_of, limits)
@@ -209,7 +188,7 @@ class Receiver(ConnectionCore):
                 state = self._state
                 if state is _CLOSED:
                     return end  # goodbye exchanged: nothing after it counts
-                is_open = state is _OPEN
+                is_open = state is _HANDLES_STREAMS
             else:
                 return pos
             # Fell out of the hot path on bad input: let the decoder explain it.
@@ -232,58 +211,55 @@ class Receiver(ConnectionCore):
         return 0  # closed or never used: variable size (docs §5.5)
 
     # -- handling -----------------------------------------------------------------
-    def _handle(self, msg: Message) -> None:
+    def _handle(self, msg: codec.Message) -> None:
         t = type(msg)
-        state = self._state
-        if t is ClientHello or t is ServerHello:
+        if t is codec.ClientHello or t is codec.ServerHello:
             self._on_hello(msg)  # type: ignore[arg-type]
             return
-        if t is Goodbye:
-            assert isinstance(msg, Goodbye)
+        if t is codec.Goodbye:
+            assert isinstance(msg, codec.Goodbye)
             self._on_goodbye(msg.reason)
             return
-        if t is GoodbyeAck:
+        if t is codec.GoodbyeAck:
             if self._transition(_CI.RECV_GOODBYE_ACK) is None:
                 self._fail(_UNEXPECTED, "goodbyeAck without our goodbye")
             self._forget_all()
             self._events.append(
-                ConnectionClosed(reason=self._close_reason, by_peer=False, error_code=0)
+                ConnectionTerminated(reason=self._close_reason, by_peer=False, error_code=0)
             )
             return
-        if state is ConnectionState.AWAITING_HELLO:
-            self._fail(_UNEXPECTED, f"{t.__name__} before the peer's hello")
-        if state is _CLOSING:
-            if t is OnSubscribe:
-                assert isinstance(msg, OnSubscribe)
+        if not self._received(_CI.RECV_STREAM, f"{t.__name__} before the peer's hello"):
+            if t is codec.OnSubscribe:  # (its element size still lets us parse what follows)
+                assert isinstance(msg, codec.OnSubscribe)
                 self._closing_on_subscribe(msg)
             return  # parsed and ignored (docs §7)
-        if t is OnNext or t is OnNextPacked:
+        if t is codec.OnNext or t is codec.OnNextPacked:
             self._on_next(msg)  # type: ignore[arg-type]
-        elif t is Request:
-            assert isinstance(msg, Request)
+        elif t is codec.Request:
+            assert isinstance(msg, codec.Request)
             self._on_request(msg.subscriber_id, msg.demand)
-        elif t is Subscribe:
-            assert isinstance(msg, Subscribe)
+        elif t is codec.Subscribe:
+            assert isinstance(msg, codec.Subscribe)
             self._on_subscribe_msg(msg)
-        elif t is Cancel:
-            assert isinstance(msg, Cancel)
-            if self._pubs.pop(msg.subscriber_id, None) is not None:
+        elif t is codec.Cancel:
+            assert isinstance(msg, codec.Cancel)
+            p = self._pubs.get(msg.subscriber_id)
+            if p is not None:
+                self._pub_step(p, _PI.RECV_CANCEL)
                 self._events.append(CancelReceived(subscriber_id=msg.subscriber_id))
-        elif t is OnSubscribe:
-            assert isinstance(msg, OnSubscribe)
+        elif t is codec.OnSubscribe:
+            assert isinstance(msg, codec.OnSubscribe)
             self._on_on_subscribe(msg)
-        elif t is OnNextPart or t is OnNextLastPart:
-            self._on_part(msg, t is OnNextLastPart)  # type: ignore[arg-type]
+        elif t is codec.OnNextPart or t is codec.OnNextLastPart:
+            self._on_part(msg, t is codec.OnNextLastPart)  # type: ignore[arg-type]
         else:
-            assert isinstance(msg, OnComplete | OnError)
+            assert isinstance(msg, codec.OnComplete | codec.OnError)
             self._on_terminal(msg)
 
-    def _on_hello(self, msg: ClientHello | ServerHello) -> None:
-        if self._state is _CLOSING:
+    def _on_hello(self, msg: codec.ClientHello | codec.ServerHello) -> None:
+        if not self._received(_CI.RECV_HELLO, "a second hello"):
             return
-        if self._state is not ConnectionState.AWAITING_HELLO:
-            self._fail(_UNEXPECTED, "a second hello")
-        expected = ServerHello if self._client else ClientHello
+        expected = codec.ServerHello if self._client else codec.ClientHello
         if type(msg) is not expected:
             self._fail(_UNEXPECTED, f"{type(msg).__name__} received by a {self.role.value}")
         if msg.version != VERSION:
@@ -297,20 +273,20 @@ class Receiver(ConnectionCore):
 
     def _on_goodbye(self, reason: str) -> None:
         self._transition(_CI.RECV_GOODBYE)
-        self._send(GoodbyeAck(""))
+        self._send(codec.GoodbyeAck(""))
         self._forget_all()
-        self._events.append(ConnectionClosed(reason=reason, by_peer=True, error_code=0))
+        self._events.append(ConnectionTerminated(reason=reason, by_peer=True, error_code=0))
 
     # -- we publish ---------------------------------------------------------------
-    def _on_subscribe_msg(self, msg: Subscribe) -> None:
+    def _on_subscribe_msg(self, msg: codec.Subscribe) -> None:
         sid = msg.subscriber_id
         pubs = self._pubs
         if sid in pubs:
             self._fail(_UNEXPECTED, f"subscribe on subscriber Id {sid}, which is in use")
         if len(pubs) >= self.config.max_subscriptions:
             # Not a connection error: refuse this one subscription (docs §9).
-            self._send(OnSubscribe(sid, 0))
-            self._send(OnError(sid, "too many subscriptions on this connection"))
+            self._send(codec.OnSubscribe(sid, 0))
+            self._send(codec.OnError(sid, "too many subscriptions on this connection"))
             return
         demand = msg.initial_demand
         pubs[sid] = Pub(sid, msg.publisher, demand)
@@ -322,32 +298,37 @@ class Receiver(ConnectionCore):
         p = self._pubs.get(sid)
         if p is None:
             return  # may have crossed our onComplete/onError (docs §5.3)
-        if n == 0:
-            del self._pubs[sid]
-            if p.state is PublicationState.SUBSCRIBED:
-                self._send(OnSubscribe(sid, 0))  # rule 1.9: onSubscribe first
-            self._send(OnError(sid, _RULE_3_9))
+        if n == 0:  # we end it with onError
+            if p.state is tables.PublicationState.SUBSCRIBED:
+                self._send(codec.OnSubscribe(sid, 0))  # rule 1.9: onSubscribe first
+            self._pub_step(p, _PI.SEND_TERMINAL)
+            self._send(codec.OnError(sid, _RULE_3_9))
             self._events.append(InvalidRequestReceived(subscriber_id=sid, message=_RULE_3_9))
             return
+        self._pub_step(p, _PI.RECV_REQUEST)
         p.demand = add_demand(p.demand, n)
         self._events.append(RequestReceived(subscriber_id=sid, demand=n))
 
     # -- we subscribed ------------------------------------------------------------
-    def _unknown(self, sid: int, what: str) -> None:
-        """A publisher message for an Id not in our table (docs §5.5)."""
+    def _unknown(self, sid: int, what: str, inp: tables.SubscriptionInput) -> None:
+        """A publisher message for an Id not in our table (docs §5.5): never
+        used, a tombstone (its CANCELLED row), or over (ignored)."""
         if sid >= self._next_sid:
             self._fail(_UNEXPECTED, f"{what} for subscriber Id {sid}, which was never used")
-        size = self._tombs.get(sid, 0)
-        if size is None and what != "onSubscribe":
+        if sid not in self._tombs:
+            return
+        if self._tombs[sid] is None and inp is not _SI.RECV_ON_SUBSCRIBE:
+            # Cancelled before its onSubscribe: what only follows one (1.9).
             self._fail(_UNEXPECTED, f"{what} before onSubscribe for subscriber {sid} (rule 1.9)")
+        self._tomb_step(sid, inp)
 
-    def _closing_on_subscribe(self, msg: OnSubscribe) -> None:
+    def _closing_on_subscribe(self, msg: codec.OnSubscribe) -> None:
         s = self._subs.get(msg.subscriber_id)
         if s is not None and s.size is None:
             s.size = msg.element_size
         self._tomb_size(msg)
 
-    def _tomb_size(self, msg: OnSubscribe) -> None:
+    def _tomb_size(self, msg: codec.OnSubscribe) -> None:
         sid = msg.subscriber_id
         if sid in self._tombs and self._tombs[sid] is None:
             if msg.element_size:
@@ -355,30 +336,26 @@ class Receiver(ConnectionCore):
             else:
                 del self._tombs[sid]  # variable size: parseable without a tombstone
 
-    def _on_on_subscribe(self, msg: OnSubscribe) -> None:
+    def _on_on_subscribe(self, msg: codec.OnSubscribe) -> None:
         sid = msg.subscriber_id
         s = self._subs.get(sid)
         if s is None:
-            self._unknown(sid, "onSubscribe")
-            if sid in self._tombs:
-                if self._tombs[sid] is not None:
-                    self._fail(_UNEXPECTED, f"a second onSubscribe for subscriber {sid}")
-                self._tomb_size(msg)
+            if sid in self._tombs and self._tombs[sid] is not None:
+                self._fail(_UNEXPECTED, f"a second onSubscribe for subscriber {sid}")
+            self._unknown(sid, "onSubscribe", _SI.RECV_ON_SUBSCRIBE)
+            self._tomb_size(msg)
             return
-        if s.state is not _SUBSCRIBING:
-            self._fail(_UNEXPECTED, f"a second onSubscribe for subscriber {sid}")
-        s.state = _ACTIVE
+        self._sub_step(s, _SI.RECV_ON_SUBSCRIBE, f"a second onSubscribe for subscriber {sid}")
         s.size = msg.element_size
         self._events.append(OnSubscribeReceived(subscriber_id=sid, element_size=msg.element_size))
 
     def _active(self, sid: int, what: str) -> Sub | None:
         s = self._subs.get(sid)
         if s is None:
-            self._unknown(sid, what)
+            self._unknown(sid, what, _SI.RECV_NEXT)
             return None
-        if s.state is not _ACTIVE:
-            self._fail(_UNEXPECTED, f"{what} before onSubscribe for subscriber {sid} (rule 1.9)")
-        return s
+        rule = f"{what} before onSubscribe for subscriber {sid} (rule 1.9)"
+        return s if self._sub_step(s, _SI.RECV_NEXT, rule) else None
 
     def _take_demand(self, s: Sub, count: int, what: str) -> None:
         demand = s.demand
@@ -391,18 +368,18 @@ class Receiver(ConnectionCore):
             )
         s.demand = demand - count
 
-    def _on_next(self, msg: OnNext | OnNextPacked) -> None:
+    def _on_next(self, msg: codec.OnNext | codec.OnNextPacked) -> None:
         """Off the hot path: messages for subscriptions not ACTIVE (or unknown)."""
         sid = msg.subscriber_id
         s = self._active(sid, type(msg).__name__)
         if s is None:
             return
         assert s.size is not None
-        if type(msg) is OnNext:
+        if type(msg) is codec.OnNext:
             self._take_demand(s, 1, "onNext")
             self._events.append(NextReceived(subscriber_id=sid, element=msg.element))
         else:
-            assert isinstance(msg, OnNextPacked)
+            assert isinstance(msg, codec.OnNextPacked)
             count = len(msg.elements) // s.size
             self._take_demand(s, count, "onNextPacked")
             self._events.append(
@@ -411,7 +388,7 @@ class Receiver(ConnectionCore):
                 )
             )
 
-    def _on_part(self, msg: OnNextPart | OnNextLastPart, last: bool) -> None:
+    def _on_part(self, msg: codec.OnNextPart | codec.OnNextLastPart, last: bool) -> None:
         sid = msg.subscriber_id
         what = "onNextLastPart" if last else "onNextPart"
         s = self._active(sid, what)
@@ -482,30 +459,28 @@ class Receiver(ConnectionCore):
                 self._split_bytes -= len(part.data)
         s.partials = None
 
-    def _on_terminal(self, msg: OnComplete | OnError) -> None:
+    def _on_terminal(self, msg: codec.OnComplete | codec.OnError) -> None:
         sid = msg.subscriber_id
-        complete = type(msg) is OnComplete
+        complete = type(msg) is codec.OnComplete
+        name = "onComplete" if complete else "onError"
         s = self._subs.get(sid)
         if s is None:
-            self._unknown(sid, "onComplete" if complete else "onError")
-            self._tombs.pop(sid, None)
+            self._unknown(sid, name, _SI.RECV_TERMINAL)
             return
-        if s.state is not _ACTIVE:
-            name = "onComplete" if complete else "onError"
-            self._fail(_UNEXPECTED, f"{name} before onSubscribe for subscriber {sid} (rule 1.9)")
+        rule = f"{name} before onSubscribe for subscriber {sid} (rule 1.9)"
+        if not self._sub_step(s, _SI.RECV_TERMINAL, rule):
+            return
         if complete and s.partials:
             self._fail(
                 _UNEXPECTED, f"onComplete with a split element in progress on subscriber {sid}"
             )
         self._drop_partials(s)
-        del self._subs[sid]
         if complete:
             self._events.append(CompleteReceived(subscriber_id=sid))
         else:
-            assert isinstance(msg, OnError)
+            assert isinstance(msg, codec.OnError)
             self._events.append(ErrorReceived(subscriber_id=sid, error=msg.error))
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
     return _decode_varint_slow(buf, pos)
-

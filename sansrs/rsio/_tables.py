@@ -1,17 +1,23 @@
 """The rsio state machines as data (docs/protocols/rsio.md §11, state tables).
 
 A missing (state, input) pair is not allowed: a local intent raises
-``LocalProtocolError``, a received message is a protocol error unless the
-connection handles it as "ignored" (documented per table).
+``LocalProtocolError``, a received message is a protocol error. A pair in
+an ``*_IGNORED`` set is allowed but its message is parsed and dropped.
+The connection changes a state only by looking its table up.
 """
 
 from __future__ import annotations
 
 import enum
+from typing import TypeVar
+
+from ._fast import identity_hash
 
 __all__ = [
+    "CONNECTION_IGNORED",
     "CONNECTION_TRANSITIONS",
     "PUBLICATION_TRANSITIONS",
+    "SUBSCRIPTION_IGNORED",
     "SUBSCRIPTION_TRANSITIONS",
     "ConnectionInput",
     "ConnectionState",
@@ -19,9 +25,16 @@ __all__ = [
     "PublicationState",
     "SubscriptionInput",
     "SubscriptionState",
+    "hot_path_state",
 ]
 
 
+
+# State machines as data, alike in shape by design (the duplicates scan lists
+# them with the other protocol's): states, inputs, then the table.
+
+
+@identity_hash  # table lookups (_fast.py)
 class ConnectionState(enum.Enum):
     AWAITING_HELLO = "awaiting-hello"  # our hello sent, the peer's not received
     OPEN = "open"
@@ -29,6 +42,7 @@ class ConnectionState(enum.Enum):
     CLOSED = "closed"
 
 
+@identity_hash  # table lookups (_fast.py)
 class ConnectionInput(enum.Enum):
     RECV_HELLO = "recv-hello"
     RECV_STREAM = "recv-stream"  # any subscription message
@@ -63,8 +77,11 @@ CONNECTION_TRANSITIONS: dict[tuple[ConnectionState, ConnectionInput], Connection
     (_C.CLOSING, _CI.PROTOCOL_ERROR): _C.CLOSED,
     (_C.CLOSING, _CI.EOF): _C.CLOSED,
 }
+#: Closing: the peer's hello and stream messages are parsed and dropped (§7).
+CONNECTION_IGNORED = frozenset({(_C.CLOSING, _CI.RECV_HELLO), (_C.CLOSING, _CI.RECV_STREAM)})
 
 
+@identity_hash  # table lookups (_fast.py)
 class SubscriptionState(enum.Enum):
     """A subscription this side made (we are the subscriber)."""
 
@@ -74,6 +91,7 @@ class SubscriptionState(enum.Enum):
     CLOSED = "closed"  # forgotten
 
 
+@identity_hash  # table lookups (_fast.py)
 class SubscriptionInput(enum.Enum):
     RECV_ON_SUBSCRIBE = "recv-on-subscribe"
     RECV_NEXT = "recv-next"  # onNext, onNextPacked, parts
@@ -99,8 +117,17 @@ SUBSCRIPTION_TRANSITIONS: dict[
     (_S.CANCELLED, _SI.RECV_NEXT): _S.CANCELLED,  # ignored
     (_S.CANCELLED, _SI.RECV_TERMINAL): _S.CLOSED,  # ignored, tombstone dropped
 }
+#: A cancelled subscription's messages in flight are parsed and dropped (§5.4).
+SUBSCRIPTION_IGNORED = frozenset(
+    {
+        (_S.CANCELLED, _SI.RECV_ON_SUBSCRIBE),
+        (_S.CANCELLED, _SI.RECV_NEXT),
+        (_S.CANCELLED, _SI.RECV_TERMINAL),
+    }
+)
 
 
+@identity_hash  # table lookups (_fast.py)
 class PublicationState(enum.Enum):
     """A subscription the peer made to one of our publishers."""
 
@@ -109,6 +136,7 @@ class PublicationState(enum.Enum):
     CLOSED = "closed"  # forgotten
 
 
+@identity_hash  # table lookups (_fast.py)
 class PublicationInput(enum.Enum):
     SEND_ON_SUBSCRIBE = "send-on-subscribe"
     SEND_NEXT = "send-next"
@@ -130,3 +158,25 @@ PUBLICATION_TRANSITIONS: dict[tuple[PublicationState, PublicationInput], Publica
     (_P.ACTIVE, _PI.RECV_REQUEST): _P.ACTIVE,
     (_P.ACTIVE, _PI.RECV_CANCEL): _P.CLOSED,
 }
+
+
+
+State = TypeVar("State", bound=enum.Enum)
+Input = TypeVar("Input", bound=enum.Enum)
+
+
+def hot_path_state(
+    table: dict[tuple[State, Input], State],
+    ignored: frozenset[tuple[State, Input]],
+    inp: Input,
+) -> State:
+    """The one state in which ``table`` handles ``inp`` (allowed, not
+    ignored) and stays: what a hot path tests instead of looking the table
+    up. Raises at import if the table ever says otherwise."""
+    states = {state for (state, i) in table if i is inp and (state, i) not in ignored}
+    if len(states) != 1:
+        raise ValueError(f"{inp} is handled in {len(states)} states; the hot path assumes one")
+    (state,) = states
+    if table[state, inp] is not state:
+        raise ValueError(f"{inp} leaves {state}; the hot path assumes it stays")
+    return state

@@ -4,7 +4,7 @@ connection state machine."""
 from .._errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 from ._codec import HEADER_LENGTH, decode_frame
 from ._config import ConnectionConfig, Framing, Role, default_resume_token
-from ._connection import Connection, ConnectionState
+from ._connection import Connection
 from ._encode import encode_frame
 from ._frames import (
     FLAG_COMPLETE,
@@ -15,6 +15,7 @@ from ._frames import (
     FLAG_NEXT,
     FLAG_RESPOND,
     FLAG_RESUME_ENABLE,
+    FLAGS_MASK,
     MAJOR_VERSION,
     MAX_FRAME_LENGTH,
     MAX_METADATA_LENGTH,
@@ -22,6 +23,7 @@ from ._frames import (
     MAX_REQUEST_N,
     MAX_STREAM_ID,
     MINOR_VERSION,
+    TYPE_SHIFT,
     CancelFrame,
     ErrorCode,
     ErrorFrame,
@@ -53,9 +55,12 @@ from ._framing import (
     prefix_frames,
 )
 from ._session_store import SessionStore
-from ._streams import StreamState
+from ._state import CONNECTION_TRANSITIONS, ConnectionInput, ConnectionState
+from ._streams import STREAM_TRANSITIONS, StreamInput, StreamState
 
 __all__ = [
+    "CONNECTION_TRANSITIONS",
+    "FLAGS_MASK",
     "FLAG_COMPLETE",
     "FLAG_FOLLOWS",
     "FLAG_IGNORE",
@@ -73,9 +78,12 @@ __all__ = [
     "MAX_STREAM_ID",
     "MINOR_VERSION",
     "PREFIX_LENGTH",
+    "STREAM_TRANSITIONS",
+    "TYPE_SHIFT",
     "CancelFrame",
     "Connection",
     "ConnectionConfig",
+    "ConnectionInput",
     "ConnectionState",
     "ErrorCode",
     "ErrorFrame",
@@ -104,6 +112,7 @@ __all__ = [
     "Role",
     "SessionStore",
     "SetupFrame",
+    "StreamInput",
     "StreamState",
     "UnknownFrame",
     "decode_frame",

@@ -32,45 +32,16 @@ from collections.abc import Callable
 from struct import Struct
 
 from .._errors import RemoteProtocolError
-from ._frames import (
-    FLAG_COMPLETE,
-    FLAG_FOLLOWS,
-    FLAG_IGNORE,
-    FLAG_LEASE,
-    FLAG_METADATA,
-    FLAG_NEXT,
-    FLAG_RESPOND,
-    FLAG_RESUME_ENABLE,
-    MAX_POSITION,
-    MAX_U31,
-    CancelFrame,
-    ErrorCode,
-    ErrorFrame,
-    ExtFrame,
-    Frame,
-    FrameType,
-    KeepaliveFrame,
-    LeaseFrame,
-    MetadataPushFrame,
-    PayloadFrame,
-    RequestChannelFrame,
-    RequestFnfFrame,
-    RequestNFrame,
-    RequestResponseFrame,
-    RequestStreamFrame,
-    ResumeFrame,
-    ResumeOkFrame,
-    SetupFrame,
-    UnknownFrame,
-)
+from . import _frames as fr
+from ._fast import PAYLOAD_NO_METADATA_MASK, T_PAYLOAD, payload_frame
 
 __all__ = ["HEADER_LENGTH", "decode_frame"]
 
 #: Stream ID (4 bytes) + frame type and flags (2 bytes).
 HEADER_LENGTH = 6
 
-_CONNECTION_ERROR = ErrorCode.CONNECTION_ERROR
-_INVALID_SETUP = ErrorCode.INVALID_SETUP
+_CONNECTION_ERROR = fr.ErrorCode.CONNECTION_ERROR
+_INVALID_SETUP = fr.ErrorCode.INVALID_SETUP
 
 _MAX_U16 = 0xFFFF
 _MAX_U32 = 0xFFFFFFFF
@@ -78,7 +49,7 @@ _MAX_MIME_LENGTH = 0xFF
 _BIT31 = 0x80000000
 
 # One Struct per wire shape, built once.
-_HEADER = Struct(">IH")  # stream id, type << 10 | flags
+_HEADER = Struct(">IH")  # stream id, type << TYPE_SHIFT | flags
 _HEADER_U24 = Struct(">IHBH")  # header + 24-bit length (hi byte, lo 16 bits)
 _HEADER_U32 = Struct(">IHI")  # header + one 32-bit field
 _HEADER_U32_U24 = Struct(">IHIBH")  # header + 32-bit field + 24-bit length
@@ -91,41 +62,23 @@ _U16 = Struct(">H")
 _U24 = Struct(">BH")
 _U64_U64 = Struct(">QQ")
 
-_T_SETUP = FrameType.SETUP << 10
-_T_LEASE = FrameType.LEASE << 10
-_T_KEEPALIVE = FrameType.KEEPALIVE << 10
-_T_REQUEST_RESPONSE = FrameType.REQUEST_RESPONSE << 10
-_T_REQUEST_FNF = FrameType.REQUEST_FNF << 10
-_T_REQUEST_STREAM = FrameType.REQUEST_STREAM << 10
-_T_REQUEST_CHANNEL = FrameType.REQUEST_CHANNEL << 10
-_T_REQUEST_N = FrameType.REQUEST_N << 10
-_T_CANCEL = FrameType.CANCEL << 10
-_T_PAYLOAD = FrameType.PAYLOAD << 10
-_T_ERROR = FrameType.ERROR << 10
-_T_METADATA_PUSH = FrameType.METADATA_PUSH << 10
-_T_RESUME = FrameType.RESUME << 10
-_T_RESUME_OK = FrameType.RESUME_OK << 10
-_T_EXT = FrameType.EXT << 10
+_T_SETUP = fr.FrameType.SETUP << fr.TYPE_SHIFT
+_T_LEASE = fr.FrameType.LEASE << fr.TYPE_SHIFT
+_T_KEEPALIVE = fr.FrameType.KEEPALIVE << fr.TYPE_SHIFT
+_T_REQUEST_RESPONSE = fr.FrameType.REQUEST_RESPONSE << fr.TYPE_SHIFT
+_T_REQUEST_FNF = fr.FrameType.REQUEST_FNF << fr.TYPE_SHIFT
+_T_REQUEST_STREAM = fr.FrameType.REQUEST_STREAM << fr.TYPE_SHIFT
+_T_REQUEST_CHANNEL = fr.FrameType.REQUEST_CHANNEL << fr.TYPE_SHIFT
+_T_REQUEST_N = fr.FrameType.REQUEST_N << fr.TYPE_SHIFT
+_T_CANCEL = fr.FrameType.CANCEL << fr.TYPE_SHIFT
+_T_PAYLOAD = fr.FrameType.PAYLOAD << fr.TYPE_SHIFT
+_T_ERROR = fr.FrameType.ERROR << fr.TYPE_SHIFT
+_T_METADATA_PUSH = fr.FrameType.METADATA_PUSH << fr.TYPE_SHIFT
+_T_RESUME = fr.FrameType.RESUME << fr.TYPE_SHIFT
+_T_RESUME_OK = fr.FrameType.RESUME_OK << fr.TYPE_SHIFT
+_T_EXT = fr.FrameType.EXT << fr.TYPE_SHIFT
 
-#: ``object.__new__`` then one store per slot builds a slotted frame ~80 ns
-#: (a third) faster than calling the class, whose dataclass ``__init__`` is a
-#: Python-level call. The PAYLOAD fast paths (here and in ``_framing``) do
-#: that and must set every field; this catches a field added to PayloadFrame.
-_new_frame = object.__new__
-_PAYLOAD_FIELDS = ("stream_id", "data", "metadata", "follows", "complete", "next", "ignore")
-if PayloadFrame.__slots__ != _PAYLOAD_FIELDS:  # pragma: no cover
-    raise ImportError("PayloadFrame fields changed: update the PAYLOAD fast paths")
-
-#: PAYLOAD (follows, complete, next, ignore) for each value of the 10 flag bits.
-_PAYLOAD_FLAGS: tuple[tuple[bool, bool, bool, bool], ...] = tuple(
-    (bool(f & FLAG_FOLLOWS), bool(f & FLAG_COMPLETE), bool(f & FLAG_NEXT), bool(f & FLAG_IGNORE))
-    for f in range(0x400)
-)
-
-#: Type bits + M flag: ``tf & _PAYLOAD_MASK == _T_PAYLOAD`` is PAYLOAD without metadata.
-_PAYLOAD_MASK = 0xFC00 | FLAG_METADATA
-
-_ERROR_CODES: dict[int, int] = {int(code): code for code in ErrorCode}
+_ERROR_CODES: dict[int, int] = {int(code): code for code in fr.ErrorCode}
 
 
 # --------------------------------------------------------------------------
@@ -163,7 +116,7 @@ def _check_positive_u31(name: str, field: str, value: int, code: int = _CONNECTI
 
 
 def _check_u63(name: str, field: str, value: int) -> None:
-    if value > MAX_POSITION:
+    if value > fr.MAX_POSITION:
         raise _bad(f"{name}: reserved bit of {field} is set")
 
 
@@ -198,7 +151,7 @@ def _split_metadata(
     return data[start:stop], data[stop:]
 
 
-def _dec_setup(data: bytes, sid: int, tf: int) -> SetupFrame:
+def _dec_setup(data: bytes, sid: int, tf: int) -> fr.SetupFrame:
     name = "SETUP"
     code = _INVALID_SETUP
     _check_stream_id(name, sid, code)
@@ -209,7 +162,7 @@ def _dec_setup(data: bytes, sid: int, tf: int) -> SetupFrame:
     end = len(data)
     off = 18
     token = None
-    if tf & FLAG_RESUME_ENABLE:
+    if tf & fr.FLAG_RESUME_ENABLE:
         (tlen,) = _U16.unpack_from(data, off)
         off += 2
         if off + tlen > end:
@@ -229,11 +182,11 @@ def _dec_setup(data: bytes, sid: int, tf: int) -> SetupFrame:
         if not raw.isascii():
             raise _bad(f"{name}: {field} is not US-ASCII: {raw!r}", code)
         mimes.append(raw.decode("ascii"))
-    if tf & FLAG_METADATA:
+    if tf & fr.FLAG_METADATA:
         metadata, payload = _split_metadata(name, data, off, code)
     else:
         metadata, payload = None, data[off:]
-    return SetupFrame(
+    return fr.SetupFrame(
         keepalive,
         lifetime,
         mimes[0],
@@ -241,141 +194,137 @@ def _dec_setup(data: bytes, sid: int, tf: int) -> SetupFrame:
         metadata,
         payload,
         token,
-        bool(tf & FLAG_LEASE),
+        bool(tf & fr.FLAG_LEASE),
         major,
         minor,
-        bool(tf & FLAG_IGNORE),
+        bool(tf & fr.FLAG_IGNORE),
         0,
     )
 
 
-def _dec_lease(data: bytes, sid: int, tf: int) -> LeaseFrame:
+def _dec_lease(data: bytes, sid: int, tf: int) -> fr.LeaseFrame:
     name = "LEASE"
     _check_stream_id(name, sid)
     _min_length(name, data, 14)
     _, _, ttl, number = _HEADER_U32_U32.unpack_from(data)
     _check_u31(name, "time-to-live", ttl)
     _check_u31(name, "number of requests", number)
-    if tf & FLAG_METADATA:
+    if tf & fr.FLAG_METADATA:
         metadata: bytes | None = data[14:]  # metadata-only frame: no length field
     else:
         _exact_length(name, data, 14)
         metadata = None
-    return LeaseFrame(ttl, number, metadata, bool(tf & FLAG_IGNORE), 0)
+    return fr.LeaseFrame(ttl, number, metadata, bool(tf & fr.FLAG_IGNORE), 0)
 
 
-def _dec_keepalive(data: bytes, sid: int, tf: int) -> KeepaliveFrame:
-    name = "KEEPALIVE"
-    _check_stream_id(name, sid)
-    _min_length(name, data, 14)
-    (_, _, position) = _HEADER_U64.unpack_from(data)
-    _check_u63(name, "last received position", position)
-    return KeepaliveFrame(bool(tf & FLAG_RESPOND), position, data[14:], bool(tf & FLAG_IGNORE), 0)
-
-
-def _dec_request_response(data: bytes, sid: int, tf: int) -> RequestResponseFrame:
-    _check_request_stream_id("REQUEST_RESPONSE", sid)
-    if tf & FLAG_METADATA:
-        metadata, payload = _split_metadata("REQUEST_RESPONSE", data, 6)
+def _field(name: str, data: bytes, field: str, *, position: bool, exact: bool) -> int:
+    """The field right after the header: a 63-bit ``position`` (KEEPALIVE,
+    RESUME_OK) or a 31-bit value > 0 (initial request N, REQUEST_N, the EXT
+    type); ``exact``: nothing may follow it."""
+    end = 14 if position else 10
+    if exact:
+        _exact_length(name, data, end)
     else:
-        metadata, payload = None, data[6:]
-    return RequestResponseFrame(
-        sid, payload, metadata, bool(tf & FLAG_FOLLOWS), bool(tf & FLAG_IGNORE)
+        _min_length(name, data, end)
+    value: int = (_HEADER_U64 if position else _HEADER_U32).unpack_from(data)[2]
+    if position:
+        _check_u63(name, field, value)
+    else:
+        _check_positive_u31(name, field, value)
+    return value
+
+
+def _dec_keepalive(data: bytes, sid: int, tf: int) -> fr.KeepaliveFrame:
+    _check_stream_id("KEEPALIVE", sid)
+    position = _field("KEEPALIVE", data, "last received position", position=True, exact=False)
+    return fr.KeepaliveFrame(
+        bool(tf & fr.FLAG_RESPOND), position, data[14:], bool(tf & fr.FLAG_IGNORE), 0
     )
 
 
-def _dec_request_fnf(data: bytes, sid: int, tf: int) -> RequestFnfFrame:
-    _check_request_stream_id("REQUEST_FNF", sid)
-    if tf & FLAG_METADATA:
-        metadata, payload = _split_metadata("REQUEST_FNF", data, 6)
-    else:
-        metadata, payload = None, data[6:]
-    return RequestFnfFrame(sid, payload, metadata, bool(tf & FLAG_FOLLOWS), bool(tf & FLAG_IGNORE))
-
-
-def _dec_request_stream(data: bytes, sid: int, tf: int) -> RequestStreamFrame:
-    name = "REQUEST_STREAM"
+def _dec_request(data: bytes, sid: int, tf: int) -> fr.RequestFrame:
+    """REQUEST_RESPONSE, _FNF, _STREAM and _CHANNEL: one layout, the last two
+    with the initial request N (and a channel with C)."""
+    frame_type = tf >> fr.TYPE_SHIFT
+    name = _REQUEST_NAMES[frame_type]
     _check_request_stream_id(name, sid)
-    _min_length(name, data, 10)
-    (_, _, n) = _HEADER_U32.unpack_from(data)
-    _check_positive_u31(name, "initial request N", n)
-    if tf & FLAG_METADATA:
-        metadata, payload = _split_metadata(name, data, 10)
+    n = 0
+    offset = 6
+    if frame_type == fr.FrameType.REQUEST_STREAM or frame_type == fr.FrameType.REQUEST_CHANNEL:
+        n = _field(name, data, "initial request N", position=False, exact=False)
+        offset = 10
+    if tf & fr.FLAG_METADATA:
+        metadata, payload = _split_metadata(name, data, offset)
     else:
-        metadata, payload = None, data[10:]
-    return RequestStreamFrame(
-        sid, n, payload, metadata, bool(tf & FLAG_FOLLOWS), bool(tf & FLAG_IGNORE)
+        metadata, payload = None, data[offset:]
+    follows = bool(tf & fr.FLAG_FOLLOWS)
+    ignore = bool(tf & fr.FLAG_IGNORE)
+    if frame_type == fr.FrameType.REQUEST_RESPONSE:
+        return fr.RequestResponseFrame(sid, payload, metadata, follows, ignore)
+    if frame_type == fr.FrameType.REQUEST_FNF:
+        return fr.RequestFnfFrame(sid, payload, metadata, follows, ignore)
+    if frame_type == fr.FrameType.REQUEST_STREAM:
+        return fr.RequestStreamFrame(sid, n, payload, metadata, follows, ignore)
+    complete = bool(tf & fr.FLAG_COMPLETE)
+    return fr.RequestChannelFrame(sid, n, payload, metadata, follows, complete, ignore)
+
+
+_REQUEST_NAMES = {
+    t.value: t.name
+    for t in (
+        fr.FrameType.REQUEST_RESPONSE,
+        fr.FrameType.REQUEST_FNF,
+        fr.FrameType.REQUEST_STREAM,
+        fr.FrameType.REQUEST_CHANNEL,
     )
+}
 
 
-def _dec_request_channel(data: bytes, sid: int, tf: int) -> RequestChannelFrame:
-    name = "REQUEST_CHANNEL"
-    _check_request_stream_id(name, sid)
-    _min_length(name, data, 10)
-    (_, _, n) = _HEADER_U32.unpack_from(data)
-    _check_positive_u31(name, "initial request N", n)
-    if tf & FLAG_METADATA:
-        metadata, payload = _split_metadata(name, data, 10)
-    else:
-        metadata, payload = None, data[10:]
-    return RequestChannelFrame(
-        sid,
-        n,
-        payload,
-        metadata,
-        bool(tf & FLAG_FOLLOWS),
-        bool(tf & FLAG_COMPLETE),
-        bool(tf & FLAG_IGNORE),
-    )
-
-
-def _dec_request_n(data: bytes, sid: int, tf: int) -> RequestNFrame:
+def _dec_request_n(data: bytes, sid: int, tf: int) -> fr.RequestNFrame:
     name = "REQUEST_N"
     _check_u31(name, "the stream ID", sid)
-    _exact_length(name, data, 10)
-    (_, _, n) = _HEADER_U32.unpack_from(data)
-    _check_positive_u31(name, "request N", n)
-    return RequestNFrame(sid, n, bool(tf & FLAG_IGNORE))
+    n = _field(name, data, "request N", position=False, exact=True)
+    return fr.RequestNFrame(sid, n, bool(tf & fr.FLAG_IGNORE))
 
 
-def _dec_cancel(data: bytes, sid: int, tf: int) -> CancelFrame:
+def _dec_cancel(data: bytes, sid: int, tf: int) -> fr.CancelFrame:
     _check_u31("CANCEL", "the stream ID", sid)
     _exact_length("CANCEL", data, 6)
-    return CancelFrame(sid, bool(tf & FLAG_IGNORE))
+    return fr.CancelFrame(sid, bool(tf & fr.FLAG_IGNORE))
 
 
-def _dec_payload(data: bytes, sid: int, tf: int) -> PayloadFrame:
+def _dec_payload(data: bytes, sid: int, tf: int) -> fr.PayloadFrame:
     _check_u31("PAYLOAD", "the stream ID", sid)
-    if tf & FLAG_METADATA:
+    if tf & fr.FLAG_METADATA:
         metadata, payload = _split_metadata("PAYLOAD", data, 6)
     else:
         metadata, payload = None, data[6:]
-    return PayloadFrame(
+    return fr.PayloadFrame(
         sid,
         payload,
         metadata,
-        bool(tf & FLAG_FOLLOWS),
-        bool(tf & FLAG_COMPLETE),
-        bool(tf & FLAG_NEXT),
-        bool(tf & FLAG_IGNORE),
+        bool(tf & fr.FLAG_FOLLOWS),
+        bool(tf & fr.FLAG_COMPLETE),
+        bool(tf & fr.FLAG_NEXT),
+        bool(tf & fr.FLAG_IGNORE),
     )
 
 
-def _dec_error(data: bytes, sid: int, tf: int) -> ErrorFrame:
+def _dec_error(data: bytes, sid: int, tf: int) -> fr.ErrorFrame:
     _check_u31("ERROR", "the stream ID", sid)
     _min_length("ERROR", data, 10)
     (_, _, code) = _HEADER_U32.unpack_from(data)
-    return ErrorFrame(sid, _ERROR_CODES.get(code, code), data[10:], bool(tf & FLAG_IGNORE))
+    return fr.ErrorFrame(sid, _ERROR_CODES.get(code, code), data[10:], bool(tf & fr.FLAG_IGNORE))
 
 
-def _dec_metadata_push(data: bytes, sid: int, tf: int) -> MetadataPushFrame:
+def _dec_metadata_push(data: bytes, sid: int, tf: int) -> fr.MetadataPushFrame:
     _check_u31("METADATA_PUSH", "the stream ID", sid)
-    if not tf & FLAG_METADATA:
+    if not tf & fr.FLAG_METADATA:
         raise _bad("METADATA_PUSH: the (M)etadata flag must be set")
-    return MetadataPushFrame(data[6:], bool(tf & FLAG_IGNORE), sid)
+    return fr.MetadataPushFrame(data[6:], bool(tf & fr.FLAG_IGNORE), sid)
 
 
-def _dec_resume(data: bytes, sid: int, tf: int) -> ResumeFrame:
+def _dec_resume(data: bytes, sid: int, tf: int) -> fr.ResumeFrame:
     name = "RESUME"
     _check_stream_id(name, sid)
     _min_length(name, data, 12)
@@ -385,51 +334,47 @@ def _dec_resume(data: bytes, sid: int, tf: int) -> ResumeFrame:
     server_pos, client_pos = _U64_U64.unpack_from(data, 12 + tlen)
     _check_u63(name, "last received server position", server_pos)
     _check_u63(name, "first available client position", client_pos)
-    return ResumeFrame(token, server_pos, client_pos, major, minor, bool(tf & FLAG_IGNORE), 0)
+    return fr.ResumeFrame(token, server_pos, client_pos, major, minor, bool(tf & fr.FLAG_IGNORE), 0)
 
 
-def _dec_resume_ok(data: bytes, sid: int, tf: int) -> ResumeOkFrame:
-    name = "RESUME_OK"
-    _check_stream_id(name, sid)
-    _exact_length(name, data, 14)
-    (_, _, position) = _HEADER_U64.unpack_from(data)
-    _check_u63(name, "last received client position", position)
-    return ResumeOkFrame(position, bool(tf & FLAG_IGNORE), 0)
+def _dec_resume_ok(data: bytes, sid: int, tf: int) -> fr.ResumeOkFrame:
+    _check_stream_id("RESUME_OK", sid)
+    field = "last received client position"
+    position = _field("RESUME_OK", data, field, position=True, exact=True)
+    return fr.ResumeOkFrame(position, bool(tf & fr.FLAG_IGNORE), 0)
 
 
-def _dec_ext(data: bytes, sid: int, tf: int) -> ExtFrame:
+def _dec_ext(data: bytes, sid: int, tf: int) -> fr.ExtFrame:
     name = "EXT"
     _check_u31(name, "the stream ID", sid)
-    _min_length(name, data, 10)
-    (_, _, ext_type) = _HEADER_U32.unpack_from(data)
-    _check_positive_u31(name, "extended type", ext_type)
-    if tf & FLAG_METADATA:
+    ext_type = _field(name, data, "extended type", position=False, exact=False)
+    if tf & fr.FLAG_METADATA:
         metadata, payload = _split_metadata(name, data, 10)
     else:
         metadata, payload = None, data[10:]
-    return ExtFrame(sid, ext_type, payload, metadata, bool(tf & FLAG_IGNORE))
+    return fr.ExtFrame(sid, ext_type, payload, metadata, bool(tf & fr.FLAG_IGNORE))
 
 
-_DECODERS: dict[int, Callable[[bytes, int, int], Frame]] = {
-    FrameType.SETUP: _dec_setup,
-    FrameType.LEASE: _dec_lease,
-    FrameType.KEEPALIVE: _dec_keepalive,
-    FrameType.REQUEST_RESPONSE: _dec_request_response,
-    FrameType.REQUEST_FNF: _dec_request_fnf,
-    FrameType.REQUEST_STREAM: _dec_request_stream,
-    FrameType.REQUEST_CHANNEL: _dec_request_channel,
-    FrameType.REQUEST_N: _dec_request_n,
-    FrameType.CANCEL: _dec_cancel,
-    FrameType.PAYLOAD: _dec_payload,
-    FrameType.ERROR: _dec_error,
-    FrameType.METADATA_PUSH: _dec_metadata_push,
-    FrameType.RESUME: _dec_resume,
-    FrameType.RESUME_OK: _dec_resume_ok,
-    FrameType.EXT: _dec_ext,
+_DECODERS: dict[int, Callable[[bytes, int, int], fr.Frame]] = {
+    fr.FrameType.SETUP: _dec_setup,
+    fr.FrameType.LEASE: _dec_lease,
+    fr.FrameType.KEEPALIVE: _dec_keepalive,
+    fr.FrameType.REQUEST_RESPONSE: _dec_request,
+    fr.FrameType.REQUEST_FNF: _dec_request,
+    fr.FrameType.REQUEST_STREAM: _dec_request,
+    fr.FrameType.REQUEST_CHANNEL: _dec_request,
+    fr.FrameType.REQUEST_N: _dec_request_n,
+    fr.FrameType.CANCEL: _dec_cancel,
+    fr.FrameType.PAYLOAD: _dec_payload,
+    fr.FrameType.ERROR: _dec_error,
+    fr.FrameType.METADATA_PUSH: _dec_metadata_push,
+    fr.FrameType.RESUME: _dec_resume,
+    fr.FrameType.RESUME_OK: _dec_resume_ok,
+    fr.FrameType.EXT: _dec_ext,
 }
 
 
-def decode_frame(data: bytes) -> Frame:
+def decode_frame(data: bytes) -> fr.Frame:
     """Decode one frame (without length prefix).
 
     Raises ``RemoteProtocolError`` (and nothing else) on a malformed frame;
@@ -440,21 +385,16 @@ def decode_frame(data: bytes) -> Frame:
     if len(data) < HEADER_LENGTH:
         raise _bad(f"frame too short ({len(data)} bytes, the header needs {HEADER_LENGTH})")
     sid, tf = _HEADER.unpack_from(data)
-    if tf & _PAYLOAD_MASK == _T_PAYLOAD and sid <= MAX_U31:
-        # Fast path: PAYLOAD without metadata, what _dec_payload does, built
-        # without the __init__ call (see _new_frame).
-        frame = _new_frame(PayloadFrame)
-        frame.stream_id = sid
-        frame.data = data[6:]
-        frame.metadata = None
-        frame.follows, frame.complete, frame.next, frame.ignore = _PAYLOAD_FLAGS[tf & 0x3FF]
-        return frame
-    decoder = _DECODERS.get(tf >> 10)
+    if tf & PAYLOAD_NO_METADATA_MASK == T_PAYLOAD and sid <= fr.MAX_U31:
+        return payload_frame(sid, data[6:], tf)  # what _dec_payload does, faster
+    decoder = _DECODERS.get(tf >> fr.TYPE_SHIFT)
     if decoder is None:
-        return UnknownFrame(sid, tf >> 10, tf & 0x3FF, data[6:], bool(tf & FLAG_IGNORE))
+        return fr.UnknownFrame(
+            sid, tf >> fr.TYPE_SHIFT, tf & fr.FLAGS_MASK, data[6:], bool(tf & fr.FLAG_IGNORE)
+        )
     try:
         return decoder(data, sid, tf)
     except RemoteProtocolError:
-        if tf & FLAG_IGNORE:
-            return UnknownFrame(sid, tf >> 10, tf & 0x3FF, data[6:], True)
+        if tf & fr.FLAG_IGNORE:
+            return fr.UnknownFrame(sid, tf >> fr.TYPE_SHIFT, tf & fr.FLAGS_MASK, data[6:], True)
         raise

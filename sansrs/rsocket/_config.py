@@ -54,6 +54,17 @@ class ConnectionConfig:
       not be sent otherwise). At least 64.
     - ``max_reassembly_size``: largest reassembled payload (metadata + data)
       accepted from the peer. Default 64 MiB.
+    - ``max_fragments``: fragments of one reassembled payload or request.
+      Default 65,536 (so a payload in tiny fragments costs at most that many
+      objects).
+    - ``max_reassemblies``: fragmented payloads and requests in progress at
+      once on the connection (a fire-and-forget with F included); beyond it:
+      ERROR[CONNECTION_ERROR]. Default 256.
+    - ``max_reassembly_total``: bytes held by all reassemblies of the
+      connection, counting ``FRAGMENT_OVERHEAD`` (64) bytes per fragment
+      for what holding it costs beyond its bytes; beyond it:
+      ERROR[CONNECTION_ERROR]. Default 80 MiB (one payload of the largest
+      size, in the smallest fragments the count allows).
     - ``max_concurrent_streams``: streams the peer may have open towards us at
       once; a request beyond it is answered ERROR[REJECTED]. Default 1024.
     - ``max_queued_output``: bytes queued for sending above which
@@ -71,18 +82,25 @@ class ConnectionConfig:
       (it still works while its transport lasts). Default 8 MiB.
     - ``resume_token_source``: client: makes the resume identification
       token of ``setup(resume=True)``. Default ``secrets.token_bytes(16)``.
+    - ``resume_timeout``: client: seconds a RESUME may wait for RESUME_OK;
+      then the session detaches again (resume on another transport). Default
+      None: the SETUP's max lifetime plus its keepalive interval.
     """
 
     framing: Framing = Framing.LENGTH_PREFIXED
     max_frame_size: int = MAX_FRAME_LENGTH
     fragment_size: int = MAX_FRAME_LENGTH
     max_reassembly_size: int = 64 * 1024 * 1024
+    max_fragments: int = 65_536
+    max_reassemblies: int = 256
+    max_reassembly_total: int = 80 * 1024 * 1024
     max_concurrent_streams: int = 1024
     max_queued_output: int = 4 * 1024 * 1024
     max_early_frames: int = 1024
     reuse_stream_ids: bool = True
     resume_buffer_size: int = 8 * 1024 * 1024
     resume_token_source: Callable[[], bytes] = field(default=default_resume_token, repr=False)
+    resume_timeout: float | None = None
 
     def __post_init__(self) -> None:
         if not 6 <= self.max_frame_size <= MAX_FRAME_LENGTH:
@@ -91,6 +109,9 @@ class ConnectionConfig:
             raise ValueError(f"fragment_size must be in {MIN_FRAGMENT_SIZE}..{MAX_FRAME_LENGTH}")
         for name in (
             "max_reassembly_size",
+            "max_fragments",
+            "max_reassemblies",
+            "max_reassembly_total",
             "max_concurrent_streams",
             "max_queued_output",
             "max_early_frames",
@@ -98,3 +119,5 @@ class ConnectionConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
+        if self.resume_timeout is not None and not self.resume_timeout > 0:
+            raise ValueError("resume_timeout must be > 0 seconds (or None)")

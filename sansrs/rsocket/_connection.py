@@ -4,84 +4,272 @@ Bytes (or frames) in -> events out; intent calls in -> bytes out. No
 sockets, threads or clocks: time enters as ``now`` (monotonic seconds) through
 ``handle_timeout`` and, optionally, ``receive_data``. docs/rsocket.md
 describes the API, the state tables and every choice the spec leaves open.
+
+``Connection`` is the public face and the intents; it is composed of parts,
+each a class of its own (docs/rsocket.md, "How the connection is built"):
+
+- ``Context`` (``_context.py``): the plumbing they share: the connection
+  state machine, the clock, events, the bytes each way (``Output``);
+- ``StreamTable`` (``_streams.py``): the open streams and their state table;
+- ``Receiver`` (``_receive.py``): bytes in, frames dispatched;
+  ``StreamFrames`` (``_receive_streams.py``): the frames of a stream;
+- ``Fragmenter`` (``_fragmentation.py``): fragmentation and reassembly limits;
+- ``Keepalive`` (``_keepalive.py``), ``Leases`` (``_lease.py``);
+- ``Resumption`` (``_resume.py``): a session that outlives its transport.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import NoReturn
 
 from .._errors import LocalProtocolError
-from . import _core as _core_module
-from ._core import (
-    _BOTH_OPEN,
-    _CI,
-    _ESTABLISHED,
-    _I,
-    _IN_ONLY,
-    _OUT_ONLY,
-    _PAYLOAD_NEXT,
-    _PAYLOAD_NEXT_COMPLETE,
-    _REJECT_SETUP_CODES,
-    _RR,
-    _STREAM_ERROR_CODES,
-    CONNECTION_TRANSITIONS,
-    ConnectionInput,
-    ConnectionState,
-    _check_n,
-    _is_app_error_code,
+from . import _frames as fr
+from ._config import ConnectionConfig, Role
+from ._context import Context
+from ._fast import (
+    PAYLOAD_ITEM,
+    PAYLOAD_LAST_ITEM,
+    T_REQUEST_FNF,
+    T_REQUEST_RESPONSE,
+    pack_prefix_header,
 )
-from ._fragmentation import fragment_payload, fragment_request
+from ._fragmentation import Fragmenter
 from ._frames import (
     FLAG_METADATA,
     MAJOR_VERSION,
-    MAX_METADATA_LENGTH,
     MAX_REQUEST_N,
     MAX_U31,
     MINOR_VERSION,
-    CancelFrame,
+    REJECT_SETUP_CODES,
+    STREAM_ERROR_CODES,
     ErrorCode,
-    ExtFrame,
-    KeepaliveFrame,
-    LeaseFrame,
-    MetadataPushFrame,
-    PayloadFrame,
-    RequestChannelFrame,
-    RequestFnfFrame,
-    RequestNFrame,
-    RequestResponseFrame,
-    RequestStreamFrame,
-    SetupFrame,
+    is_application_error_code,
 )
 from ._keepalive import Keepalive
-from ._resume import Resumable
+from ._lease import Leases
+from ._receive import Receiver
+from ._receive_streams import StreamFrames
+from ._resume import Resumption
+from ._session_store import SessionStore, StoredSession
+from ._state import ConnectionInput, ConnectionState
 from ._streams import (
-    TRANSITIONS,
     UNBOUNDED,
     Stream,
+    StreamInput,
     StreamKind,
+    StreamState,
+    StreamTable,
     add_credit,
 )
-from .events import (
-    ConnectionClosed,
-    ConnectionLost,
-)
+from .events import Event
 
-# Bound by assignment, not import: CPython 3.11 compiles ``name.method(...)``
-# without its fast method call when ``name`` comes from an import (hot path).
-_PREFIX_HEADER = _core_module._PREFIX_HEADER
+__all__ = ["Connection"]
 
-__all__ = ["CONNECTION_TRANSITIONS", "Connection", "ConnectionInput", "ConnectionState"]
-
-_REQUEST_RESPONSE = 0x04 << 10  # frame type in the type/flags field, no flags
-_REQUEST_FNF = 0x05 << 10
+_CI = ConnectionInput
+_I = StreamInput
+_ESTABLISHED = ConnectionState.ESTABLISHED
+_CLOSED = ConnectionState.CLOSED
+_RR = StreamKind.REQUEST_RESPONSE
 
 
-class Connection(Resumable):
+def _check_n(name: str, n: int) -> None:
+    if type(n) is not int or n < 1:
+        raise LocalProtocolError(f"{name} must be an int >= 1, got {n!r}")
+
+
+class Connection:
     """One RSocket connection, client or server role. See docs/rsocket.md.
 
     ``Connection(role, config=None, *, sessions=None)``: a server given a
     ``SessionStore`` accepts resumable sessions (SETUP with R, RESUME).
     """
+
+    def __init__(
+        self,
+        role: Role,
+        config: ConnectionConfig | None = None,
+        *,
+        sessions: SessionStore | None = None,
+    ) -> None:
+        if sessions is not None and role is not Role.SERVER:
+            raise LocalProtocolError("sessions: only a server keeps a session store")
+        self.role = role
+        self.config = config = config if config is not None else ConnectionConfig()
+        self._client = role is Role.CLIENT
+        self._ctx = ctx = Context(role, config)
+        self._out = ctx.output
+        self._prefixed = ctx.output.prefixed
+        self._fragments = fragments = Fragmenter(config, ctx.output)
+        self._streams = streams = StreamTable(ctx, fragments.reassemblies)
+        self._by_id = streams.by_id  # the hot paths look streams up here
+        self._keepalive = Keepalive()
+        ctx.on_closed.append(self._keepalive.stop)
+        self._leases = leases = Leases()
+        ctx.on_clock.append(leases.anchor)
+        self._resume = Resumption(ctx, self._keepalive, leases, sessions, self, _resumption_of)
+        self._receiver = Receiver(
+            ctx, streams, leases, self._resume, StreamFrames(ctx, streams, leases, fragments)
+        )
+        self._event_queue: deque[Event] = deque()  # taken one by one by next_event
+
+    # ------------------------------------------------------------------
+    # inspection
+
+    @property
+    def state(self) -> ConnectionState:
+        return self._ctx.state
+
+    @property
+    def lease_enabled(self) -> bool:
+        return self._leases.enabled
+
+    @property
+    def setup_frame(self) -> fr.SetupFrame | None:
+        """The SETUP this connection sent (client) or received (server)."""
+        return self._ctx.setup
+
+    @property
+    def output_blocked(self) -> bool:
+        """More than ``max_queued_output`` bytes wait in ``data_to_send``:
+        ``send_payload`` refuses until the adapter drains it."""
+        return self._out.size >= self.config.max_queued_output
+
+    @property
+    def queued_output(self) -> int:
+        return self._out.size
+
+    @property
+    def sent_position(self) -> int:
+        """Implied position (spec: Resuming Operation): bytes of the
+        positioned frames with a stream ID > 0 sent."""
+        return self._out.sent_position
+
+    @property
+    def received_position(self) -> int:
+        """The same for the frames received."""
+        return self._ctx.received_position
+
+    def stream_state(self, stream_id: int) -> StreamState | None:
+        """The state of an open stream, None if not open (or forgotten)."""
+        return self._streams.state_of(stream_id)
+
+    def send_credit(self, stream_id: int) -> int:
+        """PAYLOADs we may still send on ``stream_id`` (0 if none, 2**31-1 if unbounded)."""
+        return self._streams.send_credit(stream_id)
+
+    def lease_available(self) -> int | None:
+        """Requests the peer's lease still allows (None: lease not in use)."""
+        leases = self._leases
+        return leases.peer.available(self._ctx.now) if leases.enabled else None
+
+    @property
+    def open_streams(self) -> list[int]:
+        return self._streams.open_ids()
+
+    @property
+    def resumable(self) -> bool:
+        """True while the session could survive a transport loss."""
+        return self._resume.resumable
+
+    @property
+    def retained_bytes(self) -> int:
+        """Bytes of sent frames kept for a resumption (0 when not resumable)."""
+        return self._resume.retained_bytes
+
+    @property
+    def resume_token(self) -> bytes | None:
+        """The session's resume identification token (keep it secret)."""
+        return self._resume.token
+
+    # ------------------------------------------------------------------
+    # bytes in, bytes out, events
+
+    def receive_data(self, data: bytes, now: float | None = None) -> None:
+        """Feed bytes from a byte-stream transport; ``b""`` means it ended.
+
+        Parses every complete frame. Raises ``RemoteProtocolError`` when the
+        peer broke the protocol (the ERROR frame is queued, the connection is
+        closed, and the events of the frames before the bad one are kept).
+        """
+        if not self._prefixed:
+            raise LocalProtocolError("receive_data: this connection uses message framing")
+        if not self._input_allowed(now):
+            return
+        if not data:
+            self._on_eof()
+            return
+        self._keepalive.on_receive(now)
+        self._receiver.receive_prefixed(data)
+
+    def receive_frame(self, frame: bytes, now: float | None = None) -> None:
+        """Feed one frame (one message) from a message transport."""
+        if self._prefixed:
+            raise LocalProtocolError("receive_frame: this connection uses length-prefixed framing")
+        if not self._input_allowed(now):
+            return
+        self._keepalive.on_receive(now)
+        self._receiver.receive_message(frame)
+
+    def _input_allowed(self, now: float | None) -> bool:
+        """Input after the end: the protocol error again (if any), else
+        nothing (False). Otherwise the clock is advanced (True)."""
+        ctx = self._ctx
+        if ctx.state is _CLOSED:
+            ctx.raise_after_failure()
+            return False
+        if now is not None:
+            ctx.observe(now)
+        return True
+
+    def connection_lost(self) -> None:
+        """The transport ended (same as ``receive_data(b"")``)."""
+        if self._ctx.state is not _CLOSED:
+            self._on_eof()
+
+    def _on_eof(self) -> None:
+        if self._resume.on_transport_end():
+            return  # a resumable session lives on
+        self._ctx.lose(_CI.EOF, "the transport closed", timed_out=False)
+
+    def data_to_send(self) -> bytes:
+        """Bytes to write to a byte-stream transport (empty when none)."""
+        if not self._prefixed:
+            raise LocalProtocolError("data_to_send: this connection uses message framing")
+        out = self._out
+        if out.retained is not None:
+            self._resume.before_send()
+        return out.take_bytes()
+
+    def frames_to_send(self) -> list[bytes]:
+        """Frames to send on a message transport, one message each."""
+        if self._prefixed:
+            raise LocalProtocolError("frames_to_send: this connection uses length-prefixed framing")
+        out = self._out
+        if out.retained is not None:
+            self._resume.before_send()
+        return out.take_frames()
+
+    def events(self) -> list[Event]:
+        """Every event produced so far, oldest first (and forget them)."""
+        ctx = self._ctx
+        ev = ctx.events
+        if self._event_queue:
+            ev = [*self._event_queue, *ev]
+            self._event_queue.clear()
+        elif not ev:
+            return []
+        ctx.events = []
+        return ev
+
+    def next_event(self) -> Event | None:
+        """The oldest event not yet taken, or None."""
+        ctx = self._ctx
+        queue = self._event_queue
+        if ctx.events:
+            queue.extend(ctx.events)
+            ctx.events = []
+        return queue.popleft() if queue else None
 
     # ------------------------------------------------------------------
     # timers
@@ -89,45 +277,45 @@ class Connection(Resumable):
     def handle_timeout(self, now: float) -> None:
         """Advance the clock: send due KEEPALIVEs, detect a silent peer,
         expire the lease."""
-        self._observe(now)
-        if self._state is ConnectionState.CLOSED:
+        ctx = self._ctx
+        ctx.observe(now)
+        if ctx.state is _CLOSED:
             return
-        if self._detached:
-            self._expire_detached(now)  # server: waited too long for RESUME
+        resume = self._resume
+        if resume.detached:
+            # client: RESUME unanswered too long; server: waited too long for RESUME
+            if not resume.resume_timed_out(now):
+                resume.expire(now)
             return
-        self._peer_lease.expire(now)
+        self._leases.peer.expire(now)
         ka = self._keepalive
-        if ka is None:
+        if not ka.running:
             return
         send, lost = ka.tick(now)
         if lost:
             message = f"no frame from the peer for more than {ka.max_lifetime:g} s"
-            if self.resumable and self._state is _ESTABLISHED:
-                self._detach(message, timed_out=True)  # maybe only the transport died
+            if self._resume.resumable and ctx.state is _ESTABLISHED:
+                self._resume.detach(message, timed_out=True)  # maybe only the transport died
                 return
-            self._queue_error(0, ErrorCode.CONNECTION_ERROR, message)
-            self._transition(_CI.FATAL)
-            self._events.append(ConnectionLost(reason=message, timed_out=True))
+            self._out.queue_error(0, ErrorCode.CONNECTION_ERROR, message)
+            ctx.lose(_CI.FATAL, message, timed_out=True)
         elif send:
-            self._queue(KeepaliveFrame(True, self.received_position))
+            ctx.queue_keepalive_request()
 
     def next_deadline(self) -> float | None:
         """When ``handle_timeout`` must next be called (None: no timer).
 
         0.0 before the clock is known: call it at once to anchor the timers.
         """
-        if self._state is ConnectionState.CLOSED:
+        if self._ctx.state is _CLOSED:
             return None
-        if self._detached:
-            store = self._sessions
-            if store is None or self._state is not ConnectionState.DISCONNECTED:
-                return None
-            return self._detached_at + store.keep_detached
-        deadline = self._keepalive.deadline() if self._keepalive is not None else None
-        if self._lease_enabled:
-            lease = self._peer_lease.deadline()
-            if lease is not None and lease != float("inf"):
-                deadline = lease if deadline is None else min(deadline, lease)
+        if self._resume.detached:
+            return self._resume.deadline()
+        ka = self._keepalive
+        deadline = ka.deadline() if ka.running else None
+        lease = self._leases.deadline()
+        if lease is not None:
+            deadline = lease if deadline is None else min(deadline, lease)
         return deadline
 
     # ------------------------------------------------------------------
@@ -149,9 +337,10 @@ class Connection(Resumable):
         (spec: Connection Establishment, "TLS False Start"). ``resume``: ask
         for a resumable session (R flag, a token from
         ``config.resume_token_source``)."""
+        ctx = self._ctx
         if not self._client:
             raise LocalProtocolError("setup: only a client sends SETUP")
-        if self._state is not ConnectionState.AWAITING_SETUP:
+        if ctx.state is not ConnectionState.AWAITING_SETUP:
             raise LocalProtocolError("setup: SETUP was already sent")
         for name, value in (
             ("keepalive_interval", keepalive_interval),
@@ -164,7 +353,7 @@ class Connection(Resumable):
             token = self.config.resume_token_source()
             if type(token) is not bytes or not 1 <= len(token) <= 0xFFFF:
                 raise LocalProtocolError("setup: resume_token_source must return 1..65535 bytes")
-        frame = SetupFrame(
+        frame = fr.SetupFrame(
             keepalive_interval,
             max_lifetime,
             metadata_mime_type,
@@ -176,13 +365,13 @@ class Connection(Resumable):
             MAJOR_VERSION,
             MINOR_VERSION,
         )
-        self._queue(frame)  # encoding validates the MIME types and sizes
-        self._setup = frame
+        self._out.queue(frame)  # encoding validates the MIME types and sizes
+        ctx.setup = frame
         if token is not None:
-            self._start_retaining(token)
-        self._lease_enabled = lease
-        self._keepalive = Keepalive(keepalive_interval, max_lifetime, sends=True)
-        self._transition(_CI.SEND_SETUP)
+            self._resume.start(token)
+        self._leases.enabled = lease
+        self._keepalive.start(keepalive_interval, max_lifetime, sends=True)
+        ctx.transition(_CI.SEND_SETUP)
 
     def accept_setup(
         self, *, lease_ttl: int | None = None, lease_number: int | None = None
@@ -190,125 +379,105 @@ class Connection(Resumable):
         """Server: accept the SETUP. With the L flag the first LEASE is
         mandatory (spec: Connection Establishment): pass ``lease_ttl`` (ms)
         and ``lease_number``."""
-        if self._state is not ConnectionState.SETUP_RECEIVED:
+        ctx = self._ctx
+        if ctx.state is not ConnectionState.SETUP_RECEIVED:
             raise LocalProtocolError("accept_setup: no SETUP awaits acceptance")
-        setup = self._setup
+        setup = ctx.setup
         assert setup is not None
         if setup.lease and (lease_ttl is None or lease_number is None):
             raise LocalProtocolError(
                 "accept_setup: the client asked for leases; lease_ttl and lease_number are required"
             )
-        self._transition(_CI.ACCEPT)
-        self._keepalive = Keepalive(setup.keepalive_interval, setup.max_lifetime, sends=False)
+        ctx.transition(_CI.ACCEPT)
+        self._keepalive.start(setup.keepalive_interval, setup.max_lifetime, sends=False)
         if setup.lease:
             assert lease_ttl is not None and lease_number is not None
             self.send_lease(lease_ttl, lease_number)
-        early = self._early
-        self._early = []
-        self._process(early)
+        self._receiver.process(self._receiver.take_early())
 
     def reject_setup(self, error_code: int = ErrorCode.REJECTED_SETUP, message: str = "") -> None:
         """Server: refuse the SETUP with INVALID_SETUP, UNSUPPORTED_SETUP or
         REJECTED_SETUP; the connection closes."""
-        if self._state is not ConnectionState.SETUP_RECEIVED:
+        if self._ctx.state is not ConnectionState.SETUP_RECEIVED:
             raise LocalProtocolError("reject_setup: no SETUP awaits acceptance")
-        if error_code not in _REJECT_SETUP_CODES:
+        if error_code not in REJECT_SETUP_CODES:
             raise LocalProtocolError(f"reject_setup: {error_code:#x} is not a SETUP rejection code")
-        self._refuse_setup(error_code, message)
+        self._ctx.refuse(error_code, message)
+
+    def resume(self) -> None:
+        """Client: after ``Disconnected``, queue RESUME for a new transport
+        (write ``data_to_send()`` to it). Until RESUME_OK nothing else is
+        sent; requests and payloads made meanwhile go out after it."""
+        self._resume.resume()
 
     # ------------------------------------------------------------------
     # request intents
 
     def _next_stream_id(self, what: str) -> int:
-        if not self._detached:  # detached: requests go out after resumption
-            self._check_can_request(what)
-        if self._lease_enabled and self._peer_lease.available(self._now) <= 0:
+        ctx = self._ctx
+        if not self._resume.detached:  # detached: requests go out after resumption
+            ctx.check_can_request(what)
+        leases = self._leases
+        if leases.enabled and leases.peer.available(ctx.now) <= 0:
             raise LocalProtocolError(
                 f"{what}: no lease allows a request now (spec: Lease Semantics)"
             )
-        sid = self._ids.next_id(self._streams)
+        sid = self._streams.ids.next_id(self._by_id)
         if sid is None:
             raise LocalProtocolError(f"{what}: no stream ID left; open a new connection")
-        if self._lease_enabled:
-            self._peer_lease.use(self._now)
+        if leases.enabled:
+            leases.peer.use(ctx.now)
         return sid
 
-    def _send_request(
-        self,
-        frame: RequestResponseFrame | RequestFnfFrame | RequestStreamFrame | RequestChannelFrame,
-    ) -> None:
-        limit = self.config.fragment_size
-        md = frame.metadata
-        if md is not None and len(md) > MAX_METADATA_LENGTH:
-            raise LocalProtocolError("metadata exceeds 16 MiB - 1")
-        if 13 + len(frame.data) + (0 if md is None else len(md)) <= limit:
-            self._queue(frame)
-            return
-        for part in fragment_request(frame, limit):
-            self._queue(part)
-
-    def _queue_plain_request(
-        self, sid: int, type_flags: int, data: bytes, metadata: bytes | None = None
-    ) -> None:
-        """Hot path of a REQUEST_RESPONSE / REQUEST_FNF that fits one frame:
-        the header packed directly, no frame object. With metadata (a routed
-        request's composite metadata): the M flag and the 24-bit length."""
+    def _queue_whole_request(
+        self, sid: int, type_flags: int, data: bytes, metadata: bytes | None
+    ) -> bool:
+        """Hot path of a REQUEST_RESPONSE / REQUEST_FNF that fits one frame
+        (with metadata: a routed request's composite metadata): the header
+        packed directly, no frame object. False: not such a request."""
+        if type(data) is not bytes:
+            return False
         if metadata is None:
+            if len(data) > self._out.fast_request_max:
+                return False
             n = 6 + len(data)
-            pieces: tuple[bytes, ...] = (
-                _PREFIX_HEADER.pack(n >> 16, n & 0xFFFF, sid, type_flags),
-                data,
-            )
+            head = pack_prefix_header(n >> 16, n & 0xFFFF, sid, type_flags)
         else:
+            if type(metadata) is not bytes:
+                return False
             m = len(metadata)
+            if m + len(data) > self._out.fast_request_max:
+                return False
             n = 9 + m + len(data)
-            head = _PREFIX_HEADER.pack(n >> 16, n & 0xFFFF, sid, type_flags | FLAG_METADATA)
-            pieces = (head + m.to_bytes(3, "big"), metadata, data)
-        self._out += pieces
-        self._out_size += n + 3
-        self.sent_position += n
-        keep = self._retain_list
-        if keep is not None:  # resumable: retain the frame (spec: Resuming Operation)
-            keep.extend(pieces)
-            if self.sent_position > self._retain_at:
-                self._retain_check()
+            # Header, metadata length and metadata in one piece: retained
+            # frames are two pieces each (_retained.py).
+            tf = type_flags | FLAG_METADATA
+            head = (
+                pack_prefix_header(n >> 16, n & 0xFFFF, sid, tf) + m.to_bytes(3, "big") + metadata
+            )
+        self._out.queue_pieces((head, data), n)
+        return True
 
     def request_response(self, data: bytes, metadata: bytes | None = None) -> int:
         sid = self._next_stream_id("request_response")
-        if metadata is None and type(data) is bytes and len(data) <= self._fast_request_max:
-            self._queue_plain_request(sid, _REQUEST_RESPONSE, data)
-        elif (
-            type(metadata) is bytes
-            and type(data) is bytes
-            and len(data) + len(metadata) <= self._fast_request_max
-        ):
-            self._queue_plain_request(sid, _REQUEST_RESPONSE, data, metadata)
-        else:
-            self._send_request(RequestResponseFrame(sid, data, metadata))
-        self._streams[sid] = Stream(sid, _RR, True, _IN_ONLY, 0, 1)
+        if not self._queue_whole_request(sid, T_REQUEST_RESPONSE, data, metadata):
+            self._fragments.queue_request(fr.RequestResponseFrame(sid, data, metadata))
+        self._streams.open_requester(sid, _RR, 1)
         return sid
 
     def request_fnf(self, data: bytes, metadata: bytes | None = None) -> int:
         sid = self._next_stream_id("request_fnf")
-        if metadata is None and type(data) is bytes and len(data) <= self._fast_request_max:
-            self._queue_plain_request(sid, _REQUEST_FNF, data)
-        elif (
-            type(metadata) is bytes
-            and type(data) is bytes
-            and len(data) + len(metadata) <= self._fast_request_max
-        ):
-            self._queue_plain_request(sid, _REQUEST_FNF, data, metadata)
-        else:
-            self._send_request(RequestFnfFrame(sid, data, metadata))
+        if not self._queue_whole_request(sid, T_REQUEST_FNF, data, metadata):
+            self._fragments.queue_request(fr.RequestFnfFrame(sid, data, metadata))
         return sid
 
     def request_stream(self, data: bytes, metadata: bytes | None = None, *, initial_n: int) -> int:
         _check_n("request_stream: initial_n", initial_n)
         sid = self._next_stream_id("request_stream")
-        self._send_request(RequestStreamFrame(sid, min(initial_n, MAX_REQUEST_N), data, metadata))
-        self._streams[sid] = Stream(
-            sid, StreamKind.REQUEST_STREAM, True, _IN_ONLY, 0, add_credit(0, initial_n)
+        self._fragments.queue_request(
+            fr.RequestStreamFrame(sid, min(initial_n, MAX_REQUEST_N), data, metadata)
         )
+        self._streams.open_requester(sid, StreamKind.REQUEST_STREAM, add_credit(0, initial_n))
         return sid
 
     def request_channel(
@@ -323,13 +492,12 @@ class Connection(Resumable):
         responder's REQUEST_N; ``complete`` ends our side at once."""
         _check_n("request_channel: initial_n", initial_n)
         sid = self._next_stream_id("request_channel")
-        frame = RequestChannelFrame(
+        frame = fr.RequestChannelFrame(
             sid, min(initial_n, MAX_REQUEST_N), data, metadata, complete=complete
         )
-        self._send_request(frame)
-        state = _IN_ONLY if complete else _BOTH_OPEN
-        self._streams[sid] = Stream(
-            sid, StreamKind.REQUEST_CHANNEL, True, state, 0, add_credit(0, initial_n)
+        self._fragments.queue_request(frame)
+        self._streams.open_requester(
+            sid, StreamKind.REQUEST_CHANNEL, add_credit(0, initial_n), complete=complete
         )
         return sid
 
@@ -349,59 +517,45 @@ class Connection(Resumable):
         ``LocalProtocolError``. On a request-response stream the response
         always completes it.
         """
-        s = self._streams.get(stream_id)
+        s = self._by_id.get(stream_id)
+        out = self._out
         if (
             s is not None
             and metadata is None
             and not complete
             and s.out_credit > 0  # credit > 0 also means the flow is open
-            and len(data) <= self._fast_payload_max
-            and self._out_size < self._max_out
+            and len(data) <= out.fast_payload_max
+            and out.size < out.limit
             and s.kind is not _RR
         ):
-            # Hot path: header packed directly, no frame object.
+            # Hot path: header packed directly, no frame object. The stream
+            # table is not looked up: credit stands for it (see _streams.py).
             s.out_credit -= 1
             n = len(data) + 6
-            self._out += (_PREFIX_HEADER.pack(n >> 16, n & 0xFFFF, stream_id, _PAYLOAD_NEXT), data)
-            self._out_size += n + 3
-            self.sent_position += n
+            out.pieces += (pack_prefix_header(n >> 16, n & 0xFFFF, stream_id, PAYLOAD_ITEM), data)
+            out.size += n + 3
+            out.sent_position += n
             return
-        if s is None or s.out_credit <= 0 or self._out_size >= self._max_out:
+        if s is None or s.out_credit <= 0 or out.size >= out.limit:
             self._payload_refused(stream_id, s)
-        st = s.state
-        if st is not _BOTH_OPEN and st is not _OUT_ONLY:
-            raise LocalProtocolError(f"send_payload: stream {stream_id} is closed for sending")
+        # (credit > 0: the table allows SEND_PAYLOAD here; see _streams.py)
         if s.kind is _RR:
             complete = True
         n = 6 + len(data)
-        if metadata is None and n + 3 <= self.config.fragment_size and self._prefixed:
-            # Hot path: header packed directly, no frame object.
-            s.out_credit -= 1
-            header = _PREFIX_HEADER.pack(
-                n >> 16,
-                n & 0xFFFF,
-                stream_id,
-                _PAYLOAD_NEXT_COMPLETE if complete else _PAYLOAD_NEXT,
-            )
-            pieces = (header, data)
-            self._out += pieces
-            self._out_size += n + 3
-            self.sent_position += n
-            keep = self._retain_list
-            if keep is not None:  # resumable: retain the frame (spec: Resuming Operation)
-                keep.extend(pieces)
-                if self.sent_position > self._retain_at:
-                    self._retain_check()
+        s.out_credit -= 1
+        if metadata is None and n + 3 <= out.fragment_size and out.prefixed:
+            # Header packed directly, no frame object; retained if resumable.
+            tf = PAYLOAD_LAST_ITEM if complete else PAYLOAD_ITEM
+            out.queue_pieces((pack_prefix_header(n >> 16, n & 0xFFFF, stream_id, tf), data), n)
         else:
-            s.out_credit -= 1
-            self._send_payload_frames(stream_id, data, metadata, complete, True)
+            self._fragments.queue_payload(stream_id, data, metadata, complete, True)
         if complete:
-            self._stream_step(s, _I.SEND_COMPLETE)
+            self._streams.step(s, _I.SEND_COMPLETE)
 
     def _payload_refused(self, stream_id: int, s: Stream | None) -> NoReturn:
         if s is None:
-            self._stream("send_payload", stream_id)
-            raise AssertionError  # pragma: no cover - _stream raised
+            self._streams.for_intent("send_payload", stream_id)
+            raise AssertionError  # pragma: no cover - for_intent raised
         if not s.out_open:
             raise LocalProtocolError(f"send_payload: stream {stream_id} is closed for sending")
         if s.out_credit <= 0:
@@ -413,25 +567,13 @@ class Connection(Resumable):
             "send_payload: output is blocked (max_queued_output); send data_to_send() first"
         )
 
-    def _send_payload_frames(
-        self, sid: int, data: bytes, metadata: bytes | None, complete: bool, nxt: bool
-    ) -> None:
-        if metadata is not None and len(metadata) > MAX_METADATA_LENGTH:
-            raise LocalProtocolError("metadata exceeds 16 MiB - 1")
-        size = 9 + len(data) + (0 if metadata is None else len(metadata))
-        if size <= self.config.fragment_size:
-            self._queue(PayloadFrame(sid, data, metadata, False, complete, nxt))
-            return
-        for part in fragment_payload(sid, data, metadata, complete, nxt, self.config.fragment_size):
-            self._queue(part)
-
     def send_complete(self, stream_id: int) -> None:
         """Complete our side of the stream (PAYLOAD with C, no item)."""
-        s = self._stream("send_complete", stream_id)
-        if TRANSITIONS.get((s.state, _I.SEND_COMPLETE)) is None:
+        s = self._streams.for_intent("send_complete", stream_id)
+        if not self._streams.allows(s, _I.SEND_COMPLETE):
             raise LocalProtocolError(f"send_complete: stream {stream_id} is closed for sending")
-        self._queue(PayloadFrame(stream_id, b"", None, False, True, False))
-        self._stream_step(s, _I.SEND_COMPLETE)
+        self._out.queue(fr.PayloadFrame(stream_id, b"", None, False, True, False))
+        self._streams.step(s, _I.SEND_COMPLETE)
 
     def send_error(self, stream_id: int, error_code: int, message: str = "") -> None:
         """Terminate the stream with ERROR (both sides).
@@ -441,67 +583,69 @@ class Connection(Resumable):
         own channel flow with APPLICATION_ERROR (or an application code) and
         otherwise cancels.
         """
-        s = self._stream("send_error", stream_id)
+        s = self._streams.for_intent("send_error", stream_id)
         if s.requester:
             if s.kind is not StreamKind.REQUEST_CHANNEL or not s.out_open:
                 raise LocalProtocolError(
                     "send_error: a requester cancels; it sends ERROR only on its open channel flow"
                 )
-            if error_code != ErrorCode.APPLICATION_ERROR and not _is_app_error_code(error_code):
+            if error_code != ErrorCode.APPLICATION_ERROR and not is_application_error_code(
+                error_code
+            ):
                 raise LocalProtocolError(
                     f"send_error: a requester may not send code {error_code:#x}"
                 )
-        elif error_code not in _STREAM_ERROR_CODES and not _is_app_error_code(error_code):
+        elif error_code not in STREAM_ERROR_CODES and not is_application_error_code(error_code):
             raise LocalProtocolError(f"send_error: {error_code:#x} is not a stream error code")
-        self._queue_error(stream_id, error_code, message)
-        self._stream_step(s, _I.SEND_ERROR)
+        self._out.queue_error(stream_id, error_code, message)
+        self._streams.step(s, _I.SEND_ERROR)
 
     def request_n(self, stream_id: int, n: int) -> None:
         """Grant ``n`` more items (cumulative; 2**31-1 or more is unbounded)."""
         _check_n("request_n: n", n)
-        s = self._stream("request_n", stream_id)
-        if s.kind is _RR or TRANSITIONS.get((s.state, _I.SEND_REQUEST_N)) is None:
+        s = self._streams.for_intent("request_n", stream_id)
+        if s.kind is _RR or not self._streams.allows(s, _I.SEND_REQUEST_N):
             raise LocalProtocolError(f"request_n: stream {stream_id} is not receiving items")
         if s.in_credit >= UNBOUNDED // 2:
             return  # already unbounded: nothing to say
         s.in_credit = add_credit(s.in_credit, n)
-        self._queue(RequestNFrame(stream_id, min(n, MAX_REQUEST_N)))
+        self._out.queue(fr.RequestNFrame(stream_id, min(n, MAX_REQUEST_N)))
 
     def cancel(self, stream_id: int) -> None:
         """Requester: cancel the stream. Channel responder: stop the
         requester's flow (its own flow continues)."""
-        s = self._stream("cancel", stream_id)
+        s = self._streams.for_intent("cancel", stream_id)
         inp = _I.SEND_CANCEL if s.requester else _I.SEND_CANCEL_INBOUND
-        if TRANSITIONS.get((s.state, inp)) is None:
+        if not self._streams.allows(s, inp):
             raise LocalProtocolError(f"cancel: stream {stream_id} has nothing to cancel")
-        self._queue(CancelFrame(stream_id))
-        self._stream_step(s, inp)
+        self._out.queue(fr.CancelFrame(stream_id))
+        self._streams.step(s, inp)
 
     # ------------------------------------------------------------------
     # connection intents
 
     def metadata_push(self, metadata: bytes) -> None:
-        self._check_can_request("metadata_push")
+        self._ctx.check_can_request("metadata_push")
         if len(metadata) + 6 > self.config.fragment_size:
             raise LocalProtocolError(
                 "metadata_push: metadata exceeds the frame size (not fragmentable)"
             )
-        self._queue(MetadataPushFrame(metadata))
+        self._out.queue(fr.MetadataPushFrame(metadata))
 
     def send_lease(self, ttl: int, number_of_requests: int, metadata: bytes | None = None) -> None:
         """Grant the peer's requester ``number_of_requests`` requests for ``ttl`` ms."""
-        if not self._lease_enabled:
+        leases = self._leases
+        if not leases.enabled:
             raise LocalProtocolError("send_lease: leases were not negotiated in SETUP")
-        self._check_can_request("send_lease")
-        frame = LeaseFrame(ttl, number_of_requests, metadata)
-        self._queue(frame)  # encoding validates the ranges
-        self._our_lease.grant(self._now, ttl, number_of_requests)
-        self._lease_grant = (ttl, number_of_requests, metadata)  # sent again on resumption
+        self._ctx.check_can_request("send_lease")
+        self._out.queue(fr.LeaseFrame(ttl, number_of_requests, metadata))  # validates the ranges
+        leases.ours.grant(self._ctx.now, ttl, number_of_requests)
+        leases.last_grant = (ttl, number_of_requests, metadata)  # sent again on resumption
 
     def send_keepalive(self, data: bytes = b"") -> None:
         """KEEPALIVE with R (the client's timer sends them; a server may too)."""
-        self._check_can_request("send_keepalive")
-        self._queue(KeepaliveFrame(True, self.received_position, data))
+        self._ctx.check_can_request("send_keepalive")
+        self._ctx.queue_keepalive_request(data)
 
     def send_extension(
         self,
@@ -513,42 +657,37 @@ class Connection(Resumable):
         ignore: bool = True,
     ) -> None:
         """Send an EXT frame (by default with I, so peers that do not know it skip it)."""
-        self._check_can_request("send_extension")
-        self._queue(ExtFrame(stream_id, extended_type, data, metadata, ignore))
+        self._ctx.check_can_request("send_extension")
+        self._out.queue(fr.ExtFrame(stream_id, extended_type, data, metadata, ignore))
 
     def close(self, message: str = "", *, error_code: int = ErrorCode.CONNECTION_CLOSE) -> None:
         """Close the connection.
 
         CONNECTION_CLOSE (default): graceful; no new streams, open ones drain,
-        then ``ConnectionClosed``. CONNECTION_ERROR: at once.
+        then ``ConnectionTerminated``. CONNECTION_ERROR: at once.
         """
-        self._check_open("close")
-        if self._detached:
+        ctx = self._ctx
+        ctx.check_open("close")
+        if self._resume.close_detached():
             # No transport (or not resumed yet): nothing can drain.
-            self._out.clear()
-            self._out_size = 0
-            self._detached = False
-            self._hold = 0
             error_code = ErrorCode.CONNECTION_ERROR
-        if error_code == ErrorCode.CONNECTION_CLOSE and self._state in (
-            _ESTABLISHED,
-            ConnectionState.CLOSING,
+        state = ctx.state
+        if error_code == ErrorCode.CONNECTION_CLOSE and (
+            state is _ESTABLISHED or state is ConnectionState.CLOSING
         ):
-            if self._state is ConnectionState.CLOSING:
+            if state is ConnectionState.CLOSING:
                 return
-            self._queue_error(0, ErrorCode.CONNECTION_CLOSE, message)
-            self._close_message = message
-            self._close_by_peer = False
-            self._transition(_CI.CLOSE)
-            if not self._streams:
-                self._finish_close()
+            self._out.queue_error(0, ErrorCode.CONNECTION_CLOSE, message)
+            ctx.begin_close(message, False, drained=not self._by_id)
             return
         if error_code not in (ErrorCode.CONNECTION_CLOSE, ErrorCode.CONNECTION_ERROR):
             raise LocalProtocolError(f"close: {error_code:#x} is not a connection error code")
-        if not (self._client and self._state is ConnectionState.AWAITING_SETUP):
+        if not (self._client and state is ConnectionState.AWAITING_SETUP):
             # (A client that never sent SETUP has nothing to tell the server.)
-            self._queue_error(0, ErrorCode.CONNECTION_ERROR, message)
-        self._transition(_CI.FATAL)
-        self._events.append(
-            ConnectionClosed(error_code=ErrorCode.CONNECTION_ERROR, message=message, by_peer=False)
-        )
+            self._out.queue_error(0, ErrorCode.CONNECTION_ERROR, message)
+        ctx.end(_CI.FATAL, ErrorCode.CONNECTION_ERROR, message, by_peer=False)
+
+
+def _resumption_of(session: StoredSession) -> Resumption | None:
+    """The resume part of a session the store returned."""
+    return session._resume if isinstance(session, Connection) else None

@@ -4,21 +4,36 @@ Spec: Fragmentation And Reassembly. Metadata goes completely before data; a
 request is fragmented as the REQUEST_* frame with F followed by PAYLOAD
 frames; only the last fragment lacks F. Follow-up PAYLOAD fragments carry N
 (as rsocket-java sends them); the last one carries the C flag of the whole.
+``Fragmenter`` is the part of ``Connection`` that applies both limits.
 """
 
 from __future__ import annotations
 
+from .._errors import LocalProtocolError
+from ._config import ConnectionConfig
 from ._frames import (
+    MAX_METADATA_LENGTH,
     PayloadFrame,
     RequestChannelFrame,
-    RequestFnfFrame,
-    RequestResponseFrame,
+    RequestFrame,
     RequestStreamFrame,
 )
+from ._output import Output
 
-__all__ = ["Reassembly", "fragment_payload", "fragment_request", "header_size"]
+__all__ = [
+    "FRAGMENT_OVERHEAD",
+    "Fragmenter",
+    "Reassembly",
+    "ReassemblyBudget",
+    "fragment_payload",
+    "fragment_request",
+    "header_size",
+]
 
-FirstFrame = RequestResponseFrame | RequestFnfFrame | RequestStreamFrame | RequestChannelFrame
+#: What holding one fragment costs beyond its bytes (a bytes object and its
+#: list slot, rounded up): counted so that a flood of tiny fragments is
+#: charged what it really costs.
+FRAGMENT_OVERHEAD = 64
 
 
 def header_size(first: type, has_metadata: bool) -> int:
@@ -81,7 +96,7 @@ def fragment_payload(
     ]
 
 
-def fragment_request(first: FirstFrame, limit: int) -> list[FirstFrame | PayloadFrame]:
+def fragment_request(first: RequestFrame, limit: int) -> list[RequestFrame | PayloadFrame]:
     """``first`` (its ``follows`` flag ignored) as the fragments to send."""
     parts = _slices(first.metadata, first.data, type(first), limit)
     if len(parts) == 1:
@@ -90,7 +105,7 @@ def fragment_request(first: FirstFrame, limit: int) -> list[FirstFrame | Payload
     first.metadata = md
     first.data = dt
     first.follows = True
-    out: list[FirstFrame | PayloadFrame] = [first]
+    out: list[RequestFrame | PayloadFrame] = [first]
     last = len(parts) - 1
     for i in range(1, len(parts)):
         md, dt = parts[i]
@@ -99,15 +114,19 @@ def fragment_request(first: FirstFrame, limit: int) -> list[FirstFrame | Payload
 
 
 class Reassembly:
-    """Fragments of one payload (or request) received so far."""
+    """Fragments of one payload (or request) received so far: ``size``
+    (their bytes), ``fragments`` (how many), ``cost`` (bytes held: their
+    bytes plus :data:`FRAGMENT_OVERHEAD` each)."""
 
-    __slots__ = ("data", "first", "metadata", "saw_data", "size")
+    __slots__ = ("cost", "data", "first", "fragments", "metadata", "saw_data", "size")
 
-    def __init__(self, first: FirstFrame | PayloadFrame) -> None:
+    def __init__(self, first: RequestFrame | PayloadFrame) -> None:
         self.first = first  # the frame that started the sequence (its flags count)
         self.metadata: list[bytes] | None = None
         self.data: list[bytes] = []
         self.size = 0
+        self.fragments = 0
+        self.cost = 0
         self.saw_data = False
 
     def add(self, metadata: bytes | None, data: bytes) -> bool:
@@ -123,8 +142,107 @@ class Reassembly:
             self.saw_data = True
             self.data.append(data)
             self.size += len(data)
+        self.fragments += 1
         return True
 
     def result(self) -> tuple[bytes | None, bytes]:
         md = None if self.metadata is None else b"".join(self.metadata)
         return md, b"".join(self.data)
+
+
+class ReassemblyBudget:
+    """The limits of every reassembly of one connection (``ConnectionConfig``:
+    ``max_reassembly_size`` and ``max_fragments`` per payload,
+    ``max_reassemblies`` and ``max_reassembly_total`` per connection): the
+    receive path asks :meth:`start` before a new reassembly, :meth:`over`
+    after each fragment, and calls :meth:`end` when one is finished or
+    dropped. The answers are the reasons to refuse, ``None`` when within."""
+
+    __slots__ = ("active", "held", "max_active", "max_fragments", "max_size", "max_total")
+
+    def __init__(
+        self, *, max_size: int, max_fragments: int, max_active: int, max_total: int
+    ) -> None:
+        self.max_size = max_size
+        self.max_fragments = max_fragments
+        self.max_active = max_active
+        self.max_total = max_total
+        self.active = 0
+        self.held = 0
+
+    def start(self) -> str | None:
+        """Room for one more reassembly? (connection-wide)"""
+        if self.active >= self.max_active:
+            return f"more than {self.max_active} fragmented payloads in progress"
+        self.active += 1
+        return None
+
+    def grew(self, r: Reassembly) -> tuple[str, bool] | None:
+        """``r`` took a fragment: charge it; ``(reason, connection_wide)``
+        if a limit is passed."""
+        cost = r.size + r.fragments * FRAGMENT_OVERHEAD
+        self.held += cost - r.cost
+        r.cost = cost
+        if r.size > self.max_size:
+            return f"payload exceeds the maximum reassembly size ({self.max_size})", False
+        if r.fragments > self.max_fragments:
+            return f"payload in more than {self.max_fragments} fragments", False
+        if self.held > self.max_total:
+            return (
+                f"fragmented payloads in progress hold more than {self.max_total} bytes",
+                True,
+            )
+        return None
+
+    def end(self, r: Reassembly) -> None:
+        """``r`` is done (complete, or dropped with its stream)."""
+        self.active -= 1
+        self.held -= r.cost
+        r.cost = 0
+
+    def clear(self) -> None:
+        """The connection closed: every reassembly is gone."""
+        self.active = 0
+        self.held = 0
+
+
+class Fragmenter:
+    """Fragmentation and reassembly limits of one connection (a part of
+    ``Connection``): ``queue_request`` / ``queue_payload`` queue a frame,
+    fragmented beyond ``fragment_size``; ``reassemblies`` is what the
+    peer's fragments in progress may hold (:class:`ReassemblyBudget`)."""
+
+    __slots__ = ("fragment_size", "output", "reassemblies")
+
+    def __init__(self, config: ConnectionConfig, output: Output) -> None:
+        self.fragment_size = config.fragment_size
+        self.output = output
+        self.reassemblies = ReassemblyBudget(
+            max_size=config.max_reassembly_size,
+            max_fragments=config.max_fragments,
+            max_active=config.max_reassemblies,
+            max_total=config.max_reassembly_total,
+        )
+
+    def queue_request(self, frame: RequestFrame) -> None:
+        limit = self.fragment_size
+        md = frame.metadata
+        if md is not None and len(md) > MAX_METADATA_LENGTH:
+            raise LocalProtocolError("metadata exceeds 16 MiB - 1")
+        if 13 + len(frame.data) + (0 if md is None else len(md)) <= limit:
+            self.output.queue(frame)
+            return
+        for part in fragment_request(frame, limit):
+            self.output.queue(part)
+
+    def queue_payload(
+        self, sid: int, data: bytes, metadata: bytes | None, complete: bool, nxt: bool
+    ) -> None:
+        if metadata is not None and len(metadata) > MAX_METADATA_LENGTH:
+            raise LocalProtocolError("metadata exceeds 16 MiB - 1")
+        size = 9 + len(data) + (0 if metadata is None else len(metadata))
+        if size <= self.fragment_size:
+            self.output.queue(PayloadFrame(sid, data, metadata, False, complete, nxt))
+            return
+        for part in fragment_payload(sid, data, metadata, complete, nxt, self.fragment_size):
+            self.output.queue(part)

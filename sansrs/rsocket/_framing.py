@@ -5,8 +5,8 @@ big-endian integer (spec: Framing Format). Transports that keep message
 boundaries (WebSocket) leave the prefix out and use ``_codec`` directly.
 
 - ``LengthPrefixSplitter``: bytes in, complete frame bodies (``bytes``) out.
-- ``FrameReader``: bytes in, decoded frames out (the connection's fast path;
-  PAYLOAD frames are parsed inline).
+- ``FrameReader``: bytes in, decoded frames out (PAYLOAD frames without
+  metadata built from their header, ``_fast.payload_frame``).
 - ``encode_frame_prefixed`` / ``encode_frames_prefixed`` / ``prefix_frames``:
   frames (or already-encoded frames) out, prefixed, joined once.
 
@@ -31,20 +31,15 @@ from collections.abc import Iterable
 from struct import Struct
 from typing import Any
 
-from .._errors import LocalProtocolError, RemoteProtocolError
-from ._codec import _PAYLOAD_FLAGS, HEADER_LENGTH, _new_frame, decode_frame
-from ._encode import encode_frame
+from .._errors import RemoteProtocolError
+from ._codec import HEADER_LENGTH, decode_frame
+from ._encode import encode_frame, encode_payload, prefix_length
+from ._fast import PAYLOAD_NO_METADATA_MASK, T_PAYLOAD, payload_frame, unpack_prefix_header
 from ._frames import (
-    FLAG_COMPLETE,
-    FLAG_FOLLOWS,
-    FLAG_IGNORE,
-    FLAG_METADATA,
-    FLAG_NEXT,
     MAX_FRAME_LENGTH,
     MAX_STREAM_ID,
     ErrorCode,
     Frame,
-    FrameType,
     PayloadFrame,
 )
 
@@ -62,11 +57,6 @@ __all__ = [
 PREFIX_LENGTH = 3
 
 _U24 = Struct(">BH")
-_PREFIX_HEADER = Struct(">BHIH")  # 24-bit length, stream id, type/flags
-_SHORT_PREFIX_HEADER = Struct(">xHIH")  # the same for a length < 65536 (high byte 0)
-
-# The fast path in FrameReader.feed spells these out as literals.
-assert (FrameType.PAYLOAD << 10, FLAG_METADATA) == (0x2800, 0x100)
 
 
 class FramingError(RemoteProtocolError):
@@ -199,13 +189,10 @@ class FrameReader(_Buffered):
             return []
         out: list[Frame] = []
         append = out.append
-        unpack = _PREFIX_HEADER.unpack_from
+        unpack = unpack_prefix_header
         limit = self.max_frame_size
         end = len(buf)
         off = 0
-        payload = PayloadFrame
-        new = _new_frame
-        flag_table = _PAYLOAD_FLAGS
         last = end - 9  # a complete frame starting at off needs off + 9 <= end
         # Fast path: a complete frame whose prefix and header are both here,
         # PAYLOAD without metadata, stream ID without the reserved bit, and a
@@ -215,17 +202,12 @@ class FrameReader(_Buffered):
             length = hi << 16 | lo
             stop = off + 3 + length
             if (
-                tf & 0xFD00 == 0x2800  # type PAYLOAD, M flag clear
-                and sid < 0x80000000
+                tf & PAYLOAD_NO_METADATA_MASK == T_PAYLOAD
+                and sid <= MAX_STREAM_ID
                 and off + 9 <= stop <= end
                 and length <= limit
             ):
-                frame = new(payload)  # every slot set below, no __init__ call
-                frame.stream_id = sid
-                frame.data = buf[off + 9 : stop]
-                frame.metadata = None
-                frame.follows, frame.complete, frame.next, frame.ignore = flag_table[tf & 0x3FF]
-                append(frame)
+                append(payload_frame(sid, buf[off + 9 : stop], tf))
                 off = stop
                 continue
             if length > limit or length < HEADER_LENGTH:
@@ -249,39 +231,16 @@ class FrameReader(_Buffered):
         return out
 
 
-def _prefix(length: int) -> bytes:
-    if length > MAX_FRAME_LENGTH:
-        raise LocalProtocolError(
-            f"frame of {length} bytes exceeds the 24-bit frame length ({MAX_FRAME_LENGTH})"
-        )
-    return _U24.pack(length >> 16, length & 0xFFFF)
-
-
 def encode_frame_prefixed(frame: Frame) -> bytes:
     """``encode_frame(frame)`` preceded by its 24-bit length.
 
     Raises ``LocalProtocolError`` for a frame longer than 16 MiB - 1 (and
     whatever ``encode_frame`` raises).
     """
-    if type(frame) is PayloadFrame and frame.metadata is None:
-        # Hot path: PAYLOAD without metadata, prefix and header in one pack.
-        # Same checks and flags as _encode._enc_payload.
-        sid = frame.stream_id
-        data = frame.data
-        length = HEADER_LENGTH + len(data)
-        if 0 <= sid <= MAX_STREAM_ID and length <= 0xFFFF:
-            tf = 0x2800  # FrameType.PAYLOAD << 10
-            if frame.follows:
-                tf |= FLAG_FOLLOWS
-            if frame.complete:
-                tf |= FLAG_COMPLETE
-            if frame.next:
-                tf |= FLAG_NEXT
-            if frame.ignore:
-                tf |= FLAG_IGNORE
-            return _SHORT_PREFIX_HEADER.pack(length, sid, tf) + data
+    if type(frame) is PayloadFrame:
+        return encode_payload(frame, prefixed=True)
     body = encode_frame(frame)
-    return _prefix(len(body)) + body
+    return prefix_length(len(body)) + body
 
 
 def prefix_frames(frames: Iterable[bytes]) -> bytes:
@@ -289,38 +248,18 @@ def prefix_frames(frames: Iterable[bytes]) -> bytes:
     parts: list[bytes] = []
     append = parts.append
     for body in frames:
-        append(_prefix(len(body)))
+        append(prefix_length(len(body)))
         append(body)
     return b"".join(parts)
 
 
 def encode_frames_prefixed(frames: Iterable[Frame]) -> bytes:
-    """Encode, length-prefix and join many frames (one join).
-
-    The same bytes as joining ``encode_frame_prefixed`` of each frame; its hot
-    path is inlined here too, saving a call per PAYLOAD frame.
-    """
-    parts: list[bytes] = []
-    append = parts.append
-    pack = _SHORT_PREFIX_HEADER.pack
+    """Encode, length-prefix and join many frames (one join): the same bytes
+    as joining ``encode_frame_prefixed`` of each frame."""
     payload = PayloadFrame
-    for frame in frames:
-        if type(frame) is payload and frame.metadata is None:
-            sid = frame.stream_id
-            data = frame.data
-            length = HEADER_LENGTH + len(data)
-            if 0 <= sid <= MAX_STREAM_ID and length <= 0xFFFF:
-                tf = 0x2800  # FrameType.PAYLOAD << 10
-                if frame.follows:
-                    tf |= FLAG_FOLLOWS
-                if frame.complete:
-                    tf |= FLAG_COMPLETE
-                if frame.next:
-                    tf |= FLAG_NEXT
-                if frame.ignore:
-                    tf |= FLAG_IGNORE
-                append(pack(length, sid, tf))
-                append(data)
-                continue
-        append(encode_frame_prefixed(frame))
-    return b"".join(parts)
+    return b"".join(
+        [
+            encode_payload(f, True) if type(f) is payload else encode_frame_prefixed(f)
+            for f in frames
+        ]
+    )

@@ -5,6 +5,9 @@ peer lost when nothing arrived for longer than ``max_lifetime``. Times are
 seconds on the caller's monotonic clock. The timer is anchored at the first
 ``now`` it sees, so a connection built without a clock still works: until
 anchored, ``deadline()`` asks to be called at once (0.0).
+
+``Keepalive`` is a part of ``Connection``: ``start`` when the connection is
+established (or resumed), ``stop`` when its transport is gone.
 """
 
 from __future__ import annotations
@@ -13,16 +16,38 @@ __all__ = ["Keepalive"]
 
 
 class Keepalive:
-    __slots__ = ("interval", "last_received", "max_lifetime", "next_send", "received", "sends")
+    __slots__ = (
+        "interval",
+        "last_received",
+        "max_lifetime",
+        "next_send",
+        "received",
+        "running",
+        "sends",
+    )
 
-    def __init__(self, interval_ms: int, max_lifetime_ms: int, sends: bool) -> None:
-        self.interval = interval_ms / 1000.0
-        self.max_lifetime = max_lifetime_ms / 1000.0
-        self.sends = sends  # the client sends; the server only answers
+    def __init__(self) -> None:
+        self.running = False  # until the connection is established
+        self.interval = 0.0
+        self.max_lifetime = 0.0
+        self.sends = False  # the client sends; the server only answers
         self.next_send: float | None = None  # None until anchored
         self.last_received: float | None = None
         # Frames arrived since the last tick, time unknown (receive without now).
         self.received = False
+
+    def start(self, interval_ms: int, max_lifetime_ms: int, sends: bool) -> None:
+        """Run the timers anew (nothing heard yet) from the next ``tick``."""
+        self.running = True
+        self.interval = interval_ms / 1000.0
+        self.max_lifetime = max_lifetime_ms / 1000.0
+        self.sends = sends
+        self.next_send = None
+        self.last_received = None
+        self.received = False
+
+    def stop(self) -> None:
+        self.running = False
 
     def on_receive(self, now: float | None) -> None:
         if now is None:

@@ -4,11 +4,12 @@ A ``Lease`` is a number of requests valid until a deadline (seconds on the
 caller's monotonic clock). The requester side counts the lease the peer
 granted; the responder side counts the lease it granted, to reject requests
 beyond it with ERROR[REJECTED]. Before any LEASE, the lease is empty.
+``Leases`` is the part of ``Connection`` that holds both.
 """
 
 from __future__ import annotations
 
-__all__ = ["Lease"]
+__all__ = ["Lease", "Leases"]
 
 
 class Lease:
@@ -41,3 +42,39 @@ class Lease:
     def expire(self, now: float) -> None:
         if now >= self.expires:
             self.remaining = 0
+
+
+class Leases:
+    """Both leases of one connection (a part of ``Connection``).
+
+    ``enabled``: SETUP negotiated leases; ``peer``: what the peer's
+    responder granted us; ``ours``: what our responder granted the peer;
+    ``last_grant``: our last LEASE, sent again after a resumption.
+    """
+
+    __slots__ = ("enabled", "last_grant", "ours", "peer")
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self.peer = Lease()
+        self.ours = Lease()
+        self.last_grant: tuple[int, int, bytes | None] | None = None
+
+    def anchor(self, now: float) -> None:
+        """The clock became known: leases granted before count from ``now``."""
+        for lease in (self.peer, self.ours):
+            if lease.remaining:
+                lease.expires += now
+
+    def restart(self) -> None:
+        """The transport was lost: both leases are forgotten (spec: lease
+        semantics restart with a new LEASE after resumption)."""
+        self.peer = Lease()
+        self.ours = Lease()
+
+    def deadline(self) -> float | None:
+        """When the peer's lease expires (None: nothing to expire)."""
+        if not self.enabled:
+            return None
+        deadline = self.peer.deadline()
+        return None if deadline == float("inf") else deadline

@@ -1,4 +1,12 @@
-"""The receiving side of an RSocket connection: frames in, events out."""
+"""The receiving side of an RSocket connection: bytes in, frames dispatched,
+events out.
+
+``Receiver`` is the part of ``Connection`` that parses what the transport
+delivers and dispatches every frame: connection frames (SETUP, LEASE,
+KEEPALIVE, ERROR on stream 0, METADATA_PUSH, EXT, RESUME) here, stream
+frames to ``StreamFrames``, resumption to ``Resumption``. Handling the
+Unexpected (spec) says what is ignored.
+"""
 
 from __future__ import annotations
 
@@ -6,143 +14,153 @@ from collections.abc import Callable
 from struct import Struct
 from typing import Any
 
-from .._errors import LocalProtocolError, RemoteProtocolError
+from .._errors import RemoteProtocolError
+from . import _frames as fr
 from ._codec import decode_frame
-from ._config import ConnectionConfig, Role
-from ._core import (
-    _CI,
-    _CONNECTION_ONLY_ERROR_CODES,
-    _ESTABLISHED,
-    _I,
-    _OUT_ONLY,
-    _PREFIX_HEADER,
-    _RR,
-    _SETUP_ERROR_CODES,
-    _U24,
-    ConnectionState,
-    _pending_request,
+from ._context import Context
+from ._fast import (
+    PAYLOAD_ITEM,
+    PAYLOAD_ITEM_MASK,
+    PAYLOAD_PLAIN_ITEM_MASK,
+    REQUEST_FNF_BIT,
+    T_REQUEST_RESPONSE,
+    WHOLE_REQUEST_MASK,
+    fnf_event,
+    payload_event,
+    payload_run,
+    rr_event,
+    unpack_frame_header,
+    unpack_prefix_header,
 )
 from ._frames import (
+    FLAG_COMPLETE,
+    FLAG_METADATA,
     MAJOR_VERSION,
-    CancelFrame,
+    MAX_STREAM_ID,
+    SETUP_ERROR_CODES,
     ErrorCode,
-    ErrorFrame,
-    ExtFrame,
-    Frame,
-    KeepaliveFrame,
-    LeaseFrame,
-    MetadataPushFrame,
-    PayloadFrame,
-    RequestChannelFrame,
-    RequestFnfFrame,
-    RequestNFrame,
-    RequestResponseFrame,
-    RequestStreamFrame,
-    ResumeFrame,
-    ResumeOkFrame,
-    SetupFrame,
-    UnknownFrame,
 )
+from ._lease import Leases
 from ._receive_streams import StreamFrames
-from ._streams import (
-    Stream,
-)
+from ._resume import Resumption
+from ._state import ConnectionInput, ConnectionState
+from ._streams import OPENING_STATES, Stream, StreamInput, StreamKind, StreamTable
 from .events import (
-    ConnectionClosed,
-    ConnectionClosing,
-    ErrorReceived,
     ExtensionReceived,
     KeepaliveReceived,
     LeaseReceived,
     MetadataPushReceived,
-    PayloadReceived,
     SetupReceived,
-    _fast_fnf,
-    _fast_payload,
-    _fast_rr,
-    _PayloadBuilder,
 )
 
 __all__ = ["Receiver"]
 
-_FRAME_HEADER = Struct(">IH")  # stream ID + type/flags, without a length prefix
+_U24 = Struct(">BH")
+
+_CI = ConnectionInput
+_I = StreamInput
+_ESTABLISHED = ConnectionState.ESTABLISHED
+_CLOSED = ConnectionState.CLOSED
+_RR = StreamKind.REQUEST_RESPONSE
+_RR_RESPONDER = OPENING_STATES[_RR, False]
 
 
-class Receiver(StreamFrames):
-    """Frame handlers (spec: Handling the Unexpected for what is ignored)."""
+class Receiver:
+    """Bytes (or frames) in, dispatched to the part that handles them.
 
-    def __init__(self, role: Role, config: ConnectionConfig | None = None) -> None:
-        super().__init__(role, config)
+    - ``receive_prefixed(data)``: bytes of a byte-stream transport;
+    - ``receive_message(frame)``: one frame of a message transport;
+    - ``process(frames)``: frames decoded already (the ones a server held
+      between SETUP and ``accept_setup``: ``take_early()``).
+    """
+
+    __slots__ = (
+        "_ctx",
+        "_handlers",
+        "_leases",
+        "_max_frame",
+        "_on_stream_error",
+        "_resume",
+        "_streams",
+        "early",
+    )
+
+    def __init__(
+        self,
+        ctx: Context,
+        streams: StreamTable,
+        leases: Leases,
+        resume: Resumption,
+        stream_frames: StreamFrames,
+    ) -> None:
+        self._ctx = ctx
+        self._streams = streams
+        self._leases = leases
+        self._resume = resume
+        self._max_frame = ctx.config.max_frame_size
+        self.early: list[fr.Frame] = []  # server: frames after SETUP, before accept
+        ctx.on_closed.append(self.early.clear)
         self._handlers: dict[type, Callable[[Any], None]] = {
-            SetupFrame: self._on_setup,
-            LeaseFrame: self._on_lease,
-            KeepaliveFrame: self._on_keepalive,
-            RequestResponseFrame: self._on_request,
-            RequestFnfFrame: self._on_request,
-            RequestStreamFrame: self._on_request,
-            RequestChannelFrame: self._on_request,
-            RequestNFrame: self._on_request_n,
-            CancelFrame: self._on_cancel,
-            PayloadFrame: self._on_payload,
-            ErrorFrame: self._on_error,
-            MetadataPushFrame: self._on_metadata_push,
-            ResumeFrame: self._on_resume,
-            ResumeOkFrame: self._ignore,  # only expected while RESUMING (_pre_established)
-            ExtFrame: self._on_ext,
-            UnknownFrame: self._on_unknown,
+            fr.SetupFrame: self._on_setup,
+            fr.LeaseFrame: self._on_lease,
+            fr.KeepaliveFrame: self._on_keepalive,
+            fr.RequestResponseFrame: stream_frames.on_request,
+            fr.RequestFnfFrame: stream_frames.on_request,
+            fr.RequestStreamFrame: stream_frames.on_request,
+            fr.RequestChannelFrame: stream_frames.on_request,
+            fr.RequestNFrame: stream_frames.on_request_n,
+            fr.CancelFrame: stream_frames.on_cancel,
+            fr.PayloadFrame: stream_frames.on_payload,
+            fr.ErrorFrame: self._on_error,
+            fr.MetadataPushFrame: self._on_metadata_push,
+            fr.ResumeFrame: resume.on_resume,
+            fr.ResumeOkFrame: self._ignore,  # only expected while RESUMING (pre_resumed)
+            fr.ExtFrame: self._on_ext,
+            fr.UnknownFrame: self._on_unknown,
         }
+        self._on_stream_error = stream_frames.on_error
 
-    def receive_data(self, data: bytes, now: float | None = None) -> None:
-        """Feed bytes from a byte-stream transport; ``b""`` means it ended.
+    # ------------------------------------------------------------------
+    # bytes in
 
-        Parses every complete frame. Raises ``RemoteProtocolError`` when the
-        peer broke the protocol (the ERROR frame is queued, the connection is
-        closed, and the events of the frames before the bad one are kept).
-        """
-        if not self._prefixed:
-            raise LocalProtocolError("receive_data: this connection uses message framing")
-        if self._state is ConnectionState.CLOSED:
-            self._closed_input()
-            return
-        if now is not None:
-            self._observe(now)
-        if not data:
-            self._on_eof()
-            return
-        if self._keepalive is not None:
-            self._keepalive.on_receive(now)
-        buf = self._inbuf
+    def receive_prefixed(self, data: bytes) -> None:
+        """Parse every complete frame of the input so far (see
+        ``Connection.receive_data``)."""
+        ctx = self._ctx
+        buf = ctx.inbuf
         if buf:
             buf += data
-            if len(buf) < self._need:
+            if len(buf) < ctx.need:
                 return
             data = bytes(buf)
             buf.clear()
-        elif len(data) < self._need:
+        elif len(data) < ctx.need:
             self._keep(data, 0)
             return
         self._parse(data)
 
     def _keep(self, data: bytes, offset: int) -> None:
         """Buffer an incomplete frame; fail at once on a bad length prefix."""
+        ctx = self._ctx
         rest = len(data) - offset
-        self._need = 3
+        ctx.need = 3
         if rest:
-            self._inbuf += memoryview(data)[offset:]
+            ctx.inbuf += memoryview(data)[offset:]
             if rest >= 3:
                 hi, lo = _U24.unpack_from(data, offset)
                 self._check_length(hi << 16 | lo)
-                self._need = 3 + (hi << 16 | lo)
+                ctx.need = 3 + (hi << 16 | lo)
 
     def _check_length(self, length: int) -> None:
         if length > self._max_frame or length < 6:
-            self._inbuf.clear()
+            ctx = self._ctx
+            ctx.inbuf.clear()
             if length < 6:
-                self._fail(
+                ctx.fail(
                     ErrorCode.CONNECTION_ERROR,
                     f"frame length {length} is shorter than the 6-byte frame header",
                 )
-            self._fail(
+            ctx.fail(
                 ErrorCode.CONNECTION_ERROR,
                 f"frame length {length} exceeds the maximum frame size {self._max_frame}",
             )
@@ -150,256 +168,230 @@ class Receiver(StreamFrames):
     def _parse(self, buf: bytes) -> None:
         """Process every complete frame of ``buf`` (prefixed), keep the rest.
 
-        The hot path turns a PAYLOAD with only N, on a stream with credit,
-        straight into its event: no frame object, no dispatch; likewise a
-        REQUEST_FNF or REQUEST_RESPONSE (metadata or not, no fragments) on a new
-        stream ID of the peer's parity (no lease, room for the stream). Everything
-        else is decoded by ``decode_frame`` and dispatched.
+        The hot path (``_fast.py``) turns a run of PAYLOADs with N on a stream
+        with credit straight into their events: no frame object, no dispatch;
+        likewise a request-response's answer, and a REQUEST_FNF or
+        REQUEST_RESPONSE (metadata or not, no fragments) on a new stream ID
+        of the peer's parity (no lease, room for the stream). Everything else is
+        decoded by ``decode_frame`` and dispatched. The stream table is not
+        looked up on the hot path: credit stands for it (see ``_streams.py``).
         """
+        ctx = self._ctx
+        table = self._streams
+        leases = self._leases
         end = len(buf)
         off = 0
         position = 0
         limit = self._max_frame
-        unpack = _PREFIX_HEADER.unpack_from
-        get_stream = self._streams.get
-        append = self._events.append
-        new = object.__new__
-        builder = _PayloadBuilder
-        event = PayloadReceived
+        unpack = unpack_prefix_header
+        streams = table.by_id
+        get_stream = streams.get
+        append = ctx.events.append
         rr = _RR
-        streams = self._streams
-        parity = self._peer_parity
-        max_streams = self.config.max_concurrent_streams
-        fast = self._state is _ESTABLISHED
-        fast_requests = fast and not self._lease_enabled
+        parity = table.peer_parity
+        max_streams = ctx.config.max_concurrent_streams
+        fast = ctx.state is _ESTABLISHED
+        fast_requests = fast and not leases.enabled
         while end - off >= 9:
             hi, lo, sid, tf = unpack(buf, off)
             length = hi << 16 | lo
             if length > limit or length < 6:
-                self.received_position += position
+                ctx.received_position += position
                 self._check_length(length)
             stop = off + 3 + length
             if stop > end:
                 break
-            if fast and tf & 0xFDA0 == 0x2820 and sid < 0x80000000:
-                # PAYLOAD with N (M, F clear; undefined bits ignored).
+            if fast and tf & PAYLOAD_ITEM_MASK == PAYLOAD_ITEM and sid <= MAX_STREAM_ID:
+                # One item, whole, without metadata (undefined bits ignored).
                 s = get_stream(sid)
                 if s is not None and s.in_credit > 0 and s.reassembly is None:
                     if s.kind is not rr:
-                        if not tf & 0x40:  # C clear
+                        if not tf & FLAG_COMPLETE:
                             # A run of such items on this stream, checked
                             # once: each further frame need only be another
                             # whole PAYLOAD(N) on the same ID within credit.
-                            credit = s.in_credit
-                            while True:
-                                credit -= 1
-                                ev = new(builder)  # see events._builder
-                                ev.stream_id = sid
-                                ev.data = buf[off + 9 : stop]
-                                ev.metadata = None
-                                ev.complete = False
-                                ev.next = True
-                                ev.__class__ = event
-                                append(ev)
-                                position += length
-                                off = stop
-                                if not credit or end - off < 9:
-                                    break
-                                hi, lo, next_sid, tf = unpack(buf, off)
-                                length = hi << 16 | lo
-                                stop = off + 3 + length
-                                if (
-                                    next_sid != sid
-                                    or tf & 0xFDE0 != 0x2820
-                                    or stop > end
-                                    or length > limit
-                                    or length < 6
-                                ):
-                                    break  # the outer loop takes this frame
-                            s.in_credit = credit
+                            off, s.in_credit, run = payload_run(
+                                buf, off, stop, length, end, limit, sid, s.in_credit, append
+                            )
+                            position += run
                             continue
                     elif s.requester:
                         # The answer to our request-response: it completes the
-                        # stream, C or not (spec 5), as _on_payload does.
+                        # stream, C or not (spec 5), as on_payload does.
                         s.in_credit -= 1
-                        self._setup_confirmed = True
-                        append(_fast_payload(sid, buf[off + 9 : stop], None, True, True))
-                        self._stream_step(s, _I.RECV_COMPLETE)
+                        ctx.setup_confirmed = True
+                        append(payload_event(sid, buf[off + 9 : stop], None, True, True))
+                        table.step(s, _I.RECV_COMPLETE)
                         position += length
                         off = stop
                         continue
             elif (
                 fast_requests
-                and tf & 0xF8E0 == 0x1000  # REQUEST_RESPONSE or _FNF, F clear
+                and tf & WHOLE_REQUEST_MASK == T_REQUEST_RESPONSE  # or REQUEST_FNF
                 and sid & 1 == parity
-                and 0 < sid < 0x80000000
+                and 0 < sid <= MAX_STREAM_ID
                 and sid not in streams  # else spec 9.1: ignored, by the slow path
             ):
                 start = off + 9
                 metadata = None
-                if tf & 0x100:  # M: a 24-bit metadata length, then the metadata
-                    m = length - 9  # room for metadata after its length field
-                    if m < 0:
+                if tf & FLAG_METADATA:  # a 24-bit metadata length, then the metadata
+                    room = length - 9  # after the header and the length field
+                    if room < 0:
                         start = -1  # malformed: the slow path reports it
                     else:
                         md_len = buf[start] << 16 | buf[start + 1] << 8 | buf[start + 2]
-                        if md_len > m:
+                        if md_len > room:
                             start = -1
                         else:
                             metadata = buf[start + 3 : start + 3 + md_len]
                             start += 3 + md_len
                 if start >= 0:
-                    if tf & 0x400:  # REQUEST_FNF
-                        self._setup_confirmed = True
-                        append(_fast_fnf(sid, buf[start:stop], metadata))
+                    if tf & REQUEST_FNF_BIT:
+                        ctx.setup_confirmed = True
+                        append(fnf_event(sid, buf[start:stop], metadata))
                         position += length
                         off = stop
                         continue
-                    if self._peer_stream_count < max_streams:
-                        self._setup_confirmed = True
-                        streams[sid] = Stream(sid, rr, False, _OUT_ONLY, 1, 0)
-                        self._peer_stream_count += 1
-                        append(_fast_rr(sid, buf[start:stop], metadata))
+                    if table.peer_count < max_streams:
+                        ctx.setup_confirmed = True
+                        streams[sid] = Stream(sid, rr, False, _RR_RESPONDER, 1, 0)
+                        table.peer_count += 1
+                        append(rr_event(sid, buf[start:stop], metadata))
                         position += length
                         off = stop
                         continue
-            self.received_position += position
+            ctx.received_position += position
             position = 0
             try:
                 frame = decode_frame(buf[off + 3 : stop])
             except RemoteProtocolError as exc:
-                self._fail(self._decode_error_code(exc), exc.message)
+                ctx.fail(self._decode_error_code(exc), exc.message)
             off = stop
             self._process_one(frame)
-            state = self._state
+            state = ctx.state
             if state is not _ESTABLISHED:
-                if state is ConnectionState.CLOSED:
-                    if self._handoff is not None and off < end:
-                        # Bytes behind a RESUME belong to the resumed session:
-                        # it parses them with its next input (errors are its).
-                        self._handoff._inbuf += memoryview(buf)[off:]
+                if state is _CLOSED:
+                    handoff = self._resume.handoff
+                    if handoff is not None and off < end:
+                        # Bytes behind a RESUME belong to the resumed session.
+                        handoff.take_input(memoryview(buf)[off:])
                     return
                 fast = fast_requests = False
             else:
                 fast = True
-                fast_requests = not self._lease_enabled
-            append = self._events.append
-        self.received_position += position
+                fast_requests = not leases.enabled
+            append = ctx.events.append
+        ctx.received_position += position
         self._keep(buf, off)
 
-    def receive_frame(self, frame: bytes, now: float | None = None) -> None:
-        """Feed one frame (one message) from a message transport."""
-        if self._prefixed:
-            raise LocalProtocolError("receive_frame: this connection uses length-prefixed framing")
-        if self._state is ConnectionState.CLOSED:
-            self._closed_input()
-            return
-        if now is not None:
-            self._observe(now)
-        if self._keepalive is not None:
-            self._keepalive.on_receive(now)
+    def receive_message(self, frame: bytes) -> None:
+        """One frame from a message transport (see ``Connection.receive_frame``)."""
+        ctx = self._ctx
         length = len(frame)
-        if length > self.config.max_frame_size:
-            self._fail(
+        if length > self._max_frame:
+            ctx.fail(
                 ErrorCode.CONNECTION_ERROR,
                 f"frame of {length} bytes exceeds the maximum frame size",
             )
-        if length >= 6 and self._state is _ESTABLISHED:
+        if length >= 6 and ctx.state is _ESTABLISHED:
             # The hot path of _parse, for one frame: a PAYLOAD with N only, on a
             # stream with credit, becomes its event directly.
-            sid, tf = _FRAME_HEADER.unpack_from(frame)
-            if tf & 0xFDE0 == 0x2820 and sid < 0x80000000:
-                s = self._streams.get(sid)
+            sid, tf = unpack_frame_header(frame)
+            if tf & PAYLOAD_PLAIN_ITEM_MASK == PAYLOAD_ITEM and sid <= MAX_STREAM_ID:
+                s = self._streams.by_id.get(sid)
                 if s is not None and s.in_credit > 0 and s.reassembly is None and s.kind is not _RR:
                     s.in_credit -= 1
-                    self._events.append(_fast_payload(sid, frame[6:], None, False, True))
-                    self.received_position += length
+                    ctx.events.append(payload_event(sid, frame[6:], None, False, True))
+                    ctx.received_position += length
                     return
         try:
             decoded = decode_frame(frame)
         except RemoteProtocolError as exc:
-            self._fail(self._decode_error_code(exc), exc.message)
-        self._process([decoded])
+            ctx.fail(self._decode_error_code(exc), exc.message)
+        self.process([decoded])
 
     def _decode_error_code(self, exc: RemoteProtocolError) -> int:
         # A server's first frame that is not a valid SETUP gets INVALID_SETUP
         # (spec: Connection Establishment), whatever broke it.
-        if not self._client and self._state is ConnectionState.AWAITING_SETUP:
+        ctx = self._ctx
+        if not ctx.client and ctx.state is ConnectionState.AWAITING_SETUP:
             return ErrorCode.INVALID_SETUP
         return exc.error_code
 
-    def _process(self, frames: list[Frame]) -> None:
+    # ------------------------------------------------------------------
+    # dispatch
+
+    def process(self, frames: list[fr.Frame]) -> None:
         for f in frames:
-            if self._state is ConnectionState.CLOSED:
+            if self._ctx.state is _CLOSED:
                 return
             self._process_one(f)
 
-    def _process_one(self, f: Frame) -> None:
-        state = self._state
+    def take_early(self) -> list[fr.Frame]:
+        """The frames held while SETUP awaited acceptance (and forget them)."""
+        early = self.early
+        self.early = []
+        return early
+
+    def _process_one(self, f: fr.Frame) -> None:
+        state = self._ctx.state
         if state is not _ESTABLISHED:
-            if state is ConnectionState.CLOSED:
+            if state is _CLOSED:
                 return
             if not self._pre_established(f):
                 return
         self._handlers[type(f)](f)
 
-    def _pre_established(self, f: Frame) -> bool:
+    def _pre_established(self, f: fr.Frame) -> bool:
         """Handle states before ESTABLISHED; True to process ``f`` normally."""
-        state = self._state
+        ctx = self._ctx
+        state = ctx.state
         if state is ConnectionState.CLOSING:
             return True
-        if self._detached:
-            self._pre_resumed(f)
+        if self._resume.detached:
+            self._resume.pre_resumed(f)
             return False
-        if self._client:
+        if ctx.client:
             # Nothing is expected before our SETUP (spec: 9, ignore).
             return state is not ConnectionState.AWAITING_SETUP
         if state is ConnectionState.AWAITING_SETUP:
-            if type(f) is SetupFrame or type(f) is ResumeFrame:
+            if type(f) is fr.SetupFrame or type(f) is fr.ResumeFrame:
                 return True
-            self._fail(
+            ctx.fail(
                 ErrorCode.INVALID_SETUP,
                 f"the first frame must be SETUP or RESUME, got {type(f).__name__}",
             )
         # SETUP_RECEIVED: hold frames until the application decides.
-        if type(f) is SetupFrame:
+        if type(f) is fr.SetupFrame:
             return False  # spec 9.6
-        if len(self._early) >= self.config.max_early_frames:
-            self._fail(ErrorCode.CONNECTION_ERROR, "too many frames before SETUP was accepted")
-        self._early.append(f)
+        if len(self.early) >= ctx.config.max_early_frames:
+            ctx.fail(ErrorCode.CONNECTION_ERROR, "too many frames before SETUP was accepted")
+        self.early.append(f)
         return False
 
-    def _ignore(self, f: Frame) -> None:
+    def _ignore(self, f: fr.Frame) -> None:
         """Spec: Handling the Unexpected, 9."""
 
-    # Resumption hooks (``_resume.Resumable``).
-    _handoff: Receiver | None = None
+    # ------------------------------------------------------------------
+    # connection frames
 
-    def _pre_resumed(self, f: Frame) -> None:
-        raise NotImplementedError  # pragma: no cover - defined by Resumable
-
-    def _reserve_session(self, f: SetupFrame) -> bool:
-        # Spec: SETUP Frame, NOTE: no resumption without a session store.
-        self._refuse_setup(ErrorCode.REJECTED_SETUP, "resumption is not supported")
-        return False
-
-    # --- connection frames -------------------------------------------
-
-    def _on_setup(self, f: SetupFrame) -> None:
-        if self._client or self._state is not ConnectionState.AWAITING_SETUP:
+    def _on_setup(self, f: fr.SetupFrame) -> None:
+        ctx = self._ctx
+        if ctx.client or ctx.state is not ConnectionState.AWAITING_SETUP:
             return  # spec 9.9 (client), 9.6 (second SETUP)
         if f.major_version != MAJOR_VERSION:
-            self._refuse_setup(
+            ctx.refuse(
                 ErrorCode.INVALID_SETUP,
                 f"unsupported version {f.major_version}.{f.minor_version}",
             )
             return
-        if f.resume_token is not None and not self._reserve_session(f):
+        if f.resume_token is not None and not self._resume.reserve(f):
             return
-        self._setup = f
-        self._lease_enabled = f.lease
-        self._transition(_CI.RECV_SETUP)
-        self._events.append(
+        ctx.setup = f
+        self._leases.enabled = f.lease
+        ctx.transition(_CI.RECV_SETUP)
+        # An event from a frame, field by field (as _on_ext): alike on purpose.
+        ctx.events.append(
             SetupReceived(
                 keepalive_interval=f.keepalive_interval,
                 max_lifetime=f.max_lifetime,
@@ -413,51 +405,36 @@ class Receiver(StreamFrames):
             )
         )
 
-    def _refuse_setup(self, code: int, message: str) -> None:
-        self._queue_error(0, code, message)
-        self._transition(_CI.REJECT)
-        self._events.append(ConnectionClosed(error_code=code, message=message, by_peer=False))
-
-    def _on_resume(self, f: ResumeFrame) -> None:
-        if self._client:
-            return
-        if self._state is ConnectionState.AWAITING_SETUP:
-            self._refuse_setup(ErrorCode.REJECTED_RESUME, "resumption is not supported")
-            return
-        # Spec: a RESUME after a SETUP SHOULD get ERROR[CONNECTION_ERROR].
-        self._fail(ErrorCode.CONNECTION_ERROR, "RESUME after SETUP")
-
-    def _on_lease(self, f: LeaseFrame) -> None:
-        if not self._lease_enabled:
+    def _on_lease(self, f: fr.LeaseFrame) -> None:
+        ctx = self._ctx
+        leases = self._leases
+        if not leases.enabled:
             return  # lease not negotiated: unexpected, ignored (9)
-        self._setup_confirmed = True
-        self._peer_lease.grant(self._now, f.ttl, f.number_of_requests)
-        self._events.append(
+        ctx.setup_confirmed = True
+        leases.peer.grant(ctx.now, f.ttl, f.number_of_requests)
+        ctx.events.append(
             LeaseReceived(ttl=f.ttl, number_of_requests=f.number_of_requests, metadata=f.metadata)
         )
 
-    def _on_keepalive(self, f: KeepaliveFrame) -> None:
-        r = self._retained
-        if r is not None:
-            # Spec: Keepalive Position Field: the peer has every frame up to it.
-            r.answered()
-            self._retain_trim(f.last_received_position)
+    def _on_keepalive(self, f: fr.KeepaliveFrame) -> None:
+        ctx = self._ctx
+        self._resume.peer_position(f.last_received_position)
         if f.respond:
-            self._queue(KeepaliveFrame(False, self.received_position, f.data))
-        self._events.append(
+            ctx.output.queue(fr.KeepaliveFrame(False, ctx.received_position, f.data))
+        ctx.events.append(
             KeepaliveReceived(
                 respond=f.respond, data=f.data, last_received_position=f.last_received_position
             )
         )
 
-    def _on_metadata_push(self, f: MetadataPushFrame) -> None:
+    def _on_metadata_push(self, f: fr.MetadataPushFrame) -> None:
         if f.stream_id != 0:
             return  # spec 9.5
-        self._events.append(MetadataPushReceived(metadata=f.metadata))
+        self._ctx.events.append(MetadataPushReceived(metadata=f.metadata))
 
-    def _on_ext(self, f: ExtFrame) -> None:
+    def _on_ext(self, f: fr.ExtFrame) -> None:
         # EXT has no implied position (spec: Implied Position).
-        self._events.append(
+        self._ctx.events.append(
             ExtensionReceived(
                 stream_id=f.stream_id,
                 extended_type=f.extended_type,
@@ -467,44 +444,23 @@ class Receiver(StreamFrames):
             )
         )
 
-    def _on_unknown(self, f: UnknownFrame) -> None:
+    def _on_unknown(self, f: fr.UnknownFrame) -> None:
         if f.ignore:
             return  # spec: Handling Ignore Flag
-        self._fail(ErrorCode.CONNECTION_ERROR, f"frame type {f.frame_type:#x} not understood")
+        self._ctx.fail(ErrorCode.CONNECTION_ERROR, f"frame type {f.frame_type:#x} not understood")
 
-    def _on_error(self, f: ErrorFrame) -> None:
-        sid = f.stream_id
-        if sid == 0:
-            self._on_connection_error(f)
+    def _on_error(self, f: fr.ErrorFrame) -> None:
+        if f.stream_id:
+            self._on_stream_error(f)
             return
-        self.received_position += 10 + len(f.data)
-        s = self._streams.get(sid)
-        if s is None or f.error_code in _CONNECTION_ONLY_ERROR_CODES:
-            return  # spec 9.3; a stream-0-only code on a stream: spec 9 (not accounted for)
-        if _pending_request(s):
-            self._remove(s)  # a request still being reassembled: never announced
-            return
-        self._setup_confirmed = True
-        self._events.append(
-            ErrorReceived(stream_id=sid, error_code=f.error_code, message=f.message)
-        )
-        self._stream_step(s, _I.RECV_ERROR)
-
-    def _on_connection_error(self, f: ErrorFrame) -> None:
+        ctx = self._ctx
         code = f.error_code
-        if code in _SETUP_ERROR_CODES:
-            if not self._client or self._setup_confirmed:
+        if code in SETUP_ERROR_CODES:
+            if not ctx.client or ctx.setup_confirmed:
                 return  # spec 9.7 (server), 9.8 (client after establishment)
-            self._transition(_CI.REJECT)
-            self._events.append(ConnectionClosed(error_code=code, message=f.message, by_peer=True))
+            ctx.end(_CI.REJECT, code, f.message, by_peer=True)
             return
         if code == ErrorCode.CONNECTION_CLOSE:
-            self._close_message = f.message
-            self._close_by_peer = True
-            self._transition(_CI.CLOSE)
-            self._events.append(ConnectionClosing(message=f.message))
-            if not self._streams:
-                self._finish_close()
+            ctx.begin_close(f.message, True, drained=not self._streams.by_id)
             return
-        self._transition(_CI.FATAL)
-        self._events.append(ConnectionClosed(error_code=code, message=f.message, by_peer=True))
+        ctx.end(_CI.FATAL, code, f.message, by_peer=True)

@@ -13,45 +13,25 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from struct import Struct
 
+from .. import rsocket as rs
 from .._errors import RemoteProtocolError
-from ..rsocket import (
-    HEADER_LENGTH,
-    MAX_FRAME_LENGTH,
-    PREFIX_LENGTH,
-    ErrorCode,
-    ErrorFrame,
-    ExtFrame,
-    Frame,
-    FrameType,
-    KeepaliveFrame,
-    LeaseFrame,
-    MetadataPushFrame,
-    RequestChannelFrame,
-    RequestNFrame,
-    RequestStreamFrame,
-    ResumeFrame,
-    ResumeOkFrame,
-    SetupFrame,
-    UnknownFrame,
-    decode_frame,
-)
 from ._format import DataRecord, Direction, EndRecord, Record
 
 __all__ = ["FrameInfo", "StreamDissector", "dissect_records", "format_frame_info"]
 
 _U24 = Struct(">BH")
 _HEADER = Struct(">IH")
-_CONNECTION_ERROR = ErrorCode.CONNECTION_ERROR
+_CONNECTION_ERROR = rs.ErrorCode.CONNECTION_ERROR
 
 # Flag letters each frame type defines (bit, letter), besides I and M.
 _FLAG_LETTERS: dict[int, tuple[tuple[int, str], ...]] = {
-    FrameType.SETUP: ((0x80, "R"), (0x40, "L")),
-    FrameType.KEEPALIVE: ((0x80, "R"),),
-    FrameType.REQUEST_RESPONSE: ((0x80, "F"),),
-    FrameType.REQUEST_FNF: ((0x80, "F"),),
-    FrameType.REQUEST_STREAM: ((0x80, "F"),),
-    FrameType.REQUEST_CHANNEL: ((0x80, "F"), (0x40, "C")),
-    FrameType.PAYLOAD: ((0x80, "F"), (0x40, "C"), (0x20, "N")),
+    rs.FrameType.SETUP: ((rs.FLAG_RESUME_ENABLE, "R"), (rs.FLAG_LEASE, "L")),
+    rs.FrameType.KEEPALIVE: ((rs.FLAG_RESPOND, "R"),),
+    rs.FrameType.REQUEST_RESPONSE: ((rs.FLAG_FOLLOWS, "F"),),
+    rs.FrameType.REQUEST_FNF: ((rs.FLAG_FOLLOWS, "F"),),
+    rs.FrameType.REQUEST_STREAM: ((rs.FLAG_FOLLOWS, "F"),),
+    rs.FrameType.REQUEST_CHANNEL: ((rs.FLAG_FOLLOWS, "F"), (rs.FLAG_COMPLETE, "C")),
+    rs.FrameType.PAYLOAD: ((rs.FLAG_FOLLOWS, "F"), (rs.FLAG_COMPLETE, "C"), (rs.FLAG_NEXT, "N")),
 }
 
 
@@ -72,7 +52,7 @@ class FrameInfo:
     timestamp: float | None
     offset: int
     raw: bytes
-    frame: Frame | None = None
+    frame: rs.Frame | None = None
     error: RemoteProtocolError | None = None
     framed: bool = True
 
@@ -81,7 +61,7 @@ class FrameInfo:
         """True when a connection would fail on this frame."""
         if self.error is not None:
             return True
-        return isinstance(self.frame, UnknownFrame) and not self.frame.ignore
+        return isinstance(self.frame, rs.UnknownFrame) and not self.frame.ignore
 
 
 class StreamDissector:
@@ -95,7 +75,7 @@ class StreamDissector:
         self,
         direction: Direction | None = None,
         *,
-        max_frame_size: int = MAX_FRAME_LENGTH,
+        max_frame_size: int = rs.MAX_FRAME_LENGTH,
         framing: str = "length-prefixed",
     ) -> None:
         if framing not in ("length-prefixed", "message"):
@@ -113,7 +93,7 @@ class StreamDissector:
         timestamp: float | None,
         offset: int,
         raw: bytes,
-        frame: Frame | None = None,
+        frame: rs.Frame | None = None,
         error: RemoteProtocolError | None = None,
         framed: bool = True,
     ) -> FrameInfo:
@@ -132,7 +112,7 @@ class StreamDissector:
 
     def _decode(self, timestamp: float | None, offset: int, raw: bytes) -> FrameInfo:
         try:
-            return self._info(timestamp, offset, raw, frame=decode_frame(raw))
+            return self._info(timestamp, offset, raw, frame=rs.decode_frame(raw))
         except RemoteProtocolError as exc:
             return self._info(timestamp, offset, raw, error=exc)
 
@@ -150,12 +130,12 @@ class StreamDissector:
         out = []
         off = 0
         end = len(buf)
-        while end - off >= PREFIX_LENGTH:
+        while end - off >= rs.PREFIX_LENGTH:
             hi, lo = _U24.unpack_from(buf, off)
             length = hi << 16 | lo
-            if not HEADER_LENGTH <= length <= self.max_frame_size:
+            if not rs.HEADER_LENGTH <= length <= self.max_frame_size:
                 problem = (
-                    f"frame length {length} outside {HEADER_LENGTH}..{self.max_frame_size}; "
+                    f"frame length {length} outside {rs.HEADER_LENGTH}..{self.max_frame_size}; "
                     f"cannot find the next frame, {end - off} bytes skipped so far"
                 )
                 rest = bytes(buf[off:])
@@ -171,7 +151,7 @@ class StreamDissector:
                 self._lost = True
                 off = end
                 break
-            stop = off + PREFIX_LENGTH + length
+            stop = off + rs.PREFIX_LENGTH + length
             if stop > end:
                 break
             out.append(self._decode(timestamp, self._offset + off, bytes(buf[off + 3 : stop])))
@@ -202,7 +182,7 @@ class StreamDissector:
 def dissect_records(
     records: Iterable[Record],
     *,
-    max_frame_size: int = MAX_FRAME_LENGTH,
+    max_frame_size: int = rs.MAX_FRAME_LENGTH,
     framing: str = "length-prefixed",
 ) -> Iterator[FrameInfo]:
     """Frames of both directions of a trace, in the order they completed.
@@ -238,9 +218,9 @@ def _preview(data: bytes, limit: int) -> str:
 
 def _flags(frame_type: int, flags: int) -> str:
     letters = []
-    if flags & 0x200:
+    if flags & rs.FLAG_IGNORE:
         letters.append("I")
-    if flags & 0x100:
+    if flags & rs.FLAG_METADATA:
         letters.append("M")
     letters.extend(letter for bit, letter in _FLAG_LETTERS.get(frame_type, ()) if flags & bit)
     return f"{flags:#05x}" + (" " + "".join(letters) if letters else "")
@@ -248,21 +228,21 @@ def _flags(frame_type: int, flags: int) -> str:
 
 def _code_name(code: int) -> str:
     try:
-        return f"{ErrorCode(code).name}({code:#x})"
+        return f"{rs.ErrorCode(code).name}({code:#x})"
     except ValueError:
         return f"{code:#x}"
 
 
 def _type_name(frame_type: int) -> str:
     try:
-        return FrameType(frame_type).name
+        return rs.FrameType(frame_type).name
     except ValueError:
         return f"UNKNOWN({frame_type:#04x})"
 
 
-def _details(frame: Frame, preview: int) -> list[str]:
+def _details(frame: rs.Frame, preview: int) -> list[str]:
     out: list[str] = []
-    if isinstance(frame, SetupFrame):
+    if isinstance(frame, rs.SetupFrame):
         out.append(
             f"v{frame.major_version}.{frame.minor_version} keepalive={frame.keepalive_interval}ms"
             f" lifetime={frame.max_lifetime}ms mime={frame.metadata_mime_type}"
@@ -270,29 +250,29 @@ def _details(frame: Frame, preview: int) -> list[str]:
         )
         if frame.resume_token is not None:
             out.append(f"token={len(frame.resume_token)}B")
-    elif isinstance(frame, LeaseFrame):
+    elif isinstance(frame, rs.LeaseFrame):
         out.append(f"ttl={frame.ttl}ms requests={frame.number_of_requests}")
-    elif isinstance(frame, KeepaliveFrame):
+    elif isinstance(frame, rs.KeepaliveFrame):
         out.append(f"position={frame.last_received_position}")
-    elif isinstance(frame, RequestStreamFrame | RequestChannelFrame):
+    elif isinstance(frame, rs.RequestStreamFrame | rs.RequestChannelFrame):
         out.append(f"n={frame.initial_request_n}")
-    elif isinstance(frame, RequestNFrame):
+    elif isinstance(frame, rs.RequestNFrame):
         out.append(f"n={frame.request_n}")
-    elif isinstance(frame, ErrorFrame):
+    elif isinstance(frame, rs.ErrorFrame):
         out.append(f"code={_code_name(frame.error_code)}")
-    elif isinstance(frame, ResumeFrame):
+    elif isinstance(frame, rs.ResumeFrame):
         out.append(
             f"token={len(frame.resume_token)}B server_pos={frame.last_received_server_position}"
             f" client_pos={frame.first_available_client_position}"
         )
-    elif isinstance(frame, ResumeOkFrame):
+    elif isinstance(frame, rs.ResumeOkFrame):
         out.append(f"client_pos={frame.last_received_client_position}")
-    elif isinstance(frame, ExtFrame):
+    elif isinstance(frame, rs.ExtFrame):
         out.append(f"ext={frame.extended_type:#x}")
-    elif isinstance(frame, UnknownFrame):
+    elif isinstance(frame, rs.UnknownFrame):
         out.append(f"body={len(frame.body)}B " + ("ignored (I flag)" if frame.ignore else ""))
     metadata = getattr(frame, "metadata", None)
-    if isinstance(frame, MetadataPushFrame):
+    if isinstance(frame, rs.MetadataPushFrame):
         metadata = frame.metadata
     data = getattr(frame, "data", None)
     if metadata is not None:
@@ -313,9 +293,9 @@ def format_frame_info(info: FrameInfo, *, preview: int = 24) -> str:
     arrow = info.direction.arrow if info.direction is not None else "----"
     head = f"{when} {arrow} #{info.index:<4} @{info.offset:<7}"
     raw = info.raw
-    if info.framed and len(raw) >= HEADER_LENGTH:
+    if info.framed and len(raw) >= rs.HEADER_LENGTH:
         sid, tf = _HEADER.unpack_from(raw)
-        frame_type, flags = tf >> 10, tf & 0x3FF
+        frame_type, flags = tf >> rs.TYPE_SHIFT, tf & rs.FLAGS_MASK
         head += f" sid={sid:<6} {_type_name(frame_type):<16} flags={_flags(frame_type, flags):<9}"
     else:
         head += f" {'':10} {'?':<16} {'':15}"

@@ -30,23 +30,6 @@ from typing import IO, Any
 
 from .._errors import LocalProtocolError, RemoteProtocolError
 
-__all__ = [
-    "FORMAT_VERSION",
-    "MAGIC",
-    "MAX_METADATA_SIZE",
-    "MAX_RECORD_SIZE",
-    "DataRecord",
-    "Direction",
-    "EndReason",
-    "EndRecord",
-    "Record",
-    "Trace",
-    "TraceFormatError",
-    "TraceReader",
-    "TraceWriter",
-    "read_trace",
-]
-
 MAGIC = b"\x89SRT\r\n\x1a\n"
 FORMAT_VERSION = 1
 #: Format limit on one record's body (a chunk); readers may set a lower one.
@@ -96,6 +79,10 @@ class EndReason(IntEnum):
     EOF = 0  # the sender closed its side cleanly (recv returned b"")
     ERROR = 1  # reset or other socket error
     ABORTED = 2  # the capturing tool stopped (shutdown, timeout)
+
+
+# Declarations alike in shape by design (the duplicates scan lists them, with
+# the cores' events): one frozen, slotted, keyword-only dataclass per record.
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -193,7 +193,6 @@ def test_ditto_client_failed_surfaces_typed_error() -> None:
     assert event.key == key
     exc = event.error.exception()
     assert isinstance(exc, DittoRemoteError)
-    assert isinstance(exc, RemoteProtocolError)
     assert (exc.error_code, exc.code, exc.href, exc.description) == (
         404,
         "things:thing.notfound",
@@ -310,3 +309,26 @@ def test_ditto_client_other_messages_and_no_timers() -> None:
     client.handle_timeout(1e9)
     assert client.next_deadline() is None
     assert client.next_event() is None
+
+
+def test_ditto_error_reported_by_ditto_is_an_application_error_not_a_protocol_error() -> None:
+    """A Ditto 404 is an application error the server reported: a
+    ``DittoException`` (``DittoRemoteError`` on the client), never a
+    ``ProtocolError`` (docs/architecture.md, Errors and words)."""
+    from sansrs import ProtocolError
+    from sansrs.ditto import DittoError, DittoException
+
+    error = DittoError(status=404, error="things:thing.notfound", message="m", href="h")
+    exc = error.exception()
+    assert isinstance(exc, DittoRemoteError) and isinstance(exc, DittoException)
+    assert not isinstance(exc, ProtocolError)
+    assert (exc.status, exc.error_code, exc.code, exc.message, str(exc)) == (
+        404,
+        404,
+        "things:thing.notfound",
+        "things:thing.notfound: m",
+        "things:thing.notfound: m",
+    )
+    assert exc.error is error
+    # What a server's Publisher raises to fail a subscription: the same root.
+    assert not issubclass(DittoException, ProtocolError)

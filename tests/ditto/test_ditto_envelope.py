@@ -179,6 +179,16 @@ def test_ditto_malformed_envelopes_carry_dittos_error(text: str, code: str) -> N
     assert info.value.error.status == 400
 
 
+@pytest.mark.parametrize("number", ["1e999", "-1e999", "1.5e400"])
+@pytest.mark.parametrize("where", ["headers", "value"])
+def test_ditto_json_number_out_of_range_is_json_invalid(number: str, where: str) -> None:
+    # Python reads 1e999 as infinity, which no answer could echo back.
+    text = '{"topic":"a/b/things/twin/errors","' + where + '":{"x":' + number + "}}"
+    with pytest.raises(MessageError) as info:
+        parse_envelope(text)
+    assert (info.value.error.status, info.value.error.error) == (400, "json.invalid")
+
+
 def test_ditto_huge_json_integer_is_json_invalid_not_a_crash() -> None:
     with pytest.raises(MessageError):
         parse_envelope('{"topic":' + "9" * 10_000 + "}")

@@ -129,6 +129,18 @@ def test_ditto_subscribe_with_wrong_types_gets_json_invalid_error_response(value
     assert isinstance(drain(server)[0], InvalidMessage)
 
 
+def test_ditto_header_value_out_of_range_gets_400_and_the_connection_goes_on() -> None:
+    # {"x": 1e999} would be infinity, which the "created" answer echoing the
+    # headers could not carry: a 400 error message, not an internal error.
+    server = DittoServer()
+    server.receive_message(subscribe_text().replace('"headers":{}', '"headers":{"x":1e999}'))
+    assert not [e for e in drain(server) if isinstance(e, SubscribeReceived)]
+    (answer,) = sent(server)
+    assert answer["topic"].endswith("/errors")
+    assert (answer["value"]["status"], answer["value"]["error"]) == (400, "json.invalid")
+    assert _open(server) == "0"  # the next subscription is served
+
+
 def test_ditto_filter_is_for_things_only() -> None:
     server = DittoServer()
     server.receive_message(subscribe_text(entity="ns/p/policies", value={"filter": "x"}))

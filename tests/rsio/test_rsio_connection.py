@@ -64,7 +64,7 @@ def expect_error(conn: Connection, data: bytes, code: ErrorCode) -> RemoteProtoc
     assert isinstance(out[-1], Goodbye)
     assert out[-1].reason.startswith("protocol error: ")
     closed = conn.events()[-1]
-    assert isinstance(closed, ev.ConnectionClosed)
+    assert isinstance(closed, ev.ConnectionTerminated)
     assert closed.error_code == code
     assert not closed.by_peer
     # Later input re-raises the same error; nothing else escapes.
@@ -158,7 +158,7 @@ def test_rsio_4_goodbye_instead_of_hello_is_accepted() -> None:
     c = Connection(Role.CLIENT)
     c.data_to_send()
     c.receive_data(encode_message(Goodbye("go away")))
-    assert c.events() == [ev.ConnectionClosed(reason="go away", by_peer=True, error_code=0)]
+    assert c.events() == [ev.ConnectionTerminated(reason="go away", by_peer=True, error_code=0)]
     assert messages(c.data_to_send()) == [GoodbyeAck("")]
 
 
@@ -579,8 +579,8 @@ def test_rsio_draft_orderly_close_goodbye_and_acknowledgement() -> None:
     assert p.client.state is ConnectionState.CLOSING
     p.pump()
     c_events, s_events = p.take()
-    assert s_events == [ev.ConnectionClosed(reason="done", by_peer=True, error_code=0)]
-    assert c_events == [ev.ConnectionClosed(reason="done", by_peer=False, error_code=0)]
+    assert s_events == [ev.ConnectionTerminated(reason="done", by_peer=True, error_code=0)]
+    assert c_events == [ev.ConnectionTerminated(reason="done", by_peer=False, error_code=0)]
     assert p.client.state is p.server.state is ConnectionState.CLOSED
     assert [messages(d) for _, d in p.wire[-2:]] == [[Goodbye("done")], [GoodbyeAck("")]]
 
@@ -599,8 +599,8 @@ def test_rsio_draft_goodbye_closes_every_open_stream() -> None:
             call()
     p.pump()
     c_events, s_events = p.take()
-    assert kinds(c_events) == ["ConnectionClosed"]
-    assert kinds(s_events)[-1] == "ConnectionClosed"
+    assert kinds(c_events) == ["ConnectionTerminated"]
+    assert kinds(s_events)[-1] == "ConnectionTerminated"
     assert p.client.open_subscriptions == p.server.open_publications == []
 
 
@@ -612,8 +612,8 @@ def test_rsio_7_simultaneous_goodbyes() -> None:
     p.server.close("b")
     p.pump()
     c_events, s_events = p.take()
-    assert c_events == [ev.ConnectionClosed(reason="b", by_peer=True, error_code=0)]
-    assert s_events == [ev.ConnectionClosed(reason="a", by_peer=True, error_code=0)]
+    assert c_events == [ev.ConnectionTerminated(reason="b", by_peer=True, error_code=0)]
+    assert s_events == [ev.ConnectionTerminated(reason="a", by_peer=True, error_code=0)]
 
 
 def test_rsio_7_goodbye_ack_without_goodbye_is_an_error() -> None:
@@ -637,7 +637,7 @@ def test_rsio_7_transport_end_after_our_goodbye_counts_as_the_ack() -> None:
     c = client_after_hello()
     c.close("bye")
     c.receive_data(b"")
-    assert c.events() == [ev.ConnectionClosed(reason="bye", by_peer=False, error_code=0)]
+    assert c.events() == [ev.ConnectionTerminated(reason="bye", by_peer=False, error_code=0)]
 
 
 def test_rsio_7_messages_after_our_goodbye_are_parsed_and_ignored() -> None:
@@ -645,7 +645,7 @@ def test_rsio_7_messages_after_our_goodbye_are_parsed_and_ignored() -> None:
     c.close()
     late = encode_message(OnNext(sid, b"ab"), 2) + encode_message(OnNext(sid, b"cd"), 2)
     c.receive_data(late + encode_message(Subscribe("x", 4)) + encode_message(GoodbyeAck("")))
-    assert kinds(c.events()) == ["ConnectionClosed"]
+    assert kinds(c.events()) == ["ConnectionTerminated"]
 
 
 # -- §9 errors ------------------------------------------------------------------------
@@ -657,7 +657,7 @@ def test_rsio_9_events_before_the_bad_message_are_kept() -> None:
         c.receive_data(encode_message(OnNext(sid, b"ok")) + b"\x7f")
     events = c.events()
     assert events[0] == ev.NextReceived(subscriber_id=sid, element=b"ok")
-    assert isinstance(events[1], ev.ConnectionClosed)
+    assert isinstance(events[1], ev.ConnectionTerminated)
 
 
 def test_rsio_9_unknown_message_type_goodbye_and_close() -> None:
@@ -754,5 +754,40 @@ def test_rsio_3_a_session_written_byte_by_byte_from_the_spec() -> None:
     s.send_complete(1)
     assert s.data_to_send() == bytes.fromhex("20 01 02  22 01 02 0001 0002  21 01 0003  25 01")
     s.receive_data(b"\x03\x03bye")  # goodbye("bye")
-    assert s.events() == [ev.ConnectionClosed(reason="bye", by_peer=True, error_code=0)]
+    assert s.events() == [ev.ConnectionTerminated(reason="bye", by_peer=True, error_code=0)]
     assert s.data_to_send() == bytes.fromhex("04 00")  # goodbyeAck("")
+
+
+def test_rsio_events_built_on_the_hot_path_are_ordinary_frozen_events() -> None:
+    """``_fast.next_event`` (slot descriptors) and the one-byte varints
+    against the plain constructions they replace."""
+    import dataclasses
+
+    from sansrs.rsio import encode_varint
+    from sansrs.rsio._fast import VARINT1, next_event
+    from sansrs.rsio.events import NextReceived
+
+    fast, plain = next_event(3, b"e"), NextReceived(subscriber_id=3, element=b"e")
+    assert type(fast) is NextReceived
+    assert fast == plain and hash(fast) == hash(plain) and repr(fast) == repr(plain)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.subscriber_id = 4  # type: ignore[misc]
+    assert [encode_varint(n) for n in range(128)] == VARINT1
+
+
+@pytest.mark.parametrize("length", [11, 127, 300])
+def test_rsio_limits_element_beyond_max_message_size_is_refused_on_every_path(length: int) -> None:
+    """docs/protocols/rsio.md §10: a bytes field longer than max_message_size
+    is LIMIT_EXCEEDED, whether its length takes one varint byte (the
+    receive hot path took those unchecked) or more."""
+    from sansrs.rsio import ConnectionConfig, ErrorCode, OnNext, OnSubscribe, ServerHello
+    from sansrs.rsio import encode_message as enc
+
+    c = Connection(Role.CLIENT, ConnectionConfig(max_message_size=10))
+    c.receive_data(enc(ServerHello(0)))
+    sid = c.subscribe("p", 5)
+    c.receive_data(enc(OnSubscribe(sid, 0)))
+    with pytest.raises(RemoteProtocolError) as caught:
+        c.receive_data(enc(OnNext(sid, b"x" * length)))
+    assert caught.value.error_code == ErrorCode.LIMIT_EXCEEDED
+    assert not any(type(e).__name__ == "NextReceived" for e in c.events())

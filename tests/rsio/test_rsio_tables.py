@@ -9,8 +9,10 @@ from collections.abc import Callable
 import pytest
 
 from sansrs.rsio import (
+    CONNECTION_IGNORED,
     CONNECTION_TRANSITIONS,
     PUBLICATION_TRANSITIONS,
+    SUBSCRIPTION_IGNORED,
     SUBSCRIPTION_TRANSITIONS,
     ClientHello,
     Connection,
@@ -32,6 +34,7 @@ from sansrs.rsio import (
     SubscriptionState,
     encode_message,
 )
+from sansrs.rsio._tables import hot_path_state
 
 CS, CI = ConnectionState, ConnectionInput
 
@@ -70,6 +73,7 @@ def test_every_connection_input_is_exercised() -> None:
 def test_connection_table(state: ConnectionState, inp: ConnectionInput) -> None:
     conn = in_state(state)
     assert conn.state is state
+    conn.events()
     expected = CONNECTION_TRANSITIONS.get((state, inp))
     sending = inp in (CI.SEND_STREAM, CI.SEND_GOODBYE)
     if inp is CI.PROTOCOL_ERROR and expected is not None:
@@ -88,7 +92,28 @@ def test_connection_table(state: ConnectionState, inp: ConnectionInput) -> None:
         expected = CS.CLOSED
     else:
         CONNECTION_INPUTS[inp](conn)
+        if (state, inp) in CONNECTION_IGNORED:
+            assert conn.events() == []  # parsed and dropped
     assert conn.state is expected
+
+
+def test_ignored_pairs_are_allowed_pairs_of_their_table() -> None:
+    assert CONNECTION_TRANSITIONS.keys() >= CONNECTION_IGNORED
+    assert SUBSCRIPTION_TRANSITIONS.keys() >= SUBSCRIPTION_IGNORED
+
+
+def test_hot_paths_test_the_one_state_their_table_handles_there() -> None:
+    """The parse and send hot paths compare a state instead of looking a
+    table up; the state they compare is derived from the table."""
+    assert hot_path_state(CONNECTION_TRANSITIONS, CONNECTION_IGNORED, CI.RECV_STREAM) is CS.OPEN
+    assert (
+        hot_path_state(SUBSCRIPTION_TRANSITIONS, SUBSCRIPTION_IGNORED, SI.RECV_NEXT) is SS.ACTIVE
+    )
+    assert hot_path_state(PUBLICATION_TRANSITIONS, frozenset(), PI.SEND_NEXT) is PS.ACTIVE
+    with pytest.raises(ValueError, match="2 states"):
+        hot_path_state(CONNECTION_TRANSITIONS, frozenset(), CI.RECV_STREAM)  # CLOSING too
+    with pytest.raises(ValueError, match="leaves"):
+        hot_path_state(CONNECTION_TRANSITIONS, CONNECTION_IGNORED, CI.RECV_HELLO)
 
 
 # -- subscriptions we made --------------------------------------------------------

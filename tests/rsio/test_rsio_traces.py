@@ -57,7 +57,7 @@ def test_client_bytes_replayed_into_a_server(name: str) -> None:
     subscribes = [e for e in events if isinstance(e, ev.SubscribeReceived)]
     assert [e.publisher for e in subscribes] == SUBSCRIPTIONS[name]
     assert isinstance(events[0], ev.HelloReceived)
-    assert isinstance(events[-1], ev.ConnectionClosed | ev.ConnectionLost)
+    assert isinstance(events[-1], ev.ConnectionTerminated | ev.ConnectionLost)
 
 
 def _client(name: str) -> Connection:

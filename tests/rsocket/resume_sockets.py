@@ -26,8 +26,8 @@ from sansrs.rsocket import (
     SessionStore,
 )
 from sansrs.rsocket.events import (
-    ConnectionClosed,
     ConnectionLost,
+    ConnectionTerminated,
     Disconnected,
     Event,
     ResumeAccepted,
@@ -76,7 +76,7 @@ class SocketResumePair:
         self.client_events: list[Event] = []
         self.server_events: list[Event] = []
         self.reconnects = 0
-        self.rejected: ConnectionClosed | None = None
+        self.rejected: ConnectionTerminated | None = None
         while self.server is None:
             self.pump()
         assert isinstance(self.server_events[0], SetupReceived)
@@ -176,7 +176,7 @@ class SocketResumePair:
                 self._on_server_events(end)
             self.client_events += self.client.events()
             if end.conn is self.client and self.client.state is ConnectionState.CLOSED:
-                closed = [e for e in self.client_events if isinstance(e, ConnectionClosed)]
+                closed = [e for e in self.client_events if isinstance(e, ConnectionTerminated)]
                 self.rejected = closed[-1] if closed else None
         for end in list(self.ends.values()):
             end.out += end.conn.data_to_send()

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from sansrs.rsocket import Connection, StreamState
 from sansrs.rsocket.events import (
-    ConnectionClosed,
     ConnectionLost,
+    ConnectionTerminated,
     Event,
     PayloadReceived,
     RequestChannelReceived,
@@ -119,7 +119,7 @@ def run(
                 out.channel_out_done |= ev.complete
                 if ev.next:
                     down_chan_consumer.consumed(pair.server, ev.stream_id, ev.complete)
-            elif isinstance(ev, (ConnectionClosed, ConnectionLost)):
+            elif isinstance(ev, (ConnectionTerminated, ConnectionLost)):
                 out.terminal.append(ev)
         for ev in client_events:
             if isinstance(ev, PayloadReceived):
@@ -135,7 +135,7 @@ def run(
                     out.channel_in_done |= ev.complete
                 else:
                     out.responses.setdefault(ev.stream_id, []).append(ev.data)
-            elif isinstance(ev, (ConnectionClosed, ConnectionLost)):
+            elif isinstance(ev, (ConnectionTerminated, ConnectionLost)):
                 out.terminal.append(ev)
         if out.terminal:
             return out

@@ -19,9 +19,10 @@ from sansrs.rsocket import (
     decode_frame,
     encode_frame,
     encode_frame_prefixed,
+    encode_frames_prefixed,
 )
 from sansrs.rsocket._codec import _dec_payload
-from sansrs.rsocket._encode import _enc_payload
+from sansrs.rsocket._encode import encode_payload
 from tests.rsocket.strategies import DEFINED_FLAGS, FRAME_STRATEGIES, frame_bytes, frames
 
 
@@ -79,12 +80,15 @@ def test_arbitrary_known_type_bytes_raise_only_remote_protocol_error(data: bytes
 
 @given(frames(PayloadFrame), st.sampled_from([b"", bytes.fromhex("000006 00000001 2400")]))
 def test_payload_fast_paths_agree_with_the_general_ones(frame: PayloadFrame, pad: bytes) -> None:
-    """encode_frame / encode_frame_prefixed / decode_frame / FrameReader.feed
-    take an inline path for PAYLOAD; it must match _enc_payload / _dec_payload
-    and set every field (``repr`` reads them all)."""
+    """encode_frame / encode_frame_prefixed / encode_frames_prefixed share one
+    PAYLOAD encoder, decode_frame / FrameReader.feed build PAYLOADs from their
+    header (_fast.payload_frame); all must match the general encoding and
+    _dec_payload, and set every field (``repr`` reads them all)."""
     encoded = encode_frame(frame)
-    assert encoded == _enc_payload(frame)
-    assert encode_frame_prefixed(frame) == len(encoded).to_bytes(3, "big") + encoded
+    assert encoded == encode_payload(frame)
+    prefixed = len(encoded).to_bytes(3, "big") + encoded
+    assert encode_frame_prefixed(frame) == encode_payload(frame, prefixed=True) == prefixed
+    assert encode_frames_prefixed([frame, frame]) == prefixed * 2
     sid, tf = struct.unpack_from(">IH", encoded)
     general = _dec_payload(encoded, sid, tf)
     for decoded in (

@@ -35,7 +35,7 @@ from sansrs.rsocket import (
     encode_frame,
 )
 from sansrs.rsocket.events import (
-    ConnectionClosed,
+    ConnectionTerminated,
     ErrorReceived,
     PayloadReceived,
     SetupReceived,
@@ -59,7 +59,7 @@ def closed_with(conn: Connection, code: int) -> None:
     assert isinstance(last, ErrorFrame)
     assert (last.stream_id, last.error_code) == (0, code)
     assert conn.state is ConnectionState.CLOSED
-    assert isinstance(conn.events()[-1], ConnectionClosed)
+    assert isinstance(conn.events()[-1], ConnectionTerminated)
 
 
 # --------------------------------------------------------------------------
@@ -350,7 +350,8 @@ def test_rsocket_error_codes_stream_code_on_stream_0_closes_the_connection(code:
     setup code or CONNECTION_CLOSE closes the connection, whatever its code."""
     pair = Pair.established()
     feed(pair.client, ErrorFrame(0, code, b"x"))
-    assert pair.client.events() == [ConnectionClosed(error_code=code, message="x", by_peer=True)]
+    closed = ConnectionTerminated(error_code=code, message="x", by_peer=True)
+    assert pair.client.events() == [closed]
     assert pair.client.state is ConnectionState.CLOSED
     assert pair.client.data_to_send() == b""
 

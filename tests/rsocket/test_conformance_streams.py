@@ -37,7 +37,7 @@ from sansrs.rsocket import (
     encode_frame_prefixed,
 )
 from sansrs.rsocket.events import (
-    ConnectionClosed,
+    ConnectionTerminated,
     FireAndForgetReceived,
     LeaseReceived,
     PayloadReceived,
@@ -126,7 +126,7 @@ def test_rsocket_stream_ids_terminated_id_must_not_be_reused_before_the_wrap() -
 def test_rsocket_stream_ids_server_must_wrap_to_2_and_skip_ids_in_use() -> None:
     pair = Pair.established()
     held = pair.server.request_stream(b"", initial_n=1)  # 2 stays open
-    pair.server._ids._next = MAX_STREAM_ID + 1  # the last even ID was used
+    pair.server._streams.ids._next = MAX_STREAM_ID + 1  # the last even ID was used
     assert pair.server.request_fnf(b"") == 4  # wrapped to 2, which is in use
     assert held == 2
     pair.pump()
@@ -194,7 +194,7 @@ def test_rsocket_establishment_any_first_frame_not_setup_must_get_invalid_setup(
     assert len(out) == 1 and isinstance(out[0], ErrorFrame)
     assert (out[0].stream_id, out[0].error_code) == (0, ErrorCode.INVALID_SETUP)
     assert server.state is ConnectionState.CLOSED
-    assert [type(e) for e in server.events()] == [ConnectionClosed]
+    assert [type(e) for e in server.events()] == [ConnectionTerminated]
 
 
 def test_rsocket_establishment_responder_must_not_emit_payload_before_established() -> None:
@@ -270,7 +270,7 @@ def test_rsocket_establishment_server_must_send_error_and_close_when_not_accepti
         out = sent_frames(pair.server)
         assert out == [ErrorFrame(0, code, b"no")]
         assert pair.server.state is ConnectionState.CLOSED
-        assert [type(e) for e in pair.server.events()] == [ConnectionClosed]
+        assert [type(e) for e in pair.server.events()] == [ConnectionTerminated]
     for bad in (ErrorCode.CONNECTION_ERROR, ErrorCode.APPLICATION_ERROR):
         pair = Pair()
         pair.client.setup()

@@ -28,9 +28,9 @@ from sansrs.rsocket import (
 )
 from sansrs.rsocket.events import (
     CancelReceived,
-    ConnectionClosed,
     ConnectionClosing,
     ConnectionLost,
+    ConnectionTerminated,
     ErrorReceived,
     FireAndForgetReceived,
     MetadataPushReceived,
@@ -114,9 +114,9 @@ def test_rsocket_establishment_server_rejects_setup(code: ErrorCode) -> None:
     assert pair.server.state is ConnectionState.CLOSED
     assert pair.client.state is ConnectionState.CLOSED
     assert pair.client_events == [
-        ConnectionClosed(error_code=code, message="no thanks", by_peer=True)
+        ConnectionTerminated(error_code=code, message="no thanks", by_peer=True)
     ]
-    assert pair.server_events[-1] == ConnectionClosed(
+    assert pair.server_events[-1] == ConnectionTerminated(
         error_code=code, message="no thanks", by_peer=False
     )
     with pytest.raises(LocalProtocolError):
@@ -175,7 +175,7 @@ def test_rsocket_establishment_false_start_requests_dropped_on_reject() -> None:
     pair.client.request_response(b"early")
     pair.pump()
     pair.server.reject_setup(ErrorCode.REJECTED_SETUP, "no")
-    assert [type(e) for e in pair.server.events()] == [ConnectionClosed]
+    assert [type(e) for e in pair.server.events()] == [ConnectionTerminated]
 
 
 def test_rsocket_establishment_first_frame_not_setup_gets_invalid_setup() -> None:
@@ -199,7 +199,7 @@ def test_rsocket_establishment_unsupported_version_rejected() -> None:
     assert isinstance(frame, ErrorFrame)
     assert frame.error_code == ErrorCode.INVALID_SETUP
     assert server.state is ConnectionState.CLOSED
-    assert [type(e) for e in server.events()] == [ConnectionClosed]
+    assert [type(e) for e in server.events()] == [ConnectionTerminated]
 
 
 def test_rsocket_setup_frame_resume_flag_without_session_store_rejected_with_rejected_setup() -> (
@@ -248,7 +248,7 @@ def test_rsocket_stream_ids_client_odd_server_even() -> None:
 def test_rsocket_stream_ids_wrap_and_skip_ids_in_use() -> None:
     pair = Pair.established()
     first = pair.client.request_stream(b"", initial_n=1)  # 1 stays open
-    pair.client._ids._next = 0x7FFFFFFF  # jump to the end of the ID space
+    pair.client._streams.ids._next = 0x7FFFFFFF  # jump to the end of the ID space
     assert pair.client.request_response(b"") == 0x7FFFFFFF
     assert pair.client.request_fnf(b"") == 3  # wrapped, 1 skipped (in use)
     assert first == 1
@@ -256,7 +256,7 @@ def test_rsocket_stream_ids_wrap_and_skip_ids_in_use() -> None:
 
 def test_rsocket_stream_ids_without_reuse_run_out() -> None:
     pair = Pair.established(client_config=ConnectionConfig(reuse_stream_ids=False))
-    pair.client._ids._next = 0x7FFFFFFF
+    pair.client._streams.ids._next = 0x7FFFFFFF
     pair.client.request_fnf(b"")
     with pytest.raises(LocalProtocolError):
         pair.client.request_fnf(b"")
@@ -655,7 +655,7 @@ def test_rsocket_flow_control_over_delivery_is_a_connection_error() -> None:
     assert isinstance(frame, ErrorFrame) and frame.error_code == ErrorCode.CONNECTION_ERROR
     events = pair.client.events()
     assert events[0] == payload(sid, b"a")
-    assert isinstance(events[-1], ConnectionClosed)
+    assert isinstance(events[-1], ConnectionTerminated)
 
 
 def test_rsocket_flow_control_request_n_validated() -> None:
@@ -700,9 +700,9 @@ def test_rsocket_connection_close_drains_then_closes() -> None:
     with pytest.raises(LocalProtocolError):
         pair.client.request_response(b"no new")
     # A request already in flight is refused by the closing peer.
-    pair.client._state = ConnectionState.ESTABLISHED  # simulate a request racing the close
+    pair.client._ctx.state = ConnectionState.ESTABLISHED  # simulate a request racing the close
     late = pair.client.request_response(b"racing")
-    pair.client._state = ConnectionState.CLOSING
+    pair.client._ctx.state = ConnectionState.CLOSING
     pair.pump()
     assert (
         ErrorReceived(
@@ -714,10 +714,10 @@ def test_rsocket_connection_close_drains_then_closes() -> None:
     pair.pump()
     assert pair.server.state is ConnectionState.CLOSED
     assert pair.client.state is ConnectionState.CLOSED
-    assert pair.server_events[-1] == ConnectionClosed(
+    assert pair.server_events[-1] == ConnectionTerminated(
         error_code=ErrorCode.CONNECTION_CLOSE, message="bye", by_peer=False
     )
-    assert pair.client_events[-1] == ConnectionClosed(
+    assert pair.client_events[-1] == ConnectionTerminated(
         error_code=ErrorCode.CONNECTION_CLOSE, message="bye", by_peer=True
     )
 
@@ -730,7 +730,7 @@ def test_rsocket_connection_close_without_streams_closes_at_once() -> None:
     assert pair.server.state is ConnectionState.CLOSED
     assert pair.server_events == [
         ConnectionClosing(message="done"),
-        ConnectionClosed(error_code=ErrorCode.CONNECTION_CLOSE, message="done", by_peer=True),
+        ConnectionTerminated(error_code=ErrorCode.CONNECTION_CLOSE, message="done", by_peer=True),
     ]
 
 
@@ -743,7 +743,7 @@ def test_rsocket_connection_error_closes_at_once() -> None:
     pair.pump()
     assert pair.client.state is ConnectionState.CLOSED
     assert pair.client_events == [
-        ConnectionClosed(error_code=ErrorCode.CONNECTION_ERROR, message="fatal", by_peer=True)
+        ConnectionTerminated(error_code=ErrorCode.CONNECTION_ERROR, message="fatal", by_peer=True)
     ]
     for call in (
         lambda: pair.client.request_fnf(b""),
@@ -856,7 +856,9 @@ def test_rsocket_close_before_setup_sends_nothing() -> None:
     assert client.state is ConnectionState.CLOSED
     assert client.data_to_send() == b""
     assert client.events() == [
-        ConnectionClosed(error_code=ErrorCode.CONNECTION_ERROR, message="never mind", by_peer=False)
+        ConnectionTerminated(
+            error_code=ErrorCode.CONNECTION_ERROR, message="never mind", by_peer=False
+        )
     ]
 
 

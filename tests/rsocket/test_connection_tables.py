@@ -15,8 +15,12 @@ import pytest
 
 from sansrs import LocalProtocolError
 from sansrs.rsocket import (
+    CONNECTION_TRANSITIONS,
+    STREAM_TRANSITIONS,
     CancelFrame,
     Connection,
+    ConnectionConfig,
+    ConnectionInput,
     ConnectionState,
     ErrorCode,
     ErrorFrame,
@@ -25,11 +29,13 @@ from sansrs.rsocket import (
     RequestNFrame,
     ResumeOkFrame,
     Role,
+    StreamInput,
     StreamState,
     encode_frame_prefixed,
 )
-from sansrs.rsocket._connection import CONNECTION_TRANSITIONS, ConnectionInput
-from sansrs.rsocket._streams import TRANSITIONS, StreamInput
+from sansrs.rsocket._context import Context
+from sansrs.rsocket._fragmentation import Fragmenter
+from sansrs.rsocket._streams import OPENING_STATES, Stream, StreamKind, StreamTable
 from tests.rsocket.pair import Pair
 from tests.rsocket.resume_pair import ResumePair
 
@@ -95,14 +101,16 @@ CASES = [
 def test_every_stream_state_input_pair_is_walked() -> None:
     walked = {(state, inp) for state, inp, _ in CASES}
     assert walked == {(s, i) for s in StreamState for i in StreamInput}
-    assert all((s, i) in walked and nxt in StreamState for (s, i), nxt in TRANSITIONS.items())
-    assert not any(state is S.CLOSED for state, _ in TRANSITIONS)
+    assert all(
+        (s, i) in walked and nxt in StreamState for (s, i), nxt in STREAM_TRANSITIONS.items()
+    )
+    assert not any(state is S.CLOSED for state, _ in STREAM_TRANSITIONS)
 
 
 @pytest.mark.parametrize(("state", "inp", "requester"), CASES)
 def test_stream_table_pair(state: StreamState, inp: StreamInput, requester: bool) -> None:
     _, me, sid = channel_in(state, requester)
-    expected = TRANSITIONS.get((state, inp))
+    expected = STREAM_TRANSITIONS.get((state, inp))
     if requester and inp is I.SEND_ERROR and state is not S.BOTH_OPEN and state is not S.OUT_ONLY:
         expected = None  # a requester errors only its own open flow (else it cancels)
     if inp in LOCAL:
@@ -256,3 +264,101 @@ def test_connection_table_pair(state: ConnectionState, inp: ConnectionInput) -> 
     elif inp is ConnectionInput.EOF:
         conn.receive_data(b"")
     assert conn.state is nxt
+
+
+@pytest.mark.parametrize("state", list(ConnectionState))
+@pytest.mark.parametrize("inp", list(ConnectionInput))
+def test_connection_table_is_what_runs(state: ConnectionState, inp: ConnectionInput) -> None:
+    """Every pair, through the one function that changes a connection's
+    state: an allowed pair lands where the table says, a missing one is
+    refused and changes nothing."""
+    ctx = Context(Role.SERVER, ConnectionConfig())
+    ctx.state = state
+    closed: list[bool] = []
+    ctx.on_closed.append(lambda: closed.append(True))
+    nxt = CONNECTION_TRANSITIONS.get((state, inp))
+    if nxt is None:
+        with pytest.raises(LocalProtocolError):
+            ctx.transition(inp)
+        assert ctx.state is state and closed == []
+        return
+    ctx.transition(inp)
+    assert ctx.state is nxt
+    assert closed == ([True] if nxt is ConnectionState.CLOSED else [])
+
+
+def _stream(state: StreamState, requester: bool) -> tuple[StreamTable, Stream]:
+    """A channel stream in ``state``, with credit on each flow still open."""
+    config = ConnectionConfig()
+    ctx = Context(Role.CLIENT, config)
+    table = StreamTable(ctx, Fragmenter(config, ctx.output).reassemblies)
+    s = table.by_id[1] = Stream(1, StreamKind.REQUEST_CHANNEL, requester, state, 0, 0)
+    s.out_credit = 7 if s.out_open else 0
+    s.in_credit = 7 if s.in_open else 0
+    return table, s
+
+
+@pytest.mark.parametrize("state", [s for s in StreamState if s is not S.CLOSED])
+@pytest.mark.parametrize("inp", list(StreamInput))
+def test_stream_table_step_is_the_table(state: StreamState, inp: StreamInput) -> None:
+    """``StreamTable.step`` (the one place a stream's state changes) for every
+    pair; a closed flow keeps no credit, a closed stream leaves the table."""
+    table, s = _stream(state, requester=True)
+    nxt = STREAM_TRANSITIONS.get((state, inp))
+    assert table.step(s, inp) is (nxt is not None)
+    assert s.state is (state if nxt is None else nxt)
+    if not s.out_open:
+        assert s.out_credit == 0
+    if not s.in_open:
+        assert s.in_credit == 0
+    assert (1 in table.by_id) is (s.state is not S.CLOSED)
+
+
+def test_stream_table_payloads_and_request_n_never_change_the_state() -> None:
+    """What lets the hot paths test credit instead of looking the table up:
+    items and REQUEST_N are allowed exactly where their flow is open, and
+    leave the state as it is."""
+    for (state, inp), nxt in STREAM_TRANSITIONS.items():
+        if inp in (I.SEND_PAYLOAD, I.RECV_REQUEST_N):
+            assert nxt is state
+            assert state in (S.BOTH_OPEN, S.OUT_ONLY)
+        if inp in (I.RECV_PAYLOAD, I.SEND_REQUEST_N):
+            assert nxt is state
+            assert state in (S.BOTH_OPEN, S.IN_ONLY)
+    for state in StreamState:
+        assert ((state, I.SEND_PAYLOAD) in STREAM_TRANSITIONS) is _stream(state, True)[1].out_open
+        assert ((state, I.RECV_PAYLOAD) in STREAM_TRANSITIONS) is _stream(state, True)[1].in_open
+
+
+OPENERS: dict[StreamKind, Callable[[Connection], int]] = {
+    StreamKind.REQUEST_RESPONSE: lambda c: c.request_response(b"q"),
+    StreamKind.REQUEST_STREAM: lambda c: c.request_stream(b"q", initial_n=1),
+    StreamKind.REQUEST_CHANNEL: lambda c: c.request_channel(b"q", initial_n=1),
+}
+
+
+@pytest.mark.parametrize(("kind", "requester"), list(OPENING_STATES))
+def test_stream_opening_states_are_what_runs(kind: StreamKind, requester: bool) -> None:
+    """Each new stream starts in its OPENING_STATES state, requester and
+    responder, through the public API (a fire-and-forget only while its
+    fragments are reassembled)."""
+    pair = Pair.established(client_config=ConnectionConfig(fragment_size=64))
+    if kind is StreamKind.FIRE_AND_FORGET:
+        pair.client.request_fnf(b"x" * 200)  # fragmented
+        frames = pair.client.data_to_send()
+        pair.server.receive_data(frames[:70])  # the first fragment only
+        assert pair.server._streams.by_id[1].state is OPENING_STATES[kind, requester]
+        return
+    sid = OPENERS[kind](pair.client)
+    pair.pump()
+    me = pair.client if requester else pair.server
+    assert me.stream_state(sid) is OPENING_STATES[kind, requester]
+
+
+@pytest.mark.parametrize("requester", [True, False])
+def test_stream_channel_opened_complete_takes_complete_through_the_table(requester: bool) -> None:
+    pair = Pair.established()
+    sid = pair.client.request_channel(b"only", initial_n=1, complete=True)
+    pair.pump()
+    me, inp = (pair.client, I.SEND_COMPLETE) if requester else (pair.server, I.RECV_COMPLETE)
+    assert me.stream_state(sid) is STREAM_TRANSITIONS[S.BOTH_OPEN, inp]

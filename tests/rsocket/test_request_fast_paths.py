@@ -164,13 +164,13 @@ def test_events_built_on_the_hot_paths_are_ordinary_frozen_events() -> None:
     # result must be indistinguishable from the dataclass constructor's.
     import dataclasses
 
-    from sansrs.rsocket.events import _fast_fnf, _fast_payload, _fast_rr
+    from sansrs.rsocket._fast import fnf_event, payload_event, rr_event
 
     built = [
-        (_fast_payload(3, b"d", b"m", True, False),
+        (payload_event(3, b"d", b"m", True, False),
          PayloadReceived(stream_id=3, data=b"d", metadata=b"m", complete=True, next=False)),
-        (_fast_fnf(5, b"f"), FireAndForgetReceived(stream_id=5, data=b"f", metadata=None)),
-        (_fast_rr(7, b"r"), RequestResponseReceived(stream_id=7, data=b"r", metadata=None)),
+        (fnf_event(5, b"f", None), FireAndForgetReceived(stream_id=5, data=b"f", metadata=None)),
+        (rr_event(7, b"r", b"m"), RequestResponseReceived(stream_id=7, data=b"r", metadata=b"m")),
     ]
     for fast, normal in built:
         assert type(fast) is type(normal)
@@ -188,6 +188,38 @@ def test_events_built_on_the_hot_paths_are_ordinary_frozen_events() -> None:
     assert item == PayloadReceived(stream_id=sid, data=b"one", metadata=None, complete=False,
                                    next=True)
 
+
+def test_payload_frames_built_from_their_header_equal_the_constructed_ones() -> None:
+    """``_fast.payload_frame`` (the decoder's and FrameReader's PAYLOAD path)
+    against the dataclass constructor, for every value of the flag bits."""
+    from sansrs.rsocket import FLAG_COMPLETE, FLAG_FOLLOWS, FLAG_IGNORE, FLAG_NEXT, PayloadFrame
+    from sansrs.rsocket._fast import T_PAYLOAD, payload_frame
+
+    for flags in range(0x400):
+        built = payload_frame(9, b"x", T_PAYLOAD | flags)
+        assert type(built) is PayloadFrame
+        assert built == PayloadFrame(
+            9,
+            b"x",
+            None,
+            bool(flags & FLAG_FOLLOWS),
+            bool(flags & FLAG_COMPLETE),
+            bool(flags & FLAG_NEXT),
+            bool(flags & FLAG_IGNORE),
+        )
+
+
+def test_enums_hashed_by_identity_behave_as_enums() -> None:
+    """``_fast.identity_hash`` changes the speed of table lookups, nothing else."""
+    import pickle
+
+    from sansrs.rsocket import ConnectionState, StreamState
+
+    for member in [*ConnectionState, *StreamState]:
+        assert {member: 1}[member] == 1
+        assert hash(member) == hash(member)
+        assert pickle.loads(pickle.dumps(member)) is member
+    assert len({*ConnectionState}) == len(ConnectionState)
 
 @pytest.mark.parametrize("chunker", [whole, bytewise])
 def test_rsocket_requests_with_metadata_received_on_the_fast_path(chunker: object) -> None:

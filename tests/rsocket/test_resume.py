@@ -34,8 +34,8 @@ from sansrs.rsocket import (
     encode_frame_prefixed,
 )
 from sansrs.rsocket.events import (
-    ConnectionClosed,
     ConnectionLost,
+    ConnectionTerminated,
     Disconnected,
     LeaseReceived,
     PayloadReceived,
@@ -195,11 +195,11 @@ def test_rsocket_resume_server_beyond_limit_rejected_resume() -> None:
         p.server.send_payload(sid, item(b"x", i))
     p.cut(0, 0)
     events = p.resume()
-    assert isinstance(events[-1], ConnectionClosed)
+    assert isinstance(events[-1], ConnectionTerminated)
     assert events[-1].error_code == ErrorCode.REJECTED_RESUME
     client_events, _ = p.take()
     closed = client_events[-1]
-    assert isinstance(closed, ConnectionClosed)
+    assert isinstance(closed, ConnectionTerminated)
     assert closed.error_code == ErrorCode.REJECTED_RESUME
     assert closed.by_peer
     assert "resume_buffer_size" in closed.message
@@ -380,7 +380,7 @@ def test_rsocket_resume_operation_rejected_resume_ends_session_for_good() -> Non
     p.client.data_to_send()
     feed(p.client, ErrorFrame(0, ErrorCode.REJECTED_RESUME, b"gone"))
     (closed,) = p.client.events()
-    assert closed == ConnectionClosed(
+    assert closed == ConnectionTerminated(
         error_code=ErrorCode.REJECTED_RESUME, message="resumption rejected: gone", by_peer=True
     )
     assert p.client.state is ConnectionState.CLOSED
@@ -396,7 +396,8 @@ def test_rsocket_resume_operation_connection_error_ends_resumption() -> None:
     p.client.data_to_send()
     feed(p.client, ErrorFrame(0, ErrorCode.CONNECTION_ERROR, b"no"))
     (closed,) = p.client.events()
-    assert isinstance(closed, ConnectionClosed) and closed.error_code == ErrorCode.CONNECTION_ERROR
+    assert isinstance(closed, ConnectionTerminated)
+    assert closed.error_code == ErrorCode.CONNECTION_ERROR
 
 
 def test_rsocket_resume_operation_other_frame_before_resume_ok_is_connection_error() -> None:
@@ -457,9 +458,9 @@ def test_rsocket_resume_close_while_disconnected_ends_session() -> None:
     p.cut(0, 0)
     p.take()
     p.client.close("bye")
-    assert isinstance(p.client.events()[-1], ConnectionClosed)
+    assert isinstance(p.client.events()[-1], ConnectionTerminated)
     p.server.close("bye")
-    assert isinstance(p.server.events()[-1], ConnectionClosed)
+    assert isinstance(p.server.events()[-1], ConnectionTerminated)
     assert len(p.store) == 0
 
 
@@ -584,7 +585,8 @@ def test_rsocket_resume_session_store_expiry_frees_session() -> None:
     assert len(store) == 0 and store.next_deadline() is None
     p.resume()
     closed = p.client_events[-1]
-    assert isinstance(closed, ConnectionClosed) and closed.error_code == ErrorCode.REJECTED_RESUME
+    assert isinstance(closed, ConnectionTerminated)
+    assert closed.error_code == ErrorCode.REJECTED_RESUME
 
 
 def test_rsocket_resume_expired_token_rejected_without_sweep() -> None:
@@ -902,3 +904,28 @@ def test_rsocket_retained_frames_trim_and_replay_match_a_model(
         replay = b"".join(r.replay(probe))
         kept = [n for b, n in zip(bounds, sizes, strict=False) if b >= probe]
         assert len(replay) == sum(kept) + (3 * len(kept) if prefixed else 0)
+
+
+@pytest.mark.parametrize("delivered", [0, 1, 17, 40, 70])
+def test_rsocket_resume_operation_metadata_requests_retransmitted_whole(delivered: int) -> None:
+    """Spec: Resume Operation: requests sent on the fast path with metadata
+    (routed requests) are retained frame by frame like any other, so a cut at
+    any byte and a resumption deliver each exactly once, metadata intact."""
+    p = ResumePair()
+    p.client.send_keepalive()  # the server has a clock-free view of our position
+    p.pump()
+    p.take()
+    sent = [
+        (p.client.request_response(b"data-%d" % i, b"\xfe\x00\x00\x05route%d" % i), i)
+        for i in range(3)
+    ]
+    fnf = p.client.request_fnf(b"", b"only-metadata")
+    p.cut(delivered, 0)
+    p.resume()
+    requests = [e for e in p.server_events if isinstance(e, RequestResponseReceived)]
+    assert [(e.stream_id, e.data, e.metadata) for e in requests] == [
+        (sid, b"data-%d" % i, b"\xfe\x00\x00\x05route%d" % i) for sid, i in sent
+    ]
+    fnfs = [e for e in p.server_events if type(e).__name__ == "FireAndForgetReceived"]
+    assert [(e.stream_id, e.metadata) for e in fnfs] == [(fnf, b"only-metadata")]
+    assert p.client.sent_position == p.server.received_position

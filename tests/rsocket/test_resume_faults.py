@@ -12,7 +12,7 @@ import pytest
 from sansrs.adapters.tools.faults import FaultProxy
 
 from sansrs.rsocket import ConnectionConfig, ConnectionState, ErrorCode, SessionStore
-from sansrs.rsocket.events import ConnectionClosed, Disconnected, PayloadReceived
+from sansrs.rsocket.events import ConnectionTerminated, Disconnected, PayloadReceived
 from tests.rsocket.resume_sockets import SocketResumePair
 from tests.rsocket.resume_workload import item, run
 
@@ -82,7 +82,7 @@ def test_rsocket_resume_cut_beyond_retained_limit_rejected_resume(
         finally:
             pair.close()
     closed = pair.rejected
-    assert isinstance(closed, ConnectionClosed)
+    assert isinstance(closed, ConnectionTerminated)
     assert closed.error_code == ErrorCode.REJECTED_RESUME
     assert "resume_buffer_size" in closed.message
 

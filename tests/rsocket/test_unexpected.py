@@ -29,7 +29,7 @@ from sansrs.rsocket import (
     encode_frame_prefixed,
 )
 from sansrs.rsocket.events import (
-    ConnectionClosed,
+    ConnectionTerminated,
     ExtensionReceived,
     PayloadReceived,
     RequestStreamReceived,
@@ -225,7 +225,7 @@ def test_rsocket_unexpected_9_8_client_before_establishment_treats_setup_error_a
     client.data_to_send()
     feed(client, ErrorFrame(0, ErrorCode.REJECTED_SETUP, b"no"))
     assert client.events() == [
-        ConnectionClosed(error_code=ErrorCode.REJECTED_SETUP, message="no", by_peer=True)
+        ConnectionTerminated(error_code=ErrorCode.REJECTED_SETUP, message="no", by_peer=True)
     ]
     assert client.state is ConnectionState.CLOSED
 
@@ -318,7 +318,7 @@ def test_rsocket_malformed_frame_processes_earlier_frames_then_fails() -> None:
     assert events[0] == PayloadReceived(
         stream_id=sid, data=b"ok", metadata=None, complete=False, next=True
     )
-    assert isinstance(events[-1], ConnectionClosed)
+    assert isinstance(events[-1], ConnectionTerminated)
     assert isinstance(sent_frames(pair.client)[-1], ErrorFrame)
 
 
@@ -332,7 +332,7 @@ def test_rsocket_unexpected_2_request_timeouts_are_the_applications() -> None:
         pair.pump()
     # No response for 50 s: the request is still open; no error from the core.
     assert pair.client.stream_state(sid) is not None
-    assert not any(isinstance(e, ConnectionClosed) for e in pair.client_events)
+    assert not any(isinstance(e, ConnectionTerminated) for e in pair.client_events)
 
 
 def test_rsocket_unexpected_4_lack_of_lease_stops_requests_without_error() -> None:

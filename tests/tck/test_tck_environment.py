@@ -6,7 +6,7 @@ import contextlib
 import threading
 
 import pytest
-from sansrs.tck import Latch, ManualSubscriber, Receptacle, TestEnvironment
+from sansrs.tck import Latch, ManualSubscriber, Receptacle, RuleViolation, TestEnvironment
 
 
 def test_environment_reads_the_java_tck_variables(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,3 +101,61 @@ def test_manual_publisher_sends_only_against_seen_demand() -> None:
     sink.cancel()
     publisher.expect_cancelling()
     assert publisher.is_cancelled()
+
+
+def test_a_rule_violation_on_another_thread_ends_a_wait_at_once() -> None:
+    env = TestEnvironment(default_timeout_ms=60_000)
+    received: Receptacle[int] = Receptacle(env)
+    recorded = threading.Event()
+
+    def violate() -> None:
+        env.violation("1.1", "too many elements")
+        recorded.set()
+
+    thread = threading.Thread(target=violate)
+    thread.start()
+    thread.join(5)
+    assert recorded.is_set()
+    with pytest.raises(RuleViolation, match="too many elements") as info:
+        received.next(None, "waiting a minute for nothing")  # returns within a poll
+    assert info.value.rule == "1.1"
+
+
+def test_a_none_element_is_an_element_not_a_timeout() -> None:
+    env = TestEnvironment(default_timeout_ms=50)
+    received: Receptacle[object] = Receptacle(env)
+    received.add(None)
+    assert received.next(None, "want None") is None
+    with pytest.raises(AssertionError, match="timeout after 50 ms"):
+        received.next(None, "nothing left")
+
+
+def test_manual_subscriber_reports_none_and_a_second_terminal_signal_by_rule() -> None:
+    env = TestEnvironment()
+    sub: ManualSubscriber[object] = ManualSubscriber(env)
+
+    class Sink:
+        def request(self, n: int) -> None:
+            pass
+
+        def cancel(self) -> None:
+            pass
+
+    sub.on_subscribe(Sink())
+    sub.request(1)
+    with pytest.raises(RuleViolation, match=r"on_next\(None\)") as none:
+        sub.on_next(None)
+    assert none.value.rule == "2.13"
+    sub.on_error(RuntimeError("boom"))
+    with pytest.raises(RuleViolation, match=r"on_complete after on_error\(RuntimeError") as late:
+        sub.on_complete()
+    assert late.value.rule == "1.7"
+
+
+def test_isolated_copies_share_the_settings_and_nothing_else() -> None:
+    base = TestEnvironment(default_timeout_ms=7, test_deadline_ms=9)
+    one, two = base.isolated(), base.isolated()
+    with contextlib.suppress(AssertionError):
+        one.flop("only here")
+    assert (two.default_timeout_ms, two.test_deadline_ms) == (7, 9)
+    assert two.async_errors == [] and base.async_errors == []

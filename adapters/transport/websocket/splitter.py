@@ -28,7 +28,7 @@ from struct import Struct
 from .frames import mask
 from .runs import MAX_BATCH, MAX_RUN_MESSAGE, MIN_BATCH, count_uniform, frames_to_run, prefix
 
-__all__ = ["FrameSplitter", "OnMessage", "OnRun", "OnWsproto"]
+__all__ = ["FrameSplitter", "OnMessage", "OnOversized", "OnRun", "OnWsproto"]
 
 _U16 = Struct(">H")
 _U64 = Struct(">Q")
@@ -42,14 +42,18 @@ _BINARY_FIN = 0x82
 OnRun = Callable[[int, bytearray], None]
 OnMessage = Callable[[int, bytes], None]
 OnWsproto = Callable[[bytes], None]
+OnOversized = Callable[[int], None]
 
 
 class FrameSplitter:
     """Splits received bytes at frame boundaries (see the module notes).
 
     ``masked``: frames from the peer must be masked (we are the server).
-    ``max_payload``: a data frame above it goes to wsproto (passthrough),
-    whose message-size check then closes the connection with 1009.
+    ``max_payload``: a data frame that says it is longer is reported to
+    ``on_oversized(length)`` as soon as its header arrives (the connection
+    fails with 1009 without waiting for bytes that could only be thrown
+    away), and nothing more is split; without ``on_oversized`` it goes to
+    wsproto (passthrough), whose message-size check then closes with 1009.
     """
 
     __slots__ = (
@@ -58,6 +62,7 @@ class FrameSplitter:
         "_max",
         "_need",
         "_on_message",
+        "_on_oversized",
         "_on_run",
         "_run",
         "_run_kind",
@@ -73,12 +78,14 @@ class FrameSplitter:
         on_run: OnRun,
         on_message: OnMessage,
         to_wsproto: OnWsproto,
+        on_oversized: OnOversized | None = None,
     ) -> None:
         self._masked = 0x80 if masked else 0
         self._max = max_payload
         self._on_run = on_run
         self._on_message = on_message
         self._to_wsproto = to_wsproto
+        self._on_oversized = on_oversized
         self._buffer = bytearray()
         self._need = 2  # bytes the buffer must hold before anything can complete
         self._run = bytearray()  # messages of one kind, each behind its length
@@ -179,6 +186,13 @@ class FrameSplitter:
             if control:
                 if length > _MAX_CONTROL or opcode > 0xA:
                     return self._pass(data, off)
+            elif length > limit and self._on_oversized is not None:
+                self._flush()  # the messages before it still count
+                self.passthrough = True
+                self._buffer.clear()
+                self._to_wsproto = _discard  # the connection is failing: ignore the rest
+                self._on_oversized(length)
+                return
             elif opcode not in (1, 2) or length > limit:
                 return self._pass(data, off)
             key_at = at
@@ -236,8 +250,13 @@ class FrameSplitter:
         self._need = 2 if end - off < 2 else end - off + 1
 
     def _pass(self, data: bytes, off: int) -> None:
+        """Hand everything from ``off`` on to wsproto, now and later."""
         self._flush()  # the messages before the unusual frame still count
         self.passthrough = True
         self._buffer.clear()
         if off < len(data):
             self._to_wsproto(data[off:])
+
+
+def _discard(data: bytes) -> None:
+    pass

@@ -61,6 +61,11 @@ SEND_BATCH = 256 * 1024
 MAX_EARLY_OUTPUT = 1024 * 1024
 #: Largest upgrade request head a server reads (h11's own limit is 16 KiB).
 MAX_REQUEST_HEAD = 64 * 1024
+#: Unsent bytes above which a Ping is no longer answered at once: only the
+#: latest one is kept and answered once they drain (RFC 6455, 5.5.3 allows
+#: answering only the most recent Ping), so a peer that sends Pings and
+#: reads nothing cannot make us queue Pongs without bound.
+MAX_CONTROL_BACKLOG = 64 * 1024
 _HEADER_END = b"\r\n\r\n"
 _RAW_BAD_REQUEST = (
     b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
@@ -120,6 +125,7 @@ class WebSocketTransport:
         self._early: list[bytes] = []  # server: records queued before the upgrade
         self._early_size = 0
         self._pings = 0  # engine pings awaiting their pong
+        self._pong: bytes | None = None  # the latest Ping's payload, not yet answered
         self._close_delivered = False
         if is_open:
             self._set_open()
@@ -241,6 +247,7 @@ class WebSocketTransport:
             on_run=self._on_run,
             on_message=self._on_message,
             to_wsproto=self._receive,
+            on_oversized=self._on_oversized,
         )
 
     def _on_run(self, opcode: int, run: bytearray) -> None:
@@ -258,8 +265,9 @@ class WebSocketTransport:
         head, and the bytes behind it (a client may pipeline its first
         messages) go to the data path once the upgrade is accepted."""
         head = self._head
+        start = max(0, len(head) - 3)  # only the new bytes can complete the end
         head += data
-        end = head.find(_HEADER_END)
+        end = head.find(_HEADER_END, start)
         if end < 0:
             if len(head) > MAX_REQUEST_HEAD:
                 self._reject(431, "request head too large")
@@ -293,7 +301,8 @@ class WebSocketTransport:
             self._on_data(event.data.encode("utf-8"), event.message_finished, MessageKind.TEXT)
         elif isinstance(event, Ping):
             if self._ws.state is ConnectionState.OPEN:
-                self._out += self._ws.send(event.response())
+                self._pong = bytes(event.payload)
+                self._answer_ping()
         elif isinstance(event, Pong):
             if self._pings:
                 self._pings -= 1
@@ -302,6 +311,14 @@ class WebSocketTransport:
             self._on_close(event)
         elif isinstance(event, Request):
             self._on_request(event)
+
+    def _on_oversized(self, length: int) -> None:
+        """A data frame says it is longer than a message may be: fail the
+        connection with 1009 now (its bytes would only be thrown away)."""
+        reason = f"message bigger than {self._max} bytes"
+        self._parts.clear()
+        self._send_close(CloseCode.MESSAGE_TOO_BIG, reason)
+        self._deliver_close(CloseCode.MESSAGE_TOO_BIG, reason)
 
     def _on_data(self, chunk: bytes, finished: bool, kind: int) -> None:
         if self.close_sent is not None:
@@ -507,12 +524,24 @@ class WebSocketTransport:
             self._out += self._ws.send(CloseConnection(code=code, reason=reason or None))
             self.close_sent = (code, reason)
 
+    def _answer_ping(self) -> None:
+        """Queue the Pong of the latest Ping if the backlog allows (``_out``
+        holds whole frames, so it goes behind them)."""
+        payload = self._pong
+        if payload is None or len(self._out) > MAX_CONTROL_BACKLOG:
+            return
+        self._pong = None
+        if self._ws.state is ConnectionState.OPEN and self.close_sent is None:
+            self._out += self._ws.send(Pong(payload=payload))
+
     def _flush(self) -> None:
         out = self._out
         if out:
             sent = self._stream.send(out)
             if sent:
                 del out[:sent]
+        if self._pong is not None:
+            self._answer_ping()
 
     def _flush_quietly(self) -> None:
         with contextlib.suppress(OSError):

@@ -14,78 +14,19 @@ driver runs (``LoopConfig``).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import socket
-import threading
-from collections.abc import Callable, Coroutine, Iterator
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from sansrs.adapters import rsio, rsocket
 from sansrs.adapters.drive import ConnectionClosed, Loop, LoopConfig
 from sansrs.adapters.rsio import aio as rsio_aio
-from sansrs.adapters.rsio.demo import demo_publishers
-from sansrs.adapters.rsocket import aio as rsocket_aio
-from sansrs.adapters.rsocket.demo import DemoHandler
 from sansrs.adapters.transport.urls import parse_url
 
 from sansrs.rsio import ClientHello, Goodbye, ServerHello, decode_message, encode_message
-
-WAIT = 10.0
-URL = "tcp://127.0.0.1:0"
-DRIVERS = ["thread", "selector", "asyncio"]
-T = TypeVar("T")
-
-
-@contextlib.contextmanager
-def event_loop_thread() -> Iterator[asyncio.AbstractEventLoop]:
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="test-asyncio", daemon=True)
-    thread.start()
-    try:
-        yield loop
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(WAIT)
-        loop.close()
-
-
-def on(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run_coroutine_threadsafe(coro, loop).result(WAIT)
-
-
-@contextlib.contextmanager
-def server(driver: str, protocol: str, config: LoopConfig) -> Iterator[str]:
-    """A server of ``protocol`` on ``driver`` with ``config``; yields its URL."""
-    if driver == "asyncio":
-        with event_loop_thread() as loop:
-
-            async def start() -> Any:
-                if protocol == "rsocket":
-                    return await rsocket_aio.serve(
-                        URL, handler_factory=DemoHandler, loop_config=config
-                    )
-                return await rsio_aio.serve(URL, demo_publishers, loop_config=config)
-
-            running = on(loop, start())
-            try:
-                yield running.url
-            finally:
-                on(loop, running.close(WAIT))
-        return
-    selector = Loop(config, name="timeouts").start() if driver == "selector" else None
-    options: dict[str, Any] = {"loop": selector} if selector else {"loop_config": config}
-    try:
-        if protocol == "rsocket":
-            with rsocket.serve(URL, handler_factory=DemoHandler, **options) as s:
-                yield s.url
-        else:
-            with rsio.serve(URL, demo_publishers, **options) as s:
-                yield s.url
-    finally:
-        if selector is not None:
-            selector.stop(WAIT)
+from tests.adapters.drive.servers import DRIVERS, WAIT, event_loop_thread, on, server
 
 
 def read_until_dropped(sock: socket.socket) -> bytes:

@@ -12,7 +12,7 @@ from sansrs.adapters.rsocket.options import EngineOptions
 from sansrs.adapters.rsocket.peer import RSocketPeer
 from sansrs.adapters.rsocket.types import Payload
 
-from sansrs.rsocket import PayloadFrame
+from sansrs.rsocket import Connection, ConnectionConfig, PayloadFrame, Role
 from tests.adapters.rsocket.test_engine_channel import FakeDriver, _frames, _requester, _server
 
 
@@ -152,3 +152,28 @@ def _answer(sid: int) -> bytes:
     """PAYLOAD (NEXT, COMPLETE) on ``sid`` with data ``a``, length-prefixed."""
     body = sid.to_bytes(4, "big") + bytes([0x28, 0x60]) + b"a"
     return len(body).to_bytes(3, "big") + body
+
+
+def test_trickled_setup_reaches_the_core_piece_by_piece() -> None:
+    """A 4 MiB SETUP arriving 4 KiB at a time goes to the core as it comes
+    (which keeps a partial frame in linear time), never re-joined by the
+    engine: no quadratic buffering before SETUP. The requests behind it
+    wait for its acceptance and are answered."""
+    requester = Connection(Role.CLIENT, ConnectionConfig())
+    requester.setup(data=b"s" * (4 * 1024 * 1024))
+    requester.request_response(b"after")
+    wire = requester.data_to_send()
+    server, _ = _server(DemoHandler())
+    fed: list[int] = []
+    receive = server.conn.receive_data
+
+    def spy(data: bytes, now: float | None = None) -> None:
+        fed.append(len(data))
+        receive(data, now)
+
+    server.conn.receive_data = spy  # type: ignore[method-assign]
+    for off in range(0, len(wire), 4096):
+        server.receive_data(wire[off : off + 4096], 0.0)
+    assert sum(fed) == len(wire) and max(fed) <= 4096
+    requester.receive_data(server.data_to_send())
+    assert [e for e in requester.events() if getattr(e, "data", None) == b"after"]

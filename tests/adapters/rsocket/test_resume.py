@@ -1,15 +1,17 @@
 """Resumable RSocket through the synchronous API (``sansrs.adapters.
-rsocket_resume``) over loopback TCP cut by the fault-injecting proxy: the
+rsocket.resume``) over loopback TCP cut by the fault-injecting proxy: the
 application sees at most a pause (docs/rsocket.md, Resumption)."""
 
 from __future__ import annotations
 
 import random
+import socket
 import threading
 from collections.abc import Iterator
 
 import pytest
 from sansrs.adapters.drive import ConnectionClosed
+from sansrs.adapters.rsocket.demo import DemoHandler
 from sansrs.adapters.rsocket.resume import (
     ResumableServer,
     ResumeOptions,
@@ -18,6 +20,10 @@ from sansrs.adapters.rsocket.resume import (
 )
 from sansrs.adapters.rsocket.types import Payload, Request
 from sansrs.adapters.tools.faults import FaultProxy
+from sansrs.adapters.transport.urls import parse_url
+
+from sansrs.rsocket import Connection, Role
+from sansrs.rsocket.events import PayloadReceived
 
 WAIT = 30.0
 
@@ -206,3 +212,25 @@ def test_resumable_resume_supersedes_half_open_server_side(loop: str) -> None:
             assert len(server.registry.store) == 1
         finally:
             client.close()
+
+
+def test_resumable_server_takes_a_setup_trickled_in_pieces() -> None:
+    """The first frame of a resumable server's connection (SETUP or RESUME)
+    is collected whole, however it is cut, then handled as one."""
+    client = Connection(Role.CLIENT)
+    client.setup(resume=True, data=b"d" * 5000)
+    client.request_response(b"after")
+    wire = client.data_to_send()
+    with serve_resumable("tcp://127.0.0.1:0", DemoHandler()) as server:
+        port = parse_url(server.url).port
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for off in range(0, len(wire), 7):
+                sock.sendall(wire[off : off + 7])
+            answers: list[object] = []
+            while not answers:
+                data = sock.recv(65536)
+                assert data
+                client.receive_data(data, 0.0)
+                answers = [e for e in client.events() if isinstance(e, PayloadReceived)]
+    assert answers[0].data == b"after"  # type: ignore[attr-defined]

@@ -83,11 +83,17 @@ def test_partition_writer_dataframe_exact_rows(spark: Any, services: Any) -> Non
     writer = partition_writer(url, route="out", rows_per_payload=64)
     df.foreachPartition(writer)
     sink = sinks["out"]
-    assert sorted(sink.partitions) == [
-        (spark.sparkContext.applicationId, writer.target.write, p) for p in range(3)
-    ]
+    app = spark.sparkContext.applicationId
+    ((write,),) = {(key[1],) for key in sink.partitions}
+    assert write.startswith(writer.target.write + ".")  # the action's own write id
+    assert sorted(sink.partitions) == [(app, write, p) for p in range(3)]
     assert sorted(r["id"] for r in sink.rows()) == list(range(5000))
     assert all(r["triple"] == 3 * r["id"] for r in sink.rows())
+    # The same writer in a second action writes again: nothing is taken
+    # for a retried attempt and dropped.
+    df.where("id < 10").foreachPartition(writer)
+    assert sink.duplicates == 0 and len(sink.partitions) == 6
+    assert sorted(r["id"] for r in sink.rows()) == sorted([*range(5000), *range(10)])
 
 
 def test_arrow_encoded_writers_exact_rows(spark: Any) -> None:
@@ -192,6 +198,31 @@ def test_data_source_round_trip(spark: Any, services: Any) -> None:
     sink = sinks["ds"]
     assert sorted(r["id"] for r in sink.rows()) == list(range(2500))
     assert sink.partitions_published == 3
+
+
+def test_data_source_over_tls_with_the_secret_in_options(spark: Any) -> None:
+    from tests.adapters.transport.tls_certs import certs
+
+    sink = MemorySink()
+    service = Service(sources={"readings": readings}, sinks={"s": sink})
+    with serve("tls://127.0.0.1:0", service, ssl_context=certs().server_context()) as server:
+        ca = certs().ca.cert_pem.bytes().decode()
+        assert server.secret is not None
+        df = (
+            spark.read.format("sansrs").option("url", server.address)
+            .option("secret", server.secret).option("tls_ca", ca)
+            .option("route", "readings").option("partitions", 2).option("query", '{"n": 40}')
+            .option("schema", "id long").load()
+        )
+        assert sorted(r[0] for r in df.collect()) == list(range(40))
+        df.write.format("sansrs").option("url", server.url).option("tls_ca", ca).option(
+            "route", "s"
+        ).mode("append").save()
+        with pytest.raises(Exception, match="REJECTED_SETUP"):
+            spark.read.format("sansrs").option("url", server.address).option(
+                "tls_ca", ca
+            ).option("route", "readings").option("schema", "id long").load().collect()
+    assert sorted(r["id"] for r in sink.rows()) == list(range(40))
 
 
 def test_data_source_failed_job_publishes_nothing(spark: Any, services: Any) -> None:

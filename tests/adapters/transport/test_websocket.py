@@ -40,6 +40,7 @@ from sansrs.adapters.transport.websocket.messages import (
     encode_text,
 )
 from sansrs.adapters.transport.websocket.transport import (
+    MAX_CONTROL_BACKLOG,
     SEND_BATCH,
     WebSocketListener,
     WebSocketTransport,
@@ -483,6 +484,21 @@ def test_fragmented_message_over_max_is_cut_off_at_the_limit() -> None:
         raw.sock.close()
 
 
+def test_frame_declaring_more_than_max_fails_at_its_header_with_1009() -> None:
+    """A frame that says it carries 2**62 bytes is refused when its header
+    arrives, not after the peer has sent (and we have read) max bytes."""
+    with echo_server(options=WebSocketOptions(max_message_size=1000)) as server:
+        raw = RawClient(server.endpoint.port)
+        key = b"\x01\x02\x03\x04"
+        raw.sock.sendall(bytes([0x82, 0x80 | 127]) + (1 << 62).to_bytes(8, "big") + key + b"x")
+        closes = raw.wait_for(CloseConnection)
+        assert [c.code for c in closes] == [1009]  # type: ignore[attr-defined]
+        assert server.engine().lost.wait(WAIT)
+        assert server.engine().seen[0][0] == MessageKind.CLOSE
+        assert decode_close(server.engine().seen[0][1])[0] == CloseCode.MESSAGE_TOO_BIG
+        raw.sock.close()
+
+
 def test_client_enforces_its_own_max_message_size() -> None:
     with echo_server() as server:
         t = client(server, max_message_size=10)
@@ -721,3 +737,56 @@ def test_request_head_without_end_is_refused_at_the_limit() -> None:
         assert read_http_head(sock).startswith(b"HTTP/1.1 431 ")  # header fields too large
         sock.close()
         assert server.engine().lost.wait(WAIT)
+
+
+def test_ping_flood_never_read_keeps_one_pong_pending() -> None:
+    """A peer sends Pings and reads nothing: Pongs are not queued without
+    bound; only the latest Ping is answered once the backlog drains (RFC
+    6455, 5.5.3 allows answering only the most recent Ping)."""
+    with echo_server() as server:
+        raw = RawClient(server.endpoint.port)
+        raw.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        (transport,) = server.transports
+        assert isinstance(transport, WebSocketTransport)
+        # A small kernel buffer on the server's side, so that the backlog is ours.
+        transport._stream.sock.setsockopt(  # type: ignore[attr-defined]
+            socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
+        )
+        pings, payload = 5000, b"p" * 119
+        raw.sock.sendall(
+            b"".join(raw.ws.send(Ping(payload=payload + b"%06d" % i)) for i in range(pings))
+        )
+        raw.send(BytesMessage(data=b"mark"))
+        assert transport.buffered <= MAX_CONTROL_BACKLOG + SEND_BATCH
+        pongs: list[bytes] = []
+        echoed: list[bytes] = []
+        last = payload + b"%06d" % (pings - 1)
+        while not echoed or not pongs or pongs[-1] != last:  # reading now: all drains
+            data = raw.sock.recv(65536)
+            assert data
+            raw.ws.receive_data(data)
+            for event in raw.ws.events():
+                if isinstance(event, Pong):
+                    pongs.append(bytes(event.payload))
+                elif isinstance(event, BytesMessage):
+                    echoed.append(bytes(event.data))
+        assert echoed == [b"mark"] and server.engine().seen == [(2, b"mark")]
+        assert len(pongs) < pings  # the rest were coalesced; the latest is answered
+        raw.sock.close()
+
+
+def test_upgrade_request_trickled_byte_by_byte_is_accepted() -> None:
+    """The request head may arrive in any pieces (only the new bytes are
+    searched for its end: a trickled head costs what it weighs)."""
+    with echo_server() as server:
+        sock = raw_connect(server.endpoint.port)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        head = (
+            b"GET /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            b"Sec-WebSocket-Version: 13\r\nX-Pad: " + b"p" * 2000 + b"\r\n\r\n"
+        )
+        for i in range(len(head)):
+            sock.sendall(head[i : i + 1])
+        assert read_http_head(sock).startswith(b"HTTP/1.1 101")
+        sock.close()

@@ -1,0 +1,289 @@
+"""Client side of resumption: the reconnect policy, the thread that
+reconnects, and ``connect_resumable``.
+
+When the session's transport ends, the session detaches (:mod:`.session`)
+and a reconnector opens a new transport, attaches it and sends RESUME. The
+:class:`ReconnectPolicy` decides when to try again and when to give up: an
+outage starts at the first loss and ends at RESUME_OK; within it, attempts
+are spaced by exponential backoff with jitter, and once ``reconnect_timeout``
+has passed since the loss the session ends (every outstanding call fails
+with ``ConnectionClosed`` naming the reason). A RESUME unanswered within
+``resume_timeout`` ends that attempt's transport (:mod:`.engine`) and counts
+as a failed attempt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ...drive.config import LoopConfig
+from ...drive.endpoints import LoopChoice, new_driver, pick_loop
+from ...drive.errors import ConnectionClosed
+from ...transport import Transport, open_transport
+from ...transport.urls import Endpoint
+from .. import core
+from ..client import Client
+from ..options import EngineOptions
+from .engine import EngineLink, SessionEngine, resume_timeout
+from .options import ResumeOptions, SessionLoss, SessionLost, byte_stream_only
+from .session import NewDriver, Session, SessionDriver
+
+__all__ = [
+    "Outage",
+    "ReconnectPolicy",
+    "ResumableClient",
+    "ThreadReconnector",
+    "connect_resumable",
+    "new_client_session",
+]
+
+
+class ReconnectPolicy:
+    """When to try again within one outage, and when to give up. Time is an
+    argument; randomness (jitter) is injected."""
+
+    def __init__(self, options: ResumeOptions, rng: random.Random | None = None) -> None:
+        self._options = options
+        self._rng = rng if rng is not None else random.Random()
+        self._since: float | None = None
+        self._delay = options.reconnect_initial
+        #: Attempts made in the current outage.
+        self.attempts = 0
+        self.last_error: str | None = None
+
+    def lost(self, now: float) -> None:
+        """The transport ended; starts an outage unless one is under way."""
+        if self._since is None:
+            self._since = now
+            self._delay = self._options.reconnect_initial
+            self.attempts = 0
+            self.last_error = None
+
+    def resumed(self) -> None:
+        """RESUME_OK: the outage is over."""
+        self._since = None
+
+    def next_delay(self, now: float) -> float | None:
+        """Seconds to wait before the next attempt (0 for the first of an
+        outage), or None: give up (the outage lasted ``reconnect_timeout``)."""
+        since = self._since if self._since is not None else now
+        left = since + self._options.reconnect_timeout - now
+        if left <= 0:
+            return None
+        if self.attempts == 0:
+            return 0.0
+        delay = self._delay * (0.5 + self._rng.random())
+        self._delay = min(self._delay * 2, self._options.reconnect_max)
+        return min(delay, left)
+
+    def give_up_reason(self) -> str:
+        timeout = self._options.reconnect_timeout
+        last = f"; last: {self.last_error}" if self.last_error else ""
+        return f"not resumed within {timeout:g} s of the loss ({self.attempts} attempt(s){last})"
+
+
+def new_client_session(
+    options: EngineOptions, resume: ResumeOptions, handler: object
+) -> tuple[SessionEngine, Session, ReconnectPolicy]:
+    """A resumable client's engine (SETUP with R queued), its lifecycle and policy."""
+    conn = core.client(
+        options,
+        resume_buffer_size=resume.resume_buffer_size,
+        resume_timeout=resume_timeout(options, resume),
+    )
+    engine = SessionEngine(options, conn, resume)
+    engine.handler = handler
+    session = Session(engine, threading.RLock())
+    policy = ReconnectPolicy(resume, resume.rng)
+    session.policy = policy
+    return engine, session, policy
+
+
+class Outage:
+    """One outage of a client session as steps a reconnector performs
+    (sans-IO: the runner waits and opens transports; this decides and
+    attaches). ``next_delay(now)`` -> seconds to wait before the next
+    attempt, or None: stop (the session is closing, or has given up and
+    finished here); then ``opened(transport)`` or ``failed(error)``."""
+
+    def __init__(
+        self,
+        session: Session,
+        policy: ReconnectPolicy,
+        make_driver: Callable[[Transport, EngineLink], NewDriver],
+    ) -> None:
+        self._session = session
+        self._policy = policy
+        self._make_driver = make_driver
+        with session.cond:
+            policy.lost(time.monotonic())
+            if policy.attempts:  # an attempt's transport ended before RESUME_OK
+                policy.last_error = session.detach_reason
+
+    def next_delay(self, now: float) -> float | None:
+        session = self._session
+        if session.closing:
+            return None
+        with session.cond:
+            delay = self._policy.next_delay(now)
+        if delay is None:
+            reason = self._policy.give_up_reason()
+            session.finish(ConnectionClosed(f"session not resumed: {reason}"), reason)
+            return None
+        return delay
+
+    def attempt(self) -> None:
+        """The runner is about to open a transport."""
+        self._policy.attempts += 1
+        self._session.options.step("client:reconnect")
+
+    def failed(self, error: OSError) -> None:
+        self._policy.last_error = str(error) or type(error).__name__
+
+    def opened(self, transport: Transport) -> None:
+        """Attach ``transport`` (RESUME goes out on it), or drop it if the
+        session ended meanwhile."""
+        link = EngineLink(self._session.engine)
+        try:
+            driver = self._make_driver(transport, link)
+        except BaseException:
+            transport.abort()
+            raise
+        if not self._session.attach(link, driver, resume=True, start=driver.start):
+            transport.abort()
+
+
+class ThreadReconnector:
+    """Reconnects a detached client session on a helper thread (one outage
+    at a time: the session detaches again only once attached)."""
+
+    def __init__(
+        self,
+        session: Session,
+        policy: ReconnectPolicy,
+        reopen: Callable[[], Transport],
+        make_driver: Callable[[Transport, EngineLink], NewDriver],
+    ) -> None:
+        self._session = session
+        self._policy = policy
+        self._reopen = reopen
+        self._make_driver = make_driver
+        self._stop = threading.Event()
+        session.on_detached = self.start
+
+    def start(self, _: Session) -> None:
+        threading.Thread(target=self._run, name="sansrs-resume-reconnect", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        outage = Outage(self._session, self._policy, self._make_driver)
+        while (delay := outage.next_delay(time.monotonic())) is not None:
+            if delay and self._stop.wait(delay):
+                return
+            outage.attempt()
+            try:
+                transport = self._reopen()
+            except OSError as exc:
+                outage.failed(exc)
+                continue
+            outage.opened(transport)
+            return
+
+
+class ResumableClient(Client):
+    """A :class:`~..client.Client` whose calls wait out a reconnection (a
+    pause, not an error); they fail only once the session ends. ``close()``
+    raises :class:`~.options.SessionLost` if the session had ended with
+    fire-and-forgets the server never confirmed."""
+
+    def __init__(self, session: Session, engine: SessionEngine) -> None:
+        super().__init__(SessionDriver(session), engine)
+        self._session = session
+        self._loss_reported = False
+
+    @property
+    def session(self) -> Session:
+        return self._session
+
+    @property
+    def reconnects(self) -> int:
+        """Transports the session was resumed on (after the first)."""
+        return self._session.life.generation - 1
+
+    @property
+    def resumes(self) -> int:
+        return self._session.resumes
+
+    @property
+    def loss(self) -> SessionLoss | None:
+        """What the ended session lost (None: nothing, or still running)."""
+        return self._session.loss
+
+    def close(self, timeout: float | None = 5.0) -> None:
+        super().close(timeout)
+        self._report_loss()
+
+    def abort(self, timeout: float | None = 5.0) -> None:
+        super().abort(timeout)
+        self._report_loss()
+
+    def _report_loss(self) -> None:
+        loss = self._session.loss
+        if loss is not None and loss.fire_and_forgets and not self._loss_reported:
+            self._loss_reported = True
+            raise SessionLost(loss)
+
+
+def connect_resumable(
+    url: str | Endpoint,
+    *,
+    handler: object = None,
+    connect_timeout: float = 10.0,
+    loop: LoopChoice = "thread",
+    loop_config: LoopConfig | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+    server_hostname: str | None = None,
+    resume: ResumeOptions | None = None,
+    **setup: Any,
+) -> ResumableClient:
+    """Like :func:`~..client.connect`, with a resumable session over a
+    byte-stream transport (TCP, TLS, Unix). ``resume``:
+    :class:`~.options.ResumeOptions` (reconnect policy, ``resume_timeout``,
+    callbacks)."""
+    options = EngineOptions(**setup)
+    resume = resume if resume is not None else ResumeOptions()
+    driver_loop = pick_loop(loop)
+    name = f"sansrs-client {url}"
+
+    def reopen() -> Transport:
+        return open_transport(
+            url, connect_timeout, ssl_context=ssl_context, server_hostname=server_hostname
+        )
+
+    def make_driver(transport: Transport, link: EngineLink) -> NewDriver:
+        return new_driver(driver_loop, transport, link, name, lambda _: link.exited(), loop_config)
+
+    byte_stream_only(url)
+    transport = reopen()
+    engine, session, policy = new_client_session(options, resume, handler)
+    if driver_loop is not None:
+        session.home = lambda: driver_loop.in_loop_thread
+    with contextlib.ExitStack() as undo:
+        undo.callback(transport.abort)
+        driver = make_driver(transport, engine.link)
+        session.attach_first(engine.link, driver)
+        client = ResumableClient(session, engine)
+        engine.attach(driver, client)
+        reconnector = ThreadReconnector(session, policy, reopen, make_driver)
+        session.add_exit_callback(reconnector.stop)
+        undo.pop_all()
+    driver.start()
+    return client

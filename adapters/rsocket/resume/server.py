@@ -1,0 +1,378 @@
+"""Server side of resumption: the sessions a server holds, their expiry, and
+``serve_resumable``.
+
+:class:`SessionRegistry` keeps every resumable session (by its core, the
+core's ``SessionStore`` keeps them by token) under one lock: a fresh
+connection's first frame (SETUP or RESUME) is handled under it, and so is
+every lifecycle step of every session (:mod:`.session`). A RESUME makes its
+session let go of an old transport (waiting, bounded, for another thread's
+driver to do so) before the core touches the session, so the session the
+core hands the new transport to is always one the registry holds: the "no
+engine" case cannot arise, and if it did the RESUME would be answered
+ERROR[REJECTED_RESUME] and the connection closed, never left in silence.
+
+Sessions are bounded (``max_sessions``, any phase) and expire whatever their
+phase: a detached one after ``keep_detached`` (a sweeper: a thread, or the
+event loop's timers under asyncio), an attached one as soon as its driver
+ends (its exit lets go of it even if its ``connection_lost`` failed).
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ...drive.config import LoopConfig
+from ...drive.connection import LoopServer
+from ...drive.endpoints import LoopChoice, new_acceptor, new_driver, pick_loop
+from ...drive.errors import ConnectionClosed
+from ...transport import Transport, listen
+from ...transport.urls import Endpoint
+from .. import core
+from ..options import EngineOptions
+from ..peer import RSocketPeer
+from ..server import Server
+from .engine import SessionEngine
+from .lifecycle import Phase
+from .options import ResumeOptions, byte_stream_only
+from .session import Session, SessionDriver, Work, run_all
+
+__all__ = [
+    "ResumableServer",
+    "SessionRegistry",
+    "SessionState",
+    "ThreadSweeper",
+    "serve_resumable",
+]
+
+log = logging.getLogger("sansrs.adapters.rsocket")
+
+_State = core.ConnectionState
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionState:
+    """One session as :meth:`SessionRegistry.snapshot` shows it (never its token)."""
+
+    phase: str
+    generation: int
+    resumes: int
+    #: Seconds since its transport ended (None while attached).
+    detached_for: float | None
+
+
+@dataclass(kw_only=True)
+class RegistryStats:
+    """What happened to the sessions of one server (counts)."""
+
+    started: int = 0
+    resumed: int = 0
+    expired: int = 0
+    rejected: int = 0
+    finished: int = 0
+    #: Fire-and-forgets the server sent that clients never confirmed (sessions that ended).
+    unconfirmed: int = 0
+
+
+class SessionRegistry:
+    """Every resumable session of one server (see the module notes)."""
+
+    def __init__(self, options: ResumeOptions, peers: list[Any] | None = None) -> None:
+        self.options = options
+        self.store = core.session_store(
+            keep_detached=options.keep_detached,
+            max_sessions=options.max_sessions,
+            max_retained=options.max_retained,
+        )
+        self.lock = threading.RLock()
+        self.cond = threading.Condition(self.lock)
+        self.stats = RegistryStats()
+        self._sessions: dict[object, Session] = {}  # session core -> session
+        self._peers = peers if peers is not None else []
+        #: Wakes the sweeper (set by it): a session detached.
+        self.wake_sweeper: Callable[[], None] = lambda: None
+        self._closed = False
+
+    def __len__(self) -> int:
+        with self.lock:
+            return len(self._sessions)
+
+    def new_session(self, engine: SessionEngine) -> Session:
+        """The lifecycle of a fresh connection's engine (registered at SETUP)."""
+        return Session(engine, self.lock, on_detached=self._detached, on_finished=self._forget)
+
+    # -- fresh connections: the first frame ---------------------------------------
+    def first_frame(
+        self, engine: SessionEngine, token: bytes | None, feed: Callable[[], bytes]
+    ) -> bytes:
+        """Under the lock: the core handles the first frame (``feed``); a
+        RESUME's session (``token``) lets go of its old transport first."""
+        if token is None:
+            with self.lock:
+                return feed()
+        step = self.options.step
+        step("resume:enter")
+        work: list[Work | None] = []
+        rest = b""
+        with self.cond:
+            session = self._find(token)
+            if session is not None:
+                ok, let_go = session.let_go_for_resume(self.options.handover_timeout)
+                work.append(let_go)
+                if not ok:
+                    self.stats.rejected += 1
+                    engine.refuse_resume(session.doomed or "the session is busy")
+                    session = None
+            if engine._closing is None:
+                step("resume:locked")
+                rest = feed()
+                if session is not None and engine.adopted is None:
+                    self.stats.rejected += 1
+                    if session.engine.conn.state is _State.CLOSED:  # the core ended it
+                        reason = "its RESUME was rejected"
+                        work.append(
+                            session.finish_locked(ConnectionClosed(f"session {reason}"), reason)
+                        )
+        run_all(work)
+        if engine.adopted is not None:
+            step("resume:attached")
+        return rest
+
+    def _find(self, token: bytes) -> Session | None:
+        conn = self.store.lookup(token, None)
+        if not isinstance(conn, core.Connection):
+            return None
+        session = self._sessions.get(conn)
+        if session is None:
+            # Unreachable: a session enters the store and the registry under
+            # this lock and leaves both under it. Should it happen, end the
+            # stray core so that the RESUME is answered REJECTED_RESUME.
+            log.error("a stored session has no engine: ending it")
+            conn.close("session without an engine", error_code=0x101)
+        return session
+
+    def setup(self, engine: SessionEngine) -> None:
+        """Under the lock: a SETUP was accepted; with R, hold its session."""
+        session = engine.session
+        assert isinstance(session, Session)
+        if engine.conn.resumable:
+            self._sessions[engine.conn] = session
+            self.stats.started += 1
+        if engine.peer is not None:
+            self._peers.append(engine.peer)
+
+    def adopt(self, engine: SessionEngine, conn: object) -> None:
+        """Under the lock: the core accepted a RESUME on ``engine``'s
+        transport for the session of ``conn``: its driver drives it now."""
+        session = self._sessions.get(conn)
+        if session is None or engine.thread is None:
+            # Unreachable (see _find); answered rather than left silent.
+            log.error("a resumed session has no engine: refusing the RESUME")
+            if isinstance(conn, core.Connection) and conn.state is not _State.CLOSED:
+                conn.close("session without an engine", error_code=0x101)
+            engine.refuse_resume("the session has no engine on this server")
+            return
+        engine.adopted = session
+        session.attach(engine.link, engine.thread)
+        self.stats.resumed += 1
+
+    # -- lifecycle callbacks ----------------------------------------------------------
+    def _detached(self, session: Session) -> None:
+        self.wake_sweeper()
+
+    def _forget(self, session: Session) -> None:
+        """Under the lock: ``session`` finished."""
+        peer = session.engine.peer
+        if peer in self._peers:
+            self._peers.remove(peer)
+        if self._sessions.pop(session.engine.conn, None) is None:
+            return  # a plain connection, or a fresh one that never held a session
+        self.stats.finished += 1
+        session.add_exit_callback(lambda: self._count_loss(session))
+        self.cond.notify_all()
+
+    def _count_loss(self, session: Session) -> None:
+        if session.loss is not None:
+            with self.lock:
+                self.stats.unconfirmed += session.loss.fire_and_forgets
+
+    # -- expiry -------------------------------------------------------------------
+    def sweep(self, now: float) -> float | None:
+        """Expire the detached sessions due at ``now``; when to sweep next."""
+        work: list[Work | None] = []
+        next_at: float | None = None
+        keep = self.options.keep_detached
+        with self.cond:
+            for session in list(self._sessions.values()):
+                if session.phase is not Phase.DETACHED:
+                    continue
+                conn = session.engine.conn
+                due = conn.next_deadline()
+                if due is None:
+                    due = session.life.since + keep
+                if due <= now:
+                    conn.handle_timeout(now)  # the core ends it (ConnectionLost)
+                    reason = f"not resumed within {keep:g} s of the transport loss"
+                    work.append(session.finish_locked(ConnectionClosed(reason), reason))
+                    self.stats.expired += 1
+                elif next_at is None or due < next_at:
+                    next_at = due
+        run_all(work)
+        return next_at
+
+    def snapshot(self) -> list[SessionState]:
+        now = time.monotonic()
+        with self.lock:
+            return [
+                SessionState(
+                    phase=s.phase.value,
+                    generation=s.life.generation,
+                    resumes=s.resumes,
+                    detached_for=now - s.detached_at if s.phase is Phase.DETACHED else None,
+                )
+                for s in self._sessions.values()
+            ]
+
+    def wait_empty(self, timeout: float | None) -> bool:
+        """Wait until no session is held (all ended or expired)."""
+        with self.cond:
+            return self.cond.wait_for(lambda: not self._sessions and not len(self.store), timeout)
+
+    def close(self) -> None:
+        """The server is closing: end every session without a transport (the
+        attached ones end with their connections)."""
+        work: list[Work | None] = []
+        with self.cond:
+            self._closed = True
+            for session in list(self._sessions.values()):
+                session.closing = True
+                if session.phase is Phase.DETACHED:
+                    reason = "the server closed"
+                    work.append(session.finish_locked(ConnectionClosed(reason), reason))
+        run_all(work)
+
+
+class ThreadSweeper:
+    """Runs :meth:`SessionRegistry.sweep` on a daemon thread, at each due time."""
+
+    def __init__(self, registry: SessionRegistry) -> None:
+        self._registry = registry
+        self._cond = threading.Condition()
+        self._woken = False
+        self._stopped = False
+        registry.wake_sweeper = self.wake
+        self._thread = threading.Thread(target=self._run, name="sansrs-resume-sweep", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        with self._cond:
+            self._woken = True
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            next_at = self._registry.sweep(time.monotonic())
+            with self._cond:
+                if self._stopped:
+                    return
+                if not self._woken:
+                    wait = None if next_at is None else max(0.0, next_at - time.monotonic())
+                    self._cond.wait(wait)
+                self._woken = False
+                if self._stopped:
+                    return
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+        self._thread.join(5.0)
+
+
+class ResumableServer(Server):
+    """A :class:`~..server.Server` holding resumable sessions: ``registry``
+    (their lifecycle, ``snapshot()``, ``stats``). ``close()`` also ends the
+    detached ones and stops the sweeper."""
+
+    def __init__(
+        self,
+        accept: LoopServer,
+        peers: list[RSocketPeer],
+        registry: SessionRegistry,
+        sweeper: ThreadSweeper,
+    ) -> None:
+        super().__init__(accept, peers)
+        self.registry = registry
+        self._sweeper = sweeper
+
+    def close(self, timeout: float = 5.0, *, abort: bool = False) -> None:
+        super().close(timeout, abort=abort)
+        self.registry.close()
+        self._sweeper.stop()
+
+
+def new_server_engine(
+    options: EngineOptions, resume: ResumeOptions, registry: SessionRegistry
+) -> SessionEngine:
+    """A fresh server connection's engine and its lifecycle (a session once SETUP says so)."""
+    conn = core.server(
+        options, sessions=registry.store, resume_buffer_size=resume.resume_buffer_size
+    )
+    engine = SessionEngine(options, conn, resume, registry=registry)
+    engine._before_setup = b""
+    registry.new_session(engine)
+    return engine
+
+
+def serve_resumable(
+    url: str | Endpoint,
+    handler: object = None,
+    *,
+    handler_factory: Callable[[RSocketPeer], object] | None = None,
+    loop: LoopChoice = "thread",
+    loop_config: LoopConfig | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+    resume: ResumeOptions | None = None,
+    **options: Any,
+) -> ResumableServer:
+    """Like :func:`~..server.serve`, accepting resumable sessions (and
+    plain ones) on a byte-stream transport (TCP, TLS defaults, Unix).
+    ``resume``: :class:`~.options.ResumeOptions` (``keep_detached``,
+    ``max_sessions``, ``resume_buffer_size``, ...). ``handler_factory(peer)``
+    makes one handler per session; ``server.peers`` are the live sessions
+    (a detached one included: its calls wait for a RESUME)."""
+    if handler is not None and handler_factory is not None:
+        raise TypeError("pass handler or handler_factory, not both")
+    byte_stream_only(url)
+    engine_options = EngineOptions(**options)
+    resume = resume if resume is not None else ResumeOptions()
+    peers: list[RSocketPeer] = []
+    registry = SessionRegistry(resume, peers)
+    driver_loop = pick_loop(loop)
+
+    def make_connection(transport: Transport) -> Any:
+        engine = new_server_engine(engine_options, resume, registry)
+        link = engine.link
+        name = f"sansrs-server {transport.peer}"
+        exited = lambda _: link.exited()  # noqa: E731
+        driver = new_driver(driver_loop, transport, link, name, exited, loop_config)
+        session = engine.session
+        assert isinstance(session, Session)
+        if driver_loop is not None:
+            session.home = lambda: driver_loop.in_loop_thread
+        session.attach_first(link, driver)
+        peer = RSocketPeer(SessionDriver(session), engine)
+        engine.attach(driver, peer, handler_factory(peer) if handler_factory else handler)
+        return driver
+
+    accept = new_acceptor(
+        driver_loop, listen(url, ssl_context=ssl_context), make_connection, loop_config
+    )
+    sweeper = ThreadSweeper(registry)
+    accept.start()
+    return ResumableServer(accept, peers, registry, sweeper)

@@ -1,0 +1,248 @@
+"""Every speed trick of the RSocket core, in one place.
+
+Each builds an ordinary value a cheaper way, or lets a hot path test a few
+bits instead of decoding a frame, and each names the figure that pays for it:
+``benchmarks/bench_core_fast_paths.py`` (ns per operation, the trick against
+the plain code it replaces; "Core fast paths" in docs/performance.md) and
+``benchmarks/bench_connection.py`` (payloads/s through two connections; "RSocket
+connection core" there). Outside this module the core is plain Python; the
+hot paths that use these (``Connection.send_payload``, ``Receiver._parse``)
+say so where they do.
+
+- Named masks of the 16-bit type/flags field (``PAYLOAD_ITEM_MASK`` ...): the
+  receive loop recognises the frames it can take whole from their header.
+- ``pack_prefix_header`` & co: bound ``Struct`` methods (``rsocket_pack_bound``
+  vs ``rsocket_pack_imported``: a struct imported by name loses CPython 3.11's
+  method-call fast path).
+- ``payload_event``, ``fnf_event``, ``rr_event``, ``payload_run``: events
+  filled through a same-layout builder class and ``__class__`` assignment,
+  without the frozen dataclass ``__init__`` (``rsocket_event_builder`` vs
+  ``rsocket_event_call``): one event per frame received.
+- ``payload_frame``: a ``PayloadFrame`` by ``object.__new__`` and one store per
+  slot, its flags from a table (``rsocket_frame_new`` vs
+  ``rsocket_frame_call``): every PAYLOAD decoded.
+- ``identity_hash``: enums hashed by identity for the state-table lookups
+  (``enum_identity_hash`` vs ``enum_default_hash``).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from functools import partial
+from struct import Struct
+from typing import Any, TypeVar
+
+from ._frames import (
+    FLAG_COMPLETE,
+    FLAG_FOLLOWS,
+    FLAG_IGNORE,
+    FLAG_METADATA,
+    FLAG_NEXT,
+    FLAGS_MASK,
+    TYPE_SHIFT,
+    FrameType,
+    PayloadFrame,
+)
+from .events import FireAndForgetReceived, PayloadReceived, RequestResponseReceived
+
+__all__ = [
+    "PAYLOAD_ITEM",
+    "PAYLOAD_ITEM_MASK",
+    "PAYLOAD_LAST_ITEM",
+    "PAYLOAD_NO_METADATA_MASK",
+    "PAYLOAD_PLAIN_ITEM_MASK",
+    "REQUEST_FNF_BIT",
+    "T_PAYLOAD",
+    "T_REQUEST_FNF",
+    "T_REQUEST_RESPONSE",
+    "WHOLE_REQUEST_MASK",
+    "fnf_event",
+    "identity_hash",
+    "pack_prefix_header",
+    "payload_event",
+    "payload_frame",
+    "payload_run",
+    "rr_event",
+    "unpack_frame_header",
+    "unpack_prefix_header",
+]
+
+# ----------------------------------------------------------------------------
+# Named masks of the type/flags field (6 type bits, then 10 flag bits)
+
+_TYPE_MASK = 0x3F << TYPE_SHIFT
+T_PAYLOAD = FrameType.PAYLOAD << TYPE_SHIFT
+T_REQUEST_RESPONSE = FrameType.REQUEST_RESPONSE << TYPE_SHIFT
+T_REQUEST_FNF = FrameType.REQUEST_FNF << TYPE_SHIFT
+
+#: ``tf & PAYLOAD_NO_METADATA_MASK == T_PAYLOAD``: a PAYLOAD without metadata.
+PAYLOAD_NO_METADATA_MASK = _TYPE_MASK | FLAG_METADATA
+#: ``tf & PAYLOAD_ITEM_MASK == PAYLOAD_ITEM``: a PAYLOAD with N, without M or
+#: F (C and I may be anything): one item, whole, no metadata.
+PAYLOAD_ITEM_MASK = _TYPE_MASK | FLAG_METADATA | FLAG_FOLLOWS | FLAG_NEXT
+PAYLOAD_ITEM = T_PAYLOAD | FLAG_NEXT
+#: The same, C clear too: an item that does not complete its stream.
+PAYLOAD_PLAIN_ITEM_MASK = PAYLOAD_ITEM_MASK | FLAG_COMPLETE
+#: An item that completes its stream (PAYLOAD with N and C).
+PAYLOAD_LAST_ITEM = PAYLOAD_ITEM | FLAG_COMPLETE
+#: ``tf & WHOLE_REQUEST_MASK == T_REQUEST_RESPONSE``: REQUEST_RESPONSE or
+#: REQUEST_FNF (types 0x04 and 0x05 differ in ``REQUEST_FNF_BIT`` only), not
+#: fragmented (F clear), the two flag bits neither type defines clear; M may
+#: be set (a routed request's metadata).
+REQUEST_FNF_BIT = T_REQUEST_FNF ^ T_REQUEST_RESPONSE
+WHOLE_REQUEST_MASK = (_TYPE_MASK & ~REQUEST_FNF_BIT) | FLAG_FOLLOWS | FLAG_COMPLETE | FLAG_NEXT
+
+# ----------------------------------------------------------------------------
+# Structs of the hot paths, as bound methods (rsocket_pack_bound): ``name.pack``
+# on a struct imported by name compiles without CPython 3.11's method-call
+# fast path; a bound method imported by name is a plain fast call.
+
+_PREFIX_HEADER = Struct(">BHIH")  # 24-bit length (hi byte, lo 16 bits), stream ID, type/flags
+pack_prefix_header: Callable[[int, int, int, int], bytes] = _PREFIX_HEADER.pack
+unpack_prefix_header: Callable[[bytes, int], tuple[int, int, int, int]] = _PREFIX_HEADER.unpack_from
+unpack_frame_header: Callable[[bytes], tuple[int, int]] = Struct(">IH").unpack_from
+
+# ----------------------------------------------------------------------------
+# Events without the frozen __init__ (rsocket_event_builder: the frozen
+# dataclass __init__ goes through object.__setattr__ per field)
+
+_new = object.__new__
+
+
+def _builder(cls: type) -> Any:
+    """A plain class with ``cls``'s slots, in the same order. An instance
+    filled with plain stores becomes a ``cls`` by ``__class__`` assignment
+    (allowed: the layouts are the same): an ordinary frozen event, equal to
+    one built by ``cls(...)``."""
+    return type(f"_{cls.__name__}Builder", (), {"__slots__": cls.__dict__["__slots__"]})
+
+
+_PayloadBuilder: Any = _builder(PayloadReceived)
+_FnfBuilder: Any = _builder(FireAndForgetReceived)
+_RrBuilder: Any = _builder(RequestResponseReceived)
+
+
+# One filler per event shape, alike on purpose: a generic one (fields by
+# name) would cost what the builder saves.
+
+
+def payload_event(
+    stream_id: int, data: bytes, metadata: bytes | None, complete: bool, next: bool
+) -> PayloadReceived:
+    """``PayloadReceived(...)``."""
+    ev = _new(_PayloadBuilder)
+    ev.stream_id = stream_id
+    ev.data = data
+    ev.metadata = metadata
+    ev.complete = complete
+    ev.next = next
+    ev.__class__ = PayloadReceived
+    return ev  # type: ignore[no-any-return]
+
+
+def _request_event(
+    builder: Any, cls: type, stream_id: int, data: bytes, metadata: bytes | None
+) -> Any:
+    ev = _new(builder)
+    ev.stream_id = stream_id
+    ev.data = data
+    ev.metadata = metadata
+    ev.__class__ = cls
+    return ev
+
+
+#: ``FireAndForgetReceived(stream_id=, data=, metadata=)``.
+fnf_event: Callable[[int, bytes, bytes | None], FireAndForgetReceived] = partial(
+    _request_event, _FnfBuilder, FireAndForgetReceived
+)
+#: ``RequestResponseReceived(stream_id=, data=, metadata=)``.
+rr_event: Callable[[int, bytes, bytes | None], RequestResponseReceived] = partial(
+    _request_event, _RrBuilder, RequestResponseReceived
+)
+
+
+def payload_run(
+    buf: bytes,
+    off: int,
+    stop: int,
+    length: int,
+    end: int,
+    limit: int,
+    sid: int,
+    credit: int,
+    append: Callable[[Any], None],
+) -> tuple[int, int, int]:
+    """Events for a run of items on stream ``sid`` (bench_connection: the
+    receive half of every payload): the PAYLOAD(N) frame at ``off`` (``length``
+    bytes without its prefix, ending at ``stop``: checked by the caller) and
+    each whole PAYLOAD(N) right behind it on the same stream, within
+    ``credit`` (> 0) and ``limit`` (the maximum frame size). Returns where the
+    run ended, the credit left and the bytes of the run (its position)."""
+    unpack = unpack_prefix_header
+    builder = _PayloadBuilder
+    event = PayloadReceived
+    position = 0
+    while True:
+        credit -= 1
+        ev = _new(builder)
+        ev.stream_id = sid
+        ev.data = buf[off + 9 : stop]
+        ev.metadata = None
+        ev.complete = False
+        ev.next = True
+        ev.__class__ = event
+        append(ev)
+        position += length
+        off = stop
+        if not credit or end - off < 9:
+            return off, credit, position
+        hi, lo, next_sid, tf = unpack(buf, off)
+        length = hi << 16 | lo
+        stop = off + 3 + length
+        if (
+            next_sid != sid
+            or tf & PAYLOAD_PLAIN_ITEM_MASK != PAYLOAD_ITEM
+            or stop > end
+            or length > limit
+            or length < 6
+        ):
+            return off, credit, position  # the caller takes this frame
+
+
+# ----------------------------------------------------------------------------
+# PAYLOAD frames without the dataclass __init__ (rsocket_frame_new)
+
+_PAYLOAD_FIELDS = ("stream_id", "data", "metadata", "follows", "complete", "next", "ignore")
+if PayloadFrame.__slots__ != _PAYLOAD_FIELDS:  # pragma: no cover
+    raise ImportError("PayloadFrame fields changed: update payload_frame")
+
+#: (follows, complete, next, ignore) for each value of the 10 flag bits.
+_PAYLOAD_FLAGS: tuple[tuple[bool, bool, bool, bool], ...] = tuple(
+    (bool(f & FLAG_FOLLOWS), bool(f & FLAG_COMPLETE), bool(f & FLAG_NEXT), bool(f & FLAG_IGNORE))
+    for f in range(FLAGS_MASK + 1)
+)
+
+
+def payload_frame(stream_id: int, data: bytes, tf: int) -> PayloadFrame:
+    """``PayloadFrame`` without metadata, flags from the type/flags field ``tf``."""
+    frame = _new(PayloadFrame)
+    frame.stream_id = stream_id
+    frame.data = data
+    frame.metadata = None
+    frame.follows, frame.complete, frame.next, frame.ignore = _PAYLOAD_FLAGS[tf & FLAGS_MASK]
+    return frame
+
+
+# ----------------------------------------------------------------------------
+# Enums hashed by identity (enum_identity_hash)
+
+E = TypeVar("E", bound=enum.Enum)
+
+
+def identity_hash(cls: type[E]) -> type[E]:
+    """Hash ``cls``'s members by identity. Enum's own ``__hash__`` is Python
+    code, run on every state-table lookup; members are singletons compared
+    by identity, so ``object.__hash__`` gives the same dict behaviour."""
+    type.__setattr__(cls, "__hash__", object.__hash__)
+    return cls

@@ -1,0 +1,161 @@
+"""Resumption under a seeded chaos proxy (``chaos.py``: resets, one-way FINs,
+half-open links, stalls, cuts inside frames, trickling, RESUMEs into the
+void), on every driver: a stream, a channel both ways, request-responses
+and fire-and-forgets at once arrive exactly once and in order, nothing
+hangs (a watchdog fails the run after ``WATCHDOG`` seconds without
+progress), and no resume token reaches any log (docs/resumption.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from sansrs.adapters.drive.selector import Loop
+from sansrs.adapters.rsocket.resume import ResumeOptions, connect_resumable, serve_resumable
+from sansrs.adapters.rsocket.resume import aio as resume_aio
+
+from tests.adapters.rsocket.chaos import ChaosProxy, Fault
+from tests.adapters.rsocket.chaos_workload import (
+    ChaosHandler,
+    LogCapture,
+    Progress,
+    Results,
+    Sizes,
+    capture_logs,
+    run_async,
+    run_sync,
+    token_forms,
+)
+
+SEEDS = (11, 2026, 90210)
+DRIVERS = ("thread", "selector", "asyncio")
+FAULTS = list(Fault)
+#: Bytes forwarded between two faults (drawn per fault) and faults per run.
+EVERY = (6_000, 24_000)
+LIMIT = 12
+WAIT = 30.0
+#: Short keepalives: a silent (half-open) side is noticed within a second.
+SETUP = {"keepalive_interval": 0.1, "max_lifetime": 1.0}
+
+
+def client_options(rng: random.Random) -> ResumeOptions:
+    return ResumeOptions(
+        reconnect_initial=0.01,
+        reconnect_max=0.2,
+        reconnect_timeout=30.0,
+        resume_timeout=1.0,
+        rng=rng,
+    )
+
+
+def server_options() -> ResumeOptions:
+    return ResumeOptions(keep_detached=30.0, handover_timeout=5.0)
+
+
+@dataclass
+class Run:
+    results: Results
+    handler: ChaosHandler
+    proxy: ChaosProxy
+    resumes: int
+    token: bytes
+    logs: LogCapture
+
+
+@pytest.fixture
+def loops() -> Iterator[tuple[Loop, Loop]]:
+    server_loop, client_loop = Loop(name="chaos-server").start(), Loop(name="chaos-client").start()
+    yield server_loop, client_loop
+    client_loop.stop(5.0)
+    server_loop.stop(5.0)
+
+
+def run_threads(seed: int, sizes: Sizes, loops: tuple[Loop, Loop] | None) -> Run:
+    rng = random.Random(seed)
+    progress = Progress()
+    handler = ChaosHandler(sizes, progress)
+    server_loop, client_loop = loops if loops is not None else ("thread", "thread")
+    with capture_logs() as logs:
+        server = serve_resumable(
+            "tcp://127.0.0.1:0", handler, loop=server_loop, resume=server_options()
+        )
+        try:
+            with ChaosProxy(("127.0.0.1", server.endpoint.port), rng=rng) as proxy:
+                client = connect_resumable(
+                    proxy.url, loop=client_loop, resume=client_options(rng), **SETUP
+                )
+                token = client.session.engine.conn.resume_token
+                assert token is not None
+                try:
+                    proxy.schedule(FAULTS, every=EVERY, limit=LIMIT)
+                    results = run_sync(client, handler, sizes, progress, WAIT)
+                    proxy.stop_faults()
+                    assert client.request_response(b"last", timeout=WAIT) is not None
+                finally:
+                    client.close()  # graceful: nothing lost, so it does not raise
+                assert client.loss is None
+                resumes = client.resumes
+            assert server.registry.wait_empty(WAIT), (
+                server.registry.snapshot(),
+                len(server.registry.store),
+            )
+        finally:
+            server.close()
+    return Run(results, handler, proxy, resumes, token, logs)
+
+
+def run_asyncio(seed: int, sizes: Sizes) -> Run:
+    rng = random.Random(seed)
+    progress = Progress()
+    handler = ChaosHandler(sizes, progress)
+
+    async def main() -> Run:
+        server = await resume_aio.serve_resumable(
+            "tcp://127.0.0.1:0", handler, resume=server_options()
+        )
+        try:
+            with ChaosProxy(("127.0.0.1", server.endpoint.port), rng=rng) as proxy:
+                client = await resume_aio.connect_resumable(
+                    proxy.url, resume=client_options(rng), **SETUP
+                )
+                token = client.session.engine.conn.resume_token
+                assert token is not None
+                try:
+                    proxy.schedule(FAULTS, every=EVERY, limit=LIMIT)
+                    results = await run_async(client, handler, sizes, progress, WAIT)
+                    proxy.stop_faults()
+                    assert await client.request_response(b"last", timeout=WAIT) is not None
+                finally:
+                    await client.close()
+                assert client.loss is None
+                assert await asyncio.to_thread(server.registry.wait_empty, WAIT)
+                return Run(results, handler, proxy, client.resumes, token, logs)
+        finally:
+            await server.close()
+
+    with capture_logs() as logs:
+        return asyncio.run(main())
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_rsocket_resume_chaos_exactly_once_in_order_no_hang_no_token_in_logs(
+    driver: str, seed: int, loops: tuple[Loop, Loop]
+) -> None:
+    sizes = Sizes()
+    if driver == "asyncio":
+        run = run_asyncio(seed, sizes)
+    else:
+        run = run_threads(seed, sizes, loops if driver == "selector" else None)
+    run.results.check(sizes)
+    run.handler.check()
+    cuts = run.proxy.cuts()
+    assert cuts >= 3, f"the chaos was too mild: {run.proxy.faults}"
+    assert run.resumes >= cuts  # every cut was survived by resuming the session
+    for line in run.logs.lines:
+        for form in token_forms(run.token):
+            assert form not in line, "a resume token reached the logs"

@@ -1,0 +1,200 @@
+"""The pieces of resumption that need no socket: the session lifecycle
+table, the reconnect policy, the client's RESUME deadline (time passed in),
+and the count of unconfirmed fire-and-forgets (docs/resumption.md)."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+from sansrs.adapters.rsocket import core
+from sansrs.adapters.rsocket.options import EngineOptions
+from sansrs.adapters.rsocket.resume import (
+    EngineLink,
+    ReconnectPolicy,
+    ResumeOptions,
+    SessionEngine,
+)
+from sansrs.adapters.rsocket.resume.lifecycle import TRANSITIONS, Lifecycle, Phase, Step
+from sansrs.adapters.rsocket.resume.session import Session
+from sansrs.adapters.rsocket.types import Payload
+
+from sansrs.rsocket import (
+    Connection,
+    ConnectionState,
+    ResumeFrame,
+    ResumeOkFrame,
+    Role,
+    decode_frame,
+    encode_frame_prefixed,
+)
+from sansrs.rsocket import events as ev
+
+# -- the lifecycle table ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("phase", list(Phase))
+@pytest.mark.parametrize("step", list(Step))
+def test_lifecycle_table_runs_every_pair(phase: Phase, step: Step) -> None:
+    """Every (phase, step): the table's answer is what ``take`` does; a pair
+    not in it changes nothing."""
+    life = Lifecycle(0.0)
+    life.phase = phase
+    generation = life.generation
+    took = life.take(step, 1.0)
+    want = TRANSITIONS.get((phase, step))
+    assert took == (want is not None)
+    assert life.phase is (want if want is not None else phase)
+    assert life.generation == generation + (1 if took and step is Step.ATTACH else 0)
+    assert life.since == (1.0 if took else 0.0)
+
+
+def test_lifecycle_finished_is_terminal_and_only_detached_sessions_attach() -> None:
+    assert all(phase is not Phase.FINISHED for phase, _ in TRANSITIONS)
+    assert [p for (p, s) in TRANSITIONS if s is Step.ATTACH] == [Phase.DETACHED]
+    # Every live phase can finish: no session is left without a way out.
+    assert {p for (p, s) in TRANSITIONS if s is Step.FINISH} == set(Phase) - {Phase.FINISHED}
+
+
+# -- the reconnect policy ----------------------------------------------------------
+
+
+def test_reconnect_policy_backs_off_with_jitter_within_the_budget() -> None:
+    options = ResumeOptions(reconnect_initial=0.1, reconnect_max=0.4, reconnect_timeout=2.0)
+    policy = ReconnectPolicy(options, random.Random(7))
+    policy.lost(10.0)
+    assert policy.next_delay(10.0) == 0.0  # the first attempt at once
+    delays = []
+    for _ in range(5):
+        policy.attempts += 1
+        delay = policy.next_delay(10.0)
+        assert delay is not None
+        delays.append(delay)
+    bases = [0.1, 0.2, 0.4, 0.4, 0.4]
+    assert all(0.5 * b <= d <= 1.5 * b for d, b in zip(delays, bases, strict=True))
+    assert policy.next_delay(11.9) is not None
+    assert policy.next_delay(11.95) <= 0.05 + 1e-9  # never past the budget
+    assert policy.next_delay(12.0) is None
+    assert "not resumed within 2 s" in policy.give_up_reason()
+
+
+def test_reconnect_policy_outage_runs_from_the_first_loss_until_resumed() -> None:
+    """A RESUME that times out detaches again: the budget keeps running from
+    the first loss; RESUME_OK ends the outage and the next loss starts anew."""
+    policy = ReconnectPolicy(ResumeOptions(reconnect_timeout=5.0), random.Random(1))
+    policy.lost(0.0)
+    policy.attempts = 3
+    policy.lost(4.0)  # the same outage
+    assert policy.next_delay(5.0) is None
+    policy.resumed()
+    policy.lost(100.0)
+    assert policy.attempts == 0
+    assert policy.next_delay(100.0) == 0.0
+
+
+# -- the client's RESUME deadline (time is an argument) ---------------------------------
+
+
+def detached_client(resume: ResumeOptions) -> SessionEngine:
+    options = EngineOptions(keepalive_interval=2.0, max_lifetime=10.0)
+    conn = core.client(options, resume_buffer_size=resume.resume_buffer_size)
+    engine = SessionEngine(options, conn, resume)
+    engine.handle_timeout(0.0)
+    conn.connection_lost()
+    engine._dispatch_events()
+    assert conn.state is ConnectionState.DISCONNECTED
+    return engine
+
+
+def resend(engine: SessionEngine) -> None:
+    """What ``Session.attach`` does for a client: a new link, RESUME, the deadline."""
+    engine.drive_with(None, EngineLink(engine))
+    engine.conn.resume()
+    engine.arm_resume_deadline()
+
+
+def test_rsocket_resume_client_resume_deadline_from_now_passed_in() -> None:
+    """Spec: the client MUST NOT send other frames until RESUME_OK; one that
+    never comes ends that transport at ``resume_timeout`` (an attempt failed),
+    not never."""
+    engine = detached_client(ResumeOptions(resume_timeout=3.0))
+    resend(engine)
+    assert engine.next_deadline() == 0.0  # anchored at the first ``now``
+    engine.handle_timeout(50.0)
+    assert engine.next_deadline() == 53.0
+    engine.handle_timeout(52.9)
+    assert not engine.wants_close()
+    engine.handle_timeout(53.0)
+    assert engine.wants_close()
+    reason = engine.close_reason()
+    assert reason is not None and "RESUME not answered within 3 s" in str(reason)
+
+
+def test_rsocket_resume_client_resume_deadline_defaults_to_max_lifetime_plus_interval() -> None:
+    engine = detached_client(ResumeOptions())
+    assert engine.resume_timeout == 12.0
+
+
+def test_rsocket_resume_client_resume_deadline_disarmed_by_resume_ok() -> None:
+    engine = detached_client(ResumeOptions(resume_timeout=3.0))
+    conn = engine.conn
+    resend(engine)
+    engine.handle_timeout(50.0)
+    assert isinstance(decode_frame(conn.data_to_send()[3:]), ResumeFrame)
+    engine.receive_data(encode_frame_prefixed(ResumeOkFrame(0)), 51.0)
+    assert conn.state is ConnectionState.ESTABLISHED
+    assert engine.next_deadline() != 53.0
+    engine.handle_timeout(60.0)
+    assert not engine.wants_close()
+
+
+# -- unconfirmed fire-and-forgets ----------------------------------------------------
+
+
+def pair() -> tuple[SessionEngine, Connection]:
+    options = EngineOptions()
+    resume = ResumeOptions(resume_buffer_size=1 << 20)
+    client = SessionEngine(options, core.client(options, resume_buffer_size=1 << 20), resume)
+    Session(client, threading.RLock())
+    store = core.session_store(keep_detached=60.0, max_sessions=4)
+    server = Connection(Role.SERVER, sessions=store)
+    server.receive_data(client.data_to_send(), 0.0)
+    setup = [e for e in server.events() if isinstance(e, ev.SetupReceived)]
+    assert setup
+    server.accept_setup()
+    return client, server
+
+
+def test_unconfirmed_fire_and_forgets_are_trimmed_as_the_peer_confirms_them() -> None:
+    client, server = pair()
+    client.fire_and_forget_many([Payload(b"f%d" % i) for i in range(10_000)])
+    unconfirmed = client.unconfirmed
+    assert unconfirmed.count() <= 10_000
+    server.receive_data(client.data_to_send(), 0.1)
+    server.events()
+    # The server's KEEPALIVE answer carries its position: all confirmed.
+    server.send_keepalive()
+    client.receive_data(server.data_to_send(), 0.2)
+    client.fire_and_forget(Payload(b"one more"))
+    client.acknowledge()
+    assert unconfirmed.count() <= 1
+    # Bounded while the peer confirms: at most the retained frames' worth.
+    for _ in range(20):
+        client.fire_and_forget_many([Payload(b"x" * 100) for _ in range(500)])
+        server.receive_data(client.data_to_send(), 0.3)
+        server.events()
+        server.send_keepalive()
+        client.receive_data(server.data_to_send(), 0.3)
+    client.acknowledge()
+    assert len(unconfirmed.ends) <= 500
+
+
+def test_unconfirmed_fire_and_forgets_after_the_end_count_as_dropped() -> None:
+    client, _ = pair()
+    client.fire_and_forget(Payload(b"a"))
+    client.close_core("test over")
+    client.fire_and_forget_many([Payload(b"b"), Payload(b"c")])
+    assert client.unconfirmed.dropped == 2
+    loss = client.loss("test over", requests=0)
+    assert loss is not None and loss.fire_and_forgets == 3
