@@ -11,6 +11,7 @@ sources) come from :mod:`..drive.streams`.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -42,6 +43,7 @@ __all__ = ["RSocketEngine", "RequestHandle"]
 
 log = logging.getLogger("sansrs.adapters.rsocket")
 
+_BYTES = {bytes}  # the items Connection.send_payloads takes
 _RUN = ws.MessageKind.BINARY_RUN.value
 _TEXT_RUN = ws.MessageKind.TEXT_RUN.value
 _BINARY = ws.MessageKind.BINARY.value
@@ -609,7 +611,20 @@ class RSocketEngine:
         def ready() -> bool:
             return not conn.output_blocked
 
-        out: Outbound[Any] = Outbound(source, emit, complete, fail, credit, ready)
+        send_payloads = conn.send_payloads
+
+        def emit_many(items: list[Any]) -> int:
+            # Plain bytes go as one batch (Connection.send_payloads); what it
+            # leaves (a Payload, a large item, the output full) one by one.
+            sent = send_payloads(sid, items) if set(map(type, items)) == _BYTES else 0
+            for item in itertools.islice(items, sent, None):
+                if conn.output_blocked:
+                    break
+                emit(item, False)
+                sent += 1
+            return sent
+
+        out: Outbound[Any] = Outbound(source, emit, complete, fail, credit, ready, emit_many)
         self._outbounds.add(sid, out, runnable=credit > 0)
         return out
 
