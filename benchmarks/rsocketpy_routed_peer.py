@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import time
 from typing import Any
@@ -237,16 +238,16 @@ async def interop(port: int) -> dict[str, Any]:
         out["errors"] = errors
         # the connection is still usable after every error
         out["after_errors"] = (await rs.request_response(Payload(b"still", echo))).data.decode()
-    ConnectionErrors.arrived = asyncio.Event()
-    try:  # wrong credentials in SETUP
-        async with await _connect(port, composite(authenticate_simple("ann", "bad"))) as client:
-            await AwaitableRSocket(client).request_response(Payload(b"x", echo))
-        out["setup_request"] = None
-    except Exception as exc:
-        out["setup_request"] = _error(exc)
-    # the request fails as the connection closes; the ERROR frame may be
-    # handed to the handler just after
-    await asyncio.wait_for(ConnectionErrors.arrived.wait(), 10)
+    ConnectionErrors.arrived = arrived = asyncio.Event()
+    # Wrong credentials in SETUP: the server answers ERROR[REJECTED_SETUP] on
+    # stream 0 and closes. No request is sent meanwhile: one failing as the
+    # connection closes could make rsocket-py stop reading before the ERROR
+    # frame reaches the handler (a race under load).
+    with contextlib.suppress(Exception):
+        async with await _connect(port, composite(authenticate_simple("ann", "bad"))):
+            await asyncio.wait_for(arrived.wait(), 30)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(arrived.wait(), 1)
     out["setup_rejected"] = ConnectionErrors.seen
     return out
 

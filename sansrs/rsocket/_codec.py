@@ -33,7 +33,7 @@ from struct import Struct
 
 from .._errors import RemoteProtocolError
 from . import _frames as fr
-from ._fast import PAYLOAD_NO_METADATA_MASK, T_PAYLOAD, payload_frame
+from ._fast import PAYLOAD_FLAGS, PAYLOAD_NO_METADATA_MASK, T_PAYLOAD, new_object
 
 __all__ = ["HEADER_LENGTH", "decode_frame"]
 
@@ -374,6 +374,12 @@ _DECODERS: dict[int, Callable[[bytes, int, int], fr.Frame]] = {
 }
 
 
+# Module globals for decode_frame's PAYLOAD path.
+_PayloadFrame = fr.PayloadFrame
+_MAX_STREAM_ID = fr.MAX_U31
+_FLAGS_MASK = fr.FLAGS_MASK
+
+
 def decode_frame(data: bytes) -> fr.Frame:
     """Decode one frame (without length prefix).
 
@@ -385,8 +391,16 @@ def decode_frame(data: bytes) -> fr.Frame:
     if len(data) < HEADER_LENGTH:
         raise _bad(f"frame too short ({len(data)} bytes, the header needs {HEADER_LENGTH})")
     sid, tf = _HEADER.unpack_from(data)
-    if tf & PAYLOAD_NO_METADATA_MASK == T_PAYLOAD and sid <= fr.MAX_U31:
-        return payload_frame(sid, data[6:], tf)  # what _dec_payload does, faster
+    if tf & PAYLOAD_NO_METADATA_MASK == T_PAYLOAD and sid <= _MAX_STREAM_ID:
+        # _fast.payload_frame inline (what _dec_payload does): bench_codec
+        # "decode per frame, each dropped" 11.2x rsocket-py against 10.2x
+        # through the call (see _fast's docstring).
+        frame = new_object(_PayloadFrame)
+        frame.stream_id = sid
+        frame.data = data[6:]
+        frame.metadata = None
+        frame.follows, frame.complete, frame.next, frame.ignore = PAYLOAD_FLAGS[tf & _FLAGS_MASK]
+        return frame  # type: ignore[no-any-return]
     decoder = _DECODERS.get(tf >> fr.TYPE_SHIFT)
     if decoder is None:
         return fr.UnknownFrame(

@@ -9,7 +9,6 @@ type bits) are shared with the decoder and live in ``_codec``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from struct import Struct
 from typing import Any
 
 from .._errors import LocalProtocolError
@@ -35,6 +34,7 @@ from ._codec import (
     _T_RESUME_OK,
     _T_SETUP,
 )
+from ._fast import pack_frame_header, pack_short_prefix_header
 
 __all__ = ["encode_frame", "encode_payload", "prefix_length"]
 
@@ -203,7 +203,7 @@ def encode_payload(f: fr.PayloadFrame, prefixed: bool = False) -> bytes:
             return _wire._HEADER.pack(sid, tf) + data
         length = 6 + len(data)
         if length <= 0xFFFF:
-            return _SHORT_PREFIX_HEADER.pack(length, sid, tf) + data
+            return pack_short_prefix_header(length, sid, tf) + data
         return prefix_length(length) + _wire._HEADER.pack(sid, tf) + data
     n = len(metadata)
     if n > fr.MAX_METADATA_LENGTH:
@@ -212,11 +212,6 @@ def encode_payload(f: fr.PayloadFrame, prefixed: bool = False) -> bytes:
         (_wire._HEADER_U24.pack(sid, tf | fr.FLAG_METADATA, n >> 16, n & 0xFFFF), metadata, f.data)
     )
     return prefix_length(len(body)) + body if prefixed else body
-
-
-#: 24-bit length (its high byte 0) + stream ID + type/flags: a prefixed
-#: header below 64 KiB in one pack.
-_SHORT_PREFIX_HEADER = Struct(">xHIH")
 
 
 def prefix_length(length: int) -> bytes:
@@ -309,6 +304,15 @@ def _enc_unknown(f: fr.UnknownFrame) -> bytes:
     return _wire._HEADER.pack(f.stream_id, f.frame_type << 10 | f.flags) + f.body
 
 
+# Module globals for encode_frame's PAYLOAD path (a global load, not an
+# attribute load of ``fr`` per use).
+_PayloadFrame = fr.PayloadFrame
+_MAX_STREAM_ID = fr.MAX_U31
+_FLAG_FOLLOWS = fr.FLAG_FOLLOWS
+_FLAG_COMPLETE = fr.FLAG_COMPLETE
+_FLAG_NEXT = fr.FLAG_NEXT
+_FLAG_IGNORE = fr.FLAG_IGNORE
+
 _ENCODERS: dict[type, Callable[[Any], bytes]] = {
     fr.SetupFrame: _enc_setup,
     fr.LeaseFrame: _enc_lease,
@@ -335,7 +339,22 @@ def encode_frame(frame: fr.Frame) -> bytes:
     (or violates a rule ``decode_frame`` enforces), ``TypeError`` for an
     object that is not a frame.
     """
-    if type(frame) is fr.PayloadFrame:
+    if type(frame) is _PayloadFrame:
+        # encode_payload inline for a PAYLOAD without metadata: bench_codec
+        # "encode per frame" 4.6M frames/s (10.8x rsocket-py) against 3.5M
+        # (7.7x) through the call (see _fast's docstring).
+        sid = frame.stream_id
+        if frame.metadata is None and 0 <= sid <= _MAX_STREAM_ID:
+            tf = _T_PAYLOAD
+            if frame.follows:
+                tf |= _FLAG_FOLLOWS
+            if frame.complete:
+                tf |= _FLAG_COMPLETE
+            if frame.next:
+                tf |= _FLAG_NEXT
+            if frame.ignore:
+                tf |= _FLAG_IGNORE
+            return pack_frame_header(sid, tf) + frame.data
         return encode_payload(frame)
     encoder = _ENCODERS.get(type(frame))
     if encoder is None:

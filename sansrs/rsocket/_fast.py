@@ -23,6 +23,15 @@ say so where they do.
   ``rsocket_frame_call``): every PAYLOAD decoded.
 - ``identity_hash``: enums hashed by identity for the state-table lookups
   (``enum_identity_hash`` vs ``enum_default_hash``).
+- The frame codec's public functions (``encode_frame``, ``encode_frame_prefixed``,
+  ``encode_frames_prefixed``, ``decode_frame``, ``FrameReader.feed``) each
+  carry their own copy of the PAYLOAD-without-metadata path, built from the
+  pieces below (``PAYLOAD_FLAGS``, ``pack_frame_header``,
+  ``pack_short_prefix_header``): a call per frame is 10-25 % of these
+  functions (``benchmarks/bench_codec.py``, "RSocket frame codec" in
+  docs/performance.md). Each copy says which row pays for it; the plain
+  paths (``_encode.encode_payload``, ``_codec._dec_payload``) stay the
+  reference the fuzz and codec tests compare them with.
 - ``queue_payload_run``: a stream's items sent as a batch
   (``Connection.send_payloads``): items of one length share one header and
   are joined behind it in one call, a fraction of a ``send_payload`` each
@@ -55,6 +64,7 @@ if TYPE_CHECKING:
     from ._output import Output
 
 __all__ = [
+    "PAYLOAD_FLAGS",
     "PAYLOAD_ITEM",
     "PAYLOAD_ITEM_MASK",
     "PAYLOAD_LAST_ITEM",
@@ -67,7 +77,10 @@ __all__ = [
     "WHOLE_REQUEST_MASK",
     "fnf_event",
     "identity_hash",
+    "new_object",
+    "pack_frame_header",
     "pack_prefix_header",
+    "pack_short_prefix_header",
     "payload_event",
     "payload_frame",
     "payload_run",
@@ -110,13 +123,20 @@ WHOLE_REQUEST_MASK = (_TYPE_MASK & ~REQUEST_FNF_BIT) | FLAG_FOLLOWS | FLAG_COMPL
 _PREFIX_HEADER = Struct(">BHIH")  # 24-bit length (hi byte, lo 16 bits), stream ID, type/flags
 pack_prefix_header: Callable[[int, int, int, int], bytes] = _PREFIX_HEADER.pack
 unpack_prefix_header: Callable[[bytes, int], tuple[int, int, int, int]] = _PREFIX_HEADER.unpack_from
-unpack_frame_header: Callable[[bytes], tuple[int, int]] = Struct(">IH").unpack_from
+_FRAME_HEADER = Struct(">IH")  # stream ID, type/flags
+pack_frame_header: Callable[[int, int], bytes] = _FRAME_HEADER.pack
+unpack_frame_header: Callable[[bytes], tuple[int, int]] = _FRAME_HEADER.unpack_from
+#: 24-bit length (its high byte 0) + stream ID + type/flags: the prefixed
+#: header of a frame below 64 KiB in one pack.
+pack_short_prefix_header: Callable[[int, int, int], bytes] = Struct(">xHIH").pack
 
 # ----------------------------------------------------------------------------
 # Events without the frozen __init__ (rsocket_event_builder: the frozen
 # dataclass __init__ goes through object.__setattr__ per field)
 
 _new = object.__new__
+#: ``object.__new__``: the codec's PAYLOAD fast paths build a frame with it.
+new_object: Callable[[type], Any] = object.__new__
 
 
 def _builder(cls: type) -> Any:
@@ -227,7 +247,7 @@ if PayloadFrame.__slots__ != _PAYLOAD_FIELDS:  # pragma: no cover
     raise ImportError("PayloadFrame fields changed: update payload_frame")
 
 #: (follows, complete, next, ignore) for each value of the 10 flag bits.
-_PAYLOAD_FLAGS: tuple[tuple[bool, bool, bool, bool], ...] = tuple(
+PAYLOAD_FLAGS: tuple[tuple[bool, bool, bool, bool], ...] = tuple(
     (bool(f & FLAG_FOLLOWS), bool(f & FLAG_COMPLETE), bool(f & FLAG_NEXT), bool(f & FLAG_IGNORE))
     for f in range(FLAGS_MASK + 1)
 )
@@ -239,7 +259,7 @@ def payload_frame(stream_id: int, data: bytes, tf: int) -> PayloadFrame:
     frame.stream_id = stream_id
     frame.data = data
     frame.metadata = None
-    frame.follows, frame.complete, frame.next, frame.ignore = _PAYLOAD_FLAGS[tf & FLAGS_MASK]
+    frame.follows, frame.complete, frame.next, frame.ignore = PAYLOAD_FLAGS[tf & FLAGS_MASK]
     return frame
 
 

@@ -6,7 +6,7 @@ boundaries (WebSocket) leave the prefix out and use ``_codec`` directly.
 
 - ``LengthPrefixSplitter``: bytes in, complete frame bodies (``bytes``) out.
 - ``FrameReader``: bytes in, decoded frames out (PAYLOAD frames without
-  metadata built from their header, ``_fast.payload_frame``).
+  metadata built from their header, ``_fast.payload_frame`` inline).
 - ``encode_frame_prefixed`` / ``encode_frames_prefixed`` / ``prefix_frames``:
   frames (or already-encoded frames) out, prefixed, joined once.
 
@@ -34,8 +34,20 @@ from typing import Any
 from .._errors import RemoteProtocolError
 from ._codec import HEADER_LENGTH, decode_frame
 from ._encode import encode_frame, encode_payload, prefix_length
-from ._fast import PAYLOAD_NO_METADATA_MASK, T_PAYLOAD, payload_frame, unpack_prefix_header
+from ._fast import (
+    PAYLOAD_FLAGS,
+    PAYLOAD_NO_METADATA_MASK,
+    T_PAYLOAD,
+    new_object,
+    pack_short_prefix_header,
+    unpack_prefix_header,
+)
 from ._frames import (
+    FLAG_COMPLETE,
+    FLAG_FOLLOWS,
+    FLAG_IGNORE,
+    FLAG_NEXT,
+    FLAGS_MASK,
     MAX_FRAME_LENGTH,
     MAX_STREAM_ID,
     ErrorCode,
@@ -193,6 +205,9 @@ class FrameReader(_Buffered):
         limit = self.max_frame_size
         end = len(buf)
         off = 0
+        new = new_object
+        payload = PayloadFrame
+        flag_table = PAYLOAD_FLAGS
         last = end - 9  # a complete frame starting at off needs off + 9 <= end
         # Fast path: a complete frame whose prefix and header are both here,
         # PAYLOAD without metadata, stream ID without the reserved bit, and a
@@ -207,7 +222,17 @@ class FrameReader(_Buffered):
                 and off + 9 <= stop <= end
                 and length <= limit
             ):
-                append(payload_frame(sid, buf[off + 9 : stop], tf))
+                # _fast.payload_frame inline: bench_codec "decode stream in
+                # 64 KiB chunks" 1.9M frames/s (11.2x rsocket-py) against
+                # 1.6M (10.7x) through the call (see _fast's docstring).
+                frame = new(payload)
+                frame.stream_id = sid
+                frame.data = buf[off + 9 : stop]
+                frame.metadata = None
+                frame.follows, frame.complete, frame.next, frame.ignore = flag_table[
+                    tf & FLAGS_MASK
+                ]
+                append(frame)
                 off = stop
                 continue
             if length > limit or length < HEADER_LENGTH:
@@ -238,6 +263,24 @@ def encode_frame_prefixed(frame: Frame) -> bytes:
     whatever ``encode_frame`` raises).
     """
     if type(frame) is PayloadFrame:
+        # encode_payload(frame, prefixed=True) inline for a PAYLOAD without
+        # metadata below 64 KiB: bench_codec "encode per frame with length
+        # prefix" 3.5M frames/s (10.0x rsocket-py) against 2.1M (7.6x)
+        # through the call (see _fast's docstring).
+        sid = frame.stream_id
+        data = frame.data
+        length = HEADER_LENGTH + len(data)
+        if frame.metadata is None and 0 <= sid <= MAX_STREAM_ID and length <= 0xFFFF:
+            tf = T_PAYLOAD
+            if frame.follows:
+                tf |= FLAG_FOLLOWS
+            if frame.complete:
+                tf |= FLAG_COMPLETE
+            if frame.next:
+                tf |= FLAG_NEXT
+            if frame.ignore:
+                tf |= FLAG_IGNORE
+            return pack_short_prefix_header(length, sid, tf) + data
         return encode_payload(frame, prefixed=True)
     body = encode_frame(frame)
     return prefix_length(len(body)) + body
@@ -256,10 +299,30 @@ def prefix_frames(frames: Iterable[bytes]) -> bytes:
 def encode_frames_prefixed(frames: Iterable[Frame]) -> bytes:
     """Encode, length-prefix and join many frames (one join): the same bytes
     as joining ``encode_frame_prefixed`` of each frame."""
+    parts: list[bytes] = []
+    append = parts.append
+    pack = pack_short_prefix_header
     payload = PayloadFrame
-    return b"".join(
-        [
-            encode_payload(f, True) if type(f) is payload else encode_frame_prefixed(f)
-            for f in frames
-        ]
-    )
+    for frame in frames:
+        # encode_frame_prefixed's PAYLOAD path inline again: bench_codec
+        # "encode all N frames into one stream" 3.7M frames/s (10.6x
+        # rsocket-py) against 2.1M (8.3x) through a call per frame.
+        if type(frame) is payload and frame.metadata is None:
+            sid = frame.stream_id
+            data = frame.data
+            length = HEADER_LENGTH + len(data)
+            if 0 <= sid <= MAX_STREAM_ID and length <= 0xFFFF:
+                tf = T_PAYLOAD
+                if frame.follows:
+                    tf |= FLAG_FOLLOWS
+                if frame.complete:
+                    tf |= FLAG_COMPLETE
+                if frame.next:
+                    tf |= FLAG_NEXT
+                if frame.ignore:
+                    tf |= FLAG_IGNORE
+                append(pack(length, sid, tf))
+                append(data)
+                continue
+        append(encode_frame_prefixed(frame))
+    return b"".join(parts)

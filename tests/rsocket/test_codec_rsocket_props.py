@@ -80,10 +80,11 @@ def test_arbitrary_known_type_bytes_raise_only_remote_protocol_error(data: bytes
 
 @given(frames(PayloadFrame), st.sampled_from([b"", bytes.fromhex("000006 00000001 2400")]))
 def test_payload_fast_paths_agree_with_the_general_ones(frame: PayloadFrame, pad: bytes) -> None:
-    """encode_frame / encode_frame_prefixed / encode_frames_prefixed share one
-    PAYLOAD encoder, decode_frame / FrameReader.feed build PAYLOADs from their
-    header (_fast.payload_frame); all must match the general encoding and
-    _dec_payload, and set every field (``repr`` reads them all)."""
+    """encode_frame / encode_frame_prefixed / encode_frames_prefixed and
+    decode_frame / FrameReader.feed each carry an inline copy of the PAYLOAD
+    path (docs/performance.md, "RSocket frame codec"); all must match
+    encode_payload and _dec_payload, and set every field (``repr`` reads
+    them all)."""
     encoded = encode_frame(frame)
     assert encoded == encode_payload(frame)
     prefixed = len(encoded).to_bytes(3, "big") + encoded

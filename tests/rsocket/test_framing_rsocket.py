@@ -54,6 +54,35 @@ def test_encoders_agree() -> None:
     assert prefix_frames([]) == b"" == encode_frames_prefixed([])
 
 
+@pytest.mark.parametrize("size", [0xFFFF - 7, 0xFFFF - 6, 0xFFFF - 5, 0xFFFF - 4])
+@pytest.mark.parametrize("sid", [0, 1, 0x7FFFFFFF])
+def test_rsocket_payload_copies_agree_at_their_limits(size: int, sid: int) -> None:
+    """encode_frame, encode_frame_prefixed and encode_frames_prefixed each
+    have their own PAYLOAD path (the prefixed ones only below 64 KiB);
+    around that limit and at the stream-ID bounds all give the same bytes,
+    and decode_frame / FrameReader.feed give the frame back."""
+    frame = PayloadFrame(sid, bytes(size), None, follows=True, complete=True, next=True)
+    body = encode_frame(frame)
+    assert body[:6] == bytes.fromhex(f"{sid:08x}") + bytes.fromhex("28e0")  # PAYLOAD, F C N
+    prefixed = len(body).to_bytes(3, "big") + body
+    assert encode_frame_prefixed(frame) == prefixed
+    assert encode_frames_prefixed([frame, CancelFrame(1), frame]) == b"".join(
+        (prefixed, encode_frame_prefixed(CancelFrame(1)), prefixed)
+    )
+    assert decode_frame(body) == frame
+    assert FrameReader().feed(prefixed * 2) == [frame, frame]
+
+
+@pytest.mark.parametrize("sid", [-1, 0x80000000])
+def test_rsocket_stream_id_out_of_range_rejected_by_every_payload_encoder(sid: int) -> None:
+    """The 31-bit stream ID (spec: Frame Header Format): each PAYLOAD copy
+    leaves an out-of-range ID to the checked path, which raises."""
+    frame = PayloadFrame(sid, b"x", None, next=True)
+    for encode in (encode_frame, encode_frame_prefixed, lambda f: encode_frames_prefixed([f])):
+        with pytest.raises(LocalProtocolError, match="stream ID"):
+            encode(frame)
+
+
 def test_encode_prefixed_rejects_frame_over_24_bits() -> None:
     big = PayloadFrame(1, bytes(MAX_FRAME_LENGTH - 6 + 1))
     with pytest.raises(LocalProtocolError):
