@@ -52,11 +52,13 @@ SCENARIOS: dict[str, tuple[str, int, int, int]] = {
 TARGETS = {"stream16": 400_000, "stream1k": 300_000, "rr_seq": 15_000, "rr_seq_pub": 15_000,
            "rr64": 100_000, "fnf16": 400_000}
 IMPLS = ("sansrs", "rsocketpy", "raw", "sansrs-ws", "rsocketpy-ws", "sansrs-selector")
+#: Sequential request-response only: the asyncio client and its raw baseline.
+ASYNCIO_IMPLS = ("sansrs-asyncio", "raw-asyncio")
 WS_PATH = "/rsocket"
 
 
 def server_command(impl: str) -> list[str]:
-    if impl == "sansrs":
+    if impl in ("sansrs", "sansrs-asyncio"):
         return [PY, "-m", "sansrs", "serve", "tcp://127.0.0.1:0"]
     if impl == "sansrs-ws":
         return [PY, "-m", "sansrs", "serve", f"ws://127.0.0.1:0{WS_PATH}"]
@@ -111,7 +113,19 @@ def run_client(impl: str, port: int, kind: str, count: int, arg: int) -> float:
 
 
 def client_main(impl: str, port: int, kind: str, count: int, arg: int) -> None:
-    if impl == "raw":
+    if impl == "raw-asyncio":
+        sys.path.insert(0, str(HERE))
+        import raw_peer
+
+        start = time.perf_counter()
+        done = raw_peer.request_response_asyncio(port, count)
+    elif impl == "sansrs-asyncio":
+        sys.path.insert(0, str(HERE))
+        from sansrs_client import run_asyncio
+
+        start = time.perf_counter()
+        done = run_asyncio(f"tcp://127.0.0.1:{port}", kind, count, arg)
+    elif impl == "raw":
         sys.path.insert(0, str(HERE))
         import raw_peer
 
@@ -182,7 +196,8 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--only", action="append", choices=sorted(SCENARIOS))
-    parser.add_argument("--impl", action="append", choices=IMPLS)
+    parser.add_argument("--impl", action="append", choices=IMPLS + ASYNCIO_IMPLS,
+                        help="implementations (the asyncio pair runs rr_seq only)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply message counts")
     parser.add_argument("--verbose", action="store_true", help="every run's rate, on stderr")
     parser.add_argument("--memory", type=int, metavar="ITEMS",
@@ -211,13 +226,14 @@ def main() -> None:
     print("| --- " * (len(impls) + 6) + "|")
     for name in names:
         kind, count, arg, rp_count = SCENARIOS[name]
-        rates: dict[str, list[float]] = {impl: [] for impl in impls}
+        here = [i for i in impls if i not in ASYNCIO_IMPLS or name == "rr_seq"]
+        rates: dict[str, list[float]] = {impl: [] for impl in here}
         with ExitStack() as stack:
             # Every server up at once; the runs alternate between them (the
             # order turning each round), so load on the machine hits all alike.
-            ports = {impl: stack.enter_context(server(impl))[0] for impl in impls}
+            ports = {impl: stack.enter_context(server(impl))[0] for impl in here}
             for i in range(args.runs):
-                for impl in impls[i % len(impls):] + impls[: i % len(impls)]:
+                for impl in here[i % len(here):] + here[: i % len(here)]:
                     n = int((rp_count if impl.startswith("rsocketpy") else count) * args.scale)
                     if kind in ("rr", "rrc"):
                         n -= n % arg
@@ -232,7 +248,11 @@ def main() -> None:
         if "rsocketpy-ws" in rates:  # over WebSocket too
             ratio_rp += f" (ws {paired(rates, 'sansrs-ws', 'rsocketpy-ws', 1)})"
         ratio_sel = paired(rates, "sansrs-selector", "sansrs")
-        cells = " | ".join(f"{medians[i]:,.0f}" for i in impls)
+        if "sansrs-selector" in rates and "raw" in rates:
+            ratio_raw += f" (selector {paired(rates, 'sansrs-selector', 'raw')})"
+        if "sansrs-asyncio" in rates and "raw-asyncio" in rates:
+            ratio_raw += f" (asyncio {paired(rates, 'sansrs-asyncio', 'raw-asyncio')})"
+        cells = " | ".join(f"{medians[i]:,.0f}" if i in medians else "-" for i in impls)
         print(f"| {name} | {cells} | {ratio_rp} | {ratio_raw} | {ratio_ws} | {ratio_sel} | "
               f">= {TARGETS[name]:,} |", flush=True)
 
