@@ -393,6 +393,8 @@ class LoopConnection:
                     return
                 ready = poller.poll(wait * 1000)
                 now = time.monotonic()
+                if self._missed:  # the reactor wants it: it reads from now on
+                    return
                 for ready_fd, _ in ready:
                     if ready_fd == fd:
                         self._read(now)

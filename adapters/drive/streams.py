@@ -38,6 +38,7 @@ from .sources import (
     ThreadedSource,
     is_publisher,
     make_source,
+    weight,
 )
 
 __all__ = [
@@ -185,6 +186,19 @@ def check_prefetch(prefetch: int, maximum: int = MAX_DEMAND) -> int:
     return prefetch
 
 
+#: Bytes an outbound stream pulls from an iterator at once (the batch path):
+#: 16-byte items go 1,024 at a time, 128 KiB ones one by one.
+BATCH_BYTES = 128 * 1024
+_BATCH_MAX = 1024
+
+
+def _batch_items(item_weight: int) -> int:
+    """Items of the next batch, from what an item weighed (0: not known yet)."""
+    if not item_weight:
+        return 16
+    return max(1, min(_BATCH_MAX, BATCH_BYTES // item_weight))
+
+
 class Outbound(Generic[T]):
     """One outbound stream, pulled from ``source`` only within the peer's credit.
 
@@ -210,6 +224,7 @@ class Outbound(Generic[T]):
         "_held",
         "_pull_many",
         "_ready",
+        "_weight",
         "credit",
         "finished",
         "source",
@@ -233,8 +248,10 @@ class Outbound(Generic[T]):
         self._pull_many: Callable[[list[T], int], bool] | None = (
             pull_many if emit_many is not None else None
         )
-        #: The batch path: items pulled and not yet sent, in order.
+        #: The batch path: items pulled and not yet sent, in order, and what
+        #: the last batch's items weighed (bytes; sizes the next batch).
         self._held: list[T] = []
+        self._weight = 0
         self._complete = complete
         self._fail = fail
         self.credit = 0
@@ -311,15 +328,20 @@ class Outbound(Generic[T]):
         emit_many = self._emit_many
         assert pull_many is not None and emit_many is not None
         held = self._held
+        ready = self._ready
         steps = min(self.credit, budget)
         sent = 0
         try:
             while sent < steps:
                 if self._ahead is PENDING and len(held) <= steps - sent:
-                    # Enough for the steps left and one more: the one more
-                    # says whether the last sent is the source's last.
+                    if ready is not None and not ready() and not held:
+                        return True  # the transport is behind: resume on a later turn
+                    # A batch of about BATCH_BYTES, and one more item: it says
+                    # whether the last one sent is the source's last. Memory
+                    # stays at a batch beyond what the transport holds.
+                    want = min(steps - sent - len(held), _batch_items(self._weight)) + 1
                     try:
-                        if not pull_many(held, steps - sent - len(held) + 1):
+                        if not pull_many(held, want):
                             self._ahead = END
                     except Exception as exc:  # sent after the items pulled before it
                         self._ahead = _Failed(exc)
@@ -336,6 +358,7 @@ class Outbound(Generic[T]):
                 if final:
                     self._emit(held[take - 1], True)
                     n += 1
+                self._weight = max(1, weight(held[0]))  # sizes the next batch
                 del held[:n]
                 sent += n
                 if final:
