@@ -289,7 +289,9 @@ class CreditQueue(Generic[T]):
             # One wake-up per sleep: without the reset, every put until the
             # consumer actually runs would pay for Event.set (a lock each).
             self._waiting = False
-            self._event.set()  # type: ignore[union-attr]  # made before the flag
+            event = self._event  # made before the flag
+            if event is not None:
+                event.set()
 
     def put_many(self, batch: list[T]) -> None:
         """:meth:`put` for several items at once (one check, one wake-up)."""
@@ -303,7 +305,9 @@ class CreditQueue(Generic[T]):
         self._items.extend(batch)
         if self._waiting:
             self._waiting = False
-            self._event.set()  # type: ignore[union-attr]  # made before the flag
+            event = self._event  # made before the flag
+            if event is not None:
+                event.set()
 
     def finish(self, error: BaseException | None = None) -> None:
         """End the stream after the queued items: normally, or with ``error``."""
