@@ -45,7 +45,7 @@ import enum
 from collections.abc import Callable
 from functools import partial
 from struct import Struct
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ._frames import (
     FLAG_COMPLETE,
@@ -59,9 +59,6 @@ from ._frames import (
     PayloadFrame,
 )
 from .events import FireAndForgetReceived, PayloadReceived, RequestResponseReceived
-
-if TYPE_CHECKING:
-    from ._output import Output
 
 __all__ = [
     "PAYLOAD_FLAGS",
@@ -277,7 +274,18 @@ def identity_hash(cls: type[E]) -> type[E]:
     return cls
 
 
-def queue_payload_run(out: Output, stream_id: int, items: list[bytes], credit: int) -> int:
+class _Queued(Protocol):
+    """What ``queue_payload_run`` uses of ``_output.Output`` (not imported:
+    ``_output`` imports this module's neighbours)."""
+
+    pieces: list[bytes]
+    size: int
+    limit: int
+    sent_position: int
+    fast_payload_max: int
+
+
+def queue_payload_run(out: _Queued, stream_id: int, items: list[bytes], credit: int) -> int:
     """Queue PAYLOAD (NEXT) frames for a leading run of ``items`` on
     ``out``, as ``send_payload``'s first path would one by one: at most
     ``credit``, while the output is below its limit before each, each item
