@@ -15,6 +15,9 @@ medians.
 
 ``sansrs-ws`` / ``rsocketpy-ws``: the same over WebSocket (``ws://``, one
 frame per binary message), compared with TCP in the ``ws/tcp`` column.
+``sansrs-selector``: both ends on the selector loop. ``sansrs-asyncio`` /
+``raw-asyncio`` (``rr_seq`` only): the asyncio client against ``sansrs
+serve``, and a ping-pong over asyncio streams against the raw server.
 
 Servers: ``python -m sansrs serve`` (the demo responder), ``rsocketpy_peer.py
 serve`` (the same contract on rsocket-py) and ``raw_peer.py serve``.
@@ -215,7 +218,7 @@ def main() -> None:
     if args.memory:
         memory_check(args.memory)
         return
-    impls = args.impl or list(IMPLS)
+    impls = args.impl or list(IMPLS + ASYNCIO_IMPLS)
     names = args.only or list(SCENARIOS)
     print(f"bench_tcp: {args.runs} runs, medians; {os.cpu_count()} CPUs; Python "
           f"{sys.version.split()[0]}")

@@ -131,6 +131,7 @@ class LoopConnection:
         self._direct_ident: int | None = None  # the thread in a direct call
         self._direct_waker: Wakeup | None = None  # wakes it while it waits
         self._missed = False  # the reactor wanted a turn during a direct call
+        self._direct_ok: bool = getattr(loop, "direct_calls", False)
 
     # -- any thread (Driver) -------------------------------------------------
     def start(self) -> None:
@@ -322,7 +323,7 @@ class LoopConnection:
         hands ``call`` over with :meth:`call_soon`. True once ``call`` ran
         here: what it waits for arrives in its sink either way (read here,
         or by the reactor after a hand-back)."""
-        if self._done or not getattr(self._loop, "direct_calls", False):
+        if self._done or not self._direct_ok:
             return False
         if not self._drive.acquire(False):
             return False
