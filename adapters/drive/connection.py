@@ -320,7 +320,8 @@ class LoopConnection:
         Only while the connection is idle: False (nothing done) if the
         reactor is running a turn for it or another thread is in a direct
         call, or the reactor does not allow direct calls; the caller then
-        hands ``call`` over with :meth:`call_soon`. True once ``call`` ran
+        hands ``call`` over with :meth:`call_soon`. Calls other threads
+        queued before it run first, here. True once ``call`` ran
         here: what it waits for arrives in its sink either way (read here,
         or by the reactor after a hand-back)."""
         if self._done or not self._direct_ok:
@@ -330,9 +331,11 @@ class LoopConnection:
         wait = False
         interest = self._interest
         try:
-            if self._done or self._inbox.items:  # calls queued before this one go first
+            if self._done:
                 return False
             self._direct_ident = threading.get_ident()
+            if self._inbox.items:  # calls queued before this one go first
+                self._run_calls()
             # The reactor stops watching the socket before the request goes:
             # the answer is this thread's to read (a reactor woken by it would
             # find the connection taken and have to hand it back).
