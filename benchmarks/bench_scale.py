@@ -10,9 +10,10 @@ phases, each against a fresh server:
 - ``baseline``: ``--baseline`` connections (100), every one streaming;
 - ``scale``: ``--connections`` (10,000), of which ``--streaming`` (1,000)
   stream and the others stay idle, their RSocket keepalive running every
-  ``--keepalive`` seconds (5 s, a quarter of RSocket's usual 20 s: 1,800
-  KEEPALIVE frames a second each way; ``--keepalive 1`` is the stress case,
-  9,000 a second, each costing a write and a read on both sides).
+  ``--keepalive`` seconds (20 s, RSocket's usual interval and sansrs's
+  default: 450 KEEPALIVE frames a second each way; ``--keepalive 5`` and
+  ``--keepalive 1`` are the stress cases, 1,800 and 9,000 a second, each
+  costing a write and a read on both sides).
 
 A streaming connection runs request-streams of ``--items`` items x
 ``--size`` B one after another (Publisher API, demand 64 refilled at half)
@@ -161,7 +162,7 @@ def run_phase(
         # keepalive rounds pass before the measurement.
         for c in clients:
             c.request_response(b"ping", timeout=60)
-        time.sleep(2 * keepalive)
+        time.sleep(2.0)  # the first keepalives go
         server_rss = _proc_kib(proc.pid, "VmRSS")
         client_rss = _proc_kib(os.getpid(), "VmRSS")
         request = json.dumps({"n": items, "size": size})
@@ -215,6 +216,11 @@ def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "_serve":
         _serve(int(sys.argv[2]))
         return
+    if len(sys.argv) == 3 and sys.argv[1] == "_phase":
+        connections, streaming, keepalive, seconds, items, size = json.loads(sys.argv[2])
+        raise_fd_limit(connections + SPARE_FDS)
+        print(json.dumps(run_phase(connections, streaming, keepalive, seconds, items, size)))
+        return
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -223,7 +229,8 @@ def main() -> None:
     parser.add_argument("--streaming", type=int, default=1_000)
     parser.add_argument("--baseline", type=int, default=100,
                         help="connections of the baseline phase, every one streaming")
-    parser.add_argument("--keepalive", type=float, default=5.0, help="keepalive interval (s)")
+    parser.add_argument("--keepalive", type=float, default=20.0,
+                        help="keepalive interval (s; RSocket's usual 20 s)")
     parser.add_argument("--seconds", type=float, default=10.0, help="measured window (s)")
     parser.add_argument("--items", type=int, default=1000, help="items per stream")
     parser.add_argument("--size", type=int, default=16, help="bytes per item")
@@ -238,8 +245,13 @@ def main() -> None:
     results: dict[str, list[dict[str, Any]]] = {p: [] for p in phases}
     for run in range(args.runs):
         for name, (connections, streaming) in phases.items():  # alternating
-            r = run_phase(connections, streaming, args.keepalive, args.seconds, args.items,
-                          args.size)
+            # Each phase's client in a process of its own: its RSS is its own.
+            command = [PY, __file__, "_phase", json.dumps(
+                [connections, streaming, args.keepalive, args.seconds, args.items, args.size])]
+            out = subprocess.run(command, capture_output=True, text=True, check=False)
+            if out.returncode:
+                sys.exit(f"{name} phase failed:\n{out.stderr[-2000:]}")
+            r = json.loads(out.stdout.strip().splitlines()[-1])
             results[name].append(r)
             print(f"# run {run + 1} {name}: " + ", ".join(
                 f"{k}={v:,.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()
