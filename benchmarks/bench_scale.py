@@ -51,6 +51,9 @@ from pathlib import Path
 from typing import Any
 
 PY = sys.executable
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_connections import _Streams  # noqa: E402
+
 #: Descriptors a process needs beyond one per connection (listener, wake-up
 #: socketpairs, stdio, imports).
 SPARE_FDS = 64
@@ -93,47 +96,6 @@ def _proc_kib(pid: int, field: str) -> int:
     return 0
 
 
-class _Streams:
-    """Request-streams one after another on one connection until stopped;
-    counts the items (all on the loop thread)."""
-
-    def __init__(self, client: Any, request: str, window: int) -> None:
-        self.client = client
-        self.request = request
-        self.window = window
-        self.items = 0
-        self.stopped = threading.Event()
-        self.stopping = False
-        self.error: BaseException | None = None
-        self.subscription: Any = None
-        self.since_request = 0
-
-    def start(self) -> None:
-        if self.stopping:
-            self.stopped.set()
-            return
-        self.client.stream_publisher(self.request).subscribe(self)
-
-    def on_subscribe(self, subscription: Any) -> None:
-        self.subscription = subscription
-        self.since_request = 0
-        subscription.request(self.window)
-
-    def on_next(self, item: Any) -> None:
-        self.items += 1
-        self.since_request += 1
-        if self.since_request >= self.window // 2:
-            self.subscription.request(self.since_request)
-            self.since_request = 0
-
-    def on_error(self, error: BaseException) -> None:
-        self.error = error
-        self.stopped.set()
-
-    def on_complete(self) -> None:
-        self.start()
-
-
 def run_phase(
     connections: int, streaming: int, keepalive: float, seconds: float, items: int, size: int
 ) -> dict[str, Any]:
@@ -166,7 +128,10 @@ def run_phase(
         server_rss = _proc_kib(proc.pid, "VmRSS")
         client_rss = _proc_kib(os.getpid(), "VmRSS")
         request = json.dumps({"n": items, "size": size})
-        runners = [_Streams(c, request, 64) for c in clients[:streaming]]
+        # Streams one after another on each connection (bench_connections.py's
+        # runner), until told to stop: its streams left set to none.
+        done = threading.Semaphore(0)
+        runners = [_Streams(c, 1 << 62, request, done, 64) for c in clients[:streaming]]
         for r in runners:
             r.start()
         time.sleep(1.0)  # every stream under way
@@ -176,9 +141,9 @@ def run_phase(
         window = time.perf_counter() - t0
         counted = sum(r.items for r in runners) - before
         for r in runners:
-            r.stopping = True
-        for r in runners:
-            if not r.stopped.wait(120):
+            r.left = 0  # the stream under way finishes, no other starts
+        for _ in runners:
+            if not done.acquire(timeout=120):
                 raise TimeoutError("a stream did not stop")
         errors = [r.error for r in runners if r.error is not None]
         if errors:

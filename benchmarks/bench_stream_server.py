@@ -29,13 +29,15 @@ import json
 import os
 import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_tcp import server_process
 
 from sansrs.rsocket import (
     FLAG_COMPLETE,
@@ -178,20 +180,8 @@ def server_command(name: str, n: int, size: int) -> list[str]:
 
 @contextmanager
 def server(name: str, n: int, size: int) -> Iterator[int]:
-    proc = subprocess.Popen(server_command(name, n, size), stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().split()
-        if not line or line[0] != "READY":
-            raise RuntimeError(f"{name} server did not start: {line}")
-        yield int(line[1].rsplit(":", 1)[-1].split("/")[0])
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+    with server_process(server_command(name, n, size), name) as (port, _):
+        yield port
 
 
 def main() -> None:

@@ -76,12 +76,20 @@ def server_command(impl: str) -> list[str]:
 
 @contextmanager
 def server(impl: str) -> Iterator[tuple[int, subprocess.Popen[str]]]:
-    proc = subprocess.Popen(server_command(impl), stdout=subprocess.PIPE, text=True)
+    with server_process(server_command(impl), impl) as started:
+        yield started
+
+
+@contextmanager
+def server_process(command: list[str], name: str) -> Iterator[tuple[int, subprocess.Popen[str]]]:
+    """A server in a process of its own that prints ``READY <port or URL>``:
+    (its port, the process); terminated on exit."""
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline().split()
         if not line or line[0] != "READY":
-            raise RuntimeError(f"{impl} server did not start: {line}")
+            raise RuntimeError(f"{name} server did not start: {line}")
         port = int(line[1].rsplit(":", 1)[-1].split("/")[0])  # PORT, or a URL with one
         yield port, proc
     finally:

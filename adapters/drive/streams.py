@@ -193,9 +193,10 @@ _BATCH_MAX = 1024
 
 
 def _batch_items(item_weight: int) -> int:
-    """Items of the next batch, from what an item weighed (0: not known yet)."""
+    """Items of the next batch, from what an item weighed (0: not known yet:
+    one, to learn it)."""
     if not item_weight:
-        return 16
+        return 1
     return max(1, min(_BATCH_MAX, BATCH_BYTES // item_weight))
 
 
@@ -310,15 +311,21 @@ class Outbound(Generic[T]):
                 return False
         self.credit = credit - sent
         self._ahead = ahead
-        if isinstance(ahead, _Failed):
+        if self._ended(ahead):
+            return False
+        return self.credit > 0 and ahead is not PENDING
+
+    def _ended(self, ahead: Any) -> bool:
+        """The source has ended (``END``) or failed: say so to the peer. True then."""
+        if type(ahead) is _Failed:
             self.finished = True
             self._fail(ahead.error)
-            return False
+            return True
         if ahead is END:
             self.finished = True
             self._complete()
-            return False
-        return self.credit > 0 and ahead is not PENDING
+            return True
+        return False
 
     def _pump_batches(self, budget: int) -> bool:
         """:meth:`pump` for a source that can ``pull_many``. ``_held`` holds
@@ -370,15 +377,8 @@ class Outbound(Generic[T]):
         finally:
             self.credit -= sent
         ahead = self._ahead
-        if not held:
-            if type(ahead) is _Failed:
-                self.finished = True
-                self._fail(ahead.error)
-                return False
-            if ahead is END:
-                self.finished = True
-                self._complete()
-                return False
+        if not held and self._ended(ahead):
+            return False
         return self.credit > 0 and (bool(held) or ahead is PENDING)
 
     def _pull(self) -> Any:

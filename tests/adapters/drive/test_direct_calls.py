@@ -218,21 +218,27 @@ def test_a_direct_wait_times_out_and_cancels(
         assert client.request_response(b"next", timeout=WAIT) == Payload(b"answer:next")
 
 
-def test_a_lost_connection_ends_a_direct_wait(
-    gate: tuple[Gate, str], loop_kind: str | Loop
-) -> None:
-    handler, url = gate
-    client = connect(url, loop=loop_kind)
+def _waiting(client: Any, data: bytes) -> tuple[threading.Thread, queue.Queue[BaseException]]:
+    """A thread blocked in ``request_response(data)``, and where its error goes."""
     errors: queue.Queue[BaseException] = queue.Queue()
 
     def wait() -> None:
         try:
-            client.request_response(b"slow-l", timeout=WAIT)
+            client.request_response(data, timeout=WAIT)
         except BaseException as exc:
             errors.put(exc)
 
     waiter = threading.Thread(target=wait)
     waiter.start()
+    return waiter, errors
+
+
+def test_a_lost_connection_ends_a_direct_wait(
+    gate: tuple[Gate, str], loop_kind: str | Loop
+) -> None:
+    handler, url = gate
+    client = connect(url, loop=loop_kind)
+    waiter, errors = _waiting(client, b"slow-l")
     assert handler.arrived.get(timeout=WAIT) == b"slow-l"
     client.abort()  # from another thread, while the waiter holds the connection
     waiter.join(WAIT)
@@ -243,16 +249,7 @@ def test_stopping_the_loop_ends_a_direct_wait_at_once(gate: tuple[Gate, str]) ->
     handler, url = gate
     loop = Loop(name="direct-stop").start()
     client = connect(url, loop=loop)
-    errors: queue.Queue[BaseException] = queue.Queue()
-
-    def wait() -> None:
-        try:
-            client.request_response(b"slow-s", timeout=WAIT)
-        except BaseException as exc:
-            errors.put(exc)
-
-    waiter = threading.Thread(target=wait)
-    waiter.start()
+    waiter, errors = _waiting(client, b"slow-s")
     assert handler.arrived.get(timeout=WAIT) == b"slow-s"
     assert loop.stop(WAIT, abort=True)
     waiter.join(WAIT)
