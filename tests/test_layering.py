@@ -225,7 +225,7 @@ def test_nothing_cites_files_outside_the_repository() -> None:
         for n, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
         if CITED_OUTSIDE.search(line)
     ]
-    assert bad == [], "users have no DESIGN.md or shared/: cite docs/ or the public spec"
+    assert bad == [], "cite docs/ or the public spec: users have only the repository"
 
 
 TESTS = ROOT / "tests"
