@@ -10,6 +10,10 @@ side had a core of its own, are ``1e6 / max(client, server)`` per second.
 
     .venv/bin/python benchmarks/bench_cpu_per_op.py --runs 3
     .venv/bin/python benchmarks/bench_cpu_per_op.py --only fnf16 --scale 0.5
+    .venv/bin/python benchmarks/bench_cpu_per_op.py --impl sansrs --impl sansrs-ws
+
+``--impl``: ``sansrs`` (TCP, the default), ``sansrs-ws`` (``ws://``),
+``sansrs-selector`` (both ends on the selector loop).
 
 Prints a markdown table: median of ``--runs`` per scenario, microseconds of
 CPU per message (request-stream item, request-response round trip, fire-and-
@@ -28,7 +32,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_tcp import SCENARIOS, server  # noqa: E402
+from bench_tcp import SCENARIOS, WS_PATH, server  # noqa: E402
 from sansrs_client import run  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -41,17 +45,23 @@ def _process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def measure(name: str, scale: float) -> tuple[float, float, float]:
+IMPLS = ("sansrs", "sansrs-ws", "sansrs-selector")
+
+
+def measure(name: str, scale: float, impl: str = "sansrs") -> tuple[float, float, float]:
     """(client µs/op, server µs/op, wall seconds) for one run of ``name``."""
     kind, count, arg, _ = SCENARIOS[name]
     count = max(1, int(count * scale))
-    with server("sansrs") as (port, proc):
-        url = f"tcp://127.0.0.1:{port}"
-        run(url, "rr", 200, 1)  # warm both sides (imports, first connection)
+    if kind in ("rr", "rrc"):
+        count -= count % arg
+    loop = "selector" if impl == "sansrs-selector" else "thread"
+    with server(impl) as (port, proc):
+        url = f"ws://127.0.0.1:{port}{WS_PATH}" if impl == "sansrs-ws" else f"tcp://127.0.0.1:{port}"
+        run(url, "rr", 200, 1, loop=loop)  # warm both sides (imports, first connection)
         server_before = _process_cpu(proc.pid)
         client_before = time.process_time()
         wall = time.perf_counter()
-        done = run(url, kind, count, arg)
+        done = run(url, kind, count, arg, loop=loop)
         wall = time.perf_counter() - wall
         client = time.process_time() - client_before
         server_cpu = _process_cpu(proc.pid) - server_before
@@ -65,19 +75,25 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--only", action="append", choices=sorted(SCENARIOS))
     parser.add_argument("--scale", type=float, default=0.5, help="multiply message counts")
+    parser.add_argument("--impl", action="append", choices=IMPLS)
     args = parser.parse_args()
     names = args.only or list(SCENARIOS)
+    impls = args.impl or ["sansrs"]
     print(f"load average at start: {os.getloadavg()[0]:.2f}")
-    print("| scenario | client µs/op | server µs/op | msg/s the CPU allows | wall s |")
-    print("| --- | --- | --- | --- | --- |")
+    print("| scenario | impl | client µs/op | server µs/op | msg/s the CPU allows | wall s |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for name in names:
-        results = [measure(name, args.scale) for _ in range(args.runs)]
-        client = statistics.median(r[0] for r in results)
-        server_us = statistics.median(r[1] for r in results)
-        wall = statistics.median(r[2] for r in results)
-        bound = 1e6 / max(client, server_us)
-        print(f"| {name} | {client:.2f} | {server_us:.2f} | {bound:,.0f} | {wall:.2f} |",
-              flush=True)
+        results: dict[str, list[tuple[float, float, float]]] = {i: [] for i in impls}
+        for _ in range(args.runs):  # implementations alternate run by run
+            for impl in impls:
+                results[impl].append(measure(name, args.scale, impl))
+        for impl in impls:
+            client = statistics.median(r[0] for r in results[impl])
+            server_us = statistics.median(r[1] for r in results[impl])
+            wall = statistics.median(r[2] for r in results[impl])
+            bound = 1e6 / max(client, server_us)
+            print(f"| {name} | {impl} | {client:.2f} | {server_us:.2f} | {bound:,.0f} | "
+                  f"{wall:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -7,25 +7,42 @@ Scenarios (``--events`` events of one thing, each a small Ditto event message):
 - ``ws_iter``: ``sansrs ditto`` server and client over ws://127.0.0.1, the
   client consuming a blocking iterator (prefetch 256), in one process (two
   driver threads);
-- ``ws_iter_p16``: the same with prefetch 16 (more request round trips).
+- ``ws_iter_p16``: the same with prefetch 16 (more request round trips);
+- ``rows``: what a Spark partition of the Ditto history reader does, without
+  Spark: ``partition_reader(ws://...).read(0)`` turning every event into a
+  row (``bench_spark.py``'s history: one event per row over 64 things), the
+  server in a process of its own (as Spark's executors and the driver are);
+- ``rows_raw``: the raw JSON-lines reader of the same rows
+  (``bench_spark.py``'s baseline: length-prefixed JSON records, one
+  ``json.loads`` each), its server in a process of its own.
 
-Each runs ``--runs`` times; the medians (wall-clock events/s, and process CPU
-time per event, which a loaded machine disturbs less) are printed in a markdown
-table with the CPU ratio to the ``core`` baseline.
+Each runs ``--runs`` times (the scenarios taking turns); the medians
+(wall-clock events/s, and process CPU time per event, which a loaded machine
+disturbs less; for ``rows`` and ``rows_raw`` the server's CPU is added) are
+printed in a markdown table with the CPU ratio to the ``core`` baseline, and
+``rows`` against ``rows_raw``.
 
     .venv/bin/python benchmarks/bench_ditto.py --runs 5
     .venv/bin/python benchmarks/bench_ditto.py --runs 3 --events 20000
+    .venv/bin/python benchmarks/bench_ditto.py --only rows rows_raw --runs 5
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
+import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
-from sansrs.adapters.ditto import InMemoryHistory, connect, serve
+from sansrs.adapters.ditto import InMemoryHistory, connect
+from sansrs.adapters.ditto import serve as serve_ditto
 
 from sansrs.ditto import ClientState, DittoClient, DittoServer
 from sansrs.ditto import events as ev
@@ -78,10 +95,73 @@ def run_core(events: list[dict[str, Any]], prefetch: int = 256) -> int:
 
 
 def run_ws(events: list[dict[str, Any]], prefetch: int) -> int:
-    with serve("ws://127.0.0.1:0/ws/2", InMemoryHistory(events)) as srv, connect(srv.url) as c:
+    history_server = serve_ditto("ws://127.0.0.1:0/ws/2", InMemoryHistory(events))
+    with history_server as srv, connect(srv.url) as c:
         n = 0
         for _ in c.subscribe_for_persisted_events(f"{NS}:bench", prefetch=prefetch, timeout=30):
             n += 1
+    return n
+
+
+HERE = Path(__file__).resolve().parent
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _process_cpu(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+@contextmanager
+def _child_server(kind: str, total: int) -> Iterator[tuple[str, int]]:
+    """``serve ditto|raw TOTAL`` in a child process: (its address, its pid)."""
+    proc = subprocess.Popen([sys.executable, str(Path(__file__)), "serve", kind, str(total)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().split()
+        if not line or line[0] != "READY":
+            raise RuntimeError(f"{kind} server did not start: {line}")
+        yield line[1], proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def serve(kind: str, total: int) -> None:
+    """The child process: bench_spark.py's Ditto history, or its raw server."""
+    sys.path.insert(0, str(HERE))
+    import bench_spark
+
+    if kind == "ditto":
+        server = serve_ditto("ws://127.0.0.1:0/ws/2", bench_spark.DittoRows(total))
+        print(f"READY {server.url}", flush=True)
+    else:
+        raw = bench_spark.RawServer(total, 1)
+        threading.Thread(target=raw.serve_forever, daemon=True).start()
+        print(f"READY {raw.server_address[0]}:{raw.server_address[1]}", flush=True)
+    threading.Event().wait()
+
+
+#: The server's CPU seconds of the last ``rows`` / ``rows_raw`` run.
+_last_server_cpu: list[float] = []
+
+
+def run_rows(total: int, raw: bool) -> int:
+    sys.path.insert(0, str(HERE))
+    import bench_spark
+    from sansrs.adapters.spark import partition_reader
+
+    with _child_server("raw" if raw else "ditto", total) as (address, pid):
+        before = _process_cpu(pid)
+        if raw:
+            host, port = address.rsplit(":", 1)
+            rows = bench_spark.raw_reader((host, int(port)))(0, iter(()))
+        else:
+            rows = partition_reader(address, route=bench_spark.DittoRows.NS, partitions=1).read(0)
+        n = sum(1 for _ in rows)
+        _last_server_cpu.append(_process_cpu(pid) - before)
     return n
 
 
@@ -89,36 +169,52 @@ SCENARIOS: dict[str, Callable[[list[dict[str, Any]]], int]] = {
     "core": run_core,
     "ws_iter": lambda events: run_ws(events, 256),
     "ws_iter_p16": lambda events: run_ws(events, 16),
+    "rows": lambda events: run_rows(len(events), raw=False),
+    "rows_raw": lambda events: run_rows(len(events), raw=True),
 }
+#: Scenarios whose server runs in a child process (its CPU is added).
+_CHILD_SERVER = {"rows", "rows_raw"}
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["serve"]:
+        serve(sys.argv[2], int(sys.argv[3]))
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--events", type=int, default=50_000)
     parser.add_argument("--only", nargs="+", choices=sorted(SCENARIOS))
     args = parser.parse_args()
     events = history(args.events)
-    wall: dict[str, float] = {}
-    cpu: dict[str, float] = {}
-    for name in args.only or list(SCENARIOS):
-        walls, cpus = [], []
-        for _ in range(args.runs):
+    names = args.only or [n for n in SCENARIOS if n not in _CHILD_SERVER]
+    walls: dict[str, list[float]] = {n: [] for n in names}
+    cpus: dict[str, list[float]] = {n: [] for n in names}
+    for _ in range(args.runs):  # the scenarios take turns, so load hits them alike
+        for name in names:
             started, cpu_started = time.perf_counter(), time.process_time()
             got = SCENARIOS[name](events)
-            cpus.append((time.process_time() - cpu_started) / args.events * 1e6)
-            walls.append(args.events / (time.perf_counter() - started))
+            cpu_used = time.process_time() - cpu_started
+            if name in _CHILD_SERVER:
+                cpu_used += _last_server_cpu.pop()
+            cpus[name].append(cpu_used / args.events * 1e6)
+            walls[name].append(args.events / (time.perf_counter() - started))
             assert got == args.events, (name, got)
-        wall[name] = statistics.median(walls)
-        cpu[name] = statistics.median(cpus)
+    wall = {n: statistics.median(v) for n, v in walls.items()}
+    cpu = {n: statistics.median(v) for n, v in cpus.items()}
     base = cpu.get("core")
-    print(f"\nDitto history replay, {args.events} events, median of {args.runs} runs")
+    print(f"\nDitto history replay, {args.events} events, median of {args.runs} runs, "
+          f"load average {os.getloadavg()[0]:.1f}")
     print("(CPU: process time of all threads, client and server together)\n")
     print("| scenario | events/s (wall) | CPU us/event | CPU vs core |")
     print("| --- | ---: | ---: | ---: |")
     for name in wall:
         ratio = f"{cpu[name] / base:.2f}x" if base else "-"
         print(f"| {name} | {wall[name]:,.0f} | {cpu[name]:.1f} | {ratio} |")
+    if "rows" in walls and "rows_raw" in walls:
+        ratios = [a / b for a, b in zip(walls["rows"], walls["rows_raw"], strict=True)]
+        print(f"\nrows / rows_raw (median of the per-round ratios): "
+              f"{statistics.median(ratios):.2f}x events/s, "
+              f"{cpu['rows_raw'] / cpu['rows']:.2f}x CPU per event")
 
 
 if __name__ == "__main__":

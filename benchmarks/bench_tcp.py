@@ -1,8 +1,12 @@
 """Threaded adapters over TCP: sansrs vs rsocket-py vs a raw-socket baseline.
 
 Client and server run in separate processes on 127.0.0.1. Each scenario runs
-``--runs`` times per implementation (default 5); the median rate is reported
-with the ratios sansrs/rsocket-py and sansrs/raw.
+``--runs`` times per implementation (default 5), the implementations taking
+turns run by run (every server up at once), so that load from elsewhere hits
+them alike; the median rate is reported with the ratios sansrs/rsocket-py,
+sansrs/raw, ws/tcp and selector/thread, each the median of the ratios of one
+round (back-to-back runs), which drifts less with the load than a ratio of
+medians.
 
     .venv/bin/python benchmarks/bench_tcp.py                 # every scenario
     .venv/bin/python benchmarks/bench_tcp.py --only stream16 --runs 3
@@ -11,6 +15,9 @@ with the ratios sansrs/rsocket-py and sansrs/raw.
 
 ``sansrs-ws`` / ``rsocketpy-ws``: the same over WebSocket (``ws://``, one
 frame per binary message), compared with TCP in the ``ws/tcp`` column.
+``sansrs-selector``: both ends on the selector loop. ``sansrs-asyncio`` /
+``raw-asyncio`` (``rr_seq`` only): the asyncio client against ``sansrs
+serve``, and a ping-pong over asyncio streams against the raw server.
 
 Servers: ``python -m sansrs serve`` (the demo responder), ``rsocketpy_peer.py
 serve`` (the same contract on rsocket-py) and ``raw_peer.py serve``.
@@ -27,7 +34,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -48,11 +55,13 @@ SCENARIOS: dict[str, tuple[str, int, int, int]] = {
 TARGETS = {"stream16": 400_000, "stream1k": 300_000, "rr_seq": 15_000, "rr_seq_pub": 15_000,
            "rr64": 100_000, "fnf16": 400_000}
 IMPLS = ("sansrs", "rsocketpy", "raw", "sansrs-ws", "rsocketpy-ws", "sansrs-selector")
+#: Sequential request-response only: the asyncio client and its raw baseline.
+ASYNCIO_IMPLS = ("sansrs-asyncio", "raw-asyncio")
 WS_PATH = "/rsocket"
 
 
 def server_command(impl: str) -> list[str]:
-    if impl == "sansrs":
+    if impl in ("sansrs", "sansrs-asyncio"):
         return [PY, "-m", "sansrs", "serve", "tcp://127.0.0.1:0"]
     if impl == "sansrs-ws":
         return [PY, "-m", "sansrs", "serve", f"ws://127.0.0.1:0{WS_PATH}"]
@@ -67,12 +76,20 @@ def server_command(impl: str) -> list[str]:
 
 @contextmanager
 def server(impl: str) -> Iterator[tuple[int, subprocess.Popen[str]]]:
-    proc = subprocess.Popen(server_command(impl), stdout=subprocess.PIPE, text=True)
+    with server_process(server_command(impl), impl) as started:
+        yield started
+
+
+@contextmanager
+def server_process(command: list[str], name: str) -> Iterator[tuple[int, subprocess.Popen[str]]]:
+    """A server in a process of its own that prints ``READY <port or URL>``:
+    (its port, the process); terminated on exit."""
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline().split()
         if not line or line[0] != "READY":
-            raise RuntimeError(f"{impl} server did not start: {line}")
+            raise RuntimeError(f"{name} server did not start: {line}")
         port = int(line[1].rsplit(":", 1)[-1].split("/")[0])  # PORT, or a URL with one
         yield port, proc
     finally:
@@ -107,7 +124,19 @@ def run_client(impl: str, port: int, kind: str, count: int, arg: int) -> float:
 
 
 def client_main(impl: str, port: int, kind: str, count: int, arg: int) -> None:
-    if impl == "raw":
+    if impl == "raw-asyncio":
+        sys.path.insert(0, str(HERE))
+        import raw_peer
+
+        start = time.perf_counter()
+        done = raw_peer.request_response_asyncio(port, count)
+    elif impl == "sansrs-asyncio":
+        sys.path.insert(0, str(HERE))
+        from sansrs_client import run_asyncio
+
+        start = time.perf_counter()
+        done = run_asyncio(f"tcp://127.0.0.1:{port}", kind, count, arg)
+    elif impl == "raw":
         sys.path.insert(0, str(HERE))
         import raw_peer
 
@@ -163,13 +192,25 @@ def slow_client_main(port: int, items: int) -> None:
     }))
 
 
+def paired(rates: dict[str, list[float]], a: str, b: str, digits: int = 2) -> str:
+    """``a`` / ``b`` as the median of the per-round ratios: the runs of one
+    round are back to back, so the ratio drifts less with the load than a
+    ratio of medians."""
+    if a not in rates or b not in rates:
+        return "-"
+    ratios = [x / y for x, y in zip(rates[a], rates[b], strict=True)]
+    return f"{statistics.median(ratios):.{digits}f}x"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--only", action="append", choices=sorted(SCENARIOS))
-    parser.add_argument("--impl", action="append", choices=IMPLS)
+    parser.add_argument("--impl", action="append", choices=IMPLS + ASYNCIO_IMPLS,
+                        help="implementations (the asyncio pair runs rr_seq only)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply message counts")
+    parser.add_argument("--verbose", action="store_true", help="every run's rate, on stderr")
     parser.add_argument("--memory", type=int, metavar="ITEMS",
                         help="only run the slow-consumer RSS check with ITEMS items")
     args, rest = parser.parse_known_args()
@@ -185,7 +226,7 @@ def main() -> None:
     if args.memory:
         memory_check(args.memory)
         return
-    impls = args.impl or list(IMPLS)
+    impls = args.impl or list(IMPLS + ASYNCIO_IMPLS)
     names = args.only or list(SCENARIOS)
     print(f"bench_tcp: {args.runs} runs, medians; {os.cpu_count()} CPUs; Python "
           f"{sys.version.split()[0]}")
@@ -196,24 +237,33 @@ def main() -> None:
     print("| --- " * (len(impls) + 6) + "|")
     for name in names:
         kind, count, arg, rp_count = SCENARIOS[name]
-        medians: dict[str, float] = {}
-        for impl in impls:
-            n = int((rp_count if impl.startswith("rsocketpy") else count) * args.scale)
-            if kind in ("rr", "rrc"):
-                n -= n % arg
-            with server(impl) as (port, _):
-                rates = [run_client(impl, port, kind, n, arg) for _ in range(args.runs)]
-            medians[impl] = statistics.median(rates)
-        s = medians.get("sansrs")
-        ratio_rp = f"{s / medians['rsocketpy']:.1f}x" if s and "rsocketpy" in medians else "-"
-        ratio_raw = f"{s / medians['raw']:.2f}x" if s and "raw" in medians else "-"
-        ws = medians.get("sansrs-ws")
-        ratio_ws = f"{ws / s:.2f}x" if s and ws else "-"
-        if ws and "rsocketpy-ws" in medians:  # over WebSocket too
-            ratio_rp += f" (ws {ws / medians['rsocketpy-ws']:.1f}x)"
-        sel = medians.get("sansrs-selector")
-        ratio_sel = f"{sel / s:.2f}x" if s and sel else "-"
-        cells = " | ".join(f"{medians[i]:,.0f}" for i in impls)
+        here = [i for i in impls if i not in ASYNCIO_IMPLS or name == "rr_seq"]
+        rates: dict[str, list[float]] = {impl: [] for impl in here}
+        with ExitStack() as stack:
+            # Every server up at once; the runs alternate between them (the
+            # order turning each round), so load on the machine hits all alike.
+            ports = {impl: stack.enter_context(server(impl))[0] for impl in here}
+            for i in range(args.runs):
+                for impl in here[i % len(here):] + here[: i % len(here)]:
+                    n = int((rp_count if impl.startswith("rsocketpy") else count) * args.scale)
+                    if kind in ("rr", "rrc"):
+                        n -= n % arg
+                    rates[impl].append(run_client(impl, ports[impl], kind, n, arg))
+        medians = {impl: statistics.median(r) for impl, r in rates.items()}
+        if args.verbose:
+            for impl, r in rates.items():
+                print(f"  {name} {impl}: " + ", ".join(f"{x:,.0f}" for x in r), file=sys.stderr)
+        ratio_rp = paired(rates, "sansrs", "rsocketpy", 1)
+        ratio_raw = paired(rates, "sansrs", "raw")
+        ratio_ws = paired(rates, "sansrs-ws", "sansrs")
+        if "rsocketpy-ws" in rates:  # over WebSocket too
+            ratio_rp += f" (ws {paired(rates, 'sansrs-ws', 'rsocketpy-ws', 1)})"
+        ratio_sel = paired(rates, "sansrs-selector", "sansrs")
+        if "sansrs-selector" in rates and "raw" in rates:
+            ratio_raw += f" (selector {paired(rates, 'sansrs-selector', 'raw')})"
+        if "sansrs-asyncio" in rates and "raw-asyncio" in rates:
+            ratio_raw += f" (asyncio {paired(rates, 'sansrs-asyncio', 'raw-asyncio')})"
+        cells = " | ".join(f"{medians[i]:,.0f}" if i in medians else "-" for i in impls)
         print(f"| {name} | {cells} | {ratio_rp} | {ratio_raw} | {ratio_ws} | {ratio_sel} | "
               f">= {TARGETS[name]:,} |", flush=True)
 

@@ -127,6 +127,28 @@ def fire_and_forget(port: int, n: int, size: int = 16) -> int:
         return int(reply)
 
 
+def request_response_asyncio(port: int, n: int, size: int = 16) -> int:
+    """Sequential ping-pong with asyncio streams: the asyncio baseline."""
+    import asyncio
+
+    payload = record(b"R" + b"x" * size)
+
+    async def main() -> int:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            for _ in range(n):
+                writer.write(payload)
+                (length,) = HEADER.unpack(await reader.readexactly(4))
+                await reader.readexactly(length)
+            return n
+        finally:
+            writer.close()
+            await writer.wait_closed()
+
+    return asyncio.run(main())
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "serve":
         serve(int(sys.argv[2]))

@@ -126,3 +126,25 @@ def consume_slowly(url: str, items: int, pause_every: int = 10_000, pause: float
             if done % pause_every == 0:
                 time.sleep(pause)
     return done
+
+
+def run_asyncio(url: str, kind: str, count: int, arg: int) -> int:
+    """The asyncio client: sequential request-responses (``rr`` with one in flight)."""
+    import asyncio
+
+    from sansrs.adapters.rsocket.aio import connect as connect_async
+
+    if kind != "rr" or arg != 1:
+        raise ValueError("the asyncio client runs rr_seq only")
+
+    async def main() -> int:
+        client = await connect_async(url)
+        try:
+            payload = b"x" * 16
+            for _ in range(count):
+                await client.request_response(payload, timeout=WAIT)
+            return count
+        finally:
+            await client.close()
+
+    return asyncio.run(main())

@@ -66,6 +66,10 @@ __all__ = [
 
 log = logging.getLogger("sansrs.adapters.ditto")
 
+_CLOSE: Final = ws.MessageKind.CLOSE.value
+_TEXT_RUN: Final = ws.MessageKind.TEXT_RUN.value
+_BINARY_RUN: Final = ws.MessageKind.BINARY_RUN.value
+
 #: Items one subscription may send per loop turn, so subscriptions share the loop.
 PUMP_BUDGET: Final = 256
 #: Bytes of messages queued in one turn above which no subscription is
@@ -77,11 +81,12 @@ Sink = streams.Sink[Any]
 
 class _RecordEngine(abc.ABC):
     """Records in and out, the WebSocket close handshake, the close reason.
-    The roles supply ``_message`` (one text message in) and ``_flush_core``
-    (the core's queued messages out)."""
+    The roles supply ``_message`` (one text message in), ``_after_messages``
+    (the core's events of a read out) and ``_flush_core`` (the core's queued
+    messages out)."""
 
     def __init__(self) -> None:
-        self._reader = ws.MessageReader()
+        self._reader = ws.MessageReader(keep_runs=True)
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._closing: BaseException | None = None
@@ -98,17 +103,28 @@ class _RecordEngine(abc.ABC):
         for kind, payload in self._reader.feed(data):
             if self._closing is not None:
                 break
-            if kind == ws.MessageKind.CLOSE:
+            if kind == _CLOSE:
                 code, reason = ws.decode_close(payload)
                 self._closing = ConnectionClosed(f"connection closed by peer: {code} {reason}")
                 break
-            try:
-                text = payload.decode("utf-8")
-            except UnicodeDecodeError:  # a BINARY message that is not text
-                self._fail(ws.CloseCode.INVALID_DATA, "Ditto messages are UTF-8 JSON text")
-                break
-            self._message(text, now)
+            if kind in (_TEXT_RUN, _BINARY_RUN):  # messages behind their lengths
+                off, end = 0, len(payload)
+                while off < end and self._closing is None:
+                    stop = off + 3 + int.from_bytes(payload[off : off + 3], "big")
+                    self._text(payload[off + 3 : stop], now)
+                    off = stop
+            else:
+                self._text(payload, now)
+        self._after_messages()
         self._flush_core()
+
+    def _text(self, payload: bytes, now: float) -> None:
+        try:
+            text = payload.decode("utf-8")
+        except UnicodeDecodeError:  # a BINARY message that is not text
+            self._fail(ws.CloseCode.INVALID_DATA, "Ditto messages are UTF-8 JSON text")
+            return
+        self._message(text, now)
 
     def data_to_send(self) -> bytes:
         self._flush_core()
@@ -145,12 +161,20 @@ class _RecordEngine(abc.ABC):
 
     def _queue_messages(self, messages: list[str]) -> None:
         if messages and not self._close_sent:
-            records = [ws.encode_text(m) for m in messages]
-            self._out.extend(records)
-            self._out_bytes += sum(map(len, records))
+            # One TEXT_RUN record: the transport frames each message.
+            encoded = [m.encode("utf-8") for m in messages]
+            run = b"".join([b for m in encoded for b in (len(m).to_bytes(3, "big"), m)])
+            record = ws.encode_run(run, text=True)
+            self._out.append(record)
+            self._out_bytes += len(record)
 
     @abc.abstractmethod
     def _message(self, text: str, now: float) -> None: ...
+
+    @abc.abstractmethod
+    def _after_messages(self) -> None:
+        """Every message of one read is in: hand on what they caused, as one
+        batch (a read's items reach a sink with one ``put_many``)."""
 
     @abc.abstractmethod
     def _flush_core(self) -> None: ...
@@ -297,7 +321,8 @@ class DittoClientEngine(_RecordEngine):
             self._fail(ws.CloseCode.POLICY_VIOLATION, f"Ditto protocol error: {exc.message}")
             self._closing = ConnectionClosed(f"protocol error from Ditto: {exc.message}")
             self._closing.__cause__ = exc
-            return
+
+    def _after_messages(self) -> None:
         self._dispatch()
 
     def _dispatch(self) -> None:
@@ -305,12 +330,15 @@ class DittoClientEngine(_RecordEngine):
         by_key = self._by_key
         batch: list[Any] = []
         batch_handle: SubscriptionHandle | None = None
+        next_received, page_received = ev.NextReceived, ev.PageReceived
         for event in self.core.events():
-            if isinstance(event, ev.NextReceived | ev.PageReceived):
-                handle = by_key.get(event.key)
+            kind = type(event)  # identity tests: a union isinstance costs more per item
+            if kind is next_received or kind is page_received:
+                item_event: Any = event
+                handle = by_key.get(item_event.key)
                 if handle is None:
                     continue  # cancelled: late items are dropped
-                item = event.item if isinstance(event, ev.NextReceived) else list(event.items)
+                item = item_event.item if kind is next_received else list(item_event.items)
                 if handle is batch_handle:
                     batch.append(item)
                     continue
@@ -508,6 +536,8 @@ class DittoServerEngine(_RecordEngine):
 
     def _message(self, text: str, now: float) -> None:
         self.core.receive_message(text, now=now)  # never raises
+
+    def _after_messages(self) -> None:
         self._dispatch()
 
     def _dispatch(self) -> None:

@@ -582,6 +582,19 @@ class AsyncPeer:
         else:
             self._driver.call_soon(fn)
 
+    def _submit_and_write(self, fn: Call) -> None:
+        """:meth:`_submit`, and on the loop's thread the engine's output is
+        written at once (before the turn, which follows as usual)."""
+        driver = self._driver
+        if driver.is_owner:
+            fn()
+            write_now = getattr(driver, "write_now", None)  # a session's driver has none
+            if write_now is not None:
+                write_now()
+            driver.wake()
+        else:
+            driver.call_soon(fn)
+
     def _poke(self) -> None:
         """Something was handed to the engine: run a turn for it soon."""
         self._driver.wake()

@@ -30,21 +30,48 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import select
 import threading
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from ..transport import Listener, Transport
 from .config import LoopConfig
 from .engine import Call, Engine, Startable
 from .errors import ConnectionClosed, LoopClosed
-from .queues import Inbox, QueueClosed
+from .queues import Inbox, QueueClosed, Wakeup
 from .reactor import READ, WRITE, Reactor
 
 __all__ = ["LoopConnection", "LoopServer", "Throttled", "close_all"]
 
 log = logging.getLogger("sansrs.adapters")
 
+_NO_EXTRAS = (None, None, None)  # no handshake, close or idle deadline
+#: Longest wait of a direct call between checks that nothing else needs the
+#: connection (a safety net: the reactor and other threads wake it at once).
+_DIRECT_SLICE = 1.0
+_wakers = threading.local()
+
+
+def _thread_poller(fd: int) -> tuple[Wakeup, Any]:
+    """This thread's wake-up for its direct calls and a poll object that
+    watches it and ``fd`` (one per thread, not per connection: ten thousand
+    connections must not cost twenty thousand descriptors; closed with the
+    thread's locals)."""
+    waker: Wakeup | None = getattr(_wakers, "waker", None)
+    if waker is None:
+        waker = _wakers.waker = Wakeup()
+        _wakers.poller = select.poll()
+        _wakers.poller.register(waker.fileno(), select.POLLIN)
+        _wakers.fd = -1
+    poller = _wakers.poller
+    if _wakers.fd != fd:
+        if _wakers.fd >= 0:
+            poller.unregister(_wakers.fd)
+        poller.register(fd, select.POLLIN)
+        _wakers.fd = fd
+    return waker, poller
 #: accept() failures that mean "no resources now", not "this connection is bad":
 #: the listener stays readable, so accepting again at once would spin.
 _RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
@@ -91,11 +118,20 @@ class LoopConnection:
         self._send_error: OSError | None = None
         self._handshake_deadline: float | None = None
         self._close_deadline: float | None = None
+        #: The engine's next deadline, read at the end of each turn.
+        self._deadline: float | None = None
         self._last_io = 0.0
         self._wrote = False
         self._started = False
         self._done = False
         self._exited = threading.Event()
+        #: Held by the thread that runs this connection's engine: the
+        #: reactor for a turn, or a thread in a direct call (call_direct).
+        self._drive = threading.Lock()
+        self._direct_ident: int | None = None  # the thread in a direct call
+        self._direct_waker: Wakeup | None = None  # wakes it while it waits
+        self._missed = False  # the reactor wanted a turn during a direct call
+        self._direct_ok: bool = getattr(loop, "direct_calls", False)
 
     # -- any thread (Driver) -------------------------------------------------
     def start(self) -> None:
@@ -119,7 +155,8 @@ class LoopConnection:
 
     @property
     def is_owner(self) -> bool:
-        return self._loop.in_loop_thread
+        """True on the reactor's thread, and on a thread in a direct call."""
+        return self._loop.in_loop_thread or threading.get_ident() == self._direct_ident
 
     @property
     def alive(self) -> bool:
@@ -144,6 +181,10 @@ class LoopConnection:
             raise ConnectionClosed(str(exc)) from None
 
     def wake(self) -> None:
+        waker = self._direct_waker
+        if waker is not None:  # a thread in a direct call runs what is due
+            waker.wake()
+            return
         if self.woken or self._done:
             return
         self.woken = True
@@ -206,6 +247,19 @@ class LoopConnection:
     def on_io(self, mask: int, now: float) -> None:
         if not mask & READ or self._done:
             return  # writable: the turn that follows flushes
+        if not self._drive.acquire(False):
+            self._miss()
+            return
+        try:
+            self._read(now)
+            # Answers the input caused leave now, before the rest of the turn
+            # (which follows at once): the latency path of a request-response.
+            self.write_now()
+        finally:
+            self._drive.release()
+
+    def _read(self, now: float) -> None:
+        """Driving thread: one read, its bytes to the engine."""
         try:
             data = self.transport.recv(self._loop.config.recv_size)
         except (BlockingIOError, InterruptedError):
@@ -226,15 +280,152 @@ class LoopConnection:
     def service(self, now: float) -> None:
         if self._done:
             return
+        if not self._drive.acquire(False):
+            self._miss()
+            return
         try:
             self._turn(now)
         except Exception as exc:
             self._fail(exc)
+        finally:
+            self._drive.release()
+
+    def _miss(self) -> None:
+        """The reactor found a thread in a direct call: it hands over (the
+        turn runs once the connection is back, see _end_direct)."""
+        self._missed = True
+        waker = self._direct_waker
+        if waker is not None:
+            waker.wake()
 
     def kill(self, error: BaseException) -> None:
         """The reactor is going away: reset at once."""
         self._abort = True
-        self._finish(self._lost or error)
+        if not self._drive.acquire(False):
+            self._miss()  # a direct call gives the connection back at once
+            self._drive.acquire()
+        try:
+            self._finish(self._lost or error)
+        finally:
+            self._drive.release()
+
+    # -- direct calls (any thread) ----------------------------------------------
+    def call_direct(self, call: Call, until: Callable[[], bool], timeout: float | None) -> bool:
+        """The latency path: run ``call`` on this thread, write what it
+        queued, then read the socket here until ``until()`` (the answer it
+        waits for has arrived), ``timeout`` seconds pass, or the reactor needs
+        the connection back. The reactor takes no part: no hand-over to its
+        thread and back (docs/architecture.md, Threads).
+
+        Only while the connection is idle: False (nothing done) if the
+        reactor is running a turn for it or another thread is in a direct
+        call, or the reactor does not allow direct calls; the caller then
+        hands ``call`` over with :meth:`call_soon`. Calls other threads
+        queued before it run first, here. True once ``call`` ran
+        here: what it waits for arrives in its sink either way (read here,
+        or by the reactor after a hand-back)."""
+        if self._done or not self._direct_ok:
+            return False
+        if not self._drive.acquire(False):
+            return False
+        wait = False
+        interest = self._interest
+        try:
+            if self._done:
+                return False
+            self._direct_ident = threading.get_ident()
+            if self._inbox.items:  # calls queued before this one go first
+                self._run_calls()
+            # The reactor stops watching the socket before the request goes:
+            # the answer is this thread's to read (a reactor woken by it would
+            # find the connection taken and have to hand it back).
+            loop: Any = self._loop
+            wait = bool(interest & READ) and self._idle_for_direct()
+            if wait:
+                loop.pause(self._fd)
+            try:
+                call()
+            except Exception:
+                # An application call that misuses the core fails alone.
+                log.exception("direct call on the connection failed")
+                return True
+            now = time.monotonic()
+            self._flush(now)
+            if wait and not until() and not self._out:
+                self._wait_direct(until, timeout, now)
+        finally:
+            if wait and not self._done:
+                loop.resume(self._fd, interest, self)
+            self._end_direct()
+        return True
+
+    def _idle_for_direct(self) -> bool:
+        """Nothing for the reactor to do now: all written, no timeout due."""
+        deadline = self._deadline
+        return not (
+            self._out
+            or self._missed
+            or self._abort
+            or self._eof
+            or self._stopping
+            or self._send_error is not None
+            or (deadline is not None and deadline <= time.monotonic())
+        )
+
+    def _flush(self, now: float) -> None:
+        """Driving thread (direct call): pump what is ready and write it."""
+        if len(self._out) < self._loop.config.high_water:
+            self.engine.pump()
+        self.write_now()
+        if self._wrote:
+            self._wrote = False
+            self._last_io = now
+
+    def _wait_direct(self, until: Callable[[], bool], timeout: float | None, now: float) -> None:
+        """Read the socket on this thread until ``until()``, the timeout, or
+        the reactor (or another thread's call) needs the connection."""
+        fd = self._fd
+        waker, poller = _thread_poller(fd)
+        self._direct_waker = waker
+        deadline = None if timeout is None else now + timeout
+        try:
+            while not until():
+                if self._missed or self._done or self._abort or self._eof:
+                    return
+                wait = _DIRECT_SLICE if deadline is None else min(_DIRECT_SLICE, deadline - now)
+                if wait <= 0:
+                    return
+                ready = poller.poll(wait * 1000)
+                now = time.monotonic()
+                if self._missed:  # the reactor wants it: it reads from now on
+                    return
+                for ready_fd, _ in ready:
+                    if ready_fd == fd:
+                        self._read(now)
+                    else:
+                        waker.clear()
+                        if self._inbox.items:  # another thread's calls: run them here
+                            self._run_calls()
+                if self._done:
+                    return
+                self._flush(now)
+                if self._send_error is not None or self._out:
+                    return  # the reactor finishes or waits for WRITE
+        finally:
+            self._direct_waker = None
+
+    def _end_direct(self) -> None:
+        """Give the connection back; a turn runs if one is due."""
+        self._direct_ident = None
+        self._direct_waker = None
+        due = not self._idle_for_direct() or bool(self._inbox.items)
+        self._missed = False
+        self._drive.release()
+        # Re-checked after the release: a reactor that found the connection
+        # taken in between set _missed, and finds it free from now on.
+        if due or self._missed or self._inbox.items:
+            self._missed = False
+            self.wake()
 
     def _send_failed(self, exc: OSError, now: float) -> None:
         """A write failed: the peer is gone, maybe after saying why (a
@@ -319,7 +510,7 @@ class LoopConnection:
     def _turn(self, now: float) -> None:
         engine = self.engine
         config = self._loop.config
-        if len(self._inbox):
+        if self._inbox.items:  # the deque itself: Inbox.__len__ is a call per turn
             self._run_calls()
         if self._send_error is not None:  # an early write (write_now) failed
             self._send_failed(self._send_error, now)
@@ -333,7 +524,12 @@ class LoopConnection:
         if self._stopping and not self._close_started:
             self._close_started = True
             engine.begin_close()
-        deadline = engine.next_deadline()
+        # The engine's deadline as of the end of the last turn (see
+        # _arm_timer): one that moved earlier since then has its reactor timer
+        # armed, whose turn sees it due; one that moved later costs one call
+        # to handle_timeout with nothing due. One next_deadline() per turn,
+        # not two (docs/performance.md, "Selector loop": keepalive turns).
+        deadline = self._deadline
         if deadline is not None and now >= deadline:
             engine.handle_timeout(now)
         high = config.high_water
@@ -369,16 +565,19 @@ class LoopConnection:
         pause = config.pause_reading_at
         reading = not self._eof and (pause is None or pending < pause)
         self._set_interest((READ if reading else 0) | (WRITE if pending else 0))
-        self._arm_timer(engine.next_deadline(), config.idle_timeout)
+        self._deadline = deadline = engine.next_deadline()
+        self._arm_timer(deadline, config.idle_timeout)
         if more and len(out) < high and not self.scheduled:
             self._loop.service_soon(self)
 
     def _arm_timer(self, deadline: float | None, idle: float | None) -> None:
         """Ask the reactor for a turn at the earliest deadline of any kind."""
         idle_at = None if idle is None or self._stopping else self._last_io + idle
-        for extra in (self._handshake_deadline, self._close_deadline, idle_at):
-            if extra is not None and (deadline is None or extra < deadline):
-                deadline = extra
+        extras = self._handshake_deadline, self._close_deadline, idle_at
+        if extras != _NO_EXTRAS:
+            for extra in extras:
+                if extra is not None and (deadline is None or extra < deadline):
+                    deadline = extra
         if deadline is not None and (self.timer is None or deadline < self.timer):
             self.timer = deadline
             self._loop.set_timer(self, deadline)

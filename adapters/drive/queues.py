@@ -174,7 +174,9 @@ class CreditQueue(Generic[T]):
         self._granted = granted
         self._put_count = 0
         self._grant_lock = threading.Lock()
-        self._event = Signal()
+        # Made when a consumer first waits: a request-response answered on
+        # the waiting thread (a direct call) never needs one.
+        self._event: Signal | None = None
         self._waiting = False
         self._finished = False
         self._error: BaseException | None = None
@@ -225,6 +227,10 @@ class CreditQueue(Generic[T]):
         """Return once an item is queued; raise at the end, on close or timeout."""
         items = self._items
         deadline = None if timeout is None else time.monotonic() + timeout
+        event = self._event
+        if event is None:
+            # Before the flag: a producer that sees the flag finds the signal.
+            event = self._event = Signal()
         while True:
             self._waiting = True
             # Re-check after raising the flag: a put or finish from now on
@@ -240,7 +246,7 @@ class CreditQueue(Generic[T]):
                 if self._error is not None:
                     raise self._error
                 raise EndOfStream
-            if not self._event.wait(_remaining(deadline)):
+            if not event.wait(_remaining(deadline)):
                 self._waiting = False
                 raise TimeoutError(f"no item within {timeout} s")
 
@@ -251,7 +257,8 @@ class CreditQueue(Generic[T]):
         self._close_error = error
         self._closed = True
         self._items.clear()
-        self._event.set()
+        if self._event is not None:  # None: nobody ever waited
+            self._event.set()
 
     @property
     def closed(self) -> bool:
@@ -282,7 +289,9 @@ class CreditQueue(Generic[T]):
             # One wake-up per sleep: without the reset, every put until the
             # consumer actually runs would pay for Event.set (a lock each).
             self._waiting = False
-            self._event.set()
+            event = self._event  # made before the flag
+            if event is not None:
+                event.set()
 
     def put_many(self, batch: list[T]) -> None:
         """:meth:`put` for several items at once (one check, one wake-up)."""
@@ -296,7 +305,9 @@ class CreditQueue(Generic[T]):
         self._items.extend(batch)
         if self._waiting:
             self._waiting = False
-            self._event.set()
+            event = self._event  # made before the flag
+            if event is not None:
+                event.set()
 
     def finish(self, error: BaseException | None = None) -> None:
         """End the stream after the queued items: normally, or with ``error``."""
@@ -304,7 +315,8 @@ class CreditQueue(Generic[T]):
             return
         self._error = error
         self._finished = True
-        self._event.set()
+        if self._event is not None:  # None: nobody ever waited
+            self._event.set()
 
 
 class Inbox(Generic[T]):
@@ -321,7 +333,10 @@ class Inbox(Generic[T]):
             raise ValueError("capacity must be positive")
         self._wakeup = wakeup
         self._capacity = capacity
-        self._items: deque[T] = deque()
+        #: The pending commands (the owner tests it for being non-empty;
+        #: only ``put`` and ``drain`` change it).
+        self.items: deque[T] = deque()
+        self._items = self.items
         self._space = threading.Event()
         self._space_waiters = 0
         self._waiters_lock = threading.Lock()

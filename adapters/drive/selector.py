@@ -25,11 +25,13 @@ import contextlib
 import heapq
 import itertools
 import logging
+import select
 import selectors
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from ..transport import Transport
 from .config import LoopConfig
@@ -37,7 +39,7 @@ from .connection import LoopConnection, close_all
 from .engine import Call, Engine
 from .errors import ConnectionClosed, LoopClosed
 from .queues import Wakeup
-from .reactor import READ, Driven, Listening
+from .reactor import READ, WRITE, Driven, Listening
 
 __all__ = ["Loop", "default_loop"]
 
@@ -49,10 +51,24 @@ class Loop:
     ``start()`` runs it on a daemon thread; ``run()`` on the calling thread
     until :meth:`stop`."""
 
+    #: Another thread may drive one of its connections for a while
+    #: (:meth:`.LoopConnection.call_direct`): ``watch`` may then be called
+    #: from that thread (the selector's registrations are changed by single
+    #: system calls, its table under the GIL).
+    direct_calls = True
+
     def __init__(self, config: LoopConfig | None = None, *, name: str = "sansrs-loop") -> None:
         self.config = config or LoopConfig()
         self.name = name
         self._sel = selectors.DefaultSelector()
+        # The epoll object under an EpollSelector: pause() / resume() change
+        # the kernel's interest in one call, without the selector's Python
+        # bookkeeping (the latency path of a direct call).
+        self._epoll: Any = (
+            getattr(self._sel, "_selector", None)
+            if isinstance(self._sel, selectors.EpollSelector)
+            else None
+        )
         self._wakeup = Wakeup()
         self._sel.register(self._wakeup.fileno(), READ, None)
         self._calls: deque[Call] = deque()
@@ -92,7 +108,9 @@ class Loop:
 
     @property
     def connections(self) -> list[LoopConnection]:
-        return [c for c in self._connections if isinstance(c, LoopConnection)]
+        # tuple() copies in one C call (the loop thread may add or discard
+        # meanwhile); iterating the set itself from another thread could fail.
+        return [c for c in tuple(self._connections) if isinstance(c, LoopConnection)]
 
     def call_soon(self, fn: Call) -> None:
         """Run ``fn()`` on the loop thread soon. Raises :class:`LoopClosed` once stopped."""
@@ -170,6 +188,24 @@ class Loop:
             sel.unregister(fd)
         elif key.events != events or key.data is not conn:
             sel.modify(fd, events, conn)
+
+    def pause(self, fd: int) -> None:
+        """Any thread in a direct call on ``fd``'s connection: stop reporting
+        ``fd`` until :meth:`resume` (its registration stays). With epoll, one
+        system call on the kernel's interest list (the selector's table of
+        keys is left alone, so the loop thread sees the same key after)."""
+        if self._epoll is not None:
+            self._epoll.modify(fd, 0)
+        else:
+            self._sel.unregister(fd)
+
+    def resume(self, fd: int, events: int, conn: Driven) -> None:
+        """Undo :meth:`pause`: report ``events`` of ``fd`` to ``conn`` again."""
+        if self._epoll is not None:
+            self._epoll.modify(fd, (select.EPOLLIN if events & READ else 0)
+                               | (select.EPOLLOUT if events & WRITE else 0))
+        else:
+            self._sel.register(fd, events, conn)
 
     def watch_listener(self, fd: int, server: Listening | None) -> None:
         if server is None:

@@ -25,6 +25,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
+from itertools import islice
 from typing import Any, Generic, Protocol, TypeVar
 
 from sansrs.streams import MAX_DEMAND, add_demand
@@ -140,6 +141,14 @@ class IteratorSource(Generic[T]):
         # ``pull()``: the next item or END. A C-level partial, not a method:
         # it is called once per item sent (the hot path of every stream).
         self.pull: Callable[[], T] = partial(next, self._it, END)
+
+    def pull_many(self, into: list[T], n: int) -> bool:
+        """Append up to ``n`` next items to ``into`` in one C-level call;
+        False once the iterator has ended. An exception from the iterator
+        propagates with the items before it already in ``into``."""
+        before = len(into)
+        into.extend(islice(self._it, n))
+        return len(into) - before == n
 
     def demand(self, n: int) -> None:
         pass

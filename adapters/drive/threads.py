@@ -67,7 +67,8 @@ class ConnectionThread:
     @property
     def is_owner(self) -> bool:
         # Loop.in_loop_thread inlined: asked on every call an application makes.
-        return threading.get_ident() == self._loop._ident
+        ident = threading.get_ident()
+        return ident == self._loop._ident or ident == self._conn._direct_ident
 
     @property
     def alive(self) -> bool:
@@ -80,6 +81,11 @@ class ConnectionThread:
     def wake(self) -> None:
         """Any thread: make the loop run a turn (e.g. a source has items ready)."""
         self._conn.wake()
+
+    def call_direct(self, call: Call, until: Callable[[], bool], timeout: float | None) -> bool:
+        """Run ``call`` and wait for its answer on this thread while the
+        connection's thread is idle (:meth:`.LoopConnection.call_direct`)."""
+        return self._conn.call_direct(call, until, timeout)
 
     def write_now(self) -> None:
         """Owning thread: write queued output now (:meth:`.LoopConnection.write_now`)."""

@@ -14,7 +14,6 @@ from sansrs.rsocket import (
     ErrorCode,
     ErrorFrame,
     FrameType,
-    Framing,
     LocalProtocolError,
     RemoteProtocolError,
     ResumeFrame,
@@ -52,10 +51,12 @@ __all__ = [
 Core = Connection
 
 
-def _config(options: EngineOptions, message_framed: bool) -> ConnectionConfig:
-    # A message transport (WebSocket) carries one frame per message, no
-    # length prefix (spec: Framing Protocol Usage).
-    limits: dict[str, Any] = {"framing": Framing.MESSAGES} if message_framed else {}
+def _config(options: EngineOptions) -> ConnectionConfig:
+    # Length-prefixed framing on every transport: over a message transport
+    # (WebSocket) the engine exchanges runs of frames behind their lengths,
+    # and the transport makes each frame one message (spec: Framing Protocol
+    # Usage; docs/adapters.md).
+    limits: dict[str, Any] = {}
     if options.fragment_size is not None:
         limits["fragment_size"] = options.fragment_size
     if options.max_frame_size is not None:
@@ -71,7 +72,6 @@ def _ms(seconds: float) -> int:
 
 def client(
     options: EngineOptions,
-    message_framed: bool = False,
     *,
     resume_buffer_size: int | None = None,
     resume_timeout: float | None = None,
@@ -79,7 +79,7 @@ def client(
     """A client connection with its SETUP already queued (``resume_buffer_size``:
     a resumable session, see :mod:`.resume`; ``resume_timeout``: how long its
     RESUMEs wait for RESUME_OK)."""
-    config = _config(options, message_framed)
+    config = _config(options)
     if resume_buffer_size is not None:
         config = dataclasses.replace(
             config, resume_buffer_size=resume_buffer_size, resume_timeout=resume_timeout
@@ -109,12 +109,11 @@ def session_store(
 
 def server(
     options: EngineOptions,
-    message_framed: bool = False,
     *,
     sessions: SessionStore | None = None,
     resume_buffer_size: int | None = None,
 ) -> Connection:
-    config = _config(options, message_framed)
+    config = _config(options)
     if resume_buffer_size is not None:
         config = dataclasses.replace(config, resume_buffer_size=resume_buffer_size)
     return Connection(Role.SERVER, config, sessions=sessions)

@@ -11,12 +11,13 @@ sources) come from :mod:`..drive.streams`.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
-from sansrs.rsocket import ErrorCode
+from sansrs.rsocket import MAX_FRAME_LENGTH, ErrorCode
 
 from ..drive import streams
 from ..drive.engine import Driver
@@ -41,6 +42,13 @@ from .types import Payload
 __all__ = ["RSocketEngine", "RequestHandle"]
 
 log = logging.getLogger("sansrs.adapters.rsocket")
+
+_BYTES = {bytes}  # the items Connection.send_payloads takes
+_RUN = ws.MessageKind.BINARY_RUN.value
+_TEXT_RUN = ws.MessageKind.TEXT_RUN.value
+_BINARY = ws.MessageKind.BINARY.value
+_TEXT = ws.MessageKind.TEXT.value
+_CLOSE = ws.MessageKind.CLOSE.value
 
 #: Items one outbound stream may send per loop turn, so streams share the loop.
 PUMP_BUDGET = 4096
@@ -133,19 +141,19 @@ class RSocketEngine:
     ) -> RSocketEngine:
         """``message_framed``: the transport carries message records (WebSocket,
         see :mod:`..transport.websocket.messages`): one frame per binary
-        message, no length prefix."""
-        engine = cls(options, core.client(options, message_framed))
+        message, no length prefix on the wire."""
+        engine = cls(options, core.client(options))
         engine.handler = handler
         if message_framed:
-            engine._records = ws.MessageReader()
+            engine._records = ws.MessageReader(keep_runs=True)
         return engine
 
     @classmethod
     def server(cls, options: EngineOptions, *, message_framed: bool = False) -> RSocketEngine:
-        engine = cls(options, core.server(options, message_framed))
+        engine = cls(options, core.server(options))
         engine._before_setup = b""
         if message_framed:
-            engine._records = ws.MessageReader()
+            engine._records = ws.MessageReader(keep_runs=True)
         return engine
 
     def attach(self, thread: Driver, peer: object, handler: object = None) -> None:
@@ -163,6 +171,10 @@ class RSocketEngine:
         if self._records is not None:
             self._receive_records(data, now)
             return
+        self._receive_stream(data, now)
+
+    def _receive_stream(self, data: bytes, now: float) -> None:
+        """Length-prefixed frames (TCP, or a WebSocket run of messages)."""
         if self._before_setup is not None and data:
             data = self._feed_setup_first(data, now)
             if not data:
@@ -172,8 +184,13 @@ class RSocketEngine:
         except core.RemoteProtocolError as exc:
             # The core queued the ERROR frame and a ConnectionTerminated event;
             # the events of the frames before the bad one still count.
-            self._closing = ConnectionClosed(f"protocol error from peer: {exc.message}")
+            self._protocol_error(exc)
         self._dispatch_events()
+
+    def _protocol_error(self, exc: core.RemoteProtocolError) -> None:
+        self._closing = ConnectionClosed(f"protocol error from peer: {exc.message}")
+        if self._records is not None:
+            self._ws_close = (ws.CloseCode.PROTOCOL_ERROR, exc.message)
 
     def _feed_setup_first(self, data: bytes, now: float) -> bytes:
         """Server: hand the core the first frame (SETUP) alone and accept it
@@ -205,13 +222,16 @@ class RSocketEngine:
         try:
             self.conn.receive_data(data, now)
         except core.RemoteProtocolError as exc:
-            self._closing = ConnectionClosed(f"protocol error from peer: {exc.message}")
+            self._protocol_error(exc)
             self._dispatch_events()
 
     def _receive_records(self, data: bytes, now: float) -> None:
-        """Message transport: each binary message is one frame. A text message
-        breaks the transport mapping (spec: Framing Protocol Usage): ERROR
-        [CONNECTION_ERROR], then Close 1003 (unsupported data)."""
+        """Message transport: each binary message is one frame. The core reads
+        length-prefixed frames, as over TCP: a run of binary messages
+        (``BINARY_RUN``) is exactly that, so it goes in as it is (the fast
+        paths of the core apply; docs/performance.md, "WebSocket near TCP").
+        A text message breaks the transport mapping (spec: Framing Protocol
+        Usage): ERROR [CONNECTION_ERROR], then Close 1003 (unsupported data)."""
         assert self._records is not None
         conn = self.conn
         if not data:
@@ -220,35 +240,39 @@ class RSocketEngine:
             return
         # A bad message ends the connection: what follows it is ignored.
         for kind, payload in self._records.feed(data):
-            if kind == ws.MessageKind.BINARY:
-                try:
-                    conn.receive_frame(payload, now)
-                except core.RemoteProtocolError as exc:
-                    message = f"protocol error from peer: {exc.message}"
-                    self._closing = ConnectionClosed(message)
-                    self._ws_close = (ws.CloseCode.PROTOCOL_ERROR, exc.message)
+            if kind == _RUN:
+                self._receive_stream(payload, now)
+            elif kind == _BINARY:  # a message that came alone (e.g. fragmented)
+                if len(payload) > MAX_FRAME_LENGTH:
+                    self._refuse(
+                        f"frame of {len(payload)} bytes exceeds the maximum frame size",
+                        ws.CloseCode.PROTOCOL_ERROR,
+                    )
                     break
-                if self._before_setup is not None:
-                    # Server: accept the SETUP before the frames behind it
-                    # (see _feed_setup_first).
-                    self._before_setup = None
-                    self._dispatch_events()
-            elif kind == ws.MessageKind.TEXT:
+                self._receive_stream(len(payload).to_bytes(3, "big") + payload, now)
+            elif kind in (_TEXT, _TEXT_RUN):
                 message = "RSocket over WebSocket takes binary messages, got a text message"
-                with contextlib.suppress(core.LocalProtocolError):
-                    conn.close(message, error_code=ErrorCode.CONNECTION_ERROR)
-                self._dispatch_events()
-                self._closing = ConnectionClosed(f"protocol error from peer: {message}")
-                self._ws_close = (ws.CloseCode.UNSUPPORTED_DATA, message)
+                self._refuse(message, ws.CloseCode.UNSUPPORTED_DATA)
                 break
-            elif kind == ws.MessageKind.CLOSE:
+            elif kind == _CLOSE:
                 code, reason = ws.decode_close(payload)
                 conn.connection_lost()
                 self._dispatch_events()
                 detail = f" ({reason})" if reason else ""
                 self._closing = ConnectionClosed(f"connection closed: WebSocket {code}{detail}")
                 break
+            if self._closing is not None:
+                break
         self._dispatch_events()
+
+    def _refuse(self, message: str, close_code: int) -> None:
+        """The peer broke the WebSocket mapping: ERROR [CONNECTION_ERROR],
+        then the WebSocket closes with ``close_code``."""
+        with contextlib.suppress(core.LocalProtocolError):
+            self.conn.close(message, error_code=ErrorCode.CONNECTION_ERROR)
+        self._dispatch_events()
+        self._closing = ConnectionClosed(f"protocol error from peer: {message}")
+        self._ws_close = (close_code, message)
 
     def _dispatch_events(self) -> None:
         events = self.conn.events()
@@ -324,10 +348,11 @@ class RSocketEngine:
                     fn()
 
     def data_to_send(self) -> bytes:
+        data = self.conn.data_to_send()
         if self._records is None:
-            return self.conn.data_to_send()
-        frames = self.conn.frames_to_send()
-        out = ws.encode_binaries(frames) if frames else b""
+            return data
+        # One record for all the frames: the transport makes each a message.
+        out = ws.encode_run(data) if data else b""
         close = self._ws_close
         if close is not None and self._closing is not None:
             # Once: the transport sends this Close instead of a normal one.
@@ -586,7 +611,20 @@ class RSocketEngine:
         def ready() -> bool:
             return not conn.output_blocked
 
-        out: Outbound[Any] = Outbound(source, emit, complete, fail, credit, ready)
+        send_payloads = conn.send_payloads
+
+        def emit_many(items: list[Any]) -> int:
+            # Plain bytes go as one batch (Connection.send_payloads); what it
+            # leaves (a Payload, a large item, the output full) one by one.
+            sent = send_payloads(sid, items) if set(map(type, items)) == _BYTES else 0
+            for item in itertools.islice(items, sent, None):
+                if conn.output_blocked:
+                    break
+                emit(item, False)
+                sent += 1
+            return sent
+
+        out: Outbound[Any] = Outbound(source, emit, complete, fail, credit, ready, emit_many)
         self._outbounds.add(sid, out, runnable=credit > 0)
         return out
 

@@ -11,6 +11,7 @@ a handler on that thread, as a Publisher).
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterable, Iterator
 from itertools import islice
 
@@ -92,7 +93,20 @@ class RSocketPeer(DrivenPeer):
         payload = as_payload(data, metadata)
         queue: CreditQueue[Payload] = CreditQueue(granted=1)
         handle = RequestHandle("rr", queue)
-        self._thread.call_soon(lambda: self._engine.start_request(handle, payload, 1), timeout)
+
+        def start() -> None:
+            self._engine.start_request(handle, payload, 1)
+
+        # The latency path: while the connection's thread is idle, this
+        # thread sends the request and reads the answer itself (no hand-over
+        # either way); otherwise the request goes through the connection's
+        # thread (docs/architecture.md, Threads).
+        started = time.monotonic()
+        direct = getattr(self._thread, "call_direct", None)
+        if direct is None or not direct(start, lambda: bool(len(queue)) or queue.done, timeout):
+            self._thread.call_soon(start, timeout)
+        elif timeout is not None:
+            timeout = max(0.0, timeout - (time.monotonic() - started))
         try:
             return queue.get(timeout)
         except EndOfStream:

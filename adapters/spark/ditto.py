@@ -54,21 +54,42 @@ def assigned(thing_id: str, partitions: int) -> int:
     return zlib.crc32(thing_id.encode("utf-8")) % partitions
 
 
+def _no_default(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# ``json.dumps(value, separators=(",", ":"))`` builds an encoder per call, a
+# third of a row's cost here (docs/performance.md, "Ditto history into
+# Spark"); the C encoder built once writes the same text.
+_MAKE_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
+_ENCODE: Any = (
+    None
+    if _MAKE_ENCODER is None
+    else _MAKE_ENCODER(
+        None, _no_default, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True
+    )
+)
+
+
+def _value_json(value: Any) -> str:
+    if _ENCODE is None:
+        return json.dumps(value, separators=(",", ":"))
+    return "".join(_ENCODE(value, 0))
+
+
 def event_row(event: Mapping[str, Any]) -> dict[str, Any]:
     """One Ditto event message as a row (see the module docstring)."""
     topic = str(event.get("topic", ""))
     parts = topic.split("/")
     value = event.get("value")
     row: dict[str, Any] = dict(value) if isinstance(value, dict) else {}
-    row.update(
-        thingId=f"{parts[0]}:{parts[1]}" if len(parts) > 2 else None,
-        revision=event.get("revision"),
-        timestamp=event.get("timestamp"),
-        topic=topic,
-        action=parts[-1] if parts else None,
-        path=event.get("path"),
-        value=None if "value" not in event else json.dumps(value, separators=(",", ":")),
-    )
+    row["thingId"] = f"{parts[0]}:{parts[1]}" if len(parts) > 2 else None
+    row["revision"] = event.get("revision")
+    row["timestamp"] = event.get("timestamp")
+    row["topic"] = topic
+    row["action"] = parts[-1]
+    row["path"] = event.get("path")
+    row["value"] = None if "value" not in event else _value_json(value)
     return row
 
 

@@ -21,6 +21,7 @@ from .._errors import LocalProtocolError, RemoteProtocolError
 from ..streams import MAX_DEMAND, add_demand
 from . import _envelope as env
 from ._config import DittoClientConfig
+from ._fast import new_next
 from ._messages import (
     SUBSCRIBE_PERSISTED,
     Classified,
@@ -34,7 +35,6 @@ from ._messages import (
 from .events import (
     ErrorResponseReceived,
     Event,
-    NextReceived,
     OtherMessageReceived,
     PageReceived,
     StrayMessageReceived,
@@ -92,6 +92,14 @@ CLIENT_TRANSITIONS: Final[dict[tuple[ClientState, ClientInput], ClientState]] = 
     (S.CANCELLED, In.CREATED): S.CANCELLED,
 }
 del S, In
+
+
+#: States an item (NEXT) leaves as they are, read from the table: the hot
+#: path skips the lookup for them (docs/performance.md).
+_NEXT_KEEPS: Final = tuple(  # a tuple: "in" compares by identity, no enum hash
+    state for (state, what), after in CLIENT_TRANSITIONS.items()
+    if what is ClientInput.NEXT and after is state
+)
 
 
 class _ClientSubscription:
@@ -369,7 +377,8 @@ class DittoClient:
     def _on_next(self, sub: _ClientSubscription, sid: str, value: dict[str, Any]) -> None:
         cancelled = sub.state is ClientState.CANCELLED
         excess = sub.demand == 0 and not cancelled
-        self._advance(sub, ClientInput.NEXT_EXCESS if excess else ClientInput.NEXT)
+        if excess or sub.state not in _NEXT_KEEPS:  # the table lookup hashes two enums
+            self._advance(sub, ClientInput.NEXT_EXCESS if excess else ClientInput.NEXT)
         if excess:
             self._send(sub.topic, "cancel", env.Headers(), {"subscriptionId": sid}, None)
             raise RemoteProtocolError(
@@ -390,9 +399,7 @@ class DittoClient:
                 parsed = env.envelope_from_json(item)
             except env.MessageError:
                 parsed = None
-        self._events.append(
-            NextReceived(key=sub.key, subscription_id=sid, item=item, envelope=parsed)
-        )
+        self._events.append(new_next(sub.key, sid, item, parsed))
 
     def _advance(self, sub: _ClientSubscription, what: ClientInput) -> None:
         following = CLIENT_TRANSITIONS.get((sub.state, what))

@@ -77,6 +77,26 @@ def _finite_float(text: str) -> float:
 _DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 _ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _ASCII_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+# One JSON value per message, so the encoder's per-call set-up is a fifth
+# of a small one's cost (docs/performance.md, "Ditto history into Spark"):
+# the C encoder is built once (``encode`` builds one per call); it writes
+# exactly what ``encode`` writes.
+
+
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_MAKE_ENCODER: Any = json.encoder.c_make_encoder  # type: ignore[attr-defined]
+_C_ENCODE: Final[Any] = (
+    None
+    if _MAKE_ENCODER is None
+    # No circular-reference markers: a cycle ends in RecursionError instead
+    # of ValueError (callers treat both as "not JSON").
+    else _MAKE_ENCODER(
+        None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, False
+    )
+)
 
 
 def loads(text: str) -> Any:
@@ -93,7 +113,7 @@ def dumps(value: Any) -> str:
     A lone surrogate (from a peer's ``"\\ud800"``) cannot travel in a UTF-8
     WebSocket text message, so such a message is written with ``\\u`` escapes.
     """
-    text: str = _ENCODER.encode(value)
+    text: str = _ENCODER.encode(value) if _C_ENCODE is None else "".join(_C_ENCODE(value, 0))
     if not text.isascii():
         try:
             text.encode("utf-8")
@@ -413,43 +433,66 @@ class Envelope:
 
 
 def envelope_from_json(obj: Any) -> Envelope:
-    """Build an ``Envelope`` from a parsed object; ``MessageError`` when it is not one."""
+    """Build an ``Envelope`` from a parsed object; ``MessageError`` when it is not one.
+
+    Every message and every streamed item goes through here: the checks are
+    written out field by field and the value is built through a same-layout
+    builder (see ``_EnvelopeBuilder``), which halves the cost per message
+    (docs/performance.md, "Ditto history into Spark")."""
     if not isinstance(obj, dict):
         raise MessageError(json_invalid("The Ditto Protocol message is not a JSON object."))
-    topic = obj.get("topic")
-    if topic is None:
-        raise MessageError(json_field_missing("/topic"))
-    if not isinstance(topic, str):
-        raise MessageError(json_invalid("The field 'topic' is not a string."))
-    headers = obj.get("headers", {})
+    get = obj.get
+    topic = get("topic")
+    if type(topic) is not str:
+        if topic is None:
+            raise MessageError(json_field_missing("/topic"))
+        if not isinstance(topic, str):
+            raise MessageError(json_invalid("The field 'topic' is not a string."))
+    headers = get("headers", _NO_HEADERS)
     if not isinstance(headers, dict):
         raise MessageError(json_invalid("The field 'headers' is not a JSON object."))
     for value in headers.values():
-        if isinstance(value, dict | list) and not _shallow(value):
+        if isinstance(value, _CONTAINERS) and not _shallow(value):
             raise MessageError(json_invalid("A header value is nested too deeply."))
-    path = obj.get("path", "/")
+    path = get("path", "/")
     if not isinstance(path, str):
         raise MessageError(json_invalid("The field 'path' is not a string."))
-    for key, kind in (("status", int), ("revision", int)):
-        item = obj.get(key)
-        if item is not None and type(item) is not kind:
-            raise MessageError(json_invalid(f"The field '{key}' is not an integer."))
-    for key in ("timestamp", "fields"):
-        item = obj.get(key)
-        if item is not None and not isinstance(item, str):
-            raise MessageError(json_invalid(f"The field '{key}' is not a string."))
-    return Envelope(
-        topic=topic,
-        headers=Headers(headers),
-        path=path,
-        value=obj.get("value", ABSENT) if "value" in obj else ABSENT,
-        extra=obj.get("extra"),
-        status=obj.get("status"),
-        revision=obj.get("revision"),
-        timestamp=obj.get("timestamp"),
-        metadata=obj.get("metadata"),
-        fields=obj.get("fields"),
-    )
+    status = get("status")
+    if status is not None and type(status) is not int:
+        raise MessageError(json_invalid("The field 'status' is not an integer."))
+    revision = get("revision")
+    if revision is not None and type(revision) is not int:
+        raise MessageError(json_invalid("The field 'revision' is not an integer."))
+    timestamp = get("timestamp")
+    if timestamp is not None and not isinstance(timestamp, str):
+        raise MessageError(json_invalid("The field 'timestamp' is not a string."))
+    fields = get("fields")
+    if fields is not None and not isinstance(fields, str):
+        raise MessageError(json_invalid("The field 'fields' is not a string."))
+    parsed_headers = _new(Headers)
+    parsed_headers._items = {name.lower(): (name, value) for name, value in headers.items()}
+    e = _new(_EnvelopeBuilder)
+    e.topic = topic
+    e.headers = parsed_headers
+    e.path = path
+    e.value = get("value", ABSENT)
+    e.extra = get("extra")
+    e.status = status
+    e.revision = revision
+    e.timestamp = timestamp
+    e.metadata = get("metadata")
+    e.fields = fields
+    e.__class__ = Envelope
+    return e  # type: ignore[no-any-return]
+
+
+_new = object.__new__
+_NO_HEADERS: Final[dict[str, Any]] = {}
+_CONTAINERS: Final = (dict, list)
+#: A plain class with ``Envelope``'s slots in the same order: filled with
+#: plain stores, it becomes an ``Envelope`` by ``__class__`` assignment (the
+#: layouts are the same), a fifth of the frozen ``__init__``'s cost.
+_EnvelopeBuilder: Any = type("_EnvelopeBuilder", (), {"__slots__": Envelope.__dict__["__slots__"]})
 
 
 def parse_envelope(text: str) -> Envelope:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any, Final
 
 from . import _envelope as env
@@ -20,6 +21,7 @@ __all__ = [
     "SearchOptions",
     "SubscribeOptions",
     "classify",
+    "classify_topic",
     "format_instant",
 ]
 
@@ -245,18 +247,24 @@ def classify(envelope: env.Envelope) -> Classified | env.Topic:
     ``MessageError`` with ``protocoladapter:unknown.topicpath`` for a topic that
     breaks the grammar, a ``live`` streaming topic or an unknown action.
     """
+    text = envelope.topic
+    return _classify_cached(text) if len(text) <= _CACHED_TOPIC else classify_topic(text)
+
+
+def classify_topic(text: str) -> Classified | env.Topic:
+    """:func:`classify` by the topic string."""
     try:
-        topic = env.parse_topic(envelope.topic)
+        topic = env.parse_topic(text)
     except env.TopicError:
-        raise env.MessageError(env.unknown_topic_path(envelope.topic)) from None
+        raise env.MessageError(env.unknown_topic_path(text)) from None
     if topic.criterion == STREAMING:
         if topic.channel == "live" or topic.action is None:
-            raise env.MessageError(env.unknown_topic_path(envelope.topic))
+            raise env.MessageError(env.unknown_topic_path(text))
         action = topic.action
         if action == SUBSCRIBE_PERSISTED:
             action = "subscribe"
         elif action not in COMMAND_ACTIONS and action not in EVENT_ACTIONS:
-            raise env.MessageError(env.unknown_topic_path(envelope.topic))
+            raise env.MessageError(env.unknown_topic_path(text))
         return Classified(topic=topic, kind=Kind.STREAMING, action=action)
     if topic.criterion == SEARCH:
         action = topic.action or ""
@@ -273,9 +281,16 @@ def classify(envelope: env.Envelope) -> Classified | env.Topic:
                 and action not in EVENT_ACTIONS
             )
         ):
-            raise env.MessageError(env.unknown_topic_path(envelope.topic))
+            raise env.MessageError(env.unknown_topic_path(text))
         return Classified(topic=topic, kind=Kind.SEARCH, action=action)
     return topic
+
+
+#: The messages of one subscription share their topic, and parsing it costs
+#: as much as the JSON of a small message: results (frozen) are cached for
+#: topics up to this long, so a peer cannot make the cache hold much.
+_CACHED_TOPIC: Final = 256
+_classify_cached: Final = lru_cache(maxsize=256)(classify_topic)
 
 
 def subscription_id_of(envelope: env.Envelope) -> str:

@@ -27,6 +27,7 @@ from .._errors import LocalProtocolError
 from ..streams import MAX_DEMAND, Publisher, Subscription, add_demand
 from . import _envelope as env
 from ._config import DittoServerConfig
+from ._fast import next_prefix
 from ._messages import (
     CANCELLED_MESSAGE,
     INTERNAL_ERROR,
@@ -111,6 +112,14 @@ SERVER_TRANSITIONS: Final[dict[tuple[ServerState, ServerInput], ServerState]] = 
 del S, In
 
 
+#: States an item (UP_NEXT) leaves as they are, read from the table: the
+#: hot path skips the lookup for them (docs/performance.md).
+_NEXT_KEEPS: Final = tuple(  # a tuple: "in" compares by identity, no enum hash
+    state for (state, what), after in SERVER_TRANSITIONS.items()
+    if what is ServerInput.UP_NEXT and after is state
+)
+
+
 class _Subscription:
     __slots__ = (
         "deadline",
@@ -118,6 +127,7 @@ class _Subscription:
         "headers",
         "id",
         "kind",
+        "next_prefix",
         "outstanding",
         "pending_demand",
         "publisher",
@@ -137,6 +147,7 @@ class _Subscription:
         self.relay: _Relay | None = None
         self.pending_demand = 0  # requested before the Publisher's on_subscribe
         self.outstanding = 0  # requested and not yet delivered (rule 1.1)
+        self.next_prefix: str | None = None  # see _fast.next_prefix
         self.deadline = float("-inf")  # no timer entry yet
 
 
@@ -281,6 +292,7 @@ class DittoServer:
             self._events.append(InvalidMessage(error=error))
             return
         sub.headers = headers  # later events carry the latest request's headers
+        sub.next_prefix = None
         if sub.state is ServerState.ZOMBIE:
             if action == "request":
                 error = protocol_error(sub.kind, CANCELLED_MESSAGE)
@@ -429,21 +441,29 @@ class DittoServer:
             self._end(sub, ServerInput.UP_NEXT_EXCESS, INTERNAL_ERROR, "failed")
             return
         value: dict[str, Any] = {"subscriptionId": sub.id}
-        if sub.kind is Kind.SEARCH:
-            if not isinstance(item, list | tuple):
-                self._end(sub, ServerInput.UP_ERROR, INTERNAL_ERROR, "failed")
-                return
-            value["items"] = [_item_json(i) for i in item]
-        else:
-            value["item"] = _item_json(item)
+        prefix = sub.next_prefix
+        if prefix is None and sub.kind is not Kind.SEARCH:
+            topic = str(self._topic(sub, "next"))
+            prefix = sub.next_prefix = next_prefix(topic, self._headers(sub.headers), sub.id)
         try:
-            text = self._encode(sub, "next", value)
+            if prefix:  # the same text as _encode's, one dumps of the item (_fast.py)
+                text = prefix + env.dumps(_item_json(item)) + "}}"
+            else:
+                if sub.kind is Kind.SEARCH:
+                    if not isinstance(item, list | tuple):
+                        self._end(sub, ServerInput.UP_ERROR, INTERNAL_ERROR, "failed")
+                        return
+                    value["items"] = [_item_json(i) for i in item]
+                else:
+                    value["item"] = _item_json(item)
+                text = self._encode(sub, "next", value)
         except (TypeError, ValueError, RecursionError):  # not JSON: the Publisher's fault
             self._end(sub, ServerInput.UP_ERROR, INTERNAL_ERROR, "failed")
             return
         if sub.outstanding != MAX_DEMAND:  # rule 3.17: MAX is unbounded
             sub.outstanding -= 1
-        self._transition(sub, ServerInput.UP_NEXT)
+        if sub.state not in _NEXT_KEEPS:  # the table lookup hashes two enums
+            self._transition(sub, ServerInput.UP_NEXT)
         self._touch(sub)
         self._out.append(text)
 

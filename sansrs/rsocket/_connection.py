@@ -33,6 +33,7 @@ from ._fast import (
     T_REQUEST_FNF,
     T_REQUEST_RESPONSE,
     pack_prefix_header,
+    queue_payload_run,
 )
 from ._fragmentation import Fragmenter
 from ._frames import (
@@ -551,6 +552,20 @@ class Connection:
             self._fragments.queue_payload(stream_id, data, metadata, complete, True)
         if complete:
             self._streams.step(s, _I.SEND_COMPLETE)
+
+    def send_payloads(self, stream_id: int, items: list[bytes]) -> int:
+        """Send a leading run of ``items`` (``bytes``, no metadata, none
+        completing) as PAYLOAD frames, exactly as ``send_payload`` would one
+        by one on its first path; stop where that path would not take the
+        next one (credit, output room, size, a resumable session) and return
+        how many went: the caller sends the rest with ``send_payload``. The
+        batch form of the first path: ``_fast.queue_payload_run``."""
+        s = self._by_id.get(stream_id)
+        if s is None or s.kind is _RR or s.out_credit <= 0:
+            return 0
+        sent = queue_payload_run(self._out, stream_id, items, s.out_credit)
+        s.out_credit -= sent
+        return sent
 
     def _payload_refused(self, stream_id: int, s: Stream | None) -> NoReturn:
         if s is None:

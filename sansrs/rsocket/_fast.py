@@ -32,6 +32,11 @@ say so where they do.
   docs/performance.md). Each copy says which row pays for it; the plain
   paths (``_encode.encode_payload``, ``_codec._dec_payload``) stay the
   reference the fuzz and codec tests compare them with.
+- ``queue_payload_run``: a stream's items sent as a batch
+  (``Connection.send_payloads``): items of one length share one header and
+  are joined behind it in one call, a fraction of a ``send_payload`` each
+  (``benchmarks/bench_stream_server.py``; "Streaming server" in
+  docs/performance.md).
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ import enum
 from collections.abc import Callable
 from functools import partial
 from struct import Struct
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ._frames import (
     FLAG_COMPLETE,
@@ -76,6 +81,7 @@ __all__ = [
     "payload_event",
     "payload_frame",
     "payload_run",
+    "queue_payload_run",
     "rr_event",
     "unpack_frame_header",
     "unpack_prefix_header",
@@ -266,3 +272,53 @@ def identity_hash(cls: type[E]) -> type[E]:
     by identity, so ``object.__hash__`` gives the same dict behaviour."""
     type.__setattr__(cls, "__hash__", object.__hash__)
     return cls
+
+
+class _Queued(Protocol):
+    """What ``queue_payload_run`` uses of ``_output.Output`` (not imported:
+    ``_output`` imports this module's neighbours)."""
+
+    pieces: list[bytes]
+    size: int
+    limit: int
+    sent_position: int
+    fast_payload_max: int
+
+
+def queue_payload_run(out: _Queued, stream_id: int, items: list[bytes], credit: int) -> int:
+    """Queue PAYLOAD (NEXT) frames for a leading run of ``items`` on
+    ``out``, as ``send_payload``'s first path would one by one: at most
+    ``credit``, while the output is below its limit before each, each item
+    within ``fast_payload_max`` (-1 while frames are retained: none).
+    Returns how many were queued (the caller takes them off the credit)."""
+    if out.size >= out.limit:
+        return 0
+    count = min(len(items), credit)
+    batch = items if count == len(items) else items[:count]
+    lengths = set(map(len, batch))
+    largest = out.fast_payload_max
+    if len(lengths) == 1:
+        n = lengths.pop() + 6
+        if n - 6 > largest:
+            return 0
+        fit = -(-(out.limit - out.size) // (n + 3))  # items that start below the limit
+        if fit < count:
+            count = fit
+            batch = batch[:count]
+        header = pack_prefix_header(n >> 16, n & 0xFFFF, stream_id, PAYLOAD_ITEM)
+        out.pieces += (header, header.join(batch))
+        out.size += count * (n + 3)
+        out.sent_position += count * n
+        return count
+    pieces = out.pieces
+    size, limit, position, sent = out.size, out.limit, out.sent_position, 0
+    for data in batch:
+        if size >= limit or len(data) > largest:
+            break
+        n = len(data) + 6
+        pieces += (pack_prefix_header(n >> 16, n & 0xFFFF, stream_id, PAYLOAD_ITEM), data)
+        size += n + 3
+        position += n
+        sent += 1
+    out.size, out.sent_position = size, position
+    return sent

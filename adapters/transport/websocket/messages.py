@@ -11,8 +11,13 @@ stream::
 
 ``kind`` reuses the WebSocket opcodes: TEXT (UTF-8 payload), BINARY, CLOSE
 (payload: 2-byte close code, then a UTF-8 reason), PING (engine -> transport)
-and PONG (transport -> engine, only in answer to an engine's PING). docs/adapters.md has the
-rules of the record stream.
+and PONG (transport -> engine, only in answer to an engine's PING); and
+BINARY_RUN / TEXT_RUN, messages each behind its 3-byte big-endian length
+(one WebSocket message each, :mod:`.runs`): a transport delivers
+consecutive messages of one kind as one run, an engine may send runs.
+``MessageReader`` hands a run's messages out one by one unless asked to keep
+runs. docs/adapters.md
+has the rules of the record stream.
 """
 
 from __future__ import annotations
@@ -33,7 +38,9 @@ __all__ = [
     "encode_close",
     "encode_ping",
     "encode_record",
+    "encode_run",
     "encode_text",
+    "split_run",
 ]
 
 _HEADER = Struct(">BI")
@@ -53,6 +60,11 @@ class MessageKind(enum.IntEnum):
     PING = 0x9
     #: Transport -> engine: the pong answering one of the engine's pings.
     PONG = 0xA
+    #: Text messages (UTF-8), each behind its length (3 bytes, big-endian);
+    #: each is one WebSocket message (not an opcode: WebSocket's are 4 bits).
+    TEXT_RUN = 0x11
+    #: Binary messages, each behind its length, as TEXT_RUN.
+    BINARY_RUN = 0x12
 
 
 class CloseCode(enum.IntEnum):
@@ -100,6 +112,13 @@ def encode_binaries(messages: Iterable[bytes]) -> bytes:
     return b"".join(parts)
 
 
+def encode_run(run: bytes | bytearray, *, text: bool = False) -> bytes:
+    """One BINARY_RUN record (``text``: TEXT_RUN): ``run`` is messages, each
+    behind its length in 3 bytes (big-endian), e.g. what an RSocket core
+    writes for TCP."""
+    return _HEADER.pack(0x11 if text else 0x12, len(run)) + run
+
+
 def encode_text(text: str) -> bytes:
     """One TEXT record (UTF-8)."""
     data = text.encode("utf-8")
@@ -141,12 +160,16 @@ def decode_close(payload: bytes) -> tuple[int, str]:
 class MessageReader:
     """Incremental record parser: ``feed(data)`` returns every complete record
     as ``(kind, payload)``. Transports hand over whole records, so the buffer
-    is normally empty between calls; it is there for any other producer."""
+    is normally empty between calls; it is there for any other producer.
 
-    __slots__ = ("_buffer",)
+    A BINARY_RUN record comes out as one BINARY record per message, unless
+    ``keep_runs`` (an engine that reads runs as a byte stream)."""
 
-    def __init__(self) -> None:
+    __slots__ = ("_buffer", "_keep_runs")
+
+    def __init__(self, *, keep_runs: bool = False) -> None:
         self._buffer = bytearray()
+        self._keep_runs = keep_runs
 
     @property
     def pending(self) -> int:
@@ -170,8 +193,26 @@ class MessageReader:
             stop = off + 5 + length
             if stop > end:
                 break
-            append((kind, data[off + 5 : stop]))
+            if kind & 0x10 and not self._keep_runs:  # a run: its messages one by one
+                out += split_run(data, off + 5, stop, kind & 0x0F)
+            else:
+                append((kind, data[off + 5 : stop]))
             off = stop
         if off < end:
             buffer += memoryview(data)[off:]
         return out
+
+
+def split_run(data: bytes, off: int, end: int, kind: int = 2) -> list[tuple[int, bytes]]:
+    """The messages of the run ``data[off:end]`` as ``kind`` records (BINARY
+    or TEXT)."""
+    out: list[tuple[int, bytes]] = []
+    while off < end:
+        if end - off < 3:
+            raise RecordError("a run ends inside a message length")
+        stop = off + 3 + (data[off] << 16 | data[off + 1] << 8 | data[off + 2])
+        if stop > end:
+            raise RecordError("a run's message overruns its record")
+        out.append((kind, data[off + 3 : stop]))
+        off = stop
+    return out

@@ -32,14 +32,24 @@ from ..base import Transport
 from ..tcp import TcpListener
 from ..tls import TlsListener
 from ..urls import Endpoint
-from .frames import FrameSplitter, KeySource, encode_data_frame
-from .messages import CloseCode, MessageKind, decode_close, encode_close, encode_record
+from .frames import KeySource, encode_data_frame
+from .messages import (
+    CloseCode,
+    MessageKind,
+    RecordError,
+    decode_close,
+    encode_close,
+    encode_record,
+    encode_run,
+)
 from .options import (
     HandshakeRequest,
     WebSocketOptions,
     raw_headers,
     str_headers,
 )
+from .runs import encode_run as frame_run
+from .splitter import FrameSplitter
 
 __all__ = ["SEND_BATCH", "WebSocketListener", "WebSocketTransport"]
 
@@ -108,6 +118,10 @@ class WebSocketTransport:
         # the caller offers to ``send`` are in here and not yet acknowledged.
         self._out = bytearray()
         self._framed = 0
+        #: Bytes of the BINARY_RUN record being framed that are still to go
+        #: (a run is framed a batch at a time, at message boundaries).
+        self._run_left = 0
+        self._run_text = False
         self._early: list[bytes] = []  # server: records queued before the upgrade
         self._early_size = 0
         self._pings = 0  # engine pings awaiting their pong
@@ -162,7 +176,8 @@ class WebSocketTransport:
         # Answers (pong, the Close echo) go now if they can; a failed write
         # must not lose what was just read (a Close saying why the peer is
         # going): the next send reports it.
-        self._flush_quietly()
+        if self._out:
+            self._flush_quietly()
         if self._ready:
             return self._take_ready()
         if self._eof:
@@ -229,10 +244,16 @@ class WebSocketTransport:
         self._splitter = FrameSplitter(
             masked=not self._ws.client,
             max_payload=self._max,
+            on_run=self._on_run,
             on_message=self._on_message,
             to_wsproto=self._receive,
             on_oversized=self._on_oversized,
         )
+
+    def _on_run(self, opcode: int, run: bytearray) -> None:
+        """Messages from the fast path, as one run (sizes checked, text valid)."""
+        if self.close_sent is None and self.close_received is None:
+            self._ready.append(encode_run(run, text=opcode == 1))
 
     def _on_message(self, opcode: int, payload: bytes) -> None:
         """A whole data message from the fast path (size already checked)."""
@@ -388,7 +409,12 @@ class WebSocketTransport:
         if self._early:
             early, self._early = self._early, []
             self._early_size = 0
-            self._frame(memoryview(b"".join(early)))
+            view = memoryview(b"".join(early))
+            while view:
+                taken = self._frame(view)
+                if not taken:
+                    break
+                view = view[taken:]
 
     def _reject(self, status: int, message: str) -> None:
         body = f"{status} {message}\n".encode()
@@ -411,13 +437,21 @@ class WebSocketTransport:
     # -- sending -----------------------------------------------------------
     def _frame(self, view: memoryview) -> int:
         """Turn whole records from ``view`` into WebSocket bytes in ``_out``;
-        returns how many bytes of ``view`` were taken (whole records)."""
+        returns how many bytes of ``view`` were taken (whole records, or
+        whole messages of a run: ``_run_left`` says how much of it is left)."""
         end = len(view)
         off = 0
         limit = SEND_BATCH
         ws = self._ws
         out = self._out
-        while end - off >= 5:
+        while True:
+            if self._run_left:
+                off = self._frame_run(view, off, limit)
+                if self._run_left or off >= limit:
+                    break
+                continue
+            if end - off < 5:
+                break
             kind = view[off]
             length = int.from_bytes(view[off + 1 : off + 5], "big")
             stop = off + 5 + length
@@ -432,6 +466,11 @@ class WebSocketTransport:
                 continue
             if self.close_sent is not None or ws.state is not ConnectionState.OPEN:
                 off = stop  # closing: later records are dropped
+                continue
+            if kind == 0x12 or kind == 0x11:  # BINARY_RUN / TEXT_RUN: messages follow
+                self._run_left = length
+                self._run_text = kind == 0x11
+                off += 5
                 continue
             body = view[off + 5 : stop]
             if kind == 2 or kind == 1:
@@ -455,6 +494,26 @@ class WebSocketTransport:
             if off >= limit:
                 break
         return off
+
+    def _frame_run(self, view: memoryview, off: int, limit: int) -> int:
+        """Frame the messages of the run being sent from ``off`` (a message
+        boundary): up to ``limit`` bytes of ``view``, at least one message.
+        Returns the offset after the last message framed."""
+        stop = off + self._run_left
+        if self.close_sent is not None or self._ws.state is not ConnectionState.OPEN:
+            self._run_left = 0  # closing: the rest of the run is dropped
+            return stop
+        if stop - off < 3:
+            raise RecordError("a run ends inside a message length")
+        first = 3 + (view[off] << 16 | view[off + 1] << 8 | view[off + 2])
+        want = min(stop, off + max(limit - off, first))
+        chunk = bytes(view[off:want])
+        frames, used = frame_run(chunk, self._keys, text=self._run_text)
+        if not used or (want == stop and used < len(chunk)):
+            raise RecordError("a run's message overruns its record")
+        self._out += frames
+        self._run_left -= used
+        return off + used
 
     def _send_close(self, code: int, reason: str) -> None:
         if self.close_sent is not None:

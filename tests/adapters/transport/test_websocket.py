@@ -37,6 +37,7 @@ from sansrs.adapters.transport.websocket.messages import (
     encode_close,
     encode_ping,
     encode_record,
+    encode_run,
     encode_text,
 )
 from sansrs.adapters.transport.websocket.transport import (
@@ -790,3 +791,42 @@ def test_upgrade_request_trickled_byte_by_byte_is_accepted() -> None:
             sock.sendall(head[i : i + 1])
         assert read_http_head(sock).startswith(b"HTTP/1.1 101")
         sock.close()
+
+
+def _run_of(messages: list[bytes]) -> bytes:
+    return b"".join(len(m).to_bytes(3, "big") + m for m in messages)
+
+
+def test_a_run_record_goes_out_in_batches_each_message_one_frame() -> None:
+    """A BINARY_RUN record larger than one send batch: framed a batch at a
+    time across send calls (acknowledged part by part), every message one
+    WebSocket message, in order; runs come back as runs."""
+    with echo_server() as server:
+        t = client(server)
+        messages = [b"%08d" % i for i in range(60_000)] + [b"x" * 70_000, b"tail"]
+        record = encode_run(_run_of(messages))
+        assert len(record) > 2 * SEND_BATCH
+        out = bytearray(record)
+        acks = []
+        deadline = time.monotonic() + WAIT
+        while out:
+            sent = t.send(out)
+            acks.append(sent)
+            del out[:sent]
+            assert t.buffered <= SEND_BATCH + 70_000 + 14
+            if out:
+                _wait(t.fileno(), selectors.EVENT_WRITE, deadline)
+        assert len([a for a in acks if a]) > 1  # acknowledged part by part
+        assert [p for _, p in read_records(t, len(messages))] == messages
+        t.close()
+
+
+def test_text_runs_are_checked_before_they_go() -> None:
+    with echo_server() as server:
+        t = client(server)
+        texts = ["h\u00e9llo", "", "\u2713" * 50]
+        send_all(t, encode_run(_run_of([x.encode() for x in texts]), text=True))
+        assert read_records(t, 3) == [(MessageKind.TEXT, x.encode()) for x in texts]
+        with pytest.raises(UnicodeDecodeError):  # a bad engine cannot send invalid UTF-8
+            t.send(encode_run(_run_of([b"\xff\xfe"]), text=True))
+        t.close()

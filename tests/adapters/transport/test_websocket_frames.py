@@ -1,6 +1,7 @@
-"""The WebSocket data-frame fast paths (adapters/ws_frames.py) against
-wsproto: the same bytes out, and the same messages in, whatever the mix of
-frames and however the bytes are chunked; anything unusual goes to wsproto."""
+"""The WebSocket data-frame fast paths (websocket/frames.py, runs.py,
+splitter.py) against wsproto: the same bytes out, and the same messages in,
+whatever the mix of frames and however the bytes are chunked, a batch of
+same-length messages as one at a time; anything unusual goes to wsproto."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import os
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sansrs.adapters.transport.websocket.frames import (
-    FrameSplitter,
     KeySource,
     encode_data_frame,
     mask,
 )
+from sansrs.adapters.transport.websocket.messages import split_run
+from sansrs.adapters.transport.websocket.runs import MIN_BATCH, encode_run, prefix
+from sansrs.adapters.transport.websocket.splitter import FrameSplitter
 from wsproto.connection import Connection, ConnectionType
 from wsproto.events import BytesMessage, Event, Message, Ping, TextMessage
 from wsproto.frame_protocol import FrameProtocol
@@ -48,12 +51,19 @@ class Collector:
         self.conn = Connection(role)
         self.got: list[tuple[int, bytes]] = []
         self.handed: list[bytes] = []
+        self.runs = 0
         self.splitter = FrameSplitter(
             masked=role is ConnectionType.SERVER,
             max_payload=max_payload,
+            on_run=self._on_run,
             on_message=lambda op, p: self.got.append((op, p)),
             to_wsproto=self._to_wsproto,
         )
+
+    def _on_run(self, kind: int, run: bytearray) -> None:
+        assert run, "no empty runs"
+        self.runs += 1
+        self.got += split_run(bytes(run), 0, len(run), kind)
 
     def _to_wsproto(self, data: bytes) -> None:
         self.handed.append(data)
@@ -178,3 +188,97 @@ def test_mask_is_its_own_inverse() -> None:
     assert mask(key, b"") == b""
     keys = KeySource()
     assert len({keys.next() for _ in range(3000)}) > 2990  # fresh keys, beyond one batch
+
+
+def run_of(messages: list[bytes]) -> bytes:
+    return b"".join(prefix(len(m)) + m for m in messages)
+
+
+# Same-length messages (the batch paths) around every header size boundary,
+# mixed with others; the lengths repeat so that batches form.
+SIZES = st.sampled_from([0, 1, 3, 4, 5, 22, 125, 126, 127, 1030, 65535, 65536])
+BATCHES = st.lists(
+    st.tuples(SIZES, st.integers(1, 3 * MIN_BATCH), st.binary(min_size=1, max_size=8)),
+    min_size=1,
+    max_size=5,
+)
+
+
+def messages_of(batches: list[tuple[int, int, bytes]]) -> list[bytes]:
+    out = []
+    for size, count, seed in batches:
+        for i in range(count):
+            out.append(((seed + bytes([i])) * (size // (len(seed) + 1) + 1))[:size])
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(BATCHES, st.data(), st.sampled_from([ConnectionType.CLIENT, ConnectionType.SERVER]))
+def test_batches_of_same_length_frames_split_like_wsproto(
+    batches: list[tuple[int, int, bytes]], data: st.DataObject, receiver: ConnectionType
+) -> None:
+    messages = messages_of(batches)
+    sender = ConnectionType.SERVER if receiver is ConnectionType.CLIENT else ConnectionType.CLIENT
+    wire = frames_from(sender, [BytesMessage(data=m) for m in messages])
+    assert wsproto_messages(receiver, wire) == [(2, m) for m in messages]
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=4), label="cuts"))
+    collector = Collector(receiver)
+    last = 0
+    for cut in [*cuts, len(wire)]:
+        collector.splitter.feed(wire[last:cut])
+        last = cut
+    assert collector.got == [(2, m) for m in messages]
+    assert collector.handed == [] and not collector.splitter.passthrough
+
+
+@settings(max_examples=60, deadline=None)
+@given(BATCHES, st.booleans())
+def test_encode_run_frames_each_message_as_wsproto_would(
+    batches: list[tuple[int, int, bytes]], client: bool
+) -> None:
+    messages = messages_of(batches)
+    run = run_of(messages)
+    keys = KeySource() if client else None
+    wire, used = encode_run(run, keys)
+    assert used == len(run)
+    receiver = ConnectionType.SERVER if client else ConnectionType.CLIENT
+    assert wsproto_messages(receiver, wire) == [(2, m) for m in messages]
+    if not client:  # unmasked: byte for byte what one frame at a time gives
+        assert wire == b"".join(encode_data_frame(2, m, None) for m in messages)
+
+
+def test_encode_run_masks_every_frame_with_its_own_fresh_key() -> None:
+    messages = [b"k" * 22] * 200  # one batch
+    wire, _ = encode_run(run_of(messages), KeySource())
+    keys = {wire[i * 28 + 2 : i * 28 + 6] for i in range(200)}
+    assert len(keys) > 195  # RFC 6455, 5.3: a fresh key per frame
+    assert all(wire[i * 28 + 6 : i * 28 + 28] != messages[0] for i in range(200))
+
+
+def test_encode_run_leaves_a_message_cut_off_at_the_end() -> None:
+    run = run_of([b"a" * 10] * 8 + [b"b" * 300])
+    wire, used = encode_run(run[:-1], None)
+    assert used == 8 * 13
+    assert wsproto_messages(ConnectionType.CLIENT, wire) == [(2, b"a" * 10)] * 8
+
+
+def test_a_batch_stops_at_the_first_frame_of_another_kind() -> None:
+    # Same-length frames, then a text frame and a ping of that same length.
+    server = FrameProtocol(client=False, extensions=[])
+    wire = b"".join(bytes(server.send_data(b"x" * 10)) for _ in range(6))
+    wire += bytes(server.send_data("y" * 10)) + bytes(server.ping(b"z" * 10))
+    wire += b"".join(bytes(server.send_data(b"x" * 10)) for _ in range(6))
+    collector = Collector(ConnectionType.CLIENT)
+    collector.splitter.feed(wire)
+    assert collector.got == [(2, b"x" * 10)] * 6 + [(1, b"y" * 10), (9, b"z" * 10)] + [
+        (2, b"x" * 10)
+    ] * 6
+    assert collector.runs == 3  # binary, text, (the ping to wsproto), binary
+
+
+def test_key_source_takes_many_keys_at_once() -> None:
+    keys = KeySource()
+    batch = keys.take(300)
+    assert len(batch) == 1200
+    assert len({batch[i : i + 4] for i in range(0, 1200, 4)}) > 295
+    assert len(keys.take(5000)) == 20000  # beyond one pool: fetched on its own

@@ -1,0 +1,258 @@
+"""Runs: many binary messages in one buffer, converted to and from WebSocket
+frames a batch at a time.
+
+A *run* is binary messages, each preceded by its length in 3 bytes
+(big-endian): the framing of RSocket over TCP, so an engine whose core
+writes that framing hands its output over as one record
+(``MessageKind.BINARY_RUN``, :mod:`.messages`) and reads a run as the byte
+stream it would read from TCP. The transport turns each message of a run
+into one WebSocket binary frame, and consecutive binary frames it receives
+into one run.
+
+Why: per message, a Python loop costs 0.3-1.5 µs (header, slice, mask),
+more than the RSocket core spends on a 16-byte PAYLOAD, which held WebSocket
+at 0.26x-0.43x TCP (docs/performance.md, "WebSocket near TCP";
+``benchmarks/bench_websocket.py`` measures each path). Messages of the same
+length are the common case (a stream's items, a pipeline of requests), and
+for them every step runs in C over the whole batch:
+
+* frames of the same length are found with strided slices of their header
+  columns (``data[off + i : lim : stride]``) and ``lstrip``;
+* one cached ``struct`` (``"3x22s"`` repeated: skip the old header, keep
+  the payload) cuts the payloads out, and ``header.join`` puts them behind
+  their new headers;
+* masking XORs all frames at once, as integers: each key placed at the
+  start of its payload and tiled over it by shifted copies (the tiles of
+  two frames never overlap: no carries); a tile may reach up to 3 bytes
+  into the next frame's header and key, which are rewritten afterwards.
+
+A batch is tried where a message has the length of the one before it (and
+not again inside a stretch a try found too short), so mixed lengths cost
+nothing extra. Anything else (a lone message, payloads of 64 KiB and more,
+masked ones over 125 bytes, messages under 4 bytes) takes the per-message
+path, whose output is the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from itertools import chain
+from struct import Struct
+
+from .frames import KeySource, encode_data_frame
+
+__all__ = [
+    "MAX_BATCH",
+    "MAX_MASKED_BATCH",
+    "MAX_RUN_MESSAGE",
+    "MIN_BATCH",
+    "count_uniform",
+    "encode_run",
+    "frames_to_run",
+    "prefix",
+]
+
+#: Largest message a run can hold (its length must fit in 3 bytes).
+MAX_RUN_MESSAGE = 0xFFFFFF
+#: Same-length frames from which the batch path beats the per-message one
+#: (benchmarks/bench_websocket.py).
+MIN_BATCH = 8
+#: Largest payload framed in batches: masked ones up to 125 bytes (beyond,
+#: tiling the keys costs more than masking one by one), others below 64 KiB.
+MAX_MASKED_BATCH = 125
+MAX_BATCH = 0xFFFF
+#: Records cut per ``struct`` call (one compiled format per record shape).
+_GROUP = 64
+_BINARY_FIN = 0x82
+
+_PREFIXES = tuple(n.to_bytes(3, "big") for n in range(126))
+
+
+def prefix(n: int) -> bytes:
+    """The 3-byte length of a run message of ``n`` bytes."""
+    return _PREFIXES[n] if n < 126 else n.to_bytes(3, "big")
+
+
+def count_uniform(data: bytes, off: int, end: int, stride: int, header: bytes) -> int:
+    """How many consecutive records of ``stride`` bytes from ``off`` (whole
+    ones, before ``end``) start with ``header``. Frame ``i`` sits at
+    ``off + i * stride`` exactly when frames ``0..i-1`` had that length, so
+    the count of leading matches in each header column is the answer.
+    Windows (64 records, then growing fourfold) keep the work proportional
+    to the count."""
+    whole = (end - off) // stride
+    count = 0
+    window = _GROUP
+    columns = range(len(header))
+    while count < whole:
+        m = min(window, whole - count)
+        start = off + count * stride
+        lim = start + m * stride
+        good = m
+        for i in columns:
+            column = data[start + i : lim : stride]
+            same = len(column) - len(column.lstrip(header[i : i + 1]))
+            if same < good:
+                good = same
+        count += good
+        if good < m:
+            break
+        window *= 4
+    return count
+
+
+@lru_cache(maxsize=1024)
+def _cutter(unit: str, count: int) -> Struct:
+    return Struct(unit * count)
+
+
+def _cut(data: bytes, off: int, unit: str, size: int, count: int) -> Sequence[bytes]:
+    """The fields of ``count`` records of ``size`` bytes from ``off``, each
+    unpacked with the struct format ``unit``; cut in C."""
+    if count <= _GROUP:
+        return _cutter(unit, count).unpack_from(data, off)
+    whole = count // _GROUP * _GROUP
+    view = memoryview(data)[off : off + whole * size]
+    fields = list(chain.from_iterable(_cutter(unit, _GROUP).iter_unpack(view)))
+    if count > whole:
+        fields += _cutter(unit, count - whole).unpack_from(data, off + whole * size)
+    return fields
+
+
+def _tile(keys: int, words: int) -> int:
+    """``keys`` (4-byte keys, little-endian, ``4 * words`` bytes apart) each
+    repeated ``words`` times: shifted copies doubled, then summed by the
+    bits of ``words`` (no carries: the copies never overlap)."""
+    out = 0
+    shift = 0
+    width = 32
+    while True:
+        if words & 1:
+            out |= keys << shift
+            shift += width
+        words >>= 1
+        if not words:
+            return out
+        keys |= keys << width
+        width *= 2
+
+
+def _xor_keys(frames: bytes | bytearray | memoryview, count: int, n: int,
+              keys: Sequence[bytes]) -> bytes:
+    """``count`` masked frames of ``n`` payload bytes (2-byte header, key,
+    payload; ``n + 6`` bytes each) with each payload XOR its key repeated
+    (``keys[i]``: the i-th byte of every key); 3 bytes longer than
+    ``frames``. A tile may reach 3 bytes into the next frame's header and
+    key: callers rewrite or skip them."""
+    stride = n + 6
+    size = count * stride
+    placed = bytearray(size)
+    for i in range(4):
+        placed[6 + i :: stride] = keys[i]
+    stream = _tile(int.from_bytes(placed, "little"), (n + 3) // 4)
+    return (int.from_bytes(frames, "little") ^ stream).to_bytes(size + 3, "little")
+
+
+# -- sending: a run -> WebSocket frames ---------------------------------------
+
+
+def _batch_to_frames(data: bytes, off: int, count: int, n: int, keys: KeySource | None) -> bytes:
+    payloads = _cut(data, off, f"3x{n}s", n + 3, count)
+    if keys is None:
+        short = n < 126
+        header = bytes((_BINARY_FIN, n) if short else (_BINARY_FIN, 126, n >> 8, n & 0xFF))
+        return header + header.join(payloads)
+    # Masked (n < 126): frames with their keys in place, then one XOR.
+    gap = bytes((_BINARY_FIN, 0x80 | n, 0, 0, 0, 0))
+    frames = bytearray(gap)
+    frames += gap.join(payloads)
+    stride = n + 6
+    key_bytes = keys.take(count)
+    columns = [key_bytes[i::4] for i in range(4)]
+    for i in range(4):
+        frames[2 + i :: stride] = columns[i]
+    out = bytearray(_xor_keys(frames, count, n, columns))
+    del out[count * stride :]
+    out[::stride] = gap[:1] * count  # what a tile may have reached
+    out[1::stride] = gap[1:2] * count
+    out[2::stride] = columns[0]
+    return bytes(out)
+
+
+def encode_run(data: bytes, keys: KeySource | None, *, text: bool = False) -> tuple[bytes, int]:
+    """WebSocket frames (FIN binary, or text if ``text``; one per message;
+    masked with keys from ``keys``, or not when ``None``) for the whole
+    messages at the start of the run ``data``; returns them and how many
+    bytes of ``data`` they took (a message cut off at the end is left).
+    Text is checked (``UnicodeDecodeError``): a bad engine must not make us
+    send invalid UTF-8."""
+    if text:
+        return _encode_text_run(data, keys)
+    parts: list[bytes] = []
+    end = len(data)
+    off = 0
+    largest = MAX_BATCH if keys is None else MAX_MASKED_BATCH
+    last = -1  # the previous message's length: a batch is tried when it repeats
+    tried = 0  # no batch before this offset (a try found too few)
+    while end - off >= 3:
+        n = data[off] << 16 | data[off + 1] << 8 | data[off + 2]
+        size = n + 3
+        if (
+            (n == last or not off)  # a length repeats (or a chunk starts)
+            and off >= tried
+            and 4 <= n <= largest
+            and end - off >= MIN_BATCH * size
+        ):
+            count = count_uniform(data, off, end, size, data[off : off + 3])
+            if count >= MIN_BATCH:
+                parts.append(_batch_to_frames(data, off, count, n, keys))
+                off += count * size
+                continue
+            tried = off + count * size
+        last = n
+        stop = off + size
+        if stop > end:
+            break
+        key = keys.next() if keys is not None else None
+        parts.append(encode_data_frame(2, data[off + 3 : stop], key))
+        off = stop
+    return b"".join(parts), off
+
+
+def _encode_text_run(data: bytes, keys: KeySource | None) -> tuple[bytes, int]:
+    """:func:`encode_run` for text: one message at a time (text messages
+    seldom share a length), each checked."""
+    parts: list[bytes] = []
+    end = len(data)
+    off = 0
+    while end - off >= 3:
+        stop = off + 3 + (data[off] << 16 | data[off + 1] << 8 | data[off + 2])
+        if stop > end:
+            break
+        payload = data[off + 3 : stop]
+        payload.decode("utf-8")
+        parts.append(encode_data_frame(1, payload, keys.next() if keys is not None else None))
+        off = stop
+    return b"".join(parts), off
+
+
+# -- receiving: WebSocket frames -> a run ----------------------------------------
+
+
+def frames_to_run(data: bytes, off: int, count: int, n: int, masked: bool) -> bytes:
+    """``count`` FIN binary frames of ``n`` payload bytes each (``4 <= n <
+    0x10000``, at most 125 if ``masked``; headers checked by the caller, e.g.
+    with :func:`count_uniform`) at ``off``, as run messages; ``masked``: the
+    frames carry keys (we are the server) and are unmasked."""
+    length = prefix(n)
+    if not masked:
+        head = 2 if n < 126 else 4
+        payloads = _cut(data, off, f"{head}x{n}s", head + n, count)
+        return length + length.join(payloads)
+    stride = n + 6
+    lim = off + count * stride
+    keys = [data[off + 2 + i : lim : stride] for i in range(4)]
+    plain = _xor_keys(memoryview(data)[off:lim], count, n, keys)
+    payloads = _cut(plain, 0, f"6x{n}s", stride, count)
+    return length + length.join(payloads)

@@ -1,0 +1,262 @@
+"""The receive fast path beside wsproto: :class:`FrameSplitter`.
+
+The common case is simple: complete, unfragmented BINARY or TEXT frames.
+The splitter finds frame boundaries in the received bytes, handles that case
+itself, and hands everything else to wsproto *as whole frames*, so wsproto
+always sits at a frame boundary and its state stays right:
+
+* consecutive binary messages become one *run* (:mod:`.runs`: each message
+  behind its 3-byte length), same-length frames a batch at a time;
+  consecutive text messages (each checked UTF-8) another kind of run;
+* a message too big for a run (16 MiB and more) is handed over alone, in
+  order;
+* a complete control frame (ping, pong, close; at most 125 bytes) goes to
+  wsproto, which answers and reports it as usual;
+* anything unusual (a fragment or continuation, reserved bits or opcodes, a
+  mask bit the wrong way round, a non-minimal or oversized length, text that
+  is not UTF-8, a frame bigger than the message limit) switches the splitter
+  to *passthrough*: that frame's bytes and everything after go to wsproto
+  untouched, which then applies every rule of RFC 6455 as without this
+  module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from struct import Struct
+
+from .frames import mask
+from .runs import MAX_BATCH, MAX_RUN_MESSAGE, MIN_BATCH, count_uniform, frames_to_run, prefix
+
+__all__ = ["FrameSplitter", "OnMessage", "OnOversized", "OnRun", "OnWsproto"]
+
+_U16 = Struct(">H")
+_U64 = Struct(">Q")
+_MAX_CONTROL = 125
+_BINARY_FIN = 0x82
+
+#: What the splitter calls: consecutive messages of one kind as a run
+#: (opcode 2 binary or 1 text; their bytes, each behind its 3-byte length),
+#: a whole message too big for a run (opcode, payload), and whole frames or
+#: raw bytes for wsproto. Each in the order the frames arrived.
+OnRun = Callable[[int, bytearray], None]
+OnMessage = Callable[[int, bytes], None]
+OnWsproto = Callable[[bytes], None]
+OnOversized = Callable[[int], None]
+
+
+class FrameSplitter:
+    """Splits received bytes at frame boundaries (see the module notes).
+
+    ``masked``: frames from the peer must be masked (we are the server).
+    ``max_payload``: a data frame that says it is longer is reported to
+    ``on_oversized(length)`` as soon as its header arrives (the connection
+    fails with 1009 without waiting for bytes that could only be thrown
+    away), and nothing more is split; without ``on_oversized`` it goes to
+    wsproto (passthrough), whose message-size check then closes with 1009.
+    """
+
+    __slots__ = (
+        "_buffer",
+        "_masked",
+        "_max",
+        "_need",
+        "_on_message",
+        "_on_oversized",
+        "_on_run",
+        "_run",
+        "_run_kind",
+        "_to_wsproto",
+        "passthrough",
+    )
+
+    def __init__(
+        self,
+        *,
+        masked: bool,
+        max_payload: int,
+        on_run: OnRun,
+        on_message: OnMessage,
+        to_wsproto: OnWsproto,
+        on_oversized: OnOversized | None = None,
+    ) -> None:
+        self._masked = 0x80 if masked else 0
+        self._max = max_payload
+        self._on_run = on_run
+        self._on_message = on_message
+        self._to_wsproto = to_wsproto
+        self._on_oversized = on_oversized
+        self._buffer = bytearray()
+        self._need = 2  # bytes the buffer must hold before anything can complete
+        self._run = bytearray()  # messages of one kind, each behind its length
+        self._run_kind = 2  # their opcode: 2 binary, 1 text
+        #: True once anything unusual was seen: wsproto gets every byte.
+        self.passthrough = False
+
+    def feed(self, data: bytes) -> None:
+        if self.passthrough:
+            self._to_wsproto(data)
+            return
+        buffer = self._buffer
+        if buffer:
+            buffer += data
+            if len(buffer) < self._need:
+                return
+            data = bytes(buffer)
+            buffer.clear()
+        try:
+            self._split(data)
+        finally:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Hand over the run being built (its messages came before what follows)."""
+        run = self._run
+        if run:
+            self._run = bytearray()
+            self._on_run(self._run_kind, run)
+
+    def _split(self, data: bytes) -> None:
+        end = len(data)
+        off = 0
+        expect_mask = self._masked
+        head = 6 if expect_mask else 2
+        limit = self._max
+        last = -1  # the previous binary frame's length: a batch is tried when it repeats
+        tried = 0  # no batch before this offset (a try found too few)
+        run = self._run
+        while end - off >= 2:
+            b0 = data[off]
+            b1 = data[off + 1]
+            n = b1 ^ expect_mask
+            if b0 == _BINARY_FIN and n < 126 and n <= limit:
+                # The hot path: a short FIN binary frame, mask bit right.
+                if self._run_kind != 2:
+                    self._flush()
+                    run = self._run
+                    self._run_kind = 2
+                stride = head + n
+                if (
+                    (n == last or not off)  # a length repeats (or a chunk starts)
+                    and off >= tried
+                    and n >= 4
+                    and end - off >= MIN_BATCH * stride
+                ):
+                    count = count_uniform(data, off, end, stride, data[off : off + 2])
+                    if count >= MIN_BATCH:
+                        run += frames_to_run(data, off, count, n, bool(expect_mask))
+                        off += count * stride
+                        continue
+                    tried = off + count * stride
+                last = n
+                stop = off + stride
+                if stop > end:
+                    self._buffer += memoryview(data)[off:]
+                    self._need = stop - off
+                    return
+                run += prefix(n)
+                if expect_mask:
+                    run += mask(data[off + 2 : off + 6], data[off + 6 : stop])
+                else:
+                    run += memoryview(data)[off + 2 : stop]
+                off = stop
+                continue
+            length = b1 & 0x7F
+            at = off + 2
+            if length == 126:
+                if end - at < 2:
+                    break
+                (length,) = _U16.unpack_from(data, at)
+                at += 2
+                if length < 126:
+                    return self._pass(data, off)  # non-minimal length (RFC 6455, 5.2)
+            elif length == 127:
+                if end - at < 8:
+                    break
+                (length,) = _U64.unpack_from(data, at)
+                at += 8
+                if length < 0x10000 or length >> 63:
+                    return self._pass(data, off)
+            if b1 & 0x80 != expect_mask:
+                return self._pass(data, off)
+            opcode = b0 & 0x0F
+            control = opcode & 0x08
+            if b0 & 0x70 or not b0 & 0x80:
+                return self._pass(data, off)  # reserved bits, or a fragment
+            if control:
+                if length > _MAX_CONTROL or opcode > 0xA:
+                    return self._pass(data, off)
+            elif length > limit and self._on_oversized is not None:
+                self._flush()  # the messages before it still count
+                self.passthrough = True
+                self._buffer.clear()
+                self._to_wsproto = _discard  # the connection is failing: ignore the rest
+                self._on_oversized(length)
+                return
+            elif opcode not in (1, 2) or length > limit:
+                return self._pass(data, off)
+            key_at = at
+            if expect_mask:
+                at += 4
+            stop = at + length
+            if stop > end:
+                self._buffer += memoryview(data)[off:]
+                self._need = stop - off
+                return
+            if (  # unmasked, 126..65535 bytes, the length of the frame before
+                opcode == 2
+                and not expect_mask
+                and (length == last or not off)
+                and off >= tried
+                and length <= MAX_BATCH
+                and end - off >= MIN_BATCH * (stop - off)
+            ):
+                count = count_uniform(data, off, end, stop - off, data[off:at])
+                if count >= MIN_BATCH:
+                    if self._run_kind != 2:
+                        self._flush()
+                        run = self._run
+                        self._run_kind = 2
+                    run += frames_to_run(data, off, count, length, False)
+                    off += count * (stop - off)
+                    continue
+                tried = off + count * (stop - off)
+            last = length if opcode == 2 else -1
+            payload = data[at:stop]
+            if expect_mask:
+                payload = mask(data[key_at:at], payload)
+            if opcode == 1:
+                try:
+                    payload.decode("utf-8")
+                except UnicodeDecodeError:
+                    return self._pass(data, off)  # wsproto fails it with 1007
+            if control or length > MAX_RUN_MESSAGE:
+                self._flush()  # what came before goes first
+                run = self._run
+                if control:
+                    self._to_wsproto(data[off:stop])
+                else:
+                    self._on_message(opcode, payload)
+            else:
+                if self._run_kind != opcode:
+                    self._flush()
+                    run = self._run
+                    self._run_kind = opcode
+                run += prefix(length)
+                run += payload
+            off = stop
+        if off < end:
+            self._buffer += memoryview(data)[off:]
+        self._need = 2 if end - off < 2 else end - off + 1
+
+    def _pass(self, data: bytes, off: int) -> None:
+        """Hand everything from ``off`` on to wsproto, now and later."""
+        self._flush()  # the messages before the unusual frame still count
+        self.passthrough = True
+        self._buffer.clear()
+        if off < len(data):
+            self._to_wsproto(data[off:])
+
+
+def _discard(data: bytes) -> None:
+    pass

@@ -1,0 +1,63 @@
+"""Hot paths of the Ditto cores: one ``next`` message per streamed item, so
+its cost per item decides how fast history reaches Spark
+(docs/performance.md, "Ditto history into Spark"; ``benchmarks/bench_ditto.py
+--only core`` measures the cores alone).
+
+- :func:`new_next`: the event built through a same-layout builder (as
+  :mod:`._envelope` builds parsed envelopes): a plain class with the same
+  slots is filled with plain stores and becomes the frozen class by
+  ``__class__`` assignment (the frozen ``__init__`` costs an
+  ``object.__setattr__`` per field);
+- :func:`next_prefix`: the JSON text of a subscription's ``next`` messages
+  up to the item, written once per subscription (the topic, headers and
+  subscription ID are the same in every one), so each item costs one
+  ``dumps`` of the item alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._envelope import Envelope, Headers, dumps
+from .events import NextReceived
+
+__all__ = ["new_next", "next_prefix"]
+
+_new = object.__new__
+
+
+def _builder(cls: type) -> Any:
+    """A plain class with ``cls``'s slots in the same order (see the module notes)."""
+    return type(f"_{cls.__name__}Builder", (), {"__slots__": cls.__dict__["__slots__"]})
+
+
+_NextBuilder: Any = _builder(NextReceived)
+
+
+def new_next(key: int, subscription_id: str, item: Any, envelope: Envelope | None) -> NextReceived:
+    """``NextReceived(...)`` without the frozen ``__init__``."""
+    e = _new(_NextBuilder)
+    e.key = key
+    e.subscription_id = subscription_id
+    e.item = item
+    e.envelope = envelope
+    e.__class__ = NextReceived
+    return e  # type: ignore[no-any-return]
+
+
+def next_prefix(topic: str, headers: Headers, subscription_id: str) -> str:
+    """The text of a ``next`` message before its item: ``prefix + dumps(item)
+    + "}}"`` is the message ``Envelope(...).to_text()`` writes. Empty when the
+    prefix is not ASCII: :func:`~._envelope.dumps` may then have to write
+    the whole message with ``\\u`` escapes, so it must see all of it."""
+    text = dumps(
+        {
+            "topic": topic,
+            "headers": headers.to_json(),
+            "path": "/",
+            "value": {"subscriptionId": subscription_id, "item": 0},
+        }
+    )
+    if not text.isascii() or not text.endswith("0}}"):
+        return ""
+    return text[:-3]

@@ -1,0 +1,280 @@
+"""Direct calls (the latency path, docs/architecture.md "Threads"): a thread
+blocked in ``request_response`` drives its idle connection itself. Each
+interleaving is forced with events and hooks, never sleeps: the answer read
+on the calling thread, another thread's call run by the waiting thread at
+once, a hand-back when the reactor needs the connection, timeouts, a lost
+connection and a stopped loop while a thread waits."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sansrs.adapters.drive import ConnectionClosed, Loop, LoopConnection
+from sansrs.adapters.rsocket import Payload, connect, serve
+
+WAIT = 10.0
+
+
+class Later:
+    """A Publisher of one answer, released by the test."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.subscriber: Any = None
+        self.subscribed = threading.Event()
+        self.cancelled = threading.Event()
+
+    def subscribe(self, subscriber: Any) -> None:
+        self.subscriber = subscriber
+        subscriber.on_subscribe(self)
+        self.subscribed.set()
+
+    def request(self, n: int) -> None:
+        pass
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+    def release(self) -> None:
+        assert self.subscribed.wait(WAIT)
+        self.subscriber.on_next(Payload(self.data))
+        self.subscriber.on_complete()
+
+
+class Gate:
+    """Answers at once, except ``slow...`` requests: a :class:`Later` each."""
+
+    def __init__(self) -> None:
+        self.arrived: queue.Queue[bytes] = queue.Queue()
+        self.later: dict[bytes, Later] = {}
+
+    def request_response(self, request: Any) -> object:
+        self.arrived.put(request.data)
+        if request.data.startswith(b"slow"):
+            later = self.later[request.data] = Later(b"answer:" + request.data)
+            return later
+        return Payload(b"answer:" + request.data)
+
+    def fire_and_forget(self, request: Any) -> None:
+        self.arrived.put(request.data)
+
+
+@pytest.fixture
+def gate() -> Iterator[tuple[Gate, str]]:
+    handler = Gate()
+    with serve("tcp://127.0.0.1:0", handler) as server:
+        yield handler, server.url
+
+
+def _driver(client: Any) -> LoopConnection:
+    thread = client._thread
+    return thread if isinstance(thread, LoopConnection) else thread._conn
+
+
+def _settle(driver: LoopConnection) -> None:
+    """Let the reactor finish what it has queued: a call run twice on its
+    thread (the turns it owes run between the first and the second)."""
+    for _ in range(2):
+        done = threading.Event()
+        driver.loop.call_soon(done.set)
+        assert done.wait(WAIT)
+
+
+@pytest.fixture(params=["thread", "selector"])
+def loop_kind(request: pytest.FixtureRequest) -> Iterator[str | Loop]:
+    if request.param == "thread":
+        yield "thread"
+        return
+    loop = Loop(name="direct-test").start()
+    yield loop
+    loop.stop(WAIT)
+
+
+def _reads_by_thread(monkeypatch: pytest.MonkeyPatch, client: Any) -> list[int]:
+    """Record which thread reads each time ``client``'s connection reads its
+    socket (the server, in this process too, reads its own)."""
+    readers: list[int] = []
+    original = LoopConnection._read
+    driver = _driver(client)
+
+    def read(self: LoopConnection, now: float) -> None:
+        if self is driver:
+            readers.append(threading.get_ident())
+        original(self, now)
+
+    monkeypatch.setattr(LoopConnection, "_read", read)
+    return readers
+
+
+def test_the_answer_is_read_on_the_calling_thread(
+    gate: tuple[Gate, str], loop_kind: str | Loop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, url = gate
+    with connect(url, loop=loop_kind) as client:
+        assert client.request_response(b"warm", timeout=WAIT) == Payload(b"answer:warm")
+        readers = _reads_by_thread(monkeypatch, client)
+        for i in range(50):
+            data = b"%d" % i
+            assert client.request_response(data, timeout=WAIT) == Payload(b"answer:" + data)
+    me = threading.get_ident()
+    # Every answer read here, but a rare hand-back (a keepalive due).
+    assert len([r for r in readers if r == me]) >= 45
+
+
+def test_another_threads_call_goes_out_while_a_thread_waits(
+    gate: tuple[Gate, str], loop_kind: str | Loop
+) -> None:
+    handler, url = gate
+    with connect(url, loop=loop_kind) as client:
+        answers: queue.Queue[object] = queue.Queue()
+        waiter = threading.Thread(
+            target=lambda: answers.put(client.request_response(b"slow-a", timeout=WAIT))
+        )
+        waiter.start()
+        assert handler.arrived.get(timeout=WAIT) == b"slow-a"
+        # The waiting thread holds the connection (its answer is pending):
+        # this thread's call must not wait for that answer.
+        client.fire_and_forget(b"fnf-b")
+        assert handler.arrived.get(timeout=WAIT) == b"fnf-b"
+        assert answers.empty()
+        handler.later[b"slow-a"].release()
+        waiter.join(WAIT)
+        assert answers.get(timeout=WAIT) == Payload(b"answer:slow-a")
+
+
+def test_a_second_blocking_caller_is_served_through_the_waiting_one(
+    gate: tuple[Gate, str], loop_kind: str | Loop
+) -> None:
+    handler, url = gate
+    with connect(url, loop=loop_kind) as client:
+        answers: queue.Queue[object] = queue.Queue()
+        first = threading.Thread(
+            target=lambda: answers.put(client.request_response(b"slow-1", timeout=WAIT))
+        )
+        first.start()
+        assert handler.arrived.get(timeout=WAIT) == b"slow-1"
+        # The connection is taken: this request is handed over (call_soon),
+        # and the waiting thread sends it and reads its answer too.
+        assert client.request_response(b"quick", timeout=WAIT) == Payload(b"answer:quick")
+        handler.later[b"slow-1"].release()
+        first.join(WAIT)
+        assert answers.get(timeout=WAIT) == Payload(b"answer:slow-1")
+
+
+def test_the_reactor_takes_the_connection_back_when_it_needs_it(
+    gate: tuple[Gate, str], loop_kind: str | Loop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handler, url = gate
+    waiting = threading.Event()
+    missed = threading.Event()
+    wait_direct, miss = LoopConnection._wait_direct, LoopConnection._miss
+
+    def hooked_wait(self: LoopConnection, *args: Any) -> None:
+        waiting.set()
+        wait_direct(self, *args)
+
+    def hooked_miss(self: LoopConnection) -> None:
+        miss(self)
+        missed.set()
+
+    monkeypatch.setattr(LoopConnection, "_wait_direct", hooked_wait)
+    monkeypatch.setattr(LoopConnection, "_miss", hooked_miss)
+    with connect(url, loop=loop_kind) as client:
+        driver = _driver(client)
+        assert client.request_response(b"warm", timeout=WAIT) == Payload(b"answer:warm")
+        _settle(driver)  # the reactor idle: the next call drives the connection itself
+        answers: queue.Queue[object] = queue.Queue()
+        waiter = threading.Thread(
+            target=lambda: answers.put(client.request_response(b"slow-k", timeout=WAIT))
+        )
+        waiter.start()
+        assert handler.arrived.get(timeout=WAIT) == b"warm"
+        assert handler.arrived.get(timeout=WAIT) == b"slow-k"
+        assert waiting.wait(WAIT)
+        # The reactor wants a turn for it now (as a timer would have it).
+        driver.loop.call_soon(lambda: driver.service(time.monotonic()))
+        assert missed.wait(WAIT)  # it found the connection taken: handed back
+        readers = _reads_by_thread(monkeypatch, client)
+        handler.later[b"slow-k"].release()
+        waiter.join(WAIT)
+        assert answers.get(timeout=WAIT) == Payload(b"answer:slow-k")
+        assert readers and waiter.ident not in readers  # the reactor read the answer
+        assert client.request_response(b"after", timeout=WAIT) == Payload(b"answer:after")
+
+
+def test_a_direct_wait_times_out_and_cancels(
+    gate: tuple[Gate, str], loop_kind: str | Loop
+) -> None:
+    handler, url = gate
+    with connect(url, loop=loop_kind) as client:
+        with pytest.raises(TimeoutError):
+            client.request_response(b"slow-t", timeout=0.2)
+        assert handler.later[b"slow-t"].cancelled.wait(WAIT)  # CANCEL reached the server
+        assert client.request_response(b"next", timeout=WAIT) == Payload(b"answer:next")
+
+
+def _waiting(client: Any, data: bytes) -> tuple[threading.Thread, queue.Queue[BaseException]]:
+    """A thread blocked in ``request_response(data)``, and where its error goes."""
+    errors: queue.Queue[BaseException] = queue.Queue()
+
+    def wait() -> None:
+        try:
+            client.request_response(data, timeout=WAIT)
+        except BaseException as exc:
+            errors.put(exc)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    return waiter, errors
+
+
+def test_a_lost_connection_ends_a_direct_wait(
+    gate: tuple[Gate, str], loop_kind: str | Loop
+) -> None:
+    handler, url = gate
+    client = connect(url, loop=loop_kind)
+    waiter, errors = _waiting(client, b"slow-l")
+    assert handler.arrived.get(timeout=WAIT) == b"slow-l"
+    client.abort()  # from another thread, while the waiter holds the connection
+    waiter.join(WAIT)
+    assert isinstance(errors.get(timeout=WAIT), ConnectionClosed)
+
+
+def test_stopping_the_loop_ends_a_direct_wait_at_once(gate: tuple[Gate, str]) -> None:
+    handler, url = gate
+    loop = Loop(name="direct-stop").start()
+    client = connect(url, loop=loop)
+    waiter, errors = _waiting(client, b"slow-s")
+    assert handler.arrived.get(timeout=WAIT) == b"slow-s"
+    assert loop.stop(WAIT, abort=True)
+    waiter.join(WAIT)
+    assert isinstance(errors.get(timeout=WAIT), ConnectionClosed)
+
+
+def test_many_threads_calling_at_once_all_get_their_answers(
+    gate: tuple[Gate, str], loop_kind: str | Loop
+) -> None:
+    _, url = gate
+    failures: list[BaseException] = []
+    with connect(url, loop=loop_kind) as client:
+
+        def calls(k: int) -> None:
+            try:
+                for i in range(200):
+                    data = b"%d-%d" % (k, i)
+                    answer = client.request_response(data, timeout=WAIT)
+                    assert answer == Payload(b"answer:" + data)
+            except BaseException as exc:
+                failures.append(exc)
+
+        threads = [threading.Thread(target=calls, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(WAIT * 3)
+    assert not failures

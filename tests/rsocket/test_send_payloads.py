@@ -1,0 +1,101 @@
+"""``Connection.send_payloads`` (a stream's items as one batch) must behave
+exactly as ``send_payload`` called once per item on its first path: the same
+bytes on the wire, the same credit, sizes and implied position; it stops
+where that path would not take an item (credit, the output limit, an item
+too big, a resumable session) and leaves the rest to ``send_payload``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from sansrs.rsocket import Connection, ConnectionConfig, LocalProtocolError, SessionStore
+from tests.rsocket.pair import Pair
+from tests.rsocket.resume_pair import ResumePair
+
+
+def _streaming(initial_n: int = 1000, **config: int) -> tuple[Pair, int]:
+    """A server responding to a request-stream with ``initial_n`` credit."""
+    server_config = ConnectionConfig(**config) if config else None  # type: ignore[arg-type]
+    pair = Pair.established(server_config=server_config)
+    pair.client.request_stream(b"q", initial_n=initial_n)
+    pair.pump()
+    _, server_events = pair.take()
+    return pair, server_events[0].stream_id  # type: ignore[attr-defined]
+
+
+def _one_by_one(conn: Connection, sid: int, items: list[bytes]) -> int:
+    sent = 0
+    for item in items:
+        try:
+            conn.send_payload(sid, item)
+        except LocalProtocolError:
+            break
+        sent += 1
+    return sent
+
+
+BATCHES: list[list[bytes]] = [
+    [b"x" * 16] * 100,  # one length: one header, joined
+    [b"%d" % i for i in range(100)],  # lengths differ: one by one in a loop
+    [b""] * 5,
+    [b"a" * 70_000] * 3,  # above 64 KiB: a 24-bit length still
+]
+
+
+@pytest.mark.parametrize("items", BATCHES)
+def test_rsocket_send_payloads_writes_what_send_payload_writes(items: list[bytes]) -> None:
+    batch, sid_b = _streaming()
+    single, sid_s = _streaming()
+    assert batch.server.send_payloads(sid_b, items) == len(items)
+    assert _one_by_one(single.server, sid_s, items) == len(items)
+    assert batch.server.sent_position == single.server.sent_position
+    assert batch.server.queued_output == single.server.queued_output
+    assert batch.server.data_to_send() == single.server.data_to_send()
+    batch.pump()
+    single.pump()
+    assert batch.take()[0] == single.take()[0]  # the client sees the same items
+
+
+@pytest.mark.parametrize("items", [[b"x" * 16] * 50, [b"%d" % i for i in range(50)]])
+def test_rsocket_send_payloads_stops_at_the_credit_rule_1_1(items: list[bytes]) -> None:
+    pair, sid = _streaming(initial_n=20)
+    assert pair.server.send_payloads(sid, items) == 20
+    assert pair.server.send_payloads(sid, items[20:]) == 0  # no credit left
+    with pytest.raises(LocalProtocolError):
+        pair.server.send_payload(sid, items[20])
+
+
+@pytest.mark.parametrize(
+    "make", [lambda i: b"y" * 1000, lambda i: b"y" * (1000 + i % 7)]
+)
+def test_rsocket_send_payloads_stops_where_the_output_limit_stops_send_payload(
+    make: Callable[[int], bytes],
+) -> None:
+    items = [make(i) for i in range(100)]
+    batch, sid_b = _streaming(max_queued_output=20_000)
+    single, sid_s = _streaming(max_queued_output=20_000)
+    sent = batch.server.send_payloads(sid_b, items)
+    assert 0 < sent < len(items)
+    assert sent == _one_by_one(single.server, sid_s, items)
+    assert batch.server.output_blocked and single.server.output_blocked
+    assert batch.server.data_to_send() == single.server.data_to_send()
+
+
+def test_rsocket_send_payloads_leaves_large_items_and_resumable_sessions_to_send_payload() -> None:
+    pair, sid = _streaming(fragment_size=1024)
+    assert pair.server.send_payloads(sid, [b"z" * 2000] * 3) == 0  # would be fragmented
+    assert pair.server.send_payloads(sid, [b"s", b"z" * 2000]) == 1  # the leading run only
+    assert pair.server.send_payloads(9999, [b"x"]) == 0  # no such stream
+
+
+def test_rsocket_send_payloads_takes_nothing_while_frames_are_retained() -> None:
+    store = SessionStore(keep_detached=30.0, max_retained=1 << 20)
+    pair = ResumePair(None, ConnectionConfig(resume_buffer_size=1 << 20), store)
+    sid = pair.client.request_stream(b"q", initial_n=10)
+    pair.pump()
+    pair.take()
+    assert pair.server.resumable
+    # Retained frames are two pieces each (their boundaries): one by one.
+    assert pair.server.send_payloads(sid, [b"x" * 16] * 5) == 0
