@@ -149,15 +149,9 @@ def compare_core_before(before: Path, runs: int, scale: float) -> None:
             env = dict(os.environ)
             if core is not None:
                 env["PYTHONPATH"] = str(core)  # its sansrs ahead of this checkout's
-            out = subprocess.run(
-                [PY, __file__, "--core-json", str(count)],
-                env=env,
-                cwd=Path(__file__).resolve().parent,
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout
-            wall, cpu = json.loads(out)
+            command = [PY, __file__, "--core-json", str(count)]
+            here = Path(__file__).resolve().parent
+            wall, cpu = json.loads(subprocess.check_output(command, env=env, cwd=here, text=True))
             results[name].append((float(wall), float(cpu)))
     print(f"\ncore_on_next, {count:,} elements, {runs} runs each, alternating (median)\n")
     print("| core | elements/s (wall) | min | max | CPU µs per element |")

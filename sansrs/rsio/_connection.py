@@ -152,24 +152,22 @@ class Connection:
     def events(self) -> list[Event]:
         """Every event produced so far, oldest first (and forget them)."""
         ctx = self._ctx
-        events = ctx.events
-        queued = self._event_queue
+        taken = ctx.events
         ctx.events = []
-        if queued:
-            result = list(queued)
-            queued.clear()
-            result.extend(events)
-            return result
-        return events
+        if not self._event_queue:
+            return taken
+        result = list(self._event_queue)
+        self._event_queue.clear()
+        result += taken
+        return result
 
     def next_event(self) -> Event | None:
         """The oldest event not yet taken, or None."""
         ctx = self._ctx
-        queue = self._event_queue
-        if ctx.events:
-            queue.extend(ctx.events)
+        if ctx.events:  # the queue takes them in order, then gives one
+            self._event_queue += ctx.events
             ctx.events = []
-        return queue.popleft() if queue else None
+        return self._event_queue.popleft() if self._event_queue else None
 
     def handle_timeout(self, now: float) -> None:
         """rsio has no timers (no keepalive in version 0); kept for drivers."""
