@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ..transport import Listener, Transport, listen, open_transport
 from ..transport.urls import Endpoint
@@ -45,7 +45,9 @@ from .selector import Loop, default_loop
 from .threads import ConnectionThread, ServerThread
 
 __all__ = [
+    "Attachable",
     "LoopChoice",
+    "attaching",
     "message_framed",
     "new_acceptor",
     "new_driver",
@@ -60,6 +62,16 @@ LoopChoice = str | Loop | None
 E = TypeVar("E", bound=Engine)
 P = TypeVar("P")
 D = TypeVar("D", bound=ConnectionThread | LoopConnection)
+
+
+class Attachable(Engine, Protocol):
+    """An engine told its driver before the application's peer is made."""
+
+    def attach(self, driver: Driver) -> None: ...
+
+
+A = TypeVar("A", bound=Attachable)
+DR = TypeVar("DR", bound=Driver)
 
 
 def pick_loop(loop: LoopChoice) -> Loop | None:
@@ -105,6 +117,17 @@ def new_acceptor(
     if loop is None:
         return ServerThread(listener, make_connection, config=config)
     return LoopServer(loop, listener, make_connection)
+
+
+def attaching(peer: Callable[[DR, A], P]) -> Callable[[DR, A], P]:
+    """A ``new_peer`` for an :class:`Attachable` engine: attach it to the
+    driver, then make ``peer(driver, engine)`` (a peer class will do)."""
+
+    def new_peer(driver: DR, engine: A) -> P:
+        engine.attach(driver)
+        return peer(driver, engine)
+
+    return new_peer
 
 
 def message_framed(transport: Transport) -> bool:
