@@ -61,6 +61,8 @@ class AsyncDittoConnection(AsyncPeer):
         super().__init__(driver)
         self._engine = engine
 
+    # DittoConnection's methods and keywords by choice (the asyncio twin).
+
     def _stream(
         self, request: SubscribeRequest, prefetch: int, timeout: float | None
     ) -> AsyncStream[Any]:
@@ -125,6 +127,7 @@ class AsyncDittoServerPeer(AsyncPeer):
         return fn(self.engine)
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 async def connect(
     url: str | Endpoint,
     *,
@@ -157,6 +160,7 @@ async def connect(
     )
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 async def serve(
     url: str | Endpoint,
     history: HistorySource,

@@ -24,6 +24,7 @@ from .types import basic_auth, bearer_auth, ws_endpoint
 __all__ = ["DittoConnection", "client_config", "connect", "websocket_options"]
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 def connect(
     url: str | Endpoint,
     *,

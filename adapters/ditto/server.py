@@ -76,6 +76,7 @@ class DittoHistoryServer(ListeningServer):
         return [s for s in list(self._peers) if s.thread.alive]
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 def serve(
     url: str | Endpoint,
     history: HistorySource,

@@ -135,6 +135,7 @@ def message_framed(transport: Transport) -> bool:
     return bool(getattr(transport, "message_framed", False))
 
 
+# The transport keywords every protocol forwards: alike by choice (module notes).
 def open_connection(
     url: str | Endpoint,
     new_engine: Callable[[Transport], E],
@@ -167,6 +168,7 @@ def open_connection(
     return _start(transport, new_engine, add_driver, new_peer)
 
 
+# The transport keywords every protocol forwards: alike by choice (module notes).
 def open_server(
     url: str | Endpoint,
     new_engine: Callable[[Transport], E],
@@ -240,6 +242,7 @@ def _tracking(
     return make_connection, peers
 
 
+# The transport keywords every protocol forwards: alike by choice (module notes).
 async def open_connection_async(
     url: str | Endpoint,
     new_engine: Callable[[Transport], E],
@@ -265,6 +268,7 @@ async def open_connection_async(
     return _start(transport, new_engine, reactor.add_connection, new_peer)
 
 
+# The transport keywords every protocol forwards: alike by choice (module notes).
 async def open_server_async(
     url: str | Endpoint,
     new_engine: Callable[[Transport], E],

@@ -82,6 +82,7 @@ class AsyncClient(AsyncRsioPeer):
     """A client connection; ``async with`` closes it."""
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 async def connect(
     url: str | Endpoint,
     *,
@@ -109,6 +110,7 @@ async def connect(
     )
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 async def serve(
     url: str | Endpoint,
     publishers: Publishers | None = None,

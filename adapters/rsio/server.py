@@ -25,6 +25,7 @@ class Server(PeersServer[RsioPeer]):
     a client publishes)."""
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 def serve(
     url: str | Endpoint,
     publishers: Publishers | None = None,

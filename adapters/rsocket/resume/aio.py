@@ -170,6 +170,7 @@ class AsyncResumableServer(AsyncServer[AsyncRSocketPeer]):
         self._sweeper.stop()
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 async def connect_resumable(
     url: str | Endpoint,
     *,
@@ -212,6 +213,7 @@ async def connect_resumable(
     return client
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 async def serve_resumable(
     url: str | Endpoint,
     handler: object = None,

@@ -237,6 +237,7 @@ class ResumableClient(Client):
         self._session.raise_loss_once()
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 def connect_resumable(
     url: str | Endpoint,
     *,
