@@ -200,6 +200,16 @@ def _auth_options(parser: argparse.ArgumentParser, *, server: bool) -> None:
     parser.add_argument("--token", help=f"Bearer token ({who}; or SANSRS_DITTO_TOKEN)")
 
 
+def _client_options(
+    parser: argparse.ArgumentParser, run: Callable[[argparse.Namespace], int]
+) -> None:
+    """What every client subcommand takes last: the wait timeout and the
+    credentials; ``run`` runs it."""
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per wait (30)")
+    _auth_options(parser, server=False)
+    parser.set_defaults(run=run)
+
+
 def add_parsers(sub: Any) -> None:
     """Add ``ditto`` and its commands to the ``sansrs`` sub-parsers ``sub``."""
     ditto = sub.add_parser(
@@ -225,9 +235,7 @@ def add_parsers(sub: Any) -> None:
     history.add_argument("--filter", help="RQL filter over the events, e.g. exists(attributes)")
     history.add_argument("--policy", action="store_true", help="THING_ID names a policy")
     history.add_argument("--prefetch", type=int, default=64, help="events requested ahead (64)")
-    history.add_argument("--timeout", type=float, default=30.0, help="seconds per wait (30)")
-    _auth_options(history, server=False)
-    history.set_defaults(run=_history)
+    _client_options(history, _history)
 
     search = commands.add_parser(
         "search",
@@ -240,9 +248,7 @@ def add_parsers(sub: Any) -> None:
     search.add_argument("--options", help='e.g. "size(10),sort(+thingId)"')
     search.add_argument("--namespaces", nargs="+", help="namespaces to search")
     search.add_argument("--fields", help="field selector, e.g. thingId,attributes")
-    search.add_argument("--timeout", type=float, default=30.0, help="seconds per wait (30)")
-    _auth_options(search, server=False)
-    search.set_defaults(run=_search)
+    _client_options(search, _search)
 
     serve = commands.add_parser(
         "serve",

@@ -23,7 +23,7 @@ from sansrs.ditto import DittoClientConfig, DittoServerConfig
 from ..drive.aio import AsyncPeer, AsyncServer, AsyncStream
 from ..drive.config import LoopConfig
 from ..drive.connection import LoopConnection
-from ..drive.endpoints import open_connection_async, open_server_async
+from ..drive.endpoints import attaching, open_connection_async, open_server_async
 from ..drive.streams import RemoteStreamPublisher, check_prefetch
 from ..transport import Transport
 from ..transport.urls import Endpoint
@@ -60,6 +60,8 @@ class AsyncDittoConnection(AsyncPeer):
     def __init__(self, driver: LoopConnection, engine: DittoClientEngine) -> None:
         super().__init__(driver)
         self._engine = engine
+
+    # DittoConnection's methods and keywords by choice (the asyncio twin).
 
     def _stream(
         self, request: SubscribeRequest, prefetch: int, timeout: float | None
@@ -125,6 +127,7 @@ class AsyncDittoServerPeer(AsyncPeer):
         return fn(self.engine)
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 async def connect(
     url: str | Endpoint,
     *,
@@ -145,13 +148,10 @@ async def connect(
     options = websocket_options(user, password, token, headers, websocket)
     core_config = client_config(config)
 
-    def new_peer(driver: LoopConnection, engine: DittoClientEngine) -> AsyncDittoConnection:
-        return AsyncDittoConnection(driver, engine)
-
     return await open_connection_async(
         ws_endpoint(url),
         lambda transport: DittoClientEngine(core_config),
-        new_peer,
+        AsyncDittoConnection,
         config=loop_config,
         connect_timeout=connect_timeout,
         ssl_context=ssl_context,
@@ -160,6 +160,7 @@ async def connect(
     )
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 async def serve(
     url: str | Endpoint,
     history: HistorySource,
@@ -178,14 +179,10 @@ async def serve(
     def new_engine(transport: Transport) -> DittoServerEngine:
         return DittoServerEngine(history, core_config)
 
-    def new_peer(driver: LoopConnection, engine: DittoServerEngine) -> AsyncDittoServerPeer:
-        engine.attach(driver)
-        return AsyncDittoServerPeer(driver, engine)
-
     accept, peers = await open_server_async(
         ws_endpoint(url),
         new_engine,
-        new_peer,
+        attaching(AsyncDittoServerPeer),
         config=loop_config,
         ssl_context=ssl_context,
         websocket=server_websocket_options(authenticate, websocket),

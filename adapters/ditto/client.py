@@ -15,7 +15,6 @@ from sansrs.ditto import DittoClientConfig
 
 from ..drive.config import LoopConfig
 from ..drive.endpoints import LoopChoice, open_connection
-from ..drive.engine import Driver
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .engine import DittoClientEngine
@@ -25,6 +24,7 @@ from .types import basic_auth, bearer_auth, ws_endpoint
 __all__ = ["DittoConnection", "client_config", "connect", "websocket_options"]
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 def connect(
     url: str | Endpoint,
     *,
@@ -58,13 +58,10 @@ def connect(
     options = websocket_options(user, password, token, headers, websocket)
     config = client_config(config)
 
-    def new_peer(driver: Driver, engine: DittoClientEngine) -> DittoConnection:
-        return DittoConnection(driver, engine)
-
     return open_connection(
         ws_endpoint(url),
         lambda transport: DittoClientEngine(config),
-        new_peer,
+        DittoConnection,
         name="sansrs-ditto",
         loop=loop,
         config=loop_config,

@@ -106,26 +106,22 @@ def entity_of(event: Mapping[str, Any]) -> tuple[str, str] | None:
 
 def thing_not_found(entity_id: str) -> DittoException:
     """Ditto's answer for a thing that does not exist (or may not be read)."""
-    return DittoException(
-        DittoError(
-            status=404,
-            error="things:thing.notfound",
-            message=f"The Thing with ID '{entity_id}' could not be found or requester had "
-            "insufficient permissions to access it.",
-            description="Check if the ID of your requested Thing was correct and you have "
-            "sufficient permissions.",
-        )
-    )
+    return _entity_not_found("things:thing.notfound", "Thing", entity_id)
 
 
 def policy_not_found(entity_id: str) -> DittoException:
+    """Ditto's answer for a policy that does not exist (or may not be read)."""
+    return _entity_not_found("policies:policy.notfound", "Policy", entity_id)
+
+
+def _entity_not_found(error: str, kind: str, entity_id: str) -> DittoException:
     return DittoException(
         DittoError(
             status=404,
-            error="policies:policy.notfound",
-            message=f"The Policy with ID '{entity_id}' could not be found or requester had "
+            error=error,
+            message=f"The {kind} with ID '{entity_id}' could not be found or requester had "
             "insufficient permissions to access it.",
-            description="Check if the ID of your requested Policy was correct and you have "
+            description=f"Check if the ID of your requested {kind} was correct and you have "
             "sufficient permissions.",
         )
     )

@@ -13,8 +13,7 @@ from sansrs.ditto import DittoServerConfig
 
 from ..drive.config import LoopConfig
 from ..drive.connection import LoopServer
-from ..drive.endpoints import LoopChoice, open_server
-from ..drive.engine import Driver
+from ..drive.endpoints import LoopChoice, attaching, open_server
 from ..drive.peer import ListeningServer
 from ..transport import Transport
 from ..transport.urls import Endpoint
@@ -77,6 +76,7 @@ class DittoHistoryServer(ListeningServer):
         return [s for s in list(self._peers) if s.thread.alive]
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 def serve(
     url: str | Endpoint,
     history: HistorySource,
@@ -114,14 +114,10 @@ def serve(
     def new_engine(transport: Transport) -> DittoServerEngine:
         return DittoServerEngine(history, core_config, threaded_sources=threaded_sources)
 
-    def new_peer(driver: Driver, engine: DittoServerEngine) -> DittoServerPeer:
-        engine.attach(driver)
-        return DittoServerPeer(driver, engine)
-
     accept, peers = open_server(
         endpoint,
         new_engine,
-        new_peer,
+        attaching(DittoServerPeer),
         name="sansrs-ditto-server",
         loop=loop,
         config=loop_config,

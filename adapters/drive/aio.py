@@ -43,6 +43,7 @@ from .config import LoopConfig
 from .connection import LoopConnection, LoopServer, close_all
 from .engine import Call, Engine
 from .errors import ConnectionClosed, LoopClosed
+from .queues import refill_batch
 from .reactor import READ, WRITE, Driven, Listening
 
 __all__ = [
@@ -300,6 +301,7 @@ class AsyncStream(Generic[T]):
     ``close``) on the event loop's thread; ``starting`` is awaited before the
     first item (e.g. a channel's first outbound item)."""
 
+    # The keywords of its synchronous twin, drive.streams.StreamIterator, by choice.
     def __init__(
         self,
         prefetch: int,
@@ -314,7 +316,7 @@ class AsyncStream(Generic[T]):
         self._request_more = request_more
         self._cancel = cancel
         self._timeout = timeout
-        self._batch = max(1, prefetch // 2) if batch is None else max(1, min(batch, prefetch))
+        self._batch = refill_batch(prefetch, batch)
         self._units = units
         self._consumed = 0
         self._items: deque[T] = deque()

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ..transport import Listener, Transport, listen, open_transport
 from ..transport.urls import Endpoint
@@ -45,7 +45,9 @@ from .selector import Loop, default_loop
 from .threads import ConnectionThread, ServerThread
 
 __all__ = [
+    "Attachable",
     "LoopChoice",
+    "attaching",
     "message_framed",
     "new_acceptor",
     "new_driver",
@@ -60,6 +62,16 @@ LoopChoice = str | Loop | None
 E = TypeVar("E", bound=Engine)
 P = TypeVar("P")
 D = TypeVar("D", bound=ConnectionThread | LoopConnection)
+
+
+class Attachable(Engine, Protocol):
+    """An engine told its driver before the application's peer is made."""
+
+    def attach(self, driver: Driver) -> None: ...
+
+
+A = TypeVar("A", bound=Attachable)
+DR = TypeVar("DR", bound=Driver)
 
 
 def pick_loop(loop: LoopChoice) -> Loop | None:
@@ -107,11 +119,23 @@ def new_acceptor(
     return LoopServer(loop, listener, make_connection)
 
 
+def attaching(peer: Callable[[DR, A], P]) -> Callable[[DR, A], P]:
+    """A ``new_peer`` for an :class:`Attachable` engine: attach it to the
+    driver, then make ``peer(driver, engine)`` (a peer class will do)."""
+
+    def new_peer(driver: DR, engine: A) -> P:
+        engine.attach(driver)
+        return peer(driver, engine)
+
+    return new_peer
+
+
 def message_framed(transport: Transport) -> bool:
     """A message transport (WebSocket) says so; byte streams have no such flag."""
     return bool(getattr(transport, "message_framed", False))
 
 
+# The transport keywords every protocol forwards: alike by choice (module notes).
 def open_connection(
     url: str | Endpoint,
     new_engine: Callable[[Transport], E],
@@ -144,6 +168,7 @@ def open_connection(
     return _start(transport, new_engine, add_driver, new_peer)
 
 
+# The transport keywords every protocol forwards: alike by choice (module notes).
 def open_server(
     url: str | Endpoint,
     new_engine: Callable[[Transport], E],
@@ -217,6 +242,7 @@ def _tracking(
     return make_connection, peers
 
 
+# The transport keywords every protocol forwards: alike by choice (module notes).
 async def open_connection_async(
     url: str | Endpoint,
     new_engine: Callable[[Transport], E],
@@ -242,6 +268,7 @@ async def open_connection_async(
     return _start(transport, new_engine, reactor.add_connection, new_peer)
 
 
+# The transport keywords every protocol forwards: alike by choice (module notes).
 async def open_server_async(
     url: str | Endpoint,
     new_engine: Callable[[Transport], E],

@@ -47,6 +47,7 @@ __all__ = [
     "Signal",
     "Waker",
     "Wakeup",
+    "refill_batch",
 ]
 
 
@@ -141,6 +142,12 @@ class Signal:
         if timeout is None:
             return self._lock.acquire()
         return self._lock.acquire(True, min(timeout, threading.TIMEOUT_MAX))
+
+
+def refill_batch(prefetch: int, batch: int | None) -> int:
+    """Units an inbound stream's consumer takes before it grants that many
+    again: ``batch`` within ``1..prefetch``, by default half the window."""
+    return max(1, prefetch // 2) if batch is None else max(1, min(batch, prefetch))
 
 
 class CreditQueue(Generic[T]):
@@ -280,34 +287,35 @@ class CreditQueue(Generic[T]):
         if self._closed or self._finished:
             return
         if self._put_count >= self._granted:
-            raise CreditExceeded(
-                f"put beyond granted demand ({self._granted}): the queue must never fill"
-            )
+            raise self._beyond_credit()
         self._put_count += 1
         self._items.append(item)
         if self._waiting:
-            # One wake-up per sleep: without the reset, every put until the
-            # consumer actually runs would pay for Event.set (a lock each).
-            self._waiting = False
-            event = self._event  # made before the flag
-            if event is not None:
-                event.set()
+            self._wake()
 
     def put_many(self, batch: list[T]) -> None:
         """:meth:`put` for several items at once (one check, one wake-up)."""
         if self._closed or self._finished:
             return
         if self._put_count + len(batch) > self._granted:
-            raise CreditExceeded(
-                f"put beyond granted demand ({self._granted}): the queue must never fill"
-            )
+            raise self._beyond_credit()
         self._put_count += len(batch)
         self._items.extend(batch)
         if self._waiting:
-            self._waiting = False
-            event = self._event  # made before the flag
-            if event is not None:
-                event.set()
+            self._wake()
+
+    def _wake(self) -> None:
+        # One wake-up per sleep: without the reset, every put until the
+        # consumer actually runs would pay for Event.set (a lock each).
+        self._waiting = False
+        event = self._event  # made before the flag
+        if event is not None:
+            event.set()
+
+    def _beyond_credit(self) -> CreditExceeded:
+        return CreditExceeded(
+            f"put beyond granted demand ({self._granted}): the queue must never fill"
+        )
 
     def finish(self, error: BaseException | None = None) -> None:
         """End the stream after the queued items: normally, or with ``error``."""

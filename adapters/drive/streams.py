@@ -27,7 +27,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from sansrs.streams import MAX_DEMAND, RULE_3_9, IllegalArgumentError, add_demand
 
 from .config import LoopConfig
-from .queues import CreditQueue, EndOfStream
+from .queues import CreditQueue, EndOfStream, refill_batch
 from .sources import (
     END,
     PENDING,
@@ -89,6 +89,7 @@ class StreamIterator(Generic[T]):
     thread at a time.
     """
 
+    # The keywords of its asyncio twin, drive.aio.AsyncStream, by choice.
     def __init__(
         self,
         queue: CreditQueue[T],
@@ -102,7 +103,7 @@ class StreamIterator(Generic[T]):
         if prefetch <= 0:
             raise ValueError("prefetch must be positive")
         self._queue = queue
-        self._batch = max(1, prefetch // 2) if batch is None else max(1, min(batch, prefetch))
+        self._batch = refill_batch(prefetch, batch)
         self._units = units
         self._consumed = 0
         self._request_more = request_more

@@ -17,12 +17,11 @@ from sansrs.rsio import ConnectionConfig, Role
 from ..drive.aio import AsyncPeer, AsyncServer, AsyncStream
 from ..drive.config import LoopConfig
 from ..drive.connection import LoopConnection
-from ..drive.endpoints import message_framed, open_connection_async, open_server_async
+from ..drive.endpoints import attaching, open_connection_async, open_server_async
 from ..drive.streams import RemoteStreamPublisher, check_prefetch
-from ..transport import Transport
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
-from .engine import RsioEngine, Subscription
+from .engine import RsioEngine, Subscription, engine_factory
 from .peer import DEFAULT_PACKED_PREFETCH, DEFAULT_PREFETCH, subscription_publisher
 from .types import Publishers
 
@@ -83,6 +82,7 @@ class AsyncClient(AsyncRsioPeer):
     """A client connection; ``async with`` closes it."""
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 async def connect(
     url: str | Endpoint,
     *,
@@ -98,18 +98,10 @@ async def connect(
     ``connect``. The TCP connect and any TLS or WebSocket handshake run on a
     worker thread."""
 
-    def new_engine(transport: Transport) -> RsioEngine:
-        framed = message_framed(transport)
-        return RsioEngine(Role.CLIENT, publishers, config, message_framed=framed)
-
-    def new_peer(driver: LoopConnection, engine: RsioEngine) -> AsyncClient:
-        engine.attach(driver)
-        return AsyncClient(driver, engine)
-
     return await open_connection_async(
         url,
-        new_engine,
-        new_peer,
+        engine_factory(Role.CLIENT, publishers, config),
+        attaching(AsyncClient),
         config=loop_config,
         connect_timeout=connect_timeout,
         ssl_context=ssl_context,
@@ -118,6 +110,7 @@ async def connect(
     )
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 async def serve(
     url: str | Endpoint,
     publishers: Publishers | None = None,
@@ -131,18 +124,10 @@ async def serve(
     iterables or async iterables, or a function of the name); options as for
     the synchronous ``serve``."""
 
-    def new_engine(transport: Transport) -> RsioEngine:
-        framed = message_framed(transport)
-        return RsioEngine(Role.SERVER, publishers, config, message_framed=framed)
-
-    def new_peer(driver: LoopConnection, engine: RsioEngine) -> AsyncRsioPeer:
-        engine.attach(driver)
-        return AsyncRsioPeer(driver, engine)
-
     accept, peers = await open_server_async(
         url,
-        new_engine,
-        new_peer,
+        engine_factory(Role.SERVER, publishers, config),
+        attaching(AsyncRsioPeer),
         config=loop_config,
         ssl_context=ssl_context,
         websocket=websocket,

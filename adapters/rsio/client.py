@@ -9,12 +9,10 @@ import ssl
 from sansrs.rsio import ConnectionConfig, Role
 
 from ..drive.config import LoopConfig
-from ..drive.endpoints import LoopChoice, message_framed, open_connection
-from ..drive.engine import Driver
-from ..transport import Transport
+from ..drive.endpoints import LoopChoice, attaching, open_connection
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
-from .engine import RsioEngine
+from .engine import engine_factory
 from .peer import RsioPeer
 from .types import Publishers
 
@@ -25,6 +23,7 @@ class Client(RsioPeer):
     """A client connection; a context manager that closes on exit."""
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 def connect(
     url: str | Endpoint,
     *,
@@ -44,18 +43,10 @@ def connect(
     ``"thread"`` (default), ``"selector"`` or a :class:`~..drive.selector.Loop`;
     ``loop_config``: the thread driver's limits and timeouts."""
 
-    def new_engine(transport: Transport) -> RsioEngine:
-        framed = message_framed(transport)
-        return RsioEngine(Role.CLIENT, publishers, config, message_framed=framed)
-
-    def new_peer(driver: Driver, engine: RsioEngine) -> Client:
-        engine.attach(driver)
-        return Client(driver, engine)
-
     return open_connection(
         url,
-        new_engine,
-        new_peer,
+        engine_factory(Role.CLIENT, publishers, config),
+        attaching(Client),
         name="sansrs-rsio-client",
         loop=loop,
         config=loop_config,

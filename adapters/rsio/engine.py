@@ -32,14 +32,16 @@ from sansrs.rsio import (
 from sansrs.rsio import events as ev
 from sansrs.streams import MAX_DEMAND, add_demand
 
+from ..drive.endpoints import message_framed
 from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
 from ..drive.streams import Outbound, Outbounds, Pumped, SourceBudget, make_source
+from ..transport import Transport
 from ..transport.websocket import messages as ws
 from .errors import RsioError
 from .types import ElementReader, Publishers
 
-__all__ = ["RsioEngine", "Subscription"]
+__all__ = ["RsioEngine", "Subscription", "engine_factory"]
 
 log = logging.getLogger("sansrs.adapters.rsio")
 
@@ -459,3 +461,15 @@ class RsioEngine:
     def _drop_all(self) -> None:
         self._outbounds.cancel_all()
         self._packs.clear()
+
+
+def engine_factory(
+    role: Role, publishers: Publishers | None, config: ConnectionConfig | None
+) -> Callable[[Transport], RsioEngine]:
+    """The ``new_engine`` of every ``connect`` / ``serve`` (sync and asyncio):
+    one engine per transport, told whether the transport frames messages."""
+
+    def new_engine(transport: Transport) -> RsioEngine:
+        return RsioEngine(role, publishers, config, message_framed=message_framed(transport))
+
+    return new_engine

@@ -9,13 +9,11 @@ import ssl
 from sansrs.rsio import ConnectionConfig, Role
 
 from ..drive.config import LoopConfig
-from ..drive.endpoints import LoopChoice, message_framed, open_server
-from ..drive.engine import Driver
+from ..drive.endpoints import LoopChoice, attaching, open_server
 from ..drive.peer import PeersServer
-from ..transport import Transport
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
-from .engine import RsioEngine
+from .engine import engine_factory
 from .peer import RsioPeer
 from .types import Publishers
 
@@ -27,6 +25,7 @@ class Server(PeersServer[RsioPeer]):
     a client publishes)."""
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 def serve(
     url: str | Endpoint,
     publishers: Publishers | None = None,
@@ -43,18 +42,10 @@ def serve(
     ``config``: the protocol core's limits; ``loop`` / ``loop_config``: the
     driver, as for :func:`~.client.connect`."""
 
-    def new_engine(transport: Transport) -> RsioEngine:
-        framed = message_framed(transport)
-        return RsioEngine(Role.SERVER, publishers, config, message_framed=framed)
-
-    def new_peer(driver: Driver, engine: RsioEngine) -> RsioPeer:
-        engine.attach(driver)
-        return RsioPeer(driver, engine)
-
     accept, peers = open_server(
         url,
-        new_engine,
-        new_peer,
+        engine_factory(Role.SERVER, publishers, config),
+        attaching(RsioPeer),
         name="sansrs-rsio-server",
         loop=loop,
         config=loop_config,

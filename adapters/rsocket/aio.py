@@ -69,6 +69,8 @@ class AsyncRSocketPeer(AsyncPeer):
         super().__init__(driver)
         self._engine = engine
 
+    # The requests below keep RSocketPeer's signatures by choice (the asyncio twin).
+
     async def request_response(
         self, data: bytes | str, metadata: bytes | str | None = None, timeout: float | None = None
     ) -> Payload | None:
@@ -299,6 +301,7 @@ def _log_failure(task: asyncio.Task[Any]) -> None:
 # -- connect / serve ------------------------------------------------------------
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 async def connect(
     url: str | Endpoint,
     *,
@@ -336,6 +339,7 @@ async def connect(
     )
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 async def serve(
     url: str | Endpoint,
     handler: object = None,

@@ -265,6 +265,7 @@ class LoadBalancedClient:
         return result
 
     # -- the client's API ---------------------------------------------------------------
+    # Client's signatures by choice (a drop-in), each forwarded to a chosen connection.
     def request_response(
         self, data: bytes | str, metadata: bytes | str | None = None, timeout: float | None = None
     ) -> Payload | None:

@@ -28,6 +28,7 @@ class Client(RSocketPeer):
     """A client connection; a context manager that closes on exit."""
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 def connect(
     url: str | Endpoint,
     *,

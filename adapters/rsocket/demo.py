@@ -16,7 +16,27 @@ from .demo_contract import (
 from .errors import ApplicationError
 from .types import Payload, Request
 
-__all__ = ["DemoHandler"]
+__all__ = ["DemoHandler", "contract_response", "contract_stream"]
+
+
+def contract_response(state: DemoState, data: bytes, metadata: bytes | None) -> Payload:
+    """The contract's request-response; a rejection is an APPLICATION_ERROR."""
+    try:
+        answer, answer_metadata = request_response(state, data, metadata)
+    except DemoRejected as exc:
+        raise ApplicationError(str(exc)) from None
+    return Payload(answer, answer_metadata)
+
+
+def contract_stream(state: DemoState, data: bytes) -> Iterator[bytes]:
+    """The contract's stream (``{"n": N, "size": S}``), counted; a rejection
+    is an APPLICATION_ERROR."""
+    try:
+        n, size = parse_stream_request(data)
+    except DemoRejected as exc:
+        raise ApplicationError(str(exc)) from None
+    state.request_stream += 1
+    return stream_items(n, size)
 
 
 class DemoHandler:
@@ -30,11 +50,7 @@ class DemoHandler:
         self.state = DemoState()
 
     def request_response(self, request: Request) -> Payload:
-        try:
-            data, metadata = request_response(self.state, request.data, request.metadata)
-        except DemoRejected as exc:
-            raise ApplicationError(str(exc)) from None
-        return Payload(data, metadata)
+        return contract_response(self.state, request.data, request.metadata)
 
     def fire_and_forget(self, request: Request) -> None:
         self.state.record_fire_and_forget()
@@ -43,12 +59,7 @@ class DemoHandler:
         self.state.record_metadata_push(metadata)
 
     def request_stream(self, request: Request) -> Iterator[bytes]:
-        try:
-            n, size = parse_stream_request(request.data)
-        except DemoRejected as exc:
-            raise ApplicationError(str(exc)) from None
-        self.state.request_stream += 1
-        return stream_items(n, size)
+        return contract_stream(self.state, request.data)
 
     def request_channel(self, request: Request, inbound: Iterator[Payload]) -> Iterator[Payload]:
         """Echo: the first payload, then every inbound one, metadata included."""

@@ -27,15 +27,8 @@ from typing import Any
 
 from sansrs.rsocket.extensions import Authentication
 
-from .demo import DemoHandler
-from .demo_contract import (
-    CHANNEL_BATCH,
-    DemoRejected,
-    DemoState,
-    parse_stream_request,
-    request_response,
-    stream_items,
-)
+from .demo import DemoHandler, contract_response, contract_stream
+from .demo_contract import CHANNEL_BATCH
 from .errors import ApplicationError
 from .routing import Router
 from .types import Payload, RoutedRequest
@@ -60,14 +53,6 @@ def demo_router_factory(
         return _routes(fallback, authenticate if accepted else None)
 
     return make
-
-
-def _contract(state: DemoState, data: bytes) -> bytes:
-    try:
-        answer, _ = request_response(state, data, None)
-    except DemoRejected as exc:
-        raise ApplicationError(str(exc)) from None
-    return answer
 
 
 def _routes(fallback: DemoHandler, authenticate: Callable[[Authentication], Any] | None) -> Router:
@@ -95,14 +80,6 @@ def _routes(fallback: DemoHandler, authenticate: Callable[[Authentication], Any]
     def count_fnf(request: RoutedRequest) -> None:
         state.record_fire_and_forget()
 
-    def stream(request: RoutedRequest) -> Iterator[bytes]:
-        try:
-            n, size = parse_stream_request(request.data)
-        except DemoRejected as exc:
-            raise ApplicationError(str(exc)) from None
-        state.request_stream += 1
-        return stream_items(n, size)
-
     router.response("echo")(echo)
     router.stream("echo")(echo_stream)
     router.channel("echo")(echo_channel)
@@ -111,13 +88,15 @@ def _routes(fallback: DemoHandler, authenticate: Callable[[Authentication], Any]
     router.fnf("fnf")(count_fnf)
     router.push("push")(lambda request: state.record_metadata_push(request.metadata or b""))
     for name in ("fnf-count", "mp-count", "mp-last", "stats"):
-        router.response(name)(lambda request, name=name: _contract(state, name.encode()))
+        router.response(name)(
+            lambda request, name=name: contract_response(state, name.encode(), None).data
+        )
     def error(request: RoutedRequest) -> bytes:
         state.request_response += 1
         raise ApplicationError("rejected: " + request.data.decode("utf-8", "replace"))
 
     router.response("error")(error)
-    router.stream("stream")(stream)
+    router.stream("stream")(lambda request: contract_stream(state, request.data))
     router.response("whoami", authenticated=False)(
         lambda request: str(request.principal or "anonymous").encode()
     )

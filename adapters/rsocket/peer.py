@@ -75,6 +75,7 @@ class RSocketPeer(DrivenPeer):
         return self._thread.transport
 
     # -- blocking requests -----------------------------------------------
+    # (AsyncRSocketPeer, the balancer and route views repeat these signatures by choice.)
     def request_response(
         self, data: bytes | str, metadata: bytes | str | None = None, timeout: float | None = None
     ) -> Payload | None:

@@ -143,6 +143,7 @@ class RoutedRequester(_Routed):
     """A synchronous client's requests on one route (``client.route(...)``):
     the client's methods, each request carrying the route's metadata."""
 
+    # The client's signatures by choice (a drop-in), each adding the route's metadata.
     def request_response(
         self, data: bytes | str, metadata: ExtraMetadata = None, timeout: float | None = None
     ) -> Payload | None:

@@ -26,6 +26,7 @@ class Server(PeersServer[RSocketPeer]):
     loop); ``peers``: live connections, for server-initiated requests."""
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 def serve(
     url: str | Endpoint,
     handler: object = None,

@@ -172,6 +172,11 @@ def decode_rows(data: bytes) -> list[Any]:
     return rows
 
 
+def _dump_object(message: Any) -> bytes:
+    """A wire dataclass as compact JSON (what :func:`_load_object` reads)."""
+    return json.dumps(asdict(message), separators=(",", ":")).encode()
+
+
 def _load_object(data: bytes | None, what: str) -> dict[str, Any]:
     if not data:
         raise WireError(f"missing {what}")
@@ -217,7 +222,7 @@ class WriteHeader:
         return (self.app, self.write, self.partition)
 
     def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self), separators=(",", ":")).encode()
+        return _dump_object(self)
 
     @classmethod
     def from_bytes(cls, data: bytes | None) -> WriteHeader:
@@ -263,7 +268,7 @@ class Ack:
     duplicate: bool = False
 
     def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self), separators=(",", ":")).encode()
+        return _dump_object(self)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Ack:
@@ -289,7 +294,7 @@ class ReadRequest:
     v: int = WIRE_VERSION
 
     def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self), separators=(",", ":")).encode()
+        return _dump_object(self)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> ReadRequest:
@@ -368,7 +373,7 @@ class OffsetQuery:
     v: int = WIRE_VERSION
 
     def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self), separators=(",", ":")).encode()
+        return _dump_object(self)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> OffsetQuery:

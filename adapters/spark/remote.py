@@ -83,6 +83,7 @@ def connect_service(
 StreamOpener = Callable[..., Iterator[list[Any]]]
 
 
+# The openers share StreamOpener's signature by design.
 def _rsocket_stream(
     url: str,
     request: ReadRequest,

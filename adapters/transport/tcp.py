@@ -13,7 +13,14 @@ import struct
 
 from .urls import Endpoint
 
-__all__ = ["SocketTransport", "TcpListener", "TcpTransport", "open_tcp"]
+__all__ = [
+    "SocketTransport",
+    "TcpListener",
+    "TcpTransport",
+    "accept_ready",
+    "listening_socket",
+    "open_tcp",
+]
 
 RECV_SIZE = 256 * 1024
 SOCKET_BUFFER = 1024 * 1024
@@ -107,15 +114,30 @@ def open_tcp(endpoint: Endpoint, timeout: float = 10.0) -> TcpTransport:
     return TcpTransport(sock)
 
 
+def listening_socket(endpoint: Endpoint, backlog: int) -> socket.socket:
+    """A non-blocking TCP socket listening on ``endpoint`` (IPv6 for a host
+    with a colon; port 0: a free one)."""
+    family = socket.AF_INET6 if ":" in endpoint.host else socket.AF_INET
+    sock = socket.create_server((endpoint.host, endpoint.port), family=family, backlog=backlog)
+    sock.setblocking(False)
+    return sock
+
+
+def accept_ready(listening: socket.socket) -> socket.socket | None:
+    """A pending connection of a non-blocking ``listening`` socket, or
+    ``None`` if none is ready."""
+    try:
+        sock, _ = listening.accept()
+    except (BlockingIOError, InterruptedError):
+        return None
+    return sock
+
+
 class TcpListener:
     """A listening socket. ``endpoint`` carries the real port when bound to 0."""
 
     def __init__(self, endpoint: Endpoint, backlog: int = 128) -> None:
-        family = socket.AF_INET6 if ":" in endpoint.host else socket.AF_INET
-        self.sock = socket.create_server(
-            (endpoint.host, endpoint.port), family=family, backlog=backlog
-        )
-        self.sock.setblocking(False)
+        self.sock = listening_socket(endpoint, backlog)
         self.endpoint = endpoint.with_port(self.sock.getsockname()[1])
 
     def fileno(self) -> int:
@@ -123,11 +145,8 @@ class TcpListener:
 
     def accept(self) -> TcpTransport | None:
         """A pending connection, or ``None`` if none is ready (non-blocking)."""
-        try:
-            sock, _ = self.sock.accept()
-        except (BlockingIOError, InterruptedError):
-            return None
-        return TcpTransport(sock)
+        sock = accept_ready(self.sock)
+        return None if sock is None else TcpTransport(sock)
 
     def close(self) -> None:
         self.sock.close()

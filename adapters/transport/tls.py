@@ -35,7 +35,7 @@ import socket
 import ssl
 from typing import Any
 
-from .tcp import SOCKET_BUFFER, TcpTransport
+from .tcp import SOCKET_BUFFER, TcpTransport, accept_ready, listening_socket
 from .urls import Endpoint
 
 __all__ = [
@@ -215,11 +215,7 @@ class TlsListener:
     ) -> None:
         if not isinstance(ssl_context, ssl.SSLContext):
             raise TypeError("a tls:// server needs ssl_context=ssl.SSLContext (see server_context)")
-        family = socket.AF_INET6 if ":" in endpoint.host else socket.AF_INET
-        self.sock = socket.create_server(
-            (endpoint.host, endpoint.port), family=family, backlog=backlog
-        )
-        self.sock.setblocking(False)
+        self.sock = listening_socket(endpoint, backlog)
         self.ssl_context = ssl_context
         self.endpoint = endpoint.with_port(self.sock.getsockname()[1])
 
@@ -228,9 +224,8 @@ class TlsListener:
 
     def accept(self) -> TlsTransport | None:
         """A pending connection (its handshake still to come), or ``None``."""
-        try:
-            raw, _ = self.sock.accept()
-        except (BlockingIOError, InterruptedError):
+        raw = accept_ready(self.sock)
+        if raw is None:
             return None
         try:
             raw.setblocking(False)

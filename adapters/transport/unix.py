@@ -14,7 +14,7 @@ import os
 import socket
 import stat
 
-from .tcp import SocketTransport
+from .tcp import SocketTransport, accept_ready
 from .urls import Endpoint
 
 __all__ = ["UnixListener", "UnixTransport", "open_unix"]
@@ -89,11 +89,8 @@ class UnixListener:
 
     def accept(self) -> UnixTransport | None:
         """A pending connection, or ``None`` if none is ready (non-blocking)."""
-        try:
-            sock, _ = self.sock.accept()
-        except (BlockingIOError, InterruptedError):
-            return None
-        return UnixTransport(sock, self.endpoint.path)
+        sock = accept_ready(self.sock)
+        return None if sock is None else UnixTransport(sock, self.endpoint.path)
 
     def close(self) -> None:
         if self._closed:

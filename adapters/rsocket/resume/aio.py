@@ -29,7 +29,7 @@ from ..aio import AsyncClient, AsyncRSocketPeer, _wrap_handler
 from ..options import EngineOptions
 from .client import Outage, ReconnectPolicy, new_client_session
 from .engine import EngineLink
-from .options import ResumeOptions, SessionLoss, SessionLost, byte_stream_only
+from .options import ResumeOptions, SessionLoss, byte_stream_only
 from .server import SessionRegistry, new_server_engine
 from .session import Session, SessionDriver
 
@@ -126,15 +126,15 @@ class AsyncResumableClient(AsyncClient):
     def __init__(self, session: Session, engine: Any) -> None:
         super().__init__(cast(Any, SessionDriver(session)), engine)
         self._session = session
-        self._loss_reported = False
 
+    # The asyncio twin of ResumableClient's read-outs (see there).
     @property
     def session(self) -> Session:
         return self._session
 
     @property
     def reconnects(self) -> int:
-        return self._session.life.generation - 1
+        return self._session.reconnects
 
     @property
     def resumes(self) -> int:
@@ -146,10 +146,7 @@ class AsyncResumableClient(AsyncClient):
 
     async def close(self) -> None:
         await super().close()
-        loss = self._session.loss
-        if loss is not None and loss.fire_and_forgets and not self._loss_reported:
-            self._loss_reported = True
-            raise SessionLost(loss)
+        self._session.raise_loss_once()
 
 
 class AsyncResumableServer(AsyncServer[AsyncRSocketPeer]):
@@ -173,6 +170,7 @@ class AsyncResumableServer(AsyncServer[AsyncRSocketPeer]):
         self._sweeper.stop()
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 async def connect_resumable(
     url: str | Endpoint,
     *,
@@ -215,6 +213,7 @@ async def connect_resumable(
     return client
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 async def serve_resumable(
     url: str | Endpoint,
     handler: object = None,

@@ -31,7 +31,7 @@ from .. import core
 from ..client import Client
 from ..options import EngineOptions
 from .engine import EngineLink, SessionEngine, resume_timeout
-from .options import ResumeOptions, SessionLoss, SessionLost, byte_stream_only
+from .options import ResumeOptions, SessionLoss, byte_stream_only
 from .session import NewDriver, Session, SessionDriver
 
 __all__ = [
@@ -207,8 +207,9 @@ class ResumableClient(Client):
     def __init__(self, session: Session, engine: SessionEngine) -> None:
         super().__init__(SessionDriver(session), engine)
         self._session = session
-        self._loss_reported = False
 
+    # The same read-outs as AsyncResumableClient's by choice: each twin
+    # documents its public API; the logic is the Session's.
     @property
     def session(self) -> Session:
         return self._session
@@ -216,7 +217,7 @@ class ResumableClient(Client):
     @property
     def reconnects(self) -> int:
         """Transports the session was resumed on (after the first)."""
-        return self._session.life.generation - 1
+        return self._session.reconnects
 
     @property
     def resumes(self) -> int:
@@ -229,19 +230,14 @@ class ResumableClient(Client):
 
     def close(self, timeout: float | None = 5.0) -> None:
         super().close(timeout)
-        self._report_loss()
+        self._session.raise_loss_once()
 
     def abort(self, timeout: float | None = 5.0) -> None:
         super().abort(timeout)
-        self._report_loss()
-
-    def _report_loss(self) -> None:
-        loss = self._session.loss
-        if loss is not None and loss.fire_and_forgets and not self._loss_reported:
-            self._loss_reported = True
-            raise SessionLost(loss)
+        self._session.raise_loss_once()
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 def connect_resumable(
     url: str | Endpoint,
     *,

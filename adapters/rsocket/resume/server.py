@@ -329,6 +329,7 @@ def new_server_engine(
     return engine
 
 
+# Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
 def serve_resumable(
     url: str | Endpoint,
     handler: object = None,

@@ -36,7 +36,7 @@ from ...transport import Transport
 from .. import core
 from .engine import EngineLink, SessionEngine
 from .lifecycle import Lifecycle, Phase, Step
-from .options import SessionLoss
+from .options import SessionLoss, SessionLost
 
 __all__ = ["NewDriver", "Session", "SessionDriver", "Work"]
 
@@ -106,6 +106,7 @@ class Session:
         self.home: Callable[[], bool] | None = None
         self.disconnects = 0
         self.resumes = 0
+        self._loss_reported = False
         self._deferred: deque[Call] = deque()
         self._exit_callbacks: list[Callable[[], None]] = []
         self._done = False
@@ -118,6 +119,20 @@ class Session:
     @property
     def finished(self) -> bool:
         return self.life.finished
+
+    @property
+    def reconnects(self) -> int:
+        """Transports the session was resumed on (after the first)."""
+        return self.life.generation - 1
+
+    def raise_loss_once(self) -> None:
+        """Raise :class:`~.options.SessionLost` the first time it is asked
+        after the session ended with fire-and-forgets the peer never
+        confirmed (a client's ``close()``, sync or asyncio)."""
+        loss = self.loss
+        if loss is not None and loss.fire_and_forgets and not self._loss_reported:
+            self._loss_reported = True
+            raise SessionLost(loss)
 
     def __repr__(self) -> str:  # never the token: it is a secret
         return f"<Session {self.life.phase.value} generation={self.life.generation}>"

@@ -103,6 +103,8 @@ def decode_metadata(metadata: bytes | bytearray | memoryview | None) -> Composit
     data_mime: str | None = None
     accept: list[str] = []
     tracing: ZipkinTrace | None = None
+    # One branch per well-known MIME type, alike by design: each entry is
+    # decoded (a malformed one raises), the first of a single-valued kind kept.
     for entry in iter_composite(metadata):
         entries.append(entry)
         mime = entry.mime
