@@ -659,6 +659,41 @@ def test_rsio_9_events_before_the_bad_message_are_kept() -> None:
     assert isinstance(events[1], ev.ConnectionTerminated)
 
 
+def held_by_parts() -> tuple[Connection, int, int]:
+    """A client with a split element in progress and a tombstone."""
+    c, sid = subscribed_client(size=0, demand=5)
+    other = c.subscribe("q")
+    c.cancel(other)  # before its onSubscribe: a tombstone
+    c.receive_data(encode_message(OnNextPart(sid, 0, b"ab")))
+    assert c._reassembly.splits == 1 and c._reassembly.split_bytes == 2
+    assert c._table.tombs == {other: None}
+    return c, sid, other
+
+
+def assert_parts_forgot(c: Connection, *sids: int) -> None:
+    assert c._reassembly.splits == 0 and c._reassembly.split_bytes == 0
+    assert c._receiver.chunks == [] and c._receiver.buffered == 0
+    assert c.open_subscriptions == [] and c._table.tombs == {}
+    assert all(c.subscription_state(sid) is SubscriptionState.CLOSED for sid in sids)
+
+
+def test_rsio_9_protocol_error_forgets_what_every_part_holds() -> None:
+    c, sid, other = held_by_parts()
+    expect_error(c, b"\x99\x00", ErrorCode.UNKNOWN_MESSAGE)
+    assert_parts_forgot(c, sid, other)
+
+
+def test_rsio_7_transport_end_inside_a_message_forgets_what_every_part_holds() -> None:
+    c, sid, other = held_by_parts()
+    c.receive_data(encode_message(OnNext(sid, b"x" * 50))[:10])
+    assert c._receiver.buffered == 10
+    c.connection_lost()
+    assert c.events() == [
+        ev.ConnectionLost(reason="the transport ended without goodbye (inside a message)")
+    ]
+    assert_parts_forgot(c, sid, other)
+
+
 def test_rsio_9_unknown_message_type_goodbye_and_close() -> None:
     err = expect_error(client_after_hello(), b"\x99\x00", ErrorCode.UNKNOWN_MESSAGE)
     assert "0x99" in err.message
