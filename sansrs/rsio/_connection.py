@@ -33,7 +33,6 @@ from ._codec import (
     Request,
     ServerHello,
     Subscribe,
-    encode_message,
     encode_varint,
 )
 from ._config import ConnectionConfig, Role
@@ -89,7 +88,7 @@ class Connection:
         self._split_size = config.split_size
         self._max_element = config.max_element_size
         hello = ClientHello if ctx.client else ServerHello
-        self._out.queue(encode_message(hello(VERSION, tuple(config.extensions))))
+        self._out.send(hello(VERSION, tuple(config.extensions)))
 
     # -- inspection -----------------------------------------------------------
     @property
@@ -105,7 +104,8 @@ class Connection:
     def output_blocked(self) -> bool:
         """``max_queued_output`` bytes or more wait in ``data_to_send``:
         ``send_next`` / ``send_packed`` refuse until the adapter drains it."""
-        return self._out.blocked
+        out = self._out  # (not out.blocked: drivers ask once per item sent)
+        return out.size >= out.limit
 
     @property
     def queued_output(self) -> int:
