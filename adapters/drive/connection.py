@@ -258,6 +258,24 @@ class LoopConnection:
         finally:
             self._drive.release()
 
+    def on_readable(self, now: float) -> None:
+        """The reactor's fast path for a readable connection with no turn
+        queued: read, then the turn, in one pass under the drive lock (the
+        turn's write sends the answers the input caused)."""
+        if self._done:
+            return
+        if not self._drive.acquire(False):
+            self._miss()
+            return
+        try:
+            self._read(now)
+            if not self._done:
+                self._turn(now)
+        except Exception as exc:
+            self._fail(exc)
+        finally:
+            self._drive.release()
+
     def _read(self, now: float) -> None:
         """Driving thread: one read, its bytes to the engine."""
         try:
@@ -330,6 +348,7 @@ class LoopConnection:
             return False
         wait = False
         interest = self._interest
+        now = 0.0
         try:
             if self._done:
                 return False
@@ -340,7 +359,8 @@ class LoopConnection:
             # the answer is this thread's to read (a reactor woken by it would
             # find the connection taken and have to hand it back).
             loop: Any = self._loop
-            wait = bool(interest & READ) and self._idle_for_direct()
+            now = time.monotonic()
+            wait = bool(interest & READ) and self._idle_for_direct(now)
             if wait:
                 loop.pause(self._fd)
             try:
@@ -349,18 +369,17 @@ class LoopConnection:
                 # An application call that misuses the core fails alone.
                 log.exception("direct call on the connection failed")
                 return True
-            now = time.monotonic()
             self._flush(now)
-            if wait and not until() and not self._out:
-                self._wait_direct(until, timeout, now)
+            if wait and not self._out and not until():
+                now = self._wait_direct(until, timeout, now)
         finally:
             if wait and not self._done:
                 loop.resume(self._fd, interest, self)
-            self._end_direct()
+            self._end_direct(now)
         return True
 
-    def _idle_for_direct(self) -> bool:
-        """Nothing for the reactor to do now: all written, no timeout due."""
+    def _idle_for_direct(self, now: float) -> bool:
+        """Nothing for the reactor to do at ``now``: all written, no timeout due."""
         deadline = self._deadline
         return not (
             self._out
@@ -369,7 +388,7 @@ class LoopConnection:
             or self._eof
             or self._stopping
             or self._send_error is not None
-            or (deadline is not None and deadline <= time.monotonic())
+            or (deadline is not None and deadline <= now)
         )
 
     def _flush(self, now: float) -> None:
@@ -381,24 +400,29 @@ class LoopConnection:
             self._wrote = False
             self._last_io = now
 
-    def _wait_direct(self, until: Callable[[], bool], timeout: float | None, now: float) -> None:
+    def _wait_direct(self, until: Callable[[], bool], timeout: float | None, now: float) -> float:
         """Read the socket on this thread until ``until()``, the timeout, or
-        the reactor (or another thread's call) needs the connection."""
+        the reactor (or another thread's call) needs the connection. Returns
+        the time of the last wake-up."""
         fd = self._fd
         waker, poller = _thread_poller(fd)
         self._direct_waker = waker
         deadline = None if timeout is None else now + timeout
+        monotonic = time.monotonic
         try:
-            while not until():
+            while True:
                 if self._missed or self._done or self._abort or self._eof:
-                    return
-                wait = _DIRECT_SLICE if deadline is None else min(_DIRECT_SLICE, deadline - now)
-                if wait <= 0:
-                    return
+                    return now
+                if deadline is None:
+                    wait = _DIRECT_SLICE
+                else:
+                    wait = min(_DIRECT_SLICE, deadline - now)
+                    if wait <= 0:
+                        return now
                 ready = poller.poll(wait * 1000)
-                now = time.monotonic()
+                now = monotonic()
                 if self._missed:  # the reactor wants it: it reads from now on
-                    return
+                    return now
                 for ready_fd, _ in ready:
                     if ready_fd == fd:
                         self._read(now)
@@ -407,18 +431,21 @@ class LoopConnection:
                         if self._inbox.items:  # another thread's calls: run them here
                             self._run_calls()
                 if self._done:
-                    return
+                    return now
                 self._flush(now)
                 if self._send_error is not None or self._out:
-                    return  # the reactor finishes or waits for WRITE
+                    return now  # the reactor finishes or waits for WRITE
+                if until():
+                    return now
         finally:
             self._direct_waker = None
 
-    def _end_direct(self) -> None:
-        """Give the connection back; a turn runs if one is due."""
+    def _end_direct(self, now: float) -> None:
+        """Give the connection back; a turn runs if one is due (``now``: the
+        time of the direct call's last wake-up)."""
         self._direct_ident = None
         self._direct_waker = None
-        due = not self._idle_for_direct() or bool(self._inbox.items)
+        due = bool(self._inbox.items) or not self._idle_for_direct(now)
         self._missed = False
         self._drive.release()
         # Re-checked after the release: a reactor that found the connection

@@ -174,9 +174,9 @@ def test_the_reactor_takes_the_connection_back_when_it_needs_it(
     missed = threading.Event()
     wait_direct, miss = LoopConnection._wait_direct, LoopConnection._miss
 
-    def hooked_wait(self: LoopConnection, *args: Any) -> None:
+    def hooked_wait(self: LoopConnection, *args: Any) -> float:
         waiting.set()
-        wait_direct(self, *args)
+        return wait_direct(self, *args)
 
     def hooked_miss(self: LoopConnection) -> None:
         miss(self)
