@@ -132,6 +132,8 @@ class LoopConnection:
         self._direct_waker: Wakeup | None = None  # wakes it while it waits
         self._missed = False  # the reactor wanted a turn during a direct call
         self._direct_ok: bool = getattr(loop, "direct_calls", False)
+        #: The engine's optional ``quiet()`` (see ``Engine``): nothing to pump or send.
+        self._quiet: Callable[[], bool] | None = getattr(engine, "quiet", None)
 
     # -- any thread (Driver) -------------------------------------------------
     def start(self) -> None:
@@ -432,9 +434,11 @@ class LoopConnection:
                             self._run_calls()
                 if self._done:
                     return now
-                self._flush(now)
-                if self._send_error is not None or self._out:
-                    return now  # the reactor finishes or waits for WRITE
+                quiet = self._quiet
+                if quiet is None or not quiet() or (self._held is not None and self._held()):
+                    self._flush(now)  # what the input caused (a KEEPALIVE answer...)
+                    if self._send_error is not None or self._out:
+                        return now  # the reactor finishes or waits for WRITE
                 if until():
                     return now
         finally:
@@ -545,7 +549,12 @@ class LoopConnection:
         if self._abort:
             self._finish(self._lost or ConnectionClosed("connection aborted locally"))
             return
-        if self._timed_out(now):
+        if self._wrote:
+            self._wrote = False
+            self._last_io = now
+        if (
+            self._handshake_deadline is not None or config.idle_timeout is not None
+        ) and self._timed_out(now):
             return
         out = self._out
         if self._stopping and not self._close_started:
@@ -591,7 +600,9 @@ class LoopConnection:
             pending += self._held()
         pause = config.pause_reading_at
         reading = not self._eof and (pause is None or pending < pause)
-        self._set_interest((READ if reading else 0) | (WRITE if pending else 0))
+        interest = (READ if reading else 0) | (WRITE if pending else 0)
+        if interest != self._interest:
+            self._set_interest(interest)
         self._deadline = deadline = engine.next_deadline()
         self._arm_timer(deadline, config.idle_timeout)
         if more and len(out) < high and not self.scheduled:
