@@ -174,6 +174,10 @@ def rr_cpu_client_main(impl: str, port: int, count: int) -> None:
         wall, after = time.perf_counter() - wall, os.times()
         result = (count / wall, (after.user - before.user) / count * 1e6,
                   (after.system - before.system) / count * 1e6)
+    elif impl == "sansrs-no-driver":
+        from sansrs_client import rr_cpu_no_driver
+
+        result = rr_cpu_no_driver(port, count)
     else:
         from sansrs_client import rr_cpu
 
@@ -190,7 +194,9 @@ def _cpu_split(pid: int) -> tuple[float, float]:
     return int(fields[11]) / ticks, int(fields[12]) / ticks
 
 
-LATENCY_IMPLS = ("raw", "sansrs", "sansrs-selector")
+#: ``sansrs-no-driver``: the client's engine on a blocking socket, no driver
+#: (against the thread server): the floor the engine sets for the client.
+LATENCY_IMPLS = ("raw", "sansrs", "sansrs-selector", "sansrs-no-driver")
 
 
 def latency_costs(runs: int, count: int) -> None:
@@ -199,9 +205,10 @@ def latency_costs(runs: int, count: int) -> None:
     runs alternating), and the RSocket engines alone (no socket, no driver)."""
     rows: dict[str, list[tuple[float, ...]]] = {impl: [] for impl in LATENCY_IMPLS}
     with ExitStack() as stack:
-        servers = {impl: stack.enter_context(server(impl)) for impl in LATENCY_IMPLS}
+        servers = {impl: stack.enter_context(server(impl)) for impl in LATENCY_IMPLS[:3]}
+        servers["sansrs-no-driver"] = servers["sansrs"]  # one run at a time
         for i in range(runs):
-            for impl in LATENCY_IMPLS[i % 3:] + LATENCY_IMPLS[: i % 3]:
+            for impl in LATENCY_IMPLS[i % 4:] + LATENCY_IMPLS[: i % 4]:
                 port, proc = servers[impl]
                 before = _cpu_split(proc.pid)
                 out = subprocess.run(
