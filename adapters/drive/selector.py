@@ -279,6 +279,21 @@ class Loop:
             wait = config.max_idle_wait
         events = self._ready(wait)
         now = time.monotonic()
+        timers = self._timers
+        if (
+            len(events) == 1
+            and not (self._next or self._woken or self._calls)
+            and (not timers or timers[0][0] > now)
+        ):
+            # One connection readable and nothing else to do (a request or
+            # an answer of a sequential exchange): its read-and-turn, without
+            # the general pass below (docs/performance.md, "Latency").
+            obj, mask = events[0]
+            if type(obj) is LoopConnection and mask == READ and not obj.scheduled:
+                obj.on_readable(now)
+                if len(timers) > 64 + 4 * len(self._connections):
+                    self._compact_timers()
+                return
         todo, self._next = self._next, []
         for obj, mask in events:
             if obj is None:
@@ -308,7 +323,6 @@ class Loop:
             if not conn.scheduled:
                 conn.scheduled = True
                 todo.append(conn)
-        timers = self._timers
         while timers and timers[0][0] <= now:
             when, _, conn = heapq.heappop(timers)
             if conn.timer == when:

@@ -298,3 +298,104 @@ def test_credit_queue_answered_once_an_item_or_the_end_is_there() -> None:
     closed: CreditQueue[int] = CreditQueue(granted=1)
     closed.close()
     assert closed.answered()
+
+
+class Echo:
+    """A protocol-neutral engine that echoes what it reads, counting handled timeouts."""
+
+    def __init__(self) -> None:
+        self.out = bytearray()
+        self.timeouts = 0
+
+    def receive_data(self, data: bytes, now: float) -> None:
+        self.out += data
+
+    def pump(self) -> bool:
+        return False
+
+    def data_to_send(self) -> bytes:
+        data, self.out = bytes(self.out), bytearray()
+        return data
+
+    def next_deadline(self) -> float | None:
+        return None
+
+    def handle_timeout(self, now: float) -> None:
+        self.timeouts += 1
+
+    def wants_close(self) -> bool:
+        return False
+
+    def close_reason(self) -> BaseException | None:
+        return None
+
+    def begin_close(self) -> None:
+        pass
+
+    def connection_lost(self, error: BaseException) -> None:
+        pass
+
+
+@pytest.fixture
+def hand_loop() -> Iterator[tuple[Loop, LoopConnection, socket.socket, Echo]]:
+    """A loop run by hand on the test's thread, one echoing connection on it."""
+    loop = Loop(name="latency-hand")
+    loop._ident = threading.get_ident()
+    a, b = socket.socketpair()
+    engine = Echo()
+    conn = LoopConnection(loop, SocketTransport(a), engine)
+    conn.start()
+    loop._run_once()  # its first turn
+    try:
+        yield loop, conn, b, engine
+    finally:
+        b.close()
+        loop._ident = None
+        conn.abort(timeout=0)
+        loop._run_once()
+        loop.stop(0)
+
+
+def test_a_lone_readable_connection_is_read_and_answered_in_one_pass(
+    hand_loop: tuple[Loop, LoopConnection, socket.socket, Echo],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loop, _, peer, _ = hand_loop
+    passes: list[str] = []
+    monkeypatch.setattr(LoopConnection, "service", lambda self, now: passes.append("turn"))
+    peer.sendall(b"ping")
+    loop._run_once()
+    assert peer.recv(16) == b"ping"  # answered by the read's own turn
+    assert passes == []  # no second turn queued for it
+
+
+def test_a_due_timer_still_gets_its_turn_when_a_connection_is_readable(
+    hand_loop: tuple[Loop, LoopConnection, socket.socket, Echo],
+) -> None:
+    """The short pass is only for "nothing else due": a timer due in the
+    same wait (here another driven object's) takes the general pass, which
+    runs both."""
+    loop, _, peer, _ = hand_loop
+
+    class Ticker:
+        scheduled = woken = False
+        timer: float | None = 0.0
+        turns = 0
+
+        def on_io(self, mask: int, now: float) -> None:
+            pass
+
+        def service(self, now: float) -> None:
+            self.turns += 1
+
+        def kill(self, error: BaseException) -> None:
+            pass
+
+    ticker = Ticker()
+    loop.add(ticker)
+    loop.set_timer(ticker, 0.0)
+    peer.sendall(b"ping")
+    loop._run_once()
+    assert peer.recv(16) == b"ping"
+    assert ticker.turns == 1
+    loop.discard(ticker)
