@@ -260,24 +260,6 @@ class LoopConnection:
         finally:
             self._drive.release()
 
-    def on_readable(self, now: float) -> None:
-        """The reactor's fast path for a readable connection with no turn
-        queued: read, then the turn, in one pass under the drive lock (the
-        turn's write sends the answers the input caused)."""
-        if self._done:
-            return
-        if not self._drive.acquire(False):
-            self._miss()
-            return
-        try:
-            self._read(now)
-            if not self._done:
-                self._turn(now)
-        except Exception as exc:
-            self._fail(exc)
-        finally:
-            self._drive.release()
-
     def _read(self, now: float) -> None:
         """Driving thread: one read, its bytes to the engine."""
         try:
@@ -297,13 +279,21 @@ class LoopConnection:
         if not data:
             self._eof = True
 
-    def service(self, now: float) -> None:
+    def service(self, now: float, read: bool = False) -> None:
+        """A turn; ``read``: the reactor's fast path for a readable
+        connection with no turn queued: read first, then the turn, in one
+        pass under the drive lock (the turn's write sends the answers the
+        input caused)."""
         if self._done:
             return
         if not self._drive.acquire(False):
             self._miss()
             return
         try:
+            if read:
+                self._read(now)
+                if self._done:
+                    return
             self._turn(now)
         except Exception as exc:
             self._fail(exc)

@@ -290,7 +290,7 @@ class Loop:
             # the general pass below (docs/performance.md, "Latency").
             obj, mask = events[0]
             if type(obj) is LoopConnection and mask == READ and not obj.scheduled:
-                obj.on_readable(now)
+                obj.service(now, True)
                 if len(timers) > 64 + 4 * len(self._connections):
                     self._compact_timers()
                 return
@@ -307,7 +307,7 @@ class Loop:
                 else:
                     # Readable: read and run its turn at once, one pass under
                     # its drive lock (docs/performance.md, "Latency").
-                    obj.on_readable(now)
+                    obj.service(now, True)
             else:
                 obj.on_acceptable()
         if self._calls:

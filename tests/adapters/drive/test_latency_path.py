@@ -24,6 +24,9 @@ from sansrs.adapters.rsocket.engine import RequestHandle, RSocketEngine
 from sansrs.adapters.rsocket.options import EngineOptions
 from sansrs.adapters.transport.tcp import SocketTransport
 
+from .direct import driver_of as _driver
+from .direct import settle as _settle
+
 WAIT = 10.0
 REQUEST_RESPONSE, KEEPALIVE, PAYLOAD = 0x04, 0x03, 0x0A
 FLAG_RESPOND, FLAG_NEXT_COMPLETE = 0x80, 0x60
@@ -96,29 +99,6 @@ def raw_server() -> Iterator[RawServer]:
     server = RawServer()
     yield server
     server.close()
-
-
-@pytest.fixture(params=["thread", "selector"])
-def loop_kind(request: pytest.FixtureRequest) -> Iterator[str | Loop]:
-    if request.param == "thread":
-        yield "thread"
-        return
-    loop = Loop(name="latency-test").start()
-    yield loop
-    loop.stop(WAIT)
-
-
-def _driver(client: Any) -> LoopConnection:
-    thread = client._thread
-    return thread if isinstance(thread, LoopConnection) else thread._conn
-
-
-def _settle(driver: LoopConnection) -> None:
-    """Let the reactor finish what it has queued (two calls on its thread)."""
-    for _ in range(2):
-        done = threading.Event()
-        driver.loop.call_soon(done.set)
-        assert done.wait(WAIT)
 
 
 def _answering(server: RawServer, before: bytes = b"") -> threading.Thread:
@@ -224,7 +204,7 @@ def test_a_readable_connection_held_by_a_direct_call_is_handed_over() -> None:
         conn = LoopConnection(loop, SocketTransport(a), engine)
         b.sendall(b"\x00")
         assert conn._drive.acquire(False)  # as a direct call holds it
-        conn.on_readable(0.0)
+        conn.service(0.0, read=True)
         assert conn._missed
         assert a.recv(1) == b"\x00"  # not read by the loop
         conn._drive.release()
@@ -361,12 +341,18 @@ def test_a_lone_readable_connection_is_read_and_answered_in_one_pass(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     loop, _, peer, _ = hand_loop
-    passes: list[str] = []
-    monkeypatch.setattr(LoopConnection, "service", lambda self, now: passes.append("turn"))
+    turns: list[bool] = []
+    original = LoopConnection.service
+
+    def service(self: LoopConnection, now: float, read: bool = False) -> None:
+        turns.append(read)
+        original(self, now, read)
+
+    monkeypatch.setattr(LoopConnection, "service", service)
     peer.sendall(b"ping")
     loop._run_once()
     assert peer.recv(16) == b"ping"  # answered by the read's own turn
-    assert passes == []  # no second turn queued for it
+    assert turns == [True]  # one pass: no second turn queued for it
 
 
 def test_a_due_timer_still_gets_its_turn_when_a_connection_is_readable(
