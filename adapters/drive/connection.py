@@ -507,11 +507,9 @@ class LoopConnection:
         self._finish(error)
 
     def _timed_out(self, now: float) -> bool:
-        """Handshake and idle timeouts; True once the connection is finished."""
+        """Handshake and idle timeouts; True once the connection is finished.
+        (The turn has stamped its last write in ``_last_io`` already.)"""
         config = self._loop.config
-        if self._wrote:
-            self._wrote = False
-            self._last_io = now
         if self._handshake_deadline is not None:
             if self._handshaken():
                 self._handshake_deadline = None

@@ -276,6 +276,8 @@ class RSocketEngine:
 
     def _dispatch_events(self) -> None:
         events = self.conn.events()
+        if not events:  # most calls (every pump): nothing to set up
+            return
         payload_event = core.PayloadReceived
         rr_event = core.RequestResponseReceived
         fnf_event = core.FireAndForgetReceived
