@@ -12,6 +12,7 @@ medians.
     .venv/bin/python benchmarks/bench_tcp.py --only stream16 --runs 3
     .venv/bin/python benchmarks/bench_tcp.py --memory 10000000   # RSS check only
     .venv/bin/python benchmarks/bench_tcp.py --only stream16 --impl sansrs --impl sansrs-ws
+    .venv/bin/python benchmarks/bench_tcp.py --latency-costs --runs 5   # CPU per round trip
 
 ``sansrs-ws`` / ``rsocketpy-ws``: the same over WebSocket (``ws://``, one
 frame per binary message), compared with TCP in the ``ws/tcp`` column.
@@ -161,6 +162,80 @@ def client_main(impl: str, port: int, kind: str, count: int, arg: int) -> None:
     print(json.dumps({"count": done, "seconds": seconds}))
 
 
+def rr_cpu_client_main(impl: str, port: int, count: int) -> None:
+    """One sequential request-response run measuring this process's CPU."""
+    sys.path.insert(0, str(HERE))
+    if impl == "raw":
+        import raw_peer
+
+        raw_peer.request_response(port, 300, 1)  # warm-up
+        before, wall = os.times(), time.perf_counter()
+        raw_peer.request_response(port, count, 1)
+        wall, after = time.perf_counter() - wall, os.times()
+        result = (count / wall, (after.user - before.user) / count * 1e6,
+                  (after.system - before.system) / count * 1e6)
+    elif impl == "sansrs-no-driver":
+        from sansrs_client import rr_cpu_no_driver
+
+        result = rr_cpu_no_driver(port, count)
+    else:
+        from sansrs_client import rr_cpu
+
+        loop = "selector" if impl == "sansrs-selector" else "thread"
+        result = rr_cpu(f"tcp://127.0.0.1:{port}", count, loop)
+    print(json.dumps(result))
+
+
+def _cpu_split(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of process ``pid`` (all threads)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / ticks, int(fields[12]) / ticks
+
+
+#: ``sansrs-no-driver``: the client's engine on a blocking socket, no driver
+#: (against the thread server): the floor the engine sets for the client.
+LATENCY_IMPLS = ("raw", "sansrs", "sansrs-selector", "sansrs-no-driver")
+
+
+def latency_costs(runs: int, count: int) -> None:
+    """Where a sequential round trip's time goes: each side's user and
+    system CPU per round trip (client and server in their own processes,
+    runs alternating), and the RSocket engines alone (no socket, no driver)."""
+    rows: dict[str, list[tuple[float, ...]]] = {impl: [] for impl in LATENCY_IMPLS}
+    with ExitStack() as stack:
+        servers = {impl: stack.enter_context(server(impl)) for impl in LATENCY_IMPLS[:3]}
+        servers["sansrs-no-driver"] = servers["sansrs"]  # one run at a time
+        for i in range(runs):
+            for impl in LATENCY_IMPLS[i % 4:] + LATENCY_IMPLS[: i % 4]:
+                port, proc = servers[impl]
+                before = _cpu_split(proc.pid)
+                out = subprocess.run(
+                    [PY, str(Path(__file__)), "rr-cpu", impl, str(port), str(count)],
+                    capture_output=True, text=True, timeout=600, check=True).stdout
+                after = _cpu_split(proc.pid)
+                rate, user, system = json.loads(out.strip().splitlines()[-1])
+                rows[impl].append((rate, user, system, (after[0] - before[0]) / count * 1e6,
+                                   (after[1] - before[1]) / count * 1e6))
+    print(f"latency costs: {runs} runs of {count} sequential round trips, medians; "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print("| client and server | rt/s | client user µs | client sys µs | server user µs "
+          "| server sys µs | CPU µs per rt |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for impl, runs_of in rows.items():
+        med = [statistics.median(r[k] for r in runs_of) for k in range(5)]
+        print(f"| {impl} | {med[0]:,.0f} | {med[1]:.1f} | {med[2]:.1f} | {med[3]:.1f} | "
+              f"{med[4]:.1f} | {sum(med[1:]):.1f} |")
+    sys.path.insert(0, str(HERE))
+    from sansrs_client import engines_alone
+
+    alone = [engines_alone(20_000) for _ in range(3)]
+    print(f"RSocket engines alone (no socket, no driver, hot loop): client "
+          f"{statistics.median(a[0] for a in alone):.1f} µs, server "
+          f"{statistics.median(a[1] for a in alone):.1f} µs per round trip")
+
+
 def _vm_hwm_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -213,10 +288,16 @@ def main() -> None:
     parser.add_argument("--verbose", action="store_true", help="every run's rate, on stderr")
     parser.add_argument("--memory", type=int, metavar="ITEMS",
                         help="only run the slow-consumer RSS check with ITEMS items")
+    parser.add_argument("--latency-costs", action="store_true",
+                        help="only measure CPU per sequential round trip, each side "
+                             "(user/system), against raw, and the engines alone")
     args, rest = parser.parse_known_args()
     if rest[:1] == ["client"]:
         impl, port, kind, count, arg = rest[1:6]
         client_main(impl, int(port), kind, int(count), int(arg))
+        return
+    if rest[:1] == ["rr-cpu"]:
+        rr_cpu_client_main(rest[1], int(rest[2]), int(rest[3]))
         return
     if rest[:1] == ["slow-client"]:
         slow_client_main(int(rest[1]), int(rest[2]))
@@ -225,6 +306,9 @@ def main() -> None:
         parser.error(f"unexpected arguments {rest}")
     if args.memory:
         memory_check(args.memory)
+        return
+    if args.latency_costs:
+        latency_costs(args.runs, int(20_000 * args.scale))
         return
     impls = args.impl or list(IMPLS + ASYNCIO_IMPLS)
     names = args.only or list(SCENARIOS)

@@ -148,3 +148,117 @@ def run_asyncio(url: str, kind: str, count: int, arg: int) -> int:
             await client.close()
 
     return asyncio.run(main())
+
+
+def rr_cpu(url: str, count: int, loop: str = "thread") -> tuple[float, float, float]:
+    """Sequential request-responses after a warm-up: (round trips/s, user
+    and system CPU µs per round trip of this process, all threads)."""
+    import os
+
+    with connect(url, loop=loop) as client:
+        payload = b"x" * 16
+        for _ in range(300):  # imports, first calls, the connection idle
+            client.request_response(payload, timeout=WAIT)
+        before, wall = os.times(), time.perf_counter()
+        for _ in range(count):
+            client.request_response(payload, timeout=WAIT)
+        wall, after = time.perf_counter() - wall, os.times()
+    return (count / wall, (after.user - before.user) / count * 1e6,
+            (after.system - before.system) / count * 1e6)
+
+
+def rr_cpu_no_driver(port: int, count: int) -> tuple[float, float, float]:
+    """:func:`rr_cpu` with the client's RSocket engine on a blocking socket
+    of its own, no driver (no loop, no direct call, no lock): what the
+    client would cost if its driver cost nothing."""
+    import os
+    import socket
+
+    from sansrs.adapters.drive.queues import CreditQueue
+    from sansrs.adapters.rsocket import Payload
+    from sansrs.adapters.rsocket.engine import RequestHandle, RSocketEngine
+    from sansrs.adapters.rsocket.options import EngineOptions
+
+    engine = RSocketEngine.client(EngineOptions(), None)
+    engine.attach(_Inline(), None)  # type: ignore[arg-type]
+    with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(engine.data_to_send())  # SETUP
+        payload = b"x" * 16
+
+        def round_trip() -> None:
+            answer: CreditQueue[Payload] = CreditQueue(granted=1)
+            engine.start_response(RequestHandle("rr", answer), Payload(payload))
+            engine.pump()
+            sock.sendall(engine.data_to_send())
+            while not answer.answered():
+                engine.receive_data(sock.recv(65536), time.monotonic())
+            answer.get(0)
+
+        for _ in range(300):
+            round_trip()
+        before, wall = os.times(), time.perf_counter()
+        for _ in range(count):
+            round_trip()
+        wall, after = time.perf_counter() - wall, os.times()
+    return (count / wall, (after.user - before.user) / count * 1e6,
+            (after.system - before.system) / count * 1e6)
+
+
+class _Inline:
+    """A driver for an engine run by hand on one thread: calls run at once."""
+
+    is_owner = True
+
+    def call_soon(self, fn: Any, timeout: float | None = None) -> None:
+        fn()
+
+    def wake(self) -> None:
+        pass
+
+
+def engines_alone(count: int) -> tuple[float, float]:
+    """CPU µs per request-response of the RSocket engines alone, no socket,
+    no driver: (the client's engine: start the request, take its bytes, feed
+    the answer's frame, take the answer; the server's: feed the request's
+    frame, the demo handler answers, take the bytes). A hot loop: the floor
+    the protocol stack itself sets, caches warm."""
+    import struct
+
+    from sansrs.adapters.drive.queues import CreditQueue
+    from sansrs.adapters.rsocket import Payload
+    from sansrs.adapters.rsocket import core as rcore
+    from sansrs.adapters.rsocket.demo import DemoHandler
+    from sansrs.adapters.rsocket.engine import RequestHandle, RSocketEngine
+    from sansrs.adapters.rsocket.options import EngineOptions
+
+    def frame(sid: int, type_flags: int) -> bytes:
+        body = struct.pack(">IH", sid, type_flags) + b"y" * 16
+        return len(body).to_bytes(3, "big") + body
+
+    options, now = EngineOptions(), time.monotonic()
+    client = RSocketEngine.client(options, None)
+    client.attach(_Inline(), None)  # type: ignore[arg-type]
+    client.data_to_send()
+    answers = [frame(1 + 2 * i, 0x0A << 10 | 0x60) for i in range(count)]  # PAYLOAD N|C
+    started = time.process_time()
+    for i in range(count):
+        queue: CreditQueue[Payload] = CreditQueue(granted=1)
+        client.start_response(RequestHandle("rr", queue), Payload(b"x" * 16))
+        client.pump()
+        client.data_to_send()
+        client.receive_data(answers[i], now)
+        queue.get(1.0)
+    client_us = (time.process_time() - started) / count * 1e6
+    server = RSocketEngine.server(options)
+    server.attach(_Inline(), None, DemoHandler())  # type: ignore[arg-type]
+    server.receive_data(rcore.client(options).data_to_send(), now)  # SETUP
+    server.pump()
+    server.data_to_send()
+    requests = [frame(1 + 2 * i, 0x04 << 10) for i in range(count)]  # REQUEST_RESPONSE
+    started = time.process_time()
+    for i in range(count):
+        server.receive_data(requests[i], now)
+        server.pump()
+        server.data_to_send()
+    return client_us, (time.process_time() - started) / count * 1e6

@@ -132,6 +132,8 @@ class LoopConnection:
         self._direct_waker: Wakeup | None = None  # wakes it while it waits
         self._missed = False  # the reactor wanted a turn during a direct call
         self._direct_ok: bool = getattr(loop, "direct_calls", False)
+        #: The engine's optional ``quiet()`` (see ``Engine``): nothing to pump or send.
+        self._quiet: Callable[[], bool] | None = getattr(engine, "quiet", None)
 
     # -- any thread (Driver) -------------------------------------------------
     def start(self) -> None:
@@ -277,13 +279,21 @@ class LoopConnection:
         if not data:
             self._eof = True
 
-    def service(self, now: float) -> None:
+    def service(self, now: float, read: bool = False) -> None:
+        """A turn; ``read``: the reactor's fast path for a readable
+        connection with no turn queued: read first, then the turn, in one
+        pass under the drive lock (the turn's write sends the answers the
+        input caused)."""
         if self._done:
             return
         if not self._drive.acquire(False):
             self._miss()
             return
         try:
+            if read:
+                self._read(now)
+                if self._done:
+                    return
             self._turn(now)
         except Exception as exc:
             self._fail(exc)
@@ -330,6 +340,7 @@ class LoopConnection:
             return False
         wait = False
         interest = self._interest
+        now = 0.0
         try:
             if self._done:
                 return False
@@ -340,7 +351,8 @@ class LoopConnection:
             # the answer is this thread's to read (a reactor woken by it would
             # find the connection taken and have to hand it back).
             loop: Any = self._loop
-            wait = bool(interest & READ) and self._idle_for_direct()
+            now = time.monotonic()
+            wait = bool(interest & READ) and self._idle_for_direct(now)
             if wait:
                 loop.pause(self._fd)
             try:
@@ -349,18 +361,17 @@ class LoopConnection:
                 # An application call that misuses the core fails alone.
                 log.exception("direct call on the connection failed")
                 return True
-            now = time.monotonic()
             self._flush(now)
-            if wait and not until() and not self._out:
-                self._wait_direct(until, timeout, now)
+            if wait and not self._out and not until():
+                now = self._wait_direct(until, timeout, now)
         finally:
             if wait and not self._done:
                 loop.resume(self._fd, interest, self)
-            self._end_direct()
+            self._end_direct(now)
         return True
 
-    def _idle_for_direct(self) -> bool:
-        """Nothing for the reactor to do now: all written, no timeout due."""
+    def _idle_for_direct(self, now: float) -> bool:
+        """Nothing for the reactor to do at ``now``: all written, no timeout due."""
         deadline = self._deadline
         return not (
             self._out
@@ -369,7 +380,7 @@ class LoopConnection:
             or self._eof
             or self._stopping
             or self._send_error is not None
-            or (deadline is not None and deadline <= time.monotonic())
+            or (deadline is not None and deadline <= now)
         )
 
     def _flush(self, now: float) -> None:
@@ -381,24 +392,29 @@ class LoopConnection:
             self._wrote = False
             self._last_io = now
 
-    def _wait_direct(self, until: Callable[[], bool], timeout: float | None, now: float) -> None:
+    def _wait_direct(self, until: Callable[[], bool], timeout: float | None, now: float) -> float:
         """Read the socket on this thread until ``until()``, the timeout, or
-        the reactor (or another thread's call) needs the connection."""
+        the reactor (or another thread's call) needs the connection. Returns
+        the time of the last wake-up."""
         fd = self._fd
         waker, poller = _thread_poller(fd)
         self._direct_waker = waker
         deadline = None if timeout is None else now + timeout
+        monotonic = time.monotonic
         try:
-            while not until():
+            while True:
                 if self._missed or self._done or self._abort or self._eof:
-                    return
-                wait = _DIRECT_SLICE if deadline is None else min(_DIRECT_SLICE, deadline - now)
-                if wait <= 0:
-                    return
+                    return now
+                if deadline is None:
+                    wait = _DIRECT_SLICE
+                else:
+                    wait = min(_DIRECT_SLICE, deadline - now)
+                    if wait <= 0:
+                        return now
                 ready = poller.poll(wait * 1000)
-                now = time.monotonic()
+                now = monotonic()
                 if self._missed:  # the reactor wants it: it reads from now on
-                    return
+                    return now
                 for ready_fd, _ in ready:
                     if ready_fd == fd:
                         self._read(now)
@@ -407,18 +423,23 @@ class LoopConnection:
                         if self._inbox.items:  # another thread's calls: run them here
                             self._run_calls()
                 if self._done:
-                    return
-                self._flush(now)
-                if self._send_error is not None or self._out:
-                    return  # the reactor finishes or waits for WRITE
+                    return now
+                quiet = self._quiet
+                if quiet is None or not quiet() or (self._held is not None and self._held()):
+                    self._flush(now)  # what the input caused (a KEEPALIVE answer...)
+                    if self._send_error is not None or self._out:
+                        return now  # the reactor finishes or waits for WRITE
+                if until():
+                    return now
         finally:
             self._direct_waker = None
 
-    def _end_direct(self) -> None:
-        """Give the connection back; a turn runs if one is due."""
+    def _end_direct(self, now: float) -> None:
+        """Give the connection back; a turn runs if one is due (``now``: the
+        time of the direct call's last wake-up)."""
         self._direct_ident = None
         self._direct_waker = None
-        due = not self._idle_for_direct() or bool(self._inbox.items)
+        due = bool(self._inbox.items) or not self._idle_for_direct(now)
         self._missed = False
         self._drive.release()
         # Re-checked after the release: a reactor that found the connection
@@ -486,11 +507,9 @@ class LoopConnection:
         self._finish(error)
 
     def _timed_out(self, now: float) -> bool:
-        """Handshake and idle timeouts; True once the connection is finished."""
+        """Handshake and idle timeouts; True once the connection is finished.
+        (The turn has stamped its last write in ``_last_io`` already.)"""
         config = self._loop.config
-        if self._wrote:
-            self._wrote = False
-            self._last_io = now
         if self._handshake_deadline is not None:
             if self._handshaken():
                 self._handshake_deadline = None
@@ -518,7 +537,12 @@ class LoopConnection:
         if self._abort:
             self._finish(self._lost or ConnectionClosed("connection aborted locally"))
             return
-        if self._timed_out(now):
+        if self._wrote:
+            self._wrote = False
+            self._last_io = now
+        if (
+            self._handshake_deadline is not None or config.idle_timeout is not None
+        ) and self._timed_out(now):
             return
         out = self._out
         if self._stopping and not self._close_started:
@@ -564,7 +588,9 @@ class LoopConnection:
             pending += self._held()
         pause = config.pause_reading_at
         reading = not self._eof and (pause is None or pending < pause)
-        self._set_interest((READ if reading else 0) | (WRITE if pending else 0))
+        interest = (READ if reading else 0) | (WRITE if pending else 0)
+        if interest != self._interest:
+            self._set_interest(interest)
         self._deadline = deadline = engine.next_deadline()
         self._arm_timer(deadline, config.idle_timeout)
         if more and len(out) < high and not self.scheduled:

@@ -23,7 +23,9 @@ class Engine(Protocol):
     An engine may also have a ``handshaken`` attribute (False while a server
     waits for the protocol's opening: RSocket SETUP, the rsio hello); the
     drivers drop a connection whose handshake exceeds
-    ``LoopConfig.handshake_timeout``."""
+    ``LoopConfig.handshake_timeout``. And a ``quiet()`` method: True when
+    ``pump`` would do nothing and ``data_to_send`` is empty (a direct call
+    that read its answer then skips both)."""
 
     def receive_data(self, data: bytes, now: float) -> None:
         """Bytes from the peer (``b""`` at end of stream): parse and dispatch."""

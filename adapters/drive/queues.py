@@ -63,6 +63,11 @@ class CreditExceeded(AssertionError):
     """An I/O-side put found the queue full: more items than demand granted."""
 
 
+#: Serializes ``CreditQueue.grant`` (rare: a consumer's replenish) for
+#: every queue: one lock per queue cost an allocation per request-response.
+_GRANT_LOCK = threading.Lock()
+
+
 def _remaining(deadline: float | None) -> float | None:
     return None if deadline is None else max(0.0, deadline - time.monotonic())
 
@@ -167,7 +172,6 @@ class CreditQueue(Generic[T]):
         "_error",
         "_event",
         "_finished",
-        "_grant_lock",
         "_granted",
         "_items",
         "_put_count",
@@ -180,7 +184,6 @@ class CreditQueue(Generic[T]):
         self._items: deque[T] = deque()
         self._granted = granted
         self._put_count = 0
-        self._grant_lock = threading.Lock()
         # Made when a consumer first waits: a request-response answered on
         # the waiting thread (a direct call) never needs one.
         self._event: Signal | None = None
@@ -195,7 +198,7 @@ class CreditQueue(Generic[T]):
         """Allow ``n`` more items. Call before telling the peer it may send them."""
         if n <= 0:
             raise ValueError("grant must be positive")
-        with self._grant_lock:
+        with _GRANT_LOCK:
             self._granted += n
 
     @property
@@ -270,6 +273,11 @@ class CreditQueue(Generic[T]):
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def answered(self) -> bool:
+        """An item is queued, or the stream ended: a wait would return at
+        once (a direct call's ``until``, see ``LoopConnection.call_direct``)."""
+        return bool(self._items) or self._finished or self._closed
 
     @property
     def done(self) -> bool:

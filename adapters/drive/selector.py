@@ -25,6 +25,7 @@ import contextlib
 import heapq
 import itertools
 import logging
+import math
 import select
 import selectors
 import threading
@@ -42,6 +43,9 @@ from .queues import Wakeup
 from .reactor import READ, WRITE, Driven, Listening
 
 __all__ = ["Loop", "default_loop"]
+
+_NOT_IN = ~select.EPOLLIN
+_NOT_OUT = ~select.EPOLLOUT
 
 log = logging.getLogger("sansrs.adapters")
 
@@ -69,6 +73,8 @@ class Loop:
             if isinstance(self._sel, selectors.EpollSelector)
             else None
         )
+        #: The selector's fd -> key table (what ``_ready`` looks keys up in).
+        self._keys: Any = getattr(self._sel, "_fd_to_key", {})
         self._wakeup = Wakeup()
         self._sel.register(self._wakeup.fileno(), READ, None)
         self._calls: deque[Call] = deque()
@@ -271,18 +277,37 @@ class Loop:
             wait = min(config.max_idle_wait, max(0.0, self._timers[0][0] - time.monotonic()))
         else:
             wait = config.max_idle_wait
-        events = self._sel.select(wait)
+        events = self._ready(wait)
         now = time.monotonic()
+        timers = self._timers
+        if (
+            len(events) == 1
+            and not (self._next or self._woken or self._calls)
+            and (not timers or timers[0][0] > now)
+        ):
+            # One connection readable and nothing else to do (a request or
+            # an answer of a sequential exchange): its read-and-turn, without
+            # the general pass below (docs/performance.md, "Latency").
+            obj, mask = events[0]
+            if type(obj) is LoopConnection and mask == READ and not obj.scheduled:
+                obj.service(now, True)
+                if len(timers) > 64 + 4 * len(self._connections):
+                    self._compact_timers()
+                return
         todo, self._next = self._next, []
-        for key, mask in events:
-            obj = key.data
+        for obj, mask in events:
             if obj is None:
                 self._wakeup.clear()
             elif type(obj) is LoopConnection:
-                obj.on_io(mask, now)
-                if not obj.scheduled:
-                    obj.scheduled = True
-                    todo.append(obj)
+                if obj.scheduled or not mask & READ:
+                    obj.on_io(mask, now)  # its turn is queued already, or comes below
+                    if not obj.scheduled:
+                        obj.scheduled = True
+                        todo.append(obj)
+                else:
+                    # Readable: read and run its turn at once, one pass under
+                    # its drive lock (docs/performance.md, "Latency").
+                    obj.service(now, True)
             else:
                 obj.on_acceptable()
         if self._calls:
@@ -298,7 +323,6 @@ class Loop:
             if not conn.scheduled:
                 conn.scheduled = True
                 todo.append(conn)
-        timers = self._timers
         while timers and timers[0][0] <= now:
             when, _, conn = heapq.heappop(timers)
             if conn.timer == when:
@@ -311,6 +335,32 @@ class Loop:
             conn.service(now)
         if len(timers) > 64 + 4 * len(self._connections):
             self._compact_timers()
+
+    def _ready(self, wait: float | None) -> list[tuple[Any, int]]:
+        """(registered object, READ/WRITE mask) of each ready descriptor.
+        With epoll, straight from ``epoll.poll`` and the selector's own table
+        of keys (``selectors`` builds a key tuple per event on top: a few
+        microseconds per wait, the order of a whole round trip's budget)."""
+        epoll = self._epoll
+        if epoll is None:
+            return [(key.data, mask) for key, mask in self._sel.select(wait)]
+        if wait is None:
+            wait = -1
+        elif wait > 0:
+            wait = math.ceil(wait * 1e3) * 1e-3  # as selectors: never wake early
+        try:
+            ready = epoll.poll(wait, len(self._keys) or 1)
+        except InterruptedError:
+            return []
+        keys = self._keys
+        out = []
+        for fd, event in ready:
+            key = keys.get(fd)
+            if key is not None:
+                # As selectors: an error or hang-up is both readable and writable.
+                mask = (WRITE if event & _NOT_IN else 0) | (READ if event & _NOT_OUT else 0)
+                out.append((key.data, mask & key.events))
+        return out
 
     def _compact_timers(self) -> None:
         live = [

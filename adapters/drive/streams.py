@@ -454,6 +454,11 @@ class Outbounds(Generic[K]):
     def __contains__(self, key: K) -> bool:
         return key in self._by_key
 
+    @property
+    def busy(self) -> bool:
+        """A stream may be runnable: :meth:`pump` has work (or a poke to take)."""
+        return bool(self._runnable or self._poked)
+
     def get(self, key: K) -> Pumped | None:
         return self._by_key.get(key)
 

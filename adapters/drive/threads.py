@@ -46,6 +46,8 @@ class ConnectionThread:
         self._conn: LoopConnection = self._loop.add_connection(
             transport, engine, on_exit=self._exited, inbox_capacity=inbox_capacity
         )
+        # The connection's own bound method: one call less per direct call.
+        self.call_direct = self._conn.call_direct  # type: ignore[method-assign]
 
     def _exited(self, conn: LoopConnection) -> None:
         self._loop.stop_soon()  # one connection, one loop: the thread ends with it

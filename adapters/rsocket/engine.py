@@ -276,6 +276,8 @@ class RSocketEngine:
 
     def _dispatch_events(self) -> None:
         events = self.conn.events()
+        if not events:  # most calls (every pump): nothing to set up
+            return
         payload_event = core.PayloadReceived
         rr_event = core.RequestResponseReceived
         fnf_event = core.FireAndForgetReceived
@@ -414,6 +416,18 @@ class RSocketEngine:
             self._run_after_events()
             self._dispatch_events()
         return self._outbounds.pump(self._output_blocked, self._outbound_done)
+
+    def quiet(self) -> bool:
+        """Nothing to pump and nothing to send now, so a driver may skip its
+        pump-and-write (``LoopConnection``'s direct calls, after reading an
+        answer): no output queued in the core, no outbound stream runnable,
+        no ``after_events`` call waiting, not closing."""
+        return not (
+            self.conn.queued_output
+            or self._after_events
+            or self._outbounds.busy
+            or self._closing is not None
+        )
 
     def _output_blocked(self) -> bool:
         return self.conn.output_blocked

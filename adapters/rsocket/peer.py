@@ -91,23 +91,32 @@ class RSocketPeer(DrivenPeer):
                 "blocking request_response on the connection thread would deadlock;"
                 " use response_publisher()"
             )
-        payload = as_payload(data, metadata)
+        if type(data) is bytes and metadata is None:  # the common case, first
+            payload = new_tuple(Payload, (data, None))
+        else:
+            payload = as_payload(data, metadata)
         queue: CreditQueue[Payload] = CreditQueue(granted=1)
         handle = RequestHandle("rr", queue)
+        engine = self._engine
 
         def start() -> None:
-            self._engine.start_request(handle, payload, 1)
+            engine.start_response(handle, payload)
 
         # The latency path: while the connection's thread is idle, this
         # thread sends the request and reads the answer itself (no hand-over
         # either way); otherwise the request goes through the connection's
         # thread (docs/architecture.md, Threads).
-        started = time.monotonic()
-        direct = getattr(self._thread, "call_direct", None)
-        if direct is None or not direct(start, lambda: bool(len(queue)) or queue.done, timeout):
-            self._thread.call_soon(start, timeout)
-        elif timeout is not None:
-            timeout = max(0.0, timeout - (time.monotonic() - started))
+        thread = self._thread
+        direct = getattr(thread, "call_direct", None)
+        if timeout is None:
+            if direct is None or not direct(start, queue.answered, None):
+                thread.call_soon(start, None)
+        else:
+            started = time.monotonic()
+            if direct is None or not direct(start, queue.answered, timeout):
+                thread.call_soon(start, timeout)
+            else:
+                timeout = max(0.0, timeout - (time.monotonic() - started))
         try:
             return queue.get(timeout)
         except EndOfStream:

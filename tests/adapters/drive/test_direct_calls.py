@@ -17,6 +17,9 @@ import pytest
 from sansrs.adapters.drive import ConnectionClosed, Loop, LoopConnection
 from sansrs.adapters.rsocket import Payload, connect, serve
 
+from .direct import driver_of as _driver
+from .direct import settle as _settle
+
 WAIT = 10.0
 
 
@@ -69,30 +72,6 @@ def gate() -> Iterator[tuple[Gate, str]]:
     handler = Gate()
     with serve("tcp://127.0.0.1:0", handler) as server:
         yield handler, server.url
-
-
-def _driver(client: Any) -> LoopConnection:
-    thread = client._thread
-    return thread if isinstance(thread, LoopConnection) else thread._conn
-
-
-def _settle(driver: LoopConnection) -> None:
-    """Let the reactor finish what it has queued: a call run twice on its
-    thread (the turns it owes run between the first and the second)."""
-    for _ in range(2):
-        done = threading.Event()
-        driver.loop.call_soon(done.set)
-        assert done.wait(WAIT)
-
-
-@pytest.fixture(params=["thread", "selector"])
-def loop_kind(request: pytest.FixtureRequest) -> Iterator[str | Loop]:
-    if request.param == "thread":
-        yield "thread"
-        return
-    loop = Loop(name="direct-test").start()
-    yield loop
-    loop.stop(WAIT)
 
 
 def _reads_by_thread(monkeypatch: pytest.MonkeyPatch, client: Any) -> list[int]:
@@ -174,9 +153,9 @@ def test_the_reactor_takes_the_connection_back_when_it_needs_it(
     missed = threading.Event()
     wait_direct, miss = LoopConnection._wait_direct, LoopConnection._miss
 
-    def hooked_wait(self: LoopConnection, *args: Any) -> None:
+    def hooked_wait(self: LoopConnection, *args: Any) -> float:
         waiting.set()
-        wait_direct(self, *args)
+        return wait_direct(self, *args)
 
     def hooked_miss(self: LoopConnection) -> None:
         miss(self)
