@@ -21,7 +21,7 @@ from .._errors import LocalProtocolError, RemoteProtocolError
 from ..streams import MAX_DEMAND, add_demand
 from . import _envelope as env
 from ._config import DittoClientConfig
-from ._fast import new_next
+from ._fast import new_next, next_prefix
 from ._messages import (
     SUBSCRIBE_PERSISTED,
     Classified,
@@ -103,7 +103,7 @@ _NEXT_KEEPS: Final = tuple(  # a tuple: "in" compares by identity, no enum hash
 
 
 class _ClientSubscription:
-    __slots__ = ("correlation_id", "demand", "key", "kind", "sid", "state", "topic")
+    __slots__ = ("correlation_id", "demand", "key", "kind", "misses", "sid", "state", "topic")
 
     def __init__(self, key: int, kind: Kind, topic: env.Topic, correlation_id: str | None) -> None:
         self.key = key
@@ -113,6 +113,28 @@ class _ClientSubscription:
         self.sid: str | None = None
         self.state = ClientState.SUBSCRIBING
         self.demand = 0
+        self.misses = 0  # next-message shortcuts learned for it that never matched
+
+
+class _Shortcut:
+    """What every ``next`` of one streaming subscription starts with (see
+    ``DittoClient._next_shortcut``), learned from one that took the full path."""
+
+    __slots__ = ("cut", "hits", "prefix", "sid", "sub")
+
+    def __init__(self, prefix: str, sid: str, sub: _ClientSubscription) -> None:
+        self.prefix = prefix
+        self.cut = len(prefix)
+        self.sid = sid
+        self.sub = sub
+        self.hits = 0
+
+
+#: A subscription whose learned shortcuts missed this many times in a row
+#: (its ``next`` messages differ in their headers) learns no more of them.
+_MAX_SHORTCUT_MISSES: Final = 4
+#: Subscriptions whose shortcuts are kept (tried in turn on every message).
+_MAX_SHORTCUTS: Final = 4
 
 
 class DittoClient:
@@ -128,12 +150,20 @@ class DittoClient:
         self._cancelled: dict[str, None] = {}
         self._events: deque[Event] = deque()
         self._out: list[str] = []
+        #: Newest first, at most _MAX_SHORTCUTS (see _next_shortcut).
+        self._shortcuts: list[_Shortcut] = []
 
     # -- sans-IO plumbing ---------------------------------------------------------
 
     def events(self) -> Iterator[Event]:
         while self._events:
             yield self._events.popleft()
+
+    def take_events(self) -> deque[Event]:
+        """Every event so far at once (what ``events()`` yields, without a
+        generator step per event)."""
+        events, self._events = self._events, deque()
+        return events
 
     def next_event(self) -> Event | None:
         return self._events.popleft() if self._events else None
@@ -304,6 +334,70 @@ class DittoClient:
 
     def receive_message(self, text: str) -> None:
         """Process one message from Ditto; ``RemoteProtocolError`` if it breaks the protocol."""
+        for shortcut in self._shortcuts:
+            if text.startswith(shortcut.prefix):
+                if self._next_shortcut(text, shortcut):
+                    return
+                break
+        self._receive(text)
+
+    def _next_shortcut(self, text: str, shortcut: _Shortcut) -> bool:
+        """A history ``next`` by its learned prefix: True when taken, False
+        to leave the message to the full path (``_receive``).
+
+        ``text`` is ``prefix + item + "}}"``: the prefix is the text of the
+        envelope up to the item, written from an earlier ``next`` of the
+        subscription that the full path parsed and checked (topic, headers,
+        ``path``, ``subscriptionId``), so only the item is left to parse,
+        and it is taken only when it parses as one JSON value (then the
+        whole message is that envelope with that item, what the full path
+        would find). Anything else (another subscription, a state or demand
+        the table must see, bad JSON) takes the full path, which answers it
+        as before. Per event this saves parsing the envelope around the
+        item, classifying its topic and the field checks
+        (docs/performance.md, "Ditto history into Spark")."""
+        sub = shortcut.sub
+        size = len(text)
+        if (
+            sub.state is not ClientState.ACTIVE
+            or not sub.demand
+            or size > self.config.max_message_size
+            or not text.endswith("}}")
+        ):
+            return False
+        try:
+            item, stop = env.scan_json(text, shortcut.cut)
+        except (StopIteration, ValueError, RecursionError):
+            return False
+        if stop != size - 2:  # whitespace or more after the item: the full path decides
+            return False
+        if sub.demand != MAX_DEMAND:
+            sub.demand -= 1
+        shortcut.hits += 1
+        self._events.append(new_next(sub.key, shortcut.sid, item))
+        return True
+
+    def _learn_shortcut(self, envelope: env.Envelope, sid: str) -> None:
+        """After a history ``next`` took the full path: its prefix, for the next ones."""
+        sub = self._by_id.get(sid)
+        if sub is None or sub.state is not ClientState.ACTIVE:
+            return
+        kept = []
+        for old in self._shortcuts:
+            if old.sub is sub:
+                sub.misses = sub.misses + 1 if old.hits == 0 else 0
+            elif old.sub.state is ClientState.ACTIVE:
+                kept.append(old)
+        self._shortcuts = kept
+        if sub.misses >= _MAX_SHORTCUT_MISSES:
+            return
+        prefix = next_prefix(envelope.topic, envelope.headers, sid)
+        if prefix:
+            kept.insert(0, _Shortcut(prefix, sid, sub))
+            del kept[_MAX_SHORTCUTS:]
+
+    def _receive(self, text: str) -> None:
+        """The full path: any message, every field checked."""
         if len(text) > self.config.max_message_size:
             raise RemoteProtocolError("message exceeds max_message_size", 413)
         try:
@@ -321,6 +415,8 @@ class DittoClient:
             self._dispatch(envelope, classified)
         except env.MessageError as exc:
             raise RemoteProtocolError(exc.error.message, exc.error.status) from None
+        if classified.action == "next" and classified.kind is Kind.STREAMING:
+            self._learn_shortcut(envelope, subscription_id_of(envelope))
 
     def _dispatch(self, envelope: env.Envelope, msg: Classified) -> None:
         action = msg.action
@@ -392,14 +488,7 @@ class DittoClient:
                 raise env.MessageError(_not_array())
             self._events.append(PageReceived(key=sub.key, subscription_id=sid, items=tuple(items)))
             return
-        item = value.get("item")
-        parsed: env.Envelope | None = None
-        if isinstance(item, dict) and isinstance(item.get("topic"), str):
-            try:
-                parsed = env.envelope_from_json(item)
-            except env.MessageError:
-                parsed = None
-        self._events.append(new_next(sub.key, sid, item, parsed))
+        self._events.append(new_next(sub.key, sid, value.get("item")))
 
     def _advance(self, sub: _ClientSubscription, what: ClientInput) -> None:
         following = CLIENT_TRANSITIONS.get((sub.state, what))

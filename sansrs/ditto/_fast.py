@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._envelope import Envelope, Headers, dumps
+from ._envelope import Headers, dumps
 from .events import NextReceived
 
 __all__ = ["new_next", "next_prefix"]
@@ -34,13 +34,12 @@ def _builder(cls: type) -> Any:
 _NextBuilder: Any = _builder(NextReceived)
 
 
-def new_next(key: int, subscription_id: str, item: Any, envelope: Envelope | None) -> NextReceived:
+def new_next(key: int, subscription_id: str, item: Any) -> NextReceived:
     """``NextReceived(...)`` without the frozen ``__init__``."""
     e = _new(_NextBuilder)
     e.key = key
     e.subscription_id = subscription_id
     e.item = item
-    e.envelope = envelope
     e.__class__ = NextReceived
     return e  # type: ignore[no-any-return]
 
