@@ -32,7 +32,8 @@ HEADERS = {"content-type": "application/json"}
 PREFIX = next_prefix(f"{TOPIC}/next", Headers(HEADERS), "0")
 WARM_UP = PREFIX + '{"topic":"ns/t/things/twin/events/modified","revision":1,"value":1}}}'
 CREATED = json.dumps(
-    {"topic": f"{TOPIC}/created", "headers": HEADERS, "path": "/", "value": {"subscriptionId": "0"}},
+    {"topic": f"{TOPIC}/created", "headers": HEADERS, "path": "/",
+     "value": {"subscriptionId": "0"}},
     separators=(",", ":"),
 )
 

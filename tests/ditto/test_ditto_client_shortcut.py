@@ -178,7 +178,7 @@ def test_ditto_client_shortcuts_of_interleaved_subscriptions() -> None:
         "1": next_prefix("ns/u/things/twin/streaming/next", env.Headers(HEADERS), "1"),
     }
     for r in range(20):
-        for sid, head in texts.items():
+        for head in texts.values():
             client.receive_message(head + compact({**ITEM, "revision": r}) + "}}")
     got = [(e.subscription_id, e.item["revision"]) for e in client.events()
            if isinstance(e, NextReceived)]
