@@ -615,6 +615,19 @@ class DittoServerEngine(_RecordEngine):
             if last:
                 subscriber.on_complete()
 
+        def emit_many(items: list[Any]) -> int:
+            # The core's Subscriber takes a batch in one call (its
+            # on_next_many); one on_next each otherwise.
+            subscriber: Any = upstream.subscriber
+            assert subscriber is not None
+            many = getattr(subscriber, "on_next_many", None)
+            if many is not None:
+                many(items)
+            else:
+                for item in items:
+                    subscriber.on_next(item)
+            return len(items)
+
         def complete() -> None:
             if upstream.subscriber is not None:
                 upstream.subscriber.on_complete()
@@ -624,7 +637,7 @@ class DittoServerEngine(_RecordEngine):
                 # A DittoException keeps its error; anything else is Ditto's 500.
                 upstream.subscriber.on_error(exc)
 
-        upstream.outbound = Outbound(source, emit, complete, fail, 0)
+        upstream.outbound = Outbound(source, emit, complete, fail, 0, emit_many=emit_many)
         self._upstreams[sid] = upstream
         self.core.accept(sid, upstream)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
+from itertools import islice
 from typing import Any
 
 from sansrs.ditto import DittoRemoteError
@@ -77,20 +78,45 @@ def _value_json(value: Any) -> str:
     return "".join(_ENCODE(value, 0))
 
 
+#: Topic -> (thingId, action): a thing's events share their topic, so each
+#: is split once (at most _MAX_TOPICS kept; others are split every time).
+_TOPICS: dict[str, tuple[str | None, str]] = {}
+_MAX_TOPICS = 4096
+_ABSENT = object()
+
+
+def _topic_columns(topic: str) -> tuple[str | None, str]:
+    columns = _TOPICS.get(topic)
+    if columns is None:
+        parts = topic.split("/")
+        columns = (f"{parts[0]}:{parts[1]}" if len(parts) > 2 else None, parts[-1])
+        if len(_TOPICS) < _MAX_TOPICS:
+            _TOPICS[topic] = columns
+    return columns
+
+
 def event_row(event: Mapping[str, Any]) -> dict[str, Any]:
     """One Ditto event message as a row (see the module docstring)."""
-    topic = str(event.get("topic", ""))
-    parts = topic.split("/")
-    value = event.get("value")
-    row: dict[str, Any] = dict(value) if isinstance(value, dict) else {}
-    row["thingId"] = f"{parts[0]}:{parts[1]}" if len(parts) > 2 else None
-    row["revision"] = event.get("revision")
-    row["timestamp"] = event.get("timestamp")
-    row["topic"] = topic
-    row["action"] = parts[-1]
-    row["path"] = event.get("path")
-    row["value"] = None if "value" not in event else _value_json(value)
-    return row
+    get = event.get
+    topic = get("topic", "")
+    if type(topic) is not str:
+        topic = str(topic)
+    thing, action = _topic_columns(topic)
+    value = get("value", _ABSENT)
+    columns = {
+        "thingId": thing,
+        "revision": get("revision"),
+        "timestamp": get("timestamp"),
+        "topic": topic,
+        "action": action,
+        "path": get("path"),
+        "value": None if value is _ABSENT else _value_json(value),
+    }
+    if isinstance(value, dict):  # its fields, under the event's own columns
+        row = dict(value)
+        row.update(columns)
+        return row
+    return columns
 
 
 def _connect(url: str, options: Mapping[str, Any], timeout: float) -> DittoConnection:
@@ -132,13 +158,8 @@ def list_things(
 
 
 def _batched(events: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    batch: list[Any] = []
-    for event in events:
-        batch.append(event_row(event))
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
+    it = iter(events)
+    while batch := list(map(event_row, islice(it, size))):  # a C loop per batch
         yield batch
 
 
