@@ -4,7 +4,9 @@ history subscription, one taking the shortcut for ``next`` messages
 
 Rule: both give the same outcome for every message: the same
 ``RemoteProtocolError`` (message and status) or none, the same events, the
-same messages out, the same state and demand. Nothing else escapes.
+same messages out, the same state and demand; and ``receive_run`` of all the
+messages says what ``receive_message`` says one at a time (its
+``ItemsReceived`` taken apart). Nothing else escapes.
 
 Input: byte 0: the demand requested (0: none; 255: the largest); the rest:
 UTF-8 text (invalid bytes become lone surrogates), one message per line. A
@@ -25,6 +27,7 @@ from fuzz._harness import instrumented, main
 with instrumented(__name__):
     from sansrs.ditto import DittoClient, DittoClientConfig, Headers, RemoteProtocolError
     from sansrs.ditto._fast import next_prefix
+    from sansrs.ditto.events import ItemsReceived, NextReceived
 
 CONFIG = DittoClientConfig(max_message_size=2048, max_subscriptions=4)
 TOPIC = "ns/t/things/twin/streaming"
@@ -74,6 +77,31 @@ def test_one_input(data: bytes) -> None:
         a, b = _outcome(fast, text, False), _outcome(full, text, True)
         if a != b:
             raise AssertionError(f"shortcut and full path differ on {text!r}: {a!r} != {b!r}")
+    # receive_run of all of them says what receive_message says one at a time
+    # (up to the first protocol error), its item runs taken apart.
+    one, run = _client(demand), _client(demand)
+    expected = got = None
+    for text in texts:
+        try:
+            one.receive_message(text)
+        except RemoteProtocolError as exc:
+            expected = (exc.message, exc.error_code)
+            break
+    try:
+        run.receive_run(texts)
+    except RemoteProtocolError as exc:
+        got = (exc.message, exc.error_code)
+    flat: list[Any] = []
+    for event in run.events():
+        if isinstance(event, ItemsReceived):
+            flat.extend(NextReceived(key=event.key, subscription_id=event.subscription_id, item=i)
+                        for i in event.items)
+        else:
+            flat.append(event)
+    a = (expected, list(one.events()), one.messages_to_send(), one.state_of("0"))
+    b = (got, flat, run.messages_to_send(), run.state_of("0"))
+    if a != b:
+        raise AssertionError(f"receive_run differs: {a!r} != {b!r}")
 
 
 def seeds() -> list[bytes]:

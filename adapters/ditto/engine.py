@@ -321,24 +321,27 @@ class DittoClientEngine(_RecordEngine):
             self._protocol_error(exc)
 
     def _run(self, payload: bytes, now: float) -> None:
-        # _RecordEngine._run with _text and _message inlined: a history
-        # stream's messages come here, a few hundred per read, and the calls
-        # per message cost about a tenth of the core's work on one.
-        receive = self.core.receive_message
+        # A history stream's messages come here, a few hundred per read: the
+        # core takes them in one call and reports consecutive items as one
+        # event (DittoClient.receive_run, docs/performance.md).
+        texts = []
+        bad = None
         off, end = 0, len(payload)
         while off < end:
             stop = off + 3 + int.from_bytes(payload[off : off + 3], "big")
             try:
-                text = payload[off + 3 : stop].decode("utf-8")
+                texts.append(payload[off + 3 : stop].decode("utf-8"))
             except UnicodeDecodeError:
-                self._text(payload[off + 3 : stop], now)  # fails the connection
-                return
-            try:
-                receive(text)
-            except RemoteProtocolError as exc:
-                self._protocol_error(exc)
-                return
+                bad = payload[off + 3 : stop]
+                break
             off = stop
+        try:
+            self.core.receive_run(texts)
+        except RemoteProtocolError as exc:
+            self._protocol_error(exc)
+            return
+        if bad is not None:
+            self._text(bad, now)  # fails the connection, after the messages before it
 
     def _protocol_error(self, exc: RemoteProtocolError) -> None:
         # Ditto broke the protocol (invalid JSON, more items than asked,
@@ -357,8 +360,21 @@ class DittoClientEngine(_RecordEngine):
         batch: list[Any] = []
         batch_handle: SubscriptionHandle | None = None
         next_received, page_received = ev.NextReceived, ev.PageReceived
+        items_received = ev.ItemsReceived
         for event in self.core.take_events():
             kind = type(event)  # identity tests: a union isinstance costs more per item
+            if kind is items_received:
+                run: Any = event
+                handle = by_key.get(run.key)
+                if handle is None:
+                    continue  # cancelled: late items are dropped
+                if handle is batch_handle:
+                    batch.extend(run.items)
+                    continue
+                if batch_handle is not None:
+                    batch_handle.sink.put_many(batch)
+                batch, batch_handle = run.items, handle  # the core's list, handed on
+                continue
             if kind is next_received or kind is page_received:
                 item_event: Any = event
                 handle = by_key.get(item_event.key)

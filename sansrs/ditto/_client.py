@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Final
 
@@ -21,7 +21,7 @@ from .._errors import LocalProtocolError, RemoteProtocolError
 from ..streams import MAX_DEMAND, add_demand
 from . import _envelope as env
 from ._config import DittoClientConfig
-from ._fast import new_next, next_prefix
+from ._fast import new_items, new_next, next_prefix
 from ._messages import (
     SUBSCRIBE_PERSISTED,
     Classified,
@@ -35,6 +35,7 @@ from ._messages import (
 from .events import (
     ErrorResponseReceived,
     Event,
+    ItemsReceived,
     OtherMessageReceived,
     PageReceived,
     StrayMessageReceived,
@@ -135,6 +136,8 @@ class _Shortcut:
 _MAX_SHORTCUT_MISSES: Final = 4
 #: Subscriptions whose shortcuts are kept (tried in turn on every message).
 _MAX_SHORTCUTS: Final = 4
+#: "No item": the message is left to the full path.
+_MISS: Final = object()
 
 
 class DittoClient:
@@ -341,6 +344,34 @@ class DittoClient:
                 break
         self._receive(text)
 
+    def receive_run(self, texts: Iterable[str]) -> None:
+        """``receive_message`` of each text in turn (the messages of one
+        read), except that consecutive history items of one subscription
+        come out as one ``ItemsReceived`` rather than a ``NextReceived``
+        each: one event per run of items instead of one per item. Raises as
+        ``receive_message`` at the first message that breaks the protocol;
+        the events of the messages before it are queued."""
+        events = self._events
+        run: ItemsReceived | None = None
+        run_sub: _ClientSubscription | None = None
+        shortcuts = self._shortcuts
+        for text in texts:
+            item: Any = _MISS
+            for shortcut in shortcuts:
+                if text.startswith(shortcut.prefix):
+                    item = self._shortcut_item(text, shortcut)
+                    break
+            if item is _MISS:
+                self._receive(text)
+                shortcuts = self._shortcuts  # a full-path next may have taught one
+                continue
+            sub = shortcut.sub
+            if run is not None and run_sub is sub and events and events[-1] is run:
+                run.items.append(item)
+            else:
+                run, run_sub = new_items(sub.key, shortcut.sid, [item]), sub
+                events.append(run)
+
     def _next_shortcut(self, text: str, shortcut: _Shortcut) -> bool:
         """A history ``next`` by its learned prefix: True when taken, False
         to leave the message to the full path (``_receive``).
@@ -356,6 +387,15 @@ class DittoClient:
         as before. Per event this saves parsing the envelope around the
         item, classifying its topic and the field checks
         (docs/performance.md, "Ditto history into Spark")."""
+        item = self._shortcut_item(text, shortcut)
+        if item is _MISS:
+            return False
+        self._events.append(new_next(shortcut.sub.key, shortcut.sid, item))
+        return True
+
+    def _shortcut_item(self, text: str, shortcut: _Shortcut) -> Any:
+        """The item of ``text`` taken by ``shortcut`` (its demand counted),
+        or ``_MISS``: the full path must decide (see ``_next_shortcut``)."""
         sub = shortcut.sub
         size = len(text)
         if (
@@ -364,18 +404,17 @@ class DittoClient:
             or size > self.config.max_message_size
             or not text.endswith("}}")
         ):
-            return False
+            return _MISS
         try:
             item, stop = env.scan_json(text, shortcut.cut)
         except (StopIteration, ValueError, RecursionError):
-            return False
+            return _MISS
         if stop != size - 2:  # whitespace or more after the item: the full path decides
-            return False
+            return _MISS
         if sub.demand != MAX_DEMAND:
             sub.demand -= 1
         shortcut.hits += 1
-        self._events.append(new_next(sub.key, shortcut.sid, item))
-        return True
+        return item
 
     def _learn_shortcut(self, envelope: env.Envelope, sid: str) -> None:
         """After a history ``next`` took the full path: its prefix, for the next ones."""

@@ -19,9 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 from ._envelope import Headers, dumps
-from .events import NextReceived
+from .events import ItemsReceived, NextReceived
 
-__all__ = ["new_next", "next_prefix"]
+__all__ = ["new_items", "new_next", "next_prefix"]
 
 _new = object.__new__
 
@@ -32,6 +32,7 @@ def _builder(cls: type) -> Any:
 
 
 _NextBuilder: Any = _builder(NextReceived)
+_ItemsBuilder: Any = _builder(ItemsReceived)
 
 
 def new_next(key: int, subscription_id: str, item: Any) -> NextReceived:
@@ -41,6 +42,16 @@ def new_next(key: int, subscription_id: str, item: Any) -> NextReceived:
     e.subscription_id = subscription_id
     e.item = item
     e.__class__ = NextReceived
+    return e  # type: ignore[no-any-return]
+
+
+def new_items(key: int, subscription_id: str, items: list[Any]) -> ItemsReceived:
+    """``ItemsReceived(...)`` without the frozen ``__init__``."""
+    e = _new(_ItemsBuilder)
+    e.key = key
+    e.subscription_id = subscription_id
+    e.items = items
+    e.__class__ = ItemsReceived
     return e  # type: ignore[no-any-return]
 
 

@@ -12,6 +12,7 @@ __all__ = [
     "ErrorResponseReceived",
     "Event",
     "InvalidMessage",
+    "ItemsReceived",
     "NextReceived",
     "OtherMessageReceived",
     "PageReceived",
@@ -97,6 +98,16 @@ class NextReceived:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ItemsReceived:
+    """Client (``DittoClient.receive_run`` only): consecutive streamed items
+    of one subscription, in order; what as many ``NextReceived`` would say."""
+
+    key: int
+    subscription_id: str
+    items: list[Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PageReceived:
     """Client (search): one page of things."""
 
@@ -143,6 +154,7 @@ Event = (
     | OtherMessageReceived
     | SubscriptionCreated
     | NextReceived
+    | ItemsReceived
     | PageReceived
     | SubscriptionCompleted
     | SubscriptionFailed

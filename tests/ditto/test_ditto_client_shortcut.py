@@ -2,7 +2,8 @@
 the envelope's text learned once, only the item parsed) gives exactly what
 the full path (``DittoClient._receive``) gives: the same events, the same
 ``RemoteProtocolError`` (message and status), the same messages out, the
-same state and demand, for valid and invalid messages alike."""
+same state and demand, for valid and invalid messages alike; and
+``receive_run`` says what ``receive_message`` says one message at a time."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 from sansrs.ditto import DittoClient, DittoClientConfig, RemoteProtocolError
 from sansrs.ditto import _envelope as env
 from sansrs.ditto._fast import next_prefix
-from sansrs.ditto.events import NextReceived
+from sansrs.ditto.events import ItemsReceived, NextReceived
 from sansrs.streams import MAX_DEMAND
 
 TOPIC = "ns/t/things/twin/streaming"
@@ -194,3 +195,60 @@ def test_ditto_client_shortcut_stops_learning_when_headers_change_per_message() 
     assert client._shortcuts == [] or client._shortcuts[0].hits == 0
     assert client._by_id["0"].misses == 4
     assert len([e for e in client.events() if isinstance(e, NextReceived)]) == 20
+
+
+# -- receive_run: the messages of one read in one call --------------------------
+
+
+def _flat(events: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for event in events:
+        if isinstance(event, ItemsReceived):
+            out.extend(NextReceived(key=event.key, subscription_id=event.subscription_id, item=i)
+                       for i in event.items)
+        else:
+            out.append(event)
+    return out
+
+
+def _chunk_outcome(client: DittoClient, chunk: list[str], run: bool) -> tuple[Any, ...]:
+    error = None
+    try:
+        if run:
+            client.receive_run(chunk)
+        else:
+            for text in chunk:
+                client.receive_message(text)
+    except RemoteProtocolError as exc:
+        error = (exc.message, exc.error_code)
+    sub = client._by_id.get("0")
+    return (error, _flat(list(client.events())), client.messages_to_send(),
+            client.state_of("0"), None if sub is None else sub.demand)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(messages(), min_size=1, max_size=16),
+    st.sampled_from([1, 2, 3, 5, 64, MAX_DEMAND]),
+    st.integers(1, 6),
+)
+def test_ditto_client_receive_run_says_what_one_message_at_a_time_says(
+    texts: list[str], demand: int, chunk: int
+) -> None:
+    warm_up = prefix() + compact(ITEM) + "}}"
+    texts = [warm_up, warm_up, *texts]
+    by_run, one_by_one = subscribed(demand), subscribed(demand)
+    for k in range(0, len(texts), chunk):
+        part = texts[k : k + chunk]
+        assert _chunk_outcome(by_run, part, True) == _chunk_outcome(one_by_one, part, False)
+
+
+def test_ditto_client_receive_run_reports_consecutive_items_as_one_event() -> None:
+    client = subscribed(100)
+    texts = [prefix() + compact({**ITEM, "revision": r}) + "}}" for r in range(1, 11)]
+    client.receive_run(texts[:1])  # full path: teaches the shortcut
+    client.receive_run([*texts[1:5], complete("1"), *texts[5:]])
+    events = list(client.events())
+    assert [type(e).__name__ for e in events] == [
+        "NextReceived", "ItemsReceived", "StrayMessageReceived", "ItemsReceived"]
+    assert [i["revision"] for i in events[1].items + events[3].items] == list(range(2, 11))
