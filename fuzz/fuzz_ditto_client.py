@@ -41,8 +41,9 @@ CREATED = json.dumps(
 )
 
 
-def _client(demand: int) -> DittoClient:
-    client = DittoClient(CONFIG)
+def subscribed(demand: int, config: DittoClientConfig = CONFIG) -> DittoClient:
+    """A client with history subscription "0" created, ``demand`` requested (0: none)."""
+    client = DittoClient(config)
     client.subscribe_for_persisted_events("ns", "t")
     client.receive_message(CREATED)
     if demand:
@@ -52,7 +53,8 @@ def _client(demand: int) -> DittoClient:
     return client
 
 
-def _outcome(client: DittoClient, text: str, full: bool) -> tuple[Any, ...]:
+def outcome(client: DittoClient, text: str, full: bool) -> tuple[Any, ...]:
+    """What ``text`` did to ``client`` (through the full path alone if ``full``)."""
     try:
         if full:
             client._receive(text)
@@ -72,14 +74,14 @@ def test_one_input(data: bytes) -> None:
     demand = 2**63 - 1 if data[0] == 255 else data[0]
     lines = data[1:].decode("utf-8", "surrogateescape").split("\n")[:32]
     texts = [WARM_UP] + [x[1:] if x.startswith("!") else PREFIX + x + "}}" for x in lines]
-    fast, full = _client(demand), _client(demand)
+    fast, full = subscribed(demand), subscribed(demand)
     for text in texts:
-        a, b = _outcome(fast, text, False), _outcome(full, text, True)
+        a, b = outcome(fast, text, False), outcome(full, text, True)
         if a != b:
             raise AssertionError(f"shortcut and full path differ on {text!r}: {a!r} != {b!r}")
     # receive_run of all of them says what receive_message says one at a time
     # (up to the first protocol error), its item runs taken apart.
-    one, run = _client(demand), _client(demand)
+    one, run = subscribed(demand), subscribed(demand)
     expected = got = None
     for text in texts:
         try:

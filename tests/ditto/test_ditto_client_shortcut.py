@@ -14,6 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fuzz.fuzz_ditto_client import CONFIG, outcome, subscribed
+from fuzz.fuzz_ditto_client import seeds as fuzz_seeds
+from fuzz.fuzz_ditto_client import test_one_input as fuzz_one_input
 from sansrs.ditto import DittoClient, DittoClientConfig, RemoteProtocolError
 from sansrs.ditto import _envelope as env
 from sansrs.ditto._fast import next_prefix
@@ -44,34 +47,8 @@ def complete(sid: str) -> str:
                     "value": {"subscriptionId": sid}})
 
 
-def subscribed(demand: int, config: DittoClientConfig | None = None) -> DittoClient:
-    """A client with subscription "0" created, ``demand`` requested (0: none)."""
-    client = DittoClient(config)
-    client.subscribe_for_persisted_events("ns", "t")
-    client.receive_message(created("0"))
-    if demand:
-        client.request("0", demand)
-    client.messages_to_send()
-    list(client.events())
-    return client
-
-
-def outcome(client: DittoClient, text: str, full: bool) -> tuple[Any, ...]:
-    try:
-        if full:
-            client._receive(text)
-        else:
-            client.receive_message(text)
-        error = None
-    except RemoteProtocolError as exc:
-        error = (exc.message, exc.error_code)
-    sub = client._by_id.get("0")
-    return (error, list(client.events()), client.messages_to_send(), client.state_of("0"),
-            None if sub is None else sub.demand)
-
-
 def assert_alike(texts: list[str], demand: int, cancel_at: int = -1,
-                 config: DittoClientConfig | None = None) -> None:
+                 config: DittoClientConfig = CONFIG) -> None:
     fast, full = subscribed(demand, config), subscribed(demand, config)
     for i, text in enumerate(texts):
         if i == cancel_at:
@@ -252,3 +229,8 @@ def test_ditto_client_receive_run_reports_consecutive_items_as_one_event() -> No
     assert [type(e).__name__ for e in events] == [
         "NextReceived", "ItemsReceived", "StrayMessageReceived", "ItemsReceived"]
     assert [i["revision"] for i in events[1].items + events[3].items] == list(range(2, 11))
+
+
+@pytest.mark.parametrize("seed", fuzz_seeds())
+def test_ditto_client_shortcut_fuzz_seeds_pass(seed: bytes) -> None:
+    fuzz_one_input(seed)  # the differential fuzz target on its committed seeds
