@@ -25,6 +25,12 @@ printed in a markdown table with the CPU ratio to the ``core`` baseline, and
     .venv/bin/python benchmarks/bench_ditto.py --runs 5
     .venv/bin/python benchmarks/bench_ditto.py --runs 3 --events 20000
     .venv/bin/python benchmarks/bench_ditto.py --only rows rows_raw --runs 5
+    .venv/bin/python benchmarks/bench_ditto.py --stages --runs 5 --events 100000
+
+``--stages`` prints the CPU per event of each stage of ``rows`` instead
+(``stages()``: the server engine with its history source, the client engine
+with its core, the rows made from the events) next to the raw reader's two
+sides, each measured alone in one thread.
 """
 
 from __future__ import annotations
@@ -165,6 +171,73 @@ def run_rows(total: int, raw: bool) -> int:
     return n
 
 
+def stages(total: int, prefetch: int = 256) -> dict[str, float]:
+    """CPU µs per event of each stage of ``rows``, in one thread, no sockets
+    and no WebSocket framing (the engines back to back, message records
+    between them), and of the raw reader's two sides over the same rows."""
+    import json
+    import struct
+
+    sys.path.insert(0, str(HERE))
+    import bench_spark
+    from sansrs.adapters.ditto.client import client_config
+    from sansrs.adapters.ditto.engine import (
+        DittoClientEngine,
+        DittoServerEngine,
+        SubscriptionHandle,
+        history_request,
+    )
+    from sansrs.adapters.drive.queues import CreditQueue
+    from sansrs.adapters.spark.ditto import event_row
+
+    clock = time.thread_time
+    spent = dict.fromkeys(("server", "client", "rows"), 0.0)
+    source = bench_spark.DittoRows(total)
+    n = 0
+    for k in range(source.things):
+        server, client = DittoServerEngine(source), DittoClientEngine(client_config(None))
+        queue: CreditQueue[Any] = CreditQueue(granted=prefetch)
+        handle = SubscriptionHandle(history_request(f"{source.NS}:t-{k}"), queue, prefetch)
+        client.subscribe(handle)
+        data = client.data_to_send()
+        while True:
+            t = clock()
+            server.receive_data(data, 0.0)
+            server.pump()
+            out = server.data_to_send()
+            spent["server"] += clock() - t
+            t = clock()
+            client.receive_data(out, 0.0)
+            data = client.data_to_send()
+            spent["client"] += clock() - t
+            t = clock()
+            got = len(queue)
+            for _ in range(got):
+                event_row(queue.get(0))
+            spent["rows"] += clock() - t
+            n += got
+            if queue.done:
+                break
+            if got:
+                queue.grant(got)
+                t = clock()
+                client.request_more(handle, got)
+                data = client.data_to_send()
+                spent["client"] += clock() - t
+    assert n == total, n
+    encode = json.JSONEncoder(separators=(",", ":")).encode
+    pack = struct.Struct(">I").pack
+    t = clock()
+    records = [pack(len(b)) + b for b in (encode(bench_spark.make_row(i)).encode()
+                                          for i in range(total))]
+    spent["raw server"] = clock() - t
+    t = clock()
+    for record in records:
+        json.loads(record[4:])
+    spent["raw client"] = clock() - t
+    return {name: s / total * 1e6 for name, s in spent.items()}
+
+
 SCENARIOS: dict[str, Callable[[list[dict[str, Any]]], int]] = {
     "core": run_core,
     "ws_iter": lambda events: run_ws(events, 256),
@@ -184,7 +257,18 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--events", type=int, default=50_000)
     parser.add_argument("--only", nargs="+", choices=sorted(SCENARIOS))
+    parser.add_argument("--stages", action="store_true",
+                        help="CPU per event of each stage of rows (see stages())")
     args = parser.parse_args()
+    if args.stages:
+        runs = [stages(args.events) for _ in range(args.runs)]
+        print(f"\nStages of rows, {args.events} events, median of {args.runs} runs, "
+              f"load average {os.getloadavg()[0]:.1f} (CPU µs per event, one thread)\n")
+        print("| stage | CPU µs/event |")
+        print("| --- | ---: |")
+        for name in runs[0]:
+            print(f"| {name} | {statistics.median(r[name] for r in runs):.2f} |")
+        return
     events = history(args.events)
     names = args.only or [n for n in SCENARIOS if n not in _CHILD_SERVER]
     walls: dict[str, list[float]] = {n: [] for n in names}

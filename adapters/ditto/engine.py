@@ -25,6 +25,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import chain, repeat
 from typing import Any, Final, TypedDict
 
 from typing_extensions import Unpack
@@ -108,15 +109,18 @@ class _RecordEngine(abc.ABC):
                 self._closing = ConnectionClosed(f"connection closed by peer: {code} {reason}")
                 break
             if kind in (_TEXT_RUN, _BINARY_RUN):  # messages behind their lengths
-                off, end = 0, len(payload)
-                while off < end and self._closing is None:
-                    stop = off + 3 + int.from_bytes(payload[off : off + 3], "big")
-                    self._text(payload[off + 3 : stop], now)
-                    off = stop
+                self._run(payload, now)
             else:
                 self._text(payload, now)
         self._after_messages()
         self._flush_core()
+
+    def _run(self, payload: bytes, now: float) -> None:
+        off, end = 0, len(payload)
+        while off < end and self._closing is None:
+            stop = off + 3 + int.from_bytes(payload[off : off + 3], "big")
+            self._text(payload[off + 3 : stop], now)
+            off = stop
 
     def _text(self, payload: bytes, now: float) -> None:
         try:
@@ -161,9 +165,12 @@ class _RecordEngine(abc.ABC):
 
     def _queue_messages(self, messages: list[str]) -> None:
         if messages and not self._close_sent:
-            # One TEXT_RUN record: the transport frames each message.
-            encoded = [m.encode("utf-8") for m in messages]
-            run = b"".join([b for m in encoded for b in (len(m).to_bytes(3, "big"), m)])
+            # One TEXT_RUN record: the transport frames each message. The
+            # lengths and the join run as C loops (map, zip), no Python step
+            # per message: a history stream sends hundreds per turn.
+            encoded = list(map(str.encode, messages))  # UTF-8
+            lengths = map(int.to_bytes, map(len, encoded), repeat(3))  # big-endian
+            run = b"".join(chain.from_iterable(zip(lengths, encoded, strict=True)))
             record = ws.encode_run(run, text=True)
             self._out.append(record)
             self._out_bytes += len(record)
@@ -315,12 +322,38 @@ class DittoClientEngine(_RecordEngine):
         try:
             self.core.receive_message(text)
         except RemoteProtocolError as exc:
-            # Ditto broke the protocol (invalid JSON, more items than asked,
-            # rule 1.1): nothing on this connection can be trusted any more.
-            self._dispatch()
-            self._fail(ws.CloseCode.POLICY_VIOLATION, f"Ditto protocol error: {exc.message}")
-            self._closing = ConnectionClosed(f"protocol error from Ditto: {exc.message}")
-            self._closing.__cause__ = exc
+            self._protocol_error(exc)
+
+    def _run(self, payload: bytes, now: float) -> None:
+        # A history stream's messages come here, a few hundred per read: the
+        # core takes them in one call and reports consecutive items as one
+        # event (DittoClient.receive_run, docs/performance.md).
+        texts = []
+        bad = None
+        off, end = 0, len(payload)
+        while off < end:
+            stop = off + 3 + int.from_bytes(payload[off : off + 3], "big")
+            try:
+                texts.append(payload[off + 3 : stop].decode("utf-8"))
+            except UnicodeDecodeError:
+                bad = payload[off + 3 : stop]
+                break
+            off = stop
+        try:
+            self.core.receive_run(texts)
+        except RemoteProtocolError as exc:
+            self._protocol_error(exc)
+            return
+        if bad is not None:
+            self._text(bad, now)  # fails the connection, after the messages before it
+
+    def _protocol_error(self, exc: RemoteProtocolError) -> None:
+        # Ditto broke the protocol (invalid JSON, more items than asked,
+        # rule 1.1): nothing on this connection can be trusted any more.
+        self._dispatch()
+        self._fail(ws.CloseCode.POLICY_VIOLATION, f"Ditto protocol error: {exc.message}")
+        self._closing = ConnectionClosed(f"protocol error from Ditto: {exc.message}")
+        self._closing.__cause__ = exc
 
     def _after_messages(self) -> None:
         self._dispatch()
@@ -331,8 +364,21 @@ class DittoClientEngine(_RecordEngine):
         batch: list[Any] = []
         batch_handle: SubscriptionHandle | None = None
         next_received, page_received = ev.NextReceived, ev.PageReceived
-        for event in self.core.events():
+        items_received = ev.ItemsReceived
+        for event in self.core.take_events():
             kind = type(event)  # identity tests: a union isinstance costs more per item
+            if kind is items_received:
+                run: Any = event
+                handle = by_key.get(run.key)
+                if handle is None:
+                    continue  # cancelled: late items are dropped
+                if handle is batch_handle:
+                    batch.extend(run.items)
+                    continue
+                if batch_handle is not None:
+                    batch_handle.sink.put_many(batch)
+                batch, batch_handle = run.items, handle  # the core's list, handed on
+                continue
             if kind is next_received or kind is page_received:
                 item_event: Any = event
                 handle = by_key.get(item_event.key)
@@ -589,6 +635,19 @@ class DittoServerEngine(_RecordEngine):
             if last:
                 subscriber.on_complete()
 
+        def emit_many(items: list[Any]) -> int:
+            # The core's Subscriber takes a batch in one call (its
+            # on_next_many); one on_next each otherwise.
+            subscriber: Any = upstream.subscriber
+            assert subscriber is not None
+            many = getattr(subscriber, "on_next_many", None)
+            if many is not None:
+                many(items)
+            else:
+                for item in items:
+                    subscriber.on_next(item)
+            return len(items)
+
         def complete() -> None:
             if upstream.subscriber is not None:
                 upstream.subscriber.on_complete()
@@ -598,7 +657,7 @@ class DittoServerEngine(_RecordEngine):
                 # A DittoException keeps its error; anything else is Ditto's 500.
                 upstream.subscriber.on_error(exc)
 
-        upstream.outbound = Outbound(source, emit, complete, fail, 0)
+        upstream.outbound = Outbound(source, emit, complete, fail, 0, emit_many=emit_many)
         self._upstreams[sid] = upstream
         self.core.accept(sid, upstream)
 

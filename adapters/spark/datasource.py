@@ -152,6 +152,7 @@ class _Reader(DataSourceReader):
             prefetch=self.prefetch,
             timeout=self.timeout,
             access=self.access,
+            columns=self.fields,
         )
         if self.arrow:
             # One Arrow batch per payload: decoded in C++, no per-row Python

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from itertools import islice
 from typing import Any
 
 from sansrs.ditto import DittoRemoteError
@@ -77,20 +78,48 @@ def _value_json(value: Any) -> str:
     return "".join(_ENCODE(value, 0))
 
 
-def event_row(event: Mapping[str, Any]) -> dict[str, Any]:
-    """One Ditto event message as a row (see the module docstring)."""
-    topic = str(event.get("topic", ""))
-    parts = topic.split("/")
-    value = event.get("value")
-    row: dict[str, Any] = dict(value) if isinstance(value, dict) else {}
-    row["thingId"] = f"{parts[0]}:{parts[1]}" if len(parts) > 2 else None
-    row["revision"] = event.get("revision")
-    row["timestamp"] = event.get("timestamp")
-    row["topic"] = topic
-    row["action"] = parts[-1]
-    row["path"] = event.get("path")
-    row["value"] = None if "value" not in event else _value_json(value)
-    return row
+#: Topic -> (thingId, action): a thing's events share their topic, so each
+#: is split once (at most _MAX_TOPICS kept; others are split every time).
+_TOPICS: dict[str, tuple[str | None, str]] = {}
+_MAX_TOPICS = 4096
+_ABSENT = object()
+
+
+def _topic_columns(topic: str) -> tuple[str | None, str]:
+    columns = _TOPICS.get(topic)
+    if columns is None:
+        parts = topic.split("/")
+        columns = (f"{parts[0]}:{parts[1]}" if len(parts) > 2 else None, parts[-1])
+        if len(_TOPICS) < _MAX_TOPICS:
+            _TOPICS[topic] = columns
+    return columns
+
+
+def event_row(event: Mapping[str, Any], *, value_text: bool = True) -> dict[str, Any]:
+    """One Ditto event message as a row (see the module docstring).
+    ``value_text=False``: column ``value`` is None instead of the value's
+    JSON text (for a reader that does not read it: writing it is a third of
+    a row's cost)."""
+    get = event.get
+    topic = get("topic", "")
+    if type(topic) is not str:
+        topic = str(topic)
+    thing, action = _topic_columns(topic)
+    value = get("value", _ABSENT)
+    columns = {
+        "thingId": thing,
+        "revision": get("revision"),
+        "timestamp": get("timestamp"),
+        "topic": topic,
+        "action": action,
+        "path": get("path"),
+        "value": None if value is _ABSENT or not value_text else _value_json(value),
+    }
+    if isinstance(value, dict):  # its fields, under the event's own columns
+        row = dict(value)
+        row.update(columns)
+        return row
+    return columns
 
 
 def _connect(url: str, options: Mapping[str, Any], timeout: float) -> DittoConnection:
@@ -131,19 +160,24 @@ def list_things(
         return sorted({str(thing["thingId"]) for page in pages for thing in page})
 
 
-def _batched(events: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    batch: list[Any] = []
-    for event in events:
-        batch.append(event_row(event))
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
+def _row_without_value_text(event: Mapping[str, Any]) -> dict[str, Any]:
+    return event_row(event, value_text=False)
+
+
+def _batched(events: Iterable[Any], size: int, value_text: bool) -> Iterator[list[Any]]:
+    it = iter(events)
+    row = event_row if value_text else _row_without_value_text
+    while batch := list(map(row, islice(it, size))):  # a C loop per batch
         yield batch
 
 
 def open_ditto_stream(
-    url: str, request: ReadRequest, prefetch: int, timeout: float
+    url: str,
+    request: ReadRequest,
+    prefetch: int,
+    timeout: float,
+    *,
+    columns: Collection[str] | None = None,
 ) -> Iterator[list[Any]]:
     """The stream opener for ``ws://`` / ``wss://`` (``STREAM_OPENERS``):
     the events of this partition's things, as row batches of at most
@@ -153,12 +187,15 @@ def open_ditto_stream(
     ``search_filter``, the subscription's ``from_revision``, ``to_revision``,
     ``from_timestamp``, ``to_timestamp``, ``filter``, auth ``user`` /
     ``password`` / ``token``, and for streaming reads ``start`` / ``end``
-    (thing ID -> last revision read: events ``start < revision <= end``)."""
+    (thing ID -> last revision read: events ``start < revision <= end``).
+    ``columns``: the columns the caller reads, if it knows (without
+    ``value`` among them, rows carry no JSON text of the value)."""
     options = request.options
     start: Mapping[str, int] | None = options.get("start")
     end: Mapping[str, int] | None = options.get("end")
     base = {k: options[k] for k in _SUBSCRIBE_OPTIONS if options.get(k) is not None}
     size = max(1, prefetch // 2)
+    value_text = columns is None or "value" in columns
     with _connect(url, options, timeout) as ditto:
         try:
             if end is not None:
@@ -182,7 +219,7 @@ def open_ditto_stream(
                     thing, prefetch=prefetch, timeout=timeout, **bounds
                 )
                 with events:
-                    yield from _batched(events, size)
+                    yield from _batched(events, size, value_text)
         except DittoRemoteError as exc:
             raise _source_error(url, request, f"{exc.status} {exc}") from None
         except ConnectionClosed as exc:

@@ -181,6 +181,7 @@ class PartitionReader:
             prefetch=self.prefetch,
             timeout=self.timeout,
             access=self.access,
+            columns=self.fields,
         )
         fields = self.fields
         if fields is None:

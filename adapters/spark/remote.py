@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,13 +113,14 @@ def _ditto_stream(
     prefetch: int,
     timeout: float,
     access: Access | None = None,
+    columns: Collection[str] | None = None,
 ) -> Iterator[list[Any]]:
     """Ditto history over WebSocket (:mod:`.ditto`, imported only when used:
     it needs the ``ws`` extra). Ditto authenticates by its own options
     (``user`` / ``password`` / ``token``); ``access`` is not used."""
     from .ditto import open_ditto_stream
 
-    return open_ditto_stream(url, request, prefetch, timeout)
+    return open_ditto_stream(url, request, prefetch, timeout, columns=columns)
 
 
 STREAM_OPENERS: dict[str, StreamOpener] = {
@@ -153,10 +154,13 @@ def open_partition_stream(
     prefetch: int = 8,
     timeout: float = DEFAULT_TIMEOUT,
     access: Access | None = None,
+    columns: Collection[str] | None = None,
 ) -> Iterator[list[Any]]:
     """Row batches of partition ``partition`` of ``partitions`` of ``route``;
     ``access``: the service's secret and TLS settings (default: the secret
-    the URL carries, or ``$SANSRS_SPARK_SECRET``)."""
+    the URL carries, or ``$SANSRS_SPARK_SECRET``). ``columns``: the only
+    ones the caller reads, a hint (the Ditto reader then skips writing the
+    value's JSON text unless ``value`` is one of them); rows may hold more."""
     scheme = url.split("://", 1)[0] if "://" in url else ""
     opener = STREAM_OPENERS.get(scheme)
     if opener is None:
@@ -165,6 +169,8 @@ def open_partition_stream(
     request = ReadRequest(
         route=route, partition=partition, partitions=partitions, options=dict(options or {})
     )
+    if opener is _ditto_stream and columns is not None:
+        return _ditto_stream(url, request, prefetch, timeout, columns=columns)
     if access is None:
         return opener(url, request, prefetch, timeout)
     return opener(url, request, prefetch, timeout, access=access)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Final
 
@@ -21,7 +21,7 @@ from .._errors import LocalProtocolError, RemoteProtocolError
 from ..streams import MAX_DEMAND, add_demand
 from . import _envelope as env
 from ._config import DittoClientConfig
-from ._fast import new_next
+from ._fast import new_items, new_next, next_prefix
 from ._messages import (
     SUBSCRIBE_PERSISTED,
     Classified,
@@ -35,6 +35,7 @@ from ._messages import (
 from .events import (
     ErrorResponseReceived,
     Event,
+    ItemsReceived,
     OtherMessageReceived,
     PageReceived,
     StrayMessageReceived,
@@ -103,7 +104,7 @@ _NEXT_KEEPS: Final = tuple(  # a tuple: "in" compares by identity, no enum hash
 
 
 class _ClientSubscription:
-    __slots__ = ("correlation_id", "demand", "key", "kind", "sid", "state", "topic")
+    __slots__ = ("correlation_id", "demand", "key", "kind", "misses", "sid", "state", "topic")
 
     def __init__(self, key: int, kind: Kind, topic: env.Topic, correlation_id: str | None) -> None:
         self.key = key
@@ -113,6 +114,30 @@ class _ClientSubscription:
         self.sid: str | None = None
         self.state = ClientState.SUBSCRIBING
         self.demand = 0
+        self.misses = 0  # next-message shortcuts learned for it that never matched
+
+
+class _Shortcut:
+    """What every ``next`` of one streaming subscription starts with (see
+    ``DittoClient._next_shortcut``), learned from one that took the full path."""
+
+    __slots__ = ("cut", "hits", "prefix", "sid", "sub")
+
+    def __init__(self, prefix: str, sid: str, sub: _ClientSubscription) -> None:
+        self.prefix = prefix
+        self.cut = len(prefix)
+        self.sid = sid
+        self.sub = sub
+        self.hits = 0
+
+
+#: A subscription whose learned shortcuts missed this many times in a row
+#: (its ``next`` messages differ in their headers) learns no more of them.
+_MAX_SHORTCUT_MISSES: Final = 4
+#: Subscriptions whose shortcuts are kept (tried in turn on every message).
+_MAX_SHORTCUTS: Final = 4
+#: "No item": the message is left to the full path.
+_MISS: Final = object()
 
 
 class DittoClient:
@@ -128,12 +153,20 @@ class DittoClient:
         self._cancelled: dict[str, None] = {}
         self._events: deque[Event] = deque()
         self._out: list[str] = []
+        #: Newest first, at most _MAX_SHORTCUTS (see _next_shortcut).
+        self._shortcuts: list[_Shortcut] = []
 
     # -- sans-IO plumbing ---------------------------------------------------------
 
     def events(self) -> Iterator[Event]:
         while self._events:
             yield self._events.popleft()
+
+    def take_events(self) -> deque[Event]:
+        """Every event so far at once (what ``events()`` yields, without a
+        generator step per event)."""
+        events, self._events = self._events, deque()
+        return events
 
     def next_event(self) -> Event | None:
         return self._events.popleft() if self._events else None
@@ -304,6 +337,106 @@ class DittoClient:
 
     def receive_message(self, text: str) -> None:
         """Process one message from Ditto; ``RemoteProtocolError`` if it breaks the protocol."""
+        for shortcut in self._shortcuts:
+            if text.startswith(shortcut.prefix):
+                if self._next_shortcut(text, shortcut):
+                    return
+                break
+        self._receive(text)
+
+    def receive_run(self, texts: Iterable[str]) -> None:
+        """``receive_message`` of each text in turn (the messages of one
+        read), except that consecutive history items of one subscription
+        come out as one ``ItemsReceived`` rather than a ``NextReceived``
+        each: one event per run of items instead of one per item. Raises as
+        ``receive_message`` at the first message that breaks the protocol;
+        the events of the messages before it are queued."""
+        events = self._events
+        run: ItemsReceived | None = None
+        run_sub: _ClientSubscription | None = None
+        shortcuts = self._shortcuts
+        for text in texts:
+            item: Any = _MISS
+            for shortcut in shortcuts:
+                if text.startswith(shortcut.prefix):
+                    item = self._shortcut_item(text, shortcut)
+                    break
+            if item is _MISS:
+                self._receive(text)
+                shortcuts = self._shortcuts  # a full-path next may have taught one
+                continue
+            sub = shortcut.sub
+            if run is not None and run_sub is sub and events and events[-1] is run:
+                run.items.append(item)
+            else:
+                run, run_sub = new_items(sub.key, shortcut.sid, [item]), sub
+                events.append(run)
+
+    def _next_shortcut(self, text: str, shortcut: _Shortcut) -> bool:
+        """A history ``next`` by its learned prefix: True when taken, False
+        to leave the message to the full path (``_receive``).
+
+        ``text`` is ``prefix + item + "}}"``: the prefix is the text of the
+        envelope up to the item, written from an earlier ``next`` of the
+        subscription that the full path parsed and checked (topic, headers,
+        ``path``, ``subscriptionId``), so only the item is left to parse,
+        and it is taken only when it parses as one JSON value (then the
+        whole message is that envelope with that item, what the full path
+        would find). Anything else (another subscription, a state or demand
+        the table must see, bad JSON) takes the full path, which answers it
+        as before. Per event this saves parsing the envelope around the
+        item, classifying its topic and the field checks
+        (docs/performance.md, "Ditto history into Spark")."""
+        item = self._shortcut_item(text, shortcut)
+        if item is _MISS:
+            return False
+        self._events.append(new_next(shortcut.sub.key, shortcut.sid, item))
+        return True
+
+    def _shortcut_item(self, text: str, shortcut: _Shortcut) -> Any:
+        """The item of ``text`` taken by ``shortcut`` (its demand counted),
+        or ``_MISS``: the full path must decide (see ``_next_shortcut``)."""
+        sub = shortcut.sub
+        size = len(text)
+        if (
+            sub.state is not ClientState.ACTIVE
+            or not sub.demand
+            or size > self.config.max_message_size
+            or not text.endswith("}}")
+        ):
+            return _MISS
+        try:
+            item, stop = env.scan_json(text, shortcut.cut)
+        except (StopIteration, ValueError, RecursionError):
+            return _MISS
+        if stop != size - 2:  # whitespace or more after the item: the full path decides
+            return _MISS
+        if sub.demand != MAX_DEMAND:
+            sub.demand -= 1
+        shortcut.hits += 1
+        return item
+
+    def _learn_shortcut(self, envelope: env.Envelope, sid: str) -> None:
+        """After a history ``next`` took the full path: its prefix, for the next ones."""
+        sub = self._by_id.get(sid)
+        if sub is None or sub.state is not ClientState.ACTIVE:
+            return
+        kept = []
+        for old in self._shortcuts:
+            if old.sub is sub:
+                sub.misses = sub.misses + 1 if old.hits == 0 else 0
+            elif old.sub.state is ClientState.ACTIVE:
+                kept.append(old)
+        self._shortcuts = kept
+        if sub.misses >= _MAX_SHORTCUT_MISSES:
+            return
+        prefix = next_prefix(envelope.topic, envelope.headers, sid)
+        if prefix:
+            kept.insert(0, _Shortcut(prefix, sid, sub))
+            del kept[_MAX_SHORTCUTS:]
+
+    def _receive(self, text: str) -> None:
+        """The full path: any message, every field checked."""
         if len(text) > self.config.max_message_size:
             raise RemoteProtocolError("message exceeds max_message_size", 413)
         try:
@@ -321,6 +454,8 @@ class DittoClient:
             self._dispatch(envelope, classified)
         except env.MessageError as exc:
             raise RemoteProtocolError(exc.error.message, exc.error.status) from None
+        if classified.action == "next" and classified.kind is Kind.STREAMING:
+            self._learn_shortcut(envelope, subscription_id_of(envelope))
 
     def _dispatch(self, envelope: env.Envelope, msg: Classified) -> None:
         action = msg.action
@@ -392,14 +527,7 @@ class DittoClient:
                 raise env.MessageError(_not_array())
             self._events.append(PageReceived(key=sub.key, subscription_id=sid, items=tuple(items)))
             return
-        item = value.get("item")
-        parsed: env.Envelope | None = None
-        if isinstance(item, dict) and isinstance(item.get("topic"), str):
-            try:
-                parsed = env.envelope_from_json(item)
-            except env.MessageError:
-                parsed = None
-        self._events.append(new_next(sub.key, sid, item, parsed))
+        self._events.append(new_next(sub.key, sid, value.get("item")))
 
     def _advance(self, sub: _ClientSubscription, what: ClientInput) -> None:
         following = CLIENT_TRANSITIONS.get((sub.state, what))

@@ -27,9 +27,11 @@ __all__ = [
     "Topic",
     "TopicError",
     "dumps",
+    "item_envelope",
     "loads",
     "parse_envelope",
     "parse_topic",
+    "scan_json",
 ]
 
 MAX_LONG: Final = 2**63 - 1
@@ -97,6 +99,13 @@ _C_ENCODE: Final[Any] = (
         None, _not_json, json.encoder.encode_basestring, None, ":", ",", False, False, False
     )
 )
+
+
+#: ``scan_json(text, index)``: the JSON value that starts at ``index`` and
+#: the index after it, by ``loads``'s rules (``StopIteration`` when none
+#: starts there, ``ValueError`` or ``RecursionError`` for bad JSON). One C
+#: call: ``loads`` adds two regex matches and Python calls around it.
+scan_json: Final[Any] = _DECODER.scan_once  # type: ignore[attr-defined]
 
 
 def loads(text: str) -> Any:
@@ -493,6 +502,17 @@ _CONTAINERS: Final = (dict, list)
 #: plain stores, it becomes an ``Envelope`` by ``__class__`` assignment (the
 #: layouts are the same), a fifth of the frozen ``__init__``'s cost.
 _EnvelopeBuilder: Any = type("_EnvelopeBuilder", (), {"__slots__": Envelope.__dict__["__slots__"]})
+
+
+def item_envelope(item: Any) -> Envelope | None:
+    """A streamed item as an ``Envelope`` when it is a Ditto Protocol message
+    (an object with a string ``topic`` that passes the checks), else None."""
+    if isinstance(item, dict) and isinstance(item.get("topic"), str):
+        try:
+            return envelope_from_json(item)
+        except MessageError:
+            return None
+    return None
 
 
 def parse_envelope(text: str) -> Envelope:

@@ -177,6 +177,14 @@ class _Relay:
         if self._current():
             self._server._on_upstream_next(self._sub, item)
 
+    def on_next_many(self, items: list[Any]) -> None:
+        """``on_next`` of each item in turn, in one call: an adapter that
+        pulls its Publisher's items in batches hands them over like this
+        (the same checks per item; docs/performance.md, "Ditto history into
+        Spark")."""
+        if self._current():
+            self._server._on_upstream_next_many(self._sub, items)
+
     def on_error(self, error: BaseException) -> None:
         if self._current():
             failure = error.error if isinstance(error, env.DittoException) else INTERNAL_ERROR
@@ -436,19 +444,61 @@ class DittoServer:
             if sub.state is ServerState.ACTIVE:
                 self._end(sub, ServerInput.UP_ERROR, INTERNAL_ERROR, "failed")
 
-    def _on_upstream_next(self, sub: _Subscription, item: Any) -> None:
-        if sub.outstanding <= 0:
-            self._end(sub, ServerInput.UP_NEXT_EXCESS, INTERNAL_ERROR, "failed")
-            return
-        value: dict[str, Any] = {"subscriptionId": sub.id}
+    def _prefix_of(self, sub: _Subscription) -> str:
         prefix = sub.next_prefix
         if prefix is None and sub.kind is not Kind.SEARCH:
             topic = str(self._topic(sub, "next"))
             prefix = sub.next_prefix = next_prefix(topic, self._headers(sub.headers), sub.id)
+        return prefix or ""
+
+    def _on_upstream_next_many(self, sub: _Subscription, items: list[Any]) -> None:
+        """``_on_upstream_next`` for each item in turn, the lookups hoisted:
+        the same messages, state and timers (tests/ditto/test_ditto_fast_paths.py)."""
+        prefix = self._prefix_of(sub)
+        if not prefix:
+            for item in items:
+                if sub.relay is None or sub.state is not ServerState.ACTIVE:
+                    return  # ended by an item before
+                self._on_upstream_next(sub, item)
+            return
+        # ACTIVE here (the relay checked): an item keeps it (_NEXT_KEEPS).
+        out = self._out
+        dumps = env.dumps
+        envelope_type = env.Envelope
+        sent = 0
+        for item in items:
+            if sub.outstanding <= 0:
+                self._end_in_run(sub, sent, ServerInput.UP_NEXT_EXCESS)
+                return
+            try:
+                text = prefix + dumps(
+                    item.to_json() if isinstance(item, envelope_type) else item
+                ) + "}}"
+            except (TypeError, ValueError, RecursionError):  # not JSON: the Publisher's fault
+                self._end_in_run(sub, sent, ServerInput.UP_ERROR)
+                return
+            if sub.outstanding != MAX_DEMAND:  # rule 3.17: MAX is unbounded
+                sub.outstanding -= 1
+            out.append(text)
+            sent += 1
+        if sent:
+            self._touch(sub)
+
+    def _end_in_run(self, sub: _Subscription, sent: int, what: ServerInput) -> None:
+        if sent:
+            self._touch(sub)  # as the items before did, one by one
+        self._end(sub, what, INTERNAL_ERROR, "failed")
+
+    def _on_upstream_next(self, sub: _Subscription, item: Any) -> None:
+        if sub.outstanding <= 0:
+            self._end(sub, ServerInput.UP_NEXT_EXCESS, INTERNAL_ERROR, "failed")
+            return
+        prefix = self._prefix_of(sub)
         try:
             if prefix:  # the same text as _encode's, one dumps of the item (_fast.py)
                 text = prefix + env.dumps(_item_json(item)) + "}}"
             else:
+                value: dict[str, Any] = {"subscriptionId": sub.id}
                 if sub.kind is Kind.SEARCH:
                     if not isinstance(item, list | tuple):
                         self._end(sub, ServerInput.UP_ERROR, INTERNAL_ERROR, "failed")

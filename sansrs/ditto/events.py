@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ._envelope import DittoError, Envelope, Headers, Topic
+from ._envelope import DittoError, Envelope, Headers, Topic, item_envelope
 from ._messages import Kind, SearchOptions, SubscribeOptions
 
 __all__ = [
     "ErrorResponseReceived",
     "Event",
     "InvalidMessage",
+    "ItemsReceived",
     "NextReceived",
     "OtherMessageReceived",
     "PageReceived",
@@ -86,7 +87,24 @@ class NextReceived:
     key: int
     subscription_id: str
     item: Any
-    envelope: Envelope | None
+
+    @property
+    def envelope(self) -> Envelope | None:
+        """``item`` as an ``Envelope``, or None if it is not a Ditto message;
+        built when read (a history reader that wants the item as it came,
+        e.g. a Spark row, never pays for it: docs/performance.md, "Ditto
+        history into Spark")."""
+        return item_envelope(self.item)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemsReceived:
+    """Client (``DittoClient.receive_run`` only): consecutive streamed items
+    of one subscription, in order; what as many ``NextReceived`` would say."""
+
+    key: int
+    subscription_id: str
+    items: list[Any]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,6 +154,7 @@ Event = (
     | OtherMessageReceived
     | SubscriptionCreated
     | NextReceived
+    | ItemsReceived
     | PageReceived
     | SubscriptionCompleted
     | SubscriptionFailed

@@ -170,7 +170,7 @@ def test_ditto_client_next_complete_and_demand_accounting() -> None:
     assert isinstance(events[0], NextReceived)
     assert events[0].envelope is not None
     assert events[0].envelope.headers == {}
-    assert events[1] == NextReceived(key=key, subscription_id="0", item=None, envelope=None)
+    assert events[1] == NextReceived(key=key, subscription_id="0", item=None)
 
 
 def test_ditto_client_item_that_only_looks_like_an_envelope_is_kept_raw() -> None:

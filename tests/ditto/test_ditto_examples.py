@@ -248,7 +248,7 @@ def test_ditto_example_client_docs_subscribe_request_byte_exact() -> None:
     client.receive_message(ditto_text("docs-05-complete"))
     events = list(client.events())
     assert events == [
-        NextReceived(key=0, subscription_id="0", item={}, envelope=None),
+        NextReceived(key=0, subscription_id="0", item={}),
         SubscriptionCompleted(key=0, subscription_id="0"),
     ]
 

@@ -4,11 +4,15 @@ the classification cache) give exactly what the plain code gives."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from sansrs.ditto import DittoServer
 from sansrs.ditto import _envelope as env
 from sansrs.ditto import _messages as msg
 from sansrs.ditto._fast import new_next, next_prefix
-from sansrs.ditto.events import NextReceived
+from sansrs.ditto.events import NextReceived, SubscribeReceived
+from tests.ditto.ditto_helpers import ManualPublisher, request_text, subscribe_text
 
 ITEM = {"topic": "ns/t/things/twin/events/modified", "path": "/attributes", "revision": 3,
         "value": {"a": 1.5, "b": [1, "é"]}}
@@ -43,9 +47,8 @@ def test_ditto_envelopes_built_fast_equal_the_dataclass() -> None:
                          value={"x": 1}, revision=2, timestamp="2024-01-01T00:00:00Z",
                          extra={"e": 1})
     assert fast == plain and type(fast) is env.Envelope
-    assert new_next(1, "s", ITEM, fast) == NextReceived(
-        key=1, subscription_id="s", item=ITEM, envelope=fast
-    )
+    assert new_next(1, "s", obj) == NextReceived(key=1, subscription_id="s", item=obj)
+    assert new_next(1, "s", obj).envelope == fast
 
 
 def test_ditto_envelope_checks_still_refuse_what_ditto_refuses() -> None:
@@ -65,3 +68,54 @@ def test_ditto_topics_are_classified_alike_cached_or_not() -> None:
     for _ in range(2):  # errors are not cached: raised every time
         with pytest.raises(env.MessageError):
             msg.classify(bad)
+
+
+# -- the server's batch of items (_Relay.on_next_many) -----------------------
+
+_items = st.one_of(
+    st.just(ITEM),
+    st.dictionaries(st.text(max_size=3), st.integers() | st.text(max_size=3), max_size=2),
+    st.sampled_from([{"x": float("nan")}, {"x": object()}, [1, 2], "text", None,
+                     env.Envelope(topic="ns/t/things/twin/events/deleted", headers=env.Headers()),
+                     {"é": "\ud800"}]),
+)
+
+
+def _active_server(demand: int, headers: dict[str, object]) -> tuple[DittoServer, ManualPublisher]:
+    server = DittoServer()
+    server.receive_message(subscribe_text(headers=headers), now=0.0)
+    (subscribe,) = [e for e in server.events() if isinstance(e, SubscribeReceived)]
+    publisher = ManualPublisher()
+    server.accept(subscribe.subscription_id, publisher)
+    server.receive_message(request_text(subscribe.subscription_id, demand), now=1.0)
+    server.handle_timeout(1.5)  # items come later than the request: they move the idle timer
+    server.messages_to_send()
+    list(server.events())
+    return server, publisher
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_items, max_size=12),
+    st.integers(1, 10),
+    st.integers(1, 5),
+    st.sampled_from([{}, {"n": "é"}, {"correlation-id": "c"}]),
+)
+def test_ditto_server_items_in_a_batch_give_what_one_by_one_gives(
+    items: list[object], demand: int, chunk: int, headers: dict[str, object]
+) -> None:
+    one, one_pub = _active_server(demand, headers)
+    many, many_pub = _active_server(demand, headers)
+    for item in items:
+        one_pub.subscriber.on_next(item)
+    for k in range(0, len(items), chunk):
+        many_pub.subscriber.on_next_many(items[k : k + chunk])
+    assert one.messages_to_send() == many.messages_to_send()
+    assert list(one.events()) == list(many.events())
+    assert one._timers == many._timers
+    assert one_pub.subscription.cancelled == many_pub.subscription.cancelled
+    for later in (2.0, 1e9):  # idle and zombie timers fire alike
+        one.handle_timeout(later)
+        many.handle_timeout(later)
+        assert one.messages_to_send() == many.messages_to_send()
+        assert list(one.events()) == list(many.events())
