@@ -26,7 +26,15 @@ from collections.abc import Callable
 from struct import Struct
 
 from .frames import mask
-from .runs import MAX_BATCH, MAX_RUN_MESSAGE, MIN_BATCH, count_uniform, frames_to_run, prefix
+from .runs import (
+    MAX_BATCH,
+    MAX_MASKED_COUNT,
+    MAX_RUN_MESSAGE,
+    MIN_BATCH,
+    count_uniform,
+    frames_to_run,
+    prefix,
+)
 
 __all__ = ["FrameSplitter", "OnMessage", "OnOversized", "OnRun", "OnWsproto"]
 
@@ -122,6 +130,7 @@ class FrameSplitter:
         expect_mask = self._masked
         head = 6 if expect_mask else 2
         limit = self._max
+        most = MAX_MASKED_COUNT if expect_mask else 1 << 62  # frames unmasked at once
         last = -1  # the previous binary frame's length: a batch is tried when it repeats
         tried = 0  # no batch before this offset (a try found too few)
         run = self._run
@@ -142,10 +151,11 @@ class FrameSplitter:
                     and n >= 4
                     and end - off >= MIN_BATCH * stride
                 ):
-                    count = count_uniform(data, off, end, stride, data[off : off + 2])
+                    count = count_uniform(data, off, end, stride, data[off : off + 2], most)
                     if count >= MIN_BATCH:
                         run += frames_to_run(data, off, count, n, bool(expect_mask))
                         off += count * stride
+                        last = n
                         continue
                     tried = off + count * stride
                 last = n
