@@ -365,6 +365,35 @@ def test_many_small_messages_in_order() -> None:
         t.close()
 
 
+def _reader_held_back(lsock: socket.socket, result: list[bytes], release: threading.Event) -> None:
+    """A wsproto server that accepts the upgrade, then reads nothing until
+    ``release``; the binary messages it gets go to ``result``."""
+    conn, _ = lsock.accept()
+    ws = WSConnection(ConnectionType.SERVER)
+    part = bytearray()
+    with conn:
+        accepted = False
+        while True:
+            if accepted:
+                release.wait(WAIT)
+            data = conn.recv(1 << 20)
+            ws.receive_data(data or None)
+            for ev in ws.events():
+                if isinstance(ev, Request):
+                    conn.sendall(ws.send(AcceptConnection()))
+                    accepted = True
+                elif isinstance(ev, BytesMessage):
+                    part += ev.data
+                    if ev.message_finished:
+                        result.append(bytes(part))
+                        part.clear()
+                elif isinstance(ev, CloseConnection):
+                    conn.sendall(ws.send(ev.response()))
+                    return
+            if not data:
+                return
+
+
 def test_send_acknowledges_only_what_reached_the_socket() -> None:
     """A peer that does not read: ``send`` takes what the socket takes, the
     driver offers the rest again, and every message arrives once, in order."""
@@ -372,34 +401,7 @@ def test_send_acknowledges_only_what_reached_the_socket() -> None:
         port = lsock.getsockname()[1]
         result: list[bytes] = []
         release = threading.Event()
-
-        def serve() -> None:
-            conn, _ = lsock.accept()
-            ws = WSConnection(ConnectionType.SERVER)
-            part = bytearray()
-            with conn:
-                accepted = False
-                while True:
-                    if accepted:
-                        release.wait(WAIT)
-                    data = conn.recv(1 << 20)
-                    ws.receive_data(data or None)
-                    for ev in ws.events():
-                        if isinstance(ev, Request):
-                            conn.sendall(ws.send(AcceptConnection()))
-                            accepted = True
-                        elif isinstance(ev, BytesMessage):
-                            part += ev.data
-                            if ev.message_finished:
-                                result.append(bytes(part))
-                                part.clear()
-                        elif isinstance(ev, CloseConnection):
-                            conn.sendall(ws.send(ev.response()))
-                            return
-                    if not data:
-                        return
-
-        thread = threading.Thread(target=serve)
+        thread = threading.Thread(target=_reader_held_back, args=(lsock, result, release))
         thread.start()
         t = open_websocket(Endpoint("ws", "127.0.0.1", port, "/"), WAIT)
         messages = [bytes([i % 251]) * 65536 for i in range(400)]  # 25 MiB, beyond any buffer
@@ -413,6 +415,40 @@ def test_send_acknowledges_only_what_reached_the_socket() -> None:
         assert 0 < t.buffered <= SEND_BATCH + 65536 + 14
         release.set()
         send_all(t, bytes(out))
+        t.shutdown_write()
+        thread.join(WAIT)
+        t.close()
+        assert result == messages
+
+
+def test_a_run_record_alone_is_acknowledged_once_all_its_frames_left() -> None:
+    """The common case, one BINARY_RUN record offered at a time (framed and
+    written without the record loop): against a peer that does not read,
+    a record the socket took in part is acknowledged only once the rest
+    left, and the messages arrive once, in order, each its own frame."""
+    with socket.create_server(("127.0.0.1", 0)) as lsock:
+        port = lsock.getsockname()[1]
+        result: list[bytes] = []
+        release = threading.Event()
+        thread = threading.Thread(target=_reader_held_back, args=(lsock, result, release))
+        thread.start()
+        t = open_websocket(Endpoint("ws", "127.0.0.1", port, "/"), WAIT)
+        batches = [[b"%05d" % i + bytes([i % 251]) * 40_000 for i in range(b, b + 6)]
+                   for b in range(0, 600, 6)]  # 24 MiB in records of 240 KB
+        messages = [m for batch in batches for m in batch]
+        records = [encode_run(_run_of(batch)) for batch in batches]
+        out = bytearray()
+        while not out:  # offered one by one until the socket fills up
+            out += records.pop(0)
+            sent = t.send(out)
+            assert sent in (0, len(out))  # a whole record, or nothing yet
+            del out[:sent]
+            assert t.buffered <= SEND_BATCH
+        assert records  # it filled up before the end
+        assert t.send(out) == 0  # its frames still wait: not acknowledged
+        release.set()
+        for record in [bytes(out), *records]:
+            send_all(t, record)
         t.shutdown_write()
         thread.join(WAIT)
         t.close()
