@@ -36,7 +36,7 @@ def _run(size: int, batch: int) -> bytes:
 def _splitter(masked: bool) -> tuple[FrameSplitter, list[int]]:
     got = [0]
 
-    def on_run(kind: int, run: bytearray) -> None:
+    def on_run(kind: int, run: bytes | bytearray) -> None:
         got[0] += len(run)
 
     def on_message(opcode: int, payload: bytes) -> None:

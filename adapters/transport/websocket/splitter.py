@@ -47,7 +47,7 @@ _BINARY_FIN = 0x82
 #: (opcode 2 binary or 1 text; their bytes, each behind its 3-byte length),
 #: a whole message too big for a run (opcode, payload), and whole frames or
 #: raw bytes for wsproto. Each in the order the frames arrived.
-OnRun = Callable[[int, bytearray], None]
+OnRun = Callable[[int, bytes | bytearray], None]
 OnMessage = Callable[[int, bytes], None]
 OnWsproto = Callable[[bytes], None]
 OnOversized = Callable[[int], None]
@@ -112,10 +112,43 @@ class FrameSplitter:
                 return
             data = bytes(buffer)
             buffer.clear()
+        elif self._whole_batch(data):
+            return
         try:
             self._split(data)
         finally:
             self._flush()
+
+    def _whole_batch(self, data: bytes) -> bool:
+        """The common read, handled without the frame loop: nothing
+        buffered, and ``data`` is nothing but short FIN binary frames of one
+        length (one, or a batch); they go out as one run. False: anything
+        else, left to :meth:`_split`."""
+        end = len(data)
+        if end < 2 or data[0] != _BINARY_FIN:
+            return False
+        expect_mask = self._masked
+        n = data[1] ^ expect_mask
+        if n >= 126 or n > self._max:
+            return False
+        stride = n + (6 if expect_mask else 2)
+        if end == stride:  # one frame
+            if expect_mask:
+                run = prefix(n) + mask(data[2:6], data[6:])
+            else:
+                run = prefix(n) + data[2:]
+        else:
+            count, rest = divmod(end, stride)
+            if (
+                rest
+                or n < 4
+                or not MIN_BATCH <= count <= (MAX_MASKED_COUNT if expect_mask else count)
+                or count_uniform(data, 0, end, stride, data[:2]) != count
+            ):
+                return False
+            run = frames_to_run(data, 0, count, n, bool(expect_mask))
+        self._on_run(2, run)
+        return True
 
     def _flush(self) -> None:
         """Hand over the run being built (its messages came before what follows)."""

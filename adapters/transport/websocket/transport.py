@@ -289,7 +289,7 @@ class WebSocketTransport:
             on_oversized=self._on_oversized,
         )
 
-    def _on_run(self, opcode: int, run: bytearray) -> None:
+    def _on_run(self, opcode: int, run: bytes | bytearray) -> None:
         """Messages from the fast path, as one run (sizes checked, text valid)."""
         if self.close_sent is None and self.close_received is None:
             self._ready.append(encode_run(run, text=opcode == 1))

@@ -65,7 +65,7 @@ class Collector:
             to_wsproto=self._to_wsproto,
         )
 
-    def _on_run(self, kind: int, run: bytearray) -> None:
+    def _on_run(self, kind: int, run: bytes | bytearray) -> None:
         assert run, "no empty runs"
         self.runs += 1
         self.got += split_run(bytes(run), 0, len(run), kind)
