@@ -48,7 +48,9 @@ __all__ = [
     "MAX_MASKED_COUNT",
     "MAX_RUN_MESSAGE",
     "MIN_BATCH",
+    "all_alike",
     "count_uniform",
+    "encode_batch",
     "encode_run",
     "frames_to_run",
     "prefix",
@@ -107,6 +109,17 @@ def count_uniform(
             break
         window *= 4
     return count
+
+
+def all_alike(data: bytes | bytearray, start: int, end: int, stride: int, width: int) -> bool:
+    """Whether the records of ``stride`` bytes filling ``data[start:end]``
+    all begin with the ``width`` bytes the first one begins with (checked a
+    header column at a time, in C)."""
+    for i in range(start, start + width):
+        column = data[i:end:stride]
+        if column.lstrip(column[:1]):
+            return False
+    return True
 
 
 @lru_cache(maxsize=1024)
@@ -189,6 +202,27 @@ def _batch_to_frames(
     whole = int.from_bytes(frames, "little")
     stream = _mask_stream(whole, n) & _fields(n, 6, stride)
     return (whole ^ stream).to_bytes(count * stride, "little")
+
+
+def encode_batch(data: bytes | bytearray, start: int, keys: KeySource | None) -> bytes | None:
+    """:func:`encode_run` for the common case, without its message loop:
+    the run ``data[start:]`` is nothing but a batch of messages of one
+    length. ``None`` when it is anything else."""
+    end = len(data)
+    if end - start < 3:
+        return None
+    n = data[start] << 16 | data[start + 1] << 8 | data[start + 2]
+    size = n + 3
+    count, rest = divmod(end - start, size)
+    if (
+        rest
+        or count < MIN_BATCH
+        or n < 4
+        or (n > MAX_MASKED_BATCH or count > MAX_MASKED_COUNT if keys else n > MAX_BATCH)
+        or not all_alike(data, start, end, size, 3)
+    ):
+        return None
+    return _batch_to_frames(data, start, count, n, keys)
 
 
 def encode_run(

@@ -31,6 +31,7 @@ from .runs import (
     MAX_MASKED_COUNT,
     MAX_RUN_MESSAGE,
     MIN_BATCH,
+    all_alike,
     count_uniform,
     frames_to_run,
     prefix,
@@ -133,17 +134,15 @@ class FrameSplitter:
             return False
         stride = n + (6 if expect_mask else 2)
         if end == stride:  # one frame
-            if expect_mask:
-                run = prefix(n) + mask(data[2:6], data[6:])
-            else:
-                run = prefix(n) + data[2:]
+            payload = mask(data[2:6], data[6:]) if expect_mask else data[2:]
+            run = prefix(n) + payload
         else:
             count, rest = divmod(end, stride)
             if (
                 rest
                 or n < 4
                 or not MIN_BATCH <= count <= (MAX_MASKED_COUNT if expect_mask else count)
-                or count_uniform(data, 0, end, stride, data[:2]) != count
+                or not all_alike(data, 0, end, stride, 2)
             ):
                 return False
             run = frames_to_run(data, 0, count, n, bool(expect_mask))

@@ -48,6 +48,7 @@ from .options import (
     raw_headers,
     str_headers,
 )
+from .runs import encode_batch
 from .runs import encode_run as frame_run
 from .splitter import FrameSplitter
 
@@ -229,9 +230,11 @@ class WebSocketTransport:
             or self._ws.state is not ConnectionState.OPEN
         ):
             return -1
-        frames, used = frame_run(data, self._keys, start=5)
-        if used + 5 != total:
-            raise RecordError("a run's message overruns its record")
+        frames = encode_batch(data, 5, self._keys)
+        if frames is None:
+            frames, used = frame_run(data, self._keys, start=5)
+            if used + 5 != total:
+                raise RecordError("a run's message overruns its record")
         if not frames:
             return total
         sent = self._stream.send(frames)
