@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from itertools import chain
 from struct import Struct
+from typing import NamedTuple
 
 from .frames import KeySource, encode_data_frame
 
@@ -73,6 +74,7 @@ _GROUP = 64
 _BINARY_FIN = 0x82
 
 _PREFIXES = tuple(n.to_bytes(3, "big") for n in range(126))
+_HEADERS = tuple(bytes((_BINARY_FIN, n)) for n in range(126))  # unmasked, FIN binary
 
 
 def prefix(n: int) -> bytes:
@@ -158,25 +160,34 @@ def _tile(keys: int, words: int) -> int:
         width *= 2
 
 
-@lru_cache(maxsize=16)
-def _fields(n: int, lo: int, hi: int) -> int:
-    """An integer (little-endian bytes) with 0xFF at bytes ``lo..hi`` of each
-    of ``MAX_MASKED_COUNT`` masked frames of ``n`` payload bytes, 0 elsewhere:
-    ``frames & _fields(...)`` keeps those bytes of every frame (an AND is as
-    long as its shorter operand, so one cached mask serves every count)."""
+class _Masked(NamedTuple):
+    """What masked batches of frames of one payload length need, computed
+    once per length (integers are little-endian bytes)."""
+
+    header: bytes  # FIN binary, mask bit and length, a zero key
+    keys: int  # 0xFF over the key field of each of MAX_MASKED_COUNT frames
+    payloads: int  # 0xFF over the payload of each of them
+    words: int  # key repetitions that cover a payload
+    run_unit: str  # struct unit of a run message: skip its length, keep it
+    frame_unit: str  # struct unit of a frame: skip header and key, keep it
+
+
+@lru_cache(maxsize=8)
+def _masked(n: int) -> _Masked:
+    """The :class:`_Masked` of ``n``-byte payloads. An AND is as long as its
+    shorter operand, so one mask of fields serves every count (8 lengths
+    cached: at most 4 MiB, 115 KiB for a 16-byte RSocket item)."""
     stride = n + 6
-    return int.from_bytes(
-        (bytes(lo) + b"\xff" * (hi - lo) + bytes(stride - hi)) * MAX_MASKED_COUNT, "little"
+    keys = (bytes(2) + b"\xff" * 4 + bytes(n)) * MAX_MASKED_COUNT
+    payloads = (bytes(6) + b"\xff" * n) * MAX_MASKED_COUNT
+    return _Masked(
+        header=bytes((_BINARY_FIN, 0x80 | n, 0, 0, 0, 0)),
+        keys=int.from_bytes(keys, "little"),
+        payloads=int.from_bytes(payloads, "little"),
+        words=(n + 3) // 4,
+        run_unit=f"3x{n}s",
+        frame_unit=f"6x{stride - 6}s",
     )
-
-
-def _mask_stream(frames: int, n: int) -> int:
-    """The masking stream of masked frames of ``n`` payload bytes (2-byte
-    header, key, payload; as one little-endian integer): each frame's key
-    picked out of its key field and repeated over its payload. A tile may
-    reach 3 bytes past its payload (into the next frame's header and key,
-    or past the end)."""
-    return _tile((frames & _fields(n, 2, 6)) << 32, (n + 3) // 4)
 
 
 # -- sending: a run -> WebSocket frames ---------------------------------------
@@ -185,22 +196,22 @@ def _mask_stream(frames: int, n: int) -> int:
 def _batch_to_frames(
     data: bytes | bytearray, off: int, count: int, n: int, keys: KeySource | None
 ) -> bytes:
-    payloads = _cut(data, off, f"3x{n}s", n + 3, count)
     if keys is None:
-        short = n < 126
-        header = bytes((_BINARY_FIN, n) if short else (_BINARY_FIN, 126, n >> 8, n & 0xFF))
-        return header + header.join(payloads)
+        header = _HEADERS[n] if n < 126 else bytes((_BINARY_FIN, 126, n >> 8, n & 0xFF))
+        return header + header.join(_cut(data, off, f"3x{n}s", n + 3, count))
     # Masked (n < 126): frames with their keys in place, then one XOR of the
-    # payloads (the stream cut to them: a tile must not touch a header).
-    gap = bytes((_BINARY_FIN, 0x80 | n, 0, 0, 0, 0))
-    frames = bytearray(gap)
-    frames += gap.join(payloads)
+    # payloads (the stream cut to them: a tile must not touch a header). The
+    # keys are picked out of the frames and tiled over their payloads.
+    plan = _masked(n)
+    header = plan.header
+    frames = bytearray(header)
+    frames += header.join(_cut(data, off, plan.run_unit, n + 3, count))
     stride = n + 6
     key_bytes = keys.take(count)
     for i in range(4):
         frames[2 + i :: stride] = key_bytes[i::4]
     whole = int.from_bytes(frames, "little")
-    stream = _mask_stream(whole, n) & _fields(n, 6, stride)
+    stream = _tile((whole & plan.keys) << 32, plan.words) & plan.payloads
     return (whole ^ stream).to_bytes(count * stride, "little")
 
 
@@ -302,10 +313,13 @@ def frames_to_run(data: bytes, off: int, count: int, n: int, masked: bool) -> by
         head = 2 if n < 126 else 4
         payloads = _cut(data, off, f"{head}x{n}s", head + n, count)
         return length + length.join(payloads)
+    plan = _masked(n)
     stride = n + 6
     size = count * stride
     whole = int.from_bytes(memoryview(data)[off : off + size], "little")
-    # A tile reaching into the next frame only spoils bytes not cut out.
-    plain = (whole ^ _mask_stream(whole, n)).to_bytes(size + 3, "little")
-    payloads = _cut(plain, 0, f"6x{n}s", stride, count)
+    # Each key tiled over its payload; a tile reaching into the next frame
+    # only spoils bytes that are not cut out.
+    stream = _tile((whole & plan.keys) << 32, plan.words)
+    plain = (whole ^ stream).to_bytes(size + 3, "little")
+    payloads = _cut(plain, 0, plan.frame_unit, stride, count)
     return length + length.join(payloads)
