@@ -61,7 +61,7 @@ __all__ = [
 MAX_RUN_MESSAGE = 0xFFFFFF
 #: Same-length frames from which the batch path beats the per-message one
 #: (benchmarks/bench_websocket.py).
-MIN_BATCH = 8
+MIN_BATCH = 4
 #: Largest payload framed in batches: masked ones up to 125 bytes (beyond,
 #: tiling the keys costs more than masking one by one), others below 64 KiB.
 MAX_MASKED_BATCH = 125
