@@ -318,6 +318,20 @@ def test_records_round_trip_in_any_chunking() -> None:
         assert reader.pending == 0
 
 
+def test_runs_are_kept_whole_in_any_chunking_when_asked() -> None:
+    run = _run_of([b"a" * 5, b"bc"])
+    data = encode_run(run) + encode_binary(b"x") + encode_run(run)
+    assert MessageReader().feed(data)[:3] == [(2, b"a" * 5), (2, b"bc"), (2, b"x")]
+    assert MessageReader(keep_runs=True).feed(encode_run(run)) == [(0x12, run)]  # one read, one run
+    for step in (1, 3, 7, len(data)):
+        reader = MessageReader(keep_runs=True)
+        got: list[Record] = []
+        for i in range(0, len(data), step):
+            got += reader.feed(data[i : i + step])
+        assert got == [(0x12, run), (2, b"x"), (0x12, run)]
+        assert reader.pending == 0
+
+
 def test_close_records_decode_and_truncate_reasons() -> None:
     assert decode_close(MessageReader().feed(encode_close(4000, "x"))[0][1]) == (4000, "x")
     assert decode_close(b"") == (CloseCode.NO_STATUS, "")
