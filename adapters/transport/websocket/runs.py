@@ -161,25 +161,26 @@ def _tile(keys: int, words: int) -> int:
 
 
 class _Masked(NamedTuple):
-    """What masked batches of frames of one payload length need, computed
-    once per length (integers are little-endian bytes)."""
+    """What masked batches of frames of one payload length need (integers
+    are little-endian bytes)."""
 
     header: bytes  # FIN binary, mask bit and length, a zero key
-    keys: int  # 0xFF over the key field of each of MAX_MASKED_COUNT frames
+    keys: int  # 0xFF over the key field of each of a number of frames
     payloads: int  # 0xFF over the payload of each of them
     words: int  # key repetitions that cover a payload
     run_unit: str  # struct unit of a run message: skip its length, keep it
     frame_unit: str  # struct unit of a frame: skip header and key, keep it
 
 
-@lru_cache(maxsize=8)
-def _masked(n: int) -> _Masked:
-    """The :class:`_Masked` of ``n``-byte payloads. An AND is as long as its
-    shorter operand, so one mask of fields serves every count (8 lengths
-    cached: at most 4 MiB, 115 KiB for a 16-byte RSocket item)."""
+#: Frames a mask of fields covers for batches up to that long: an AND is as
+#: long as its shorter operand, so one mask serves every shorter count.
+_SMALL = 64
+
+
+def _plan(n: int, frames: int) -> _Masked:
     stride = n + 6
-    keys = (bytes(2) + b"\xff" * 4 + bytes(n)) * MAX_MASKED_COUNT
-    payloads = (bytes(6) + b"\xff" * n) * MAX_MASKED_COUNT
+    keys = (bytes(2) + b"\xff" * 4 + bytes(n)) * frames
+    payloads = (bytes(6) + b"\xff" * n) * frames
     return _Masked(
         header=bytes((_BINARY_FIN, 0x80 | n, 0, 0, 0, 0)),
         keys=int.from_bytes(keys, "little"),
@@ -188,6 +189,23 @@ def _masked(n: int) -> _Masked:
         run_unit=f"3x{n}s",
         frame_unit=f"6x{stride - 6}s",
     )
+
+
+@lru_cache(maxsize=128)
+def _small_plan(n: int) -> _Masked:
+    return _plan(n, _SMALL)  # at most 16 KiB each: every length fits
+
+
+@lru_cache(maxsize=4)
+def _large_plan(n: int) -> _Masked:
+    return _plan(n, MAX_MASKED_COUNT)  # at most 0.5 MiB each (115 KiB for 16-byte items)
+
+
+def _masked(n: int, count: int) -> _Masked:
+    """The :class:`_Masked` of ``count`` frames of ``n``-byte payloads,
+    built once per length (for long batches, once per length in use: their
+    cost is spread over many messages)."""
+    return _small_plan(n) if count <= _SMALL else _large_plan(n)
 
 
 # -- sending: a run -> WebSocket frames ---------------------------------------
@@ -202,7 +220,7 @@ def _batch_to_frames(
     # Masked (n < 126): frames with their keys in place, then one XOR of the
     # payloads (the stream cut to them: a tile must not touch a header). The
     # keys are picked out of the frames and tiled over their payloads.
-    plan = _masked(n)
+    plan = _masked(n, count)
     header = plan.header
     frames = bytearray(header)
     frames += header.join(_cut(data, off, plan.run_unit, n + 3, count))
@@ -313,7 +331,7 @@ def frames_to_run(data: bytes, off: int, count: int, n: int, masked: bool) -> by
         head = 2 if n < 126 else 4
         payloads = _cut(data, off, f"{head}x{n}s", head + n, count)
         return length + length.join(payloads)
-    plan = _masked(n)
+    plan = _masked(n, count)
     stride = n + 6
     size = count * stride
     whole = int.from_bytes(memoryview(data)[off : off + size], "little")
