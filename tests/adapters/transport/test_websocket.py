@@ -408,9 +408,11 @@ def _reader_held_back(lsock: socket.socket, result: list[bytes], release: thread
                 return
 
 
-def test_send_acknowledges_only_what_reached_the_socket() -> None:
-    """A peer that does not read: ``send`` takes what the socket takes, the
-    driver offers the rest again, and every message arrives once, in order."""
+@contextmanager
+def _held_back_peer() -> Iterator[tuple[WebSocketTransport, list[bytes], threading.Event]]:
+    """A client transport to :func:`_reader_held_back`: (transport, the
+    messages the peer got, the event that lets it read). On exit the
+    client ends the connection and the peer has read everything."""
     with socket.create_server(("127.0.0.1", 0)) as lsock:
         port = lsock.getsockname()[1]
         result: list[bytes] = []
@@ -418,6 +420,19 @@ def test_send_acknowledges_only_what_reached_the_socket() -> None:
         thread = threading.Thread(target=_reader_held_back, args=(lsock, result, release))
         thread.start()
         t = open_websocket(Endpoint("ws", "127.0.0.1", port, "/"), WAIT)
+        try:
+            yield t, result, release
+        finally:
+            release.set()
+            t.shutdown_write()
+            thread.join(WAIT)
+            t.close()
+
+
+def test_send_acknowledges_only_what_reached_the_socket() -> None:
+    """A peer that does not read: ``send`` takes what the socket takes, the
+    driver offers the rest again, and every message arrives once, in order."""
+    with _held_back_peer() as (t, result, release):
         messages = [bytes([i % 251]) * 65536 for i in range(400)]  # 25 MiB, beyond any buffer
         out = bytearray(encode_binaries(messages))
         total = len(out)
@@ -429,10 +444,7 @@ def test_send_acknowledges_only_what_reached_the_socket() -> None:
         assert 0 < t.buffered <= SEND_BATCH + 65536 + 14
         release.set()
         send_all(t, bytes(out))
-        t.shutdown_write()
-        thread.join(WAIT)
-        t.close()
-        assert result == messages
+    assert result == messages
 
 
 def test_a_run_record_alone_is_acknowledged_once_all_its_frames_left() -> None:
@@ -440,13 +452,7 @@ def test_a_run_record_alone_is_acknowledged_once_all_its_frames_left() -> None:
     written without the record loop): against a peer that does not read,
     a record the socket took in part is acknowledged only once the rest
     left, and the messages arrive once, in order, each its own frame."""
-    with socket.create_server(("127.0.0.1", 0)) as lsock:
-        port = lsock.getsockname()[1]
-        result: list[bytes] = []
-        release = threading.Event()
-        thread = threading.Thread(target=_reader_held_back, args=(lsock, result, release))
-        thread.start()
-        t = open_websocket(Endpoint("ws", "127.0.0.1", port, "/"), WAIT)
+    with _held_back_peer() as (t, result, release):
         batches = [[b"%05d" % i + bytes([i % 251]) * 40_000 for i in range(b, b + 6)]
                    for b in range(0, 600, 6)]  # 24 MiB in records of 240 KB
         messages = [m for batch in batches for m in batch]
@@ -463,10 +469,7 @@ def test_a_run_record_alone_is_acknowledged_once_all_its_frames_left() -> None:
         release.set()
         for record in [bytes(out), *records]:
             send_all(t, record)
-        t.shutdown_write()
-        thread.join(WAIT)
-        t.close()
-        assert result == messages
+    assert result == messages
 
 
 def test_fragmented_messages_with_interleaved_ping_are_reassembled() -> None:
