@@ -883,3 +883,21 @@ def test_text_runs_are_checked_before_they_go() -> None:
         with pytest.raises(UnicodeDecodeError):  # a bad engine cannot send invalid UTF-8
             t.send(encode_run(_run_of([b"\xff\xfe"]), text=True))
         t.close()
+
+
+def test_a_run_whose_message_overruns_its_record_is_an_error() -> None:
+    """A broken engine (records never cross the network): a run that ends
+    inside a message or its length is refused, alone or behind another
+    record, before anything of it is sent."""
+    good = _run_of([b"a" * 10] * 5)
+    broken = [
+        encode_record(MessageKind.BINARY_RUN, good + b"\x00\x00\x09abc"),  # message cut short
+        encode_record(MessageKind.BINARY_RUN, good + b"\x00\x00"),  # length cut short
+    ]
+    with echo_server() as server:
+        for record in broken:
+            for data in (record, encode_binary(b"first") + record):
+                t = client(server)
+                with pytest.raises(RecordError):
+                    send_all(t, data)
+                t.close()
