@@ -196,16 +196,19 @@ def _small_plan(n: int) -> _Masked:
     return _plan(n, _SMALL)  # at most 16 KiB each: every length fits
 
 
-@lru_cache(maxsize=4)
-def _large_plan(n: int) -> _Masked:
-    return _plan(n, MAX_MASKED_COUNT)  # at most 0.5 MiB each (115 KiB for 16-byte items)
+@lru_cache(maxsize=8)
+def _large_plan(n: int, frames: int) -> _Masked:
+    return _plan(n, frames)  # at most 0.5 MiB each (115 KiB for 2048 16-byte items)
 
 
 def _masked(n: int, count: int) -> _Masked:
-    """The :class:`_Masked` of ``count`` frames of ``n``-byte payloads,
-    built once per length (for long batches, once per length in use: their
-    cost is spread over many messages)."""
-    return _small_plan(n) if count <= _SMALL else _large_plan(n)
+    """The :class:`_Masked` for ``count`` frames of ``n``-byte payloads.
+    Short batches share one plan per length; a long one gets masks of the
+    next power of two frames, so building them (for lengths that take
+    turns) costs at most twice what the batch weighs."""
+    if count <= _SMALL:
+        return _small_plan(n)
+    return _large_plan(n, 1 << (count - 1).bit_length())
 
 
 # -- sending: a run -> WebSocket frames ---------------------------------------

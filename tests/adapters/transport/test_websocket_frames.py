@@ -324,3 +324,16 @@ def test_key_source_keys_stay_fresh_as_its_pool_grows() -> None:
     taken = b"".join([keys.take(3000) for _ in range(10)] + [keys.next() for _ in range(100)])
     assert len(taken) == 4 * 30_100
     assert len({taken[i : i + 4] for i in range(0, len(taken), 4)}) > 30_000
+
+
+def test_masked_batches_of_many_lengths_taking_turns_stay_exact() -> None:
+    # Long batches of more lengths than their masks are cached for, taking
+    # turns: each batch right whichever masks it gets.
+    messages = [bytes([size]) * size for _ in range(3) for size in range(4, 126, 11)
+                for _ in range(70)]
+    wire, used = encode_run(run_of(messages), KeySource())
+    assert used == len(run_of(messages))
+    assert wsproto_messages(ConnectionType.SERVER, wire) == [(2, m) for m in messages]
+    collector = Collector(ConnectionType.SERVER)
+    collector.splitter.feed(wire)
+    assert collector.got == [(2, m) for m in messages]
