@@ -11,6 +11,17 @@ transport did before runs). Nanoseconds of CPU per message, median of
 
     .venv/bin/python benchmarks/bench_websocket.py --runs 7
     .venv/bin/python benchmarks/bench_websocket.py --batch 4 --batch 16
+
+``--transport``: what a driver loop pays per write and per read, through
+``WebSocketTransport.send`` / ``recv`` over a stand-in socket (it takes
+everything, and hands out the same frames on every read): one BINARY_RUN
+record of ``--batch`` 16-byte RSocket items (22-byte messages) from the
+engine to frames, and the frames back to one record as the engine reads it
+(``MessageReader(keep_runs=True)``); microseconds of CPU per call. Run it
+with another checkout's interpreter for a before/after (the script imports
+only the public modules)::
+
+    .venv/bin/python benchmarks/bench_websocket.py --transport --runs 5
 """
 
 from __future__ import annotations
@@ -21,9 +32,15 @@ import statistics
 import time
 from collections.abc import Callable
 
+from sansrs.adapters.transport.websocket import WebSocketOptions
 from sansrs.adapters.transport.websocket.frames import KeySource, encode_data_frame, mask
+from sansrs.adapters.transport.websocket.messages import MessageReader
+from sansrs.adapters.transport.websocket.messages import encode_run as encode_record_run
 from sansrs.adapters.transport.websocket.runs import encode_run, prefix
 from sansrs.adapters.transport.websocket.splitter import FrameSplitter
+from sansrs.adapters.transport.websocket.transport import WebSocketTransport
+from wsproto import ConnectionType, WSConnection
+from wsproto.connection import Connection
 
 MESSAGES = 200_000
 
@@ -36,7 +53,7 @@ def _run(size: int, batch: int) -> bytes:
 def _splitter(masked: bool) -> tuple[FrameSplitter, list[int]]:
     got = [0]
 
-    def on_run(kind: int, run: bytearray) -> None:
+    def on_run(kind: int, run: bytes | bytearray) -> None:
         got[0] += len(run)
 
     def on_message(opcode: int, payload: bytes) -> None:
@@ -98,11 +115,71 @@ def measure(size: int, batch: int, client: bool, runs: int) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in results.items()}
 
 
+class _Socket:
+    """Stand-in for the TCP transport: takes every byte, hands out ``inbox``."""
+
+    peer = "bench"
+
+    def __init__(self) -> None:
+        self.inbox = b""
+
+    def send(self, data: bytes | bytearray | memoryview) -> int:
+        return len(data)
+
+    def recv(self, max_bytes: int) -> bytes:
+        return self.inbox
+
+
+def _open_transport(client: bool) -> WebSocketTransport:
+    role = ConnectionType.CLIENT if client else ConnectionType.SERVER
+    ws = WSConnection(role)
+    ws.connection = Connection(role)  # past the upgrade
+    return WebSocketTransport(_Socket(), ws, scheme="ws", path="/",  # type: ignore[arg-type]
+                              options=WebSocketOptions(), is_open=True)
+
+
+def measure_transport(batch: int, client: bool, runs: int) -> tuple[float, float]:
+    """µs of CPU per ``send`` of one record of ``batch`` 22-byte messages by
+    a client (masked) or a server, and per ``recv`` of them by the peer."""
+    run = _run(22, batch)
+    record = bytearray(encode_record_run(run))  # what the driver offers, as it offers it
+    sender = _open_transport(client)
+    receiver = _open_transport(not client)
+    frames, _ = encode_run(run, KeySource() if client else None)
+    receiver._stream.inbox = frames  # type: ignore[attr-defined]
+    reader = MessageReader(keep_runs=True)
+    assert reader.feed(receiver.recv()) == [(0x12, run)]
+    assert sender.send(record) == len(record)
+    repeat = max(50, 100_000 // batch)
+    sends: list[float] = []
+    reads: list[float] = []
+    for _ in range(runs):
+        sends.append(_time(lambda: sender.send(record), repeat) / repeat * 1e6)
+        reads.append(_time(lambda: reader.feed(receiver.recv()), repeat) / repeat * 1e6)
+    return statistics.median(sends), statistics.median(reads)
+
+
+def main_transport(batches: list[int], runs: int) -> None:
+    print(f"load average at start: {os.getloadavg()[0]:.2f}; µs of CPU per call, 22-byte messages")
+    print("| messages per call | client send (masked) | server recv | server send | client recv |")
+    print("| ---: | ---: | ---: | ---: | ---: |")
+    for batch in batches:
+        client_send, server_recv = measure_transport(batch, True, runs)
+        server_send, client_recv = measure_transport(batch, False, runs)
+        print(f"| {batch} | {client_send:.2f} | {server_recv:.2f} | {server_send:.2f} | "
+              f"{client_recv:.2f} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--batch", type=int, action="append")
+    parser.add_argument("--transport", action="store_true",
+                        help="per send/recv call through WebSocketTransport")
     args = parser.parse_args()
+    if args.transport:
+        main_transport(args.batch or [1, 4, 16, 32, 64, 3000], args.runs)
+        return
     batches = args.batch or [1, 4, 16, 64, 512]
     print(f"load average at start: {os.getloadavg()[0]:.2f}; ns of CPU per message")
     print("| frame | direction | batch | send (runs) | send one by one | ratio | "

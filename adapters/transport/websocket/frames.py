@@ -21,7 +21,7 @@ _U16 = Struct(">H")
 _U64 = Struct(">Q")
 
 
-def mask(key: bytes, payload: bytes) -> bytes:
+def mask(key: bytes, payload: bytes | bytearray) -> bytes:
     """``payload`` XOR the 4-byte ``key`` repeated (masking and unmasking)."""
     n = len(payload)
     if not n:
@@ -32,19 +32,28 @@ def mask(key: bytes, payload: bytes) -> bytes:
     )
 
 
-class KeySource:
-    """Masking keys from ``os.urandom``, fetched 1024 at a time."""
+#: Random bytes a KeySource fetches at first, and at most (a connection that
+#: sends big batches fetches more at a time: each ``os.urandom`` call lets
+#: other threads take the GIL, which a busy sender pays for in latency).
+_POOL = 4096
+_MAX_POOL = 64 * 1024
 
-    __slots__ = ("_keys", "_off")
+
+class KeySource:
+    """Masking keys from ``os.urandom``, fetched 1024 at a time, up to 16384
+    at a time for a connection that takes many at once."""
+
+    __slots__ = ("_keys", "_off", "_pool")
 
     def __init__(self) -> None:
         self._keys = b""
         self._off = 0
+        self._pool = _POOL
 
     def next(self) -> bytes:
         off = self._off
         if off >= len(self._keys):
-            self._keys = os.urandom(4096)
+            self._keys = os.urandom(self._pool)
             off = 0
         self._off = off + 4
         return self._keys[off : off + 4]
@@ -54,15 +63,18 @@ class KeySource:
         size = 4 * count
         off = self._off
         if off + size > len(self._keys):
-            if size > 1024:
+            pool = self._pool
+            if 4 * size > pool < _MAX_POOL:  # big takes: fetch more per call
+                pool = self._pool = min(_MAX_POOL, 4 * size)
+            if size > pool:
                 return os.urandom(size)
-            self._keys = os.urandom(4096)
+            self._keys = os.urandom(pool)
             off = 0
         self._off = off + size
         return self._keys[off : off + size]
 
 
-def encode_data_frame(opcode: int, payload: bytes, key: bytes | None) -> bytes:
+def encode_data_frame(opcode: int, payload: bytes | bytearray, key: bytes | None) -> bytes:
     """One unfragmented data frame (``opcode`` 1 text, 2 binary); masked with
     ``key`` (a client) or not (``None``, a server)."""
     n = len(payload)

@@ -83,6 +83,7 @@ class CloseCode(enum.IntEnum):
 
 
 _KINDS = frozenset(int(k) for k in MessageKind)
+_BINARY_RUN = bytes((MessageKind.BINARY_RUN,))
 
 
 class RecordError(ValueError):
@@ -177,6 +178,13 @@ class MessageReader:
 
     def feed(self, data: bytes) -> list[tuple[int, bytes]]:
         buffer = self._buffer
+        if (  # the common read: one whole run, kept as it is
+            not buffer
+            and self._keep_runs
+            and data[:1] == _BINARY_RUN
+            and len(data) - 5 == int.from_bytes(data[1:5], "big")
+        ):
+            return [(0x12, data[5:])]
         if buffer:
             buffer += data
             data = bytes(buffer)

@@ -21,10 +21,10 @@ for them every step runs in C over the whole batch:
 * one cached ``struct`` (``"3x22s"`` repeated: skip the old header, keep
   the payload) cuts the payloads out, and ``header.join`` puts them behind
   their new headers;
-* masking XORs all frames at once, as integers: each key placed at the
-  start of its payload and tiled over it by shifted copies (the tiles of
-  two frames never overlap: no carries); a tile may reach up to 3 bytes
-  into the next frame's header and key, which are rewritten afterwards.
+* masking XORs all frames at once, as integers: the keys are picked out of
+  the frames (an AND with a cached mask of the key fields) and tiled over
+  their payloads by shifted copies (the tiles of two frames never overlap:
+  no carries); one conversion to an integer and one back per batch.
 
 A batch is tried where a message has the length of the one before it (and
 not again inside a stretch a try found too short), so mixed lengths cost
@@ -39,15 +39,19 @@ from collections.abc import Sequence
 from functools import lru_cache
 from itertools import chain
 from struct import Struct
+from typing import NamedTuple
 
 from .frames import KeySource, encode_data_frame
 
 __all__ = [
     "MAX_BATCH",
     "MAX_MASKED_BATCH",
+    "MAX_MASKED_COUNT",
     "MAX_RUN_MESSAGE",
     "MIN_BATCH",
+    "all_alike",
     "count_uniform",
+    "encode_batch",
     "encode_run",
     "frames_to_run",
     "prefix",
@@ -57,16 +61,20 @@ __all__ = [
 MAX_RUN_MESSAGE = 0xFFFFFF
 #: Same-length frames from which the batch path beats the per-message one
 #: (benchmarks/bench_websocket.py).
-MIN_BATCH = 8
+MIN_BATCH = 4
 #: Largest payload framed in batches: masked ones up to 125 bytes (beyond,
 #: tiling the keys costs more than masking one by one), others below 64 KiB.
 MAX_MASKED_BATCH = 125
 MAX_BATCH = 0xFFFF
+#: Most masked frames converted at once (longer batches go in several): the
+#: cached masks of key and payload fields are this many frames long.
+MAX_MASKED_COUNT = 2048
 #: Records cut per ``struct`` call (one compiled format per record shape).
 _GROUP = 64
 _BINARY_FIN = 0x82
 
 _PREFIXES = tuple(n.to_bytes(3, "big") for n in range(126))
+_HEADERS = tuple(bytes((_BINARY_FIN, n)) for n in range(126))  # unmasked, FIN binary
 
 
 def prefix(n: int) -> bytes:
@@ -74,14 +82,17 @@ def prefix(n: int) -> bytes:
     return _PREFIXES[n] if n < 126 else n.to_bytes(3, "big")
 
 
-def count_uniform(data: bytes, off: int, end: int, stride: int, header: bytes) -> int:
+def count_uniform(
+    data: bytes | bytearray, off: int, end: int, stride: int, header: bytes | bytearray,
+    most: int = 1 << 62,
+) -> int:
     """How many consecutive records of ``stride`` bytes from ``off`` (whole
-    ones, before ``end``) start with ``header``. Frame ``i`` sits at
-    ``off + i * stride`` exactly when frames ``0..i-1`` had that length, so
-    the count of leading matches in each header column is the answer.
-    Windows (64 records, then growing fourfold) keep the work proportional
-    to the count."""
-    whole = (end - off) // stride
+    ones, before ``end``, at most ``most``) start with ``header``. Frame
+    ``i`` sits at ``off + i * stride`` exactly when frames ``0..i-1`` had
+    that length, so the count of leading matches in each header column is
+    the answer. Windows (64 records, then growing fourfold) keep the work
+    proportional to the count."""
+    whole = min((end - off) // stride, most)
     count = 0
     window = _GROUP
     columns = range(len(header))
@@ -102,12 +113,23 @@ def count_uniform(data: bytes, off: int, end: int, stride: int, header: bytes) -
     return count
 
 
+def all_alike(data: bytes | bytearray, start: int, end: int, stride: int, width: int) -> bool:
+    """Whether the records of ``stride`` bytes filling ``data[start:end]``
+    all begin with the ``width`` bytes the first one begins with (checked a
+    header column at a time, in C)."""
+    for i in range(start, start + width):
+        column = data[i:end:stride]
+        if column.lstrip(column[:1]):
+            return False
+    return True
+
+
 @lru_cache(maxsize=1024)
 def _cutter(unit: str, count: int) -> Struct:
     return Struct(unit * count)
 
 
-def _cut(data: bytes, off: int, unit: str, size: int, count: int) -> Sequence[bytes]:
+def _cut(data: bytes | bytearray, off: int, unit: str, size: int, count: int) -> Sequence[bytes]:
     """The fields of ``count`` records of ``size`` bytes from ``off``, each
     unpacked with the struct format ``unit``; cut in C."""
     if count <= _GROUP:
@@ -138,76 +160,135 @@ def _tile(keys: int, words: int) -> int:
         width *= 2
 
 
-def _xor_keys(frames: bytes | bytearray | memoryview, count: int, n: int,
-              keys: Sequence[bytes]) -> bytes:
-    """``count`` masked frames of ``n`` payload bytes (2-byte header, key,
-    payload; ``n + 6`` bytes each) with each payload XOR its key repeated
-    (``keys[i]``: the i-th byte of every key); 3 bytes longer than
-    ``frames``. A tile may reach 3 bytes into the next frame's header and
-    key: callers rewrite or skip them."""
+class _Masked(NamedTuple):
+    """What masked batches of frames of one payload length need (integers
+    are little-endian bytes)."""
+
+    header: bytes  # FIN binary, mask bit and length, a zero key
+    keys: int  # 0xFF over the key field of each of a number of frames
+    payloads: int  # 0xFF over the payload of each of them
+    words: int  # key repetitions that cover a payload
+    run_unit: str  # struct unit of a run message: skip its length, keep it
+    frame_unit: str  # struct unit of a frame: skip header and key, keep it
+
+
+#: Frames a mask of fields covers for batches up to that long: an AND is as
+#: long as its shorter operand, so one mask serves every shorter count.
+_SMALL = 64
+
+
+def _plan(n: int, frames: int) -> _Masked:
     stride = n + 6
-    size = count * stride
-    placed = bytearray(size)
-    for i in range(4):
-        placed[6 + i :: stride] = keys[i]
-    stream = _tile(int.from_bytes(placed, "little"), (n + 3) // 4)
-    return (int.from_bytes(frames, "little") ^ stream).to_bytes(size + 3, "little")
+    keys = (bytes(2) + b"\xff" * 4 + bytes(n)) * frames
+    payloads = (bytes(6) + b"\xff" * n) * frames
+    return _Masked(
+        header=bytes((_BINARY_FIN, 0x80 | n, 0, 0, 0, 0)),
+        keys=int.from_bytes(keys, "little"),
+        payloads=int.from_bytes(payloads, "little"),
+        words=(n + 3) // 4,
+        run_unit=f"3x{n}s",
+        frame_unit=f"6x{stride - 6}s",
+    )
+
+
+@lru_cache(maxsize=128)
+def _small_plan(n: int) -> _Masked:
+    return _plan(n, _SMALL)  # at most 16 KiB each: every length fits
+
+
+@lru_cache(maxsize=8)
+def _large_plan(n: int, frames: int) -> _Masked:
+    return _plan(n, frames)  # at most 0.5 MiB each (115 KiB for 2048 16-byte items)
+
+
+def _masked(n: int, count: int) -> _Masked:
+    """The :class:`_Masked` for ``count`` frames of ``n``-byte payloads.
+    Short batches share one plan per length; a long one gets masks of the
+    next power of two frames, so building them (for lengths that take
+    turns) costs at most twice what the batch weighs."""
+    if count <= _SMALL:
+        return _small_plan(n)
+    return _large_plan(n, 1 << (count - 1).bit_length())
 
 
 # -- sending: a run -> WebSocket frames ---------------------------------------
 
 
-def _batch_to_frames(data: bytes, off: int, count: int, n: int, keys: KeySource | None) -> bytes:
-    payloads = _cut(data, off, f"3x{n}s", n + 3, count)
+def _batch_to_frames(
+    data: bytes | bytearray, off: int, count: int, n: int, keys: KeySource | None
+) -> bytes:
     if keys is None:
-        short = n < 126
-        header = bytes((_BINARY_FIN, n) if short else (_BINARY_FIN, 126, n >> 8, n & 0xFF))
-        return header + header.join(payloads)
-    # Masked (n < 126): frames with their keys in place, then one XOR.
-    gap = bytes((_BINARY_FIN, 0x80 | n, 0, 0, 0, 0))
-    frames = bytearray(gap)
-    frames += gap.join(payloads)
+        header = _HEADERS[n] if n < 126 else bytes((_BINARY_FIN, 126, n >> 8, n & 0xFF))
+        return header + header.join(_cut(data, off, f"3x{n}s", n + 3, count))
+    # Masked (n < 126): frames with their keys in place, then one XOR of the
+    # payloads (the stream cut to them: a tile must not touch a header). The
+    # keys are picked out of the frames and tiled over their payloads.
+    plan = _masked(n, count)
+    header = plan.header
+    frames = bytearray(header)
+    frames += header.join(_cut(data, off, plan.run_unit, n + 3, count))
     stride = n + 6
     key_bytes = keys.take(count)
-    columns = [key_bytes[i::4] for i in range(4)]
     for i in range(4):
-        frames[2 + i :: stride] = columns[i]
-    out = bytearray(_xor_keys(frames, count, n, columns))
-    del out[count * stride :]
-    out[::stride] = gap[:1] * count  # what a tile may have reached
-    out[1::stride] = gap[1:2] * count
-    out[2::stride] = columns[0]
-    return bytes(out)
+        frames[2 + i :: stride] = key_bytes[i::4]
+    whole = int.from_bytes(frames, "little")
+    stream = _tile((whole & plan.keys) << 32, plan.words) & plan.payloads
+    return (whole ^ stream).to_bytes(count * stride, "little")
 
 
-def encode_run(data: bytes, keys: KeySource | None, *, text: bool = False) -> tuple[bytes, int]:
+def encode_batch(data: bytes | bytearray, start: int, keys: KeySource | None) -> bytes | None:
+    """:func:`encode_run` for the common case, without its message loop:
+    the run ``data[start:]`` is nothing but a batch of messages of one
+    length. ``None`` when it is anything else."""
+    end = len(data)
+    if end - start < 3:
+        return None
+    n = data[start] << 16 | data[start + 1] << 8 | data[start + 2]
+    size = n + 3
+    count, rest = divmod(end - start, size)
+    if (
+        rest
+        or count < MIN_BATCH
+        or n < 4
+        or (n > MAX_MASKED_BATCH or count > MAX_MASKED_COUNT if keys else n > MAX_BATCH)
+        or not all_alike(data, start, end, size, 3)
+    ):
+        return None
+    return _batch_to_frames(data, start, count, n, keys)
+
+
+def encode_run(
+    data: bytes | bytearray, keys: KeySource | None, *, text: bool = False, start: int = 0
+) -> tuple[bytes, int]:
     """WebSocket frames (FIN binary, or text if ``text``; one per message;
     masked with keys from ``keys``, or not when ``None``) for the whole
-    messages at the start of the run ``data``; returns them and how many
-    bytes of ``data`` they took (a message cut off at the end is left).
-    Text is checked (``UnicodeDecodeError``): a bad engine must not make us
-    send invalid UTF-8."""
+    messages of the run ``data[start:]`` from its start; returns them and
+    how many bytes of the run they took (a message cut off at the end is
+    left). Text is checked (``UnicodeDecodeError``): a bad engine must not
+    make us send invalid UTF-8."""
     if text:
-        return _encode_text_run(data, keys)
+        return _encode_text_run(data, keys, start)
     parts: list[bytes] = []
     end = len(data)
-    off = 0
+    off = start
     largest = MAX_BATCH if keys is None else MAX_MASKED_BATCH
+    most = 1 << 62 if keys is None else MAX_MASKED_COUNT
     last = -1  # the previous message's length: a batch is tried when it repeats
     tried = 0  # no batch before this offset (a try found too few)
     while end - off >= 3:
         n = data[off] << 16 | data[off + 1] << 8 | data[off + 2]
         size = n + 3
         if (
-            (n == last or not off)  # a length repeats (or a chunk starts)
+            (n == last or off == start)  # a length repeats (or a chunk starts)
             and off >= tried
             and 4 <= n <= largest
             and end - off >= MIN_BATCH * size
         ):
-            count = count_uniform(data, off, end, size, data[off : off + 3])
+            count = count_uniform(data, off, end, size, data[off : off + 3], most)
             if count >= MIN_BATCH:
                 parts.append(_batch_to_frames(data, off, count, n, keys))
                 off += count * size
+                last = n
                 continue
             tried = off + count * size
         last = n
@@ -217,15 +298,17 @@ def encode_run(data: bytes, keys: KeySource | None, *, text: bool = False) -> tu
         key = keys.next() if keys is not None else None
         parts.append(encode_data_frame(2, data[off + 3 : stop], key))
         off = stop
-    return b"".join(parts), off
+    return b"".join(parts), off - start
 
 
-def _encode_text_run(data: bytes, keys: KeySource | None) -> tuple[bytes, int]:
+def _encode_text_run(
+    data: bytes | bytearray, keys: KeySource | None, start: int
+) -> tuple[bytes, int]:
     """:func:`encode_run` for text: one message at a time (text messages
     seldom share a length), each checked."""
     parts: list[bytes] = []
     end = len(data)
-    off = 0
+    off = start
     while end - off >= 3:
         stop = off + 3 + (data[off] << 16 | data[off + 1] << 8 | data[off + 2])
         if stop > end:
@@ -234,7 +317,7 @@ def _encode_text_run(data: bytes, keys: KeySource | None) -> tuple[bytes, int]:
         payload.decode("utf-8")
         parts.append(encode_data_frame(1, payload, keys.next() if keys is not None else None))
         off = stop
-    return b"".join(parts), off
+    return b"".join(parts), off - start
 
 
 # -- receiving: WebSocket frames -> a run ----------------------------------------
@@ -242,7 +325,8 @@ def _encode_text_run(data: bytes, keys: KeySource | None) -> tuple[bytes, int]:
 
 def frames_to_run(data: bytes, off: int, count: int, n: int, masked: bool) -> bytes:
     """``count`` FIN binary frames of ``n`` payload bytes each (``4 <= n <
-    0x10000``, at most 125 if ``masked``; headers checked by the caller, e.g.
+    0x10000``; if ``masked``, ``n`` at most 125 and ``count`` at most
+    ``MAX_MASKED_COUNT``; headers checked by the caller, e.g.
     with :func:`count_uniform`) at ``off``, as run messages; ``masked``: the
     frames carry keys (we are the server) and are unmasked."""
     length = prefix(n)
@@ -250,9 +334,13 @@ def frames_to_run(data: bytes, off: int, count: int, n: int, masked: bool) -> by
         head = 2 if n < 126 else 4
         payloads = _cut(data, off, f"{head}x{n}s", head + n, count)
         return length + length.join(payloads)
+    plan = _masked(n, count)
     stride = n + 6
-    lim = off + count * stride
-    keys = [data[off + 2 + i : lim : stride] for i in range(4)]
-    plain = _xor_keys(memoryview(data)[off:lim], count, n, keys)
-    payloads = _cut(plain, 0, f"6x{n}s", stride, count)
+    size = count * stride
+    whole = int.from_bytes(memoryview(data)[off : off + size], "little")
+    # Each key tiled over its payload; a tile reaching into the next frame
+    # only spoils bytes that are not cut out.
+    stream = _tile((whole & plan.keys) << 32, plan.words)
+    plain = (whole ^ stream).to_bytes(size + 3, "little")
+    payloads = _cut(plain, 0, plan.frame_unit, stride, count)
     return length + length.join(payloads)

@@ -26,7 +26,16 @@ from collections.abc import Callable
 from struct import Struct
 
 from .frames import mask
-from .runs import MAX_BATCH, MAX_RUN_MESSAGE, MIN_BATCH, count_uniform, frames_to_run, prefix
+from .runs import (
+    MAX_BATCH,
+    MAX_MASKED_COUNT,
+    MAX_RUN_MESSAGE,
+    MIN_BATCH,
+    all_alike,
+    count_uniform,
+    frames_to_run,
+    prefix,
+)
 
 __all__ = ["FrameSplitter", "OnMessage", "OnOversized", "OnRun", "OnWsproto"]
 
@@ -39,7 +48,7 @@ _BINARY_FIN = 0x82
 #: (opcode 2 binary or 1 text; their bytes, each behind its 3-byte length),
 #: a whole message too big for a run (opcode, payload), and whole frames or
 #: raw bytes for wsproto. Each in the order the frames arrived.
-OnRun = Callable[[int, bytearray], None]
+OnRun = Callable[[int, bytes | bytearray], None]
 OnMessage = Callable[[int, bytes], None]
 OnWsproto = Callable[[bytes], None]
 OnOversized = Callable[[int], None]
@@ -104,10 +113,41 @@ class FrameSplitter:
                 return
             data = bytes(buffer)
             buffer.clear()
+        elif self._whole_batch(data):
+            return
         try:
             self._split(data)
         finally:
             self._flush()
+
+    def _whole_batch(self, data: bytes) -> bool:
+        """The common read, handled without the frame loop: nothing
+        buffered, and ``data`` is nothing but short FIN binary frames of one
+        length (one, or a batch); they go out as one run. False: anything
+        else, left to :meth:`_split`."""
+        end = len(data)
+        if end < 2 or data[0] != _BINARY_FIN:
+            return False
+        expect_mask = self._masked
+        n = data[1] ^ expect_mask
+        if n >= 126 or n > self._max:
+            return False
+        stride = n + (6 if expect_mask else 2)
+        if end == stride:  # one frame
+            payload = mask(data[2:6], data[6:]) if expect_mask else data[2:]
+            run = prefix(n) + payload
+        else:
+            count, rest = divmod(end, stride)
+            if (
+                rest
+                or n < 4
+                or not MIN_BATCH <= count <= (MAX_MASKED_COUNT if expect_mask else count)
+                or not all_alike(data, 0, end, stride, 2)
+            ):
+                return False
+            run = frames_to_run(data, 0, count, n, bool(expect_mask))
+        self._on_run(2, run)
+        return True
 
     def _flush(self) -> None:
         """Hand over the run being built (its messages came before what follows)."""
@@ -122,6 +162,7 @@ class FrameSplitter:
         expect_mask = self._masked
         head = 6 if expect_mask else 2
         limit = self._max
+        most = MAX_MASKED_COUNT if expect_mask else 1 << 62  # frames unmasked at once
         last = -1  # the previous binary frame's length: a batch is tried when it repeats
         tried = 0  # no batch before this offset (a try found too few)
         run = self._run
@@ -142,10 +183,11 @@ class FrameSplitter:
                     and n >= 4
                     and end - off >= MIN_BATCH * stride
                 ):
-                    count = count_uniform(data, off, end, stride, data[off : off + 2])
+                    count = count_uniform(data, off, end, stride, data[off : off + 2], most)
                     if count >= MIN_BATCH:
                         run += frames_to_run(data, off, count, n, bool(expect_mask))
                         off += count * stride
+                        last = n
                         continue
                     tried = off + count * stride
                 last = n

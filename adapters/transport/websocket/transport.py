@@ -48,6 +48,7 @@ from .options import (
     raw_headers,
     str_headers,
 )
+from .runs import encode_batch
 from .runs import encode_run as frame_run
 from .splitter import FrameSplitter
 
@@ -67,6 +68,7 @@ MAX_REQUEST_HEAD = 64 * 1024
 #: reads nothing cannot make us queue Pongs without bound.
 MAX_CONTROL_BACKLOG = 64 * 1024
 _HEADER_END = b"\r\n\r\n"
+_BINARY_RUN = bytes((MessageKind.BINARY_RUN,))
 _RAW_BAD_REQUEST = (
     b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
 )
@@ -193,6 +195,18 @@ class WebSocketTransport:
             if self._out:
                 return 0
         acked, self._framed = self._framed, 0
+        if (
+            not acked
+            and type(data) is not memoryview
+            and data[:1] == _BINARY_RUN
+            and not self._run_left
+            and self._pong is None
+            and self.close_sent is None
+            and self._open
+        ):
+            sent = self._send_run(data)
+            if sent >= 0:
+                return sent
         view = memoryview(data)
         if acked < len(view):
             self._framed = self._frame(view[acked:])
@@ -202,6 +216,34 @@ class WebSocketTransport:
                     acked += self._framed
                     self._framed = 0
         return acked
+
+    def _send_run(self, data: bytes | bytearray) -> int:
+        """The common case of :meth:`send` (what an engine hands over is one
+        BINARY_RUN record, nothing is pending): framed from ``data`` as it is
+        and written at once, without the record loop or the ``_out`` buffer.
+        Returns what ``send`` returns, or -1 when the record is not alone or
+        too long for one batch (the general path then takes it)."""
+        total = len(data)
+        if (
+            int.from_bytes(data[1:5], "big") + 5 != total
+            or total > SEND_BATCH
+            or self._ws.state is not ConnectionState.OPEN
+        ):
+            return -1
+        frames = encode_batch(data, 5, self._keys)
+        if frames is None:
+            frames, used = frame_run(data, self._keys, start=5)
+            if used + 5 != total:
+                raise RecordError("a run's message overruns its record")
+        if not frames:
+            return total
+        sent = self._stream.send(frames)
+        if sent == len(frames):
+            return total
+        # The rest waits in ``_out``; the record counts as written once it left.
+        self._out += memoryview(frames)[sent:]
+        self._framed = total
+        return 0
 
     def shutdown_write(self) -> None:
         """Graceful end: Close 1000 (unless a Close was sent), then FIN."""
@@ -250,7 +292,7 @@ class WebSocketTransport:
             on_oversized=self._on_oversized,
         )
 
-    def _on_run(self, opcode: int, run: bytearray) -> None:
+    def _on_run(self, opcode: int, run: bytes | bytearray) -> None:
         """Messages from the fast path, as one run (sizes checked, text valid)."""
         if self.close_sent is None and self.close_received is None:
             self._ready.append(encode_run(run, text=opcode == 1))

@@ -318,6 +318,20 @@ def test_records_round_trip_in_any_chunking() -> None:
         assert reader.pending == 0
 
 
+def test_runs_are_kept_whole_in_any_chunking_when_asked() -> None:
+    run = _run_of([b"a" * 5, b"bc"])
+    data = encode_run(run) + encode_binary(b"x") + encode_run(run)
+    assert MessageReader().feed(data)[:3] == [(2, b"a" * 5), (2, b"bc"), (2, b"x")]
+    assert MessageReader(keep_runs=True).feed(encode_run(run)) == [(0x12, run)]  # one read, one run
+    for step in (1, 3, 7, len(data)):
+        reader = MessageReader(keep_runs=True)
+        got: list[Record] = []
+        for i in range(0, len(data), step):
+            got += reader.feed(data[i : i + step])
+        assert got == [(0x12, run), (2, b"x"), (0x12, run)]
+        assert reader.pending == 0
+
+
 def test_close_records_decode_and_truncate_reasons() -> None:
     assert decode_close(MessageReader().feed(encode_close(4000, "x"))[0][1]) == (4000, "x")
     assert decode_close(b"") == (CloseCode.NO_STATUS, "")
@@ -365,43 +379,60 @@ def test_many_small_messages_in_order() -> None:
         t.close()
 
 
-def test_send_acknowledges_only_what_reached_the_socket() -> None:
-    """A peer that does not read: ``send`` takes what the socket takes, the
-    driver offers the rest again, and every message arrives once, in order."""
+def _reader_held_back(lsock: socket.socket, result: list[bytes], release: threading.Event) -> None:
+    """A wsproto server that accepts the upgrade, then reads nothing until
+    ``release``; the binary messages it gets go to ``result``."""
+    conn, _ = lsock.accept()
+    ws = WSConnection(ConnectionType.SERVER)
+    part = bytearray()
+    with conn:
+        accepted = False
+        while True:
+            if accepted:
+                release.wait(WAIT)
+            data = conn.recv(1 << 20)
+            ws.receive_data(data or None)
+            for ev in ws.events():
+                if isinstance(ev, Request):
+                    conn.sendall(ws.send(AcceptConnection()))
+                    accepted = True
+                elif isinstance(ev, BytesMessage):
+                    part += ev.data
+                    if ev.message_finished:
+                        result.append(bytes(part))
+                        part.clear()
+                elif isinstance(ev, CloseConnection):
+                    conn.sendall(ws.send(ev.response()))
+                    return
+            if not data:
+                return
+
+
+@contextmanager
+def _held_back_peer() -> Iterator[tuple[WebSocketTransport, list[bytes], threading.Event]]:
+    """A client transport to :func:`_reader_held_back`: (transport, the
+    messages the peer got, the event that lets it read). On exit the
+    client ends the connection and the peer has read everything."""
     with socket.create_server(("127.0.0.1", 0)) as lsock:
         port = lsock.getsockname()[1]
         result: list[bytes] = []
         release = threading.Event()
-
-        def serve() -> None:
-            conn, _ = lsock.accept()
-            ws = WSConnection(ConnectionType.SERVER)
-            part = bytearray()
-            with conn:
-                accepted = False
-                while True:
-                    if accepted:
-                        release.wait(WAIT)
-                    data = conn.recv(1 << 20)
-                    ws.receive_data(data or None)
-                    for ev in ws.events():
-                        if isinstance(ev, Request):
-                            conn.sendall(ws.send(AcceptConnection()))
-                            accepted = True
-                        elif isinstance(ev, BytesMessage):
-                            part += ev.data
-                            if ev.message_finished:
-                                result.append(bytes(part))
-                                part.clear()
-                        elif isinstance(ev, CloseConnection):
-                            conn.sendall(ws.send(ev.response()))
-                            return
-                    if not data:
-                        return
-
-        thread = threading.Thread(target=serve)
+        thread = threading.Thread(target=_reader_held_back, args=(lsock, result, release))
         thread.start()
         t = open_websocket(Endpoint("ws", "127.0.0.1", port, "/"), WAIT)
+        try:
+            yield t, result, release
+        finally:
+            release.set()
+            t.shutdown_write()
+            thread.join(WAIT)
+            t.close()
+
+
+def test_send_acknowledges_only_what_reached_the_socket() -> None:
+    """A peer that does not read: ``send`` takes what the socket takes, the
+    driver offers the rest again, and every message arrives once, in order."""
+    with _held_back_peer() as (t, result, release):
         messages = [bytes([i % 251]) * 65536 for i in range(400)]  # 25 MiB, beyond any buffer
         out = bytearray(encode_binaries(messages))
         total = len(out)
@@ -413,10 +444,32 @@ def test_send_acknowledges_only_what_reached_the_socket() -> None:
         assert 0 < t.buffered <= SEND_BATCH + 65536 + 14
         release.set()
         send_all(t, bytes(out))
-        t.shutdown_write()
-        thread.join(WAIT)
-        t.close()
-        assert result == messages
+    assert result == messages
+
+
+def test_a_run_record_alone_is_acknowledged_once_all_its_frames_left() -> None:
+    """The common case, one BINARY_RUN record offered at a time (framed and
+    written without the record loop): against a peer that does not read,
+    a record the socket took in part is acknowledged only once the rest
+    left, and the messages arrive once, in order, each its own frame."""
+    with _held_back_peer() as (t, result, release):
+        batches = [[b"%05d" % i + bytes([i % 251]) * 40_000 for i in range(b, b + 6)]
+                   for b in range(0, 600, 6)]  # 24 MiB in records of 240 KB
+        messages = [m for batch in batches for m in batch]
+        records = [encode_run(_run_of(batch)) for batch in batches]
+        out = bytearray()
+        while not out:  # offered one by one until the socket fills up
+            out += records.pop(0)
+            sent = t.send(out)
+            assert sent in (0, len(out))  # a whole record, or nothing yet
+            del out[:sent]
+            assert t.buffered <= SEND_BATCH
+        assert records  # it filled up before the end
+        assert t.send(out) == 0  # its frames still wait: not acknowledged
+        release.set()
+        for record in [bytes(out), *records]:
+            send_all(t, record)
+    assert result == messages
 
 
 def test_fragmented_messages_with_interleaved_ping_are_reassembled() -> None:
@@ -830,3 +883,21 @@ def test_text_runs_are_checked_before_they_go() -> None:
         with pytest.raises(UnicodeDecodeError):  # a bad engine cannot send invalid UTF-8
             t.send(encode_run(_run_of([b"\xff\xfe"]), text=True))
         t.close()
+
+
+def test_a_run_whose_message_overruns_its_record_is_an_error() -> None:
+    """A broken engine (records never cross the network): a run that ends
+    inside a message or its length is refused, alone or behind another
+    record, before anything of it is sent."""
+    good = _run_of([b"a" * 10] * 5)
+    broken = [
+        encode_record(MessageKind.BINARY_RUN, good + b"\x00\x00\x09abc"),  # message cut short
+        encode_record(MessageKind.BINARY_RUN, good + b"\x00\x00"),  # length cut short
+    ]
+    with echo_server() as server:
+        for record in broken:
+            for data in (record, encode_binary(b"first") + record):
+                t = client(server)
+                with pytest.raises(RecordError):
+                    send_all(t, data)
+                t.close()

@@ -15,7 +15,12 @@ from sansrs.adapters.transport.websocket.frames import (
     mask,
 )
 from sansrs.adapters.transport.websocket.messages import split_run
-from sansrs.adapters.transport.websocket.runs import MIN_BATCH, encode_run, prefix
+from sansrs.adapters.transport.websocket.runs import (
+    MAX_MASKED_COUNT,
+    MIN_BATCH,
+    encode_run,
+    prefix,
+)
 from sansrs.adapters.transport.websocket.splitter import FrameSplitter
 from wsproto.connection import Connection, ConnectionType
 from wsproto.events import BytesMessage, Event, Message, Ping, TextMessage
@@ -60,7 +65,7 @@ class Collector:
             to_wsproto=self._to_wsproto,
         )
 
-    def _on_run(self, kind: int, run: bytearray) -> None:
+    def _on_run(self, kind: int, run: bytes | bytearray) -> None:
         assert run, "no empty runs"
         self.runs += 1
         self.got += split_run(bytes(run), 0, len(run), kind)
@@ -282,3 +287,53 @@ def test_key_source_takes_many_keys_at_once() -> None:
     assert len(batch) == 1200
     assert len({batch[i : i + 4] for i in range(0, 1200, 4)}) > 295
     assert len(keys.take(5000)) == 20000  # beyond one pool: fetched on its own
+
+
+def test_masked_batches_longer_than_one_conversion_split_and_join_like_wsproto() -> None:
+    # More same-length masked frames than MAX_MASKED_COUNT: converted in
+    # several batches each way, every frame its own key, every byte right.
+    for size, count in ((22, 2 * MAX_MASKED_COUNT + 5), (125, MAX_MASKED_COUNT + 1), (5, 3000)):
+        messages = [bytes([i % 251]) * size for i in range(count)]
+        wire, used = encode_run(run_of(messages), KeySource())
+        assert used == len(run_of(messages))
+        stride = size + 6
+        assert len({wire[i * stride + 2 : i * stride + 6] for i in range(count)}) > count - 5
+        assert wsproto_messages(ConnectionType.SERVER, wire) == [(2, m) for m in messages]
+        collector = Collector(ConnectionType.SERVER)
+        collector.splitter.feed(wire)
+        assert collector.got == [(2, m) for m in messages]
+        assert collector.runs == 1 and collector.handed == []
+
+
+def test_encode_run_reads_the_run_from_an_offset() -> None:
+    # The transport frames a record's run where it lies (after the record
+    # header): the same frames as from the run alone.
+    run = run_of([b"a" * 10] * 9 + [b"bc"])
+    head = b"\x12\x00\x00\x00\x99"
+    for data in (head + run, bytearray(head + run)):
+        assert encode_run(data, None, start=5) == encode_run(run, None)
+        wire, used = encode_run(data, KeySource(), start=5)
+        assert used == len(run)
+        assert wsproto_messages(ConnectionType.SERVER, wire) == [(2, b"a" * 10)] * 9 + [(2, b"bc")]
+
+
+def test_key_source_keys_stay_fresh_as_its_pool_grows() -> None:
+    # RFC 6455, 5.3: a fresh key per frame, however keys are fetched (the
+    # pool grows for a connection that takes many at once).
+    keys = KeySource()
+    taken = b"".join([keys.take(3000) for _ in range(10)] + [keys.next() for _ in range(100)])
+    assert len(taken) == 4 * 30_100
+    assert len({taken[i : i + 4] for i in range(0, len(taken), 4)}) > 30_000
+
+
+def test_masked_batches_of_many_lengths_taking_turns_stay_exact() -> None:
+    # Long batches of more lengths than their masks are cached for, taking
+    # turns: each batch right whichever masks it gets.
+    messages = [bytes([size]) * size for _ in range(3) for size in range(4, 126, 11)
+                for _ in range(70)]
+    wire, used = encode_run(run_of(messages), KeySource())
+    assert used == len(run_of(messages))
+    assert wsproto_messages(ConnectionType.SERVER, wire) == [(2, m) for m in messages]
+    collector = Collector(ConnectionType.SERVER)
+    collector.splitter.feed(wire)
+    assert collector.got == [(2, m) for m in messages]
