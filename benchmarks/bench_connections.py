@@ -93,6 +93,26 @@ class _Streams:
         self.start()
 
 
+def close_all(clients: list[Any], timeout: float) -> None:
+    """Close every client, then wait for each to be closed."""
+    for c in clients:
+        c.close(timeout=0)
+    for c in clients:
+        c.wait_closed(timeout)
+
+
+def stop_server(loop: Any, proc: subprocess.Popen[str], timeout: float) -> None:
+    """Stop the clients' loop and the server process (killed if it lingers)."""
+    loop.stop(timeout)
+    assert proc.stdin is not None
+    proc.stdin.close()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
 def run_once(
     server_loop: str, connections: int, streams: int, items: int, size: int
 ) -> dict[str, Any]:
@@ -134,18 +154,9 @@ def run_once(
         server_rss = _proc_kib(proc.pid, "VmRSS")
         server_hwm = _proc_kib(proc.pid, "VmHWM")
         client_rss = _proc_kib(os.getpid(), "VmRSS")
-        for c in clients:
-            c.close(timeout=0)
-        for c in clients:
-            c.wait_closed(30)
+        close_all(clients, 30)
     finally:
-        loop.stop(30)
-        proc.stdin.close()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop_server(loop, proc, 30)
     return {
         "held": held,
         "connect_s": connect_s,

@@ -52,7 +52,7 @@ from typing import Any
 
 PY = sys.executable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_connections import _Streams  # noqa: E402
+from bench_connections import _Streams, close_all, stop_server  # noqa: E402
 
 #: Descriptors a process needs beyond one per connection (listener, wake-up
 #: socketpairs, stdio, imports).
@@ -153,18 +153,9 @@ def run_phase(
         alive = sum(1 for c in idle if not c.closed)
         answered = sum(1 for c in idle if c.request_response(b"ping", timeout=60) is not None)
         server_hwm = _proc_kib(proc.pid, "VmHWM")
-        for c in clients:
-            c.close(timeout=0)
-        for c in clients:
-            c.wait_closed(60)
+        close_all(clients, 60)
     finally:
-        loop.stop(60)
-        proc.stdin.close()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop_server(loop, proc, 60)
     if alive != len(idle) or answered != len(idle):
         raise RuntimeError(f"idle connections: {alive} open, {answered} answered of {len(idle)}")
     return {
