@@ -52,7 +52,7 @@ from typing import Any
 
 PY = sys.executable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_connections import _Streams, close_all, stop_server  # noqa: E402
+from bench_connections import _proc_kib, _Streams, close_all, stop_server  # noqa: E402
 
 #: Descriptors a process needs beyond one per connection (listener, wake-up
 #: socketpairs, stdio, imports).
@@ -87,13 +87,6 @@ def _serve(connections: int) -> None:
     with serve("tcp://127.0.0.1:0", handler_factory=DemoHandler, loop=loop) as server:
         print("READY", server.url, flush=True)
         sys.stdin.read()  # until the parent closes our stdin
-
-
-def _proc_kib(pid: int, field: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    return 0
 
 
 def run_phase(
