@@ -183,7 +183,7 @@ class FrameSplitter:
                     and n >= 4
                     and end - off >= MIN_BATCH * stride
                 ):
-                    # The mirror of runs.encode_run's scan (frames -> records here): alike by choice.
+                    # Mirrors runs.encode_run's scan (frames -> records): alike by choice.
                     count = count_uniform(data, off, end, stride, data[off : off + 2], most)
                     if count >= MIN_BATCH:
                         run += frames_to_run(data, off, count, n, bool(expect_mask))
