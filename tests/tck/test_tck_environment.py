@@ -61,18 +61,21 @@ def test_receptacle_reports_unexpected_signals() -> None:
         received.next(None, "want an element")
 
 
+class _Sink:
+    """A subscription that ignores what it is asked."""
+
+    def request(self, n: int) -> None:
+        pass
+
+    def cancel(self) -> None:
+        pass
+
+
 def test_manual_subscriber_flags_over_delivery_with_rule_1_1() -> None:
     env = TestEnvironment()
     sub: ManualSubscriber[int] = ManualSubscriber(env)
 
-    class Sink:
-        def request(self, n: int) -> None:
-            pass
-
-        def cancel(self) -> None:
-            pass
-
-    sub.on_subscribe(Sink())
+    sub.on_subscribe(_Sink())
     sub.request(1)
     sub.on_next(1)
     with pytest.raises(AssertionError, match=r"rule 1\.1"):
@@ -134,14 +137,7 @@ def test_manual_subscriber_reports_none_and_a_second_terminal_signal_by_rule() -
     env = TestEnvironment()
     sub: ManualSubscriber[object] = ManualSubscriber(env)
 
-    class Sink:
-        def request(self, n: int) -> None:
-            pass
-
-        def cancel(self) -> None:
-            pass
-
-    sub.on_subscribe(Sink())
+    sub.on_subscribe(_Sink())
     sub.request(1)
     with pytest.raises(RuleViolation, match=r"on_next\(None\)") as none:
         sub.on_next(None)
