@@ -292,6 +292,11 @@ def main() -> None:
                         help="only measure CPU per sequential round trip, each side "
                              "(user/system), against raw, and the engines alone")
     args, rest = parser.parse_known_args()
+    if rest[:1] in (["client"], ["rr-cpu"], ["slow-client"]):
+        sys.path.insert(0, str(HERE))
+        from raw_peer import settle_allocator
+
+        settle_allocator()  # every client process alike (see raw_peer.py)
     if rest[:1] == ["client"]:
         impl, port, kind, count, arg = rest[1:6]
         client_main(impl, int(port), kind, int(count), int(arg))
