@@ -514,6 +514,22 @@ class RSocketEngine:
         handle.sid = sid
         self._requests[sid] = handle
 
+    def take_answer(self, handle: RequestHandle, data: bytes, now: float) -> Payload | None:
+        """A read during a direct request-response
+        (:meth:`..drive.connection.LoopConnection.exchange_direct`): when
+        ``data`` is exactly ``handle``'s answer the core takes it (its state
+        as if fed) and the answer is returned, the request forgotten here;
+        None: ``data`` is anything else, to be fed as usual."""
+        sid = handle.sid
+        if sid is None or self._records is not None:
+            return None
+        answer = self.conn.take_answer(data, sid, now)
+        if answer is None:
+            return None
+        self._now = now
+        del self._requests[sid]
+        return new_tuple(Payload, (answer, None))
+
     def _refused(self, handle: RequestHandle, exc: core.LocalProtocolError) -> None:
         # (A known reason to close was checked before the core was asked.)
         if self.conn.state is core.ConnectionState.CLOSED:

@@ -18,6 +18,7 @@ from sansrs.adapters.drive import ConnectionClosed, Loop, LoopConnection
 from sansrs.adapters.rsocket import Payload, connect, serve
 
 from .direct import driver_of as _driver
+from .direct import reads_by_thread as _reads_by_thread
 from .direct import settle as _settle
 
 WAIT = 10.0
@@ -72,22 +73,6 @@ def gate() -> Iterator[tuple[Gate, str]]:
     handler = Gate()
     with serve("tcp://127.0.0.1:0", handler) as server:
         yield handler, server.url
-
-
-def _reads_by_thread(monkeypatch: pytest.MonkeyPatch, client: Any) -> list[int]:
-    """Record which thread reads each time ``client``'s connection reads its
-    socket (the server, in this process too, reads its own)."""
-    readers: list[int] = []
-    original = LoopConnection._read
-    driver = _driver(client)
-
-    def read(self: LoopConnection, now: float) -> None:
-        if self is driver:
-            readers.append(threading.get_ident())
-        original(self, now)
-
-    monkeypatch.setattr(LoopConnection, "_read", read)
-    return readers
 
 
 def test_the_answer_is_read_on_the_calling_thread(
