@@ -593,6 +593,8 @@ class AsyncPeer:
             write_now = getattr(driver, "write_now", None)  # a session's driver has none
             if write_now is not None:
                 write_now()
+                if not driver.needs_turn():
+                    return
             driver.wake()
         else:
             driver.call_soon(fn)

@@ -246,6 +246,30 @@ class LoopConnection:
                 del out[:sent]
                 self._wrote = True  # the turn stamps the time (idle_timeout)
 
+    def needs_turn(self) -> bool:
+        """Owner, after :meth:`write_now`: whether a turn has anything to do.
+        False when all is written, the engine is quiet (nothing to pump, send
+        or close), no other thread's call waits and the engine's deadline is
+        the one armed: a caller that has just written need not wake the
+        reactor (asyncio's request_response: a loop iteration less per
+        request, docs/performance.md). A write not stamped yet counts at the
+        next turn (the idle timeout sees it then)."""
+        quiet = self._quiet
+        if (
+            quiet is None
+            or self._out
+            or self._inbox.items
+            or self._send_error is not None
+            or self._abort
+            or self._stopping
+            or self._eof
+            or self._done
+            or (self._held is not None and self._held())
+            or not quiet()
+        ):
+            return True
+        return self.engine.next_deadline() != self._deadline
+
     def on_io(self, mask: int, now: float) -> None:
         if not mask & READ or self._done:
             return  # writable: the turn that follows flushes
@@ -435,7 +459,9 @@ class LoopConnection:
             waker, poller = _thread_poller(fd)
             self._direct_waker = waker
             first = _DIRECT_SLICE if timeout is None else min(_DIRECT_SLICE, timeout)
-            ready = poller.poll(first * 1000)
+            # (A reactor that found the connection taken before the waker was
+            # set could not wake it: its turn is owed now.)
+            ready = [] if self._missed else poller.poll(first * 1000)
             later = time.monotonic()
             if len(ready) == 1 and ready[0][0] == fd and not self._missed:
                 now = later

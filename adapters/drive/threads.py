@@ -49,6 +49,7 @@ class ConnectionThread:
         # The connection's own bound method: one call less per direct call.
         self.call_direct = self._conn.call_direct  # type: ignore[method-assign]
         self.exchange_direct = self._conn.exchange_direct  # type: ignore[method-assign]
+        self.write_now = self._conn.write_now  # type: ignore[method-assign]
 
     def _exited(self, conn: LoopConnection) -> None:
         self._loop.stop_soon()  # one connection, one loop: the thread ends with it

@@ -212,18 +212,19 @@ class Connection:
         answer's data is returned instead of a ``PayloadReceived`` event.
 
         For anything else (another frame, more than one, an ERROR, metadata,
-        a fragment, a closed connection...) it returns None and changes
-        nothing: feed ``data`` to ``receive_data``. The latency path of a
+        a fragment, a closed connection, events not taken yet...) it returns
+        None and changes nothing: feed ``data`` to ``receive_data``. The latency path of a
         blocking request-response uses it (a speed trick: the read's event
         and its dispatch cost a fifth of a sequential round trip's client
         CPU; ``bench_tcp.py --latency-costs``, docs/performance.md).
         """
-        if not self._prefixed or self._ctx.state is not _ESTABLISHED:
-            return None
+        ctx = self._ctx
+        if not self._prefixed or ctx.state is not _ESTABLISHED or ctx.events or self._event_queue:
+            return None  # (events not taken yet: the answer's would follow them)
         answer = self._receiver.take_answer(data, stream_id)
         if answer is not None:
             if now is not None:
-                self._ctx.observe(now)
+                ctx.observe(now)
             self._keepalive.on_receive(now)
         return answer
 

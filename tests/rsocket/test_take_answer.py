@@ -171,3 +171,18 @@ def test_a_closed_connection_takes_nothing() -> None:
     with pytest.raises(RemoteProtocolError):
         a.receive_data(_frame(0, 0x3F, 0, b""), NOW)  # a reserved frame type: protocol error
     assert a.take_answer(_frame(sid, PAYLOAD, N | C, b"x"), sid, NOW) is None
+
+
+def test_events_not_taken_yet_leave_the_answer_alone() -> None:
+    """The answer's event would come after them: the straight path does
+    not jump the queue."""
+    a, _, sid = _twins()
+    a.receive_data(_frame(0, KEEPALIVE, 0, bytes(8) + b"ping"), NOW)  # an event, not taken
+    answer = _frame(sid, PAYLOAD, N | C, b"answer")
+    assert a.take_answer(answer, sid, NOW) is None
+    a.receive_data(answer, NOW)
+    events = a.events()
+    assert events[-1] == PayloadReceived(
+        stream_id=sid, data=b"answer", metadata=None, complete=True, next=True
+    )
+    assert len(events) == 2

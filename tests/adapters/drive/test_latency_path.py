@@ -503,3 +503,39 @@ def test_a_direct_request_that_times_out_is_cancelled(
         answering = _answering(raw_server)
         assert client.request_response(b"again", timeout=WAIT) == Payload(b"answer:again")
         answering.join(WAIT)
+
+
+def test_a_reactor_that_misses_before_the_waker_is_set_gets_the_connection_back(
+    raw_server: RawServer, loop_kind: str | Loop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reactor finds the connection taken just before the calling thread
+    has set its waker (nothing to wake yet): the calling thread sees it
+    missed before it waits, does not wait a slice out, and hands the
+    connection back; the answer arrives the ordinary way."""
+    from sansrs.adapters.drive import connection as connection_module
+
+    with connect(raw_server.url, loop=loop_kind) as client:
+        _warm(raw_server, client)
+        driver = _driver(client)
+        original = connection_module._thread_poller
+        polls: list[float] = []
+
+        class Poller:
+            def __init__(self, inner: Any) -> None:
+                self.inner = inner
+
+            def poll(self, timeout: float) -> Any:
+                polls.append(timeout)
+                return self.inner.poll(timeout)
+
+        def thread_poller(fd: int) -> Any:
+            waker, poller = original(fd)
+            if not polls:
+                driver._miss()  # as the reactor does, the waker not set yet
+            return waker, Poller(poller)
+
+        monkeypatch.setattr(connection_module, "_thread_poller", thread_poller)
+        answering = _answering(raw_server)
+        assert client.request_response(b"m", timeout=WAIT) == Payload(b"answer:m")
+        answering.join(WAIT)
+        assert polls == []  # handed back at once, never waited here
