@@ -190,7 +190,7 @@ class AsyncioReactor:
 
     def _readable(self, conn: Driven) -> None:
         conn.on_io(READ, time.monotonic())
-        if not conn.scheduled:
+        if not conn.scheduled and conn.needs_turn():
             self.service_soon(conn)
 
     def _writable(self, conn: Driven) -> None:

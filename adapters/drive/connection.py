@@ -247,13 +247,15 @@ class LoopConnection:
                 self._wrote = True  # the turn stamps the time (idle_timeout)
 
     def needs_turn(self) -> bool:
-        """Owner, after :meth:`write_now`: whether a turn has anything to do.
-        False when all is written, the engine is quiet (nothing to pump, send
-        or close), no other thread's call waits and the engine's deadline is
-        the one armed: a caller that has just written need not wake the
-        reactor (asyncio's request_response: a loop iteration less per
-        request, docs/performance.md). A write not stamped yet counts at the
-        next turn (the idle timeout sees it then)."""
+        """Owner, after a read or :meth:`write_now`: whether a turn has
+        anything to do. False when all is written, the engine is quiet
+        (nothing to pump, send or close), no other thread's call waits and
+        the engine's deadline is not earlier than the one a turn last armed
+        (one that moved later costs a turn at the old one, with nothing due,
+        as in :meth:`_turn`): the caller need not run or wake a turn (asyncio:
+        a loop iteration less per request and per answer,
+        docs/performance.md). A write not stamped yet counts at the next turn
+        (the idle timeout sees it then)."""
         quiet = self._quiet
         if (
             quiet is None
@@ -268,7 +270,9 @@ class LoopConnection:
             or not quiet()
         ):
             return True
-        return self.engine.next_deadline() != self._deadline
+        deadline = self.engine.next_deadline()
+        armed = self._deadline
+        return deadline is not None and (armed is None or deadline < armed)
 
     def on_io(self, mask: int, now: float) -> None:
         if not mask & READ or self._done:
@@ -824,6 +828,9 @@ class _AcceptPause:
 
     def on_io(self, mask: int, now: float) -> None:
         pass
+
+    def needs_turn(self) -> bool:
+        return True
 
     def service(self, now: float) -> None:
         if self.timer is None:  # fired (a stale turn leaves it set)

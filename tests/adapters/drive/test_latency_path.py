@@ -539,3 +539,34 @@ def test_a_reactor_that_misses_before_the_waker_is_set_gets_the_connection_back(
         assert client.request_response(b"m", timeout=WAIT) == Payload(b"answer:m")
         answering.join(WAIT)
         assert polls == []  # handed back at once, never waited here
+
+
+def test_a_turn_is_owed_only_when_it_has_something_to_do(
+    raw_server: RawServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``needs_turn`` (asyncio skips the turn after a read or a write when it
+    is False): nothing owed after a quiet exchange; owed for output left,
+    a call queued, the end of input, or a deadline earlier than the one
+    armed (one that moved later is met by the timer already armed)."""
+    with connect(raw_server.url, loop="thread") as client:
+        _warm(raw_server, client)
+        driver = _driver(client)
+        answering = _answering(raw_server)
+        assert client.request_response(b"q", timeout=WAIT) == Payload(b"answer:q")
+        answering.join(WAIT)
+        _settle(driver)
+        assert not driver.needs_turn()
+        armed = driver._deadline
+        assert armed is not None
+        engine: Any = driver.engine
+        monkeypatch.setattr(engine, "next_deadline", lambda: armed + 5.0)
+        assert not driver.needs_turn()  # later: the armed timer comes first
+        monkeypatch.setattr(engine, "next_deadline", lambda: armed - 5.0)
+        assert driver.needs_turn()  # earlier: a turn must arm it
+        monkeypatch.undo()
+        driver._out += b"x"
+        assert driver.needs_turn()
+        del driver._out[:]
+        driver._eof = True
+        assert driver.needs_turn()
+        driver._eof = False
