@@ -315,7 +315,8 @@ class LoopConnection:
         """A turn; ``read``: the reactor's fast path for a readable
         connection with no turn queued: read first, then the turn, in one
         pass under the drive lock (the turn's write sends the answers the
-        input caused)."""
+        input caused), unless the read left nothing for a turn to do
+        (:meth:`needs_turn`: a request answered and written at once)."""
         if self._done:
             return
         if not self._drive.acquire(False):
@@ -324,8 +325,8 @@ class LoopConnection:
         try:
             if read:
                 self._read(now)
-                if self._done:
-                    return
+                if self._done or not self.needs_turn():
+                    return  # (the answers the read caused are written already)
             self._turn(now)
         except Exception as exc:
             self._fail(exc)
