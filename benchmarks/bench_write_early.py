@@ -6,7 +6,7 @@ benchmark client (``request_response_many``) in this process with the same
 setting; settings alternate run by run, medians are printed.
 
     .venv/bin/python benchmarks/bench_write_early.py --runs 5
-    .venv/bin/python benchmarks/bench_write_early.py --every 8 --every 16 --every 32
+    .venv/bin/python benchmarks/bench_write_early.py --every 16 --every 32 --every 64
 """
 
 from __future__ import annotations
@@ -52,10 +52,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--every", type=int, action="append",
-                        help="WRITE_EVERY values to compare (default: 16 and off)")
+                        help="WRITE_EVERY values to compare (default: today's and off)")
     parser.add_argument("--requests", type=int, default=100_000)
     args = parser.parse_args()
-    settings = args.every or [16, OFF]
+    settings = args.every or [engine.WRITE_EVERY, OFF]
     rates: dict[int, list[float]] = {e: [] for e in settings}
     for _ in range(args.runs):
         for every in settings:
