@@ -194,6 +194,17 @@ class RSocketEngine:
                     handle.sink.put(answer)
                     handle.sink.finish()
                     return
+        elif not requests and data:
+            # A request-response read alone (the server of a sequential
+            # exchange): served without an event, its answer written at once.
+            request = self.conn.take_request(data, now)
+            if request is not None:
+                self._now = now
+                self.on_request_response(*request)
+                self._dispatch_events()  # what the handler caused, if anything
+                if self._write_now is not None:
+                    self._write_early()
+                return
         try:
             self.conn.receive_data(data, now)
         except core.RemoteProtocolError as exc:

@@ -228,6 +228,32 @@ class Connection:
             self._keepalive.on_receive(now)
         return answer
 
+    def take_request(
+        self, data: bytes, now: float | None = None
+    ) -> tuple[int, bytes, bytes | None] | None:
+        """``receive_data(data, now)`` for a read that is exactly one whole
+        REQUEST_RESPONSE from the peer, its stream accepted (a new ID of the
+        peer's parity, room for it, no lease in force), and nothing else:
+        the same state changes (the stream opens, the clock and the
+        keepalive see the input) and ``(stream ID, data, metadata)``
+        returned instead of a ``RequestResponseReceived`` event; answer it
+        as that event's request.
+
+        For anything else it returns None and changes nothing: feed ``data``
+        to ``receive_data``. The server's side of the latency path of a
+        sequential request-response (``bench_tcp.py --latency-costs``,
+        docs/performance.md).
+        """
+        ctx = self._ctx
+        if not self._prefixed or ctx.state is not _ESTABLISHED or ctx.events or self._event_queue:
+            return None
+        request = self._receiver.take_request(data)
+        if request is not None:
+            if now is not None:
+                ctx.observe(now)
+            self._keepalive.on_receive(now)
+        return request
+
     def receive_frame(self, frame: bytes, now: float | None = None) -> None:
         """Feed one frame (one message) from a message transport."""
         if self._prefixed:

@@ -312,6 +312,51 @@ class Receiver:
         ctx.received_position += length
         return data[9:]
 
+    def take_request(self, data: bytes) -> tuple[int, bytes, bytes | None] | None:
+        """``Connection.take_request``: ``data`` consumed as ``_parse`` would
+        consume it, when it is exactly one whole REQUEST_RESPONSE (metadata
+        or not, no fragments) on a new stream ID of the peer's parity, with
+        no lease and room for the stream (``_parse``'s request path), nothing
+        buffered before it; the request's stream opened and ``(stream ID,
+        data, metadata)`` returned. Otherwise None and nothing changed."""
+        ctx = self._ctx
+        n = len(data)
+        if n < 9 or ctx.inbuf or ctx.state is not _ESTABLISHED or self._leases.enabled:
+            return None
+        hi, lo, sid, tf = unpack_prefix_header(data, 0)
+        length = hi << 16 | lo
+        if (
+            length + 3 != n
+            or length > self._max_frame
+            or tf & WHOLE_REQUEST_MASK != T_REQUEST_RESPONSE
+            or tf & REQUEST_FNF_BIT
+        ):
+            return None
+        table = self._streams
+        streams = table.by_id
+        if (
+            sid & 1 != table.peer_parity
+            or not 0 < sid <= MAX_STREAM_ID
+            or sid in streams  # spec 9.1: ignored, by receive_data
+            or table.peer_count >= ctx.config.max_concurrent_streams
+        ):
+            return None
+        start = 9
+        metadata = None
+        if tf & FLAG_METADATA:  # a 24-bit metadata length, then the metadata
+            if length < 9:
+                return None  # malformed: receive_data reports it
+            md_len = data[9] << 16 | data[10] << 8 | data[11]
+            if md_len > length - 9:
+                return None
+            metadata = data[12 : 12 + md_len]
+            start = 12 + md_len
+        ctx.setup_confirmed = True
+        streams[sid] = Stream(sid, _RR, False, _RR_RESPONDER, 1, 0)
+        table.peer_count += 1
+        ctx.received_position += length
+        return sid, data[start:], metadata
+
     def receive_message(self, frame: bytes) -> None:
         """One frame from a message transport (see ``Connection.receive_frame``)."""
         ctx = self._ctx

@@ -184,7 +184,16 @@ def test_trickled_setup_reaches_the_core_piece_by_piece() -> None:
         fed.append(len(data))
         receive(data, now)
 
+    take = server.conn.take_request
+
+    def take_spy(data: bytes, now: float | None = None) -> object:
+        taken = take(data, now)  # a request read alone, taken whole
+        if taken is not None:
+            fed.append(len(data))
+        return taken
+
     server.conn.receive_data = spy  # type: ignore[method-assign]
+    server.conn.take_request = take_spy  # type: ignore[method-assign,assignment]
     for off in range(0, len(wire), 4096):
         server.receive_data(wire[off : off + 4096], 0.0)
     assert sum(fed) == len(wire) and max(fed) <= 4096

@@ -1,10 +1,11 @@
-"""``Connection.take_answer`` (the read of a blocking request-response's
-latency path, docs/performance.md) must be ``receive_data`` for the one read
-it takes and nothing at all for every other read: the same state after,
-the same events (the answer's data instead of its ``PayloadReceived``), the
-same bytes out, the same errors. Checked against a twin connection fed
-with ``receive_data``, for reads built from every kind of frame, cut and
-joined anyhow."""
+"""``Connection.take_answer`` and ``Connection.take_request`` (the reads of
+a sequential request-response's latency path, client and server,
+docs/performance.md) must be ``receive_data`` for the one read each takes
+and nothing at all for every other read: the same state after, the same
+events (the answer's data or the request instead of its event), the same
+bytes out, the same errors. Checked against a twin connection fed with
+``receive_data``, for reads built from every kind of frame, cut and joined
+anyhow."""
 
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from sansrs.rsocket import Connection, RemoteProtocolError
-from sansrs.rsocket.events import PayloadReceived
+from sansrs.rsocket import Connection, ConnectionConfig, RemoteProtocolError
+from sansrs.rsocket.events import PayloadReceived, RequestResponseReceived
 from tests.rsocket.pair import Pair
 
 NOW = 5.0
 PAYLOAD, ERROR, KEEPALIVE, REQUEST_N, CANCEL = 0x0A, 0x0B, 0x03, 0x08, 0x09
+REQUEST_RESPONSE, REQUEST_FNF, REQUEST_STREAM = 0x04, 0x05, 0x06
 M, F, C, N, IGNORE = 0x100, 0x80, 0x40, 0x20, 0x200
 
 
@@ -186,3 +188,100 @@ def test_events_not_taken_yet_leave_the_answer_alone() -> None:
         stream_id=sid, data=b"answer", metadata=None, complete=True, next=True
     )
     assert len(events) == 2
+
+
+# -- the server's side: take_request ------------------------------------------
+
+
+def _server_twins(**config: int) -> tuple[Connection, Connection]:
+    """Two servers in the same state, established, no stream open."""
+    server_config = ConnectionConfig(**config) if config else None  # type: ignore[arg-type]
+    a = Pair.established(server_config=server_config).server
+    b = Pair.established(server_config=server_config).server
+    return a, b
+
+
+def _assert_same_server(a: Connection, b: Connection) -> None:
+    assert a.state is b.state
+    assert a.open_streams == b.open_streams
+    assert a.received_position == b.received_position
+    assert a.next_deadline() == b.next_deadline()
+    for sid in a.open_streams:  # both answer alike
+        a.send_payload(sid, b"answer", complete=True)
+        b.send_payload(sid, b"answer", complete=True)
+    assert a.data_to_send() == b.data_to_send()
+    assert a.open_streams == b.open_streams == []
+
+
+@st.composite
+def _requests(draw: st.DrawFn) -> bytes:
+    """A read: mostly one request (kinds, IDs, metadata varied), or several
+    frames, or a part of them."""
+    def one() -> bytes:
+        ftype = draw(st.sampled_from([REQUEST_RESPONSE] * 4 + [REQUEST_FNF, REQUEST_STREAM]))
+        sid = draw(st.sampled_from([1, 1, 3, 2, 0]))
+        data = draw(st.binary(max_size=24))
+        flags = draw(st.sampled_from([0, 0, M, F, C, N]))
+        body = data
+        if ftype == REQUEST_STREAM:
+            body = struct.pack(">I", 1) + data
+        if flags & M:
+            md = draw(st.binary(max_size=6))
+            md_len = draw(st.sampled_from([len(md), len(md), len(md) + 40]))
+            body = md_len.to_bytes(3, "big") + md + body
+        return _frame(sid, ftype, flags, body)
+
+    if draw(st.integers(0, 3)) == 0:  # the read the path is for, often
+        md = draw(st.none() | st.binary(max_size=6))
+        data = draw(st.binary(max_size=24))
+        if md is None:
+            return _frame(1, REQUEST_RESPONSE, 0, data)
+        return _frame(1, REQUEST_RESPONSE, M, len(md).to_bytes(3, "big") + md + data)
+    frames = [one() for _ in range(draw(st.integers(1, 3)))]
+    data = b"".join(frames)
+    if draw(st.integers(0, 3)) == 0 and len(data) > 1:
+        data = data[: draw(st.integers(1, len(data) - 1))]
+    return data
+
+
+@settings(max_examples=400, deadline=None)
+@given(read=_requests())
+def test_take_request_is_receive_data_for_a_lone_request_and_nothing_for_the_rest(
+    read: bytes,
+) -> None:
+    a, b = _server_twins()
+    taken = a.take_request(read, NOW)
+    b_error = _feed(b, read)
+    event("taken" if taken is not None else "left")
+    if taken is None:
+        assert a.events() == []
+        assert _feed(a, read) == b_error
+        assert a.events() == b.events()
+    else:
+        assert b_error is None
+        sid, data, metadata = taken
+        assert b.events() == [RequestResponseReceived(stream_id=sid, data=data, metadata=metadata)]
+        assert a.events() == []
+    _assert_same_server(a, b)
+
+
+def test_a_request_for_an_open_stream_is_left_to_receive_data() -> None:
+    """Spec 9.1 (a stream ID in use): not a new request; receive_data
+    decides what it is."""
+    a, _ = _server_twins()
+    request = _frame(1, REQUEST_RESPONSE, 0, b"q")
+    assert a.take_request(request, NOW) == (1, b"q", None)
+    assert a.take_request(request, NOW) is None
+    assert a.open_streams == [1]
+
+
+def test_a_request_beyond_the_stream_limit_is_left_to_receive_data() -> None:
+    a, b = _server_twins(max_concurrent_streams=1)
+    assert a.take_request(_frame(1, REQUEST_RESPONSE, 0, b"q"), NOW) is not None
+    b.receive_data(_frame(1, REQUEST_RESPONSE, 0, b"q"), NOW)
+    b.events()
+    second = _frame(3, REQUEST_RESPONSE, 0, b"r")
+    assert a.take_request(second, NOW) is None
+    assert _feed(a, second) == _feed(b, second)
+    assert a.events() == b.events()
+    assert a.data_to_send() == b.data_to_send()  # the refusal, alike
