@@ -8,6 +8,7 @@ machine hits both alike, and prints the medians and their ratio.
     git worktree add /tmp/before <commit> && (cd /tmp/before && make venv)
     .venv/bin/python benchmarks/bench_ab.py --before /tmp/before --runs 5
     .venv/bin/python benchmarks/bench_ab.py --before /tmp/before --only stream16 --impl sansrs-ws
+    .venv/bin/python benchmarks/bench_ab.py --before /tmp/before --cpu --runs 7  # CPU per rt
 
 Each run is one client process against a fresh server of the same
 checkout (``python -m sansrs serve``, ``benchmarks/bench_tcp.py client``).
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -78,6 +80,55 @@ def one_run(tree: Path, impl: str, kind: str, count: int, arg: int) -> float:
     return float(result["count"] / result["seconds"])
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all threads)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_run(tree: Path, impl: str, count: int) -> tuple[float, float, float]:
+    """``--cpu``: one ``bench_tcp.py rr-cpu`` run (sequential request-responses
+    after a warm-up) against a fresh server of the same checkout: (round
+    trips/s, client CPU µs and server CPU µs per round trip)."""
+    loop = ["--loop", "selector"] if impl == "sansrs-selector" else []
+    proc = subprocess.Popen(
+        [python(tree), "-m", "sansrs", "serve", *loop, "tcp://127.0.0.1:0"],
+        stdout=subprocess.PIPE, text=True, cwd=tree,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        port = proc.stdout.readline().split()[1].rsplit(":", 1)[-1]
+        before = _cpu_seconds(proc.pid)
+        out = subprocess.run(
+            [python(tree), str(tree / "benchmarks" / "bench_tcp.py"), "rr-cpu", impl, port,
+             str(count)],
+            capture_output=True, text=True, timeout=600, check=True, cwd=tree,
+        ).stdout  # fmt: skip
+        server = _cpu_seconds(proc.pid) - before
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    rate, user, system = json.loads(out.strip().splitlines()[-1])
+    return rate, user + system, server / (count + 300) * 1e6  # (its warm-up: 300)
+
+
+def cpu_main(before: Path, impls: list[str], runs: int, count: int) -> None:
+    print(f"bench_ab --cpu: rr_seq, {count} round trips a run, {runs} runs each, interleaved")
+    print("| driver | before rt/s | after rt/s | client µs before | after | server µs before "
+          "| after |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for impl in impls:
+        got: dict[Path, list[tuple[float, float, float]]] = {before: [], AFTER: []}
+        for i in range(runs):
+            for tree in (before, AFTER) if i % 2 == 0 else (AFTER, before):
+                got[tree].append(cpu_run(tree, impl, count))
+        med = {t: [statistics.median(r[k] for r in got[t]) for k in range(3)] for t in got}
+        b, a = med[before], med[AFTER]
+        print(f"| {impl} | {b[0]:,.0f} | {a[0]:,.0f} | {b[1]:.1f} | {a[1]:.1f} | {b[2]:.1f} "
+              f"| {a[2]:.1f} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -87,8 +138,16 @@ def main() -> None:
     parser.add_argument("--only", action="append", choices=sorted(SCENARIOS))
     parser.add_argument("--impl", action="append", choices=IMPLS)
     parser.add_argument("--scale", type=float, default=0.5, help="multiply message counts")
+    parser.add_argument("--cpu", action="store_true",
+                        help="sequential request-response only: CPU per round trip of "
+                             "each side (thread and selector drivers)")
     args = parser.parse_args()
     before = args.before.resolve()
+    if args.cpu:
+        impls = [i for i in args.impl or ["sansrs", "sansrs-selector"]
+                 if i in ("sansrs", "sansrs-selector")]
+        cpu_main(before, impls, args.runs, int(20_000 * args.scale))
+        return
     names = args.only or ["stream16", "stream1k", "rr_seq", "rr64", "fnf16"]
     impls = args.impl or ["sansrs", "sansrs-ws"]
     print(f"bench_ab: before {before}, after {AFTER}; {args.runs} runs each, interleaved")
