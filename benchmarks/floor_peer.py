@@ -17,10 +17,10 @@ from __future__ import annotations
 import os
 import socket
 import sys
-import threading
 import time
 from struct import Struct
 
+import raw_peer
 from raw_peer import settle_allocator
 
 #: 24-bit length (its high byte 0), stream ID, type and flags.
@@ -52,14 +52,6 @@ def _serve_connection(sock: socket.socket) -> None:
                     sock.sendall(pack(6 + len(body), sid, ANSWER) + body)
                 off += 3 + length
             buf = buf[off:]
-
-
-def serve(port: int) -> None:
-    listener = socket.create_server(("127.0.0.1", port))
-    print(f"READY {listener.getsockname()[1]}", flush=True)
-    while True:
-        sock, _ = listener.accept()
-        threading.Thread(target=_serve_connection, args=(sock,), daemon=True).start()
 
 
 def _setup_frame() -> bytes:
@@ -105,6 +97,6 @@ def request_response(port: int, count: int, size: int = 16) -> tuple[float, floa
 if __name__ == "__main__":
     settle_allocator()
     if len(sys.argv) == 3 and sys.argv[1] == "serve":
-        serve(int(sys.argv[2]))
+        raw_peer.serve(int(sys.argv[2]), _serve_connection)
     else:
         sys.exit(__doc__)

@@ -17,7 +17,7 @@ import socket
 import struct
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 HEADER = struct.Struct(">I")
 STREAM_REQ = struct.Struct(">QI")
@@ -89,12 +89,15 @@ def _serve_connection(sock: socket.socket) -> None:
                     sock.sendall(b"".join(batch))
 
 
-def serve(port: int) -> None:
+def serve(port: int, serve_connection: Callable[[socket.socket], None] | None = None) -> None:
+    """Accept on ``port`` (0: any), a thread per connection running
+    ``serve_connection`` (this peer's by default); prints ``READY <port>``."""
+    serve_connection = serve_connection or _serve_connection
     listener = socket.create_server(("127.0.0.1", port))
     print(f"READY {listener.getsockname()[1]}", flush=True)
     while True:
         sock, _ = listener.accept()
-        threading.Thread(target=_serve_connection, args=(sock,), daemon=True).start()
+        threading.Thread(target=serve_connection, args=(sock,), daemon=True).start()
 
 
 def connect(port: int) -> socket.socket:

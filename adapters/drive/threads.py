@@ -99,7 +99,9 @@ class ConnectionThread:
         timeout: float | None,
     ) -> object:
         """One request and its answer on this thread while the connection's
-        thread is idle (:meth:`.LoopConnection.exchange_direct`)."""
+        thread is idle (:meth:`.LoopConnection.exchange_direct`). (Declared
+        for readers and type checkers: each instance holds the connection's
+        bound method instead, a call less per request.)"""
         return self._conn.exchange_direct(call, answer, until, timeout)
 
     def write_now(self) -> None:
