@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sansrs.adapters.transport.websocket.frames import (
@@ -337,3 +338,49 @@ def test_masked_batches_of_many_lengths_taking_turns_stay_exact() -> None:
     collector = Collector(ConnectionType.SERVER)
     collector.splitter.feed(wire)
     assert collector.got == [(2, m) for m in messages]
+
+
+# Text messages of mixed lengths around every header size boundary (the
+# text paths take no batches: lengths seldom repeat), ASCII or not.
+TEXTS = st.lists(
+    st.one_of(
+        st.text(max_size=140),
+        st.integers(120, 300).map(lambda n: "a" * n),
+        st.integers(0, 3).map(lambda n: "\u00e9" * (32767 + n)),  # 65534..65540 bytes
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(TEXTS, st.booleans())
+def test_encode_text_run_frames_each_message_as_wsproto_would(
+    texts: list[str], client: bool
+) -> None:
+    messages = [t.encode() for t in texts]
+    run = run_of(messages)
+    wire, used = encode_run(run, KeySource() if client else None, text=True)
+    assert used == len(run)
+    receiver = ConnectionType.SERVER if client else ConnectionType.CLIENT
+    assert wsproto_messages(receiver, wire) == [(1, m) for m in messages]
+    if not client:  # unmasked: byte for byte what one frame at a time gives
+        assert wire == b"".join(encode_data_frame(1, m, None) for m in messages)
+    # A message cut off at the end is left for later.
+    unmasked = b"".join(encode_data_frame(1, m, None) for m in messages)
+    cut = run + b"\x00\x01\x00" + b"x" * 10
+    assert encode_run(cut, None, text=True) == (unmasked, len(run))
+
+
+@given(TEXTS, st.integers(0, 8), st.booleans())
+def test_encode_text_run_refuses_any_message_that_is_not_utf8_alone(
+    texts: list[str], at: int, client: bool
+) -> None:
+    """A bad engine cannot make us send invalid UTF-8 (RFC 6455, 8.1): one
+    bad message anywhere fails the run, also a character split between two
+    messages (valid only when they are joined)."""
+    messages = [t.encode() for t in texts]
+    at = min(at, len(messages))
+    for bad in ([b"ok\xff"], [b"split \xc3", b"\xa9 across"]):
+        run = run_of(messages[:at] + bad + messages[at:])
+        with pytest.raises(UnicodeDecodeError):
+            encode_run(run, KeySource() if client else None, text=True)
