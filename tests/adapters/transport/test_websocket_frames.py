@@ -384,3 +384,49 @@ def test_encode_text_run_refuses_any_message_that_is_not_utf8_alone(
         run = run_of(messages[:at] + bad + messages[at:])
         with pytest.raises(UnicodeDecodeError):
             encode_run(run, KeySource() if client else None, text=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(TEXTS, st.data(), st.sampled_from([ConnectionType.CLIENT, ConnectionType.SERVER]))
+def test_text_frames_of_mixed_lengths_split_like_wsproto(
+    texts: list[str], data: st.DataObject, receiver: ConnectionType
+) -> None:
+    """Text frames of any lengths, around each header size, however the
+    bytes are chunked: the client's text path (the server's general one)
+    gives what wsproto gives, with nothing handed to wsproto."""
+    sender = ConnectionType.SERVER if receiver is ConnectionType.CLIENT else ConnectionType.CLIENT
+    events: list[Event] = [TextMessage(data=t) for t in texts]
+    where = data.draw(st.integers(0, len(events)), label="binary at")
+    events.insert(where, BytesMessage(data=b"b"))
+    wire = frames_from(sender, events)
+    expected = wsproto_messages(receiver, wire)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=4), label="cuts"))
+    collector = Collector(receiver)
+    last = 0
+    for cut in [*cuts, len(wire)]:
+        collector.splitter.feed(wire[last:cut])
+        last = cut
+    assert collector.got == expected
+    assert collector.handed == [] and not collector.splitter.passthrough
+
+
+@settings(max_examples=60, deadline=None)
+@given(TEXTS, st.integers(0, 8), st.sampled_from([b"ok\xff", b"\xc3", b"\xed\xa0\x80"]))
+def test_a_text_frame_that_is_not_utf8_goes_to_wsproto_after_the_good_ones(
+    texts: list[str], at: int, bad: bytes
+) -> None:
+    """RFC 6455, 8.1: invalid UTF-8 in a text message fails the connection
+    (1007, wsproto's answer): the messages before it are delivered, the bad
+    frame and all after it go to wsproto, also when the frames before it
+    are not ASCII."""
+    messages = [t.encode() for t in texts]
+    at = min(at, len(messages))
+    wire = bytearray()
+    for i, m in enumerate([*messages[:at], bad, *messages[at:]]):
+        # a frame with any payload, as a broken server would send it
+        wire += encode_data_frame(1, m, None) if i != at else bytes((0x81, len(m))) + m
+    collector = Collector(ConnectionType.CLIENT)
+    collector.splitter.feed(bytes(wire))
+    assert collector.got == [(1, m) for m in messages[:at]]
+    assert collector.splitter.passthrough
+    assert collector.handed and collector.handed[0].startswith(bytes((0x81, len(bad))) + bad)
