@@ -234,3 +234,56 @@ def test_ditto_client_receive_run_reports_consecutive_items_as_one_event() -> No
 @pytest.mark.parametrize("seed", fuzz_seeds())
 def test_ditto_client_shortcut_fuzz_seeds_pass(seed: bytes) -> None:
     fuzz_one_input(seed)  # the differential fuzz target on its committed seeds
+
+
+def _two_subscriptions(demand: int) -> DittoClient:
+    """Subscriptions "0" and "1" active with ``demand`` each; both shortcuts
+    learned, "1" the newest (tried first)."""
+    client = DittoClient(CONFIG)
+    for sid in ("0", "1"):
+        client.subscribe_for_persisted_events("ns", "t")
+        client.receive_message(created(sid))
+        client.request(sid, demand)
+    for sid in ("0", "1"):
+        client.receive_message(prefix(sid) + compact(ITEM) + "}}")
+    client.messages_to_send()
+    list(client.events())
+    return client
+
+
+def _outcome_of_both(client: DittoClient, chunk: list[str], run: bool) -> tuple[Any, ...]:
+    error = None
+    try:
+        if run:
+            client.receive_run(chunk)
+        else:
+            for text in chunk:
+                client.receive_message(text)
+    except RemoteProtocolError as exc:
+        error = (exc.message, exc.error_code)
+    subs = [client._by_id.get(sid) for sid in ("0", "1")]
+    return (error, _flat(list(client.events())), client.messages_to_send(),
+            [client.state_of(sid) for sid in ("0", "1")],
+            [None if sub is None else sub.demand for sub in subs])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["0", "1"]), st.one_of(items, st.just('"' + "x" * 2100 + '"'))),
+        min_size=1, max_size=16,
+    ),
+    st.sampled_from([1, 3, 8, MAX_DEMAND]),
+    st.integers(1, 8),
+)
+def test_ditto_client_receive_run_of_two_subscriptions_says_what_one_at_a_time_says(
+    sent: list[tuple[str, str]], demand: int, chunk: int
+) -> None:
+    """Items of two subscriptions interleaved (the newest shortcut taken for
+    a stretch of messages, the older one message by message), some beyond
+    ``max_message_size`` (the full path refuses them, 413)."""
+    texts = [prefix(sid) + item + "}}" for sid, item in sent]
+    by_run, one_by_one = _two_subscriptions(demand), _two_subscriptions(demand)
+    for k in range(0, len(texts), chunk):
+        part = texts[k : k + chunk]
+        assert _outcome_of_both(by_run, part, True) == _outcome_of_both(one_by_one, part, False)
