@@ -375,7 +375,7 @@ class DittoClient:
             i += len(items)
             sub = shortcut.sub
             if run is not None and run_sub is sub and events and events[-1] is run:
-                run.items += items
+                run.items.extend(items)
             else:
                 run, run_sub = new_items(sub.key, shortcut.sid, items), sub
                 events.append(run)
