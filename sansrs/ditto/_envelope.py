@@ -101,6 +101,11 @@ _C_ENCODE: Final[Any] = (
 )
 
 
+#: The C encoder's chunks of a value's compact JSON (``"".join`` them), or
+#: None where Python has no C encoder: what :func:`dumps` writes, for ASCII
+#: text (a batch of items writes them without a call per item).
+encode_chunks: Final[Any] = _C_ENCODE
+
 #: ``scan_json(text, index)``: the JSON value that starts at ``index`` and
 #: the index after it, by ``loads``'s rules (``StopIteration`` when none
 #: starts there, ``ValueError`` or ``RecursionError`` for bad JSON). One C
