@@ -287,16 +287,20 @@ def main() -> None:
     names = args.only or [n for n in SCENARIOS if n not in _CHILD_SERVER]
     walls: dict[str, list[float]] = {n: [] for n in names}
     cpus: dict[str, list[float]] = {n: [] for n in names}
+    server_cpus: dict[str, list[float]] = {n: [] for n in names}
     for _ in range(args.runs):  # the scenarios take turns, so load hits them alike
         for name in names:
             started, cpu_started = time.perf_counter(), time.process_time()
             got = SCENARIOS[name](events)
             cpu_used = time.process_time() - cpu_started
             if name in _CHILD_SERVER:
-                cpu_used += _last_server_cpu.pop()
+                server_used = _last_server_cpu.pop()
+                server_cpus[name].append(server_used / args.events * 1e6)
+                cpu_used += server_used
             cpus[name].append(cpu_used / args.events * 1e6)
             walls[name].append(args.events / (time.perf_counter() - started))
             assert got == args.events, (name, got)
+    server_cpu = {n: statistics.median(v) for n, v in server_cpus.items() if v}
     wall = {n: statistics.median(v) for n, v in walls.items()}
     cpu = {n: statistics.median(v) for n, v in cpus.items()}
     base = cpu.get("core")
@@ -308,6 +312,9 @@ def main() -> None:
     for name in wall:
         ratio = f"{cpu[name] / base:.2f}x" if base else "-"
         print(f"| {name} | {wall[name]:,.0f} | {cpu[name]:.1f} | {ratio} |")
+    for name, used in server_cpu.items():
+        print(f"{name}: server process {used:.1f}, client process {cpu[name] - used:.1f} "
+              "CPU us/event (medians)")
     if "rows" in walls and "rows_raw" in walls:
         ratios = [a / b for a, b in zip(walls["rows"], walls["rows_raw"], strict=True)]
         print(f"\nrows / rows_raw (median of the per-round ratios): "
