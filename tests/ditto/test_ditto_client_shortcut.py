@@ -188,7 +188,9 @@ def _flat(events: list[Any]) -> list[Any]:
     return out
 
 
-def _chunk_outcome(client: DittoClient, chunk: list[str], run: bool) -> tuple[Any, ...]:
+def _chunk_outcome(
+    client: DittoClient, chunk: list[str], run: bool, sids: tuple[str, ...] = ("0",)
+) -> tuple[Any, ...]:
     error = None
     try:
         if run:
@@ -198,9 +200,10 @@ def _chunk_outcome(client: DittoClient, chunk: list[str], run: bool) -> tuple[An
                 client.receive_message(text)
     except RemoteProtocolError as exc:
         error = (exc.message, exc.error_code)
-    sub = client._by_id.get("0")
+    subs = [client._by_id.get(sid) for sid in sids]
     return (error, _flat(list(client.events())), client.messages_to_send(),
-            client.state_of("0"), None if sub is None else sub.demand)
+            [client.state_of(sid) for sid in sids],
+            [None if sub is None else sub.demand for sub in subs])
 
 
 @settings(max_examples=300, deadline=None)
@@ -251,22 +254,6 @@ def _two_subscriptions(demand: int) -> DittoClient:
     return client
 
 
-def _outcome_of_both(client: DittoClient, chunk: list[str], run: bool) -> tuple[Any, ...]:
-    error = None
-    try:
-        if run:
-            client.receive_run(chunk)
-        else:
-            for text in chunk:
-                client.receive_message(text)
-    except RemoteProtocolError as exc:
-        error = (exc.message, exc.error_code)
-    subs = [client._by_id.get(sid) for sid in ("0", "1")]
-    return (error, _flat(list(client.events())), client.messages_to_send(),
-            [client.state_of(sid) for sid in ("0", "1")],
-            [None if sub is None else sub.demand for sub in subs])
-
-
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(
@@ -286,4 +273,5 @@ def test_ditto_client_receive_run_of_two_subscriptions_says_what_one_at_a_time_s
     by_run, one_by_one = _two_subscriptions(demand), _two_subscriptions(demand)
     for k in range(0, len(texts), chunk):
         part = texts[k : k + chunk]
-        assert _outcome_of_both(by_run, part, True) == _outcome_of_both(one_by_one, part, False)
+        assert _chunk_outcome(by_run, part, True, ("0", "1")) == _chunk_outcome(
+            one_by_one, part, False, ("0", "1"))

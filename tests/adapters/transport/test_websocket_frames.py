@@ -77,6 +77,19 @@ class Collector:
         self.got += _messages(list(self.conn.events()))
 
 
+def fed_in_chunks(
+    receiver: ConnectionType, wire: bytes, data: st.DataObject, max_cuts: int
+) -> Collector:
+    """A splitter fed ``wire`` cut at up to ``max_cuts`` drawn places."""
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=max_cuts), label="cuts"))
+    collector = Collector(receiver)
+    last = 0
+    for cut in [*cuts, len(wire)]:
+        collector.splitter.feed(wire[last:cut])
+        last = cut
+    return collector
+
+
 def frames_from(role_sending: ConnectionType, events: list[Event]) -> bytes:
     proto = FrameProtocol(client=role_sending is ConnectionType.CLIENT, extensions=[])
     out = bytearray()
@@ -108,12 +121,7 @@ def test_splitter_gives_the_messages_wsproto_gives_in_any_chunking(
     sender = ConnectionType.SERVER if receiver is ConnectionType.CLIENT else ConnectionType.CLIENT
     wire = frames_from(sender, events)
     expected = wsproto_messages(receiver, wire)
-    cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=6), label="cuts"))
-    collector = Collector(receiver)
-    last = 0
-    for cut in [*cuts, len(wire)]:
-        collector.splitter.feed(wire[last:cut])
-        last = cut
+    collector = fed_in_chunks(receiver, wire, data, 6)
     assert collector.got == expected
     assert not collector.splitter.passthrough  # nothing unusual in there
     # wsproto saw only the control frames, each one whole
@@ -227,12 +235,7 @@ def test_batches_of_same_length_frames_split_like_wsproto(
     sender = ConnectionType.SERVER if receiver is ConnectionType.CLIENT else ConnectionType.CLIENT
     wire = frames_from(sender, [BytesMessage(data=m) for m in messages])
     assert wsproto_messages(receiver, wire) == [(2, m) for m in messages]
-    cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=4), label="cuts"))
-    collector = Collector(receiver)
-    last = 0
-    for cut in [*cuts, len(wire)]:
-        collector.splitter.feed(wire[last:cut])
-        last = cut
+    collector = fed_in_chunks(receiver, wire, data, 4)
     assert collector.got == [(2, m) for m in messages]
     assert collector.handed == [] and not collector.splitter.passthrough
 
@@ -400,12 +403,7 @@ def test_text_frames_of_mixed_lengths_split_like_wsproto(
     events.insert(where, BytesMessage(data=b"b"))
     wire = frames_from(sender, events)
     expected = wsproto_messages(receiver, wire)
-    cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=4), label="cuts"))
-    collector = Collector(receiver)
-    last = 0
-    for cut in [*cuts, len(wire)]:
-        collector.splitter.feed(wire[last:cut])
-        last = cut
+    collector = fed_in_chunks(receiver, wire, data, 4)
     assert collector.got == expected
     assert collector.handed == [] and not collector.splitter.passthrough
 
