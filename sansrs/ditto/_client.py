@@ -360,13 +360,13 @@ class DittoClient:
             text = texts[i]
             items: Any = _MISS
             shortcuts = self._shortcuts  # a full-path next may have taught one
-            for k, shortcut in enumerate(shortcuts):
+            for shortcut in shortcuts:
+                # At most one prefix matches: they are written by
+                # next_prefix, compact JSON whose topic, headers and
+                # subscription ID each end where their text ends, so no
+                # prefix begins another (their order does not matter).
                 if text.startswith(shortcut.prefix):
-                    if k == 0:  # the newest: no other is tried before it
-                        items = self._shortcut_items(texts, i, shortcut)
-                    else:
-                        item = self._shortcut_item(text, shortcut)
-                        items = _MISS if item is _MISS else [item]
+                    items = self._shortcut_items(texts, i, shortcut)
                     break
             if items is _MISS:
                 self._receive(text)
