@@ -28,7 +28,8 @@ AFTER = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(AFTER / "benchmarks"))
 from bench_tcp import SCENARIOS, WS_PATH  # noqa: E402
 
-IMPLS = ("sansrs", "sansrs-ws", "sansrs-selector")
+#: ``sansrs-asyncio``: the asyncio client against ``sansrs serve`` (``rr_seq`` only).
+IMPLS = ("sansrs", "sansrs-ws", "sansrs-selector", "sansrs-asyncio")
 
 
 def python(tree: Path) -> str:
@@ -99,6 +100,8 @@ def main() -> None:
         if kind in ("rr", "rrc"):
             n -= n % arg
         for impl in impls:
+            if impl == "sansrs-asyncio" and name != "rr_seq":
+                continue
             rates: dict[Path, list[float]] = {before: [], AFTER: []}
             for i in range(args.runs):
                 order = (before, AFTER) if i % 2 == 0 else (AFTER, before)

@@ -153,6 +153,10 @@ def client_main(impl: str, port: int, kind: str, count: int, arg: int) -> None:
         from sansrs_client import run
 
         url = f"ws://127.0.0.1:{port}{WS_PATH}" if impl == "sansrs-ws" else f"tcp://127.0.0.1:{port}"
+        if impl == "sansrs-ws":
+            # Imported on first use (the "ws" extra): 25-40 ms of wsproto and
+            # h11 that would be timed, as TCP's imports are not (above).
+            import sansrs.adapters.transport.websocket.handshake  # noqa: F401
         start = time.perf_counter()
         if impl == "sansrs-selector":
             done = run(url, kind, count, arg, loop="selector")
@@ -174,6 +178,10 @@ def rr_cpu_client_main(impl: str, port: int, count: int) -> None:
         wall, after = time.perf_counter() - wall, os.times()
         result = (count / wall, (after.user - before.user) / count * 1e6,
                   (after.system - before.system) / count * 1e6)
+    elif impl == "floor":
+        import floor_peer
+
+        result = floor_peer.request_response(port, count)
     elif impl == "sansrs-no-driver":
         from sansrs_client import rr_cpu_no_driver
 
@@ -194,39 +202,56 @@ def _cpu_split(pid: int) -> tuple[float, float]:
     return int(fields[11]) / ticks, int(fields[12]) / ticks
 
 
-#: ``sansrs-no-driver``: the client's engine on a blocking socket, no driver
-#: (against the thread server): the floor the engine sets for the client.
-LATENCY_IMPLS = ("raw", "sansrs", "sansrs-selector", "sansrs-no-driver")
+#: (client, server) pairs of ``--latency-costs``. ``floor``: floor_peer.py,
+#: real RSocket frames and nothing else (no state, no checks, no driver):
+#: against each other the least any Python RSocket pair can cost; against a
+#: sansrs side, what that side costs alone. ``sansrs-no-driver``: the
+#: client's engine on a blocking socket, no driver (the floor the engine
+#: sets for the client).
+LATENCY_PAIRS = (
+    ("raw", "raw"),
+    ("floor", "floor"),
+    ("floor", "sansrs"),
+    ("sansrs", "floor"),
+    ("sansrs", "sansrs"),
+    ("sansrs-selector", "sansrs-selector"),
+    ("sansrs-no-driver", "sansrs"),
+)
 
 
 def latency_costs(runs: int, count: int) -> None:
     """Where a sequential round trip's time goes: each side's user and
     system CPU per round trip (client and server in their own processes,
-    runs alternating), and the RSocket engines alone (no socket, no driver)."""
-    rows: dict[str, list[tuple[float, ...]]] = {impl: [] for impl in LATENCY_IMPLS}
+    pairs alternating), and the RSocket engines alone (no socket, no driver)."""
+    rows: dict[tuple[str, str], list[tuple[float, ...]]] = {pair: [] for pair in LATENCY_PAIRS}
     with ExitStack() as stack:
-        servers = {impl: stack.enter_context(server(impl)) for impl in LATENCY_IMPLS[:3]}
-        servers["sansrs-no-driver"] = servers["sansrs"]  # one run at a time
+        servers = {impl: stack.enter_context(server(impl))
+                   for impl in {srv for _, srv in LATENCY_PAIRS} - {"floor"}}
+        servers["floor"] = stack.enter_context(
+            server_process([PY, str(HERE / "floor_peer.py"), "serve", "0"], "floor"))
         for i in range(runs):
-            for impl in LATENCY_IMPLS[i % 4:] + LATENCY_IMPLS[: i % 4]:
-                port, proc = servers[impl]
+            k = i % len(LATENCY_PAIRS)
+            for client, srv in LATENCY_PAIRS[k:] + LATENCY_PAIRS[:k]:
+                port, proc = servers[srv]
                 before = _cpu_split(proc.pid)
                 out = subprocess.run(
-                    [PY, str(Path(__file__)), "rr-cpu", impl, str(port), str(count)],
+                    [PY, str(Path(__file__)), "rr-cpu", client, str(port), str(count)],
                     capture_output=True, text=True, timeout=600, check=True).stdout
                 after = _cpu_split(proc.pid)
                 rate, user, system = json.loads(out.strip().splitlines()[-1])
-                rows[impl].append((rate, user, system, (after[0] - before[0]) / count * 1e6,
-                                   (after[1] - before[1]) / count * 1e6))
+                rows[client, srv].append((rate, user, system, (after[0] - before[0]) / count * 1e6,
+                                          (after[1] - before[1]) / count * 1e6))
     print(f"latency costs: {runs} runs of {count} sequential round trips, medians; "
           f"load average {os.getloadavg()[0]:.1f}")
-    print("| client and server | rt/s | client user µs | client sys µs | server user µs "
+    print("| client | server | rt/s | vs raw | client user µs | client sys µs | server user µs "
           "| server sys µs | CPU µs per rt |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for impl, runs_of in rows.items():
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    raw_runs = rows["raw", "raw"]
+    for (client, srv), runs_of in rows.items():
         med = [statistics.median(r[k] for r in runs_of) for k in range(5)]
-        print(f"| {impl} | {med[0]:,.0f} | {med[1]:.1f} | {med[2]:.1f} | {med[3]:.1f} | "
-              f"{med[4]:.1f} | {sum(med[1:]):.1f} |")
+        ratio = statistics.median(r[0] / w[0] for r, w in zip(runs_of, raw_runs, strict=True))
+        print(f"| {client} | {srv} | {med[0]:,.0f} | {ratio:.2f}x | {med[1]:.1f} | {med[2]:.1f} "
+              f"| {med[3]:.1f} | {med[4]:.1f} | {sum(med[1:]):.1f} |")
     sys.path.insert(0, str(HERE))
     from sansrs_client import engines_alone
 
@@ -292,6 +317,11 @@ def main() -> None:
                         help="only measure CPU per sequential round trip, each side "
                              "(user/system), against raw, and the engines alone")
     args, rest = parser.parse_known_args()
+    if rest[:1] in (["client"], ["rr-cpu"], ["slow-client"]):
+        sys.path.insert(0, str(HERE))
+        from raw_peer import settle_allocator
+
+        settle_allocator()  # every client process alike (see raw_peer.py)
     if rest[:1] == ["client"]:
         impl, port, kind, count, arg = rest[1:6]
         client_main(impl, int(port), kind, int(count), int(arg))

@@ -22,16 +22,30 @@ with another checkout's interpreter for a before/after (the script imports
 only the public modules)::
 
     .venv/bin/python benchmarks/bench_websocket.py --transport --runs 5
+
+``--engine``: a server's share of a pipelined request-response (``rr64`` of
+``bench_tcp.py``) without sockets or threads: reads of 16-64 16-byte
+REQUEST_RESPONSEs (the read sizes ``rr64`` shows, the same boundaries for
+both) go through ``RSocketEngine.server`` and the demo responder, as TCP
+bytes or as masked WebSocket frames through ``WebSocketTransport``, the
+answers written as the driver writes them; microseconds of CPU per round
+trip, TCP against ws://, median of ``--runs`` alternating rounds::
+
+    .venv/bin/python benchmarks/bench_websocket.py --engine --runs 7
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import time
 from collections.abc import Callable
 
+from sansrs.adapters.rsocket.demo_routes import demo_router_factory
+from sansrs.adapters.rsocket.engine import RSocketEngine
+from sansrs.adapters.rsocket.options import EngineOptions
 from sansrs.adapters.transport.websocket import WebSocketOptions
 from sansrs.adapters.transport.websocket.frames import KeySource, encode_data_frame, mask
 from sansrs.adapters.transport.websocket.messages import MessageReader
@@ -175,13 +189,105 @@ def main_transport(batches: list[int], runs: int) -> None:
               f"{client_recv:.2f} |", flush=True)
 
 
+#: Requests per read in ``--engine`` (what the server of ``rr64`` reads:
+#: whole writes of 16 requests, one to four at a time).
+ENGINE_READS = (16, 64, 16, 32, 16, 48, 64, 16, 32, 64)
+ENGINE_ROUND_TRIPS = 100_000
+
+
+class _Driver:
+    """What an engine calls on its driver here: ``write_now`` writes what
+    the engine has, as the loop's driver does."""
+
+    def __init__(self, engine: RSocketEngine, transport: _Socket | WebSocketTransport) -> None:
+        self.engine = engine
+        self.transport = transport
+        self.written = 0  # bytes the engine handed over
+
+    def write_now(self) -> None:
+        data = self.engine.data_to_send()
+        if data:
+            self.written += len(data)
+            self.transport.send(data)
+
+    def wake(self) -> None:
+        pass
+
+
+def _engine_input(websocket: bool) -> list[bytes]:
+    """A SETUP, then ``ENGINE_ROUND_TRIPS`` requests in reads of
+    ``ENGINE_READS``: TCP bytes, or masked frames."""
+    setup = RSocketEngine.client(EngineOptions(), None).data_to_send()
+    keys = KeySource()
+    reads = [encode_run(setup, keys)[0] if websocket else setup]
+    stream_id = 1
+    left = ENGINE_ROUND_TRIPS
+    while left:
+        for count in ENGINE_READS:
+            count = min(count, left)
+            run = b"".join(
+                prefix(22) + (stream_id + 2 * i).to_bytes(4, "big") + b"\x10\x00" + b"x" * 16
+                for i in range(count)
+            )
+            reads.append(encode_run(run, keys)[0] if websocket else run)
+            stream_id += 2 * count
+            left -= count
+            if not left:
+                break
+    return reads
+
+
+def measure_engine(websocket: bool, reads: list[bytes]) -> float:
+    """µs of CPU per round trip for the server side of ``reads``."""
+    sock = _Socket()
+    transport = _open_transport(False) if websocket else sock
+    if isinstance(transport, WebSocketTransport):
+        sock = transport._stream  # type: ignore[assignment]
+    engine = RSocketEngine.server(EngineOptions(), message_framed=websocket)
+    driver = _Driver(engine, transport)
+    engine.attach(driver, None, demo_router_factory([])(None))  # type: ignore[arg-type]
+    gc.collect()  # the rounds before leave nothing for this one to collect
+    start = time.process_time()
+    for data in reads:
+        sock.inbox = data
+        engine.receive_data(transport.recv(1 << 18), 0.0)
+        engine.pump()
+        driver.write_now()
+    seconds = time.process_time() - start
+    # Every request answered: a 16-byte PAYLOAD is 25 bytes with its length.
+    if driver.written < 25 * ENGINE_ROUND_TRIPS:
+        raise RuntimeError(f"the server answered {driver.written // 25} requests")
+    return seconds / ENGINE_ROUND_TRIPS * 1e6
+
+
+def main_engine(runs: int) -> None:
+    print(f"load average at start: {os.getloadavg()[0]:.2f}; µs of server CPU per round trip")
+    inputs = {ws: _engine_input(ws) for ws in (False, True)}
+    tcp: list[float] = []
+    ws: list[float] = []
+    for _ in range(runs):
+        tcp.append(measure_engine(False, inputs[False]))
+        ws.append(measure_engine(True, inputs[True]))
+    ratio = statistics.median(w / t for w, t in zip(ws, tcp, strict=True))
+    rounds = ", ".join(f"{t:.2f} / {w:.2f}" for t, w in zip(tcp, ws, strict=True))
+    print(f"rounds (TCP / ws://): {rounds}")
+    print("| TCP | ws:// | ws / TCP |")
+    print("| ---: | ---: | ---: |")
+    print(f"| {statistics.median(tcp):.3f} | {statistics.median(ws):.3f} | {ratio:.3f}x |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--batch", type=int, action="append")
     parser.add_argument("--transport", action="store_true",
                         help="per send/recv call through WebSocketTransport")
+    parser.add_argument("--engine", action="store_true",
+                        help="a server's CPU per pipelined round trip, TCP against ws://")
     args = parser.parse_args()
+    if args.engine:
+        main_engine(args.runs)
+        return
     if args.transport:
         main_transport(args.batch or [1, 4, 16, 32, 64, 3000], args.runs)
         return

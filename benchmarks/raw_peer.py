@@ -24,6 +24,20 @@ STREAM_REQ = struct.Struct(">QI")
 BATCH = 512
 
 
+def settle_allocator() -> None:
+    """Every benchmark process (client or server, ours and the peers') calls
+    this first, so that none is slowed by its own history. ``recv(256 KiB)``
+    (this peer's reads, asyncio's transports) allocates above glibc's initial
+    mmap threshold: until the process frees one large block, every read that
+    returns less than that costs an mmap, a page fault and a munmap or
+    mremap, about 15 µs. That halved the raw ping-pong's rate (and the raw
+    asyncio one's) and not sansrs's, whose imports had already freed such a
+    block (strace -c: no mmap per round trip). Freeing one 4 MiB block
+    raises the threshold for the rest of the process."""
+    block = bytearray(4 << 20)
+    del block
+
+
 def records(sock: socket.socket) -> Iterator[bytes]:
     """Every record read from ``sock`` until end of stream."""
     buf = b""
@@ -151,6 +165,7 @@ def request_response_asyncio(port: int, n: int, size: int = 16) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "serve":
+        settle_allocator()
         serve(int(sys.argv[2]))
     else:
         sys.exit(__doc__)

@@ -372,6 +372,9 @@ def main() -> None:
     b.add_argument("arg", type=int, nargs="?", default=16)
     b.add_argument("--ws", metavar="PATH", default=None, help="connect over WebSocket to PATH")
     args = parser.parse_args()
+    from raw_peer import settle_allocator  # this script's folder is on sys.path
+
+    settle_allocator()  # as every benchmark process (see raw_peer.py)
     if args.command == "serve":
         asyncio.run(serve(args.port, args.lease, args.ws))
     elif args.command == "interop":

@@ -190,7 +190,7 @@ class AsyncioReactor:
 
     def _readable(self, conn: Driven) -> None:
         conn.on_io(READ, time.monotonic())
-        if not conn.scheduled:
+        if not conn.scheduled and conn.needs_turn():
             self.service_soon(conn)
 
     def _writable(self, conn: Driven) -> None:
@@ -593,6 +593,8 @@ class AsyncPeer:
             write_now = getattr(driver, "write_now", None)  # a session's driver has none
             if write_now is not None:
                 write_now()
+                if not driver.needs_turn():
+                    return
             driver.wake()
         else:
             driver.call_soon(fn)

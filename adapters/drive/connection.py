@@ -38,7 +38,7 @@ from typing import Any
 
 from ..transport import Listener, Transport
 from .config import LoopConfig
-from .engine import Call, Engine, Startable
+from .engine import PENDING, Call, Engine, Startable
 from .errors import ConnectionClosed, LoopClosed
 from .queues import Inbox, QueueClosed, Wakeup
 from .reactor import READ, WRITE, Reactor
@@ -246,6 +246,34 @@ class LoopConnection:
                 del out[:sent]
                 self._wrote = True  # the turn stamps the time (idle_timeout)
 
+    def needs_turn(self) -> bool:
+        """Owner, after a read or :meth:`write_now`: whether a turn has
+        anything to do. False when all is written, the engine is quiet
+        (nothing to pump, send or close), no other thread's call waits and
+        the engine's deadline is not earlier than the one a turn last armed
+        (one that moved later costs a turn at the old one, with nothing due,
+        as in :meth:`_turn`): the caller need not run or wake a turn (asyncio:
+        a loop iteration less per request and per answer,
+        docs/performance.md). A write not stamped yet counts at the next turn
+        (the idle timeout sees it then)."""
+        quiet = self._quiet
+        if (
+            quiet is None
+            or self._out
+            or self._inbox.items
+            or self._send_error is not None
+            or self._abort
+            or self._stopping
+            or self._eof
+            or self._done
+            or (self._held is not None and self._held())
+            or not quiet()
+        ):
+            return True
+        deadline = self.engine.next_deadline()
+        armed = self._deadline
+        return deadline is not None and (armed is None or deadline < armed)
+
     def on_io(self, mask: int, now: float) -> None:
         if not mask & READ or self._done:
             return  # writable: the turn that follows flushes
@@ -271,6 +299,10 @@ class LoopConnection:
             self._abort = True
             return
         self._last_io = now
+        self._feed(data, now)
+
+    def _feed(self, data: bytes, now: float) -> None:
+        """Driving thread: bytes read (``b""``: the end) to the engine."""
         try:
             self.engine.receive_data(data, now)
         except Exception as exc:
@@ -283,7 +315,8 @@ class LoopConnection:
         """A turn; ``read``: the reactor's fast path for a readable
         connection with no turn queued: read first, then the turn, in one
         pass under the drive lock (the turn's write sends the answers the
-        input caused)."""
+        input caused), unless the read left nothing for a turn to do
+        (:meth:`needs_turn`: a request answered and written at once)."""
         if self._done:
             return
         if not self._drive.acquire(False):
@@ -292,8 +325,8 @@ class LoopConnection:
         try:
             if read:
                 self._read(now)
-                if self._done:
-                    return
+                if self._done or not self.needs_turn():
+                    return  # (the answers the read caused are written already)
             self._turn(now)
         except Exception as exc:
             self._fail(exc)
@@ -369,6 +402,107 @@ class LoopConnection:
                 loop.resume(self._fd, interest, self)
             self._end_direct(now)
         return True
+
+    def exchange_direct(
+        self,
+        call: Call,
+        answer: Callable[[bytes, float], object],
+        until: Callable[[], bool],
+        timeout: float | None,
+    ) -> object:
+        """:meth:`call_direct` for one request and its one answer (a blocking
+        request-response): ``call`` queues the request, and each read is
+        offered to ``answer(data, now)`` first, which returns the answer
+        when the read was exactly it (the engine took it) and None when it
+        was anything else (the read then goes to the engine as usual).
+
+        Returns the answer; ``None`` when nothing ran here (hand ``call``
+        over, as when call_direct returns False); :data:`PENDING` when
+        ``call`` ran here and its answer comes the ordinary way (wait for
+        ``until``, as when call_direct returns True).
+
+        The straight path, taken while the engine is quiet, is a write, a
+        poll and a read: no pump, no events, no wake-up of anyone (a third
+        of a sequential round trip's client CPU; ``bench_tcp.py
+        --latency-costs``, docs/performance.md). Anything unusual (output
+        left, another thread's call, the reactor wanting the connection, a
+        read that is not the answer) continues as :meth:`call_direct` does,
+        from where it is."""
+        quiet = self._quiet
+        if self._done or not self._direct_ok or quiet is None:
+            return None
+        if not self._drive.acquire(False):
+            return None
+        now = started = time.monotonic()
+        interest = self._interest
+        if (
+            self._done
+            or self._inbox.items
+            or not interest & READ
+            or not self._idle_for_direct(now)
+            or not quiet()
+            or (self._held is not None and self._held())
+        ):
+            self._end_direct(now)  # (a reactor that found it taken runs its turn)
+            return PENDING if self.call_direct(call, until, timeout) else None
+        self._direct_ident = threading.get_ident()
+        loop: Any = self._loop
+        fd = self._fd
+        loop.pause(fd)  # the answer is this thread's to read (see call_direct)
+        try:
+            try:
+                call()
+            except Exception:
+                log.exception("direct call on the connection failed")
+                return PENDING
+            self.write_now()
+            if self._wrote:
+                self._wrote = False
+                self._last_io = now
+            if self._out or self._send_error is not None or until():
+                return PENDING  # the rest is the reactor's (it writes, or finishes)
+            waker, poller = _thread_poller(fd)
+            self._direct_waker = waker
+            first = _DIRECT_SLICE if timeout is None else min(_DIRECT_SLICE, timeout)
+            # (A reactor that found the connection taken before the waker was
+            # set could not wake it: its turn is owed now.)
+            ready = [] if self._missed else poller.poll(first * 1000)
+            later = time.monotonic()
+            if len(ready) == 1 and ready[0][0] == fd and not self._missed:
+                now = later
+                try:
+                    data = self.transport.recv(self._loop.config.recv_size)
+                except (BlockingIOError, InterruptedError):
+                    data = None
+                except OSError as exc:
+                    self._lost = ConnectionClosed(f"connection lost: {exc}")
+                    self._abort = True
+                    return PENDING
+                if data is not None:
+                    self._last_io = now
+                    if data:
+                        got = answer(data, now)
+                        if got is not None:
+                            return got
+                    self._feed(data, now)
+                    if self._done:
+                        return PENDING
+                    if not quiet() or (self._held is not None and self._held()):
+                        self._flush(now)
+                        if self._send_error is not None or self._out:
+                            return PENDING
+                    if until():
+                        return PENDING
+            # The ordinary wait, for what is left of the timeout.
+            left = None if timeout is None else timeout - (later - started)
+            if left is None or left > 0:
+                now = self._wait_direct(until, left, later)
+        finally:
+            self._direct_waker = None
+            if not self._done:
+                loop.resume(fd, interest, self)
+            self._end_direct(now)
+        return PENDING
 
     def _idle_for_direct(self, now: float) -> bool:
         """Nothing for the reactor to do at ``now``: all written, no timeout due."""
@@ -695,6 +829,9 @@ class _AcceptPause:
 
     def on_io(self, mask: int, now: float) -> None:
         pass
+
+    def needs_turn(self) -> bool:
+        return True
 
     def service(self, now: float) -> None:
         if self.timer is None:  # fired (a stale turn leaves it set)

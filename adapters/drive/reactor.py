@@ -43,7 +43,11 @@ class Driven(Protocol):
     timer: float | None
 
     def on_io(self, mask: int, now: float) -> None:
-        """Its descriptor is ready (``READ`` / ``WRITE`` bits); a turn follows."""
+        """Its descriptor is ready (``READ`` / ``WRITE`` bits); a turn follows
+        unless :meth:`needs_turn` says there is nothing for it to do."""
+
+    def needs_turn(self) -> bool:
+        """After a read or a write: whether a turn has anything to do."""
 
     def service(self, now: float) -> None:
         """Run one turn: calls, timers, pump, write, close."""

@@ -48,6 +48,8 @@ class ConnectionThread:
         )
         # The connection's own bound method: one call less per direct call.
         self.call_direct = self._conn.call_direct  # type: ignore[method-assign]
+        self.exchange_direct = self._conn.exchange_direct  # type: ignore[method-assign]
+        self.write_now = self._conn.write_now  # type: ignore[method-assign]
 
     def _exited(self, conn: LoopConnection) -> None:
         self._loop.stop_soon()  # one connection, one loop: the thread ends with it
@@ -88,6 +90,17 @@ class ConnectionThread:
         """Run ``call`` and wait for its answer on this thread while the
         connection's thread is idle (:meth:`.LoopConnection.call_direct`)."""
         return self._conn.call_direct(call, until, timeout)
+
+    def exchange_direct(
+        self,
+        call: Call,
+        answer: Callable[[bytes, float], object],
+        until: Callable[[], bool],
+        timeout: float | None,
+    ) -> object:
+        """One request and its answer on this thread while the connection's
+        thread is idle (:meth:`.LoopConnection.exchange_direct`)."""
+        return self._conn.exchange_direct(call, answer, until, timeout)
 
     def write_now(self) -> None:
         """Owning thread: write queued output now (:meth:`.LoopConnection.write_now`)."""

@@ -179,6 +179,17 @@ class RSocketEngine:
             data = self._feed_setup_first(data, now)
             if not data:
                 return
+        requests = self._requests
+        if len(requests) == 1:
+            # One request outstanding (a sequential request-response, under
+            # any driver): its whole answer alone is taken without an event.
+            handle = next(iter(requests.values()))
+            if handle.kind == "rr":
+                answer = self.take_answer(handle, data, now)
+                if answer is not None:
+                    handle.sink.put(answer)
+                    handle.sink.finish()
+                    return
         try:
             self.conn.receive_data(data, now)
         except core.RemoteProtocolError as exc:
@@ -284,7 +295,7 @@ class RSocketEngine:
         requests = self._requests
         dispatch = self.EVENTS
         new = new_tuple  # see fast.new_tuple
-        exchanges = 0
+        exchanges = served = 0
         while events:
             # Hot path: consecutive items of a stream we requested go to its
             # sink as one batch; everything else through ``core.dispatch``.
@@ -317,6 +328,7 @@ class RSocketEngine:
                         continue  # a channel's inbound item, not an exchange
                 elif type(event) is rr_event:  # served one by one: skip the table
                     self.on_request_response(event.stream_id, event.data, event.metadata)
+                    served += 1
                 elif type(event) is fnf_event:  # likewise, but not an exchange
                     self.on_fire_and_forget(event.data, event.metadata)
                     continue
@@ -325,10 +337,16 @@ class RSocketEngine:
                     continue
                 exchanges += 1
                 if exchanges == WRITE_EVERY:
-                    exchanges = 0
+                    exchanges = served = 0
                     self._write_early()
             if batch_handle is not None:
                 batch_handle.sink.put_many(batch)
+            if served and self._write_now is not None:
+                # Our answers leave before the driver's turn unwinds: the
+                # peer of a sequential request-response waits for exactly
+                # this write (bench_tcp.py --latency-costs).
+                exchanges = served = 0
+                self._write_early()
             events = self.conn.events()  # handlers may have caused more
 
     def _write_early(self) -> None:
@@ -513,6 +531,22 @@ class RSocketEngine:
             return
         handle.sid = sid
         self._requests[sid] = handle
+
+    def take_answer(self, handle: RequestHandle, data: bytes, now: float) -> Payload | None:
+        """A read during a direct request-response
+        (:meth:`..drive.connection.LoopConnection.exchange_direct`): when
+        ``data`` is exactly ``handle``'s answer the core takes it (its state
+        as if fed) and the answer is returned, the request forgotten here;
+        None: ``data`` is anything else, to be fed as usual."""
+        sid = handle.sid
+        if sid is None or self._records is not None:
+            return None
+        answer = self.conn.take_answer(data, sid, now)
+        if answer is None:
+            return None
+        self._now = now
+        del self._requests[sid]
+        return new_tuple(Payload, (answer, None))
 
     def _refused(self, handle: RequestHandle, exc: core.LocalProtocolError) -> None:
         # (A known reason to close was checked before the core was asked.)

@@ -203,6 +203,31 @@ class Connection:
         self._keepalive.on_receive(now)
         self._receiver.receive_prefixed(data)
 
+    def take_answer(self, data: bytes, stream_id: int, now: float | None = None) -> bytes | None:
+        """``receive_data(data, now)`` for a read that is exactly the answer to
+        our request-response ``stream_id``: one whole PAYLOAD with NEXT,
+        without metadata, and nothing else (no partial frame before it).
+        The connection's state moves as ``receive_data`` would move it (the
+        stream completes, the clock and the keepalive see the input) and the
+        answer's data is returned instead of a ``PayloadReceived`` event.
+
+        For anything else (another frame, more than one, an ERROR, metadata,
+        a fragment, a closed connection, events not taken yet...) it returns
+        None and changes nothing: feed ``data`` to ``receive_data``. The latency path of a
+        blocking request-response uses it (a speed trick: the read's event
+        and its dispatch cost a fifth of a sequential round trip's client
+        CPU; ``bench_tcp.py --latency-costs``, docs/performance.md).
+        """
+        ctx = self._ctx
+        if not self._prefixed or ctx.state is not _ESTABLISHED or ctx.events or self._event_queue:
+            return None  # (events not taken yet: the answer's would follow them)
+        answer = self._receiver.take_answer(data, stream_id)
+        if answer is not None:
+            if now is not None:
+                ctx.observe(now)
+            self._keepalive.on_receive(now)
+        return answer
+
     def receive_frame(self, frame: bytes, now: float | None = None) -> None:
         """Feed one frame (one message) from a message transport."""
         if self._prefixed:

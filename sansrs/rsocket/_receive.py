@@ -284,6 +284,34 @@ class Receiver:
         ctx.received_position += position
         self._keep(buf, off)
 
+    def take_answer(self, data: bytes, sid: int) -> bytes | None:
+        """``Connection.take_answer``: ``data`` consumed as ``_parse`` would
+        consume it, when it is exactly one whole PAYLOAD with N, without
+        metadata or fragments, answering our request-response ``sid`` (the
+        same checks as ``_parse``'s answer path), nothing buffered before it;
+        the answer's data returned. Otherwise None and nothing changed."""
+        ctx = self._ctx
+        n = len(data)
+        if n < 9 or ctx.inbuf or ctx.state is not _ESTABLISHED:
+            return None
+        hi, lo, got, tf = unpack_prefix_header(data, 0)
+        length = hi << 16 | lo
+        if got != sid or tf & PAYLOAD_ITEM_MASK != PAYLOAD_ITEM or length + 3 != n:
+            return None
+        if length > self._max_frame:
+            return None  # _parse reports it
+        table = self._streams
+        s = table.by_id.get(sid)
+        if s is None or s.kind is not _RR or not s.requester or s.in_credit <= 0:
+            return None
+        if s.reassembly is not None:
+            return None
+        s.in_credit -= 1
+        ctx.setup_confirmed = True
+        table.step(s, _I.RECV_COMPLETE)  # the answer completes it, C or not (spec 5)
+        ctx.received_position += length
+        return data[9:]
+
     def receive_message(self, frame: bytes) -> None:
         """One frame from a message transport (see ``Connection.receive_frame``)."""
         ctx = self._ctx

@@ -49,12 +49,14 @@ __all__ = [
     "MAX_MASKED_COUNT",
     "MAX_RUN_MESSAGE",
     "MIN_BATCH",
+    "SHAPED",
     "all_alike",
     "count_uniform",
     "encode_batch",
     "encode_run",
     "frames_to_run",
     "prefix",
+    "shape_of",
 ]
 
 #: Largest message a run can hold (its length must fit in 3 bytes).
@@ -179,6 +181,9 @@ class _Masked(NamedTuple):
 #: Frames a mask of fields covers for batches up to that long: an AND is as
 #: long as its shorter operand, so one mask serves every shorter count.
 _SMALL = 64
+#: Batches of at most this many messages (of under 126 bytes) have a cached
+#: shape (:func:`shape_of`).
+SHAPED = _SMALL
 
 
 def _plan(n: int, frames: int) -> _Masked:
@@ -213,6 +218,43 @@ def _masked(n: int, count: int) -> _Masked:
     if count <= _SMALL:
         return _small_plan(n)
     return _large_plan(n, 1 << (count - 1).bit_length())
+
+
+class _Shape(NamedTuple):
+    """Everything a batch of ``count`` messages of ``n`` bytes (``4 <= n <
+    126``, ``count <= _SMALL``) needs, built once: one cache lookup per call
+    instead of one per step. What a pipeline of request-responses sends and
+    reads, 16-64 messages a call, where the fixed cost of a call is most of
+    its cost (docs/performance.md, "WebSocket near TCP")."""
+
+    zeros: bytes  # the high bytes of each run length (a column)
+    lengths: bytes  # the low byte of each run length; an unmasked frame's 2nd byte
+    fins: bytes  # each frame's first byte: FIN binary
+    masked_lengths: bytes  # each masked frame's second byte
+    run_payloads: Struct  # cuts the payloads out of a run
+    frame_payloads: Struct  # ... out of unmasked frames
+    masked_payloads: Struct  # ... out of masked frames (unmasked in place)
+    split_keys: Struct  # cuts ``count`` 4-byte keys apart
+    spread_keys: Struct  # puts them in the key fields of zeroed frames
+    plan: _Masked  # the masks of this length
+    masked_size: int  # bytes of the masked frames
+
+
+@lru_cache(maxsize=256)
+def shape_of(n: int, count: int) -> _Shape:
+    return _Shape(
+        zeros=bytes(count),
+        lengths=bytes((n,)) * count,
+        fins=bytes((_BINARY_FIN,)) * count,
+        masked_lengths=bytes((0x80 | n,)) * count,
+        run_payloads=Struct(f"3x{n}s" * count),
+        frame_payloads=Struct(f"2x{n}s" * count),
+        masked_payloads=Struct(f"6x{n}s" * count),
+        split_keys=Struct("4s" * count),
+        spread_keys=Struct(f"2x4s{n}x" * count),
+        plan=_small_plan(n),
+        masked_size=count * (n + 6),
+    )
 
 
 # -- sending: a run -> WebSocket frames ---------------------------------------
@@ -250,15 +292,43 @@ def encode_batch(data: bytes | bytearray, start: int, keys: KeySource | None) ->
     n = data[start] << 16 | data[start + 1] << 8 | data[start + 2]
     size = n + 3
     count, rest = divmod(end - start, size)
+    if rest or count < MIN_BATCH or n < 4:
+        return None
+    if n < 126 and count <= _SMALL:
+        # Each length byte checked a column at a time against the cached
+        # column it must equal (three compares, in C).
+        shape = shape_of(n, count)
+        if (
+            data[start + 2 : end : size] != shape.lengths
+            or data[start:end:size] != shape.zeros
+            or data[start + 1 : end : size] != shape.zeros
+        ):
+            return None
+        payloads = shape.run_payloads.unpack_from(data, start)
+        if keys is None:
+            header = _HEADERS[n]
+            return header + header.join(payloads)
+        return _mask_shaped(shape, payloads, keys)
     if (
-        rest
-        or count < MIN_BATCH
-        or n < 4
-        or (n > MAX_MASKED_BATCH or count > MAX_MASKED_COUNT if keys else n > MAX_BATCH)
+        (n > MAX_MASKED_BATCH or count > MAX_MASKED_COUNT if keys else n > MAX_BATCH)
         or not all_alike(data, start, end, size, 3)
     ):
         return None
     return _batch_to_frames(data, start, count, n, keys)
+
+
+def _mask_shaped(shape: _Shape, payloads: Sequence[bytes], keys: KeySource) -> bytes:
+    """Masked frames of a shaped batch: frames with zeroed keys, the fresh
+    keys spread into their key fields by one ``struct`` call (not four
+    strided stores), each tiled over its payload; one XOR puts the keys in
+    and masks the payloads."""
+    plan = shape.plan
+    header = plan.header
+    frames = int.from_bytes(header + header.join(payloads), "little")
+    fresh = shape.split_keys.unpack(keys.take(len(payloads)))
+    keyed = int.from_bytes(shape.spread_keys.pack(*fresh), "little")
+    stream = keyed | _tile(keyed << 32, plan.words) & plan.payloads
+    return (frames ^ stream).to_bytes(shape.masked_size, "little")
 
 
 def encode_run(
@@ -369,17 +439,23 @@ def frames_to_run(data: bytes, off: int, count: int, n: int, masked: bool) -> by
     with :func:`count_uniform`) at ``off``, as run messages; ``masked``: the
     frames carry keys (we are the server) and are unmasked."""
     length = prefix(n)
+    shape = shape_of(n, count) if n < 126 and count <= _SMALL else None
     if not masked:
+        if shape is not None:
+            return length + length.join(shape.frame_payloads.unpack_from(data, off))
         head = 2 if n < 126 else 4
         payloads = _cut(data, off, f"{head}x{n}s", head + n, count)
         return length + length.join(payloads)
-    plan = _masked(n, count)
+    plan = shape.plan if shape is not None else _masked(n, count)
     stride = n + 6
     size = count * stride
-    whole = int.from_bytes(memoryview(data)[off : off + size], "little")
+    frames = data if not off and len(data) == size else memoryview(data)[off : off + size]
+    whole = int.from_bytes(frames, "little")
     # Each key tiled over its payload; a tile reaching into the next frame
     # only spoils bytes that are not cut out.
     stream = _tile((whole & plan.keys) << 32, plan.words)
     plain = (whole ^ stream).to_bytes(size + 3, "little")
+    if shape is not None:
+        return length + length.join(shape.masked_payloads.unpack_from(plain))
     payloads = _cut(plain, 0, plan.frame_unit, stride, count)
     return length + length.join(payloads)

@@ -34,10 +34,12 @@ from .runs import (
     MAX_MASKED_COUNT,
     MAX_RUN_MESSAGE,
     MIN_BATCH,
+    SHAPED,
     all_alike,
     count_uniform,
     frames_to_run,
     prefix,
+    shape_of,
 )
 
 __all__ = ["FrameSplitter", "OnMessage", "OnOversized", "OnRun", "OnWsproto"]
@@ -142,10 +144,17 @@ class FrameSplitter:
             run = prefix(n) + payload
         else:
             count, rest = divmod(end, stride)
-            if (
-                rest
-                or n < 4
-                or not MIN_BATCH <= count <= (MAX_MASKED_COUNT if expect_mask else count)
+            if rest or n < 4 or count < MIN_BATCH:
+                return False
+            if count <= SHAPED:
+                # Both header bytes of every frame checked a column at a
+                # time against the cached column they must equal.
+                shape = shape_of(n, count)
+                second = shape.masked_lengths if expect_mask else shape.lengths
+                if data[0:end:stride] != shape.fins or data[1:end:stride] != second:
+                    return False
+            elif (
+                count > (MAX_MASKED_COUNT if expect_mask else count)
                 or not all_alike(data, 0, end, stride, 2)
             ):
                 return False

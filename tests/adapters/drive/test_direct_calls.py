@@ -15,9 +15,11 @@ from typing import Any
 
 import pytest
 from sansrs.adapters.drive import ConnectionClosed, Loop, LoopConnection
+from sansrs.adapters.drive import connection as connection_module
 from sansrs.adapters.rsocket import Payload, connect, serve
 
 from .direct import driver_of as _driver
+from .direct import reads_by_thread as _reads_by_thread
 from .direct import settle as _settle
 
 WAIT = 10.0
@@ -72,22 +74,6 @@ def gate() -> Iterator[tuple[Gate, str]]:
     handler = Gate()
     with serve("tcp://127.0.0.1:0", handler) as server:
         yield handler, server.url
-
-
-def _reads_by_thread(monkeypatch: pytest.MonkeyPatch, client: Any) -> list[int]:
-    """Record which thread reads each time ``client``'s connection reads its
-    socket (the server, in this process too, reads its own)."""
-    readers: list[int] = []
-    original = LoopConnection._read
-    driver = _driver(client)
-
-    def read(self: LoopConnection, now: float) -> None:
-        if self is driver:
-            readers.append(threading.get_ident())
-        original(self, now)
-
-    monkeypatch.setattr(LoopConnection, "_read", read)
-    return readers
 
 
 def test_the_answer_is_read_on_the_calling_thread(
@@ -151,17 +137,17 @@ def test_the_reactor_takes_the_connection_back_when_it_needs_it(
     handler, url = gate
     waiting = threading.Event()
     missed = threading.Event()
-    wait_direct, miss = LoopConnection._wait_direct, LoopConnection._miss
+    thread_poller, miss = connection_module._thread_poller, LoopConnection._miss
 
-    def hooked_wait(self: LoopConnection, *args: Any) -> float:
-        waiting.set()
-        return wait_direct(self, *args)
+    def hooked_poller(fd: int) -> Any:
+        waiting.set()  # a direct call is about to wait for its answer
+        return thread_poller(fd)
 
     def hooked_miss(self: LoopConnection) -> None:
         miss(self)
         missed.set()
 
-    monkeypatch.setattr(LoopConnection, "_wait_direct", hooked_wait)
+    monkeypatch.setattr(connection_module, "_thread_poller", hooked_poller)
     monkeypatch.setattr(LoopConnection, "_miss", hooked_miss)
     with connect(url, loop=loop_kind) as client:
         driver = _driver(client)

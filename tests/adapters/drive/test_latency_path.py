@@ -19,17 +19,18 @@ import pytest
 from sansrs.adapters.drive import ConnectionClosed, Loop, LoopConnection
 from sansrs.adapters.drive.queues import CreditQueue
 from sansrs.adapters.drive.reactor import READ
-from sansrs.adapters.rsocket import Payload, connect
+from sansrs.adapters.rsocket import Payload, RSocketError, connect
 from sansrs.adapters.rsocket.engine import RequestHandle, RSocketEngine
 from sansrs.adapters.rsocket.options import EngineOptions
 from sansrs.adapters.transport.tcp import SocketTransport
 
 from .direct import driver_of as _driver
+from .direct import reads_by_thread
 from .direct import settle as _settle
 
 WAIT = 10.0
-REQUEST_RESPONSE, KEEPALIVE, PAYLOAD = 0x04, 0x03, 0x0A
-FLAG_RESPOND, FLAG_NEXT_COMPLETE = 0x80, 0x60
+REQUEST_RESPONSE, KEEPALIVE, PAYLOAD, ERROR, CANCEL = 0x04, 0x03, 0x0A, 0x0B, 0x09
+FLAG_RESPOND, FLAG_NEXT_COMPLETE, FLAG_METADATA = 0x80, 0x60, 0x100
 
 
 def _frame(sid: int, ftype: int, flags: int, body: bytes) -> bytes:
@@ -133,15 +134,7 @@ def test_rsocket_keepalive_respond_in_the_read_of_a_direct_answer_is_answered(
     quiet_timers = {"keepalive_interval": 600, "max_lifetime": 900}
     with connect(raw_server.url, loop=loop_kind, **quiet_timers) as client:
         _warm(raw_server, client)
-        readers: list[int] = []
-        original, driver = LoopConnection._read, _driver(client)
-
-        def read(self: LoopConnection, now: float) -> None:
-            if self is driver:
-                readers.append(threading.get_ident())
-            original(self, now)
-
-        monkeypatch.setattr(LoopConnection, "_read", read)
+        readers = reads_by_thread(monkeypatch, client)
         keepalive = _frame(0, KEEPALIVE, FLAG_RESPOND, struct.pack(">Q", 0) + b"ping")
         answering = _answering(raw_server, before=keepalive)
         assert client.request_response(b"k", timeout=WAIT) == Payload(b"answer:k")
@@ -385,3 +378,197 @@ def test_a_due_timer_still_gets_its_turn_when_a_connection_is_readable(
     assert peer.recv(16) == b"ping"
     assert ticker.turns == 1
     loop.discard(ticker)
+
+
+# -- the straight path of one request and its answer (exchange_direct) ------------
+
+
+def _dispatched(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Stream IDs of the answers that went through the engine's event
+    dispatch (the ordinary way) rather than the straight path."""
+    seen: list[int] = []
+    original = RSocketEngine.on_payload
+
+    def on_payload(self: RSocketEngine, sid: int, *rest: Any) -> None:
+        seen.append(sid)
+        original(self, sid, *rest)
+
+    monkeypatch.setattr(RSocketEngine, "on_payload", on_payload)
+    return seen
+
+
+def test_a_whole_answer_read_alone_takes_the_straight_path(
+    raw_server: RawServer, loop_kind: str | Loop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One read that is exactly the answer: the calling thread reads it,
+    the core takes it without an event, and the connection is left as
+    the ordinary path leaves it (stream gone, nothing to send)."""
+    with connect(raw_server.url, loop=loop_kind) as client:
+        _warm(raw_server, client)
+        readers = reads_by_thread(monkeypatch, client)
+        dispatched = _dispatched(monkeypatch)
+        driver = _driver(client)
+        for i in range(3):
+            answering = _answering(raw_server)
+            data = b"%d" % i
+            assert client.request_response(data, timeout=WAIT) == Payload(b"answer:" + data)
+            answering.join(WAIT)
+        assert dispatched == []
+        assert readers == [threading.get_ident()] * 3
+        assert driver.engine.conn.open_streams == []  # type: ignore[attr-defined]
+        assert driver.engine.quiet()  # type: ignore[attr-defined]
+
+
+def test_an_answer_split_across_reads_comes_the_ordinary_way(
+    raw_server: RawServer, loop_kind: str | Loop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first read holds a part of the answer: it goes to the engine as
+    any read, and the rest completes the answer (read on the same thread)."""
+    with connect(raw_server.url, loop=loop_kind) as client:
+        _warm(raw_server, client)
+        transport = _driver(client).transport
+        original = transport.recv
+        first_read = threading.Event()
+
+        def recv(max_bytes: int) -> bytes:
+            data = original(max_bytes)
+            first_read.set()
+            return data
+
+        monkeypatch.setattr(transport, "recv", recv)
+
+        def answer() -> None:
+            sid, _, _, data = raw_server.next_of(REQUEST_RESPONSE)
+            whole = _frame(sid, PAYLOAD, FLAG_NEXT_COMPLETE, b"answer:" + data)
+            raw_server.send(whole[:5])
+            assert first_read.wait(WAIT)  # the client has read the part
+            raw_server.send(whole[5:])
+
+        answering = threading.Thread(target=answer)
+        answering.start()
+        assert client.request_response(b"split", timeout=WAIT) == Payload(b"answer:split")
+        answering.join(WAIT)
+
+
+def test_an_answer_with_metadata_comes_the_ordinary_way(
+    raw_server: RawServer, loop_kind: str | Loop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with connect(raw_server.url, loop=loop_kind) as client:
+        _warm(raw_server, client)
+        dispatched = _dispatched(monkeypatch)
+
+        def answer() -> None:
+            sid, _, _, data = raw_server.next_of(REQUEST_RESPONSE)
+            body = b"\x00\x00\x02md" + b"answer:" + data
+            raw_server.send(_frame(sid, PAYLOAD, FLAG_NEXT_COMPLETE | FLAG_METADATA, body))
+
+        answering = threading.Thread(target=answer)
+        answering.start()
+        assert client.request_response(b"m", timeout=WAIT) == Payload(b"answer:m", b"md")
+        answering.join(WAIT)
+        assert len(dispatched) == 1
+
+
+def test_rsocket_error_answer_to_a_direct_request_is_raised(
+    raw_server: RawServer, loop_kind: str | Loop
+) -> None:
+    """ERROR on the request's stream (spec: ERROR frame, APPLICATION_ERROR):
+    not an answer to take; the ordinary path raises it to the caller."""
+    with connect(raw_server.url, loop=loop_kind) as client:
+        _warm(raw_server, client)
+
+        def answer() -> None:
+            sid, _, _, _ = raw_server.next_of(REQUEST_RESPONSE)
+            raw_server.send(_frame(sid, ERROR, 0, struct.pack(">I", 0x201) + b"refused"))
+
+        answering = threading.Thread(target=answer)
+        answering.start()
+        with pytest.raises(RSocketError) as caught:
+            client.request_response(b"e", timeout=WAIT)
+        answering.join(WAIT)
+        assert caught.value.error_code == 0x201 and caught.value.message == "refused"
+
+
+def test_a_direct_request_that_times_out_is_cancelled(
+    raw_server: RawServer, loop_kind: str | Loop
+) -> None:
+    """No answer within the timeout: TimeoutError, and the request is
+    cancelled on the wire (spec: CANCEL); the next call goes direct again."""
+    with connect(raw_server.url, loop=loop_kind) as client:
+        _warm(raw_server, client)
+        with pytest.raises(TimeoutError):
+            client.request_response(b"never", timeout=0.2)
+        sid, _, _, _ = raw_server.next_of(REQUEST_RESPONSE)
+        assert raw_server.next_of(CANCEL)[0] == sid
+        answering = _answering(raw_server)
+        assert client.request_response(b"again", timeout=WAIT) == Payload(b"answer:again")
+        answering.join(WAIT)
+
+
+def test_a_reactor_that_misses_before_the_waker_is_set_gets_the_connection_back(
+    raw_server: RawServer, loop_kind: str | Loop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reactor finds the connection taken just before the calling thread
+    has set its waker (nothing to wake yet): the calling thread sees it
+    missed before it waits, does not wait a slice out, and hands the
+    connection back; the answer arrives the ordinary way."""
+    from sansrs.adapters.drive import connection as connection_module
+
+    with connect(raw_server.url, loop=loop_kind) as client:
+        _warm(raw_server, client)
+        driver = _driver(client)
+        original = connection_module._thread_poller
+        polls: list[float] = []
+
+        class Poller:
+            def __init__(self, inner: Any) -> None:
+                self.inner = inner
+
+            def poll(self, timeout: float) -> Any:
+                polls.append(timeout)
+                return self.inner.poll(timeout)
+
+        def thread_poller(fd: int) -> Any:
+            waker, poller = original(fd)
+            if not polls:
+                driver._miss()  # as the reactor does, the waker not set yet
+            return waker, Poller(poller)
+
+        monkeypatch.setattr(connection_module, "_thread_poller", thread_poller)
+        answering = _answering(raw_server)
+        assert client.request_response(b"m", timeout=WAIT) == Payload(b"answer:m")
+        answering.join(WAIT)
+        assert polls == []  # handed back at once, never waited here
+
+
+def test_a_turn_is_owed_only_when_it_has_something_to_do(
+    raw_server: RawServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``needs_turn`` (asyncio skips the turn after a read or a write when it
+    is False): nothing owed after a quiet exchange; owed for output left,
+    a call queued, or a deadline earlier than the one
+    armed (one that moved later is met by the timer already armed)."""
+    with connect(raw_server.url, loop="thread") as client:
+        _warm(raw_server, client)
+        driver = _driver(client)
+        answering = _answering(raw_server)
+        assert client.request_response(b"q", timeout=WAIT) == Payload(b"answer:q")
+        answering.join(WAIT)
+        _settle(driver)
+        assert not driver.needs_turn()
+        armed = driver._deadline
+        assert armed is not None
+        engine: Any = driver.engine
+        monkeypatch.setattr(engine, "next_deadline", lambda: armed + 5.0)
+        assert not driver.needs_turn()  # later: the armed timer comes first
+        monkeypatch.setattr(engine, "next_deadline", lambda: armed - 5.0)
+        assert driver.needs_turn()  # earlier: a turn must arm it
+        monkeypatch.undo()
+        # (The reactor is idle, its timer seconds away: nothing runs a turn
+        # while the test holds these.)
+        driver._out += b"x"
+        assert driver.needs_turn()
+        del driver._out[:]
+        driver._inbox.items.append(lambda: None)
+        assert driver.needs_turn()
+        driver._inbox.items.clear()

@@ -95,16 +95,28 @@ def _answered(data: bytes) -> list[int]:
 
 def test_answers_are_written_every_few_requests_of_one_large_read() -> None:
     # 40 request-responses in one read: the peer gets the first answers while
-    # the rest are served, instead of all of them at the end of the turn.
+    # the rest are served, instead of all of them at the end of the turn;
+    # the last ones leave once the read is served, before the turn unwinds.
     requester = _requester()
     sids = [requester.request_response(b"%d" % i) for i in range(40)]
     server, driver = _writing_server()
     server.receive_data(requester.data_to_send(), 0.0)
-    assert len(driver.writes) == 40 // WRITE_EVERY
+    assert len(driver.writes) == 40 // WRITE_EVERY + 1
     assert _answered(driver.writes[0]) == sids[:WRITE_EVERY]
     assert _answered(driver.writes[1]) == sids[WRITE_EVERY : 2 * WRITE_EVERY]
+    assert _answered(driver.writes[2]) == sids[2 * WRITE_EVERY :]
     server.pump()
-    assert _answered(server.data_to_send()) == sids[2 * WRITE_EVERY :]
+    assert server.data_to_send() == b""
+
+
+def test_a_lone_answer_is_written_before_the_turn_unwinds() -> None:
+    # A sequential request-response: the read's one answer is written as
+    # soon as it is served (the peer waits for exactly this write).
+    requester = _requester()
+    sid = requester.request_response(b"one")
+    server, driver = _writing_server()
+    server.receive_data(requester.data_to_send(), 0.0)
+    assert [_answered(w) for w in driver.writes] == [[sid]]
 
 
 def test_answers_received_are_handed_over_before_an_early_write() -> None:

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 import pytest
 from sansrs.adapters.drive import ConnectionThread, ServerThread
 from sansrs.adapters.transport import Transport, listen, open_transport
+from sansrs.adapters.transport.tcp import TcpTransport
 from sansrs.adapters.transport.urls import Endpoint, parse_url
 from sansrs.adapters.transport.websocket import (
     HandshakeRequest,
@@ -368,6 +369,42 @@ def test_binary_and_text_messages_echo_through_the_driver() -> None:
         assert engine.lost.wait(WAIT)
         assert engine.seen[-1] == (8, b"\x03\xe8")
         t.close()
+
+
+def _socket_options(sock: socket.socket) -> tuple[int, ...]:
+    return (
+        sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY),
+        sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
+        sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF),
+        int(sock.getblocking()),
+    )
+
+
+def test_websocket_sockets_have_the_options_of_tcp_ones_after_the_upgrade() -> None:
+    # Both ends of ws:// run on the TCP transport's sockets (TCP_NODELAY,
+    # its buffers, non-blocking), the upgrade changing none of it: a ws://
+    # round trip waits on nothing a tcp:// one does not.
+    tcp_listener = listen("tcp://127.0.0.1:0")
+    plain = open_transport(tcp_listener.endpoint, WAIT)
+    try:
+        assert isinstance(plain, TcpTransport)
+        expected = _socket_options(plain.sock)
+        assert expected[0] and not expected[3]
+        with echo_server() as server:
+            t = client(server)
+            send_all(t, encode_binary(b"upgraded"))
+            assert read_records(t, 1) == [(2, b"upgraded")]
+            server.engine()
+            (accepted,) = server.transports
+            for transport in (t, accepted):
+                assert isinstance(transport, WebSocketTransport)
+                stream = transport._stream
+                assert isinstance(stream, TcpTransport)
+                assert _socket_options(stream.sock) == expected
+            t.close()
+    finally:
+        plain.close()
+        tcp_listener.close()
 
 
 def test_many_small_messages_in_order() -> None:

@@ -19,6 +19,8 @@ from sansrs.adapters.transport.websocket.messages import split_run
 from sansrs.adapters.transport.websocket.runs import (
     MAX_MASKED_COUNT,
     MIN_BATCH,
+    SHAPED,
+    encode_batch,
     encode_run,
     prefix,
 )
@@ -428,3 +430,68 @@ def test_a_text_frame_that_is_not_utf8_goes_to_wsproto_after_the_good_ones(
     assert collector.got == [(1, m) for m in messages[:at]]
     assert collector.splitter.passthrough
     assert collector.handed and collector.handed[0].startswith(bytes((0x81, len(bad))) + bad)
+
+
+# Shaped batches (runs.shape_of): every length class of the key tile (a
+# payload 0-3 bytes short of a whole number of keys) at the counts around
+# the shaped limit, each way.
+SHAPED_LENGTHS = (4, 5, 6, 7, 21, 22, 23, 124, 125)
+SHAPED_COUNTS = (MIN_BATCH, 16, SHAPED - 1, SHAPED, SHAPED + 1)
+
+
+def test_encode_batch_frames_every_shape_as_wsproto_would() -> None:
+    for n in SHAPED_LENGTHS:
+        for count in SHAPED_COUNTS:
+            messages = [bytes([i % 251, n]) * (n // 2) + bytes(n % 2) for i in range(count)]
+            run = run_of(messages)
+            plain = encode_batch(run, 0, None)
+            assert plain == b"".join(encode_data_frame(2, m, None) for m in messages)
+            masked = encode_batch(b"\x12head" + run, 5, KeySource())
+            assert masked is not None and len(masked) == count * (n + 6)
+            keys = {masked[i * (n + 6) + 2 : i * (n + 6) + 6] for i in range(count)}
+            assert len(keys) > count - 2  # RFC 6455, 5.3: a fresh key per frame
+            assert wsproto_messages(ConnectionType.SERVER, masked) == [(2, m) for m in messages]
+            for receiver, wire in ((ConnectionType.SERVER, masked), (ConnectionType.CLIENT, plain)):
+                collector = Collector(receiver)
+                collector.splitter.feed(wire)
+                assert collector.got == [(2, m) for m in messages]
+                assert collector.runs == 1 and collector.handed == []
+
+
+def test_encode_batch_refuses_a_run_with_one_length_unlike_the_others() -> None:
+    # Same total as a batch of 16 x 22 bytes, one length byte different in
+    # each column of the 3-byte length: never framed as a batch.
+    run = bytearray(run_of([b"q" * 22] * 16))
+    for column in range(3):
+        for index in (1, 7, 15):
+            bad = bytearray(run)
+            bad[index * 25 + column] ^= 0x01
+            assert encode_batch(bytes(bad), 0, None) is None
+            assert encode_batch(bad, 0, KeySource()) is None
+    uneven = run_of([b"q" * 22] * 7 + [b"q" * 21, b"q" * 23] + [b"q" * 22] * 7)
+    assert encode_batch(uneven, 0, None) is None
+    wire, used = encode_run(uneven, None)
+    assert used == len(uneven)
+    assert wsproto_messages(ConnectionType.CLIENT, wire)[7:9] == [(2, b"q" * 21), (2, b"q" * 23)]
+
+
+def test_a_read_with_one_frame_unlike_the_others_is_not_taken_as_a_batch() -> None:
+    # Frames that fill a read evenly, one of them another length (or
+    # opcode, or mask bit) in the middle: the messages wsproto reads.
+    for receiver in (ConnectionType.SERVER, ConnectionType.CLIENT):
+        sender = FrameProtocol(client=receiver is ConnectionType.SERVER, extensions=[])
+        lengths = [22] * 7 + [21, 23] + [22] * 7
+        wire = b"".join(bytes(sender.send_data(bytes([n]) * n)) for n in lengths)
+        collector = Collector(receiver)
+        collector.splitter.feed(wire)
+        assert collector.got == [(2, bytes([n]) * n) for n in lengths]
+        text = b"".join(
+            bytes(sender.send_data("t" * 22 if i == 5 else b"b" * 22)) for i in range(16)
+        )
+        collector = Collector(receiver)
+        collector.splitter.feed(text)
+        assert collector.got == [(1, b"t" * 22) if i == 5 else (2, b"b" * 22) for i in range(16)]
+    unmasked = b"".join(encode_data_frame(2, b"u" * 22, None) for _ in range(16))
+    collector = Collector(ConnectionType.SERVER)  # expects masked frames
+    collector.splitter.feed(unmasked)
+    assert collector.got == [] and collector.splitter.passthrough

@@ -1,0 +1,110 @@
+"""The least an RSocket request-response ping-pong can run in Python: a floor.
+
+A client that sends SETUP, then REQUEST_RESPONSE frames one at a time and
+reads each answer; a server that answers every REQUEST_RESPONSE with a
+PAYLOAD (NEXT, COMPLETE) echoing its data. Real RSocket frames, and nothing
+else: no stream table, no keepalive, no checks, no driver. The bytes are
+what sansrs and any RSocket 1.0 peer exchange, so each side runs against
+sansrs as well, and ``bench_tcp.py --latency-costs`` uses the pairs to say
+how much of a round trip each sansrs side costs (docs/performance.md,
+"Request-response, one at a time").
+
+    .venv/bin/python benchmarks/floor_peer.py serve 0        # prints READY <port>
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+from struct import Struct
+
+from raw_peer import settle_allocator
+
+#: 24-bit length (its high byte 0), stream ID, type and flags.
+HEADER = Struct(">xHIH")
+REQUEST_RESPONSE = 0x04 << 10
+ANSWER = (0x0A << 10) | 0x40 | 0x20  # PAYLOAD with NEXT and COMPLETE
+READ_SIZE = 65536
+
+
+def _serve_connection(sock: socket.socket) -> None:
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    unpack = HEADER.unpack_from
+    pack = HEADER.pack
+    buf = b""
+    with sock:
+        while True:
+            data = sock.recv(READ_SIZE)
+            if not data:
+                return
+            buf += data
+            off = 0
+            while len(buf) - off >= 9:
+                low, sid, type_flags = unpack(buf, off)
+                length = buf[off] << 16 | low
+                if len(buf) - off - 3 < length:
+                    break
+                if type_flags >> 10 == REQUEST_RESPONSE >> 10:  # SETUP, KEEPALIVE...: ignored
+                    body = buf[off + 9 : off + 3 + length]
+                    sock.sendall(pack(6 + len(body), sid, ANSWER) + body)
+                off += 3 + length
+            buf = buf[off:]
+
+
+def serve(port: int) -> None:
+    listener = socket.create_server(("127.0.0.1", port))
+    print(f"READY {listener.getsockname()[1]}", flush=True)
+    while True:
+        sock, _ = listener.accept()
+        threading.Thread(target=_serve_connection, args=(sock,), daemon=True).start()
+
+
+def _setup_frame() -> bytes:
+    """SETUP as sansrs's client sends it (keepalive 20 s, lifetime 90 s)."""
+    from sansrs.adapters.rsocket import core
+    from sansrs.adapters.rsocket.options import EngineOptions
+
+    return core.client(EngineOptions()).data_to_send()
+
+
+def request_response(port: int, count: int, size: int = 16) -> tuple[float, float, float]:
+    """``count`` sequential round trips after a warm-up: (round trips/s,
+    user and system CPU µs per round trip of this process)."""
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(_setup_frame())
+        pack = HEADER.pack
+        unpack = HEADER.unpack_from
+        recv = sock.recv
+        body = b"x" * size
+        sid = 1
+
+        def round_trips(n: int) -> None:
+            nonlocal sid
+            for _ in range(n):
+                sock.sendall(pack(6 + size, sid, REQUEST_RESPONSE) + body)
+                data = recv(READ_SIZE)
+                while len(data) < 9 or len(data) < 3 + (data[0] << 16 | unpack(data, 0)[0]):
+                    more = recv(READ_SIZE)
+                    if not more:
+                        raise ConnectionError("server went away")
+                    data += more
+                sid += 2
+
+        round_trips(300)
+        before, wall = os.times(), time.perf_counter()
+        round_trips(count)
+        wall, after = time.perf_counter() - wall, os.times()
+    return (count / wall, (after.user - before.user) / count * 1e6,
+            (after.system - before.system) / count * 1e6)
+
+
+if __name__ == "__main__":
+    settle_allocator()
+    if len(sys.argv) == 3 and sys.argv[1] == "serve":
+        serve(int(sys.argv[2]))
+    else:
+        sys.exit(__doc__)

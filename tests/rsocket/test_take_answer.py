@@ -1,0 +1,188 @@
+"""``Connection.take_answer`` (the read of a blocking request-response's
+latency path, docs/performance.md) must be ``receive_data`` for the one read
+it takes and nothing at all for every other read: the same state after,
+the same events (the answer's data instead of its ``PayloadReceived``), the
+same bytes out, the same errors. Checked against a twin connection fed
+with ``receive_data``, for reads built from every kind of frame, cut and
+joined anyhow."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from sansrs.rsocket import Connection, RemoteProtocolError
+from sansrs.rsocket.events import PayloadReceived
+from tests.rsocket.pair import Pair
+
+NOW = 5.0
+PAYLOAD, ERROR, KEEPALIVE, REQUEST_N, CANCEL = 0x0A, 0x0B, 0x03, 0x08, 0x09
+M, F, C, N, IGNORE = 0x100, 0x80, 0x40, 0x20, 0x200
+
+
+def _frame(sid: int, ftype: int, flags: int, body: bytes) -> bytes:
+    frame = struct.pack(">IH", sid, ftype << 10 | flags) + body
+    return len(frame).to_bytes(3, "big") + frame
+
+
+def _twins() -> tuple[Connection, Connection, int]:
+    """Two clients in the same state, each with the request-response ``sid``
+    sent and unanswered."""
+    a, b = Pair.established().client, Pair.established().client
+    sid = a.request_response(b"q")
+    assert b.request_response(b"q") == sid
+    assert a.data_to_send() == b.data_to_send()
+    return a, b, sid
+
+
+def _feed(conn: Connection, data: bytes) -> str | None:
+    try:
+        conn.receive_data(data, NOW)
+    except RemoteProtocolError as exc:
+        return repr(exc)
+    return None
+
+
+def _assert_same(a: Connection, b: Connection, sid: int) -> None:
+    assert a.state is b.state
+    assert a.stream_state(sid) == b.stream_state(sid)
+    assert a.open_streams == b.open_streams
+    assert a.received_position == b.received_position
+    assert a.next_deadline() == b.next_deadline()
+    assert a.data_to_send() == b.data_to_send()
+    if a.state is b.state and a.next_deadline() is not None:
+        # What the clock does next (KEEPALIVE due, or the peer's silence)
+        # depends on what each saw.
+        later = NOW + 1000.0
+        a.handle_timeout(later)
+        b.handle_timeout(later)
+        assert a.events() == b.events()
+        assert a.data_to_send() == b.data_to_send()
+
+
+@st.composite
+def _frames(draw: st.DrawFn, sid: int) -> bytes:
+    """One frame: mostly the answer (flags varied), or something else on
+    its stream or another, or the connection's."""
+    kind = draw(st.sampled_from(["answer", "answer", "answer", "other", "raw"]))
+    data = draw(st.binary(max_size=24))
+    if kind == "answer":
+        flags = draw(st.sampled_from([N, N | C, N | IGNORE, N | C | IGNORE, C, N | M, N | F]))
+        stream = draw(st.sampled_from([sid, sid, sid + 2, 0]))
+        body = data
+        if flags & M:
+            body = len(data[:3]).to_bytes(3, "big") + data
+        return _frame(stream, PAYLOAD, flags, body)
+    if kind == "other":
+        ftype = draw(st.sampled_from([ERROR, KEEPALIVE, REQUEST_N, CANCEL]))
+        if ftype == ERROR:
+            return _frame(sid, ERROR, 0, struct.pack(">I", 0x201) + data)
+        if ftype == KEEPALIVE:
+            respond = draw(st.sampled_from([0, 0x80]))
+            return _frame(0, KEEPALIVE, respond, struct.pack(">Q", 0) + data)
+        if ftype == REQUEST_N:
+            return _frame(sid, REQUEST_N, 0, struct.pack(">I", 1))
+        return _frame(sid, CANCEL, 0, b"")
+    return draw(st.binary(min_size=1, max_size=16))
+
+
+@st.composite
+def _reads(draw: st.DrawFn) -> bytes:
+    if draw(st.integers(0, 3)) == 0:  # the read the path is for, often
+        flags = draw(st.sampled_from([N, N | C, N | IGNORE, N | C | IGNORE]))
+        return _frame(1, PAYLOAD, flags, draw(st.binary(max_size=24)))
+    frames = draw(st.lists(_frames(1), min_size=1, max_size=3))
+    data = b"".join(frames)
+    cut = draw(st.sampled_from(["whole", "whole", "prefix", "suffix"]))
+    if cut == "prefix" and len(data) > 1:
+        data = data[: draw(st.integers(1, len(data) - 1))]
+    elif cut == "suffix" and len(data) > 1:
+        data = data[draw(st.integers(1, len(data) - 1)) :]
+    return data
+
+
+@settings(max_examples=400, deadline=None)
+@given(read=_reads())
+def test_take_answer_is_receive_data_for_the_answer_and_nothing_for_the_rest(read: bytes) -> None:
+    a, b, sid = _twins()
+    taken = a.take_answer(read, sid, NOW)
+    b_error = _feed(b, read)
+    event("taken" if taken is not None else "left")
+    if taken is None:
+        assert a.events() == []
+        assert _feed(a, read) == b_error  # nothing changed: now as its twin
+        assert a.events() == b.events()
+    else:
+        assert b_error is None
+        answer = PayloadReceived(stream_id=sid, data=taken, metadata=None, complete=True, next=True)
+        assert b.events() == [answer]
+        assert a.events() == []
+    _assert_same(a, b, sid)
+
+
+@pytest.mark.parametrize("flags", [N, N | C, N | C | IGNORE])
+def test_the_whole_answer_alone_is_taken(flags: int) -> None:
+    a, b, sid = _twins()
+    read = _frame(sid, PAYLOAD, flags, b"answer")
+    assert a.take_answer(read, sid, NOW) == b"answer"
+    assert a.stream_state(sid) is None  # the answer completes the stream (spec 5)
+    b.receive_data(read, NOW)
+    assert b.events() == [
+        PayloadReceived(stream_id=sid, data=b"answer", metadata=None, complete=True, next=True)
+    ]
+    _assert_same(a, b, sid)
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        _frame(1, PAYLOAD, N | M, b"\x00\x00\x01m" + b"answer"),  # metadata
+        _frame(1, PAYLOAD, N | F, b"part"),  # a fragment
+        _frame(1, PAYLOAD, N | C, b"a") + _frame(0, KEEPALIVE, 0, bytes(8)),  # and more
+        _frame(1, PAYLOAD, N | C, b"answer")[:-1],  # not all of it yet
+        _frame(3, PAYLOAD, N | C, b"answer"),  # another stream
+        _frame(1, ERROR, 0, struct.pack(">I", 0x201) + b"no"),  # an error
+    ],
+)
+def test_anything_but_the_whole_answer_alone_is_left_alone(read: bytes) -> None:
+    a, _, sid = _twins()
+    assert sid == 1
+    assert a.take_answer(read, sid, NOW) is None
+    assert a.events() == []
+    assert a.stream_state(sid) is not None
+
+
+def test_a_partial_frame_buffered_before_is_left_alone() -> None:
+    a, _, sid = _twins()
+    whole = _frame(sid, PAYLOAD, N | C, b"answer")
+    a.receive_data(whole[:4], NOW)
+    assert a.take_answer(whole[4:], sid, NOW) is None
+    a.receive_data(whole[4:], NOW)
+    assert a.events() == [
+        PayloadReceived(stream_id=sid, data=b"answer", metadata=None, complete=True, next=True)
+    ]
+
+
+def test_a_closed_connection_takes_nothing() -> None:
+    a, _, sid = _twins()
+    with pytest.raises(RemoteProtocolError):
+        a.receive_data(_frame(0, 0x3F, 0, b""), NOW)  # a reserved frame type: protocol error
+    assert a.take_answer(_frame(sid, PAYLOAD, N | C, b"x"), sid, NOW) is None
+
+
+def test_events_not_taken_yet_leave_the_answer_alone() -> None:
+    """The answer's event would come after them: the straight path does
+    not jump the queue."""
+    a, _, sid = _twins()
+    a.receive_data(_frame(0, KEEPALIVE, 0, bytes(8) + b"ping"), NOW)  # an event, not taken
+    answer = _frame(sid, PAYLOAD, N | C, b"answer")
+    assert a.take_answer(answer, sid, NOW) is None
+    a.receive_data(answer, NOW)
+    events = a.events()
+    assert events[-1] == PayloadReceived(
+        stream_id=sid, data=b"answer", metadata=None, complete=True, next=True
+    )
+    assert len(events) == 2
