@@ -28,9 +28,10 @@ printed in a markdown table with the CPU ratio to the ``core`` baseline, and
     .venv/bin/python benchmarks/bench_ditto.py --stages --runs 5 --events 100000
 
 ``--stages`` prints the CPU per event of each stage of ``rows`` instead
-(``stages()``: the server engine with its history source, the client engine
-with its core, the rows made from the events) next to the raw reader's two
-sides, each measured alone in one thread.
+(``stages()``: the server engine with its history source, the server's
+WebSocket framing, the client's WebSocket splitting, the client engine with
+its core, the rows made from the events) next to the raw reader's two sides,
+each measured alone in one thread.
 """
 
 from __future__ import annotations
@@ -173,13 +174,15 @@ def run_rows(total: int, raw: bool) -> int:
 
 def stages(total: int, prefetch: int = 256) -> dict[str, float]:
     """CPU µs per event of each stage of ``rows``, in one thread, no sockets
-    and no WebSocket framing (the engines back to back, message records
-    between them), and of the raw reader's two sides over the same rows."""
+    (the engines back to back, their records framed and split by the two
+    WebSocket transports, over a stand-in socket that keeps what is sent),
+    and of the raw reader's two sides over the same rows."""
     import json
     import struct
 
     sys.path.insert(0, str(HERE))
     import bench_spark
+    from bench_websocket import _open_transport
     from sansrs.adapters.ditto.client import client_config
     from sansrs.adapters.ditto.engine import (
         DittoClientEngine,
@@ -191,11 +194,13 @@ def stages(total: int, prefetch: int = 256) -> dict[str, float]:
     from sansrs.adapters.spark.ditto import event_row
 
     clock = time.thread_time
-    spent = dict.fromkeys(("server", "client", "rows"), 0.0)
+    spent = dict.fromkeys(("server", "server ws", "client ws", "client", "rows"), 0.0)
     source = bench_spark.DittoRows(total)
     n = 0
     for k in range(source.things):
         server, client = DittoServerEngine(source), DittoClientEngine(client_config(None))
+        sending, receiving = _open_transport(False, keep=True), _open_transport(True)
+        sent: list[bytes] = sending._stream.sent  # type: ignore[attr-defined]
         queue: CreditQueue[Any] = CreditQueue(granted=prefetch)
         handle = SubscriptionHandle(history_request(f"{source.NS}:t-{k}"), queue, prefetch)
         client.subscribe(handle)
@@ -207,7 +212,16 @@ def stages(total: int, prefetch: int = 256) -> dict[str, float]:
             out = server.data_to_send()
             spent["server"] += clock() - t
             t = clock()
-            client.receive_data(out, 0.0)
+            sending.send(out)
+            frames = b"".join(sent)
+            sent.clear()
+            spent["server ws"] += clock() - t
+            t = clock()
+            receiving._stream.inbox = frames  # type: ignore[attr-defined]
+            records = receiving.recv()
+            spent["client ws"] += clock() - t
+            t = clock()
+            client.receive_data(records, 0.0)
             data = client.data_to_send()
             spent["client"] += clock() - t
             t = clock()
@@ -273,16 +287,20 @@ def main() -> None:
     names = args.only or [n for n in SCENARIOS if n not in _CHILD_SERVER]
     walls: dict[str, list[float]] = {n: [] for n in names}
     cpus: dict[str, list[float]] = {n: [] for n in names}
+    server_cpus: dict[str, list[float]] = {n: [] for n in names}
     for _ in range(args.runs):  # the scenarios take turns, so load hits them alike
         for name in names:
             started, cpu_started = time.perf_counter(), time.process_time()
             got = SCENARIOS[name](events)
             cpu_used = time.process_time() - cpu_started
             if name in _CHILD_SERVER:
-                cpu_used += _last_server_cpu.pop()
+                server_used = _last_server_cpu.pop()
+                server_cpus[name].append(server_used / args.events * 1e6)
+                cpu_used += server_used
             cpus[name].append(cpu_used / args.events * 1e6)
             walls[name].append(args.events / (time.perf_counter() - started))
             assert got == args.events, (name, got)
+    server_cpu = {n: statistics.median(v) for n, v in server_cpus.items() if v}
     wall = {n: statistics.median(v) for n, v in walls.items()}
     cpu = {n: statistics.median(v) for n, v in cpus.items()}
     base = cpu.get("core")
@@ -294,6 +312,9 @@ def main() -> None:
     for name in wall:
         ratio = f"{cpu[name] / base:.2f}x" if base else "-"
         print(f"| {name} | {wall[name]:,.0f} | {cpu[name]:.1f} | {ratio} |")
+    for name, used in server_cpu.items():
+        print(f"{name}: server process {used:.1f}, client process {cpu[name] - used:.1f} "
+              "CPU us/event (medians)")
     if "rows" in walls and "rows_raw" in walls:
         ratios = [a / b for a, b in zip(walls["rows"], walls["rows_raw"], strict=True)]
         print(f"\nrows / rows_raw (median of the per-round ratios): "

@@ -130,25 +130,30 @@ def measure(size: int, batch: int, client: bool, runs: int) -> dict[str, float]:
 
 
 class _Socket:
-    """Stand-in for the TCP transport: takes every byte, hands out ``inbox``."""
+    """Stand-in for the TCP transport: takes every byte (``keep``: into
+    ``sent``), hands out ``inbox``."""
 
     peer = "bench"
 
-    def __init__(self) -> None:
+    def __init__(self, keep: bool = False) -> None:
         self.inbox = b""
+        self.sent: list[bytes] = []
+        self._keep = keep
 
     def send(self, data: bytes | bytearray | memoryview) -> int:
+        if self._keep:
+            self.sent.append(bytes(data))
         return len(data)
 
     def recv(self, max_bytes: int) -> bytes:
         return self.inbox
 
 
-def _open_transport(client: bool) -> WebSocketTransport:
+def _open_transport(client: bool, keep: bool = False) -> WebSocketTransport:
     role = ConnectionType.CLIENT if client else ConnectionType.SERVER
     ws = WSConnection(role)
     ws.connection = Connection(role)  # past the upgrade
-    return WebSocketTransport(_Socket(), ws, scheme="ws", path="/",  # type: ignore[arg-type]
+    return WebSocketTransport(_Socket(keep), ws, scheme="ws", path="/",  # type: ignore[arg-type]
                               options=WebSocketOptions(), is_open=True)
 
 

@@ -198,6 +198,11 @@ def make_corpus() -> None:
             bytes([client | 2, 0]) + text[:-1] + b"\xff" + binary,
             bytes([client, 0]) + b"\x82\x7f" + (1 << 40).to_bytes(8, "big"),
         ]
+    # A client's text frames of mixed lengths (the splitter's text path):
+    # short, 16-bit lengths, non-ASCII, then one that is not UTF-8.
+    texts = b"".join(encode_data_frame(1, t.encode(), None)
+                     for t in ("a" * 5, "b" * 200, "\u00e9" * 70, "c" * 126))
+    seeds += [bytes([1, 0]) + texts, bytes([5, 0]) + texts + b"\x81\x02\xc3(" + texts]
     for raw in seeds:
         (folder / hashlib.sha1(raw).hexdigest()[:16]).write_bytes(raw)
 

@@ -104,7 +104,7 @@ def event_row(event: Mapping[str, Any], *, value_text: bool = True) -> dict[str,
     topic = get("topic", "")
     if type(topic) is not str:
         topic = str(topic)
-    thing, action = _topic_columns(topic)
+    thing, action = _TOPICS.get(topic) or _topic_columns(topic)
     value = get("value", _ABSENT)
     columns = {
         "thingId": thing,
@@ -116,9 +116,7 @@ def event_row(event: Mapping[str, Any], *, value_text: bool = True) -> dict[str,
         "value": None if value is _ABSENT or not value_text else _value_json(value),
     }
     if isinstance(value, dict):  # its fields, under the event's own columns
-        row = dict(value)
-        row.update(columns)
-        return row
+        return {**value, **columns}
     return columns
 
 

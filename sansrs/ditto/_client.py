@@ -351,26 +351,73 @@ class DittoClient:
         each: one event per run of items instead of one per item. Raises as
         ``receive_message`` at the first message that breaks the protocol;
         the events of the messages before it are queued."""
+        texts = texts if isinstance(texts, list) else list(texts)
         events = self._events
         run: ItemsReceived | None = None
         run_sub: _ClientSubscription | None = None
-        shortcuts = self._shortcuts
-        for text in texts:
-            item: Any = _MISS
+        i, end = 0, len(texts)
+        while i < end:
+            text = texts[i]
+            items: Any = _MISS
+            shortcuts = self._shortcuts  # a full-path next may have taught one
             for shortcut in shortcuts:
+                # At most one prefix matches: they are written by
+                # next_prefix, compact JSON whose topic, headers and
+                # subscription ID each end where their text ends, so no
+                # prefix begins another (their order does not matter).
                 if text.startswith(shortcut.prefix):
-                    item = self._shortcut_item(text, shortcut)
+                    items = self._shortcut_items(texts, i, shortcut)
                     break
-            if item is _MISS:
+            if items is _MISS:
                 self._receive(text)
-                shortcuts = self._shortcuts  # a full-path next may have taught one
+                i += 1
                 continue
+            i += len(items)
             sub = shortcut.sub
             if run is not None and run_sub is sub and events and events[-1] is run:
-                run.items.append(item)
+                run.items.extend(items)
             else:
-                run, run_sub = new_items(sub.key, shortcut.sid, [item]), sub
+                run, run_sub = new_items(sub.key, shortcut.sid, items), sub
                 events.append(run)
+
+    def _shortcut_items(self, texts: list[str], i: int, shortcut: _Shortcut) -> Any:
+        """``_shortcut_item`` of ``texts[i]`` and of the texts after it while
+        each is taken: their items (at least one), or ``_MISS``. What one at
+        a time checks per message is checked once where it cannot change
+        between them (the state and demand only change on the full path;
+        the size limit holds for the longest), and the demand is counted
+        once for them all."""
+        sub = shortcut.sub
+        demand = sub.demand
+        if sub.state is not ClientState.ACTIVE or not demand:
+            return _MISS
+        stop_at = len(texts) if demand == MAX_DEMAND else min(len(texts), i + demand)
+        if max(map(len, texts[i:stop_at])) > self.config.max_message_size:
+            item = self._shortcut_item(texts[i], shortcut)  # one at a time, then
+            return _MISS if item is _MISS else [item]
+        prefix, cut = shortcut.prefix, shortcut.cut
+        scan = env.scan_json
+        items: list[Any] = []
+        take = items.append
+        j = i
+        try:
+            while j < stop_at:
+                text = texts[j]
+                if not text.startswith(prefix):
+                    break
+                item, stop = scan(text, cut)
+                if text[stop:] != "}}":  # whitespace or more after the item
+                    break
+                take(item)
+                j += 1
+        except (StopIteration, ValueError, RecursionError):
+            pass  # not one JSON value: the full path decides
+        if not items:
+            return _MISS
+        if demand != MAX_DEMAND:
+            sub.demand = demand - len(items)
+        shortcut.hits += len(items)
+        return items
 
     def _next_shortcut(self, text: str, shortcut: _Shortcut) -> bool:
         """A history ``next`` by its learned prefix: True when taken, False

@@ -8,7 +8,6 @@ reproduces Ditto's compact form: no whitespace, keys in the order
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -69,7 +68,7 @@ def _finite_float(text: str) -> float:
     # 1e999 parses as infinity, which no JSON text can carry back: the
     # answer echoing it could not be written. Refuse it as input instead.
     value = float(text)
-    if value in (math.inf, -math.inf):
+    if value - value:  # inf - inf is nan (true), a finite value's 0.0 is false
         raise ValueError(f"JSON number {text[:40]} is out of range")
     return value
 
@@ -100,6 +99,11 @@ _C_ENCODE: Final[Any] = (
     )
 )
 
+
+#: The C encoder's chunks of a value's compact JSON (``"".join`` them), or
+#: None where Python has no C encoder: what :func:`dumps` writes, for ASCII
+#: text (a batch of items writes them without a call per item).
+encode_chunks: Final[Any] = _C_ENCODE
 
 #: ``scan_json(text, index)``: the JSON value that starts at ``index`` and
 #: the index after it, by ``loads``'s rules (``StopIteration`` when none

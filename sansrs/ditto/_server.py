@@ -21,6 +21,7 @@ import enum
 import heapq
 from collections import deque
 from collections.abc import Iterator
+from itertools import repeat
 from typing import Any, Final
 
 from .._errors import LocalProtocolError
@@ -463,6 +464,27 @@ class DittoServer:
             return
         # ACTIVE here (the relay checked): an item keeps it (_NEXT_KEEPS).
         out = self._out
+        outstanding = sub.outstanding
+        encode = env.encode_chunks
+        if (
+            encode is not None
+            and (outstanding == MAX_DEMAND or outstanding >= len(items))
+            and not any(map(isinstance, items, repeat(env.Envelope)))
+        ):
+            # The common batch: all within the demand, plain JSON values,
+            # ASCII: the texts the loop below writes, without its checks and
+            # calls per item. Anything else (an item that is not JSON, text
+            # that dumps must look at) is left to that loop.
+            try:
+                texts = [f"{prefix}{''.join(encode(item, 0))}}}}}" for item in items]
+            except (TypeError, ValueError, RecursionError):
+                texts = []
+            if texts and "".join(texts).isascii():
+                out += texts
+                if outstanding != MAX_DEMAND:
+                    sub.outstanding = outstanding - len(texts)
+                self._touch(sub)
+                return
         dumps = env.dumps
         envelope_type = env.Envelope
         sent = 0

@@ -188,7 +188,9 @@ def _flat(events: list[Any]) -> list[Any]:
     return out
 
 
-def _chunk_outcome(client: DittoClient, chunk: list[str], run: bool) -> tuple[Any, ...]:
+def _chunk_outcome(
+    client: DittoClient, chunk: list[str], run: bool, sids: tuple[str, ...] = ("0",)
+) -> tuple[Any, ...]:
     error = None
     try:
         if run:
@@ -198,9 +200,10 @@ def _chunk_outcome(client: DittoClient, chunk: list[str], run: bool) -> tuple[An
                 client.receive_message(text)
     except RemoteProtocolError as exc:
         error = (exc.message, exc.error_code)
-    sub = client._by_id.get("0")
+    subs = [client._by_id.get(sid) for sid in sids]
     return (error, _flat(list(client.events())), client.messages_to_send(),
-            client.state_of("0"), None if sub is None else sub.demand)
+            [client.state_of(sid) for sid in sids],
+            [None if sub is None else sub.demand for sub in subs])
 
 
 @settings(max_examples=300, deadline=None)
@@ -234,3 +237,70 @@ def test_ditto_client_receive_run_reports_consecutive_items_as_one_event() -> No
 @pytest.mark.parametrize("seed", fuzz_seeds())
 def test_ditto_client_shortcut_fuzz_seeds_pass(seed: bytes) -> None:
     fuzz_one_input(seed)  # the differential fuzz target on its committed seeds
+
+
+def _two_subscriptions(demand: int) -> DittoClient:
+    """Subscriptions "0" and "1" active with ``demand`` each; both shortcuts
+    learned, "1" the newest (tried first)."""
+    client = DittoClient(CONFIG)
+    for sid in ("0", "1"):
+        client.subscribe_for_persisted_events("ns", "t")
+        client.receive_message(created(sid))
+        client.request(sid, demand)
+    for sid in ("0", "1"):
+        client.receive_message(prefix(sid) + compact(ITEM) + "}}")
+    client.messages_to_send()
+    list(client.events())
+    return client
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["0", "1"]), st.one_of(items, st.just('"' + "x" * 2100 + '"'))),
+        min_size=1, max_size=16,
+    ),
+    st.sampled_from([1, 3, 8, MAX_DEMAND]),
+    st.integers(1, 8),
+)
+def test_ditto_client_receive_run_of_two_subscriptions_says_what_one_at_a_time_says(
+    sent: list[tuple[str, str]], demand: int, chunk: int
+) -> None:
+    """Items of two subscriptions interleaved (each shortcut takes its own
+    stretches), some beyond ``max_message_size`` (the full path refuses
+    them, 413)."""
+    texts = [prefix(sid) + item + "}}" for sid, item in sent]
+    by_run, one_by_one = _two_subscriptions(demand), _two_subscriptions(demand)
+    for k in range(0, len(texts), chunk):
+        part = texts[k : k + chunk]
+        assert _chunk_outcome(by_run, part, True, ("0", "1")) == _chunk_outcome(
+            one_by_one, part, False, ("0", "1"))
+
+
+_header_values = st.recursive(
+    st.none() | st.integers() | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=6), inner,
+                                                                max_size=2),
+    max_leaves=4,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["ns/t", "ns/t2", 'ns/"', "n\\s/t"]),
+            st.dictionaries(st.text(max_size=12), _header_values, max_size=3),
+            st.text(max_size=6),
+        ),
+        min_size=2, max_size=2,
+    )
+)
+def test_ditto_client_no_next_prefix_begins_another(
+    pair: list[tuple[str, dict[str, Any], str]]
+) -> None:
+    """What lets ``receive_run`` take a stretch with any matching shortcut:
+    a message starts with at most one learned prefix."""
+    a, b = (next_prefix(f"{t}/things/twin/streaming/next", env.Headers(h), sid)
+            for t, h, sid in pair)
+    assert a == b or not (a and b and (a.startswith(b) or b.startswith(a)))

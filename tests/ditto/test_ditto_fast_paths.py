@@ -12,6 +12,7 @@ from sansrs.ditto import _envelope as env
 from sansrs.ditto import _messages as msg
 from sansrs.ditto._fast import new_next, next_prefix
 from sansrs.ditto.events import NextReceived, SubscribeReceived
+from sansrs.streams import MAX_DEMAND
 from tests.ditto.ditto_helpers import ManualPublisher, request_text, subscribe_text
 
 ITEM = {"topic": "ns/t/things/twin/events/modified", "path": "/attributes", "revision": 3,
@@ -97,7 +98,7 @@ def _active_server(demand: int, headers: dict[str, object]) -> tuple[DittoServer
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(_items, max_size=12),
-    st.integers(1, 10),
+    st.one_of(st.integers(1, 10), st.just(MAX_DEMAND)),  # the batch paths: both kinds
     st.integers(1, 5),
     st.sampled_from([{}, {"n": "é"}, {"correlation-id": "c"}]),
 )

@@ -74,9 +74,13 @@ MAX_MASKED_COUNT = 2048
 #: Records cut per ``struct`` call (one compiled format per record shape).
 _GROUP = 64
 _BINARY_FIN = 0x82
+_TEXT_FIN = 0x81
 
 _PREFIXES = tuple(n.to_bytes(3, "big") for n in range(126))
 _HEADERS = tuple(bytes((_BINARY_FIN, n)) for n in range(126))  # unmasked, FIN binary
+_TEXT_HEADERS = tuple(bytes((_TEXT_FIN, n)) for n in range(126))  # unmasked, FIN text
+_TEXT_16 = bytes((_TEXT_FIN, 126))  # then the 16-bit length
+_TEXT_64 = bytes((_TEXT_FIN, 127))  # then the 64-bit length
 
 
 def prefix(n: int) -> bytes:
@@ -374,8 +378,43 @@ def encode_run(
 def _encode_text_run(
     data: bytes | bytearray, keys: KeySource | None, start: int
 ) -> tuple[bytes, int]:
-    """:func:`encode_run` for text: one message at a time (text messages
-    seldom share a length), each checked."""
+    """:func:`encode_run` for text (text messages seldom share a length).
+    Unmasked (a server's): one pass over the lengths cuts the payloads out
+    and writes each frame header (a 16-bit length is the run's own two
+    bytes behind ``81 7E``); then one check of all the payloads at once
+    (ASCII is valid UTF-8; anything else is checked message by message,
+    as each must be valid alone) and one ``join``. Masked (a client's):
+    one frame at a time (few text messages go that way)."""
+    if keys is not None:
+        return _encode_masked_text_run(data, keys, start)
+    heads: list[bytes | bytearray] = []
+    payloads: list[bytes | bytearray] = []
+    head, payload = heads.append, payloads.append
+    short = _TEXT_HEADERS
+    end = len(data)
+    off = start
+    while end - off >= 3:
+        n = data[off] << 16 | data[off + 1] << 8 | data[off + 2]
+        stop = off + 3 + n
+        if stop > end:
+            break
+        if n < 126:
+            head(short[n])
+        elif n < 0x10000:
+            head(_TEXT_16 + data[off + 1 : off + 3])
+        else:
+            head(_TEXT_64 + n.to_bytes(8, "big"))
+        payload(data[off + 3 : stop])
+        off = stop
+    if not b"".join(payloads).isascii():
+        for text in payloads:
+            text.decode("utf-8")
+    return b"".join(chain.from_iterable(zip(heads, payloads, strict=True))), off - start
+
+
+def _encode_masked_text_run(
+    data: bytes | bytearray, keys: KeySource, start: int
+) -> tuple[bytes, int]:
     parts: list[bytes] = []
     end = len(data)
     off = start
@@ -385,7 +424,7 @@ def _encode_text_run(
             break
         payload = data[off + 3 : stop]
         payload.decode("utf-8")
-        parts.append(encode_data_frame(1, payload, keys.next() if keys is not None else None))
+        parts.append(encode_data_frame(1, payload, keys.next()))
         off = stop
     return b"".join(parts), off - start
 

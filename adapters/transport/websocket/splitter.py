@@ -7,7 +7,9 @@ always sits at a frame boundary and its state stays right:
 
 * consecutive binary messages become one *run* (:mod:`.runs`: each message
   behind its 3-byte length), same-length frames a batch at a time;
-  consecutive text messages (each checked UTF-8) another kind of run;
+  consecutive text messages (each checked UTF-8) another kind of run; a
+  client's text frames (unmasked, under 64 KiB, of any lengths) are cut by a
+  loop of their own and checked all at once (``_texts``);
 * a message too big for a run (16 MiB and more) is handed over alone, in
   order;
 * a complete control frame (ping, pong, close; at most 125 bytes) goes to
@@ -23,6 +25,7 @@ always sits at a frame boundary and its state stays right:
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import chain, repeat
 from struct import Struct
 
 from .frames import mask
@@ -45,6 +48,7 @@ _U16 = Struct(">H")
 _U64 = Struct(">Q")
 _MAX_CONTROL = 125
 _BINARY_FIN = 0x82
+_TEXT_FIN = 0x81
 
 #: What the splitter calls: consecutive messages of one kind as a run
 #: (opcode 2 binary or 1 text; their bytes, each behind its 3-byte length),
@@ -213,6 +217,14 @@ class FrameSplitter:
                     run += memoryview(data)[off + 2 : stop]
                 off = stop
                 continue
+            if b0 == _TEXT_FIN and not expect_mask:
+                # A client's hot path: short text frames of mixed lengths.
+                after = self._texts(data, off, end)
+                if after > off:
+                    run = self._run
+                    off = after
+                    last = -1
+                    continue
             length = b1 & 0x7F
             at = off + 2
             if length == 126:
@@ -300,6 +312,54 @@ class FrameSplitter:
         if off < end:
             self._buffer += memoryview(data)[off:]
         self._need = 2 if end - off < 2 else end - off + 1
+
+    def _texts(self, data: bytes, off: int, end: int) -> int:
+        """Consecutive whole FIN text frames from ``off`` (unmasked, shorter
+        than 64 KiB, lengths minimal, within the limit) as run messages,
+        without the general path's checks per frame: one loop that only cuts
+        payloads, one UTF-8 check of them all (ASCII is valid UTF-8;
+        otherwise each is checked alone, and the frames from the first bad
+        one on are left to the general path, which passes them to wsproto).
+        Returns the offset after the frames taken (``off``: none)."""
+        payloads: list[bytes] = []
+        take = payloads.append
+        limit = self._max
+        start = off
+        while end - off >= 2 and data[off] == _TEXT_FIN:
+            n = data[off + 1]
+            if n < 126:
+                at = off + 2
+            elif n == 126 and end - off >= 4:
+                n = data[off + 2] << 8 | data[off + 3]
+                if n < 126:
+                    break  # non-minimal: the general path passes it
+                at = off + 4
+            else:
+                break  # a 64-bit length, a mask bit, a header cut off
+            stop = at + n
+            if stop > end or n > limit:
+                break
+            take(data[at:stop])
+            off = stop
+        if not payloads:
+            return start
+        if not b"".join(payloads).isascii():
+            off = start
+            for i, payload in enumerate(payloads):
+                try:
+                    payload.decode("utf-8")
+                except UnicodeDecodeError:
+                    del payloads[i:]
+                    break
+                off += (2 if len(payload) < 126 else 4) + len(payload)
+            if not payloads:
+                return start
+        if self._run_kind != 1:
+            self._flush()
+            self._run_kind = 1
+        lengths = map(int.to_bytes, map(len, payloads), repeat(3))  # big-endian
+        self._run += b"".join(chain.from_iterable(zip(lengths, payloads, strict=True)))
+        return off
 
     def _pass(self, data: bytes, off: int) -> None:
         """Hand everything from ``off`` on to wsproto, now and later."""

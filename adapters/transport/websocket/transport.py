@@ -68,7 +68,8 @@ MAX_REQUEST_HEAD = 64 * 1024
 #: reads nothing cannot make us queue Pongs without bound.
 MAX_CONTROL_BACKLOG = 64 * 1024
 _HEADER_END = b"\r\n\r\n"
-_BINARY_RUN = bytes((MessageKind.BINARY_RUN,))
+#: The record kinds :meth:`WebSocketTransport._send_run` frames directly.
+_RUNS = (bytes((MessageKind.BINARY_RUN,)), bytes((MessageKind.TEXT_RUN,)))
 _RAW_BAD_REQUEST = (
     b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
 )
@@ -198,7 +199,7 @@ class WebSocketTransport:
         if (
             not acked
             and type(data) is not memoryview
-            and data[:1] == _BINARY_RUN
+            and data[:1] in _RUNS
             and not self._run_left
             and self._pong is None
             and self.close_sent is None
@@ -219,10 +220,10 @@ class WebSocketTransport:
 
     def _send_run(self, data: bytes | bytearray) -> int:
         """The common case of :meth:`send` (what an engine hands over is one
-        BINARY_RUN record, nothing is pending): framed from ``data`` as it is
-        and written at once, without the record loop or the ``_out`` buffer.
-        Returns what ``send`` returns, or -1 when the record is not alone or
-        too long for one batch (the general path then takes it)."""
+        BINARY_RUN or TEXT_RUN record, nothing is pending): framed from
+        ``data`` as it is and written at once, without the record loop or the
+        ``_out`` buffer. Returns what ``send`` returns, or -1 when the record
+        is not alone or too long for one batch (the general path then takes it)."""
         total = len(data)
         if (
             int.from_bytes(data[1:5], "big") + 5 != total
@@ -230,9 +231,10 @@ class WebSocketTransport:
             or self._ws.state is not ConnectionState.OPEN
         ):
             return -1
-        frames = encode_batch(data, 5, self._keys)
+        text = data[0] == MessageKind.TEXT_RUN
+        frames = None if text else encode_batch(data, 5, self._keys)
         if frames is None:
-            frames, used = frame_run(data, self._keys, start=5)
+            frames, used = frame_run(data, self._keys, text=text, start=5)
             if used + 5 != total:
                 raise RecordError("a run's message overruns its record")
         if not frames:

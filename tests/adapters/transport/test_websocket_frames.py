@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sansrs.adapters.transport.websocket.frames import (
@@ -78,6 +79,19 @@ class Collector:
         self.got += _messages(list(self.conn.events()))
 
 
+def fed_in_chunks(
+    receiver: ConnectionType, wire: bytes, data: st.DataObject, max_cuts: int
+) -> Collector:
+    """A splitter fed ``wire`` cut at up to ``max_cuts`` drawn places."""
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=max_cuts), label="cuts"))
+    collector = Collector(receiver)
+    last = 0
+    for cut in [*cuts, len(wire)]:
+        collector.splitter.feed(wire[last:cut])
+        last = cut
+    return collector
+
+
 def frames_from(role_sending: ConnectionType, events: list[Event]) -> bytes:
     proto = FrameProtocol(client=role_sending is ConnectionType.CLIENT, extensions=[])
     out = bytearray()
@@ -109,12 +123,7 @@ def test_splitter_gives_the_messages_wsproto_gives_in_any_chunking(
     sender = ConnectionType.SERVER if receiver is ConnectionType.CLIENT else ConnectionType.CLIENT
     wire = frames_from(sender, events)
     expected = wsproto_messages(receiver, wire)
-    cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=6), label="cuts"))
-    collector = Collector(receiver)
-    last = 0
-    for cut in [*cuts, len(wire)]:
-        collector.splitter.feed(wire[last:cut])
-        last = cut
+    collector = fed_in_chunks(receiver, wire, data, 6)
     assert collector.got == expected
     assert not collector.splitter.passthrough  # nothing unusual in there
     # wsproto saw only the control frames, each one whole
@@ -228,12 +237,7 @@ def test_batches_of_same_length_frames_split_like_wsproto(
     sender = ConnectionType.SERVER if receiver is ConnectionType.CLIENT else ConnectionType.CLIENT
     wire = frames_from(sender, [BytesMessage(data=m) for m in messages])
     assert wsproto_messages(receiver, wire) == [(2, m) for m in messages]
-    cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=4), label="cuts"))
-    collector = Collector(receiver)
-    last = 0
-    for cut in [*cuts, len(wire)]:
-        collector.splitter.feed(wire[last:cut])
-        last = cut
+    collector = fed_in_chunks(receiver, wire, data, 4)
     assert collector.got == [(2, m) for m in messages]
     assert collector.handed == [] and not collector.splitter.passthrough
 
@@ -339,6 +343,93 @@ def test_masked_batches_of_many_lengths_taking_turns_stay_exact() -> None:
     collector = Collector(ConnectionType.SERVER)
     collector.splitter.feed(wire)
     assert collector.got == [(2, m) for m in messages]
+
+
+# Text messages of mixed lengths around every header size boundary (the
+# text paths take no batches: lengths seldom repeat), ASCII or not.
+TEXTS = st.lists(
+    st.one_of(
+        st.text(max_size=140),
+        st.integers(120, 300).map(lambda n: "a" * n),
+        st.integers(0, 3).map(lambda n: "\u00e9" * (32767 + n)),  # 65534..65540 bytes
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(TEXTS, st.booleans())
+def test_encode_text_run_frames_each_message_as_wsproto_would(
+    texts: list[str], client: bool
+) -> None:
+    messages = [t.encode() for t in texts]
+    run = run_of(messages)
+    wire, used = encode_run(run, KeySource() if client else None, text=True)
+    assert used == len(run)
+    receiver = ConnectionType.SERVER if client else ConnectionType.CLIENT
+    assert wsproto_messages(receiver, wire) == [(1, m) for m in messages]
+    if not client:  # unmasked: byte for byte what one frame at a time gives
+        assert wire == b"".join(encode_data_frame(1, m, None) for m in messages)
+    # A message cut off at the end is left for later.
+    unmasked = b"".join(encode_data_frame(1, m, None) for m in messages)
+    cut = run + b"\x00\x01\x00" + b"x" * 10
+    assert encode_run(cut, None, text=True) == (unmasked, len(run))
+
+
+@given(TEXTS, st.integers(0, 8), st.booleans())
+def test_encode_text_run_refuses_any_message_that_is_not_utf8_alone(
+    texts: list[str], at: int, client: bool
+) -> None:
+    """A bad engine cannot make us send invalid UTF-8 (RFC 6455, 8.1): one
+    bad message anywhere fails the run, also a character split between two
+    messages (valid only when they are joined)."""
+    messages = [t.encode() for t in texts]
+    at = min(at, len(messages))
+    for bad in ([b"ok\xff"], [b"split \xc3", b"\xa9 across"]):
+        run = run_of(messages[:at] + bad + messages[at:])
+        with pytest.raises(UnicodeDecodeError):
+            encode_run(run, KeySource() if client else None, text=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(TEXTS, st.data(), st.sampled_from([ConnectionType.CLIENT, ConnectionType.SERVER]))
+def test_text_frames_of_mixed_lengths_split_like_wsproto(
+    texts: list[str], data: st.DataObject, receiver: ConnectionType
+) -> None:
+    """Text frames of any lengths, around each header size, however the
+    bytes are chunked: the client's text path (the server's general one)
+    gives what wsproto gives, with nothing handed to wsproto."""
+    sender = ConnectionType.SERVER if receiver is ConnectionType.CLIENT else ConnectionType.CLIENT
+    events: list[Event] = [TextMessage(data=t) for t in texts]
+    where = data.draw(st.integers(0, len(events)), label="binary at")
+    events.insert(where, BytesMessage(data=b"b"))
+    wire = frames_from(sender, events)
+    expected = wsproto_messages(receiver, wire)
+    collector = fed_in_chunks(receiver, wire, data, 4)
+    assert collector.got == expected
+    assert collector.handed == [] and not collector.splitter.passthrough
+
+
+@settings(max_examples=60, deadline=None)
+@given(TEXTS, st.integers(0, 8), st.sampled_from([b"ok\xff", b"\xc3", b"\xed\xa0\x80"]))
+def test_a_text_frame_that_is_not_utf8_goes_to_wsproto_after_the_good_ones(
+    texts: list[str], at: int, bad: bytes
+) -> None:
+    """RFC 6455, 8.1: invalid UTF-8 in a text message fails the connection
+    (1007, wsproto's answer): the messages before it are delivered, the bad
+    frame and all after it go to wsproto, also when the frames before it
+    are not ASCII."""
+    messages = [t.encode() for t in texts]
+    at = min(at, len(messages))
+    wire = bytearray()
+    for i, m in enumerate([*messages[:at], bad, *messages[at:]]):
+        # a frame with any payload, as a broken server would send it
+        wire += encode_data_frame(1, m, None) if i != at else bytes((0x81, len(m))) + m
+    collector = Collector(ConnectionType.CLIENT)
+    collector.splitter.feed(bytes(wire))
+    assert collector.got == [(1, m) for m in messages[:at]]
+    assert collector.splitter.passthrough
+    assert collector.handed and collector.handed[0].startswith(bytes((0x81, len(bad))) + bad)
 
 
 # Shaped batches (runs.shape_of): every length class of the key tile (a
