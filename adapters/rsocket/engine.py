@@ -55,11 +55,10 @@ PUMP_BUDGET = 4096
 #: Request-response requests served (or answers received) in one input batch
 #: between early writes: the peer starts on the first answers (or the next
 #: requests) while the rest are handled, instead of both sides taking turns.
-#: Every write has a fixed cost (a system call; over WebSocket ~3 µs of
-#: framing): 64, not 16, made rr64 over ws:// 1.3x-1.5x faster and the
-#: selector loop's 1.2x, TCP's the same or better (bench_write_early.py
-#: --every 16 --every 64; docs/performance.md, "Early writes").
-WRITE_EVERY = 64
+#: 64 (fewer writes, each with its fixed cost) won only on a loaded machine
+#: and lost a third of rr64 on a quiet one (bench_write_early.py --every 16
+#: --every 64; docs/performance.md, "Early writes").
+WRITE_EVERY = 16
 
 
 Sink = streams.Sink[Payload]
