@@ -27,6 +27,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 AFTER = Path(__file__).resolve().parent.parent
+# Both checkouts' processes with glibc's mmap threshold raised from the start:
+# an older checkout's benchmark client may lack raw_peer.settle_allocator(),
+# and a process that never freed a large block pays an mmap/mremap per
+# partial 256 KiB read (docs/performance.md, "a fair baseline"), which
+# would be measured as a difference between the trees.
+os.environ.setdefault("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=4194304")
 sys.path.insert(0, str(AFTER / "benchmarks"))
 from bench_tcp import SCENARIOS, WS_PATH  # noqa: E402
 
