@@ -22,7 +22,12 @@ __all__ = [
     "open_tcp",
 ]
 
-RECV_SIZE = 256 * 1024
+#: The largest read: below glibc's initial mmap threshold (128 KiB) even
+#: grown, so that no read depends on the process's allocator history (a read
+#: of 256 KiB that came back short cost an mremap in a process that never
+#: freed a large block); as fast as 256 KiB reads for streams
+#: (docs/performance.md, "a fair baseline").
+RECV_SIZE = 120 * 1024
 SOCKET_BUFFER = 1024 * 1024
 # recv(n) allocates n bytes up front and shrinks the result; at 128 KiB and
 # more glibc serves that with mmap/mremap/munmap: three system calls per read.

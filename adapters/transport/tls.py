@@ -46,7 +46,7 @@ __all__ = [
     "server_context",
 ]
 
-RECV_SIZE = 256 * 1024
+RECV_SIZE = 120 * 1024  # below glibc's mmap threshold, as tcp.RECV_SIZE
 #: Largest single SSL write; a retry after WantWrite repeats exactly this much.
 WRITE_CHUNK = 256 * 1024
 
