@@ -34,7 +34,7 @@ AFTER = Path(__file__).resolve().parent.parent
 # would be measured as a difference between the trees.
 os.environ.setdefault("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=4194304")
 sys.path.insert(0, str(AFTER / "benchmarks"))
-from bench_tcp import SCENARIOS, WS_PATH  # noqa: E402
+from bench_tcp import SCENARIOS, WS_PATH, cpu_split  # noqa: E402
 
 #: ``sansrs-asyncio``: the asyncio client against ``sansrs serve`` (``rr_seq`` only).
 IMPLS = ("sansrs", "sansrs-ws", "sansrs-selector", "sansrs-asyncio")
@@ -53,7 +53,8 @@ def serve_args(impl: str) -> list[str]:
 
 
 @contextmanager
-def server(tree: Path, impl: str) -> Iterator[int]:
+def server(tree: Path, impl: str) -> Iterator[tuple[int, int]]:
+    """A fresh ``sansrs serve`` of ``tree``: (its port, its process ID)."""
     proc = subprocess.Popen(
         [python(tree), "-m", "sansrs", *serve_args(impl)],
         stdout=subprocess.PIPE,
@@ -65,14 +66,14 @@ def server(tree: Path, impl: str) -> Iterator[int]:
         line = proc.stdout.readline().split()
         if not line or line[0] != "READY":
             raise RuntimeError(f"{tree} {impl}: server did not start: {line}")
-        yield int(line[1].rsplit(":", 1)[-1].split("/")[0])
+        yield int(line[1].rsplit(":", 1)[-1].split("/")[0]), proc.pid
     finally:
         proc.terminate()
         proc.wait(10)
 
 
 def one_run(tree: Path, impl: str, kind: str, count: int, arg: int) -> float:
-    with server(tree, impl) as port:
+    with server(tree, impl) as (port, _):
         command = [
             python(tree), str(tree / "benchmarks" / "bench_tcp.py"),
             "client", impl, str(port), kind, str(count), str(arg),
@@ -86,37 +87,20 @@ def one_run(tree: Path, impl: str, kind: str, count: int, arg: int) -> float:
     return float(result["count"] / result["seconds"])
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (all threads)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def cpu_run(tree: Path, impl: str, count: int) -> tuple[float, float, float]:
     """``--cpu``: one ``bench_tcp.py rr-cpu`` run (sequential request-responses
     after a warm-up) against a fresh server of the same checkout: (round
     trips/s, client CPU µs and server CPU µs per round trip)."""
-    loop = ["--loop", "selector"] if impl == "sansrs-selector" else []
-    proc = subprocess.Popen(
-        [python(tree), "-m", "sansrs", "serve", *loop, "tcp://127.0.0.1:0"],
-        stdout=subprocess.PIPE, text=True, cwd=tree,
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        port = proc.stdout.readline().split()[1].rsplit(":", 1)[-1]
-        before = _cpu_seconds(proc.pid)
+    with server(tree, impl) as (port, pid):
+        before = sum(cpu_split(pid))
         out = subprocess.run(
-            [python(tree), str(tree / "benchmarks" / "bench_tcp.py"), "rr-cpu", impl, port,
+            [python(tree), str(tree / "benchmarks" / "bench_tcp.py"), "rr-cpu", impl, str(port),
              str(count)],
             capture_output=True, text=True, timeout=600, check=True, cwd=tree,
         ).stdout  # fmt: skip
-        server = _cpu_seconds(proc.pid) - before
-    finally:
-        proc.terminate()
-        proc.wait(10)
+        server_cpu = sum(cpu_split(pid)) - before
     rate, user, system = json.loads(out.strip().splitlines()[-1])
-    return rate, user + system, server / (count + 300) * 1e6  # (its warm-up: 300)
+    return rate, user + system, server_cpu / (count + 300) * 1e6  # (its warm-up: 300)
 
 
 def cpu_main(before: Path, impls: list[str], runs: int, count: int) -> None:

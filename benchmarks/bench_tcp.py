@@ -194,7 +194,7 @@ def rr_cpu_client_main(impl: str, port: int, count: int) -> None:
     print(json.dumps(result))
 
 
-def _cpu_split(pid: int) -> tuple[float, float]:
+def cpu_split(pid: int) -> tuple[float, float]:
     """(user, system) CPU seconds of process ``pid`` (all threads)."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -233,11 +233,11 @@ def latency_costs(runs: int, count: int) -> None:
             k = i % len(LATENCY_PAIRS)
             for client, srv in LATENCY_PAIRS[k:] + LATENCY_PAIRS[:k]:
                 port, proc = servers[srv]
-                before = _cpu_split(proc.pid)
+                before = cpu_split(proc.pid)
                 out = subprocess.run(
                     [PY, str(Path(__file__)), "rr-cpu", client, str(port), str(count)],
                     capture_output=True, text=True, timeout=600, check=True).stdout
-                after = _cpu_split(proc.pid)
+                after = cpu_split(proc.pid)
                 rate, user, system = json.loads(out.strip().splitlines()[-1])
                 rows[client, srv].append((rate, user, system, (after[0] - before[0]) / count * 1e6,
                                           (after[1] - before[1]) / count * 1e6))
