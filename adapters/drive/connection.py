@@ -38,7 +38,7 @@ from typing import Any
 
 from ..transport import Listener, Transport
 from .config import LoopConfig
-from .engine import PENDING, Call, Engine, Startable
+from .engine import Call, Engine, Startable
 from .errors import ConnectionClosed, LoopClosed
 from .queues import Inbox, QueueClosed, Wakeup
 from .reactor import READ, WRITE, Reactor
@@ -402,107 +402,6 @@ class LoopConnection:
                 loop.resume(self._fd, interest, self)
             self._end_direct(now)
         return True
-
-    def exchange_direct(
-        self,
-        call: Call,
-        answer: Callable[[bytes, float], object],
-        until: Callable[[], bool],
-        timeout: float | None,
-    ) -> object:
-        """:meth:`call_direct` for one request and its one answer (a blocking
-        request-response): ``call`` queues the request, and each read is
-        offered to ``answer(data, now)`` first, which returns the answer
-        when the read was exactly it (the engine took it) and None when it
-        was anything else (the read then goes to the engine as usual).
-
-        Returns the answer; ``None`` when nothing ran here (hand ``call``
-        over, as when call_direct returns False); :data:`PENDING` when
-        ``call`` ran here and its answer comes the ordinary way (wait for
-        ``until``, as when call_direct returns True).
-
-        The straight path, taken while the engine is quiet, is a write, a
-        poll and a read: no pump, no events, no wake-up of anyone (a third
-        of a sequential round trip's client CPU; ``bench_tcp.py
-        --latency-costs``, docs/performance.md). Anything unusual (output
-        left, another thread's call, the reactor wanting the connection, a
-        read that is not the answer) continues as :meth:`call_direct` does,
-        from where it is."""
-        quiet = self._quiet
-        if self._done or not self._direct_ok or quiet is None:
-            return None
-        if not self._drive.acquire(False):
-            return None
-        now = started = time.monotonic()
-        interest = self._interest
-        if (
-            self._done
-            or self._inbox.items
-            or not interest & READ
-            or not self._idle_for_direct(now)
-            or not quiet()
-            or (self._held is not None and self._held())
-        ):
-            self._end_direct(now)  # (a reactor that found it taken runs its turn)
-            return PENDING if self.call_direct(call, until, timeout) else None
-        self._direct_ident = threading.get_ident()
-        loop: Any = self._loop
-        fd = self._fd
-        loop.pause(fd)  # the answer is this thread's to read (see call_direct)
-        try:
-            try:
-                call()
-            except Exception:
-                log.exception("direct call on the connection failed")
-                return PENDING
-            self.write_now()
-            if self._wrote:
-                self._wrote = False
-                self._last_io = now
-            if self._out or self._send_error is not None or until():
-                return PENDING  # the rest is the reactor's (it writes, or finishes)
-            waker, poller = _thread_poller(fd)
-            self._direct_waker = waker
-            first = _DIRECT_SLICE if timeout is None else min(_DIRECT_SLICE, timeout)
-            # (A reactor that found the connection taken before the waker was
-            # set could not wake it: its turn is owed now.)
-            ready = [] if self._missed else poller.poll(first * 1000)
-            later = time.monotonic()
-            if len(ready) == 1 and ready[0][0] == fd and not self._missed:
-                now = later
-                try:
-                    data = self.transport.recv(self._loop.config.recv_size)
-                except (BlockingIOError, InterruptedError):
-                    data = None
-                except OSError as exc:
-                    self._lost = ConnectionClosed(f"connection lost: {exc}")
-                    self._abort = True
-                    return PENDING
-                if data is not None:
-                    self._last_io = now
-                    if data:
-                        got = answer(data, now)
-                        if got is not None:
-                            return got
-                    self._feed(data, now)
-                    if self._done:
-                        return PENDING
-                    if not quiet() or (self._held is not None and self._held()):
-                        self._flush(now)
-                        if self._send_error is not None or self._out:
-                            return PENDING
-                    if until():
-                        return PENDING
-            # The ordinary wait, for what is left of the timeout.
-            left = None if timeout is None else timeout - (later - started)
-            if left is None or left > 0:
-                now = self._wait_direct(until, left, later)
-        finally:
-            self._direct_waker = None
-            if not self._done:
-                loop.resume(fd, interest, self)
-            self._end_direct(now)
-        return PENDING
 
     def _idle_for_direct(self, now: float) -> bool:
         """Nothing for the reactor to do at ``now``: all written, no timeout due."""

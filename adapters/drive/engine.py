@@ -10,16 +10,11 @@ wire protocol.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final, Protocol
+from typing import Protocol
 
 from ..transport import Transport
 
-__all__ = ["PENDING", "Call", "Driver", "Engine", "Startable"]
-
-#: A driver's optional direct calls (``call_direct``, ``exchange_direct``, see
-#: :class:`~.connection.LoopConnection`): the call ran on the calling thread,
-#: and what it waits for arrives the ordinary way.
-PENDING: Final = object()
+__all__ = ["Call", "Driver", "Engine", "Startable"]
 
 
 class Engine(Protocol):

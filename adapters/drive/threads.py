@@ -48,7 +48,6 @@ class ConnectionThread:
         )
         # The connection's own bound method: one call less per direct call.
         self.call_direct = self._conn.call_direct  # type: ignore[method-assign]
-        self.exchange_direct = self._conn.exchange_direct  # type: ignore[method-assign]
         self.write_now = self._conn.write_now  # type: ignore[method-assign]
 
     def _exited(self, conn: LoopConnection) -> None:
@@ -90,19 +89,6 @@ class ConnectionThread:
         """Run ``call`` and wait for its answer on this thread while the
         connection's thread is idle (:meth:`.LoopConnection.call_direct`)."""
         return self._conn.call_direct(call, until, timeout)
-
-    def exchange_direct(
-        self,
-        call: Call,
-        answer: Callable[[bytes, float], object],
-        until: Callable[[], bool],
-        timeout: float | None,
-    ) -> object:
-        """One request and its answer on this thread while the connection's
-        thread is idle (:meth:`.LoopConnection.exchange_direct`). (Declared
-        for readers and type checkers: each instance holds the connection's
-        bound method instead, a call less per request.)"""
-        return self._conn.exchange_direct(call, answer, until, timeout)
 
     def write_now(self) -> None:
         """Owning thread: write queued output now (:meth:`.LoopConnection.write_now`)."""

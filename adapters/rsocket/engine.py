@@ -188,7 +188,7 @@ class RSocketEngine:
             # any driver): its whole answer alone is taken without an event.
             handle = next(iter(requests.values()))
             if handle.kind == "rr":
-                answer = self.take_answer(handle, data, now)
+                answer = self._take_answer(handle, data, now)
                 if answer is not None:
                     handle.sink.put(answer)
                     handle.sink.finish()
@@ -546,12 +546,12 @@ class RSocketEngine:
         handle.sid = sid
         self._requests[sid] = handle
 
-    def take_answer(self, handle: RequestHandle, data: bytes, now: float) -> Payload | None:
-        """A read during a direct request-response
-        (:meth:`..drive.connection.LoopConnection.exchange_direct`): when
-        ``data`` is exactly ``handle``'s answer the core takes it (its state
-        as if fed) and the answer is returned, the request forgotten here;
-        None: ``data`` is anything else, to be fed as usual."""
+    def _take_answer(self, handle: RequestHandle, data: bytes, now: float) -> Payload | None:
+        """``data`` read while ``handle`` (a request-response) is the only
+        request outstanding: when it is exactly that request's answer the
+        core takes it without an event (its state as if fed) and the answer
+        is returned, the request forgotten here; None: anything else, to be
+        fed as usual."""
         sid = handle.sid
         if sid is None or self._records is not None:
             return None

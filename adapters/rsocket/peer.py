@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Iterator
-from functools import partial
+from collections.abc import Iterable, Iterator
 from itertools import islice
 
 from typing_extensions import Unpack
 
 from sansrs.rsocket import Role
 
-from ..drive.engine import PENDING, Driver
+from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
 from ..drive.peer import DrivenPeer
 from ..drive.queues import Batcher, CreditQueue, EndOfStream
@@ -61,8 +60,6 @@ class RSocketPeer(DrivenPeer):
     def __init__(self, thread: Driver, engine: RSocketEngine) -> None:
         super().__init__(thread)
         self._engine = engine
-        #: The driver's one-request-one-answer latency path, if it has one.
-        self._exchange: Callable[..., object] | None = getattr(thread, "exchange_direct", None)
         # Fire-and-forgets cross to the connection thread many per hand-off.
         self._fnf: Batcher[Payload] = Batcher(
             self._submit, engine.fire_and_forget_many, lambda: self._thread.is_owner
@@ -110,20 +107,16 @@ class RSocketPeer(DrivenPeer):
         # either way); otherwise the request goes through the connection's
         # thread (docs/architecture.md, Threads).
         thread = self._thread
-        exchange = self._exchange
-        started = 0.0 if timeout is None else time.monotonic()
-        if exchange is not None:
-            got = exchange(start, partial(engine.take_answer, handle), queue.answered, timeout)
-            if got is None:
-                thread.call_soon(start, timeout)
-            elif got is not PENDING:
-                return got  # type: ignore[return-value]  # the answer, read here
+        direct = getattr(thread, "call_direct", None)
+        if timeout is None:
+            if direct is None or not direct(start, queue.answered, None):
+                thread.call_soon(start, None)
         else:
-            direct = getattr(thread, "call_direct", None)
+            started = time.monotonic()
             if direct is None or not direct(start, queue.answered, timeout):
                 thread.call_soon(start, timeout)
-        if timeout is not None:
-            timeout = max(0.0, timeout - (time.monotonic() - started))
+            else:
+                timeout = max(0.0, timeout - (time.monotonic() - started))
         try:
             return queue.get(timeout)
         except EndOfStream:

@@ -176,7 +176,7 @@ def test_a_closed_connection_takes_nothing() -> None:
 
 
 def test_events_not_taken_yet_leave_the_answer_alone() -> None:
-    """The answer's event would come after them: the straight path does
+    """The answer's event would come after them: taking it whole does
     not jump the queue."""
     a, _, sid = _twins()
     a.receive_data(_frame(0, KEEPALIVE, 0, bytes(8) + b"ping"), NOW)  # an event, not taken

@@ -380,12 +380,12 @@ def test_a_due_timer_still_gets_its_turn_when_a_connection_is_readable(
     loop.discard(ticker)
 
 
-# -- the straight path of one request and its answer (exchange_direct) ------------
+# -- a lone request-response's answer, taken without an event -----------------------
 
 
 def _dispatched(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Stream IDs of the answers that went through the engine's event
-    dispatch (the ordinary way) rather than the straight path."""
+    dispatch (the ordinary way) rather than taken whole."""
     seen: list[int] = []
     original = RSocketEngine.on_payload
 
@@ -397,7 +397,7 @@ def _dispatched(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return seen
 
 
-def test_a_whole_answer_read_alone_takes_the_straight_path(
+def test_a_whole_answer_read_alone_is_taken_without_an_event(
     raw_server: RawServer, loop_kind: str | Loop, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One read that is exactly the answer: the calling thread reads it,
