@@ -299,7 +299,11 @@ def _frame_shaped(
 ) -> bytes | None:
     """The frames of the shaped batch that is ``data[start:]``, if every
     length is the batch's (a column of each length byte at a time against
-    the cached column it must equal: three compares, in C)."""
+    the cached column it must equal: three compares, in C). Masked: the
+    payloads in blank frames, the fresh keys in place
+    (:meth:`KeySource.spread`), each tiled over its payload by one
+    multiplication; one XOR puts keys and headers in and masks the
+    payloads."""
     size = shape.stride - 3
     if (
         data[start + 2 :: size] != shape.lengths
@@ -311,13 +315,20 @@ def _frame_shaped(
     if keys is None:
         header = shape.header
         return header + header.join(payloads)
-    return _mask_shaped(shape, payloads, keys)
+    frames = int.from_bytes(shape.blank_frames.pack(*payloads), "little")
+    keyed = keys.spread(shape.key_fields, shape.stride, shape.frames)
+    stream = keyed * shape.tile & shape.payload_fields | keyed | shape.heads
+    return (frames ^ stream).to_bytes(shape.masked_size, "little")
 
 
 def record_of_frames(data: bytes, shape: _Shape, masked: bool) -> bytes:
     """The BINARY_RUN record of ``data``: nothing but the frames of a shaped
     batch (headers checked by the caller), unmasked if ``masked``."""
-    return shape.record_head + shape.length.join(_shaped_payloads(data, 0, shape, masked))
+    if masked:
+        payloads = _shaped_payloads(data, 0, shape, masked)
+    else:
+        payloads = shape.frame_payloads.unpack_from(data)
+    return shape.record_head + shape.length.join(payloads)
 
 
 def _shaped_payloads(data: bytes, off: int, shape: _Shape, masked: bool) -> Sequence[bytes]:
@@ -380,17 +391,6 @@ def encode_batch(data: bytes | bytearray, start: int, keys: KeySource | None) ->
     ):
         return None
     return _batch_to_frames(data, start, count, n, keys)
-
-
-def _mask_shaped(shape: _Shape, payloads: Sequence[bytes], keys: KeySource) -> bytes:
-    """Masked frames of a shaped batch: the payloads in blank frames, the
-    fresh keys in place (:meth:`KeySource.spread`), each tiled over its
-    payload by one multiplication; one XOR puts keys and headers in and
-    masks the payloads."""
-    frames = int.from_bytes(shape.blank_frames.pack(*payloads), "little")
-    keyed = keys.spread(shape.key_fields, shape.stride, shape.frames)
-    stream = keyed * shape.tile & shape.payload_fields | keyed | shape.heads
-    return (frames ^ stream).to_bytes(shape.masked_size, "little")
 
 
 def encode_run(

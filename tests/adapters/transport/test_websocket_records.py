@@ -5,9 +5,8 @@ reuse a random byte, and ``None`` (the general path) for anything else."""
 
 from __future__ import annotations
 
-import os
 import random
-from collections.abc import Callable
+from itertools import pairwise
 
 import pytest
 from hypothesis import given, settings
@@ -128,7 +127,8 @@ def test_splitter_record_reads_a_shaped_batch_as_the_general_path(
     wire, _ = encode_run(run_of(messages), KeySource() if masked else None)
     record = splitter(masked).record(wire)
     assert record == encode_record_run(run_of(messages))
-    assert MessageReader(keep_runs=True).feed(record) == [(MessageKind.BINARY_RUN, run_of(messages))]
+    expected = [(MessageKind.BINARY_RUN, run_of(messages))]
+    assert MessageReader(keep_runs=True).feed(record) == expected
     receiver = ConnectionType.SERVER if masked else ConnectionType.CLIENT
     general = Collector(receiver)
     general.splitter.feed(wire)
@@ -214,7 +214,7 @@ def test_websocket_5_3_every_key_is_fresh_random_bytes_never_reused() -> None:
             used += [where[key] for key in found]  # from the source, at one place
     assert source.used > 0
     used.sort()
-    for a, b in zip(used, used[1:], strict=False):
+    for a, b in pairwise(used):
         assert a + 4 <= b, "a random byte in two keys"
 
 
