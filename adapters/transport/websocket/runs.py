@@ -26,6 +26,16 @@ for them every step runs in C over the whole batch:
   their payloads by shifted copies (the tiles of two frames never overlap:
   no carries); one conversion to an integer and one back per batch.
 
+*Shaped* batches (4-64 messages of one length under 126 bytes: what a
+request-response pipeline writes and reads, 16-64 a call) have one cached
+shape per length and count (:func:`shape_of`), and whole records of them
+take one call each way: :func:`frame_record` (a BINARY_RUN record alone ->
+frames), :func:`record_of_frames` (a read of nothing but such frames -> the
+record). Their masks are tiled by one multiplication of the keys in place
+(copies 4 bytes apart, never reaching the next frame's key: no carries);
+their fresh keys come spread in place from a random window
+(:meth:`.frames.KeySource.spread`).
+
 A batch is tried where a message has the length of the one before it (and
 not again inside a stretch a try found too short), so mixed lengths cost
 nothing extra. Anything else (a lone message, payloads of 64 KiB and more,
