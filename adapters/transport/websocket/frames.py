@@ -83,8 +83,8 @@ class KeySource:
         return self._keys[off : off + size]
 
     def spread(self, fields: int, stride: int, count: int) -> int:
-        """Fresh keys in place for ``count`` frames of ``stride`` bytes (at
-        least 8), as one integer (little-endian bytes): a key in bytes 2-5
+        """Fresh keys in place for ``count`` frames of ``stride`` bytes (6 or
+        more), as one integer (little-endian bytes): a key in bytes 2-5
         of each frame, where ``fields`` (that integer's mask: 0xFF over those
         bytes, a cached object) has them, and zeros elsewhere.
 

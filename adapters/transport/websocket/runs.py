@@ -61,6 +61,7 @@ __all__ = [
     "MAX_RUN_MESSAGE",
     "MIN_BATCH",
     "SHAPED",
+    "SINGLE_HEADS",
     "all_alike",
     "count_uniform",
     "encode_batch",
@@ -90,6 +91,10 @@ _BINARY_RUN_RECORD = MessageKind.BINARY_RUN
 
 _PREFIXES = tuple(n.to_bytes(3, "big") for n in range(126))
 _HEADERS = tuple(bytes((_BINARY_FIN, n)) for n in range(126))  # unmasked, FIN binary
+#: A BINARY_RUN record of one message of each length under 126, up to the message.
+SINGLE_HEADS = tuple(
+    bytes((_BINARY_RUN_RECORD,)) + (n + 3).to_bytes(4, "big") + _PREFIXES[n] for n in range(126)
+)
 _TEXT_HEADERS = tuple(bytes((_TEXT_FIN, n)) for n in range(126))  # unmasked, FIN text
 _TEXT_16 = bytes((_TEXT_FIN, 126))  # then the 16-bit length
 _TEXT_64 = bytes((_TEXT_FIN, 127))  # then the 64-bit length
@@ -290,12 +295,16 @@ def shape_of(n: int, count: int) -> _Shape:
 def frame_record(data: bytes | bytearray, keys: KeySource | None) -> bytes | None:
     """The frames of ``data`` when it is one BINARY_RUN record (alone) of a
     shaped batch (:func:`shape_of`: 4-64 messages of one length, 4-125
-    bytes), masked with fresh keys from ``keys`` or not (``None``); ``None``
-    for anything else. What an RSocket engine hands a WebSocket transport on
-    every write of a request-response pipeline: checked and framed in one
-    call, a handful of C steps."""
+    bytes) or of one message under 126 bytes, masked with fresh keys from
+    ``keys`` or not (``None``); ``None`` for anything else. What an RSocket
+    engine hands a WebSocket transport on every write of a request-response
+    exchange: checked and framed in one call, a handful of C steps."""
     n = data[7] if len(data) > 7 else 0
     count, rest = divmod(len(data) - 5, n + 3)
+    if count == 1 and not rest and n < 126:  # one message (a sequential exchange's)
+        if data[:8] != SINGLE_HEADS[n]:
+            return None
+        return encode_data_frame(2, data[8:], keys.next() if keys is not None else None)
     if rest or not MIN_BATCH <= count <= _SMALL or not 4 <= n < 126:
         return None
     shape = shape_of(n, count)

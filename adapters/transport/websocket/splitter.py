@@ -36,6 +36,7 @@ from .runs import (
     MAX_RUN_MESSAGE,
     MIN_BATCH,
     SHAPED,
+    SINGLE_HEADS,
     all_alike,
     count_uniform,
     frames_to_run,
@@ -130,9 +131,10 @@ class FrameSplitter:
 
     def record(self, data: bytes) -> bytes | None:
         """``data`` as one BINARY_RUN record (:mod:`.messages`) when it is the
-        commonest read: nothing buffered, and nothing but the frames of a
-        shaped batch (:func:`.runs.shape_of`: 4-64 FIN binary frames of one
-        length, 4-125 bytes, the mask bit right). ``None``: anything else,
+        commonest read: nothing buffered, and nothing but one short FIN
+        binary frame or the frames of a shaped batch (:func:`.runs.shape_of`:
+        4-64 FIN binary frames of one length, 4-125 bytes), the mask bit
+        right. ``None``: anything else,
         for :meth:`feed` (which this leaves untouched)."""
         if self.passthrough or self._buffer or len(data) < 2 or data[0] != _BINARY_FIN:
             return None
@@ -140,7 +142,12 @@ class FrameSplitter:
         n = data[1] ^ expect_mask
         stride = n + (6 if expect_mask else 2)
         count, rest = divmod(len(data), stride)
-        if rest or not MIN_BATCH <= count <= SHAPED or not 4 <= n < 126 or n > self._max:
+        if rest or n >= 126 or n > self._max:
+            return None
+        if count == 1:  # one frame (a sequential exchange's read)
+            payload = mask(data[2:6], data[6:]) if expect_mask else data[2:]
+            return SINGLE_HEADS[n] + payload
+        if not MIN_BATCH <= count <= SHAPED or n < 4:
             return None
         # Both header bytes of every frame checked a column at a time
         # against the cached column they must equal.

@@ -135,6 +135,25 @@ def test_splitter_record_reads_a_shaped_batch_as_the_general_path(
     assert general.got == [(2, m) for m in messages]
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=125), st.booleans())
+def test_one_message_takes_the_record_paths_both_ways(message: bytes, client: bool) -> None:
+    """A sequential exchange writes and reads one message at a time: one
+    record, one frame, as the general path and wsproto make them."""
+    record = encode_record_run(prefix(len(message)) + message)
+    frame = frame_record(bytearray(record), KeySource() if client else None)
+    assert frame is not None
+    receiver = ConnectionType.SERVER if client else ConnectionType.CLIENT
+    assert wsproto_messages(receiver, frame) == [(2, message)]
+    if not client:
+        assert frame == encode_data_frame(2, message, None)
+    assert splitter(masked=client).record(frame) == record
+    if message:  # over the limit: left to feed, which fails it with 1009
+        assert splitter(masked=client, max_payload=len(message) - 1).record(frame) is None
+    assert frame_record(record[:-1], None) is None  # a record cut short
+    assert frame_record(record + b"\x02", None) is None  # not alone
+
+
 def test_frame_record_leaves_everything_else_to_the_general_path() -> None:
     messages = [b"q" * 22] * 16
     good = encode_record_run(run_of(messages))
