@@ -173,8 +173,10 @@ class WebSocketTransport:
             return b""
         splitter = self._splitter
         if splitter is not None:
-            if not self._out and self.close_sent is None and self.close_received is None:
-                # The commonest read: frames of a shaped batch, one record.
+            if not self._out and self.close_sent is None:
+                # The commonest read (one frame, or the frames of a shaped
+                # batch) as one record. A Close received was answered at
+                # once: while none was sent, messages are delivered.
                 record = splitter.record(data)
                 if record is not None:
                     return record
@@ -229,11 +231,11 @@ class WebSocketTransport:
         ``_out`` buffer. Returns what ``send`` returns, or -1 when the record
         is not alone or too long for one batch (the general path then takes it)."""
         total = len(data)
-        # The commonest write (a request-response pipeline's): one record
-        # of a shaped batch, checked and framed in one call. Its conditions
-        # (nothing closing) stand for wsproto's state: OPEN until a Close
-        # was sent or received.
-        frames = frame_record(data, self._keys) if self.close_received is None else None
+        # The commonest write (a request-response exchange's): one record of
+        # one message or a shaped batch, checked and framed in one call.
+        # wsproto is OPEN here: no Close was sent (send checked), and one
+        # received is answered at once.
+        frames = frame_record(data, self._keys)
         if frames is None:
             if (
                 data[:1] not in _RUNS

@@ -11,8 +11,14 @@ from itertools import pairwise
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sansrs.adapters.transport.websocket import WebSocketOptions
 from sansrs.adapters.transport.websocket.frames import KeySource, encode_data_frame
-from sansrs.adapters.transport.websocket.messages import MessageKind, MessageReader
+from sansrs.adapters.transport.websocket.messages import (
+    CloseCode,
+    MessageKind,
+    MessageReader,
+    encode_close,
+)
 from sansrs.adapters.transport.websocket.messages import encode_run as encode_record_run
 from sansrs.adapters.transport.websocket.runs import (
     MIN_BATCH,
@@ -23,7 +29,10 @@ from sansrs.adapters.transport.websocket.runs import (
     shape_of,
 )
 from sansrs.adapters.transport.websocket.splitter import FrameSplitter
+from sansrs.adapters.transport.websocket.transport import WebSocketTransport
+from wsproto import WSConnection
 from wsproto.connection import ConnectionType
+from wsproto.events import AcceptConnection, Request
 
 from tests.adapters.transport.test_websocket_frames import Collector, wsproto_messages
 
@@ -259,3 +268,99 @@ def test_key_windows_serve_one_shape_then_a_fresh_one() -> None:
         assert at == [28 * i + 2 + 4 * phase for i in range(16)]
     assert min(places(22, 16)) >= window  # the window used up: a new one
     assert min(places(23, 16)) >= 2 * window  # another shape: a new one
+
+
+class MemoryStream:
+    """The byte stream below a transport: ``inbox`` handed out once, writes kept."""
+
+    peer = "memory"
+
+    def __init__(self) -> None:
+        self.inbox = b""
+        self.written = bytearray()
+
+    def fileno(self) -> int:
+        return -1
+
+    def recv(self, max_bytes: int = 0) -> bytes:
+        data, self.inbox = self.inbox, b""
+        if not data:
+            raise BlockingIOError
+        return data
+
+    def send(self, data: bytes | bytearray | memoryview) -> int:
+        self.written += data
+        return len(data)
+
+    def shutdown_write(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+
+def open_pair() -> tuple[WebSocketTransport, MemoryStream, WebSocketTransport, MemoryStream]:
+    """A client and a server transport, upgraded in memory."""
+    client_stream, server_stream = MemoryStream(), MemoryStream()
+    ours = WSConnection(ConnectionType.CLIENT)
+    server = WebSocketTransport(server_stream, WSConnection(ConnectionType.SERVER), scheme="ws",
+                                path="/", options=WebSocketOptions(), is_open=False)
+    server_stream.inbox = ours.send(Request(host="memory", target="/"))
+    with pytest.raises(BlockingIOError):  # the upgrade gives the engine nothing
+        server.recv()
+    ours.receive_data(bytes(server_stream.written))
+    assert isinstance(next(ours.events()), AcceptConnection)
+    server_stream.written.clear()
+    client = WebSocketTransport(client_stream, ours, scheme="ws", path="/",
+                                options=WebSocketOptions(), is_open=True)
+    return client, client_stream, server, server_stream
+
+
+def test_shaped_records_cross_a_transport_pair_both_ways() -> None:
+    client, client_stream, server, server_stream = open_pair()
+    for count in (1, MIN_BATCH, 16, SHAPED):
+        run = run_of(batch(22, count, count))
+        record = encode_record_run(run)
+        assert client.send(bytearray(record)) == len(record)
+        server_stream.inbox = bytes(client_stream.written)
+        client_stream.written.clear()
+        assert server.recv() == record  # the masked frames, one record
+        assert server.send(bytearray(record)) == len(record)
+        assert bytes(server_stream.written) == encode_run(run, None)[0]
+        client_stream.inbox = bytes(server_stream.written)
+        server_stream.written.clear()
+        assert client.recv() == record
+
+
+def test_a_closing_transport_leaves_shaped_records_to_the_general_path() -> None:
+    """Once a Close was sent, what the peer still sends is not delivered and
+    what the engine still hands over is not sent (RFC 6455, 5.5.1: no data
+    after a Close): as before the record paths."""
+    client, client_stream, server, server_stream = open_pair()
+    record = encode_record_run(run_of(batch(22, 16, 1)))
+    client.send(encode_close(CloseCode.NORMAL, "done"))
+    assert client.close_sent == (CloseCode.NORMAL, "done")
+    closing = bytes(client_stream.written)
+    client_stream.written.clear()
+    assert client.send(bytearray(record)) == len(record)  # dropped
+    assert client_stream.written == b""
+    server.send(bytearray(record))  # the server's data, then it reads the Close
+    client_stream.inbox = bytes(server_stream.written)
+    with pytest.raises(BlockingIOError):
+        client.recv()  # not delivered: this end is closing
+    server_stream.written.clear()
+    server_stream.inbox = closing
+    got = server.recv()
+    assert got.startswith(bytes((MessageKind.CLOSE,)))  # the Close, answered
+    assert server.close_received is not None and server.close_sent is not None
+    server_stream.written.clear()
+    client_masked = frame_record(record, KeySource())
+    assert client_masked is not None
+    server_stream.inbox = client_masked
+    with pytest.raises(BlockingIOError):
+        server.recv()  # data after the Close: not delivered
+    assert server.send(bytearray(record)) == len(record)
+    assert server_stream.written == b""
