@@ -34,6 +34,7 @@ from wsproto import WSConnection
 from wsproto.connection import ConnectionType
 from wsproto.events import AcceptConnection, Request
 
+from fuzz.fuzz_websocket import FakeStream
 from tests.adapters.transport.test_websocket_frames import Collector, wsproto_messages
 
 
@@ -270,45 +271,14 @@ def test_key_windows_serve_one_shape_then_a_fresh_one() -> None:
     assert min(places(23, 16)) >= 2 * window  # another shape: a new one
 
 
-class MemoryStream:
-    """The byte stream below a transport: ``inbox`` handed out once, writes kept."""
-
-    peer = "memory"
-
-    def __init__(self) -> None:
-        self.inbox = b""
-        self.written = bytearray()
-
-    def fileno(self) -> int:
-        return -1
-
-    def recv(self, max_bytes: int = 0) -> bytes:
-        data, self.inbox = self.inbox, b""
-        if not data:
-            raise BlockingIOError
-        return data
-
-    def send(self, data: bytes | bytearray | memoryview) -> int:
-        self.written += data
-        return len(data)
-
-    def shutdown_write(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    def abort(self) -> None:
-        pass
-
-
-def open_pair() -> tuple[WebSocketTransport, MemoryStream, WebSocketTransport, MemoryStream]:
-    """A client and a server transport, upgraded in memory."""
-    client_stream, server_stream = MemoryStream(), MemoryStream()
+def open_pair() -> tuple[WebSocketTransport, FakeStream, WebSocketTransport, FakeStream]:
+    """A client and a server transport, upgraded in memory (the fuzz
+    target's stream below each: ``chunk`` is the next read, writes kept)."""
+    client_stream, server_stream = FakeStream(), FakeStream()
     ours = WSConnection(ConnectionType.CLIENT)
     server = WebSocketTransport(server_stream, WSConnection(ConnectionType.SERVER), scheme="ws",
                                 path="/", options=WebSocketOptions(), is_open=False)
-    server_stream.inbox = ours.send(Request(host="memory", target="/"))
+    server_stream.chunk = ours.send(Request(host="memory", target="/"))
     with pytest.raises(BlockingIOError):  # the upgrade gives the engine nothing
         server.recv()
     ours.receive_data(bytes(server_stream.written))
@@ -325,12 +295,12 @@ def test_shaped_records_cross_a_transport_pair_both_ways() -> None:
         run = run_of(batch(22, count, count))
         record = encode_record_run(run)
         assert client.send(bytearray(record)) == len(record)
-        server_stream.inbox = bytes(client_stream.written)
+        server_stream.chunk = bytes(client_stream.written)
         client_stream.written.clear()
         assert server.recv() == record  # the masked frames, one record
         assert server.send(bytearray(record)) == len(record)
         assert bytes(server_stream.written) == encode_run(run, None)[0]
-        client_stream.inbox = bytes(server_stream.written)
+        client_stream.chunk = bytes(server_stream.written)
         server_stream.written.clear()
         assert client.recv() == record
 
@@ -348,18 +318,18 @@ def test_a_closing_transport_leaves_shaped_records_to_the_general_path() -> None
     assert client.send(bytearray(record)) == len(record)  # dropped
     assert client_stream.written == b""
     server.send(bytearray(record))  # the server's data, then it reads the Close
-    client_stream.inbox = bytes(server_stream.written)
+    client_stream.chunk = bytes(server_stream.written)
     with pytest.raises(BlockingIOError):
         client.recv()  # not delivered: this end is closing
     server_stream.written.clear()
-    server_stream.inbox = closing
+    server_stream.chunk = closing
     got = server.recv()
     assert got.startswith(bytes((MessageKind.CLOSE,)))  # the Close, answered
     assert server.close_received is not None and server.close_sent is not None
     server_stream.written.clear()
     client_masked = frame_record(record, KeySource())
     assert client_masked is not None
-    server_stream.inbox = client_masked
+    server_stream.chunk = client_masked
     with pytest.raises(BlockingIOError):
         server.recv()  # data after the Close: not delivered
     assert server.send(bytearray(record)) == len(record)
