@@ -66,8 +66,10 @@ __all__ = [
     "count_uniform",
     "encode_batch",
     "encode_run",
+    "frame_record",
     "frames_to_run",
     "prefix",
+    "record_of_frames",
     "shape_of",
 ]
 
