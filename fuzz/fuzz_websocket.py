@@ -203,6 +203,26 @@ def make_corpus() -> None:
     texts = b"".join(encode_data_frame(1, t.encode(), None)
                      for t in ("a" * 5, "b" * 200, "\u00e9" * 70, "c" * 126))
     seeds += [bytes([1, 0]) + texts, bytes([5, 0]) + texts + b"\x81\x02\xc3(" + texts]
+    # Reads that are whole shaped batches (the transport's record path):
+    # chunks of 112 bytes are 4 masked 22-byte frames (a server's reads),
+    # of 260 bytes 10 unmasked 24-byte frames (a client's); then the same
+    # with one frame unlike the others, and a Close in the middle.
+    def frames(n: int, count: int, masked: bool, odd: int = -1) -> bytes:
+        return b"".join(
+            encode_data_frame(1 if i == odd else 2, bytes([65 + i % 26]) * n,
+                              keys.next() if masked else None)
+            for i in range(count)
+        )
+
+    for client, role, n in ((0, 3 << 1, 22), (1, 1 | 7 << 1, 24)):
+        count = 16 if not client else 20
+        seeds += [
+            bytes([role, 0]) + frames(n, count, not client),
+            bytes([role, 0]) + frames(n, count, not client, odd=5),
+            bytes([role, 0]) + frames(n, count // 2, not client)
+            + bytes(FrameProtocol(client=not client, extensions=[]).close(1000, "x"))
+            + frames(n, count // 2, not client),
+        ]
     for raw in seeds:
         (folder / hashlib.sha1(raw).hexdigest()[:16]).write_bytes(raw)
 

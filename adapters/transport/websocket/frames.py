@@ -13,6 +13,7 @@ received frames are split by :mod:`.splitter`.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from struct import Struct
 
 __all__ = ["KeySource", "encode_data_frame", "mask"]
@@ -40,20 +41,28 @@ _MAX_POOL = 64 * 1024
 
 
 class KeySource:
-    """Masking keys from ``os.urandom``, fetched 1024 at a time, up to 16384
-    at a time for a connection that takes many at once."""
+    """Masking keys from a strong source of entropy (``source``, by default
+    ``os.urandom``; RFC 6455, 5.3), fetched 1024 at a time, up to 16384 at
+    a time for a connection that takes many at once. Every random byte is
+    part of at most one key."""
 
-    __slots__ = ("_keys", "_off", "_pool")
+    __slots__ = ("_fields", "_keys", "_off", "_phase", "_phases", "_pool", "_source", "_window")
 
-    def __init__(self) -> None:
+    def __init__(self, source: Callable[[int], bytes] = os.urandom) -> None:
+        self._source = source
         self._keys = b""
         self._off = 0
         self._pool = _POOL
+        # spread(): the random window of the key fields last asked for.
+        self._fields = 0
+        self._window = 0
+        self._phase = 0
+        self._phases = 0
 
     def next(self) -> bytes:
         off = self._off
         if off >= len(self._keys):
-            self._keys = os.urandom(self._pool)
+            self._keys = self._source(self._pool)
             off = 0
         self._off = off + 4
         return self._keys[off : off + 4]
@@ -67,11 +76,35 @@ class KeySource:
             if 4 * size > pool < _MAX_POOL:  # big takes: fetch more per call
                 pool = self._pool = min(_MAX_POOL, 4 * size)
             if size > pool:
-                return os.urandom(size)
-            self._keys = os.urandom(pool)
+                return self._source(size)
+            self._keys = self._source(pool)
             off = 0
         self._off = off + size
         return self._keys[off : off + size]
+
+    def spread(self, fields: int, stride: int, count: int) -> int:
+        """Fresh keys in place for ``count`` frames of ``stride`` bytes (6 or
+        more), as one integer (little-endian bytes): a key in bytes 2-5
+        of each frame, where ``fields`` (that integer's mask: 0xFF over those
+        bytes, a cached object) has them, and zeros elsewhere.
+
+        What a masked batch needs, without cutting keys apart and putting
+        them in place one by one: random bytes as long as the frames (a
+        *window*), ANDed with ``fields``. The window serves ``stride // 4``
+        batches of that shape in turn, each shifted 4 bytes further (its
+        phase): the key of frame ``i`` in phase ``p`` is window bytes
+        ``stride * i + 2 + 4 * p`` to ``+ 6``, which no other frame or phase
+        takes (``4 * p <= stride - 4``), so no random byte is ever used
+        twice. Another shape draws a new window."""
+        phase = self._phase
+        if fields is self._fields and phase < self._phases:
+            self._phase = phase + 1
+            return (self._window >> 32 * phase) & fields
+        self._window = int.from_bytes(self.take((stride * count + 5) // 4), "little")
+        self._fields = fields
+        self._phase = 1
+        self._phases = stride // 4
+        return self._window & fields
 
 
 def encode_data_frame(opcode: int, payload: bytes | bytearray, key: bytes | None) -> bytes:

@@ -83,7 +83,6 @@ class CloseCode(enum.IntEnum):
 
 
 _KINDS = frozenset(int(k) for k in MessageKind)
-_BINARY_RUN = bytes((MessageKind.BINARY_RUN,))
 
 
 class RecordError(ValueError):
@@ -181,8 +180,8 @@ class MessageReader:
         if (  # the common read: one whole run, kept as it is
             not buffer
             and self._keep_runs
-            and data[:1] == _BINARY_RUN
-            and len(data) - 5 == int.from_bytes(data[1:5], "big")
+            and len(data) > 5
+            and _HEADER.unpack_from(data) == (0x12, len(data) - 5)
         ):
             return [(0x12, data[5:])]
         if buffer:

@@ -26,6 +26,16 @@ for them every step runs in C over the whole batch:
   their payloads by shifted copies (the tiles of two frames never overlap:
   no carries); one conversion to an integer and one back per batch.
 
+*Shaped* batches (4-64 messages of one length under 126 bytes: what a
+request-response pipeline writes and reads, 16-64 a call) have one cached
+shape per length and count (:func:`shape_of`), and whole records of them
+take one call each way: :func:`frame_record` (a BINARY_RUN record alone ->
+frames), :func:`record_of_frames` (a read of nothing but such frames -> the
+record). Their masks are tiled by one multiplication of the keys in place
+(copies 4 bytes apart, never reaching the next frame's key: no carries);
+their fresh keys come spread in place from a random window
+(:meth:`.frames.KeySource.spread`).
+
 A batch is tried where a message has the length of the one before it (and
 not again inside a stretch a try found too short), so mixed lengths cost
 nothing extra. Anything else (a lone message, payloads of 64 KiB and more,
@@ -42,6 +52,7 @@ from struct import Struct
 from typing import NamedTuple
 
 from .frames import KeySource, encode_data_frame
+from .messages import MessageKind
 
 __all__ = [
     "MAX_BATCH",
@@ -50,12 +61,15 @@ __all__ = [
     "MAX_RUN_MESSAGE",
     "MIN_BATCH",
     "SHAPED",
+    "SINGLE_HEADS",
     "all_alike",
     "count_uniform",
     "encode_batch",
     "encode_run",
+    "frame_record",
     "frames_to_run",
     "prefix",
+    "record_of_frames",
     "shape_of",
 ]
 
@@ -75,9 +89,14 @@ MAX_MASKED_COUNT = 2048
 _GROUP = 64
 _BINARY_FIN = 0x82
 _TEXT_FIN = 0x81
+_BINARY_RUN_RECORD = MessageKind.BINARY_RUN
 
 _PREFIXES = tuple(n.to_bytes(3, "big") for n in range(126))
 _HEADERS = tuple(bytes((_BINARY_FIN, n)) for n in range(126))  # unmasked, FIN binary
+#: A BINARY_RUN record of one message of each length under 126, up to the message.
+SINGLE_HEADS = tuple(
+    bytes((_BINARY_RUN_RECORD,)) + (n + 3).to_bytes(4, "big") + _PREFIXES[n] for n in range(126)
+)
 _TEXT_HEADERS = tuple(bytes((_TEXT_FIN, n)) for n in range(126))  # unmasked, FIN text
 _TEXT_16 = bytes((_TEXT_FIN, 126))  # then the 16-bit length
 _TEXT_64 = bytes((_TEXT_FIN, 127))  # then the 64-bit length
@@ -227,34 +246,126 @@ class _Shape(NamedTuple):
     reads, 16-64 messages a call, where the fixed cost of a call is most of
     its cost (docs/performance.md, "WebSocket near TCP")."""
 
+    frames: int  # messages in the batch
+    stride: int  # bytes of a masked frame
     zeros: bytes  # the high bytes of each run length (a column)
     lengths: bytes  # the low byte of each run length; an unmasked frame's 2nd byte
     fins: bytes  # each frame's first byte: FIN binary
     masked_lengths: bytes  # each masked frame's second byte
+    header: bytes  # an unmasked frame's header
+    length: bytes  # a run message's length
+    record_head: bytes  # a BINARY_RUN record of the batch up to its first payload
     run_payloads: Struct  # cuts the payloads out of a run
     frame_payloads: Struct  # ... out of unmasked frames
     masked_payloads: Struct  # ... out of masked frames (unmasked in place)
-    split_keys: Struct  # cuts ``count`` 4-byte keys apart
-    spread_keys: Struct  # puts them in the key fields of zeroed frames
-    plan: _Masked  # the masks of this length
+    blank_frames: Struct  # puts payloads in masked frames of zero headers and keys
+    heads: int  # the headers of the masked frames, zero keys
+    key_fields: int  # 0xFF over each masked frame's key
+    payload_fields: int  # 0xFF over each masked frame's payload
+    tile: int  # times a frame's key (alone): copies of it over its payload
     masked_size: int  # bytes of the masked frames
 
 
+#: At most 256 shapes kept (a few KiB each; 36 KiB for 64 frames of 125 bytes).
 @lru_cache(maxsize=256)
 def shape_of(n: int, count: int) -> _Shape:
+    stride = n + 6
+    head = bytes((_BINARY_FIN, 0x80 | n, 0, 0, 0, 0))
     return _Shape(
+        frames=count,
+        stride=stride,
         zeros=bytes(count),
         lengths=bytes((n,)) * count,
         fins=bytes((_BINARY_FIN,)) * count,
         masked_lengths=bytes((0x80 | n,)) * count,
+        header=_HEADERS[n],
+        length=prefix(n),
+        record_head=bytes((_BINARY_RUN_RECORD,)) + (count * (n + 3)).to_bytes(4, "big") + prefix(n),
         run_payloads=Struct(f"3x{n}s" * count),
         frame_payloads=Struct(f"2x{n}s" * count),
         masked_payloads=Struct(f"6x{n}s" * count),
-        split_keys=Struct("4s" * count),
-        spread_keys=Struct(f"2x4s{n}x" * count),
-        plan=_small_plan(n),
-        masked_size=count * (n + 6),
+        blank_frames=Struct(f"6x{n}s" * count),
+        heads=int.from_bytes((head + bytes(n)) * count, "little"),
+        key_fields=int.from_bytes((bytes(2) + b"\xff" * 4 + bytes(n)) * count, "little"),
+        payload_fields=int.from_bytes((bytes(6) + b"\xff" * n) * count, "little"),
+        # The copies of a key cover its payload and at most 3 bytes more,
+        # never a copy of the next frame's key: no carries.
+        tile=sum(1 << 32 * i for i in range(1, (n + 3) // 4 + 1)),
+        masked_size=count * stride,
     )
+
+
+def frame_record(data: bytes | bytearray, keys: KeySource | None) -> bytes | None:
+    """The frames of ``data`` when it is one BINARY_RUN record (alone) of a
+    shaped batch (:func:`shape_of`: 4-64 messages of one length, 4-125
+    bytes) or of one message under 126 bytes, masked with fresh keys from
+    ``keys`` or not (``None``); ``None`` for anything else. What an RSocket
+    engine hands a WebSocket transport on every write of a request-response
+    exchange: checked and framed in one call, a handful of C steps."""
+    n = data[7] if len(data) > 7 else 0
+    count, rest = divmod(len(data) - 5, n + 3)
+    if count == 1 and not rest and n < 126:  # one message (a sequential exchange's)
+        if data[:8] != SINGLE_HEADS[n]:
+            return None
+        return encode_data_frame(2, data[8:], keys.next() if keys is not None else None)
+    if rest or not MIN_BATCH <= count <= _SMALL or not 4 <= n < 126:
+        return None
+    shape = shape_of(n, count)
+    if data[:8] != shape.record_head:  # not one record of this batch alone
+        return None
+    return _frame_shaped(data, 5, shape, keys)
+
+
+def _frame_shaped(
+    data: bytes | bytearray, start: int, shape: _Shape, keys: KeySource | None
+) -> bytes | None:
+    """The frames of the shaped batch that is ``data[start:]``, if every
+    length is the batch's (a column of each length byte at a time against
+    the cached column it must equal: three compares, in C). Masked: the
+    payloads in blank frames, the fresh keys in place
+    (:meth:`KeySource.spread`), each tiled over its payload by one
+    multiplication; one XOR puts keys and headers in and masks the
+    payloads."""
+    size = shape.stride - 3
+    if (
+        data[start + 2 :: size] != shape.lengths
+        or data[start::size] != shape.zeros
+        or data[start + 1 :: size] != shape.zeros
+    ):
+        return None
+    payloads = shape.run_payloads.unpack_from(data, start)
+    if keys is None:
+        header = shape.header
+        return header + header.join(payloads)
+    frames = int.from_bytes(shape.blank_frames.pack(*payloads), "little")
+    keyed = keys.spread(shape.key_fields, shape.stride, shape.frames)
+    stream = keyed * shape.tile & shape.payload_fields | keyed | shape.heads
+    return (frames ^ stream).to_bytes(shape.masked_size, "little")
+
+
+def record_of_frames(data: bytes, shape: _Shape, masked: bool) -> bytes:
+    """The BINARY_RUN record of ``data``: nothing but the frames of a shaped
+    batch (headers checked by the caller), unmasked if ``masked``."""
+    if masked:
+        payloads = _shaped_payloads(data, 0, shape, masked)
+    else:
+        payloads = shape.frame_payloads.unpack_from(data)
+    return shape.record_head + shape.length.join(payloads)
+
+
+def _shaped_payloads(data: bytes, off: int, shape: _Shape, masked: bool) -> Sequence[bytes]:
+    """The payloads of the frames of a shaped batch at ``off``, unmasked if
+    ``masked``."""
+    if not masked:
+        return shape.frame_payloads.unpack_from(data, off)
+    size = shape.masked_size
+    frames = data if not off and len(data) == size else memoryview(data)[off : off + size]
+    # Each key tiled over its payload by one multiplication; a copy reaching
+    # into the next frame only spoils header bytes that are not cut out
+    # (the last frame's: up to 3 bytes past the end).
+    whole = int.from_bytes(frames, "little")
+    plain = (whole ^ (whole & shape.key_fields) * shape.tile).to_bytes(size + 3, "little")
+    return shape.masked_payloads.unpack_from(plain)
 
 
 # -- sending: a run -> WebSocket frames ---------------------------------------
@@ -295,40 +406,13 @@ def encode_batch(data: bytes | bytearray, start: int, keys: KeySource | None) ->
     if rest or count < MIN_BATCH or n < 4:
         return None
     if n < 126 and count <= _SMALL:
-        # Each length byte checked a column at a time against the cached
-        # column it must equal (three compares, in C).
-        shape = shape_of(n, count)
-        if (
-            data[start + 2 : end : size] != shape.lengths
-            or data[start:end:size] != shape.zeros
-            or data[start + 1 : end : size] != shape.zeros
-        ):
-            return None
-        payloads = shape.run_payloads.unpack_from(data, start)
-        if keys is None:
-            header = _HEADERS[n]
-            return header + header.join(payloads)
-        return _mask_shaped(shape, payloads, keys)
+        return _frame_shaped(data, start, shape_of(n, count), keys)
     if (
         (n > MAX_MASKED_BATCH or count > MAX_MASKED_COUNT if keys else n > MAX_BATCH)
         or not all_alike(data, start, end, size, 3)
     ):
         return None
     return _batch_to_frames(data, start, count, n, keys)
-
-
-def _mask_shaped(shape: _Shape, payloads: Sequence[bytes], keys: KeySource) -> bytes:
-    """Masked frames of a shaped batch: frames with zeroed keys, the fresh
-    keys spread into their key fields by one ``struct`` call (not four
-    strided stores), each tiled over its payload; one XOR puts the keys in
-    and masks the payloads."""
-    plan = shape.plan
-    header = plan.header
-    frames = int.from_bytes(header + header.join(payloads), "little")
-    fresh = shape.split_keys.unpack(keys.take(len(payloads)))
-    keyed = int.from_bytes(shape.spread_keys.pack(*fresh), "little")
-    stream = keyed | _tile(keyed << 32, plan.words) & plan.payloads
-    return (frames ^ stream).to_bytes(shape.masked_size, "little")
 
 
 def encode_run(
@@ -439,14 +523,13 @@ def frames_to_run(data: bytes, off: int, count: int, n: int, masked: bool) -> by
     with :func:`count_uniform`) at ``off``, as run messages; ``masked``: the
     frames carry keys (we are the server) and are unmasked."""
     length = prefix(n)
-    shape = shape_of(n, count) if n < 126 and count <= _SMALL else None
+    if n < 126 and count <= _SMALL:
+        return length + length.join(_shaped_payloads(data, off, shape_of(n, count), masked))
     if not masked:
-        if shape is not None:
-            return length + length.join(shape.frame_payloads.unpack_from(data, off))
         head = 2 if n < 126 else 4
         payloads = _cut(data, off, f"{head}x{n}s", head + n, count)
         return length + length.join(payloads)
-    plan = shape.plan if shape is not None else _masked(n, count)
+    plan = _masked(n, count)
     stride = n + 6
     size = count * stride
     frames = data if not off and len(data) == size else memoryview(data)[off : off + size]
@@ -455,7 +538,5 @@ def frames_to_run(data: bytes, off: int, count: int, n: int, masked: bool) -> by
     # only spoils bytes that are not cut out.
     stream = _tile((whole & plan.keys) << 32, plan.words)
     plain = (whole ^ stream).to_bytes(size + 3, "little")
-    if shape is not None:
-        return length + length.join(shape.masked_payloads.unpack_from(plain))
     payloads = _cut(plain, 0, plan.frame_unit, stride, count)
     return length + length.join(payloads)

@@ -29,16 +29,19 @@ from itertools import chain, repeat
 from struct import Struct
 
 from .frames import mask
+from .messages import HEADER_LENGTH
 from .runs import (
     MAX_BATCH,
     MAX_MASKED_COUNT,
     MAX_RUN_MESSAGE,
     MIN_BATCH,
     SHAPED,
+    SINGLE_HEADS,
     all_alike,
     count_uniform,
     frames_to_run,
     prefix,
+    record_of_frames,
     shape_of,
 )
 
@@ -126,6 +129,34 @@ class FrameSplitter:
         finally:
             self._flush()
 
+    def record(self, data: bytes) -> bytes | None:
+        """``data`` as one BINARY_RUN record (:mod:`.messages`) when it is the
+        commonest read: nothing buffered, and nothing but one short FIN
+        binary frame or the frames of a shaped batch (:func:`.runs.shape_of`:
+        4-64 FIN binary frames of one length, 4-125 bytes), the mask bit
+        right. ``None``: anything else,
+        for :meth:`feed` (which this leaves untouched)."""
+        if self.passthrough or self._buffer or len(data) < 2 or data[0] != _BINARY_FIN:
+            return None
+        expect_mask = self._masked
+        n = data[1] ^ expect_mask
+        stride = n + (6 if expect_mask else 2)
+        count, rest = divmod(len(data), stride)
+        if rest or n >= 126 or n > self._max:
+            return None
+        if count == 1:  # one frame (a sequential exchange's read)
+            payload = mask(data[2:6], data[6:]) if expect_mask else data[2:]
+            return SINGLE_HEADS[n] + payload
+        if not MIN_BATCH <= count <= SHAPED or n < 4:
+            return None
+        # Both header bytes of every frame checked a column at a time
+        # against the cached column they must equal.
+        shape = shape_of(n, count)
+        second = shape.masked_lengths if expect_mask else shape.lengths
+        if data[0::stride] != shape.fins or data[1::stride] != second:
+            return None
+        return record_of_frames(data, shape, bool(expect_mask))
+
     def _whole_batch(self, data: bytes) -> bool:
         """The common read, handled without the frame loop: nothing
         buffered, and ``data`` is nothing but short FIN binary frames of one
@@ -147,18 +178,17 @@ class FrameSplitter:
             if rest or n < 4 or count < MIN_BATCH:
                 return False
             if count <= SHAPED:
-                # Both header bytes of every frame checked a column at a
-                # time against the cached column they must equal.
-                shape = shape_of(n, count)
-                second = shape.masked_lengths if expect_mask else shape.lengths
-                if data[0:end:stride] != shape.fins or data[1:end:stride] != second:
+                record = self.record(data)
+                if record is None:
                     return False
+                run = record[HEADER_LENGTH:]
             elif (
                 count > (MAX_MASKED_COUNT if expect_mask else count)
                 or not all_alike(data, 0, end, stride, 2)
             ):
                 return False
-            run = frames_to_run(data, 0, count, n, bool(expect_mask))
+            else:
+                run = frames_to_run(data, 0, count, n, bool(expect_mask))
         self._on_run(2, run)
         return True
 

@@ -48,7 +48,7 @@ from .options import (
     raw_headers,
     str_headers,
 )
-from .runs import encode_batch
+from .runs import encode_batch, frame_record
 from .runs import encode_run as frame_run
 from .splitter import FrameSplitter
 
@@ -173,6 +173,13 @@ class WebSocketTransport:
             return b""
         splitter = self._splitter
         if splitter is not None:
+            if not self._out and self.close_sent is None:
+                # The commonest read (one frame, or the frames of a shaped
+                # batch) as one record. A Close received was answered at
+                # once: while none was sent, messages are delivered.
+                record = splitter.record(data)
+                if record is not None:
+                    return record
             splitter.feed(data)
         else:
             self._receive_head(data)
@@ -199,7 +206,6 @@ class WebSocketTransport:
         if (
             not acked
             and type(data) is not memoryview
-            and data[:1] in _RUNS
             and not self._run_left
             and self._pong is None
             and self.close_sent is None
@@ -225,18 +231,25 @@ class WebSocketTransport:
         ``_out`` buffer. Returns what ``send`` returns, or -1 when the record
         is not alone or too long for one batch (the general path then takes it)."""
         total = len(data)
-        if (
-            int.from_bytes(data[1:5], "big") + 5 != total
-            or total > SEND_BATCH
-            or self._ws.state is not ConnectionState.OPEN
-        ):
-            return -1
-        text = data[0] == MessageKind.TEXT_RUN
-        frames = None if text else encode_batch(data, 5, self._keys)
+        # The commonest write (a request-response exchange's): one record of
+        # one message or a shaped batch, checked and framed in one call.
+        # wsproto is OPEN here: no Close was sent (send checked), and one
+        # received is answered at once.
+        frames = frame_record(data, self._keys)
         if frames is None:
-            frames, used = frame_run(data, self._keys, text=text, start=5)
-            if used + 5 != total:
-                raise RecordError("a run's message overruns its record")
+            if (
+                data[:1] not in _RUNS
+                or int.from_bytes(data[1:5], "big") + 5 != total
+                or total > SEND_BATCH
+                or self._ws.state is not ConnectionState.OPEN
+            ):
+                return -1
+            text = data[0] == MessageKind.TEXT_RUN
+            frames = None if text else encode_batch(data, 5, self._keys)
+            if frames is None:
+                frames, used = frame_run(data, self._keys, text=text, start=5)
+                if used + 5 != total:
+                    raise RecordError("a run's message overruns its record")
         if not frames:
             return total
         sent = self._stream.send(frames)

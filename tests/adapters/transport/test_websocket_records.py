@@ -1,0 +1,336 @@
+"""The whole-record fast paths of the WebSocket transport (runs.frame_record,
+FrameSplitter.record, KeySource.spread) against the general paths and
+wsproto: the same frames out, the same records in, fresh keys that never
+reuse a random byte, and ``None`` (the general path) for anything else."""
+
+from __future__ import annotations
+
+import random
+from itertools import pairwise
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sansrs.adapters.transport.websocket import WebSocketOptions
+from sansrs.adapters.transport.websocket.frames import KeySource, encode_data_frame
+from sansrs.adapters.transport.websocket.messages import (
+    CloseCode,
+    MessageKind,
+    MessageReader,
+    encode_close,
+)
+from sansrs.adapters.transport.websocket.messages import encode_run as encode_record_run
+from sansrs.adapters.transport.websocket.runs import (
+    MIN_BATCH,
+    SHAPED,
+    encode_run,
+    frame_record,
+    prefix,
+    shape_of,
+)
+from sansrs.adapters.transport.websocket.splitter import FrameSplitter
+from sansrs.adapters.transport.websocket.transport import WebSocketTransport
+from wsproto import WSConnection
+from wsproto.connection import ConnectionType
+from wsproto.events import AcceptConnection, Request
+
+from fuzz.fuzz_websocket import FakeStream
+from tests.adapters.transport.test_websocket_frames import Collector, wsproto_messages
+
+
+def run_of(messages: list[bytes]) -> bytes:
+    return b"".join(prefix(len(m)) + m for m in messages)
+
+
+def batch(n: int, count: int, seed: int) -> list[bytes]:
+    rng = random.Random(seed)
+    return [rng.randbytes(n) for _ in range(count)]
+
+
+def splitter(masked: bool, max_payload: int = 1 << 20) -> FrameSplitter:
+    def refuse(*args: object) -> None:
+        raise AssertionError(f"the record path handed something on: {args!r}")
+
+    return FrameSplitter(
+        masked=masked, max_payload=max_payload, on_run=refuse, on_message=refuse,
+        to_wsproto=refuse,
+    )
+
+
+def unique_windows(size: int, seed: int) -> bytes:
+    """Random bytes in which every 4-byte window occurs once (so a key says
+    where in the stream it came from): a window seen before gets its last
+    byte drawn again."""
+    rng = random.Random(seed)
+    data = bytearray(rng.randbytes(size))
+    seen: set[bytes] = set()
+    i = 0
+    while i <= size - 4:
+        window = bytes(data[i : i + 4])
+        if window in seen:
+            data[i + 3] = rng.randrange(256)  # only windows not yet seen change
+            continue
+        seen.add(window)
+        i += 1
+    return bytes(data)
+
+
+class Recorded:
+    """A random source handing out ``stream`` in order."""
+
+    def __init__(self, stream: bytes) -> None:
+        self.stream = stream
+        self.used = 0
+
+    def __call__(self, size: int) -> bytes:
+        start, self.used = self.used, self.used + size
+        assert self.used <= len(self.stream), "the test's stream is too short"
+        return self.stream[start : self.used]
+
+
+SHAPES = st.tuples(st.integers(4, 125), st.integers(MIN_BATCH, SHAPED))
+
+
+@settings(max_examples=150, deadline=None)
+@given(SHAPES, st.integers(0, 2**32), st.booleans())
+def test_frame_record_frames_a_shaped_batch_as_the_general_path(
+    shape: tuple[int, int], seed: int, client: bool
+) -> None:
+    n, count = shape
+    messages = batch(n, count, seed)
+    record = encode_record_run(run_of(messages))
+    for data in (record, bytearray(record)):
+        frames = frame_record(data, KeySource() if client else None)
+        assert frames is not None
+        if client:
+            assert len(frames) == count * (n + 6)
+            assert wsproto_messages(ConnectionType.SERVER, frames) == [(2, m) for m in messages]
+        else:  # byte for byte the general path's (and wsproto's) frames
+            assert frames == encode_run(run_of(messages), None)[0]
+            assert frames == b"".join(encode_data_frame(2, m, None) for m in messages)
+
+
+@pytest.mark.parametrize("fill", [b"\xff", b"\x00", b"\x80\x7f", b"\xff\xff\xff\x00"])
+def test_masked_batches_are_exact_whatever_the_keys(fill: bytes) -> None:
+    """Keys of all-ones bytes (the carries a tiling by multiplication must
+    never make) and other fixed patterns: every length class of the tile
+    (a payload 0-3 bytes short of whole keys), both the record path out
+    and the splitter's record path back."""
+    keys = KeySource(lambda size: (fill * size)[:size])
+    for n in (4, 5, 6, 7, 21, 22, 23, 24, 25, 124, 125):
+        for count in (MIN_BATCH, 17, SHAPED):
+            messages = batch(n, count, n * count)
+            run = run_of(messages)
+            frames = frame_record(encode_record_run(run), keys)
+            assert frames is not None
+            assert wsproto_messages(ConnectionType.SERVER, frames) == [(2, m) for m in messages]
+            assert splitter(masked=True).record(frames) == encode_record_run(run)
+
+
+@settings(max_examples=150, deadline=None)
+@given(SHAPES, st.integers(0, 2**32), st.booleans())
+def test_splitter_record_reads_a_shaped_batch_as_the_general_path(
+    shape: tuple[int, int], seed: int, masked: bool
+) -> None:
+    n, count = shape
+    messages = batch(n, count, seed)
+    wire, _ = encode_run(run_of(messages), KeySource() if masked else None)
+    record = splitter(masked).record(wire)
+    assert record == encode_record_run(run_of(messages))
+    expected = [(MessageKind.BINARY_RUN, run_of(messages))]
+    assert MessageReader(keep_runs=True).feed(record) == expected
+    receiver = ConnectionType.SERVER if masked else ConnectionType.CLIENT
+    general = Collector(receiver)
+    general.splitter.feed(wire)
+    assert general.got == [(2, m) for m in messages]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=125), st.booleans())
+def test_one_message_takes_the_record_paths_both_ways(message: bytes, client: bool) -> None:
+    """A sequential exchange writes and reads one message at a time: one
+    record, one frame, as the general path and wsproto make them."""
+    record = encode_record_run(prefix(len(message)) + message)
+    frame = frame_record(bytearray(record), KeySource() if client else None)
+    assert frame is not None
+    receiver = ConnectionType.SERVER if client else ConnectionType.CLIENT
+    assert wsproto_messages(receiver, frame) == [(2, message)]
+    if not client:
+        assert frame == encode_data_frame(2, message, None)
+    assert splitter(masked=client).record(frame) == record
+    if message:  # over the limit: left to feed, which fails it with 1009
+        assert splitter(masked=client, max_payload=len(message) - 1).record(frame) is None
+    assert frame_record(record[:-1], None) is None  # a record cut short
+    assert frame_record(record + b"\x02", None) is None  # not alone
+
+
+def test_frame_record_leaves_everything_else_to_the_general_path() -> None:
+    messages = [b"q" * 22] * 16
+    good = encode_record_run(run_of(messages))
+    assert frame_record(good, None) is not None
+    bad = [
+        good[:-1],  # the record's length says more than there is
+        good + encode_record_run(run_of(messages)),  # not alone
+        bytes((MessageKind.TEXT_RUN,)) + good[1:],  # text
+        bytes((MessageKind.BINARY,)) + good[1:],  # not a run
+        encode_record_run(run_of([b"q" * 22] * (MIN_BATCH - 1))),  # too few
+        encode_record_run(run_of([b"q" * 22] * (SHAPED + 1))),  # too many
+        encode_record_run(run_of([b"q" * 3] * 16)),  # too short
+        encode_record_run(run_of([b"q" * 126] * 16)),  # a 16-bit frame length
+        encode_record_run(run_of([b"q" * 21, b"q" * 23] + [b"q" * 22] * 14)),
+        b"",
+        b"\x12",
+    ]
+    for column in range(3):  # one length of the batch unlike the others
+        for index in (1, 8, 15):
+            changed = bytearray(good)
+            changed[5 + index * 25 + column] ^= 0x01
+            bad.append(bytes(changed))
+    for data in bad:
+        assert frame_record(data, None) is None
+        assert frame_record(data, KeySource()) is None
+
+
+def test_splitter_record_leaves_everything_else_to_feed() -> None:
+    messages = [b"r" * 22] * 16
+    masked, _ = encode_run(run_of(messages), KeySource())
+    plain, _ = encode_run(run_of(messages), None)
+    assert splitter(True).record(masked) is not None
+    assert splitter(False).record(plain) is not None
+    assert splitter(True).record(plain) is None  # the mask bit the wrong way
+    assert splitter(False).record(masked) is None
+    assert splitter(True, max_payload=21).record(masked) is None  # over the limit: feed fails it
+    for wire, is_masked in ((masked, True), (plain, False)):
+        stride = len(wire) // 16
+        assert splitter(is_masked).record(wire[:-1]) is None  # a frame cut off
+        assert splitter(is_masked).record(wire[: 3 * stride]) is None  # too few
+        for at, value in ((0, 0x02), (0, 0x81), (0, 0xC2), (1, 0x15)):
+            for index in (1, 8, 15):  # a fragment, text, RSV1, another length
+                changed = bytearray(wire)
+                changed[index * stride + at] = value ^ (0x80 if at and is_masked else 0)
+                assert splitter(is_masked).record(bytes(changed)) is None
+        # Something buffered or passed through: the bytes are not a whole read.
+        held = splitter(is_masked)
+        held._buffer += b"\x82"
+        assert held.record(wire) is None
+        held = splitter(is_masked)
+        held.passthrough = True
+        assert held.record(wire) is None
+
+
+def test_websocket_5_3_every_key_is_fresh_random_bytes_never_reused() -> None:
+    """RFC 6455, 5.3: each frame's key is new random bytes. Keys spread from
+    random windows (several batches of one shape per window, shifted) and
+    keys taken one by one, shapes taking turns: every key is 4 bytes of
+    the source's output, and no byte of it is in two keys."""
+    source = Recorded(unique_windows(1 << 19, 5))
+    where = {source.stream[i : i + 4]: i for i in range(len(source.stream) - 3)}
+    keys = KeySource(source)
+    used: list[int] = []
+    rng = random.Random(7)
+    for _ in range(80):
+        if rng.random() < 0.2:
+            found = [keys.next() for _ in range(rng.randint(1, 5))]
+            used += [where[key] for key in found]
+            continue
+        # One shape several batches in a row (its window used up, or not).
+        shape = shape_of(rng.choice((4, 5, 22, 23, 61)), rng.choice((MIN_BATCH, 16, SHAPED)))
+        for _ in range(rng.randint(1, 2 * shape.stride // 4 + 1)):
+            keyed = keys.spread(shape.key_fields, shape.stride, shape.frames)
+            assert keyed & ~shape.key_fields == 0  # keys only where the fields are
+            frames = keyed.to_bytes(shape.masked_size, "little")
+            found = [frames[i + 2 : i + 6] for i in range(0, shape.masked_size, shape.stride)]
+            used += [where[key] for key in found]  # from the source, at one place
+    assert source.used > 0
+    used.sort()
+    for a, b in pairwise(used):
+        assert a + 4 <= b, "a random byte in two keys"
+
+
+def test_key_windows_serve_one_shape_then_a_fresh_one() -> None:
+    """A window (random bytes as long as the frames) serves stride // 4
+    batches of its shape, each shifted 4 bytes; then, or for another
+    shape, the keys come from random bytes further on."""
+    source = Recorded(unique_windows(1 << 14, 1))
+    keys = KeySource(source)
+
+    def places(n: int, count: int) -> list[int]:
+        shape = shape_of(n, count)
+        frames = keys.spread(shape.key_fields, shape.stride, count).to_bytes(
+            count * shape.stride, "little"
+        )
+        stream = source.stream
+        return [stream.index(frames[i * shape.stride + 2 : i * shape.stride + 6])
+                for i in range(count)]
+
+    window = 16 * 28 + 2  # 16 frames of 22-byte payloads
+    first = [places(22, 16) for _ in range(7)]  # stride 28: 7 phases
+    for phase, at in enumerate(first):
+        assert at == [28 * i + 2 + 4 * phase for i in range(16)]
+    assert min(places(22, 16)) >= window  # the window used up: a new one
+    assert min(places(23, 16)) >= 2 * window  # another shape: a new one
+
+
+def open_pair() -> tuple[WebSocketTransport, FakeStream, WebSocketTransport, FakeStream]:
+    """A client and a server transport, upgraded in memory (the fuzz
+    target's stream below each: ``chunk`` is the next read, writes kept)."""
+    client_stream, server_stream = FakeStream(), FakeStream()
+    ours = WSConnection(ConnectionType.CLIENT)
+    server = WebSocketTransport(server_stream, WSConnection(ConnectionType.SERVER), scheme="ws",
+                                path="/", options=WebSocketOptions(), is_open=False)
+    server_stream.chunk = ours.send(Request(host="memory", target="/"))
+    with pytest.raises(BlockingIOError):  # the upgrade gives the engine nothing
+        server.recv()
+    ours.receive_data(bytes(server_stream.written))
+    assert isinstance(next(ours.events()), AcceptConnection)
+    server_stream.written.clear()
+    client = WebSocketTransport(client_stream, ours, scheme="ws", path="/",
+                                options=WebSocketOptions(), is_open=True)
+    return client, client_stream, server, server_stream
+
+
+def test_shaped_records_cross_a_transport_pair_both_ways() -> None:
+    client, client_stream, server, server_stream = open_pair()
+    for count in (1, MIN_BATCH, 16, SHAPED):
+        run = run_of(batch(22, count, count))
+        record = encode_record_run(run)
+        assert client.send(bytearray(record)) == len(record)
+        server_stream.chunk = bytes(client_stream.written)
+        client_stream.written.clear()
+        assert server.recv() == record  # the masked frames, one record
+        assert server.send(bytearray(record)) == len(record)
+        assert bytes(server_stream.written) == encode_run(run, None)[0]
+        client_stream.chunk = bytes(server_stream.written)
+        server_stream.written.clear()
+        assert client.recv() == record
+
+
+def test_a_closing_transport_leaves_shaped_records_to_the_general_path() -> None:
+    """Once a Close was sent, what the peer still sends is not delivered and
+    what the engine still hands over is not sent (RFC 6455, 5.5.1: no data
+    after a Close): as before the record paths."""
+    client, client_stream, server, server_stream = open_pair()
+    record = encode_record_run(run_of(batch(22, 16, 1)))
+    client.send(encode_close(CloseCode.NORMAL, "done"))
+    assert client.close_sent == (CloseCode.NORMAL, "done")
+    closing = bytes(client_stream.written)
+    client_stream.written.clear()
+    assert client.send(bytearray(record)) == len(record)  # dropped
+    assert client_stream.written == b""
+    server.send(bytearray(record))  # the server's data, then it reads the Close
+    client_stream.chunk = bytes(server_stream.written)
+    with pytest.raises(BlockingIOError):
+        client.recv()  # not delivered: this end is closing
+    server_stream.written.clear()
+    server_stream.chunk = closing
+    got = server.recv()
+    assert got.startswith(bytes((MessageKind.CLOSE,)))  # the Close, answered
+    assert server.close_received is not None and server.close_sent is not None
+    server_stream.written.clear()
+    client_masked = frame_record(record, KeySource())
+    assert client_masked is not None
+    server_stream.chunk = client_masked
+    with pytest.raises(BlockingIOError):
+        server.recv()  # data after the Close: not delivered
+    assert server.send(bytearray(record)) == len(record)
+    assert server_stream.written == b""
