@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Collection, Iterable, Iterator, Mapping
-from itertools import islice
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 from sansrs.ditto import DittoRemoteError
 
 from ..ditto import DittoConnection, connect
+from ..ditto.batches import EventBatches
 from ..drive.errors import ConnectionClosed
 from ._wire import ReadRequest
 from .errors import SourceError
@@ -162,11 +162,10 @@ def _row_without_value_text(event: Mapping[str, Any]) -> dict[str, Any]:
     return event_row(event, value_text=False)
 
 
-def _batched(events: Iterable[Any], size: int, value_text: bool) -> Iterator[list[Any]]:
-    it = iter(events)
+def _rows(batches: EventBatches, value_text: bool) -> Iterator[list[Any]]:
     row = event_row if value_text else _row_without_value_text
-    while batch := list(map(row, islice(it, size))):  # a C loop per batch
-        yield batch
+    for batch in batches:
+        yield list(map(row, batch))  # a C loop per batch
 
 
 def open_ditto_stream(
@@ -179,7 +178,11 @@ def open_ditto_stream(
 ) -> Iterator[list[Any]]:
     """The stream opener for ``ws://`` / ``wss://`` (``STREAM_OPENERS``):
     the events of this partition's things, as row batches of at most
-    ``prefetch // 2`` events (what one Ditto ``request(n)`` replenishes).
+    ``prefetch // 2`` events (what one Ditto ``request(n)`` replenishes),
+    taken a batch at a time (``persisted_event_batches``). The next thing's
+    subscription is opened while the current one is read, so its first
+    events are on their way when the current one completes (at most two
+    subscriptions, ``2 * prefetch`` events, in flight).
 
     ``request.route`` is the namespace (``*``: all). Options: ``things``,
     ``search_filter``, the subscription's ``from_revision``, ``to_revision``,
@@ -192,36 +195,55 @@ def open_ditto_stream(
     start: Mapping[str, int] | None = options.get("start")
     end: Mapping[str, int] | None = options.get("end")
     base = {k: options[k] for k in _SUBSCRIBE_OPTIONS if options.get(k) is not None}
-    size = max(1, prefetch // 2)
     value_text = columns is None or "value" in columns
     with _connect(url, options, timeout) as ditto:
+        ahead: EventBatches | None = None
         try:
             if end is not None:
                 things = sorted(t for t in end if _in_namespace(t, request.route))
             else:
                 things = list_things(ditto, request.route, options, timeout)
-            for thing in things:
-                if assigned(thing, request.partitions) != request.partition:
-                    continue
-                bounds = dict(base)
-                if end is not None:
-                    # Offsets hold the last revision read; a thing missing
-                    # from ``start`` is read from revision 1 (Ditto's first;
-                    # a to-revision of 0 would mean "the latest" to Ditto).
-                    lo = int((start or {}).get(thing, 0))
-                    hi = int(end[thing])
-                    if hi <= lo:
-                        continue
-                    bounds.update(from_revision=lo + 1, to_revision=hi)
-                events = ditto.subscribe_for_persisted_events(
-                    thing, prefetch=prefetch, timeout=timeout, **bounds
-                )
-                with events:
-                    yield from _batched(events, size, value_text)
+            subscriptions = (
+                ditto.persisted_event_batches(thing, prefetch=prefetch, timeout=timeout, **bounds)
+                for thing, bounds in _reads(things, request, base, start, end)
+            )
+            ahead = next(subscriptions, None)
+            while ahead is not None:
+                with ahead as current:  # cancelled if the reader stops within it
+                    ahead = None
+                    ahead = next(subscriptions, None)  # subscribed now, read after current
+                    yield from _rows(current, value_text)
         except DittoRemoteError as exc:
             raise _source_error(url, request, f"{exc.status} {exc}") from None
         except ConnectionClosed as exc:
             raise _source_error(url, request, f"connection lost: {exc}") from None
+        finally:
+            if ahead is not None:
+                ahead.close()  # cancels it: the reader stopped early or failed
+
+
+def _reads(
+    things: list[str],
+    request: ReadRequest,
+    base: Mapping[str, Any],
+    start: Mapping[str, int] | None,
+    end: Mapping[str, int] | None,
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(thing, subscribe options) of each thing of this partition, in order."""
+    for thing in things:
+        if assigned(thing, request.partitions) != request.partition:
+            continue
+        bounds = dict(base)
+        if end is not None:
+            # Offsets hold the last revision read; a thing missing from
+            # ``start`` is read from revision 1 (Ditto's first; a
+            # to-revision of 0 would mean "the latest" to Ditto).
+            lo = int((start or {}).get(thing, 0))
+            hi = int(end[thing])
+            if hi <= lo:
+                continue
+            bounds.update(from_revision=lo + 1, to_revision=hi)
+        yield thing, bounds
 
 
 def latest_revisions(
