@@ -233,3 +233,58 @@ def test_columns_without_value_skip_its_json_text_and_nothing_else(ditto_url: st
     assert [r["value"] for r in lean] == [None] * REVISIONS
     assert [{**r, "value": None} for r in full] == lean
     assert event_row(event(THINGS[1], 2), value_text=False)["value"] is None
+
+
+def test_the_next_things_subscription_is_open_while_one_is_read(ditto_url: str) -> None:
+    """The reader subscribes to the next thing of its partition before the
+    current one completes: its events are in flight at once, each thing
+    still in revision order and the things in order; demand stays bounded
+    by two windows."""
+    prefetch = 4
+    things = [THINGS[0], THINGS[3], THINGS[5]]
+    before = SOURCE.pulled
+    stream = open_partition_stream(ditto_url, NS, 0, 1, {"things": things},
+                                   prefetch=prefetch, timeout=10)
+    rows = []
+    for batch in stream:
+        rows.extend((r["thingId"], r["revision"]) for r in batch)
+        # the current thing's window and the next one's (each + Outbound's look-ahead)
+        assert SOURCE.pulled - before <= len(rows) + 2 * (prefetch + 1)
+    assert rows == [(t, r) for t in things for r in range(1, REVISIONS + 1)]
+
+
+class ClosingHistory:
+    """HISTORY, recording which things' histories were opened and closed."""
+
+    def __init__(self) -> None:
+        self.opened: list[str] = []
+        self.closed: dict[str, threading.Event] = {}
+
+    def open(self, request: HistoryRequest) -> Iterable[Any]:
+        items = HISTORY.open(request)
+        if request.kind.name == "SEARCH":
+            return items
+        thing = request.entity_id
+        self.opened.append(thing)
+        self.closed[thing] = threading.Event()
+        return self._closing(thing, items)  # type: ignore[arg-type]
+
+    def _closing(self, thing: str, items: Iterable[Any]) -> Iterator[Any]:
+        try:
+            yield from items
+        finally:
+            self.closed[thing].set()
+
+
+def test_a_reader_stopped_early_ends_every_subscription_it_opened() -> None:
+    history = ClosingHistory()
+    with ditto_sync.serve("ws://127.0.0.1:0/ws/2", history) as server:
+        stream = open_partition_stream(server.url, NS, 0, 1, {"things": THINGS[:3]},
+                                       prefetch=4, timeout=10)
+        first = next(stream)
+        assert first[0]["thingId"] == THINGS[0]
+        stream.close()  # mid-thing, with the next thing subscribed ahead
+        assert history.opened[:1] == [THINGS[0]]
+        assert THINGS[2] not in history.opened  # never more than one ahead
+        for thing in list(history.opened):
+            assert history.closed[thing].wait(10), f"{thing}'s history was left open"
