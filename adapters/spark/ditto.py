@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from sansrs.ditto import DittoRemoteError
@@ -36,9 +36,11 @@ from .errors import SourceError
 __all__ = [
     "EVENT_COLUMNS",
     "assigned",
+    "event_columns",
     "event_row",
     "latest_revisions",
     "list_things",
+    "open_ditto_columns",
     "open_ditto_stream",
 ]
 
@@ -120,6 +122,46 @@ def event_row(event: Mapping[str, Any], *, value_text: bool = True) -> dict[str,
     return columns
 
 
+_FROM_TOPIC = {"thingId": 0, "action": 1}
+_AS_STORED = ("revision", "timestamp", "path")
+
+
+def event_columns(events: list[Mapping[str, Any]], fields: Sequence[str]) -> dict[str, list[Any]]:
+    """``fields`` of the rows of ``events``, a list per field: what reading
+    those keys of each :func:`event_row` gives (missing: None), without
+    building the rows (for Arrow record batches, docs/performance.md).
+    Column ``value`` is the JSON text, written only if asked for."""
+    columns: dict[str, list[Any]] = {}
+    topics: list[str] | None = None
+    values: list[Any] | None = None
+    for name in fields:
+        if name in _AS_STORED:
+            columns[name] = [e.get(name) for e in events]
+        elif name == "value":
+            columns[name] = [
+                None if (v := e.get("value", _ABSENT)) is _ABSENT else _value_json(v)
+                for e in events
+            ]
+        elif name in _FROM_TOPIC or name == "topic":
+            if topics is None:
+                topics = [_topic_of(e) for e in events]
+            if name == "topic":
+                columns[name] = topics
+            else:
+                at = _FROM_TOPIC[name]
+                columns[name] = [(_TOPICS.get(t) or _topic_columns(t))[at] for t in topics]
+        else:  # a field of the value, when it is an object
+            if values is None:
+                values = [e.get("value") for e in events]
+            columns[name] = [v.get(name) if isinstance(v, dict) else None for v in values]
+    return columns
+
+
+def _topic_of(event: Mapping[str, Any]) -> str:
+    topic = event.get("topic", "")
+    return topic if type(topic) is str else str(topic)
+
+
 def _connect(url: str, options: Mapping[str, Any], timeout: float) -> DittoConnection:
     user, password, token = (
         None if options.get(k) is None else str(options[k]) for k in _AUTH_OPTIONS
@@ -162,12 +204,6 @@ def _row_without_value_text(event: Mapping[str, Any]) -> dict[str, Any]:
     return event_row(event, value_text=False)
 
 
-def _rows(batches: EventBatches, value_text: bool) -> Iterator[list[Any]]:
-    row = event_row if value_text else _row_without_value_text
-    for batch in batches:
-        yield list(map(row, batch))  # a C loop per batch
-
-
 def open_ditto_stream(
     url: str,
     request: ReadRequest,
@@ -191,11 +227,30 @@ def open_ditto_stream(
     (thing ID -> last revision read: events ``start < revision <= end``).
     ``columns``: the columns the caller reads, if it knows (without
     ``value`` among them, rows carry no JSON text of the value)."""
+    row = event_row if columns is None or "value" in columns else _row_without_value_text
+    for events in _event_batches(url, request, prefetch, timeout):
+        yield list(map(row, events))  # a C loop per batch
+
+
+def open_ditto_columns(
+    url: str, request: ReadRequest, prefetch: int, timeout: float, fields: Sequence[str]
+) -> Iterator[dict[str, list[Any]]]:
+    """:func:`open_ditto_stream`'s batches as columns: ``fields`` of the
+    rows (:func:`event_columns`), for a reader that builds Arrow record
+    batches from columns instead of rows."""
+    for events in _event_batches(url, request, prefetch, timeout):
+        yield event_columns(events, fields)
+
+
+def _event_batches(
+    url: str, request: ReadRequest, prefetch: int, timeout: float
+) -> Iterator[list[Any]]:
+    """The events of this partition's things, a batch at a time (see
+    :func:`open_ditto_stream`)."""
     options = request.options
     start: Mapping[str, int] | None = options.get("start")
     end: Mapping[str, int] | None = options.get("end")
     base = {k: options[k] for k in _SUBSCRIBE_OPTIONS if options.get(k) is not None}
-    value_text = columns is None or "value" in columns
     with _connect(url, options, timeout) as ditto:
         ahead: EventBatches | None = None
         try:
@@ -212,7 +267,7 @@ def open_ditto_stream(
                 with ahead as current:  # cancelled if the reader stops within it
                     ahead = None
                     ahead = next(subscriptions, None)  # subscribed now, read after current
-                    yield from _rows(current, value_text)
+                    yield from current
         except DittoRemoteError as exc:
             raise _source_error(url, request, f"{exc.status} {exc}") from None
         except ConnectionClosed as exc:

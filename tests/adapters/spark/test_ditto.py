@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sansrs.adapters import ditto as ditto_sync
 from sansrs.adapters.ditto.history import HistoryRequest, InMemoryHistory
 from sansrs.adapters.spark import SourceError, open_partition_stream, partition_reader, read_rdd
-from sansrs.adapters.spark.ditto import assigned, event_row, latest_revisions
+from sansrs.adapters.spark.ditto import assigned, event_columns, event_row, latest_revisions
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -267,13 +269,24 @@ class ClosingHistory:
         thing = request.entity_id
         self.opened.append(thing)
         self.closed[thing] = threading.Event()
-        return self._closing(thing, items)  # type: ignore[arg-type]
+        return _Closing(iter(items), self.closed[thing])
 
-    def _closing(self, thing: str, items: Iterable[Any]) -> Iterator[Any]:
-        try:
-            yield from items
-        finally:
-            self.closed[thing].set()
+
+class _Closing:
+    """An iterator whose ``close`` (the server's, when the subscription ends)
+    is recorded, started or not."""
+
+    def __init__(self, items: Iterator[Any], closed: threading.Event) -> None:
+        self.items, self.closed = items, closed
+
+    def __iter__(self) -> _Closing:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self.items)
+
+    def close(self) -> None:
+        self.closed.set()
 
 
 def test_a_reader_stopped_early_ends_every_subscription_it_opened() -> None:
@@ -288,3 +301,50 @@ def test_a_reader_stopped_early_ends_every_subscription_it_opened() -> None:
         assert THINGS[2] not in history.opened  # never more than one ahead
         for thing in list(history.opened):
             assert history.closed[thing].wait(10), f"{thing}'s history was left open"
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)
+_KEYS = st.sampled_from(["thingId", "revision", "timestamp", "topic", "action", "path", "value",
+                         "seq", "x", ""])
+_EVENTS = st.lists(
+    st.dictionaries(
+        st.sampled_from(["topic", "path", "revision", "timestamp", "value", "headers"]),
+        _JSON
+        | st.sampled_from(["ns/thing/things/twin/events/modified", "a/b", "x", ""])
+        | st.dictionaries(_KEYS, _JSON, max_size=4),
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@given(events=_EVENTS, fields=st.lists(_KEYS, unique=True, max_size=6))
+@settings(max_examples=300, deadline=None)
+def test_event_columns_are_the_rows_columns(
+    events: list[dict[str, Any]], fields: list[str]
+) -> None:
+    """The data source's column path (Arrow batches without a dict per row)
+    reads what the rows hold: every field, every event, value text included."""
+    columns = event_columns(events, fields)
+    assert list(columns) == fields
+    for name in fields:
+        assert columns[name] == [event_row(e).get(name) for e in events]
+
+
+def test_data_source_arrow_columns_and_rows_read_the_same(spark: Any, ditto_url: str) -> None:
+    def read(arrow: str) -> list[tuple[Any, ...]]:
+        df = (
+            spark.read.format("sansrs").option("url", ditto_url).option("route", NS)
+            .option("partitions", 2).option("arrow", arrow)
+            .option("schema", SCHEMA + ", topic string, path string, value string").load()
+        )
+        return sorted(tuple(r) for r in df.collect())
+
+    columns, rows = read("true"), read("false")
+    assert columns == rows
+    assert len(columns) == len(THINGS) * REVISIONS
