@@ -22,8 +22,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-# Scripts that are peers or helpers of a benchmark, not benchmarks themselves.
-_NOT_BENCHMARKS = {"run_all.py", "raw_peer.py", "rsocketpy_peer.py", "sansrs_client.py"}
+# Scripts that are peers or helpers of a benchmark, not benchmarks themselves;
+# bench_ab.py compares this checkout with another one (``--before PATH``), so
+# it runs by hand with the checkout to compare against.
+_NOT_BENCHMARKS = {
+    "run_all.py", "raw_peer.py", "rsocketpy_peer.py", "sansrs_client.py", "bench_ab.py",
+}
 
 # Arguments for a full run; anything not listed runs with its own defaults.
 _ARGS: dict[str, list[str]] = {

@@ -12,8 +12,8 @@ from typing import Any
 from sansrs.ditto import DittoServerConfig
 
 from ..drive.config import LoopConfig
-from ..drive.connection import LoopServer
 from ..drive.endpoints import LoopChoice, attaching, open_server
+from ..drive.listener import LoopServer
 from ..drive.peer import ListeningServer
 from ..transport import Transport
 from ..transport.urls import Endpoint

@@ -22,10 +22,11 @@ outbound streams, Publisher adapters).
 
 from .aio import AsyncioReactor, AsyncPeer, AsyncServer, AsyncStream
 from .config import LoopConfig
-from .connection import LoopConnection, LoopServer
+from .connection import LoopConnection
 from .endpoints import LoopChoice, message_framed, new_acceptor, new_driver, pick_loop
 from .engine import Call, Driver, Engine, Startable
 from .errors import ConnectionClosed, LoopClosed
+from .listener import LoopServer
 from .peer import DrivenPeer, ListeningServer, PeersServer
 from .reactor import Reactor
 from .selector import Loop, default_loop

@@ -40,9 +40,10 @@ from sansrs.streams import RULE_3_9, IllegalArgumentError, add_demand
 
 from ..transport import Transport
 from .config import LoopConfig
-from .connection import LoopConnection, LoopServer, close_all
+from .connection import LoopConnection, close_all
 from .engine import Call, Engine
 from .errors import ConnectionClosed, LoopClosed
+from .listener import LoopServer
 from .queues import refill_batch
 from .reactor import READ, WRITE, Driven, Listening
 

@@ -39,8 +39,9 @@ from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .aio import AsyncioReactor
 from .config import LoopConfig
-from .connection import LoopConnection, LoopServer
+from .connection import LoopConnection
 from .engine import Driver, Engine
+from .listener import LoopServer
 from .selector import Loop, default_loop
 from .threads import ConnectionThread, ServerThread
 

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import Generic, Protocol, Self, TypeVar
 
 from ..transport.urls import Endpoint
-from .connection import LoopServer
 from .engine import Driver
+from .listener import LoopServer
 
 __all__ = ["DrivenPeer", "ListeningServer", "PeersServer"]
 

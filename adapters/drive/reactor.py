@@ -3,7 +3,7 @@
 A reactor is one thread's event source: it watches file descriptors, keeps
 timers, runs calls handed over by other threads and tells each connection
 (:class:`~.connection.LoopConnection`) and listener
-(:class:`~.connection.LoopServer`) when to act. The connection's turn (read,
+(:class:`~.listener.LoopServer`) when to act. The connection's turn (read,
 engine, pump, write, timeouts, close) is written once, in
 :mod:`.connection`; reactors differ only in where readiness and time come
 from:
@@ -57,7 +57,7 @@ class Driven(Protocol):
 
 
 class Listening(Protocol):
-    """A listener as its reactor sees it (:class:`~.connection.LoopServer`)."""
+    """A listener as its reactor sees it (:class:`~.listener.LoopServer`)."""
 
     def on_acceptable(self) -> None: ...
 

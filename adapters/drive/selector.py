@@ -2,7 +2,7 @@
 
 A :class:`Loop` owns one selector, one :class:`~.queues.Wakeup` and a heap of
 timers; its connections (:class:`~.connection.LoopConnection`) and listeners
-(:class:`~.connection.LoopServer`) run their turn when it says so. Every
+(:class:`~.listener.LoopServer`) run their turn when it says so. Every
 iteration: ``select`` (timeout = the earliest timer) -> read what is
 readable -> run calls handed over by application threads -> fire due timers
 -> a turn for each connection touched.

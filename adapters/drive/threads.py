@@ -19,8 +19,9 @@ from collections.abc import Callable
 
 from ..transport import Listener, Transport
 from .config import LoopConfig
-from .connection import LoopConnection, LoopServer
+from .connection import LoopConnection
 from .engine import Call, Engine, Startable
+from .listener import LoopServer
 from .selector import Loop
 
 __all__ = ["ConnectionThread", "ServerThread"]

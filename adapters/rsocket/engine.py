@@ -3,17 +3,18 @@ driver. Everything here runs on the connection's owning thread.
 
 It turns core events into request completions and, through its
 :class:`~.responder.Responder` part, into handler calls; and application
-intents (handed over by the peer objects, :mod:`.peer`) into core calls. The
-protocol-neutral pieces (credit-bound outbound streams, prefetching inbound,
-sources) come from :mod:`..drive.streams`.
+intents (handed over by the peer objects, :mod:`.peer`) into core calls.
+Its other parts: :class:`~.leases.Leases` (requests waiting for the peer's
+lease, the renewal of ours) and :func:`~.outbound.stream_outbound` (our
+side of a stream as core calls). The protocol-neutral pieces (credit-bound
+outbound streams, prefetching inbound, sources) come from
+:mod:`..drive.streams`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
-from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
@@ -33,9 +34,11 @@ from ..drive.streams import (
 )
 from ..transport.websocket import messages as ws
 from . import core
-from .errors import RSocketError, error_for_exception, setup_rejection
-from .fast import as_payload, new_tuple
+from .errors import RSocketError, setup_rejection
+from .fast import new_tuple
+from .leases import Leases
 from .options import EngineOptions
+from .outbound import stream_outbound
 from .responder import Responder
 from .types import Payload
 
@@ -43,7 +46,6 @@ __all__ = ["RSocketEngine", "RequestHandle"]
 
 log = logging.getLogger("sansrs.adapters.rsocket")
 
-_BYTES = {bytes}  # the items Connection.send_payloads takes
 _RUN = ws.MessageKind.BINARY_RUN.value
 _TEXT_RUN = ws.MessageKind.TEXT_RUN.value
 _BINARY = ws.MessageKind.BINARY.value
@@ -88,10 +90,8 @@ class RSocketEngine:
         self.options = options
         self.conn = conn
         self._now = 0.0
-        self._lease_renew_at: float | None = None
-        #: Requests waiting for a lease: (start it, its handle if it has one).
-        self._lease_waiters: deque[tuple[Callable[[], None], RequestHandle | None]] = deque()
-        self._releasing_waiters = False
+        #: Requests waiting for the peer's lease; the renewal of ours.
+        self.leases: Leases[RequestHandle] = Leases(conn, options)
         self._close_started = False
         #: Server: the first frame's length bytes seen so far (None once past
         #: the frame), the frame's bytes fed to the core before its length
@@ -396,7 +396,7 @@ class RSocketEngine:
 
     def next_deadline(self) -> float | None:
         deadline = self.conn.next_deadline()
-        renew = self._lease_renew_at
+        renew = self.leases.renew_at
         if renew is not None and (deadline is None or renew < deadline):
             return renew
         return deadline
@@ -404,9 +404,7 @@ class RSocketEngine:
     def handle_timeout(self, now: float) -> None:
         self._now = now
         self.conn.handle_timeout(now)
-        renew = self._lease_renew_at
-        if renew is not None and now >= renew:
-            self._grant_lease(now)
+        self.leases.renew(now)
         self._dispatch_events()
 
     def begin_close(self) -> None:
@@ -472,10 +470,8 @@ class RSocketEngine:
             # as its requests fail below) fails at once, with this reason.
             self._closing = error
         self._run_after_events(quietly=True)  # now: they learn of the end themselves
-        for _, waiting in self._lease_waiters:
-            if waiting is not None:
-                waiting.sink.finish(error)
-        self._lease_waiters.clear()
+        for waiting in self.leases.abandon():
+            waiting.sink.finish(error)
         for handle in list(self._requests.values()):  # sinks may start requests
             handle.sink.finish(error)
             if handle.outbound is not None:
@@ -499,10 +495,9 @@ class RSocketEngine:
         if self._closing is not None:  # going away: fail now, with the reason
             handle.sink.finish(self._closing)
             return
-        if self._must_wait_for_lease():
-            self._lease_waiters.append(
-                (lambda: self.start_request(handle, payload, initial_n, outbound), handle)
-            )
+        if self.leases.must_wait():
+            again = lambda: self.start_request(handle, payload, initial_n, outbound)  # noqa: E731
+            self.leases.wait(again, handle)
             return
         conn = self.conn
         try:
@@ -530,12 +525,7 @@ class RSocketEngine:
     def start_response(self, handle: RequestHandle, payload: Payload) -> None:
         """:meth:`start_request` for a request-response (``handle.kind == "rr"``),
         trimmed for pipelines that start one per answer received."""
-        if (
-            self._lease_waiters
-            or self.conn.lease_available() is not None
-            or handle.cancelled
-            or self._closing is not None
-        ):
+        if self.leases.in_force() or handle.cancelled or self._closing is not None:
             self.start_request(handle, payload, 1)  # leases (it may wait), or the end
             return
         try:
@@ -570,14 +560,14 @@ class RSocketEngine:
             handle.sink.finish(RSocketError(ErrorCode.REJECTED, exc.message))
 
     def fire_and_forget(self, payload: Payload) -> None:
-        if self._must_wait_for_lease():
-            self._lease_waiters.append((lambda: self.fire_and_forget(payload), None))
+        if self.leases.must_wait():
+            self.leases.wait(lambda: self.fire_and_forget(payload), None)
             return
         self.conn.request_fnf(payload.data, payload.metadata)
 
     def fire_and_forget_many(self, payloads: list[Payload]) -> None:
         """A batch of fire-and-forgets, in order (see ``queues.Batcher``)."""
-        if self._lease_waiters or self.conn.lease_available() is not None:
+        if self.leases.in_force():
             for payload in payloads:  # leases: each may have to wait its turn
                 self.fire_and_forget(payload)
             return
@@ -590,20 +580,6 @@ class RSocketEngine:
 
     def send_lease(self, ttl: float, requests: int) -> None:
         self.conn.send_lease(core.milliseconds(ttl), requests)
-
-    # -- leases ------------------------------------------------------------
-    def _must_wait_for_lease(self) -> bool:
-        """Requests wait (in order) for the peer's lease instead of failing."""
-        if self._lease_waiters and not self._releasing_waiters:
-            return True
-        available = self.conn.lease_available()
-        return available is not None and available <= 0
-
-    def _grant_lease(self, now: float) -> None:
-        ttl = self.options.lease_ttl
-        with contextlib.suppress(core.LocalProtocolError):
-            self.conn.send_lease(core.milliseconds(ttl), self.options.lease_requests)
-        self._lease_renew_at = now + ttl / 2  # renew well before it runs out
 
     def request_more(self, handle: RequestHandle, n: int) -> None:
         sid = handle.sid
@@ -648,45 +624,7 @@ class RSocketEngine:
     def _new_outbound(
         self, sid: int, source: IteratorSource[Any] | Any, credit: int
     ) -> Outbound[Any]:
-        conn = self.conn
-
-        send_payload = conn.send_payload
-
-        def emit(item: object, last: bool) -> None:
-            if type(item) is bytes:
-                send_payload(sid, item, None, last)
-            else:
-                p = as_payload(item)
-                send_payload(sid, p.data, p.metadata, last)
-
-        # The stream may already be over for the core (a request-response
-        # answered by its first item, a cancel in flight): nothing to send then.
-        def complete() -> None:
-            with contextlib.suppress(core.LocalProtocolError):
-                conn.send_complete(sid)
-
-        def fail(exc: BaseException) -> None:
-            code, message = error_for_exception(exc)
-            with contextlib.suppress(core.LocalProtocolError):
-                conn.send_error(sid, code, message)
-
-        def ready() -> bool:
-            return not conn.output_blocked
-
-        send_payloads = conn.send_payloads
-
-        def emit_many(items: list[Any]) -> int:
-            # Plain bytes go as one batch (Connection.send_payloads); what it
-            # leaves (a Payload, a large item, the output full) one by one.
-            sent = send_payloads(sid, items) if set(map(type, items)) == _BYTES else 0
-            for item in itertools.islice(items, sent, None):
-                if conn.output_blocked:
-                    break
-                emit(item, False)
-                sent += 1
-            return sent
-
-        out: Outbound[Any] = Outbound(source, emit, complete, fail, credit, ready, emit_many)
+        out = stream_outbound(self.conn, sid, source, credit)
         self._outbounds.add(sid, out, runnable=credit > 0)
         return out
 
@@ -755,16 +693,8 @@ class RSocketEngine:
                 ErrorCode.UNSUPPORTED_SETUP, "this server requires leases (SETUP L flag)"
             )
             return
-        if not self._accept_setup_hook(ev):
-            return
-        if ev.lease:
-            ttl = self.options.lease_ttl
-            self.conn.accept_setup(
-                lease_ttl=core.milliseconds(ttl), lease_number=self.options.lease_requests
-            )
-            self._lease_renew_at = self._now + ttl / 2
-        else:
-            self.conn.accept_setup()
+        if self._accept_setup_hook(ev):
+            self.leases.accept_setup(ev.lease, self._now)
 
     def _accept_setup_hook(self, ev: Any) -> bool:
         """The handler's optional ``accept_setup(setup, peer)`` (e.g. a
@@ -784,19 +714,7 @@ class RSocketEngine:
         return True
 
     def on_lease(self, ttl_ms: int, requests: int) -> None:
-        waiters = self._lease_waiters
-        while waiters:
-            available = self.conn.lease_available()
-            if available is not None and available <= 0:
-                return
-            start, _ = waiters.popleft()
-            # The released request must not queue itself again behind the
-            # waiters still in line (that looped forever with two or more).
-            self._releasing_waiters = True
-            try:
-                start()
-            finally:
-                self._releasing_waiters = False
+        self.leases.release()
 
     def on_closing(self, message: str) -> None:
         log.debug("peer is closing: %s", message)

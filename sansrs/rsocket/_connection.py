@@ -14,6 +14,7 @@ each a class of its own (docs/rsocket.md, "How the connection is built"):
 - ``Receiver`` (``_receive.py``): bytes in, frames dispatched;
   ``StreamFrames`` (``_receive_streams.py``): the frames of a stream;
 - ``Fragmenter`` (``_fragmentation.py``): fragmentation and reassembly limits;
+- ``Establishment`` (``_establish.py``): SETUP sent, accepted or refused;
 - ``Keepalive`` (``_keepalive.py``), ``Leases`` (``_lease.py``);
 - ``Resumption`` (``_resume.py``): a session that outlives its transport.
 """
@@ -27,6 +28,7 @@ from .._errors import LocalProtocolError
 from . import _frames as fr
 from ._config import ConnectionConfig, Role
 from ._context import Context
+from ._establish import Establishment
 from ._fast import (
     PAYLOAD_ITEM,
     PAYLOAD_LAST_ITEM,
@@ -38,11 +40,7 @@ from ._fast import (
 from ._fragmentation import Fragmenter
 from ._frames import (
     FLAG_METADATA,
-    MAJOR_VERSION,
     MAX_REQUEST_N,
-    MAX_U31,
-    MINOR_VERSION,
-    REJECT_SETUP_CODES,
     STREAM_ERROR_CODES,
     ErrorCode,
     is_application_error_code,
@@ -112,6 +110,7 @@ class Connection:
         self._receiver = Receiver(
             ctx, streams, leases, self._resume, StreamFrames(ctx, streams, leases, fragments)
         )
+        self._establish = Establishment(ctx, self._keepalive, leases, self._resume, self._receiver)
         self._event_queue: deque[Event] = deque()  # taken one by one by next_event
 
     # ------------------------------------------------------------------
@@ -389,41 +388,16 @@ class Connection:
         (spec: Connection Establishment, "TLS False Start"). ``resume``: ask
         for a resumable session (R flag, a token from
         ``config.resume_token_source``)."""
-        ctx = self._ctx
-        if not self._client:
-            raise LocalProtocolError("setup: only a client sends SETUP")
-        if ctx.state is not ConnectionState.AWAITING_SETUP:
-            raise LocalProtocolError("setup: SETUP was already sent")
-        for name, value in (
-            ("keepalive_interval", keepalive_interval),
-            ("max_lifetime", max_lifetime),
-        ):
-            if type(value) is not int or not 1 <= value <= MAX_U31:
-                raise LocalProtocolError(f"setup: {name} must be in 1..2**31-1 ms, got {value!r}")
-        token = None
-        if resume:
-            token = self.config.resume_token_source()
-            if type(token) is not bytes or not 1 <= len(token) <= 0xFFFF:
-                raise LocalProtocolError("setup: resume_token_source must return 1..65535 bytes")
-        frame = fr.SetupFrame(
+        self._establish.setup(
             keepalive_interval,
             max_lifetime,
             metadata_mime_type,
             data_mime_type,
-            metadata,
             data,
-            token,
-            lease,
-            MAJOR_VERSION,
-            MINOR_VERSION,
+            metadata,
+            lease=lease,
+            resume=resume,
         )
-        self._out.queue(frame)  # encoding validates the MIME types and sizes
-        ctx.setup = frame
-        if token is not None:
-            self._resume.start(token)
-        self._leases.enabled = lease
-        self._keepalive.start(keepalive_interval, max_lifetime, sends=True)
-        ctx.transition(_CI.SEND_SETUP)
 
     def accept_setup(
         self, *, lease_ttl: int | None = None, lease_number: int | None = None
@@ -431,30 +405,12 @@ class Connection:
         """Server: accept the SETUP. With the L flag the first LEASE is
         mandatory (spec: Connection Establishment): pass ``lease_ttl`` (ms)
         and ``lease_number``."""
-        ctx = self._ctx
-        if ctx.state is not ConnectionState.SETUP_RECEIVED:
-            raise LocalProtocolError("accept_setup: no SETUP awaits acceptance")
-        setup = ctx.setup
-        assert setup is not None
-        if setup.lease and (lease_ttl is None or lease_number is None):
-            raise LocalProtocolError(
-                "accept_setup: the client asked for leases; lease_ttl and lease_number are required"
-            )
-        ctx.transition(_CI.ACCEPT)
-        self._keepalive.start(setup.keepalive_interval, setup.max_lifetime, sends=False)
-        if setup.lease:
-            assert lease_ttl is not None and lease_number is not None
-            self.send_lease(lease_ttl, lease_number)
-        self._receiver.process(self._receiver.take_early())
+        self._establish.accept(lease_ttl, lease_number, self.send_lease)
 
     def reject_setup(self, error_code: int = ErrorCode.REJECTED_SETUP, message: str = "") -> None:
         """Server: refuse the SETUP with INVALID_SETUP, UNSUPPORTED_SETUP or
         REJECTED_SETUP; the connection closes."""
-        if self._ctx.state is not ConnectionState.SETUP_RECEIVED:
-            raise LocalProtocolError("reject_setup: no SETUP awaits acceptance")
-        if error_code not in REJECT_SETUP_CODES:
-            raise LocalProtocolError(f"reject_setup: {error_code:#x} is not a SETUP rejection code")
-        self._ctx.refuse(error_code, message)
+        self._establish.reject(error_code, message)
 
     def resume(self) -> None:
         """Client: after ``Disconnected``, queue RESUME for a new transport

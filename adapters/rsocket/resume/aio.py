@@ -22,7 +22,7 @@ from typing import Any, cast
 
 from ...drive.aio import AsyncioReactor, AsyncServer
 from ...drive.config import LoopConfig
-from ...drive.connection import LoopServer
+from ...drive.listener import LoopServer
 from ...transport import Transport, listen, open_transport
 from ...transport.urls import Endpoint
 from ..aio import AsyncClient, AsyncRSocketPeer, _wrap_handler

@@ -287,7 +287,7 @@ class SessionEngine(RSocketEngine):
         self.unconfirmed.acknowledge(core.acknowledged_position(self.conn))
 
     def outstanding_requests(self) -> int:
-        return len(self._requests) + sum(1 for _, h in self._lease_waiters if h is not None)
+        return len(self._requests) + self.leases.waiting_requests()
 
     def loss(self, reason: str, requests: int) -> SessionLoss | None:
         """What ending now loses: ``requests`` outstanding, fire-and-forgets
@@ -324,7 +324,7 @@ class SessionEngine(RSocketEngine):
             self._sent_fnf(conn)
 
     def fire_and_forget_many(self, payloads: list[Payload]) -> None:
-        if self._lease_waiters or self.conn.lease_available() is not None or self._closing:
+        if self.leases.in_force() or self._closing:
             for payload in payloads:
                 self.fire_and_forget(payload)
             return

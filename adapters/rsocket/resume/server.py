@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...drive.config import LoopConfig
-from ...drive.connection import LoopServer
 from ...drive.endpoints import LoopChoice, new_acceptor, new_driver, pick_loop
 from ...drive.errors import ConnectionClosed
+from ...drive.listener import LoopServer
 from ...transport import Transport, listen
 from ...transport.urls import Endpoint
 from .. import core

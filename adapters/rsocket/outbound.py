@@ -1,0 +1,70 @@
+"""Our side of one RSocket stream as a :class:`~..drive.streams.Outbound`:
+the items a handler's source (or a requester channel's) yields become the
+core's PAYLOAD, COMPLETE and ERROR frames on that stream, within the
+stream's credit (the pump is :class:`~..drive.streams.Outbounds`).
+
+Items are ``bytes`` (data alone) or anything :func:`~.fast.as_payload`
+takes; a batch of plain ``bytes`` goes to the core in one call
+(``Connection.send_payloads``, docs/performance.md). An exception from the
+source ends the stream with the ERROR it maps to
+(:func:`~.errors.error_for_exception`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from typing import Any
+
+from ..drive.streams import IteratorSource, Outbound
+from . import core
+from .errors import error_for_exception
+from .fast import as_payload
+
+__all__ = ["stream_outbound"]
+
+_BYTES = {bytes}  # the items Connection.send_payloads takes
+
+
+def stream_outbound(
+    conn: core.Connection, sid: int, source: IteratorSource[Any] | Any, credit: int
+) -> Outbound[Any]:
+    """The outbound flow of stream ``sid`` on ``conn``, pulling from
+    ``source``, with ``credit`` items allowed so far."""
+    send_payload = conn.send_payload
+
+    def emit(item: object, last: bool) -> None:
+        if type(item) is bytes:
+            send_payload(sid, item, None, last)
+        else:
+            p = as_payload(item)
+            send_payload(sid, p.data, p.metadata, last)
+
+    # The stream may already be over for the core (a request-response
+    # answered by its first item, a cancel in flight): nothing to send then.
+    def complete() -> None:
+        with contextlib.suppress(core.LocalProtocolError):
+            conn.send_complete(sid)
+
+    def fail(exc: BaseException) -> None:
+        code, message = error_for_exception(exc)
+        with contextlib.suppress(core.LocalProtocolError):
+            conn.send_error(sid, code, message)
+
+    def ready() -> bool:
+        return not conn.output_blocked
+
+    send_payloads = conn.send_payloads
+
+    def emit_many(items: list[Any]) -> int:
+        # Plain bytes go as one batch (Connection.send_payloads); what it
+        # leaves (a Payload, a large item, the output full) one by one.
+        sent = send_payloads(sid, items) if set(map(type, items)) == _BYTES else 0
+        for item in itertools.islice(items, sent, None):
+            if conn.output_blocked:
+                break
+            emit(item, False)
+            sent += 1
+        return sent
+
+    return Outbound(source, emit, complete, fail, credit, ready, emit_many)

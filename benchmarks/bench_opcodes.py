@@ -1,0 +1,178 @@
+"""Bytecode per sequential request-response: how much Python each side runs.
+
+On the latency path a round trip's CPU is the interpreter's work: on this
+machine a side's user CPU per round trip (``bench_tcp.py --latency-costs``)
+is its bytecode count times 15-20 ns once it wakes with cold caches. This
+counts the bytecode instructions (``sys.settrace`` with
+``f_trace_opcodes``) one side executes per round trip, with its peer in a
+process of its own, and lists where they go. Counts are exact and do not
+depend on the machine's load, so they compare changes without noise
+(docs/performance.md, "Request-response, one at a time").
+
+Sides: ``sansrs`` (the thread driver's blocking client / ``sansrs serve``'s
+demo responder), ``sansrs-selector`` (both on the selector loop) and
+``floor`` (``floor_peer.py``: real RSocket frames, no state: the least a
+Python side can run). The client is measured against the floor server and
+the server against the floor client, so each count is one side's alone.
+
+    .venv/bin/python benchmarks/bench_opcodes.py             # every side, top 12 functions
+    .venv/bin/python benchmarks/bench_opcodes.py --top 40 --side sansrs-client
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import floor_peer  # noqa: E402
+
+Counts = collections.Counter[tuple[str, str]]
+SIDES = ("floor-client", "sansrs-client", "sansrs-selector-client",
+         "floor-server", "sansrs-server", "sansrs-selector-server")
+WARM_UP = 300
+
+
+class Tracer:
+    """Counts bytecode instructions by function while ``on``, on every thread."""
+
+    def __init__(self) -> None:
+        self.counts: Counts = collections.Counter()
+        self.on = False
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> Any:
+        if not self.on:
+            return None
+        frame.f_trace_opcodes = True
+        if event == "opcode":
+            code = frame.f_code
+            self.counts[Path(code.co_filename).name, code.co_qualname] += 1
+        return self
+
+    def install(self) -> None:
+        threading.settrace(self)
+        sys.settrace(self)
+
+    def remove(self) -> None:
+        sys.settrace(None)
+        threading.settrace(None)  # type: ignore[arg-type]
+
+
+def _floor_server() -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen([sys.executable, str(HERE / "floor_peer.py"), "serve", "0"],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    return proc, int(proc.stdout.readline().split()[1])
+
+
+def count_client(side: str, count: int) -> Counts:
+    """The client ``side`` against the floor server: its bytecode for
+    ``count`` round trips after a warm-up."""
+    proc, port = _floor_server()
+    tracer = Tracer()
+    try:
+        if side == "floor-client":
+            floor_peer._setup_frame()  # its imports, before the count
+            tracer.install()
+            tracer.on = True
+            floor_peer.request_response(port, count)  # its warm-up counted too, scaled below
+            tracer.on = False
+            return _without_warm_up(tracer.counts, count)
+        else:
+            from sansrs.adapters.rsocket import connect
+
+            loop = "selector" if "selector" in side else "thread"
+            with connect(f"tcp://127.0.0.1:{port}", loop=loop) as client:
+                for _ in range(WARM_UP):
+                    client.request_response(b"x" * 16, timeout=60)
+                tracer.install()
+                tracer.on = True
+                for _ in range(count):
+                    client.request_response(b"x" * 16, timeout=60)
+                tracer.on = False
+    finally:
+        tracer.remove()
+        proc.kill()
+        proc.wait()
+    return tracer.counts
+
+
+def count_server(side: str, count: int) -> Counts:
+    """The server ``side`` against the floor client (in a process of its
+    own): its bytecode over the client's warm-up and ``count`` round trips."""
+    tracer = Tracer()
+    tracer.install()
+    close: Callable[[], object]
+    if side == "floor-server":
+        import socket
+
+        listener = socket.create_server(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+
+        def accept() -> None:
+            sock, _ = listener.accept()
+            floor_peer._serve_connection(sock)
+
+        thread = threading.Thread(target=accept, daemon=True)
+        thread.start()
+        close = listener.close
+    else:
+        from sansrs.adapters.rsocket import serve
+        from sansrs.adapters.rsocket.demo import DemoHandler
+
+        loop = "selector" if "selector" in side else "thread"
+        server = serve("tcp://127.0.0.1:0", handler=DemoHandler(), loop=loop)
+        port = server.endpoint.port
+        close = server.close
+    tracer.on = True
+    try:
+        subprocess.run([sys.executable, "-c",
+                        f"import sys; sys.path.insert(0, {str(HERE)!r}); import floor_peer; "
+                        f"floor_peer.request_response({port}, {count})"],
+                       check=True, timeout=600, capture_output=True)
+    finally:
+        tracer.on = False
+        tracer.remove()
+        close()
+    return _without_warm_up(tracer.counts, count)
+
+
+def _without_warm_up(counts: Counts, count: int) -> Counts:
+    """floor_peer's client runs WARM_UP round trips before ``count``: the
+    same work each, so the counts scale."""
+    return collections.Counter({k: v * count // (count + WARM_UP) for k, v in counts.items()})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--side", action="append", choices=SIDES,
+                        help="measure only these sides (default: all)")
+    parser.add_argument("--count", type=int, default=2000, help="round trips counted")
+    parser.add_argument("--top", type=int, default=12, help="functions listed per side")
+    args = parser.parse_args()
+    sides = args.side or list(SIDES)
+    totals = {}
+    for side in sides:
+        counts = (count_client if side.endswith("client") else count_server)(side, args.count)
+        total = sum(counts.values()) / args.count
+        totals[side] = total
+        print(f"\n{side}: {total:,.0f} bytecode instructions per round trip")
+        for (module, name), n in counts.most_common(args.top):
+            print(f"  {n / args.count:7.1f}  {module}:{name}")
+    print("\n| side | bytecode per round trip |")
+    print("| --- | ---: |")
+    for side, total in totals.items():
+        print(f"| {side} | {total:,.0f} |")
+
+
+if __name__ == "__main__":
+    main()
