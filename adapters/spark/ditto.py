@@ -28,7 +28,6 @@ from typing import Any
 from sansrs.ditto import DittoRemoteError
 
 from ..ditto import DittoConnection, connect
-from ..ditto.batches import EventBatches
 from ..drive.errors import ConnectionClosed
 from ._wire import ReadRequest
 from .errors import SourceError
@@ -215,10 +214,7 @@ def open_ditto_stream(
     """The stream opener for ``ws://`` / ``wss://`` (``STREAM_OPENERS``):
     the events of this partition's things, as row batches of at most
     ``prefetch // 2`` events (what one Ditto ``request(n)`` replenishes),
-    taken a batch at a time (``persisted_event_batches``). The next thing's
-    subscription is opened while the current one is read, so its first
-    events are on their way when the current one completes (at most two
-    subscriptions, ``2 * prefetch`` events, in flight).
+    taken a batch at a time (``persisted_event_batches``).
 
     ``request.route`` is the namespace (``*``: all). Options: ``things``,
     ``search_filter``, the subscription's ``from_revision``, ``to_revision``,
@@ -252,29 +248,20 @@ def _event_batches(
     end: Mapping[str, int] | None = options.get("end")
     base = {k: options[k] for k in _SUBSCRIBE_OPTIONS if options.get(k) is not None}
     with _connect(url, options, timeout) as ditto:
-        ahead: EventBatches | None = None
         try:
             if end is not None:
                 things = sorted(t for t in end if _in_namespace(t, request.route))
             else:
                 things = list_things(ditto, request.route, options, timeout)
-            subscriptions = (
-                ditto.persisted_event_batches(thing, prefetch=prefetch, timeout=timeout, **bounds)
-                for thing, bounds in _reads(things, request, base, start, end)
-            )
-            ahead = next(subscriptions, None)
-            while ahead is not None:
-                with ahead as current:  # cancelled if the reader stops within it
-                    ahead = None
-                    ahead = next(subscriptions, None)  # subscribed now, read after current
-                    yield from current
+            for thing, bounds in _reads(things, request, base, start, end):
+                with ditto.persisted_event_batches(
+                    thing, prefetch=prefetch, timeout=timeout, **bounds
+                ) as batches:  # cancelled if the reader stops within it
+                    yield from batches
         except DittoRemoteError as exc:
             raise _source_error(url, request, f"{exc.status} {exc}") from None
         except ConnectionClosed as exc:
             raise _source_error(url, request, f"connection lost: {exc}") from None
-        finally:
-            if ahead is not None:
-                ahead.close()  # cancels it: the reader stopped early or failed
 
 
 def _reads(
