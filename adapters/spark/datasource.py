@@ -144,6 +144,7 @@ class _Reader(DataSourceReader):
         return self._rows(int(partition.value), self.query)
 
     def _rows(self, index: int, query: dict[str, Any]) -> Iterator[Any]:
+        share = (self.url, self.route, index, self.partitions_, query)
         if self.arrow:
             # One Arrow batch per payload: decoded in C++, no per-row Python
             # conversion on Spark's side.
@@ -152,25 +153,14 @@ class _Reader(DataSourceReader):
 
             arrow_schema = to_arrow_schema(self.schema)
             columns = open_partition_columns(
-                self.url,
-                self.route,
-                index,
-                self.partitions_,
-                query,
-                prefetch=self.prefetch,
-                timeout=self.timeout,
-                fields=self.fields,
+                *share, prefetch=self.prefetch, timeout=self.timeout, fields=self.fields
             )
             if columns is not None:  # Ditto: the columns without a dict per row
                 for named in columns:
                     yield RecordBatch.from_pydict(named, schema=arrow_schema)
                 return
         batches = open_partition_stream(
-            self.url,
-            self.route,
-            index,
-            self.partitions_,
-            query,
+            *share,
             prefetch=self.prefetch,
             timeout=self.timeout,
             access=self.access,
