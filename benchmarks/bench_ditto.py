@@ -30,8 +30,9 @@ printed in a markdown table with the CPU ratio to the ``core`` baseline, and
 ``--stages`` prints the CPU per event of each stage of ``rows`` instead
 (``stages()``: the server engine with its history source, the server's
 WebSocket framing, the client's WebSocket splitting, the client engine with
-its core, the rows made from the events) next to the raw reader's two sides,
-each measured alone in one thread.
+its core, the rows made from the events, and the data source's Arrow batches
+made from rows or, as it does, from columns) next to the raw reader's two
+sides, each measured alone in one thread.
 """
 
 from __future__ import annotations
@@ -183,6 +184,7 @@ def stages(total: int, prefetch: int = 256) -> dict[str, float]:
     sys.path.insert(0, str(HERE))
     import bench_spark
     from bench_websocket import _open_transport
+    from pyarrow import RecordBatch, int64, schema
     from sansrs.adapters.ditto.client import client_config
     from sansrs.adapters.ditto.engine import (
         DittoClientEngine,
@@ -191,10 +193,15 @@ def stages(total: int, prefetch: int = 256) -> dict[str, float]:
         history_request,
     )
     from sansrs.adapters.drive.queues import CreditQueue
-    from sansrs.adapters.spark.ditto import event_row
+    from sansrs.adapters.spark.ditto import event_columns, event_row
 
     clock = time.thread_time
-    spent = dict.fromkeys(("server", "server ws", "client ws", "client", "rows"), 0.0)
+    spent = dict.fromkeys(
+        ("server", "server ws", "client ws", "client", "rows", "arrow rows", "arrow columns"), 0.0
+    )
+    # bench_spark.py's data source: three columns, no value text
+    fields = ["id", "device", "revision"]
+    arrow_schema = schema([(name, int64()) for name in fields])
     source = bench_spark.DittoRows(total)
     n = 0
     for k in range(source.things):
@@ -224,11 +231,19 @@ def stages(total: int, prefetch: int = 256) -> dict[str, float]:
             client.receive_data(records, 0.0)
             data = client.data_to_send()
             spent["client"] += clock() - t
-            t = clock()
             got = len(queue)
-            for _ in range(got):
-                event_row(queue.get(0))
+            t = clock()
+            events = queue.get_batch(0, got) if got else []
+            list(map(event_row, events))  # what the partition function's reader does
             spent["rows"] += clock() - t
+            if events:  # the data source: Arrow batches from rows, or from columns
+                t = clock()
+                rows = [event_row(e, value_text=False) for e in events]
+                RecordBatch.from_pylist(rows, schema=arrow_schema)
+                spent["arrow rows"] += clock() - t
+                t = clock()
+                RecordBatch.from_pydict(event_columns(events, fields), schema=arrow_schema)
+                spent["arrow columns"] += clock() - t
             n += got
             if queue.done:
                 break

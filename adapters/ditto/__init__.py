@@ -19,6 +19,7 @@
   ``WebSocketHandshakeError`` (the upgrade was refused, e.g. 401).
 """
 
+from .batches import EventBatches
 from .client import connect
 from .errors import ConnectionClosed, DittoRemoteError, WebSocketHandshakeError
 from .history import (
@@ -42,6 +43,7 @@ __all__ = [
     "DittoHistoryServer",
     "DittoRemoteError",
     "DittoServerPeer",
+    "EventBatches",
     "HistoryRequest",
     "HistorySource",
     "InMemoryHistory",

@@ -45,6 +45,7 @@ from .remote import (
     commit_job,
     default_prefetch,
     latest_offset,
+    open_partition_columns,
     open_partition_stream,
     write_partition,
 )
@@ -143,17 +144,7 @@ class _Reader(DataSourceReader):
         return self._rows(int(partition.value), self.query)
 
     def _rows(self, index: int, query: dict[str, Any]) -> Iterator[Any]:
-        batches = open_partition_stream(
-            self.url,
-            self.route,
-            index,
-            self.partitions_,
-            query,
-            prefetch=self.prefetch,
-            timeout=self.timeout,
-            access=self.access,
-            columns=self.fields,
-        )
+        share = (self.url, self.route, index, self.partitions_, query)
         if self.arrow:
             # One Arrow batch per payload: decoded in C++, no per-row Python
             # conversion on Spark's side.
@@ -161,6 +152,21 @@ class _Reader(DataSourceReader):
             from pyspark.sql.pandas.types import to_arrow_schema
 
             arrow_schema = to_arrow_schema(self.schema)
+            columns = open_partition_columns(
+                *share, prefetch=self.prefetch, timeout=self.timeout, fields=self.fields
+            )
+            if columns is not None:  # Ditto: the columns without a dict per row
+                for named in columns:
+                    yield RecordBatch.from_pydict(named, schema=arrow_schema)
+                return
+        batches = open_partition_stream(
+            *share,
+            prefetch=self.prefetch,
+            timeout=self.timeout,
+            access=self.access,
+            columns=self.fields,
+        )
+        if self.arrow:
             for batch in batches:
                 if batch:
                     yield RecordBatch.from_pylist(batch, schema=arrow_schema)

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Collection, Iterable, Iterator, Mapping
-from itertools import islice
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from sansrs.ditto import DittoRemoteError
@@ -36,9 +35,11 @@ from .errors import SourceError
 __all__ = [
     "EVENT_COLUMNS",
     "assigned",
+    "event_columns",
     "event_row",
     "latest_revisions",
     "list_things",
+    "open_ditto_columns",
     "open_ditto_stream",
 ]
 
@@ -120,6 +121,46 @@ def event_row(event: Mapping[str, Any], *, value_text: bool = True) -> dict[str,
     return columns
 
 
+_FROM_TOPIC = {"thingId": 0, "action": 1}
+_AS_STORED = ("revision", "timestamp", "path")
+
+
+def event_columns(events: list[Mapping[str, Any]], fields: Sequence[str]) -> dict[str, list[Any]]:
+    """``fields`` of the rows of ``events``, a list per field: what reading
+    those keys of each :func:`event_row` gives (missing: None), without
+    building the rows (for Arrow record batches, docs/performance.md).
+    Column ``value`` is the JSON text, written only if asked for."""
+    columns: dict[str, list[Any]] = {}
+    topics: list[str] | None = None
+    values: list[Any] | None = None
+    for name in fields:
+        if name in _AS_STORED:
+            columns[name] = [e.get(name) for e in events]
+        elif name == "value":
+            columns[name] = [
+                None if (v := e.get("value", _ABSENT)) is _ABSENT else _value_json(v)
+                for e in events
+            ]
+        elif name in _FROM_TOPIC or name == "topic":
+            if topics is None:
+                topics = [_topic_of(e) for e in events]
+            if name == "topic":
+                columns[name] = topics
+            else:
+                at = _FROM_TOPIC[name]
+                columns[name] = [(_TOPICS.get(t) or _topic_columns(t))[at] for t in topics]
+        else:  # a field of the value, when it is an object
+            if values is None:
+                values = [e.get("value") for e in events]
+            columns[name] = [v.get(name) if isinstance(v, dict) else None for v in values]
+    return columns
+
+
+def _topic_of(event: Mapping[str, Any]) -> str:
+    topic = event.get("topic", "")
+    return topic if type(topic) is str else str(topic)
+
+
 def _connect(url: str, options: Mapping[str, Any], timeout: float) -> DittoConnection:
     user, password, token = (
         None if options.get(k) is None else str(options[k]) for k in _AUTH_OPTIONS
@@ -162,13 +203,6 @@ def _row_without_value_text(event: Mapping[str, Any]) -> dict[str, Any]:
     return event_row(event, value_text=False)
 
 
-def _batched(events: Iterable[Any], size: int, value_text: bool) -> Iterator[list[Any]]:
-    it = iter(events)
-    row = event_row if value_text else _row_without_value_text
-    while batch := list(map(row, islice(it, size))):  # a C loop per batch
-        yield batch
-
-
 def open_ditto_stream(
     url: str,
     request: ReadRequest,
@@ -179,7 +213,8 @@ def open_ditto_stream(
 ) -> Iterator[list[Any]]:
     """The stream opener for ``ws://`` / ``wss://`` (``STREAM_OPENERS``):
     the events of this partition's things, as row batches of at most
-    ``prefetch // 2`` events (what one Ditto ``request(n)`` replenishes).
+    ``prefetch // 2`` events (what one Ditto ``request(n)`` replenishes),
+    taken a batch at a time (``persisted_event_batches``).
 
     ``request.route`` is the namespace (``*``: all). Options: ``things``,
     ``search_filter``, the subscription's ``from_revision``, ``to_revision``,
@@ -188,40 +223,69 @@ def open_ditto_stream(
     (thing ID -> last revision read: events ``start < revision <= end``).
     ``columns``: the columns the caller reads, if it knows (without
     ``value`` among them, rows carry no JSON text of the value)."""
+    row = event_row if columns is None or "value" in columns else _row_without_value_text
+    for events in _event_batches(url, request, prefetch, timeout):
+        yield list(map(row, events))  # a C loop per batch
+
+
+def open_ditto_columns(
+    url: str, request: ReadRequest, prefetch: int, timeout: float, fields: Sequence[str]
+) -> Iterator[dict[str, list[Any]]]:
+    """:func:`open_ditto_stream`'s batches as columns: ``fields`` of the
+    rows (:func:`event_columns`), for a reader that builds Arrow record
+    batches from columns instead of rows."""
+    for events in _event_batches(url, request, prefetch, timeout):
+        yield event_columns(events, fields)
+
+
+def _event_batches(
+    url: str, request: ReadRequest, prefetch: int, timeout: float
+) -> Iterator[list[Any]]:
+    """The events of this partition's things, a batch at a time (see
+    :func:`open_ditto_stream`)."""
     options = request.options
     start: Mapping[str, int] | None = options.get("start")
     end: Mapping[str, int] | None = options.get("end")
     base = {k: options[k] for k in _SUBSCRIBE_OPTIONS if options.get(k) is not None}
-    size = max(1, prefetch // 2)
-    value_text = columns is None or "value" in columns
     with _connect(url, options, timeout) as ditto:
         try:
             if end is not None:
                 things = sorted(t for t in end if _in_namespace(t, request.route))
             else:
                 things = list_things(ditto, request.route, options, timeout)
-            for thing in things:
-                if assigned(thing, request.partitions) != request.partition:
-                    continue
-                bounds = dict(base)
-                if end is not None:
-                    # Offsets hold the last revision read; a thing missing
-                    # from ``start`` is read from revision 1 (Ditto's first;
-                    # a to-revision of 0 would mean "the latest" to Ditto).
-                    lo = int((start or {}).get(thing, 0))
-                    hi = int(end[thing])
-                    if hi <= lo:
-                        continue
-                    bounds.update(from_revision=lo + 1, to_revision=hi)
-                events = ditto.subscribe_for_persisted_events(
+            for thing, bounds in _reads(things, request, base, start, end):
+                with ditto.persisted_event_batches(
                     thing, prefetch=prefetch, timeout=timeout, **bounds
-                )
-                with events:
-                    yield from _batched(events, size, value_text)
+                ) as batches:  # cancelled if the reader stops within it
+                    yield from batches
         except DittoRemoteError as exc:
             raise _source_error(url, request, f"{exc.status} {exc}") from None
         except ConnectionClosed as exc:
             raise _source_error(url, request, f"connection lost: {exc}") from None
+
+
+def _reads(
+    things: list[str],
+    request: ReadRequest,
+    base: Mapping[str, Any],
+    start: Mapping[str, int] | None,
+    end: Mapping[str, int] | None,
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(thing, subscribe options) of each thing of this partition, in order."""
+    for thing in things:
+        if assigned(thing, request.partitions) != request.partition:
+            continue
+        bounds = dict(base)
+        if end is not None:
+            # Offsets hold the last revision read; a thing missing from
+            # ``start`` is read from revision 1 (Ditto's first; a
+            # to-revision of 0 would mean "the latest" to Ditto).
+            lo = int((start or {}).get(thing, 0))
+            hi = int(end[thing])
+            if hi <= lo:
+                continue
+            bounds.update(from_revision=lo + 1, to_revision=hi)
+        yield thing, bounds
 
 
 def latest_revisions(

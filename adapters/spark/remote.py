@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -174,6 +174,32 @@ def open_partition_stream(
     if access is None:
         return opener(url, request, prefetch, timeout)
     return opener(url, request, prefetch, timeout, access=access)
+
+
+def open_partition_columns(
+    url: str,
+    route: str,
+    partition: int,
+    partitions: int,
+    options: Mapping[str, Any] | None,
+    *,
+    prefetch: int,
+    timeout: float,
+    fields: Sequence[str],
+) -> Iterator[dict[str, list[Any]]] | None:
+    """:func:`open_partition_stream` as column batches (``fields``: a list
+    of values each) for the sources that build those without rows (the
+    Ditto reader: each event would otherwise become a dict first); None for
+    the others."""
+    scheme = url.split("://", 1)[0] if "://" in url else ""
+    if STREAM_OPENERS.get(scheme) is not _ditto_stream:
+        return None
+    from .ditto import open_ditto_columns
+
+    request = ReadRequest(
+        route=route, partition=partition, partitions=partitions, options=dict(options or {})
+    )
+    return open_ditto_columns(url, request, prefetch, timeout, fields)
 
 
 # -- writes ---------------------------------------------------------------

@@ -281,16 +281,21 @@ def test_rs_1_1_slow_consumer_is_bounded_by_demand() -> None:
             consumed += 1
             assert event["revision"] == consumed
             if consumed % 100 == 1:
-                # Nothing runs ahead of the demand: the source was pulled at
-                # most the window (plus Outbound's one look-ahead) beyond what
-                # was consumed, the server holds no more credit than the
-                # window, the client's queue no more than the window.
-                assert history.pulled <= consumed + prefetch + 1
-                credit = session.inspect(lambda e: e.credit_of("0"))
-                assert 0 <= credit <= prefetch
-                assert len(events._queue) <= prefetch
+                assert_within_window(history, session, consumed, len(events._queue), prefetch)
         assert consumed == 3000
         assert session.inspect(lambda e: e.open_subscriptions) == 0
+
+
+def assert_within_window(
+    history: CountingHistory, session: Any, consumed: int, queued: int, prefetch: int
+) -> None:
+    """Nothing runs ahead of the demand: the source was pulled at most the
+    window (plus Outbound's one look-ahead) beyond what was consumed, the
+    server holds no more credit than the window, the client's queue no more
+    than the window."""
+    assert history.pulled <= consumed + prefetch + 1
+    assert 0 <= session.inspect(lambda e: e.credit_of("0")) <= prefetch
+    assert queued <= prefetch
 
 
 def test_cancel_mid_stream_releases_the_source() -> None:
@@ -350,6 +355,62 @@ def test_closing_the_connection_fails_open_iterators() -> None:
             for _ in events:
                 pass
         conn.close()
+
+
+# -- batches (persisted_event_batches) ------------------------------------------------------
+
+
+def test_history_batches_are_the_events_in_order(server: DittoHistoryServer) -> None:
+    with (
+        connect(server.url) as conn,
+        conn.persisted_event_batches(f"{NS}:thing-1", prefetch=2, timeout=WAIT) as batches,
+    ):
+        got = list(batches)
+    assert all(len(b) == 1 for b in got)  # at most prefetch // 2 each
+    assert [e for b in got for e in b] == events_of("thing-1")
+
+
+def test_rs_1_1_batches_are_bounded_by_demand() -> None:
+    history = CountingHistory(n=3000)
+    prefetch = 16
+    with serve(URL, history) as srv, connect(srv.url) as conn:
+        batches = conn.persisted_event_batches(f"{NS}:c", prefetch=prefetch, timeout=WAIT)
+        (session,) = srv.peers
+        consumed = 0
+        for batch in batches:
+            assert 1 <= len(batch) <= prefetch // 2
+            first = consumed + 1
+            consumed += len(batch)
+            assert [e["revision"] for e in batch] == list(range(first, consumed + 1))
+            assert_within_window(history, session, consumed, len(batches._queue), prefetch)
+        assert consumed == 3000
+        assert session.inspect(lambda e: e.open_subscriptions) == 0
+
+
+def test_rs_3_13_closing_batches_mid_stream_cancels_the_subscription() -> None:
+    history = CountingHistory()  # endless
+    with serve(URL, history) as srv, connect(srv.url) as conn:
+        batches = conn.persisted_event_batches(f"{NS}:c", prefetch=8, timeout=WAIT)
+        first = next(batches)
+        assert [e["revision"] for e in first] == list(range(1, len(first) + 1))
+        batches.close()
+        batches.close()  # idempotent
+        assert history.closed.wait(WAIT), "the server did not close the source on cancel"
+        (session,) = srv.peers
+        assert session.inspect(lambda e: e.open_subscriptions) == 0
+        with pytest.raises(StopIteration):
+            next(batches)
+        with conn.persisted_event_batches(f"{NS}:c", timeout=WAIT) as again:
+            assert next(again)[0]["revision"] == 1  # the connection goes on
+
+
+def test_batches_of_an_unknown_thing_raise_dittos_error(server: DittoHistoryServer) -> None:
+    with connect(server.url) as conn:
+        with pytest.raises(DittoRemoteError) as info:
+            list(conn.persisted_event_batches(f"{NS}:missing", timeout=WAIT))
+        with pytest.raises(ValueError, match="prefetch"):
+            conn.persisted_event_batches(f"{NS}:thing-1", prefetch=0)
+    assert info.value.status == 404
 
 
 # -- Publishers -------------------------------------------------------------------------

@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sansrs.adapters import ditto as ditto_sync
 from sansrs.adapters.ditto.history import HistoryRequest, InMemoryHistory
 from sansrs.adapters.spark import SourceError, open_partition_stream, partition_reader, read_rdd
-from sansrs.adapters.spark.ditto import assigned, event_row, latest_revisions
+from sansrs.adapters.spark.ditto import assigned, event_columns, event_row, latest_revisions
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -233,3 +235,110 @@ def test_columns_without_value_skip_its_json_text_and_nothing_else(ditto_url: st
     assert [r["value"] for r in lean] == [None] * REVISIONS
     assert [{**r, "value": None} for r in full] == lean
     assert event_row(event(THINGS[1], 2), value_text=False)["value"] is None
+
+
+def test_things_are_read_one_after_the_other_within_one_window(ditto_url: str) -> None:
+    prefetch = 4
+    things = [THINGS[0], THINGS[3], THINGS[5]]
+    before = SOURCE.pulled
+    stream = open_partition_stream(ditto_url, NS, 0, 1, {"things": things},
+                                   prefetch=prefetch, timeout=10)
+    rows = []
+    for batch in stream:
+        rows.extend((r["thingId"], r["revision"]) for r in batch)
+        # one subscription at a time: its window and Outbound's look-ahead
+        assert SOURCE.pulled - before <= len(rows) + prefetch + 1
+    assert rows == [(t, r) for t in things for r in range(1, REVISIONS + 1)]
+
+
+class ClosingHistory:
+    """HISTORY, recording which things' histories were opened and closed."""
+
+    def __init__(self) -> None:
+        self.opened: list[str] = []
+        self.closed: dict[str, threading.Event] = {}
+
+    def open(self, request: HistoryRequest) -> Iterable[Any]:
+        items = HISTORY.open(request)
+        if request.kind.name == "SEARCH":
+            return items
+        thing = request.entity_id
+        self.opened.append(thing)
+        self.closed[thing] = threading.Event()
+        return _Closing(iter(items), self.closed[thing])
+
+
+class _Closing:
+    """An iterator whose ``close`` (the server's, when the subscription ends)
+    is recorded, started or not."""
+
+    def __init__(self, items: Iterator[Any], closed: threading.Event) -> None:
+        self.items, self.closed = items, closed
+
+    def __iter__(self) -> _Closing:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self.items)
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+def test_a_reader_stopped_early_ends_its_subscription() -> None:
+    history = ClosingHistory()
+    with ditto_sync.serve("ws://127.0.0.1:0/ws/2", history) as server:
+        stream = open_partition_stream(server.url, NS, 0, 1, {"things": THINGS[:3]},
+                                       prefetch=4, timeout=10)
+        first = next(stream)
+        assert first[0]["thingId"] == THINGS[0]
+        stream.close()  # mid-thing
+        assert history.opened == [THINGS[0]]  # one thing after the other
+        assert history.closed[THINGS[0]].wait(10), "the history was left open"
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)
+_KEYS = st.sampled_from(["thingId", "revision", "timestamp", "topic", "action", "path", "value",
+                         "seq", "x", ""])
+_EVENTS = st.lists(
+    st.dictionaries(
+        st.sampled_from(["topic", "path", "revision", "timestamp", "value", "headers"]),
+        _JSON
+        | st.sampled_from(["ns/thing/things/twin/events/modified", "a/b", "x", ""])
+        | st.dictionaries(_KEYS, _JSON, max_size=4),
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@given(events=_EVENTS, fields=st.lists(_KEYS, unique=True, max_size=6))
+@settings(max_examples=300, deadline=None)
+def test_event_columns_are_the_rows_columns(
+    events: list[dict[str, Any]], fields: list[str]
+) -> None:
+    """The data source's column path (Arrow batches without a dict per row)
+    reads what the rows hold: every field, every event, value text included."""
+    columns = event_columns(events, fields)
+    assert list(columns) == fields
+    for name in fields:
+        assert columns[name] == [event_row(e).get(name) for e in events]
+
+
+def test_data_source_arrow_columns_and_rows_read_the_same(spark: Any, ditto_url: str) -> None:
+    def read(arrow: str) -> list[tuple[Any, ...]]:
+        df = (
+            spark.read.format("sansrs").option("url", ditto_url).option("route", NS)
+            .option("partitions", 2).option("arrow", arrow)
+            .option("schema", SCHEMA + ", topic string, path string, value string").load()
+        )
+        return sorted(tuple(r) for r in df.collect())
+
+    columns, rows = read("true"), read("false")
+    assert columns == rows
+    assert len(columns) == len(THINGS) * REVISIONS
