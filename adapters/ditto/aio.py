@@ -24,7 +24,8 @@ from ..drive.aio import AsyncPeer, AsyncServer, AsyncStream
 from ..drive.config import LoopConfig
 from ..drive.connection import LoopConnection
 from ..drive.endpoints import attaching, open_connection_async, open_server_async
-from ..drive.streams import RemoteStreamPublisher, check_prefetch
+from ..drive.publishers import RemoteStreamPublisher
+from ..drive.streams import check_prefetch
 from ..transport import Transport
 from ..transport.urls import Endpoint
 from .client import client_config, websocket_options

@@ -8,7 +8,7 @@ turn records into core calls and core output into records.
 
 - :class:`DittoClientEngine`: the subscriber side. Each subscription feeds a
   sink (a :class:`~.queues.CreditQueue` behind a blocking iterator, or a
-  :class:`~..drive.streams.SubscriberSink` behind a Publisher).
+  :class:`~..drive.publishers.SubscriberSink` behind a Publisher).
 - :class:`DittoServerEngine`: the publisher side. Each subscribe is answered
   from a :class:`~.history.HistorySource`; its result is pulled through
   :class:`~..drive.streams.Outbound` strictly within the subscriber's demand.

@@ -18,8 +18,9 @@ from typing_extensions import Unpack
 from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
 from ..drive.peer import DrivenPeer
+from ..drive.publishers import RemoteStreamPublisher, SubscriberSink
 from ..drive.queues import CreditQueue
-from ..drive.streams import RemoteStreamPublisher, StreamIterator, SubscriberSink, check_prefetch
+from ..drive.streams import StreamIterator, check_prefetch
 from .batches import EventBatches
 from .engine import (
     DittoClientEngine,

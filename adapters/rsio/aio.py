@@ -18,7 +18,8 @@ from ..drive.aio import AsyncPeer, AsyncServer, AsyncStream
 from ..drive.config import LoopConfig
 from ..drive.connection import LoopConnection
 from ..drive.endpoints import attaching, open_connection_async, open_server_async
-from ..drive.streams import RemoteStreamPublisher, check_prefetch
+from ..drive.publishers import RemoteStreamPublisher
+from ..drive.streams import check_prefetch
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .engine import RsioEngine, Subscription, engine_factory

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
 from ..drive.peer import DrivenPeer
+from ..drive.publishers import RemoteStreamPublisher, SubscriberSink
 from ..drive.queues import CreditQueue
-from ..drive.streams import RemoteStreamPublisher, StreamIterator, SubscriberSink, check_prefetch
+from ..drive.streams import StreamIterator, check_prefetch
 from .engine import RsioEngine, Subscription
 
 __all__ = [

@@ -22,8 +22,9 @@ from sansrs.rsocket import Role
 from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
 from ..drive.peer import DrivenPeer
+from ..drive.publishers import RemoteStreamPublisher, SubscriberSink
 from ..drive.queues import Batcher, CreditQueue, EndOfStream
-from ..drive.streams import RemoteStreamPublisher, StreamIterator, SubscriberSink
+from ..drive.streams import StreamIterator
 from ..drive.streams import check_prefetch as _check_prefetch
 from ..transport import Transport
 from .engine import RequestHandle, RSocketEngine
@@ -35,7 +36,7 @@ from .types import Payload
 __all__ = ["DEFAULT_PREFETCH", "RSocketPeer", "RemotePublisher", "check_prefetch"]
 
 #: One remote request as a Reactive Streams Publisher (subscribe once): the
-#: protocol-neutral :class:`~..drive.streams.RemoteStreamPublisher` bound to RSocket.
+#: protocol-neutral :class:`~..drive.publishers.RemoteStreamPublisher` bound to RSocket.
 RemotePublisher = RemoteStreamPublisher[Payload, RequestHandle]
 
 DEFAULT_PREFETCH = 256
