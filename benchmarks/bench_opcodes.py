@@ -39,7 +39,7 @@ import floor_peer  # noqa: E402
 Counts = collections.Counter[tuple[str, str]]
 SIDES = ("floor-client", "sansrs-client", "sansrs-selector-client",
          "floor-server", "sansrs-server", "sansrs-selector-server")
-WARM_UP = 300
+WARM_UP = floor_peer.WARM_UP
 
 
 class Tracer:
@@ -87,18 +87,17 @@ def count_client(side: str, count: int) -> Counts:
             floor_peer.request_response(port, count)  # its warm-up counted too, scaled below
             tracer.on = False
             return _without_warm_up(tracer.counts, count)
-        else:
-            from sansrs.adapters.rsocket import connect
+        from sansrs.adapters.rsocket import connect
 
-            loop = "selector" if "selector" in side else "thread"
-            with connect(f"tcp://127.0.0.1:{port}", loop=loop) as client:
-                for _ in range(WARM_UP):
-                    client.request_response(b"x" * 16, timeout=60)
-                tracer.install()
-                tracer.on = True
-                for _ in range(count):
-                    client.request_response(b"x" * 16, timeout=60)
-                tracer.on = False
+        loop = "selector" if "selector" in side else "thread"
+        with connect(f"tcp://127.0.0.1:{port}", loop=loop) as client:
+            for _ in range(WARM_UP):
+                client.request_response(b"x" * 16, timeout=60)
+            tracer.install()
+            tracer.on = True
+            for _ in range(count):
+                client.request_response(b"x" * 16, timeout=60)
+            tracer.on = False
     finally:
         tracer.remove()
         proc.kill()

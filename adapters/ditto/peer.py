@@ -59,19 +59,19 @@ class DittoConnection(DrivenPeer):
     def _iterator(
         self, request: SubscribeRequest, prefetch: int, timeout: float | None
     ) -> StreamIterator[Any]:
-        prefetch = check_prefetch(prefetch, MAX_PREFETCH)
         return StreamIterator(*self._open(request, prefetch), timeout)
 
     def _batches(
         self, request: SubscribeRequest, prefetch: int, timeout: float | None
     ) -> EventBatches:
-        prefetch = check_prefetch(prefetch, MAX_PREFETCH)
         return EventBatches(*self._open(request, prefetch), timeout)
 
     def _open(
         self, request: SubscribeRequest, prefetch: int
     ) -> tuple[CreditQueue[Any], int, Callable[[int], None], Callable[[], None]]:
-        """Subscribe with ``prefetch`` granted: the queue and demand calls of an iterator."""
+        """Subscribe with ``prefetch`` granted (checked): the queue, the
+        prefetch and the demand calls of an iterator."""
+        prefetch = check_prefetch(prefetch, MAX_PREFETCH)
         queue: CreditQueue[Any] = CreditQueue(granted=prefetch)
         handle = SubscriptionHandle(request, queue, prefetch)
         engine = self._engine

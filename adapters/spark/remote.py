@@ -161,14 +161,12 @@ def open_partition_stream(
     the URL carries, or ``$SANSRS_SPARK_SECRET``). ``columns``: the only
     ones the caller reads, a hint (the Ditto reader then skips writing the
     value's JSON text unless ``value`` is one of them); rows may hold more."""
-    scheme = url.split("://", 1)[0] if "://" in url else ""
+    scheme = _scheme(url)
     opener = STREAM_OPENERS.get(scheme)
     if opener is None:
         parse_url(url)  # raises the usual error for an unknown scheme
         raise ValueError(f"no Spark stream reader for {scheme}:// URLs")
-    request = ReadRequest(
-        route=route, partition=partition, partitions=partitions, options=dict(options or {})
-    )
+    request = _read_request(route, partition, partitions, options)
     if opener is _ditto_stream and columns is not None:
         return _ditto_stream(url, request, prefetch, timeout, columns=columns)
     if access is None:
@@ -191,15 +189,24 @@ def open_partition_columns(
     of values each) for the sources that build those without rows (the
     Ditto reader: each event would otherwise become a dict first); None for
     the others."""
-    scheme = url.split("://", 1)[0] if "://" in url else ""
-    if STREAM_OPENERS.get(scheme) is not _ditto_stream:
+    if STREAM_OPENERS.get(_scheme(url)) is not _ditto_stream:
         return None
     from .ditto import open_ditto_columns
 
-    request = ReadRequest(
+    request = _read_request(route, partition, partitions, options)
+    return open_ditto_columns(url, request, prefetch, timeout, fields)
+
+
+def _scheme(url: str) -> str:
+    return url.split("://", 1)[0] if "://" in url else ""
+
+
+def _read_request(
+    route: str, partition: int, partitions: int, options: Mapping[str, Any] | None
+) -> ReadRequest:
+    return ReadRequest(
         route=route, partition=partition, partitions=partitions, options=dict(options or {})
     )
-    return open_ditto_columns(url, request, prefetch, timeout, fields)
 
 
 # -- writes ---------------------------------------------------------------

@@ -257,8 +257,9 @@ class _Shape(NamedTuple):
     record_head: bytes  # a BINARY_RUN record of the batch up to its first payload
     run_payloads: Struct  # cuts the payloads out of a run
     frame_payloads: Struct  # ... out of unmasked frames
-    masked_payloads: Struct  # ... out of masked frames (unmasked in place)
-    blank_frames: Struct  # puts payloads in masked frames of zero headers and keys
+    # ... out of masked frames (unmasked in place); packing puts payloads in
+    # masked frames of zero headers and keys
+    masked_frames: Struct
     heads: int  # the headers of the masked frames, zero keys
     key_fields: int  # 0xFF over each masked frame's key
     payload_fields: int  # 0xFF over each masked frame's payload
@@ -283,8 +284,7 @@ def shape_of(n: int, count: int) -> _Shape:
         record_head=bytes((_BINARY_RUN_RECORD,)) + (count * (n + 3)).to_bytes(4, "big") + prefix(n),
         run_payloads=Struct(f"3x{n}s" * count),
         frame_payloads=Struct(f"2x{n}s" * count),
-        masked_payloads=Struct(f"6x{n}s" * count),
-        blank_frames=Struct(f"6x{n}s" * count),
+        masked_frames=Struct(f"6x{n}s" * count),
         heads=int.from_bytes((head + bytes(n)) * count, "little"),
         key_fields=int.from_bytes((bytes(2) + b"\xff" * 4 + bytes(n)) * count, "little"),
         payload_fields=int.from_bytes((bytes(6) + b"\xff" * n) * count, "little"),
@@ -337,7 +337,7 @@ def _frame_shaped(
     if keys is None:
         header = shape.header
         return header + header.join(payloads)
-    frames = int.from_bytes(shape.blank_frames.pack(*payloads), "little")
+    frames = int.from_bytes(shape.masked_frames.pack(*payloads), "little")
     keyed = keys.spread(shape.key_fields, shape.stride, shape.frames)
     stream = keyed * shape.tile & shape.payload_fields | keyed | shape.heads
     return (frames ^ stream).to_bytes(shape.masked_size, "little")
@@ -346,11 +346,7 @@ def _frame_shaped(
 def record_of_frames(data: bytes, shape: _Shape, masked: bool) -> bytes:
     """The BINARY_RUN record of ``data``: nothing but the frames of a shaped
     batch (headers checked by the caller), unmasked if ``masked``."""
-    if masked:
-        payloads = _shaped_payloads(data, 0, shape, masked)
-    else:
-        payloads = shape.frame_payloads.unpack_from(data)
-    return shape.record_head + shape.length.join(payloads)
+    return shape.record_head + shape.length.join(_shaped_payloads(data, 0, shape, masked))
 
 
 def _shaped_payloads(data: bytes, off: int, shape: _Shape, masked: bool) -> Sequence[bytes]:
@@ -365,7 +361,7 @@ def _shaped_payloads(data: bytes, off: int, shape: _Shape, masked: bool) -> Sequ
     # (the last frame's: up to 3 bytes past the end).
     whole = int.from_bytes(frames, "little")
     plain = (whole ^ (whole & shape.key_fields) * shape.tile).to_bytes(size + 3, "little")
-    return shape.masked_payloads.unpack_from(plain)
+    return shape.masked_frames.unpack_from(plain)
 
 
 # -- sending: a run -> WebSocket frames ---------------------------------------
