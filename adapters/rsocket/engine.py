@@ -536,6 +536,23 @@ class RSocketEngine:
         handle.sid = sid
         self._requests[sid] = handle
 
+    @property
+    def takes_whole_reads(self) -> bool:
+        """A byte-stream transport: the core can take a read that is exactly
+        an answer (``Connection.take_answer``; not over WebSocket records)."""
+        return self._records is None
+
+    def adopt_response(self, sid: int) -> tuple[RequestHandle, CreditQueue[Payload]]:
+        """A request-response the core started with ``request_response_frame``
+        (the express latency path) whose answer was not taken whole: from
+        here on it is a request like any other, its answer (or error) for
+        the returned queue."""
+        queue: CreditQueue[Payload] = CreditQueue(granted=1)
+        handle = RequestHandle("rr", queue)
+        handle.sid = sid
+        self._requests[sid] = handle
+        return handle, queue
+
     def _take_answer(self, handle: RequestHandle, data: bytes, now: float) -> Payload | None:
         """``data`` read while ``handle`` (a request-response) is the only
         request outstanding: when it is exactly that request's answer the
