@@ -88,30 +88,17 @@ class LatencyPath:
         self._events = events  # the connection's queue for next_event
         self._max_frame = ctx.config.max_frame_size
 
-    def _idle(self) -> bool:
-        """The general path's own conditions for all three: established, on a
-        byte stream, no event waiting (an answer's would follow it), no
-        partial frame read before."""
-        ctx = self._ctx
-        return (
-            ctx.state is _ESTABLISHED
-            and self._out.prefixed
-            and not ctx.events
-            and not self._events
-            and not ctx.inbuf
-        )
-
     def request_frame(self, data: bytes, metadata: bytes | None) -> tuple[int, bytes] | None:
         """``Connection.request_response_frame``."""
         out = self._out
         if (
             out.pieces
+            or self._ctx.state is not _ESTABLISHED
             or out.retained is not None  # resumable: every frame is retained
             or self._leases.enabled
             or type(data) is not bytes
-            or not self._idle()
         ):
-            return None
+            return None  # (message framing: fast_request_max is -1)
         if metadata is None:
             if len(data) > out.fast_request_max:
                 return None
@@ -139,7 +126,12 @@ class LatencyPath:
     def take_answer(self, data: bytes, sid: int, now: float | None) -> bytes | None:
         """``Connection.take_answer``."""
         n = len(data)
-        if n < 9 or not self._idle():
+        ctx = self._ctx
+        # The general path's conditions: established, a byte stream, no
+        # event waiting (the answer's would follow it), no partial frame.
+        if n < 9 or ctx.state is not _ESTABLISHED or ctx.events or self._events or ctx.inbuf:
+            return None
+        if not self._out.prefixed:
             return None
         hi, lo, got, tf = unpack_prefix_header(data, 0)
         length = hi << 16 | lo
@@ -152,14 +144,9 @@ class LatencyPath:
             return None
         by_id = self._streams.by_id
         s = by_id.get(sid)
-        if (
-            s is None
-            or s.state is not _REQUESTED
-            or s.kind is not _RR
-            or not s.requester
-            or s.in_credit <= 0
-            or s.reassembly is not None
-        ):
+        # (A request-response we requested is in _REQUESTED, its credit 1,
+        # until its answer closes it.)
+        if s is None or s.state is not _REQUESTED or s.kind is not _RR or s.reassembly is not None:
             return None
         # The stream table's step for the answer (_ANSWERED closes the
         # stream, which leaves the table; the connection is established, so
@@ -175,7 +162,10 @@ class LatencyPath:
     ) -> tuple[int, bytes, bytes | None] | None:
         """``Connection.take_request``."""
         n = len(data)
-        if n < 9 or self._leases.enabled or not self._idle():
+        ctx = self._ctx
+        if n < 9 or ctx.state is not _ESTABLISHED or ctx.events or self._events or ctx.inbuf:
+            return None  # (as take_answer)
+        if self._leases.enabled or not self._out.prefixed:
             return None
         hi, lo, sid, tf = unpack_prefix_header(data, 0)
         length = hi << 16 | lo
@@ -192,7 +182,7 @@ class LatencyPath:
             sid & 1 != table.peer_parity
             or not 0 < sid <= MAX_STREAM_ID
             or sid in streams  # spec 9.1: ignored, by receive_data
-            or table.peer_count >= self._ctx.config.max_concurrent_streams
+            or table.peer_count >= ctx.config.max_concurrent_streams
         ):
             return None
         start = 9
@@ -250,7 +240,10 @@ class LatencyPath:
         if now is None:
             keepalive.received = True
             return
-        ctx.observe(now)
+        if not ctx.clock_known:
+            ctx.observe(now)
+        elif now > ctx.now:
+            ctx.now = now
         last = keepalive.last_received
         if last is None or now > last:
             keepalive.last_received = now
