@@ -133,6 +133,8 @@ class LoopConnection:
         self.direct: LoopConnection | None = self if self._direct_ok else None
         #: The engine's optional ``quiet()`` (see ``Engine``): nothing to pump or send.
         self._quiet: Callable[[], bool] | None = getattr(engine, "quiet", None)
+        #: The engine has the optional ``settled`` flag (see ``Engine``).
+        self._settles = hasattr(engine, "settled")
 
     # -- any thread (Driver) -------------------------------------------------
     def start(self) -> None:
@@ -234,6 +236,19 @@ class LoopConnection:
         out = self._out
         data = self.engine.data_to_send()
         if data:
+            if not out and self._held is None:
+                # Nothing older waits: the bytes go as they are (no copy into
+                # the buffer and out again; the common case).
+                try:
+                    sent = self.transport.send(data)
+                except OSError as exc:
+                    self._send_error = exc
+                    return
+                if sent < len(data):
+                    out += memoryview(data)[sent:]
+                if sent:
+                    self._wrote = True  # the turn stamps the time (idle_timeout)
+                return
             out += data
         if out or (self._held is not None and self._held()):
             try:
@@ -269,7 +284,11 @@ class LoopConnection:
             or not quiet()
         ):
             return True
-        deadline = self.engine.next_deadline()
+        engine = self.engine
+        if self._settles and engine.settled:  # type: ignore[attr-defined]  # (see Engine)
+            engine.settled = False  # type: ignore[attr-defined]
+            return False
+        deadline = engine.next_deadline()
         armed = self._deadline
         return deadline is not None and (armed is None or deadline < armed)
 

@@ -93,6 +93,8 @@ class RSocketEngine:
         #: Requests waiting for the peer's lease; the renewal of ours.
         self.leases: Leases[RequestHandle] = Leases(conn, options)
         self._close_started = False
+        #: See ``Engine`` (drive/engine.py): a lone request answered at once.
+        self.settled = False
         #: Server: the first frame's length bytes seen so far (None once past
         #: the frame), the frame's bytes fed to the core before its length
         #: was known, and those still to come once it is.
@@ -171,6 +173,7 @@ class RSocketEngine:
     # -- Engine protocol (driver loop) ---------------------------------------
     def receive_data(self, data: bytes, now: float) -> None:
         self._now = now
+        self.settled = False
         if self._records is not None:
             self._receive_records(data, now)
             return
@@ -198,11 +201,13 @@ class RSocketEngine:
             # exchange): served without an event, its answer written at once.
             request = self.conn.take_request(data, now)
             if request is not None:
-                self._now = now
                 self.on_request_response(*request)
                 self._dispatch_events()  # what the handler caused, if anything
                 if self._write_now is not None:
                     self._write_early()
+                # Only the keepalive's deadline moved (later): no timer is
+                # owed a turn (a lease would have left the read to the core).
+                self.settled = True
                 return
         try:
             self.conn.receive_data(data, now)

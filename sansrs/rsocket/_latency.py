@@ -70,7 +70,19 @@ class LatencyPath:
     """``Connection.request_response_frame`` / ``take_answer`` /
     ``take_request``, and ``send_payload``'s answer to a request-response."""
 
-    __slots__ = ("_ctx", "_events", "_keepalive", "_leases", "_max_frame", "_out", "_streams")
+    __slots__ = (
+        "_by_id",
+        "_ctx",
+        "_events",
+        "_keepalive",
+        "_leases",
+        "_max_frame",
+        "_max_streams",
+        "_out",
+        "_peer_parity",
+        "_prefixed",
+        "_streams",
+    )
 
     def __init__(
         self,
@@ -86,7 +98,13 @@ class LatencyPath:
         self._keepalive = keepalive
         self._leases = leases
         self._events = events  # the connection's queue for next_event
+        # What the checks read, fixed for the connection's life (the table
+        # is cleared, never replaced).
+        self._by_id = streams.by_id
         self._max_frame = ctx.config.max_frame_size
+        self._max_streams = ctx.config.max_concurrent_streams
+        self._peer_parity = streams.peer_parity
+        self._prefixed = ctx.output.prefixed
 
     def request_frame(self, data: bytes, metadata: bytes | None) -> tuple[int, bytes] | None:
         """``Connection.request_response_frame``."""
@@ -114,9 +132,8 @@ class LatencyPath:
             n = 9 + m + len(data)
             tf = T_REQUEST_RESPONSE | FLAG_METADATA
             head = m.to_bytes(3, "big") + metadata
-        table = self._streams
-        by_id = table.by_id
-        sid = table.ids.next_id(by_id)
+        by_id = self._by_id
+        sid = self._streams.ids.next_id(by_id)
         if sid is None:
             return None  # the general path says why
         by_id[sid] = Stream(sid, _RR, True, _REQUESTED, 0, 1)
@@ -131,7 +148,7 @@ class LatencyPath:
         # event waiting (the answer's would follow it), no partial frame.
         if n < 9 or ctx.state is not _ESTABLISHED or ctx.events or self._events or ctx.inbuf:
             return None
-        if not self._out.prefixed:
+        if not self._prefixed:
             return None
         hi, lo, got, tf = unpack_prefix_header(data, 0)
         length = hi << 16 | lo
@@ -142,7 +159,7 @@ class LatencyPath:
             or length > self._max_frame  # (receive_data reports it)
         ):
             return None
-        by_id = self._streams.by_id
+        by_id = self._by_id
         s = by_id.get(sid)
         # (A request-response we requested is in _REQUESTED, its credit 1,
         # until its answer closes it.)
@@ -165,7 +182,7 @@ class LatencyPath:
         ctx = self._ctx
         if n < 9 or ctx.state is not _ESTABLISHED or ctx.events or self._events or ctx.inbuf:
             return None  # (as take_answer)
-        if self._leases.enabled or not self._out.prefixed:
+        if self._leases.enabled or not self._prefixed:
             return None
         hi, lo, sid, tf = unpack_prefix_header(data, 0)
         length = hi << 16 | lo
@@ -177,12 +194,12 @@ class LatencyPath:
         ):
             return None
         table = self._streams
-        streams = table.by_id
+        streams = self._by_id
         if (
-            sid & 1 != table.peer_parity
+            sid & 1 != self._peer_parity
             or not 0 < sid <= MAX_STREAM_ID
             or sid in streams  # spec 9.1: ignored, by receive_data
-            or table.peer_count >= ctx.config.max_concurrent_streams
+            or table.peer_count >= self._max_streams
         ):
             return None
         start = 9
@@ -223,10 +240,11 @@ class LatencyPath:
         s.state = _SERVED
         s.out_credit = s.in_credit = 0
         table = self._streams
-        del table.by_id[sid]
+        by_id = self._by_id
+        del by_id[sid]
         table.peer_count -= 1
         ctx = self._ctx
-        if ctx.state is _CLOSING and not table.by_id:
+        if ctx.state is _CLOSING and not by_id:
             ctx.finish_close()
         return True
 
