@@ -425,17 +425,20 @@ class LoopConnection:
     def direct_begin(self) -> float | None:
         """Take the connection for one request and its answer on this thread
         (the express form of :meth:`call_direct`, for an engine that writes a
-        request itself: ``RSocketEngine.exchange``). Only when nothing else
-        is going on: no turn running, no other thread's call queued,
-        everything written, the engine quiet, no timer due, the socket watched
-        for reading. Returns the time, the reactor no longer watching the
-        socket until :meth:`direct_end`; None: nothing taken."""
+        request itself: ``RSocketPeer.request_response``). Only when nothing
+        else is going on: not on the reactor's thread, no turn running, no
+        other thread's call queued, everything written, the engine quiet, no
+        timer due, the socket watched for reading. Returns the time, the
+        reactor no longer watching the socket until :meth:`direct_end`;
+        None: nothing taken."""
         if self._done or not self._direct_ok or not self._drive.acquire(False):
             return None
         now = time.monotonic()
+        ident = threading.get_ident()
         quiet = self._quiet
         if (
             self._done
+            or self._loop.in_loop_thread  # (the owner: the general path says why not)
             or self._inbox.items
             or not self._interest & READ
             or quiet is None
@@ -445,29 +448,29 @@ class LoopConnection:
         ):
             self._end_direct(now)  # (hands over to a reactor that missed it meanwhile)
             return None
-        self._direct_ident = threading.get_ident()
+        self._direct_ident = ident
         self._loop.pause(self._fd)  # type: ignore[attr-defined]
         return now
 
-    def direct_send(self, data: bytes, now: float) -> None:
-        """Direct call: write ``data``, the engine's whole output; what the
-        socket does not take now waits for the reactor (WRITE)."""
+    def direct_exchange(
+        self, data: bytes, now: float, deadline: float | None
+    ) -> tuple[bytes, float] | None:
+        """Direct call: write ``data`` (the engine's whole output), wait until
+        the socket is readable (at most until ``deadline``) and read it once:
+        (the bytes, ``b""`` at the end; the time). None when it went
+        otherwise (the socket took a part of ``data``, the rest waiting for
+        the reactor; the deadline; the reactor or another thread's call
+        needs the connection; a failed write or read): :meth:`direct_wait`
+        sorts it out."""
+        transport = self.transport
         try:
-            sent = self.transport.send(data)
+            sent = transport.send(data)
         except OSError as exc:
             self._send_error = exc
-            return
-        if sent < len(data):
-            self._out += data[sent:]
+            return None
         self._last_io = now
-
-    def direct_read(self, now: float, deadline: float | None) -> tuple[bytes, float] | None:
-        """Direct call: wait until the socket is readable (at most until
-        ``deadline``), then read it once: (the bytes, ``b""`` at the end;
-        the time). None when the wait ended otherwise (the deadline, the
-        reactor or another thread's call needs the connection, output not
-        written yet, a failed read: :meth:`direct_wait` sorts it out)."""
-        if self._out or self._send_error is not None:
+        if sent < len(data):
+            self._out += memoryview(data)[sent:]
             return None
         fd = self._fd
         waker, poller = _thread_poller(fd)
@@ -480,7 +483,7 @@ class LoopConnection:
             return None
         now = time.monotonic()
         try:
-            data = self.transport.recv(self._loop.config.recv_size)
+            read = transport.recv(self._loop.config.recv_size)
         except (BlockingIOError, InterruptedError):
             return None
         except OSError as exc:
@@ -488,7 +491,7 @@ class LoopConnection:
             self._abort = True
             return None
         self._last_io = now
-        return data, now
+        return read, now
 
     def direct_wait(
         self, read: bytes | None, until: Callable[[], bool], deadline: float | None, now: float

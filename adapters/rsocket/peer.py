@@ -96,14 +96,10 @@ class RSocketPeer(DrivenPeer):
         :class:`~..drive.errors.ConnectionClosed` if the connection goes away,
         :class:`TimeoutError` (after cancelling the request) on timeout.
         """
-        if self._thread.is_owner:
-            raise RuntimeError(
-                "blocking request_response on the connection thread would deadlock;"
-                " use response_publisher()"
-            )
         engine = self._engine
         direct: LoopConnection | None = getattr(self._thread, "direct", None)
         if direct is not None and engine.takes_whole_reads:
+            # (Never on the connection's own thread: direct_begin declines.)
             deadline = None if timeout is None else time.monotonic() + timeout
             taken = self._exchange(direct, data, metadata, deadline)
             if type(taken) is Payload:
@@ -111,6 +107,11 @@ class RSocketPeer(DrivenPeer):
             if isinstance(taken, Waiting):  # sent, its answer still to come
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
                 return self._answer(taken.handle, taken.queue, remaining)
+        if self._thread.is_owner:
+            raise RuntimeError(
+                "blocking request_response on the connection thread would deadlock;"
+                " use response_publisher()"
+            )
         if type(data) is bytes and metadata is None:  # the common case, first
             payload = new_tuple(Payload, (data, None))
         else:
@@ -176,9 +177,8 @@ class RSocketPeer(DrivenPeer):
             if frame is None:
                 return None
             sid, wire = frame
-            direct.direct_send(wire, now)
             read = None
-            got = direct.direct_read(now, deadline)
+            got = direct.direct_exchange(wire, now, deadline)
             if got is not None:
                 read, now = got
                 answer = core.take_answer(read, sid, now)
