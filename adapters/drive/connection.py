@@ -233,8 +233,18 @@ class LoopConnection:
         for the turn's service to finish the connection."""
         if self._done or self._abort or self._send_error is not None:
             return
+        self._write(self.engine.data_to_send())
+
+    def write_bytes(self, data: bytes) -> None:
+        """Owner: write ``data``, output the engine handed over itself (the
+        express latency path under asyncio), after anything older; what the
+        socket does not take now waits for the reactor."""
+        if self._done or self._abort or self._send_error is not None:
+            return
+        self._write(data)
+
+    def _write(self, data: bytes) -> None:
         out = self._out
-        data = self.engine.data_to_send()
         if data:
             if not out and self._held is None:
                 # Nothing older waits: the bytes go as they are (no copy into

@@ -200,6 +200,7 @@ class RSocketEngine:
                 if answer is not None:
                     handle.sink.put(answer)
                     handle.sink.finish()
+                    self.settled = True  # (only the keepalive's deadline moved, later)
                     return
         elif not requests and data:
             # A request-response read alone (the server of a sequential
@@ -546,16 +547,13 @@ class RSocketEngine:
         handle.sid = sid
         self._requests[sid] = handle
 
-    def adopt_response(self, sid: int) -> tuple[RequestHandle, CreditQueue[Payload]]:
-        """A request-response the core started with ``request_response_frame``
-        (the express latency path) whose answer was not taken whole: from
-        here on it is a request like any other, its answer (or error) for
-        the returned queue."""
-        queue: CreditQueue[Payload] = CreditQueue(granted=1)
-        handle = RequestHandle("rr", queue)
+    def adopt_response(self, handle: RequestHandle, sid: int) -> None:
+        """A request-response (``handle``) the core started with
+        ``request_response_frame`` (the express latency path, the frame
+        written by the caller): from here on it is a request like any other,
+        its answer (or error) for ``handle.sink``."""
         handle.sid = sid
         self._requests[sid] = handle
-        return handle, queue
 
     def _take_answer(self, handle: RequestHandle, data: bytes, now: float) -> Payload | None:
         """``data`` read while ``handle`` (a request-response) is the only

@@ -184,7 +184,9 @@ class RSocketPeer(DrivenPeer):
                 answer = core.take_answer(read, sid, now)
                 if answer is not None:
                     return new_tuple(Payload, (answer, None))
-            handle, queue = self._engine.adopt_response(sid)
+            queue: CreditQueue[Payload] = CreditQueue(granted=1)
+            handle = RequestHandle("rr", queue)
+            self._engine.adopt_response(handle, sid)
             now = direct.direct_wait(read, queue.answered, deadline, now)
             return Waiting(handle, queue)
         finally:
