@@ -74,6 +74,17 @@ def _floor_server() -> tuple[subprocess.Popen[str], int]:
     return proc, int(proc.stdout.readline().split()[1])
 
 
+def _loop(side: str) -> Any:
+    """The driver of ``side``: a selector loop of its own, started while the
+    tracer is on (the process-wide default loop may run already, its thread
+    started before the tracer, so not traced), or a thread per connection."""
+    if "selector" not in side:
+        return "thread"
+    from sansrs.adapters.drive import Loop
+
+    return Loop(name=f"bench-opcodes-{side}").start()
+
+
 def count_client(side: str, count: int) -> Counts:
     """The client ``side`` against the floor server: its bytecode for
     ``count`` round trips after a warm-up."""
@@ -89,7 +100,7 @@ def count_client(side: str, count: int) -> Counts:
             return _without_warm_up(tracer.counts, count)
         from sansrs.adapters.rsocket import connect
 
-        loop = "selector" if "selector" in side else "thread"
+        loop = _loop(side)
         with connect(f"tcp://127.0.0.1:{port}", loop=loop) as client:
             for _ in range(WARM_UP):
                 client.request_response(b"x" * 16, timeout=60)
@@ -128,8 +139,7 @@ def count_server(side: str, count: int) -> Counts:
         from sansrs.adapters.rsocket import serve
         from sansrs.adapters.rsocket.demo import DemoHandler
 
-        loop = "selector" if "selector" in side else "thread"
-        server = serve("tcp://127.0.0.1:0", handler=DemoHandler(), loop=loop)
+        server = serve("tcp://127.0.0.1:0", handler=DemoHandler(), loop=_loop(side))
         port = server.endpoint.port
         close = server.close
     tracer.on = True

@@ -128,8 +128,13 @@ class LoopConnection:
         self._direct_waker: Wakeup | None = None  # wakes it while it waits
         self._missed = False  # the reactor wanted a turn during a direct call
         self._direct_ok: bool = getattr(loop, "direct_calls", False)
+        #: Itself when its reactor allows direct calls: what a peer's express
+        #: latency path takes (``direct_begin`` ... ``direct_end``).
+        self.direct: LoopConnection | None = self if self._direct_ok else None
         #: The engine's optional ``quiet()`` (see ``Engine``): nothing to pump or send.
         self._quiet: Callable[[], bool] | None = getattr(engine, "quiet", None)
+        #: The engine has the optional ``settled`` flag (see ``Engine``).
+        self._settles = hasattr(engine, "settled")
 
     # -- any thread (Driver) -------------------------------------------------
     def start(self) -> None:
@@ -228,9 +233,32 @@ class LoopConnection:
         for the turn's service to finish the connection."""
         if self._done or self._abort or self._send_error is not None:
             return
+        self._write(self.engine.data_to_send())
+
+    def write_bytes(self, data: bytes) -> None:
+        """Owner: write ``data``, output the engine handed over itself (the
+        express latency path under asyncio), after anything older; what the
+        socket does not take now waits for the reactor."""
+        if self._done or self._abort or self._send_error is not None:
+            return
+        self._write(data)
+
+    def _write(self, data: bytes) -> None:
         out = self._out
-        data = self.engine.data_to_send()
         if data:
+            if not out and self._held is None:
+                # Nothing older waits: the bytes go as they are (no copy into
+                # the buffer and out again; the common case).
+                try:
+                    sent = self.transport.send(data)
+                except OSError as exc:
+                    self._send_error = exc
+                    return
+                if sent < len(data):
+                    out += memoryview(data)[sent:]
+                if sent:
+                    self._wrote = True  # the turn stamps the time (idle_timeout)
+                return
             out += data
         if out or (self._held is not None and self._held()):
             try:
@@ -266,7 +294,11 @@ class LoopConnection:
             or not quiet()
         ):
             return True
-        deadline = self.engine.next_deadline()
+        engine = self.engine
+        if self._settles and engine.settled:  # type: ignore[attr-defined]  # (see Engine)
+            engine.settled = False  # type: ignore[attr-defined]
+            return False
+        deadline = engine.next_deadline()
         armed = self._deadline
         return deadline is not None and (armed is None or deadline < armed)
 
@@ -398,6 +430,102 @@ class LoopConnection:
                 loop.resume(self._fd, interest, self)
             self._end_direct(now)
         return True
+
+    # -- the latency path: one request and its answer (any thread) ---------------
+    def direct_begin(self) -> float | None:
+        """Take the connection for one request and its answer on this thread
+        (the express form of :meth:`call_direct`, for an engine that writes a
+        request itself: ``RSocketPeer.request_response``). Only when nothing
+        else is going on: not on the reactor's thread, no turn running, no
+        other thread's call queued, everything written, the engine quiet, no
+        timer due, the socket watched for reading. Returns the time, the
+        reactor no longer watching the socket until :meth:`direct_end`;
+        None: nothing taken."""
+        if self._done or not self._direct_ok or not self._drive.acquire(False):
+            return None
+        now = time.monotonic()
+        ident = threading.get_ident()
+        quiet = self._quiet
+        if (
+            self._done
+            or self._loop.in_loop_thread  # (the owner: the general path says why not)
+            or self._inbox.items
+            or not self._interest & READ
+            or quiet is None
+            or not quiet()
+            or (self._held is not None and self._held())
+            or not self._idle_for_direct(now)
+        ):
+            self._end_direct(now)  # (hands over to a reactor that missed it meanwhile)
+            return None
+        self._direct_ident = ident
+        self._loop.pause(self._fd)  # type: ignore[attr-defined]
+        return now
+
+    def direct_exchange(
+        self, data: bytes, now: float, deadline: float | None
+    ) -> tuple[bytes, float] | None:
+        """Direct call: write ``data`` (the engine's whole output), wait until
+        the socket is readable (at most until ``deadline``) and read it once:
+        (the bytes, ``b""`` at the end; the time). None when it went
+        otherwise (the socket took a part of ``data``, the rest waiting for
+        the reactor; the deadline; the reactor or another thread's call
+        needs the connection; a failed write or read): :meth:`direct_wait`
+        sorts it out."""
+        transport = self.transport
+        try:
+            sent = transport.send(data)
+        except OSError as exc:
+            self._send_error = exc
+            return None
+        self._last_io = now
+        if sent < len(data):
+            self._out += memoryview(data)[sent:]
+            return None
+        fd = self._fd
+        waker, poller = _thread_poller(fd)
+        self._direct_waker = waker
+        wait = _DIRECT_SLICE if deadline is None else min(_DIRECT_SLICE, deadline - now)
+        if wait <= 0 or self._missed:  # (a reactor that missed before the waker was set)
+            return None
+        ready = poller.poll(wait * 1000)
+        if self._missed or len(ready) != 1 or ready[0][0] != fd:
+            return None
+        now = time.monotonic()
+        try:
+            read = transport.recv(self._loop.config.recv_size)
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError as exc:
+            self._lost = ConnectionClosed(f"connection lost: {exc}")
+            self._abort = True
+            return None
+        self._last_io = now
+        return read, now
+
+    def direct_wait(
+        self, read: bytes | None, until: Callable[[], bool], deadline: float | None, now: float
+    ) -> float:
+        """Direct call, when the express read was not the answer: feed what
+        was ``read``, write what it caused, and wait here as
+        :meth:`call_direct` does until ``until()`` or ``deadline``. Returns
+        the time of the last wake-up."""
+        if read is not None:
+            self._feed(read, now)
+        if not self._done:
+            quiet = self._quiet
+            if quiet is None or not quiet():
+                self._flush(now)
+            if not (self._out or self._send_error is not None or until()):
+                timeout = None if deadline is None else max(0.0, deadline - now)
+                now = self._wait_direct(until, timeout, now)
+        return now
+
+    def direct_end(self, now: float) -> None:
+        """Give the connection back after :meth:`direct_begin`."""
+        if not self._done:
+            self._loop.resume(self._fd, self._interest, self)  # type: ignore[attr-defined]
+        self._end_direct(now)
 
     def _idle_for_direct(self, now: float) -> bool:
         """Nothing for the reactor to do at ``now``: all written, no timeout due."""

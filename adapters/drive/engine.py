@@ -25,7 +25,11 @@ class Engine(Protocol):
     drivers drop a connection whose handshake exceeds
     ``LoopConfig.handshake_timeout``. And a ``quiet()`` method: True when
     ``pump`` would do nothing and ``data_to_send`` is empty (a direct call
-    that read its answer then skips both)."""
+    that read its answer then skips both). And a ``settled`` attribute: set
+    by a ``receive_data`` (or a request written at once) that moved no
+    deadline earlier, only the keepalive's, later (a lone request answered
+    at once, a lone answer taken whole): the driver then need not ask
+    ``next_deadline`` whether a turn is owed; it clears it."""
 
     def receive_data(self, data: bytes, now: float) -> None:
         """Bytes from the peer (``b""`` at end of stream): parse and dispatch."""

@@ -225,7 +225,12 @@ class Loop:
         self._next.append(conn)
 
     def set_timer(self, conn: Driven, when: float) -> None:
-        heapq.heappush(self._timers, (when, next(self._seq), conn))
+        timers = self._timers
+        heapq.heappush(timers, (when, next(self._seq), conn))
+        # A connection's earlier timers stay in the heap until due (they
+        # are stale once it sets another): bounded here, where they grow.
+        if len(timers) > 64 + 4 * len(self._connections):
+            self._compact_timers()
 
     def add(self, conn: Driven) -> None:
         self._connections.add(conn)
@@ -291,8 +296,6 @@ class Loop:
             obj, mask = events[0]
             if type(obj) is LoopConnection and mask == READ and not obj.scheduled:
                 obj.service(now, True)
-                if len(timers) > 64 + 4 * len(self._connections):
-                    self._compact_timers()
                 return
         todo, self._next = self._next, []
         for obj, mask in events:
@@ -333,8 +336,6 @@ class Loop:
         for conn in todo:
             conn.scheduled = False
             conn.service(now)
-        if len(timers) > 64 + 4 * len(self._connections):
-            self._compact_timers()
 
     def _ready(self, wait: float | None) -> list[tuple[Any, int]]:
         """(registered object, READ/WRITE mask) of each ready descriptor.
@@ -369,7 +370,7 @@ class Loop:
             if (timer := conn.timer) is not None
         ]
         heapq.heapify(live)
-        self._timers = live
+        self._timers[:] = live  # in place: a pass in progress holds the list
 
 
 _default: Loop | None = None

@@ -93,6 +93,8 @@ class RSocketEngine:
         #: Requests waiting for the peer's lease; the renewal of ours.
         self.leases: Leases[RequestHandle] = Leases(conn, options)
         self._close_started = False
+        #: See ``Engine`` (drive/engine.py): a lone request answered at once.
+        self.settled = False
         #: Server: the first frame's length bytes seen so far (None once past
         #: the frame), the frame's bytes fed to the core before its length
         #: was known, and those still to come once it is.
@@ -112,6 +114,9 @@ class RSocketEngine:
         #: Message transport (WebSocket): the record reader, and the Close
         #: (code, reason) to end the WebSocket with when not a normal close.
         self._records: ws.MessageReader | None = None
+        #: A byte-stream transport: the core can take a read that is exactly
+        #: an answer (``Connection.take_answer``; not over WebSocket records).
+        self.takes_whole_reads = True
         self._ws_close: tuple[int, str] | None = None
         #: Requests from the peer: the handler's side of the connection.
         self.responder = Responder(
@@ -149,6 +154,7 @@ class RSocketEngine:
         engine.handler = handler
         if message_framed:
             engine._records = ws.MessageReader(keep_runs=True)
+            engine.takes_whole_reads = False
         return engine
 
     @classmethod
@@ -157,6 +163,7 @@ class RSocketEngine:
         engine._before_setup = b""
         if message_framed:
             engine._records = ws.MessageReader(keep_runs=True)
+            engine.takes_whole_reads = False
         return engine
 
     def attach(self, thread: Driver, peer: object, handler: object = None) -> None:
@@ -171,6 +178,7 @@ class RSocketEngine:
     # -- Engine protocol (driver loop) ---------------------------------------
     def receive_data(self, data: bytes, now: float) -> None:
         self._now = now
+        self.settled = False
         if self._records is not None:
             self._receive_records(data, now)
             return
@@ -192,17 +200,20 @@ class RSocketEngine:
                 if answer is not None:
                     handle.sink.put(answer)
                     handle.sink.finish()
+                    self.settled = True  # (only the keepalive's deadline moved, later)
                     return
         elif not requests and data:
             # A request-response read alone (the server of a sequential
             # exchange): served without an event, its answer written at once.
             request = self.conn.take_request(data, now)
             if request is not None:
-                self._now = now
                 self.on_request_response(*request)
                 self._dispatch_events()  # what the handler caused, if anything
                 if self._write_now is not None:
                     self._write_early()
+                # Only the keepalive's deadline moved (later): no timer is
+                # owed a turn (a lease would have left the read to the core).
+                self.settled = True
                 return
         try:
             self.conn.receive_data(data, now)
@@ -533,6 +544,14 @@ class RSocketEngine:
         except core.LocalProtocolError as exc:
             self._refused(handle, exc)
             return
+        handle.sid = sid
+        self._requests[sid] = handle
+
+    def adopt_response(self, handle: RequestHandle, sid: int) -> None:
+        """A request-response (``handle``) the core started with
+        ``request_response_frame`` (the express latency path, the frame
+        written by the caller): from here on it is a request like any other,
+        its answer (or error) for ``handle.sink``."""
         handle.sid = sid
         self._requests[sid] = handle
 

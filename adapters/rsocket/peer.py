@@ -14,11 +14,13 @@ import contextlib
 import time
 from collections.abc import Iterable, Iterator
 from itertools import islice
+from typing import NamedTuple
 
 from typing_extensions import Unpack
 
 from sansrs.rsocket import Role
 
+from ..drive.connection import LoopConnection
 from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
 from ..drive.peer import DrivenPeer
@@ -46,6 +48,13 @@ MAX_REQUEST_N = 0x7FFFFFFF
 
 def check_prefetch(prefetch: int) -> int:
     return _check_prefetch(prefetch, MAX_REQUEST_N)
+
+
+class Waiting(NamedTuple):
+    """A request-response the express path sent whose answer is to come."""
+
+    handle: RequestHandle
+    queue: CreditQueue[Payload]
 
 
 def _raises(answer: BaseException, return_exceptions: bool) -> bool:
@@ -87,6 +96,17 @@ class RSocketPeer(DrivenPeer):
         :class:`~..drive.errors.ConnectionClosed` if the connection goes away,
         :class:`TimeoutError` (after cancelling the request) on timeout.
         """
+        engine = self._engine
+        direct: LoopConnection | None = getattr(self._thread, "direct", None)
+        if direct is not None and engine.takes_whole_reads:
+            # (Never on the connection's own thread: direct_begin declines.)
+            deadline = None if timeout is None else time.monotonic() + timeout
+            taken = self._exchange(direct, data, metadata, deadline)
+            if type(taken) is Payload:
+                return taken
+            if isinstance(taken, Waiting):  # sent, its answer still to come
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                return self._answer(taken.handle, taken.queue, remaining)
         if self._thread.is_owner:
             raise RuntimeError(
                 "blocking request_response on the connection thread would deadlock;"
@@ -98,7 +118,6 @@ class RSocketPeer(DrivenPeer):
             payload = as_payload(data, metadata)
         queue: CreditQueue[Payload] = CreditQueue(granted=1)
         handle = RequestHandle("rr", queue)
-        engine = self._engine
 
         def start() -> None:
             engine.start_response(handle, payload)
@@ -118,6 +137,12 @@ class RSocketPeer(DrivenPeer):
                 thread.call_soon(start, timeout)
             else:
                 timeout = max(0.0, timeout - (time.monotonic() - started))
+        return self._answer(handle, queue, timeout)
+
+    def _answer(
+        self, handle: RequestHandle, queue: CreditQueue[Payload], timeout: float | None
+    ) -> Payload | None:
+        """A request-response's answer from its queue (``None``: completed empty)."""
         try:
             return queue.get(timeout)
         except EndOfStream:
@@ -125,6 +150,47 @@ class RSocketPeer(DrivenPeer):
         except TimeoutError:
             self._cancel(handle)
             raise
+
+    def _exchange(
+        self,
+        direct: LoopConnection,
+        data: bytes | str,
+        metadata: bytes | str | None,
+        deadline: float | None,
+    ) -> Payload | Waiting | None:
+        """The express latency path: while the connection is idle
+        (:meth:`~..drive.connection.LoopConnection.direct_begin`) this thread
+        writes the request's frame (``Connection.request_response_frame``)
+        and reads the socket itself; a read that is exactly the answer is
+        taken whole (``Connection.take_answer``) and returned: no queue, no
+        event, no hand-over (docs/architecture.md, Threads). Anything else
+        goes on as any request: its handle and queue returned, the read fed, its answer
+        coming to the handle's queue (read here until then, or by the
+        reactor). None: nothing sent, the general path applies (the
+        connection busy, or the request not one frame alone, e.g. a str)."""
+        now = direct.direct_begin()
+        if now is None:
+            return None
+        try:
+            core = self._engine.conn
+            frame = core.request_response_frame(data, metadata)  # type: ignore[arg-type]
+            if frame is None:
+                return None
+            sid, wire = frame
+            read = None
+            got = direct.direct_exchange(wire, now, deadline)
+            if got is not None:
+                read, now = got
+                answer = core.take_answer(read, sid, now)
+                if answer is not None:
+                    return new_tuple(Payload, (answer, None))
+            queue: CreditQueue[Payload] = CreditQueue(granted=1)
+            handle = RequestHandle("rr", queue)
+            self._engine.adopt_response(handle, sid)
+            now = direct.direct_wait(read, queue.answered, deadline, now)
+            return Waiting(handle, queue)
+        finally:
+            direct.direct_end(now)
 
     def request_response_many(
         self,

@@ -16,7 +16,9 @@ each a class of its own (docs/rsocket.md, "How the connection is built"):
 - ``Fragmenter`` (``_fragmentation.py``): fragmentation and reassembly limits;
 - ``Establishment`` (``_establish.py``): SETUP sent, accepted or refused;
 - ``Keepalive`` (``_keepalive.py``), ``Leases`` (``_lease.py``);
-- ``Resumption`` (``_resume.py``): a session that outlives its transport.
+- ``Resumption`` (``_resume.py``): a session that outlives its transport;
+- ``LatencyPath`` (``_latency.py``): a sequential request-response's
+  request written whole and its answer (or request) taken whole.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from ._frames import (
     is_application_error_code,
 )
 from ._keepalive import Keepalive
+from ._latency import LatencyPath
 from ._lease import Leases
 from ._receive import Receiver
 from ._receive_streams import StreamFrames
@@ -112,6 +115,7 @@ class Connection:
         )
         self._establish = Establishment(ctx, self._keepalive, leases, self._resume, self._receiver)
         self._event_queue: deque[Event] = deque()  # taken one by one by next_event
+        self._latency = LatencyPath(ctx, streams, self._keepalive, leases, self._event_queue)
 
     # ------------------------------------------------------------------
     # inspection
@@ -212,20 +216,10 @@ class Connection:
 
         For anything else (another frame, more than one, an ERROR, metadata,
         a fragment, a closed connection, events not taken yet...) it returns
-        None and changes nothing: feed ``data`` to ``receive_data``. The latency path of a
-        blocking request-response uses it (a speed trick: the read's event
-        and its dispatch cost a fifth of a sequential round trip's client
-        CPU; ``bench_tcp.py --latency-costs``, docs/performance.md).
+        None and changes nothing: feed ``data`` to ``receive_data``. The
+        latency path of a blocking request-response uses it (``_latency.py``).
         """
-        ctx = self._ctx
-        if not self._prefixed or ctx.state is not _ESTABLISHED or ctx.events or self._event_queue:
-            return None  # (events not taken yet: the answer's would follow them)
-        answer = self._receiver.take_answer(data, stream_id)
-        if answer is not None:
-            if now is not None:
-                ctx.observe(now)
-            self._keepalive.on_receive(now)
-        return answer
+        return self._latency.take_answer(data, stream_id, now)
 
     def take_request(
         self, data: bytes, now: float | None = None
@@ -240,18 +234,9 @@ class Connection:
 
         For anything else it returns None and changes nothing: feed ``data``
         to ``receive_data``. The server's side of the latency path of a
-        sequential request-response (``bench_tcp.py --latency-costs``,
-        docs/performance.md).
+        sequential request-response (``_latency.py``).
         """
-        ctx = self._ctx
-        if not self._prefixed or ctx.state is not _ESTABLISHED or ctx.events or self._event_queue:
-            return None
-        request = self._receiver.take_request(data)
-        if request is not None:
-            if now is not None:
-                ctx.observe(now)
-            self._keepalive.on_receive(now)
-        return request
+        return self._latency.take_request(data, now)
 
     def receive_frame(self, frame: bytes, now: float | None = None) -> None:
         """Feed one frame (one message) from a message transport."""
@@ -473,6 +458,19 @@ class Connection:
         self._streams.open_requester(sid, _RR, 1)
         return sid
 
+    def request_response_frame(
+        self, data: bytes, metadata: bytes | None = None
+    ) -> tuple[int, bytes] | None:
+        """``request_response`` then ``data_to_send``, in one call, while the
+        request is the only output: ``(stream ID, the bytes to write)``; write
+        them before anything ``data_to_send`` returns later. None (nothing
+        changed) when the request would not be one whole frame alone: output
+        queued, a resumable session, leases, a partial frame read, events
+        not taken, not established...: use ``request_response``. The
+        latency path of a blocking request-response (``_latency.py``).
+        """
+        return self._latency.request_frame(data, metadata)
+
     def request_fnf(self, data: bytes, metadata: bytes | None = None) -> int:
         sid = self._next_stream_id("request_fnf")
         if not self._queue_whole_request(sid, T_REQUEST_FNF, data, metadata):
@@ -530,20 +528,26 @@ class Connection:
         if (
             s is not None
             and metadata is None
-            and not complete
             and s.out_credit > 0  # credit > 0 also means the flow is open
             and len(data) <= out.fast_payload_max
             and out.size < out.limit
-            and s.kind is not _RR
         ):
-            # Hot path: header packed directly, no frame object. The stream
-            # table is not looked up: credit stands for it (see _streams.py).
-            s.out_credit -= 1
-            n = len(data) + 6
-            out.pieces += (pack_prefix_header(n >> 16, n & 0xFFFF, stream_id, PAYLOAD_ITEM), data)
-            out.size += n + 3
-            out.sent_position += n
-            return
+            if s.kind is not _RR:
+                if not complete:
+                    # Hot path: header packed directly, no frame object. The
+                    # stream table is not looked up: credit stands for it
+                    # (see _streams.py).
+                    s.out_credit -= 1
+                    n = len(data) + 6
+                    out.pieces += (
+                        pack_prefix_header(n >> 16, n & 0xFFFF, stream_id, PAYLOAD_ITEM),
+                        data,
+                    )
+                    out.size += n + 3
+                    out.sent_position += n
+                    return
+            elif self._latency.answer(s, data):
+                return
         if s is None or s.out_credit <= 0 or out.size >= out.limit:
             self._payload_refused(stream_id, s)
         # (credit > 0: the table allows SEND_PAYLOAD here; see _streams.py)

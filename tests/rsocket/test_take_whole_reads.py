@@ -15,9 +15,17 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from sansrs.rsocket import Connection, ConnectionConfig, RemoteProtocolError
+from sansrs.rsocket import (
+    Connection,
+    ConnectionConfig,
+    ConnectionState,
+    LocalProtocolError,
+    RemoteProtocolError,
+    SessionStore,
+)
 from sansrs.rsocket.events import PayloadReceived, RequestResponseReceived
 from tests.rsocket.pair import Pair
+from tests.rsocket.resume_pair import ResumePair
 
 NOW = 5.0
 PAYLOAD, ERROR, KEEPALIVE, REQUEST_N, CANCEL = 0x0A, 0x0B, 0x03, 0x08, 0x09
@@ -285,3 +293,117 @@ def test_a_request_beyond_the_stream_limit_is_left_to_receive_data() -> None:
     assert _feed(a, second) == _feed(b, second)
     assert a.events() == b.events()
     assert a.data_to_send() == b.data_to_send()  # the refusal, alike
+
+
+# -- the client's request written whole: request_response_frame ---------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    data=st.binary(max_size=64),
+    metadata=st.none() | st.binary(max_size=8),
+    fragment_size=st.sampled_from([64, (1 << 24) - 1]),
+    queued=st.booleans(),
+)
+def test_request_response_frame_is_request_response_then_data_to_send(
+    data: bytes, metadata: bytes | None, fragment_size: int, queued: bool
+) -> None:
+    """The request alone, one frame: what ``request_response`` then
+    ``data_to_send`` give (ID, bytes, stream and positions alike); anything
+    else (output queued first, a fragmented request): None, and nothing
+    changed."""
+    config = ConnectionConfig(fragment_size=fragment_size)
+    a = Pair.established(client_config=config).client
+    b = Pair.established(client_config=config).client
+    if queued:
+        for conn in (a, b):
+            conn.metadata_push(b"first")
+    framed = a.request_response_frame(data, metadata)
+    event("framed" if framed is not None else "left")
+    if framed is None:
+        assert a.open_streams == []
+        assert a.sent_position == 0
+        a.request_response(data, metadata)
+        b.request_response(data, metadata)
+        assert a.data_to_send() == b.data_to_send()
+        assert a.sent_position == b.sent_position
+        return
+    sid, wire = framed
+    assert b.request_response(data, metadata) == sid
+    assert b.data_to_send() == wire
+    assert a.sent_position == b.sent_position
+    _assert_same(a, b, sid)
+    answer = _frame(sid, PAYLOAD, N | C, b"a")  # and answered alike
+    a.receive_data(answer, NOW)
+    b.receive_data(answer, NOW)
+    assert a.events() == b.events()
+    _assert_same(a, b, sid)
+
+
+def test_request_response_frame_is_none_for_a_resumable_session() -> None:
+    """Every frame of a resumable session is retained (spec: Resuming
+    Operation): that is the general path's to do."""
+    store = SessionStore(keep_detached=30.0, max_retained=1 << 20)
+    pair = ResumePair(None, ConnectionConfig(resume_buffer_size=1 << 20), store)
+    assert pair.client.request_response_frame(b"q") is None
+    sid = pair.client.request_response(b"q")  # retained, and answered, the general way
+    pair.pump()
+    _, requests = pair.take()
+    assert [type(e).__name__ for e in requests] == ["RequestResponseReceived"]
+    pair.server.send_payload(sid, b"a", complete=True)
+    pair.pump()
+    answers, _ = pair.take()
+    assert [(type(e).__name__, e.data) for e in answers] == [("PayloadReceived", b"a")]  # type: ignore[attr-defined]
+
+
+def test_request_response_frame_is_none_under_a_lease() -> None:
+    client = Pair.established(lease=(60_000, 5)).client
+    assert client.request_response_frame(b"q") is None
+    client.request_response(b"q")  # the general path counts it against the lease
+
+
+def test_request_response_frame_is_none_before_establishment() -> None:
+    client = Pair(ConnectionConfig(), ConnectionConfig()).client
+    assert client.request_response_frame(b"q") is None
+
+
+def test_request_response_frame_takes_bytes_only() -> None:
+    """An adapter may pass what its caller gave (a str): not this path's."""
+    client = Pair.established().client
+    assert client.request_response_frame("q") is None  # type: ignore[arg-type]
+    assert client.request_response_frame(b"q", "md") is None  # type: ignore[arg-type]
+    assert client.open_streams == []
+
+
+# -- the server's answer: send_payload on a request-response ----------------
+
+
+@pytest.mark.parametrize("data", [b"", b"answer", bytes(200)])
+def test_rsocket_answer_to_a_request_response_is_one_payload_next_complete(data: bytes) -> None:
+    """Spec (REQUEST_RESPONSE): the responder answers with one PAYLOAD,
+    NEXT and COMPLETE; the stream is closed and forgotten at once, and no
+    longer counts against ``max_concurrent_streams``."""
+    a, _ = _server_twins(max_concurrent_streams=1)
+    assert a.take_request(_frame(1, REQUEST_RESPONSE, 0, b"q"), NOW) is not None
+    a.send_payload(1, data, complete=True)
+    assert a.data_to_send() == _frame(1, PAYLOAD, N | C, data)
+    assert a.open_streams == []
+    with pytest.raises(LocalProtocolError):
+        a.send_payload(1, b"again", complete=True)
+    assert a.take_request(_frame(3, REQUEST_RESPONSE, 0, b"r"), NOW) is not None
+
+
+def test_answering_the_last_stream_of_a_closing_connection_completes_the_close() -> None:
+    """A graceful close waits for the open streams to drain: the answer to
+    the last one ends it, whether the answer takes the one-frame path
+    (``a``) or the general one (``b``: with metadata)."""
+    a, b = _server_twins()
+    for conn in (a, b):
+        conn.receive_data(_frame(1, REQUEST_RESPONSE, 0, b"q"), NOW)
+        conn.events()
+        conn.close("bye")
+    assert a.state is b.state is ConnectionState.CLOSING
+    a.send_payload(1, b"answer", complete=True)
+    b.send_payload(1, b"answer", b"md", complete=True)
+    assert a.state is b.state is not ConnectionState.CLOSING
+    assert a.events() == b.events()

@@ -572,3 +572,85 @@ def test_a_turn_is_owed_only_when_it_has_something_to_do(
         driver._inbox.items.append(lambda: None)
         assert driver.needs_turn()
         driver._inbox.items.clear()
+
+
+def test_a_request_the_socket_takes_in_part_is_finished_by_the_reactor(
+    raw_server: RawServer, loop_kind: str | Loop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The express path writes the request itself: when the socket takes
+    only a part, the rest waits in the driver's buffer and the calling
+    thread does not wait for an answer the peer cannot send yet; the
+    reactor writes the rest and the answer arrives the ordinary way."""
+    with connect(raw_server.url, loop=loop_kind) as client:
+        _warm(raw_server, client)
+        transport = _driver(client).transport
+        original = transport.send
+        short = [True]
+
+        def send(data: Any) -> int:
+            if short and len(data) > 4:
+                short.clear()
+                return original(bytes(data[:4]))  # the kernel took 4 bytes
+            return original(data)
+
+        monkeypatch.setattr(transport, "send", send)
+        answering = _answering(raw_server)
+        assert client.request_response(b"partial", timeout=WAIT) == Payload(b"answer:partial")
+        answering.join(WAIT)
+        assert not short  # the short write happened
+
+
+def test_another_threads_call_during_an_express_wait_runs_before_the_answer(
+    raw_server: RawServer, loop_kind: str | Loop
+) -> None:
+    """A thread waits in the express path; another thread's fire-and-forget
+    wakes it (its waker): the waiting thread runs the call (the peer
+    receives it while the request is unanswered) and goes on waiting; the
+    answer still comes to it. The peer answers only once it has the
+    fire-and-forget, so the order is forced."""
+    with connect(raw_server.url, loop=loop_kind) as client:
+        _warm(raw_server, client)
+        results: queue.Queue[object] = queue.Queue()
+
+        def call() -> None:
+            results.put(client.request_response(b"slow", timeout=WAIT))
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        sid, _, _, _ = raw_server.next_of(REQUEST_RESPONSE)
+        client.fire_and_forget(b"meanwhile")
+        _, _, _, fnf = raw_server.next_of(0x05)  # REQUEST_FNF
+        assert fnf == b"meanwhile"
+        raw_server.send(_frame(sid, PAYLOAD, FLAG_NEXT_COMPLETE, b"answer:slow"))
+        caller.join(WAIT)
+        assert results.get(timeout=WAIT) == Payload(b"answer:slow")
+        assert _driver(client).engine.conn.open_streams == []  # type: ignore[attr-defined]
+
+
+def test_a_busy_connection_takes_the_general_path(
+    raw_server: RawServer, loop_kind: str | Loop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The express path only runs while nothing else is going on: with a
+    stream to pump (here: the engine not quiet), the request goes the
+    general way (its handle, its queue) and is answered."""
+    with connect(raw_server.url, loop=loop_kind) as client:
+        _warm(raw_server, client)
+        driver = _driver(client)
+        begun: list[float | None] = []
+        original = driver.direct_begin
+
+        def direct_begin() -> float | None:
+            quiet = driver._quiet
+            driver._quiet = lambda: False
+            try:
+                now = original()
+            finally:
+                driver._quiet = quiet
+            begun.append(now)
+            return now
+
+        monkeypatch.setattr(driver, "direct_begin", direct_begin)
+        answering = _answering(raw_server)
+        assert client.request_response(b"busy", timeout=WAIT) == Payload(b"answer:busy")
+        answering.join(WAIT)
+        assert begun == [None]

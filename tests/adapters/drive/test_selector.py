@@ -442,3 +442,27 @@ def test_a_loop_can_run_on_the_callers_thread() -> None:
         loop.run()  # returns once stopped
         assert results == [Payload(b"on my thread")]
         assert loop.wait_stopped(0)
+
+
+def test_stale_timers_are_compacted_in_place_where_they_are_pushed() -> None:
+    """A connection that re-arms its timer leaves the old entry in the heap
+    (stale: its ``timer`` moved). The heap is kept within 64 + 4 entries
+    per connection when a timer is pushed, and in place: a pass of the
+    loop that holds the list (popping due timers after serving a
+    readable connection, which may arm timers) sees the compacted heap."""
+
+    class Armed:
+        timer: float | None = None
+
+    loop = Loop(name="timer-compaction")
+    conns = [Armed() for _ in range(3)]
+    for conn in conns:
+        loop._connections.add(conn)  # type: ignore[arg-type]
+    heap = loop._timers
+    for i in range(1000):
+        conn = conns[i % 3]
+        conn.timer = 1000.0 - i  # each re-arm earlier than the last
+        loop.set_timer(conn, conn.timer)  # type: ignore[arg-type]
+        assert len(heap) <= 64 + 4 * 3 + 1
+    assert loop._timers is heap
+    assert sorted(when for when, _, _ in heap)[:3] == sorted(c.timer for c in conns)

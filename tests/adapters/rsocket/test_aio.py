@@ -336,3 +336,38 @@ def test_a_peer_that_never_reads_is_no_longer_read_from() -> None:
         stop.set()
         thread.join(WAIT)
     assert info["buffered"] < 256 * 1024 + 512 * 1024
+
+
+def test_express_requests_written_in_part_are_finished_by_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The express path writes a request's frame itself: when the socket
+    takes a part, the rest waits in the driver's buffer, the requests after
+    it queue behind it (never ahead), and the loop writes them; every answer
+    arrives, in order, under concurrency too."""
+
+    async def main() -> None:
+        async with (
+            await aio.serve("tcp://127.0.0.1:0", handler_factory=DemoHandler) as server,
+            await aio.connect(server.url) as client,
+        ):
+            assert await client.request_response(b"warm", timeout=WAIT) == Payload(b"warm")
+            transport = client._driver.transport
+            original = transport.send
+            short = [True]
+
+            def send(data: Any) -> int:
+                if short and len(data) > 4:
+                    short.clear()
+                    return int(original(bytes(data[:4])))  # the kernel took 4 bytes
+                return int(original(data))
+
+            monkeypatch.setattr(transport, "send", send)
+            answers = await asyncio.gather(
+                *(client.request_response(b"q%d" % i, timeout=WAIT) for i in range(3))
+            )
+            assert answers == [Payload(b"q0"), Payload(b"q1"), Payload(b"q2")]
+            assert not short  # the short write happened
+            assert await client.request_response("text", timeout=WAIT) == Payload(b"text")
+
+    run(main)
