@@ -50,6 +50,7 @@ class ConnectionThread:
         # The connection's own bound method: one call less per direct call.
         self.call_direct = self._conn.call_direct  # type: ignore[method-assign]
         self.write_now = self._conn.write_now  # type: ignore[method-assign]
+        self.write_bytes = self._conn.write_bytes
         #: The connection a direct call's express path takes (see LoopConnection.direct).
         self.direct = self._conn.direct
 

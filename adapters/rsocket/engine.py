@@ -104,6 +104,7 @@ class RSocketEngine:
         self.peer: object = None
         self.thread: Driver | None = None
         self._write_now: Callable[[], None] | None = None
+        self._write_bytes: Callable[[bytes], None] | None = None
         self._requests: dict[int, RequestHandle] = {}
         #: Our outbound streams (responses, a requester channel's items).
         self._outbounds: Outbounds[int] = Outbounds(PUMP_BUDGET, self._wake)
@@ -172,6 +173,10 @@ class RSocketEngine:
         self.thread = thread
         self._outbounds.attach(thread, wake=False)  # its source_budget; _wake follows thread
         self._write_now = getattr(thread, "write_now", None)  # the loops' drivers have it
+        # (Byte streams only: a message transport's engine frames its output.)
+        self._write_bytes = (
+            getattr(thread, "write_bytes", None) if self._records is None else None
+        )
         self.peer = peer
         self.responder.bind(self.responder.handler if handler is None else handler, peer)
 
@@ -209,7 +214,9 @@ class RSocketEngine:
             if request is not None:
                 self.on_request_response(*request)
                 self._dispatch_events()  # what the handler caused, if anything
-                if self._write_now is not None:
+                if self._write_bytes is not None and not self._after_events:
+                    self._write_bytes(self.data_to_send())  # the answer, now
+                elif self._write_now is not None:
                     self._write_early()
                 # Only the keepalive's deadline moved (later): no timer is
                 # owed a turn (a lease would have left the read to the core).

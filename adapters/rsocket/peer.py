@@ -164,8 +164,8 @@ class RSocketPeer(DrivenPeer):
         and reads the socket itself; a read that is exactly the answer is
         taken whole (``Connection.take_answer``) and returned: no queue, no
         event, no hand-over (docs/architecture.md, Threads). Anything else
-        goes on as any request: its handle and queue returned, the read fed, its answer
-        coming to the handle's queue (read here until then, or by the
+        goes on as any request: the read fed, its handle and queue returned,
+        the answer coming to the queue (read here until then, or by the
         reactor). None: nothing sent, the general path applies (the
         connection busy, or the request not one frame alone, e.g. a str)."""
         now = direct.direct_begin()

@@ -200,6 +200,7 @@ class SessionEngine(RSocketEngine):
         drives this engine from now on; None: nothing does."""
         self.thread = driver
         self._write_now = getattr(driver, "write_now", None)
+        self._write_bytes = getattr(driver, "write_bytes", None)
         if link is not None:
             link.target = self
             self.link = link
