@@ -10,7 +10,8 @@ depend on the machine's load, so they compare changes without noise
 (docs/performance.md, "Request-response, one at a time").
 
 Sides: ``sansrs`` (the thread driver's blocking client / ``sansrs serve``'s
-demo responder), ``sansrs-selector`` (both on the selector loop) and
+demo responder), ``sansrs-selector`` (both on the selector loop),
+``sansrs-asyncio-client`` (the asyncio client, its event loop included) and
 ``floor`` (``floor_peer.py``: real RSocket frames, no state: the least a
 Python side can run). The client is measured against the floor server and
 the server against the floor client, so each count is one side's alone.
@@ -37,7 +38,7 @@ sys.path.insert(0, str(HERE))
 import floor_peer  # noqa: E402
 
 Counts = collections.Counter[tuple[str, str]]
-SIDES = ("floor-client", "sansrs-client", "sansrs-selector-client",
+SIDES = ("floor-client", "sansrs-client", "sansrs-selector-client", "sansrs-asyncio-client",
          "floor-server", "sansrs-server", "sansrs-selector-server")
 WARM_UP = floor_peer.WARM_UP
 
@@ -98,6 +99,8 @@ def count_client(side: str, count: int) -> Counts:
             floor_peer.request_response(port, count)  # its warm-up counted too, scaled below
             tracer.on = False
             return _without_warm_up(tracer.counts, count)
+        if side == "sansrs-asyncio-client":
+            return _count_asyncio_client(port, count, tracer)
         from sansrs.adapters.rsocket import connect
 
         loop = _loop(side)
@@ -113,6 +116,31 @@ def count_client(side: str, count: int) -> Counts:
         tracer.remove()
         proc.kill()
         proc.wait()
+    return tracer.counts
+
+
+def _count_asyncio_client(port: int, count: int, tracer: Tracer) -> Counts:
+    """The asyncio client: the event loop's own work counts too (the raw
+    asyncio ping-pong it is compared with pays it as well)."""
+    import asyncio
+
+    from sansrs.adapters.rsocket import aio
+
+    async def main() -> None:
+        client = await aio.connect(f"tcp://127.0.0.1:{port}")
+        try:
+            for _ in range(WARM_UP):
+                await client.request_response(b"x" * 16, timeout=60)
+            tracer.install()
+            tracer.on = True
+            for _ in range(count):
+                await client.request_response(b"x" * 16, timeout=60)
+            tracer.on = False
+            tracer.remove()
+        finally:
+            await client.close()
+
+    asyncio.run(main())
     return tracer.counts
 
 
