@@ -24,7 +24,8 @@ class EventBatches:
     ``prefetch`` events, in the order Ditto sent them).
 
     Whoever creates it has already granted ``prefetch`` on ``queue`` and
-    asked for it with the subscribe. Once half the window has been handed
+    asked for it with the subscribe (or, ``paused``, leaves asking for it to
+    the first ``next``: ``request_more(prefetch)``). Once half the window has been handed
     out, that many are granted again and ``request_more(n)`` asks Ditto for
     them: at most ``prefetch`` events are queued, plus the batch the
     consumer holds. ``timeout`` bounds each wait. ``close()`` (or leaving a
@@ -38,10 +39,15 @@ class EventBatches:
         request_more: Callable[[int], None],
         cancel: Callable[[], None],
         timeout: float | None = None,
+        *,
+        paused: bool = False,
     ) -> None:
         if prefetch <= 0:
             raise ValueError("prefetch must be positive")
         self._queue = queue
+        self._prefetch = prefetch
+        #: Granted but not asked of Ditto yet: the first ``next`` asks.
+        self._paused = paused
         self._refill = refill_batch(prefetch, None)
         self._consumed = 0
         self._request_more = request_more
@@ -56,6 +62,10 @@ class EventBatches:
         if self._finished:
             raise StopIteration
         queue = self._queue
+        if self._paused:
+            self._paused = False
+            if not queue.done:
+                self._request_more(self._prefetch)
         try:
             batch = queue.get_batch(self._timeout, self._refill)
         except EndOfStream:

@@ -62,18 +62,19 @@ class DittoConnection(DrivenPeer):
         return StreamIterator(*self._open(request, prefetch), timeout)
 
     def _batches(
-        self, request: SubscribeRequest, prefetch: int, timeout: float | None
+        self, request: SubscribeRequest, prefetch: int, timeout: float | None, paused: bool
     ) -> EventBatches:
-        return EventBatches(*self._open(request, prefetch), timeout)
+        return EventBatches(*self._open(request, prefetch, paused), timeout, paused=paused)
 
     def _open(
-        self, request: SubscribeRequest, prefetch: int
+        self, request: SubscribeRequest, prefetch: int, paused: bool = False
     ) -> tuple[CreditQueue[Any], int, Callable[[int], None], Callable[[], None]]:
-        """Subscribe with ``prefetch`` granted (checked): the queue, the
-        prefetch and the demand calls of an iterator."""
+        """Subscribe with ``prefetch`` granted (checked; asked of Ditto now,
+        or by the consumer later if ``paused``): the queue, the prefetch and
+        the demand calls of an iterator."""
         prefetch = check_prefetch(prefetch, MAX_PREFETCH)
         queue: CreditQueue[Any] = CreditQueue(granted=prefetch)
-        handle = SubscriptionHandle(request, queue, prefetch)
+        handle = SubscriptionHandle(request, queue, 0 if paused else prefetch)
         engine = self._engine
         self._submit(lambda: engine.subscribe(handle))
 
@@ -121,6 +122,7 @@ class DittoConnection(DrivenPeer):
         *,
         prefetch: int = DEFAULT_PREFETCH,
         timeout: float | None = None,
+        paused: bool = False,
         **query: Unpack[HistoryQuery],
     ) -> EventBatches:
         """:meth:`subscribe_for_persisted_events`, consumed a list of events
@@ -129,8 +131,14 @@ class DittoConnection(DrivenPeer):
         2``, and renews the demand for them. For consumers that treat events
         in bulk (the Spark reader): one call per batch instead of one per
         event. Errors, ``timeout`` and ``close`` as for the item iterator.
+
+        ``paused``: subscribe now, but ask Ditto for events only at the
+        first ``next``: a reader of several histories in turn opens the next
+        one while it reads this one, so that one starts without waiting for
+        ``created`` (and no events of the two interleave). Ditto may end a
+        subscription that stays idle too long (408).
         """
-        return self._batches(history_request(entity, **query), prefetch, timeout)
+        return self._batches(history_request(entity, **query), prefetch, timeout, paused)
 
     def persisted_events_publisher(
         self, entity: str, **query: Unpack[HistoryQuery]
