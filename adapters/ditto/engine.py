@@ -420,7 +420,9 @@ class DittoClientEngine(_RecordEngine):
             handle.sid = event.subscription_id
             if handle.demand:
                 demand, handle.demand = handle.demand, 0
-                self.core.request(event.subscription_id, demand)
+                # It may have ended already, in the same read (created, then failed).
+                with contextlib.suppress(LocalProtocolError):
+                    self.core.request(event.subscription_id, demand)
         elif isinstance(event, ev.SubscriptionCompleted):
             self._end(event.key, None)
         elif isinstance(event, ev.SubscriptionFailed):
