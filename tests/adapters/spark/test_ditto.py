@@ -18,6 +18,8 @@ from sansrs.adapters.ditto.history import HistoryRequest, InMemoryHistory
 from sansrs.adapters.spark import SourceError, open_partition_stream, partition_reader, read_rdd
 from sansrs.adapters.spark.ditto import assigned, event_columns, event_row, latest_revisions
 
+from sansrs.ditto import DittoError, DittoException
+
 pytestmark = pytest.mark.timeout(240)
 
 NS = "org.sansrs.test"
@@ -299,6 +301,39 @@ def test_a_reader_stopped_early_ends_its_subscription() -> None:
         assert history.opened == THINGS[:2]
         assert history.closed[THINGS[0]].wait(10), "the history was left open"
         assert history.closed[THINGS[1]].wait(10), "the paused history was left open"
+
+
+class FailingAtFirst:
+    """HISTORY, whose subscriptions of ``thing`` fail at subscribe time
+    (Ditto's ``failed`` 503) the first ``times`` times."""
+
+    def __init__(self, thing: str, times: int) -> None:
+        self.thing, self.left = thing, times
+
+    def open(self, request: HistoryRequest) -> Iterable[Any]:
+        if request.kind.name != "SEARCH" and request.entity_id == self.thing and self.left:
+            self.left -= 1
+            raise DittoException(
+                DittoError(status=503, error="things:unavailable", message="try again")
+            )
+        return HISTORY.open(request)
+
+
+def test_a_paused_subscription_that_failed_before_its_turn_is_subscribed_again() -> None:
+    """The next thing is subscribed paused while one is read; Ditto may end
+    it before its turn (an idle one, 408; here at once): it is subscribed
+    again when its turn comes, once, and that answer stands."""
+    with ditto_sync.serve("ws://127.0.0.1:0/ws/2", FailingAtFirst(THINGS[1], 1)) as server:
+        stream = open_partition_stream(server.url, NS, 0, 1, {"things": THINGS[:3]},
+                                       prefetch=8, timeout=10)
+        got = sorted((row["thingId"], row["revision"]) for batch in stream for row in batch)
+    assert got == sorted((t, r) for t in THINGS[:3] for r in range(1, REVISIONS + 1))
+    with ditto_sync.serve("ws://127.0.0.1:0/ws/2", FailingAtFirst(THINGS[1], 2)) as server:
+        stream = open_partition_stream(server.url, NS, 0, 1, {"things": THINGS[:3]},
+                                       prefetch=8, timeout=10)
+        with pytest.raises(SourceError, match=r"503 things:unavailable"):
+            for _ in stream:
+                pass
 
 
 _JSON = st.recursive(
