@@ -191,13 +191,14 @@ class MessageReader:
 
     def feed(self, data: bytes) -> list[tuple[int, bytes]]:
         buffer = self._buffer
-        if (  # the common read: one whole run, kept as it is
+        if (  # the common read: one whole run (or lines), kept as it is
             not buffer
             and self._keep_runs
             and len(data) > 5
-            and _HEADER.unpack_from(data) == (0x12, len(data) - 5)
+            and data[0] in (0x12, 0x13)
+            and _HEADER.unpack_from(data)[1] == len(data) - 5
         ):
-            return [(0x12, data[5:])]
+            return [(data[0], data[5:])]
         if buffer:
             buffer += data
             data = bytes(buffer)
