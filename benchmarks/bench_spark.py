@@ -21,7 +21,7 @@ readers
            column sum, so every row is read
   and both sansrs readers again over Ditto history (``ws://``: one Ditto
   event per row, ``--ditto-rows`` events spread over 64 things, each
-  partition subscribing for the persisted events of its things, demand 256)
+  partition subscribing for the persisted events of its things, demand 1,024)
 
 Rows are the same JSON objects everywhere, so the ratios measure the
 protocol and plumbing, not the encoding. The servers run in this process.

@@ -175,7 +175,7 @@ def test_partition_reader_over_ditto(spark: Any, ditto_url: str) -> None:
     reader = partition_reader(ditto_url, route=NS, partitions=2,
                               options={"things": THINGS[:3], "to_revision": 2},
                               fields=["thingId", "revision"])
-    assert reader.prefetch == 256  # events, the Ditto default
+    assert reader.prefetch == 1024  # events, the Ditto default
     got = sorted(read_rdd(spark.sparkContext, reader).collect())
     assert got == [(t, r) for t in THINGS[:3] for r in (1, 2)]
 
