@@ -49,6 +49,9 @@ __all__ = [
 EVENT_COLUMNS = ("thingId", "revision", "timestamp", "topic", "action", "path", "value")
 #: Things per search page when the partitions discover the things.
 SEARCH_PAGE = 200
+#: Events of the next thing asked for while one is read (its subscription
+#: paused until its turn): its first batch is there when the turn comes.
+HEAD_START = 32
 _SUBSCRIBE_OPTIONS = ("from_revision", "to_revision", "from_timestamp", "to_timestamp", "filter")
 _AUTH_OPTIONS = ("user", "password", "token")
 
@@ -270,14 +273,16 @@ def _histories(
     timeout: float,
 ) -> Iterator[list[Any]]:
     """The histories of ``reads`` in turn, a batch at a time. While one is
-    read, the next is subscribed paused (``persisted_event_batches(...,
-    paused=True)``): it is ``created`` by the time it is read, so each thing
-    but the first starts one round trip sooner, and it asks for events only
-    then (no two histories' events interleave)."""
+    read, the next is subscribed paused with a head start
+    (``persisted_event_batches(..., paused=True, head_start=HEAD_START)``):
+    it is ``created`` and its first events are queued by the time it is
+    read, so each thing but the first starts without a round trip; the rest
+    of its window is asked for at its turn (the rows stay in thing order)."""
 
     def subscribe(thing: str, bounds: dict[str, Any], paused: bool) -> EventBatches:
         return ditto.persisted_event_batches(
-            thing, prefetch=prefetch, timeout=timeout, paused=paused, **bounds
+            thing, prefetch=prefetch, timeout=timeout, paused=paused,
+            head_start=HEAD_START, **bounds
         )
 
     ahead: EventBatches | None = None

@@ -212,3 +212,21 @@ def test_ditto_paused_batches_subscribe_now_and_ask_for_events_at_the_first_next
             sizes_and_revisions = [(len(b), [e["revision"] for e in b]) for b in batches]
         assert [r for _, rs in sizes_and_revisions for r in rs] == list(range(1, 21))
         assert max(size for size, _ in sizes_and_revisions) <= 4  # half the window each
+
+
+def test_ditto_paused_batches_with_a_head_start_ask_for_that_many_then_the_rest() -> None:
+    source = _OpenCounting(InMemoryHistory(counter_history("head", 20)))
+    with back_to_back(source) as link:
+        batches = link.client.persisted_event_batches(
+            f"{NS}:head", prefetch=8, timeout=10, paused=True, head_start=3
+        )
+        other = link.client.subscribe_for_persisted_events(f"{NS}:head", timeout=10)
+        assert len(list(other)) == 20  # a round trip behind the paused one's
+        # The head start's events are pulled (and queued) before the first
+        # next, and one more that Outbound holds to learn whether it was the last.
+        assert call_on(link.server_thread, lambda: source.pulled) == 20 + 3 + 1
+        with batches:
+            got = [e["revision"] for batch in batches for e in batch]
+        assert got == list(range(1, 21))
+        with pytest.raises(ValueError):
+            link.client.persisted_event_batches(f"{NS}:head", paused=True, head_start=-1)
