@@ -51,7 +51,7 @@ EVENT_COLUMNS = ("thingId", "revision", "timestamp", "topic", "action", "path", 
 SEARCH_PAGE = 200
 #: Events of the next thing asked for while one is read (its subscription
 #: paused until its turn): its first batch is there when the turn comes.
-HEAD_START = 32
+HEAD_START = 128
 _SUBSCRIBE_OPTIONS = ("from_revision", "to_revision", "from_timestamp", "to_timestamp", "filter")
 _AUTH_OPTIONS = ("user", "password", "token")
 

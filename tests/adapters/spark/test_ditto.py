@@ -254,9 +254,10 @@ def test_things_are_read_one_after_the_other_within_one_window(ditto_url: str) -
     rows = []
     for batch in stream:
         rows.extend((r["thingId"], r["revision"]) for r in batch)
-        # one subscription read at a time: its window and Outbound's
-        # look-ahead, and the next one's head start (at most its window)
-        assert SOURCE.pulled - before <= len(rows) + prefetch + min(HEAD_START, prefetch) + 1
+        # one subscription read at a time: its window, and the next one's
+        # head start (at most its window), each with Outbound's item read ahead
+        head = min(HEAD_START, prefetch)
+        assert SOURCE.pulled - before <= len(rows) + (prefetch + 1) + (head + 1)
     assert rows == [(t, r) for t in things for r in range(1, REVISIONS + 1)]
 
 
