@@ -183,7 +183,7 @@ def stages(total: int, prefetch: int = 256) -> dict[str, float]:
 
     sys.path.insert(0, str(HERE))
     import bench_spark
-    from bench_websocket import _open_transport
+    from bench_websocket import _Socket
     from pyarrow import RecordBatch, int64, schema
     from sansrs.adapters.ditto.client import client_config
     from sansrs.adapters.ditto.engine import (
@@ -194,6 +194,10 @@ def stages(total: int, prefetch: int = 256) -> dict[str, float]:
     )
     from sansrs.adapters.drive.queues import CreditQueue
     from sansrs.adapters.spark.ditto import event_columns, event_row
+    from sansrs.adapters.transport.websocket import WebSocketOptions
+    from sansrs.adapters.transport.websocket.transport import WebSocketTransport
+    from wsproto import ConnectionType, WSConnection
+    from wsproto.connection import Connection
 
     clock = time.thread_time
     spent = dict.fromkeys(
@@ -204,9 +208,19 @@ def stages(total: int, prefetch: int = 256) -> dict[str, float]:
     arrow_schema = schema([(name, int64()) for name in fields])
     source = bench_spark.DittoRows(total)
     n = 0
+
+    def transport(client: bool, keep: bool = False) -> WebSocketTransport:
+        """One end past the upgrade with the Ditto connections' options
+        (text_lines: text runs reach the engine as lines)."""
+        role = ConnectionType.CLIENT if client else ConnectionType.SERVER
+        ws = WSConnection(role)
+        ws.connection = Connection(role)
+        return WebSocketTransport(_Socket(keep), ws, scheme="ws", path="/",  # type: ignore[arg-type]
+                                  options=WebSocketOptions(text_lines=True), is_open=True)
+
     for k in range(source.things):
         server, client = DittoServerEngine(source), DittoClientEngine(client_config(None))
-        sending, receiving = _open_transport(False, keep=True), _open_transport(True)
+        sending, receiving = transport(False, keep=True), transport(True)
         sent: list[bytes] = sending._stream.sent  # type: ignore[attr-defined]
         queue: CreditQueue[Any] = CreditQueue(granted=prefetch)
         handle = SubscriptionHandle(history_request(f"{source.NS}:t-{k}"), queue, prefetch)

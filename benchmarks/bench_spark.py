@@ -21,7 +21,7 @@ readers
            column sum, so every row is read
   and both sansrs readers again over Ditto history (``ws://``: one Ditto
   event per row, ``--ditto-rows`` events spread over 64 things, each
-  partition subscribing for the persisted events of its things, demand 256)
+  partition subscribing for the persisted events of its things, demand 1,024)
 
 Rows are the same JSON objects everywhere, so the ratios measure the
 protocol and plumbing, not the encoding. The servers run in this process.
@@ -30,6 +30,12 @@ protocol and plumbing, not the encoding. The servers run in this process.
     .venv/bin/python benchmarks/bench_spark.py --rows 200000 --runs 1   # quick
     .venv/bin/python benchmarks/bench_spark.py --codec --rows 300000 --runs 5
     .venv/bin/python benchmarks/bench_spark.py --ditto-rows 0    # without the Ditto readers
+    .venv/bin/python benchmarks/bench_spark.py --readers --cpu --rows 300000 --ditto-rows 100000
+
+``--readers``: the readers only. ``--cpu``: also the CPU time per row of each
+kind of process (Linux ``/proc``): this one (Spark's driver side and the
+servers), Spark's JVM, its Python workers; the Ditto readers' and the raw
+reader's side by side show which side their difference is on.
 """
 
 from __future__ import annotations
@@ -236,6 +242,47 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
+#: Kinds of process whose CPU ``--cpu`` reports, in its table's order.
+CPU_KINDS = ("driver and servers", "JVM", "Python workers")
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_by_kind() -> dict[str, float]:
+    """CPU seconds (user + system) so far of this process and of every
+    process below it (Spark's JVM, and its Python workers below that), by
+    kind; empty where ``/proc`` is missing. Processes that ended are not
+    counted: Spark keeps its workers for the session."""
+    stats: dict[int, tuple[int, float, bool]] = {}  # pid -> (parent, seconds, java)
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                name, rest = f.read().rsplit(")", 1)
+        except OSError:
+            continue  # ended meanwhile
+        fields = rest.split()
+        seconds = (int(fields[11]) + int(fields[12])) / _TICKS
+        stats[pid] = (int(fields[1]), seconds, name.endswith("(java"))
+    me = os.getpid()
+    out = dict.fromkeys(CPU_KINDS, 0.0)
+    for pid, (_, seconds, java) in stats.items():
+        chain = []
+        at = pid
+        while at in stats and at != me and len(chain) < 64:
+            chain.append(at)
+            at = stats[at][0]
+        if at != me:
+            continue  # not ours
+        if pid == me:
+            out["driver and servers"] += seconds
+        elif java or any(stats[p][2] for p in chain):
+            out["JVM" if java else "Python workers"] += seconds
+    return out
+
+
 def bench_codec(total: int, runs: int) -> None:
     """Row encodings in process, no Spark job: ``encode_rows`` (JSON lines, what
     sansrs sends) against Arrow IPC streams of the same 1000-row batches."""
@@ -287,6 +334,9 @@ def main(argv: list[str] | None = None) -> int:
                         "message per row makes them slower than the others)")
     parser.add_argument("--codec", action="store_true",
                         help="only compare the row encodings in process (no Spark job)")
+    parser.add_argument("--readers", action="store_true", help="the readers only")
+    parser.add_argument("--cpu", action="store_true",
+                        help="also CPU per row of this process, the JVM and the Python workers")
     args = parser.parse_args(argv)
     total, parts = args.rows, args.partitions
     if args.codec:
@@ -375,20 +425,26 @@ def main(argv: list[str] | None = None) -> int:
         if got["s"] != ditto_total * (ditto_total - 1) // 2:
             raise SystemExit("data source reader (ditto): wrong content")
 
-    cases: dict[str, Callable[[], None]] = {
+    cases: dict[str, Callable[[], None]] = {} if args.readers else {
         "writer raw": w_raw, "writer sansrs": w_sansrs, "writer source": w_source,
         "arrow-writer sansrs": w_sansrs_arrow, "arrow-writer source": w_source_arrow,
-        "reader raw": r_raw, "reader sansrs": r_sansrs, "reader source": r_source,
     }
+    cases.update({"reader raw": r_raw, "reader sansrs": r_sansrs, "reader source": r_source})
     if ditto_total > 0:
         cases.update({"ditto-reader sansrs": r_ditto_sansrs, "ditto-reader source": r_ditto_source})
     sizes = {name: ditto_total if name.startswith("ditto") else total for name in cases}
     for fn in cases.values():  # warm up: worker processes, JIT, imports
         fn()
     times: dict[str, list[float]] = {name: [] for name in cases}
+    cpus: dict[str, list[dict[str, float]]] = {name: [] for name in cases}
     for run in range(args.runs):
         for name, fn in cases.items():
+            before = cpu_by_kind() if args.cpu else {}
             times[name].append(timed(fn))
+            if args.cpu:
+                after = cpu_by_kind()
+                cpus[name].append({k: (after[k] - before.get(k, 0.0)) / sizes[name] * 1e6
+                                   for k in after})
         print(f"run {run + 1}/{args.runs}: " + ", ".join(
             f"{n} {sizes[n] / t[-1]:,.0f}/s" for n, t in times.items()), file=sys.stderr,
             flush=True)
@@ -403,10 +459,11 @@ def main(argv: list[str] | None = None) -> int:
     print("| path | raw socket rows/s | sansrs partition fn rows/s | sansrs data source rows/s "
           "| partition fn / raw | data source / raw |")
     print("| --- | --- | --- | --- | --- | --- |")
-    times["arrow-writer raw"] = times["writer raw"]  # the same baseline
-    sizes["arrow-writer raw"] = total
-    kinds = [("writer", "writer"), ("arrow-writer", "writer, encoding arrow"),
-             ("reader", "reader")]
+    kinds = [("reader", "reader")]
+    if not args.readers:
+        times["arrow-writer raw"] = times["writer raw"]  # the same baseline
+        sizes["arrow-writer raw"] = total
+        kinds[:0] = [("writer", "writer"), ("arrow-writer", "writer, encoding arrow")]
     if ditto_total > 0:
         times["ditto-reader raw"] = times["reader raw"]  # rows/s against the same baseline
         sizes["ditto-reader raw"] = total
@@ -416,7 +473,25 @@ def main(argv: list[str] | None = None) -> int:
                ("raw", "sansrs", "source")}
         print(f"| {label} | {med['raw']:,.0f} | {med['sansrs']:,.0f} | {med['source']:,.0f} "
               f"| {med['sansrs'] / med['raw']:.2f} | {med['source'] / med['raw']:.2f} |")
+    if args.cpu:
+        print_cpu(cpus)
     return 0
+
+
+def print_cpu(cpus: dict[str, list[dict[str, float]]]) -> None:
+    """``--cpu``: medians of the runs, µs of CPU per row (per event for Ditto)."""
+    if not any(cpus.values()) or not any(any(run.values()) for r in cpus.values() for run in r):
+        print("\n(--cpu: no /proc here)")
+        return
+    print("\nCPU µs per row (medians of the runs; the readers)\n")
+    print("| reader | " + " | ".join(CPU_KINDS) + " | all |")
+    print("| --- |" + " ---: |" * (len(CPU_KINDS) + 1))
+    for name, runs in cpus.items():
+        if "reader" not in name or not runs:
+            continue
+        medians = [statistics.median(run[k] for run in runs) for k in CPU_KINDS]
+        total = statistics.median(sum(run.values()) for run in runs)
+        print(f"| {name} | " + " | ".join(f"{m:.2f}" for m in medians) + f" | {total:.2f} |")
 
 
 if __name__ == "__main__":

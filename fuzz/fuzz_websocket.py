@@ -9,7 +9,8 @@ nothing after it; while no 1009 applies, the messages delivered are exactly
 those wsproto alone finds in the same bytes before its first Close (a
 differential test of the fast path); everything the transport writes (pongs,
 Close) parses cleanly for the peer.
-Input: byte 0: bit 0 role (0 server, 1 client), bits 1-3 chunk size seed;
+Input: byte 0: bit 0 role (0 server, 1 client), bits 1-3 chunk size seed,
+bit 4 ``text_lines`` (text runs as TEXT_LINES records, as Ditto reads them);
 byte 1: ``max_message_size`` (0: 16 MiB, else 4·b); rest: the peer's bytes
 after the upgrade. Seeds: ``python fuzz/fuzz_websocket.py --make-corpus``.
 """
@@ -72,10 +73,12 @@ class FakeStream:
         pass
 
 
-def _open(client: bool, max_size: int) -> tuple[WebSocketTransport, FakeStream]:
+def _open(
+    client: bool, max_size: int, lines: bool = False
+) -> tuple[WebSocketTransport, FakeStream]:
     """An open transport of the given role, upgraded in memory."""
     stream = FakeStream()
-    options = WebSocketOptions(max_message_size=max_size)
+    options = WebSocketOptions(max_message_size=max_size, text_lines=lines)
     ours = WSConnection(ConnectionType.CLIENT if client else ConnectionType.SERVER)
     if client:
         peer = WSConnection(ConnectionType.SERVER)
@@ -132,8 +135,8 @@ def test_one_input(data: bytes) -> None:
     chunk = 1 + ((data[0] >> 1) & 7) * 37
     max_size = 4 * data[1] if data[1] else 16 * 1024 * 1024
     wire = data[2:]
-    transport, stream = _open(client, max_size)
-    reader = MessageReader()
+    transport, stream = _open(client, max_size, bool(data[0] & 0x10))
+    reader = MessageReader()  # runs and lines come out one message per record
     records: list[tuple[int, bytes]] = []
     for i in range(0, len(wire), chunk):
         stream.chunk = wire[i : i + chunk]
@@ -203,6 +206,15 @@ def make_corpus() -> None:
     texts = b"".join(encode_data_frame(1, t.encode(), None)
                      for t in ("a" * 5, "b" * 200, "\u00e9" * 70, "c" * 126))
     seeds += [bytes([1, 0]) + texts, bytes([5, 0]) + texts + b"\x81\x02\xc3(" + texts]
+    # The same as TEXT_LINES (bit 4), with an empty text message, and a
+    # server's mixed masked text and binary frames.
+    empty = encode_data_frame(1, b"", None)
+    seeds += [bytes([0x11, 0]) + texts + empty + texts,
+              bytes([0x15, 0]) + texts + b"\x81\x02\xc3(" + texts]
+    masked_texts = b"".join(encode_data_frame(1, t.encode(), keys.next())
+                            for t in ("", "x" * 130, "\u00e9" * 3))
+    seeds += [bytes([0x10, 0]) + masked_texts + encode_data_frame(2, b"bin", keys.next())
+              + masked_texts]
     # Reads that are whole shaped batches (the transport's record path):
     # chunks of 112 bytes are 4 masked 22-byte frames (a server's reads),
     # of 260 bytes 10 unmasked 24-byte frames (a client's); then the same

@@ -24,7 +24,9 @@ class EventBatches:
     ``prefetch`` events, in the order Ditto sent them).
 
     Whoever creates it has already granted ``prefetch`` on ``queue`` and
-    asked for it with the subscribe. Once half the window has been handed
+    asked for it with the subscribe (or, ``paused``, asked for only
+    ``head_start`` of it and leaves the rest to the first ``next``:
+    ``request_more(prefetch - head_start)``). Once half the window has been handed
     out, that many are granted again and ``request_more(n)`` asks Ditto for
     them: at most ``prefetch`` events are queued, plus the batch the
     consumer holds. ``timeout`` bounds each wait. ``close()`` (or leaving a
@@ -38,10 +40,17 @@ class EventBatches:
         request_more: Callable[[int], None],
         cancel: Callable[[], None],
         timeout: float | None = None,
+        *,
+        paused: bool = False,
+        head_start: int = 0,
     ) -> None:
         if prefetch <= 0:
             raise ValueError("prefetch must be positive")
         self._queue = queue
+        self._prefetch = prefetch
+        #: Granted but not all asked of Ditto yet: the first ``next`` asks.
+        self._paused = paused
+        self._head = head_start
         self._refill = refill_batch(prefetch, None)
         self._consumed = 0
         self._request_more = request_more
@@ -56,6 +65,10 @@ class EventBatches:
         if self._finished:
             raise StopIteration
         queue = self._queue
+        if self._paused:
+            self._paused = False
+            if not queue.done and self._prefetch > self._head:
+                self._request_more(self._prefetch - self._head)
         try:
             batch = queue.get_batch(self._timeout, self._refill)
         except EndOfStream:

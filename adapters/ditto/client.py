@@ -89,7 +89,8 @@ def websocket_options(
         extra.append(("Authorization", basic_auth(user, password)))
     elif token is not None:
         extra.append(("Authorization", bearer_auth(token)))
-    return WebSocketOptions(extra_headers=tuple(extra), **websocket)
+    # The engine reads text runs as lines (one split, docs/performance.md).
+    return WebSocketOptions(extra_headers=tuple(extra), **{"text_lines": True, **websocket})
 
 
 def client_config(config: DittoClientConfig | None) -> DittoClientConfig:

@@ -25,7 +25,6 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from itertools import chain, repeat
 from typing import Any, Final, TypedDict
 
 from typing_extensions import Unpack
@@ -69,6 +68,7 @@ log = logging.getLogger("sansrs.adapters.ditto")
 
 _CLOSE: Final = ws.MessageKind.CLOSE.value
 _TEXT_RUN: Final = ws.MessageKind.TEXT_RUN.value
+_TEXT_LINES: Final = ws.MessageKind.TEXT_LINES.value
 _BINARY_RUN: Final = ws.MessageKind.BINARY_RUN.value
 
 #: Items one subscription may send per loop turn, so subscriptions share the loop.
@@ -108,7 +108,9 @@ class _RecordEngine(abc.ABC):
                 code, reason = ws.decode_close(payload)
                 self._closing = ConnectionClosed(f"connection closed by peer: {code} {reason}")
                 break
-            if kind in (_TEXT_RUN, _BINARY_RUN):  # messages behind their lengths
+            if kind == _TEXT_LINES:  # messages each followed by 0xFF (the common read)
+                self._lines(ws.split_lines(payload), now)
+            elif kind in (_TEXT_RUN, _BINARY_RUN):  # messages behind their lengths
                 self._run(payload, now)
             else:
                 self._text(payload, now)
@@ -117,10 +119,19 @@ class _RecordEngine(abc.ABC):
 
     def _run(self, payload: bytes, now: float) -> None:
         off, end = 0, len(payload)
-        while off < end and self._closing is None:
+        parts = []
+        while off < end:
             stop = off + 3 + int.from_bytes(payload[off : off + 3], "big")
-            self._text(payload[off + 3 : stop], now)
+            parts.append(payload[off + 3 : stop])
             off = stop
+        self._lines(parts, now)
+
+    def _lines(self, parts: list[bytes], now: float) -> None:
+        """The messages of a run, in order (UTF-8 bytes each)."""
+        for part in parts:
+            if self._closing is not None:
+                break
+            self._text(part, now)
 
     def _text(self, payload: bytes, now: float) -> None:
         try:
@@ -165,13 +176,15 @@ class _RecordEngine(abc.ABC):
 
     def _queue_messages(self, messages: list[str]) -> None:
         if messages and not self._close_sent:
-            # One TEXT_RUN record: the transport frames each message. The
-            # lengths and the join run as C loops (map, zip), no Python step
-            # per message: a history stream sends hundreds per turn.
-            encoded = list(map(str.encode, messages))  # UTF-8
-            lengths = map(int.to_bytes, map(len, encoded), repeat(3))  # big-endian
-            run = b"".join(chain.from_iterable(zip(lengths, encoded, strict=True)))
-            record = ws.encode_run(run, text=True)
+            # One TEXT_LINES record (each message followed by 0xFF, which
+            # UTF-8 never contains): the transport frames each message. One
+            # join, no Python step per message here or in the transport: a
+            # history stream sends hundreds per turn (docs/performance.md).
+            if all(map(str.isascii, messages)):  # ASCII: Latin-1 is its UTF-8
+                lines = "\xff".join([*messages, ""]).encode("latin-1")
+            else:
+                lines = b"\xff".join([*map(str.encode, messages), b""])
+            record = ws.encode_lines(lines)
             self._out.append(record)
             self._out_bytes += len(record)
 
@@ -324,21 +337,21 @@ class DittoClientEngine(_RecordEngine):
         except RemoteProtocolError as exc:
             self._protocol_error(exc)
 
-    def _run(self, payload: bytes, now: float) -> None:
+    def _lines(self, parts: list[bytes], now: float) -> None:
         # A history stream's messages come here, a few hundred per read: the
         # core takes them in one call and reports consecutive items as one
         # event (DittoClient.receive_run, docs/performance.md).
-        texts = []
         bad = None
-        off, end = 0, len(payload)
-        while off < end:
-            stop = off + 3 + int.from_bytes(payload[off : off + 3], "big")
-            try:
-                texts.append(payload[off + 3 : stop].decode("utf-8"))
-            except UnicodeDecodeError:
-                bad = payload[off + 3 : stop]
-                break
-            off = stop
+        try:
+            texts = list(map(bytes.decode, parts))  # UTF-8, a C loop
+        except UnicodeDecodeError:
+            texts = []
+            for part in parts:
+                try:
+                    texts.append(part.decode("utf-8"))
+                except UnicodeDecodeError:
+                    bad = part
+                    break
         try:
             self.core.receive_run(texts)
         except RemoteProtocolError as exc:
@@ -407,7 +420,9 @@ class DittoClientEngine(_RecordEngine):
             handle.sid = event.subscription_id
             if handle.demand:
                 demand, handle.demand = handle.demand, 0
-                self.core.request(event.subscription_id, demand)
+                # It may have ended already, in the same read (created, then failed).
+                with contextlib.suppress(LocalProtocolError):
+                    self.core.request(event.subscription_id, demand)
         elif isinstance(event, ev.SubscriptionCompleted):
             self._end(event.key, None)
         elif isinstance(event, ev.SubscriptionFailed):

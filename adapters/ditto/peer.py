@@ -62,18 +62,27 @@ class DittoConnection(DrivenPeer):
         return StreamIterator(*self._open(request, prefetch), timeout)
 
     def _batches(
-        self, request: SubscribeRequest, prefetch: int, timeout: float | None
+        self,
+        request: SubscribeRequest,
+        prefetch: int,
+        timeout: float | None,
+        paused: bool,
+        head_start: int,
     ) -> EventBatches:
-        return EventBatches(*self._open(request, prefetch), timeout)
+        head = min(head_start, prefetch) if paused else 0
+        queue, prefetch, more, cancel = self._open(request, prefetch, paused, head)
+        return EventBatches(queue, prefetch, more, cancel, timeout,
+                            paused=paused, head_start=head)
 
     def _open(
-        self, request: SubscribeRequest, prefetch: int
+        self, request: SubscribeRequest, prefetch: int, paused: bool = False, head: int = 0
     ) -> tuple[CreditQueue[Any], int, Callable[[int], None], Callable[[], None]]:
-        """Subscribe with ``prefetch`` granted (checked): the queue, the
-        prefetch and the demand calls of an iterator."""
+        """Subscribe with ``prefetch`` granted (checked; asked of Ditto now,
+        or by the consumer later if ``paused``): the queue, the prefetch and
+        the demand calls of an iterator."""
         prefetch = check_prefetch(prefetch, MAX_PREFETCH)
         queue: CreditQueue[Any] = CreditQueue(granted=prefetch)
-        handle = SubscriptionHandle(request, queue, prefetch)
+        handle = SubscriptionHandle(request, queue, head if paused else prefetch)
         engine = self._engine
         self._submit(lambda: engine.subscribe(handle))
 
@@ -121,6 +130,8 @@ class DittoConnection(DrivenPeer):
         *,
         prefetch: int = DEFAULT_PREFETCH,
         timeout: float | None = None,
+        paused: bool = False,
+        head_start: int = 0,
         **query: Unpack[HistoryQuery],
     ) -> EventBatches:
         """:meth:`subscribe_for_persisted_events`, consumed a list of events
@@ -129,8 +140,19 @@ class DittoConnection(DrivenPeer):
         2``, and renews the demand for them. For consumers that treat events
         in bulk (the Spark reader): one call per batch instead of one per
         event. Errors, ``timeout`` and ``close`` as for the item iterator.
+
+        ``paused``: subscribe now, but ask Ditto for only ``head_start``
+        events (default none) until the first ``next`` asks for the rest of
+        ``prefetch``: a reader of several histories in turn opens the next
+        one while it reads this one, so that one starts without waiting for
+        ``created`` (and, with a head start, for its first events). Ditto may
+        end a subscription that stays idle too long (408).
         """
-        return self._batches(history_request(entity, **query), prefetch, timeout)
+        if head_start < 0:
+            raise ValueError("head_start must not be negative")
+        return self._batches(
+            history_request(entity, **query), prefetch, timeout, paused, head_start
+        )
 
     def persisted_events_publisher(
         self, entity: str, **query: Unpack[HistoryQuery]

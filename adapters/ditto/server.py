@@ -60,7 +60,8 @@ def server_websocket_options(
             allowed = False
         return None if allowed else 401
 
-    return WebSocketOptions(authorize=authorize, **websocket)
+    # The engine reads text runs as lines (one split, docs/performance.md).
+    return WebSocketOptions(authorize=authorize, **{"text_lines": True, **websocket})
 
 
 class DittoHistoryServer(ListeningServer):

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from sansrs.ditto import DittoRemoteError
 
 from ..ditto import DittoConnection, connect
+from ..ditto.batches import EventBatches
 from ..drive.errors import ConnectionClosed
 from ._wire import ReadRequest
 from .errors import SourceError
@@ -47,6 +49,9 @@ __all__ = [
 EVENT_COLUMNS = ("thingId", "revision", "timestamp", "topic", "action", "path", "value")
 #: Things per search page when the partitions discover the things.
 SEARCH_PAGE = 200
+#: Events of the next thing asked for while one is read (its subscription
+#: paused until its turn): its first batch is there when the turn comes.
+HEAD_START = 128
 _SUBSCRIBE_OPTIONS = ("from_revision", "to_revision", "from_timestamp", "to_timestamp", "filter")
 _AUTH_OPTIONS = ("user", "password", "token")
 
@@ -253,15 +258,66 @@ def _event_batches(
                 things = sorted(t for t in end if _in_namespace(t, request.route))
             else:
                 things = list_things(ditto, request.route, options, timeout)
-            for thing, bounds in _reads(things, request, base, start, end):
-                with ditto.persisted_event_batches(
-                    thing, prefetch=prefetch, timeout=timeout, **bounds
-                ) as batches:  # cancelled if the reader stops within it
-                    yield from batches
+            yield from _histories(ditto, list(_reads(things, request, base, start, end)),
+                                  prefetch, timeout)
         except DittoRemoteError as exc:
             raise _source_error(url, request, f"{exc.status} {exc}") from None
         except ConnectionClosed as exc:
             raise _source_error(url, request, f"connection lost: {exc}") from None
+
+
+def _histories(
+    ditto: DittoConnection,
+    reads: list[tuple[str, dict[str, Any]]],
+    prefetch: int,
+    timeout: float,
+) -> Iterator[list[Any]]:
+    """The histories of ``reads`` in turn, a batch at a time. While one is
+    read, the next is subscribed paused with a head start
+    (``persisted_event_batches(..., paused=True, head_start=HEAD_START)``):
+    it is ``created`` and its first events are queued by the time it is
+    read, so each thing but the first starts without a round trip; the rest
+    of its window is asked for at its turn (the rows stay in thing order)."""
+
+    def subscribe(thing: str, bounds: dict[str, Any], paused: bool) -> EventBatches:
+        return ditto.persisted_event_batches(
+            thing, prefetch=prefetch, timeout=timeout, paused=paused,
+            head_start=HEAD_START, **bounds
+        )
+
+    ahead: EventBatches | None = None
+    try:
+        for i, (thing, bounds) in enumerate(reads):
+            batches, ahead = ahead, None
+            paused = batches is not None
+            if batches is None:
+                batches = subscribe(thing, bounds, False)
+            with batches:  # cancelled if the reader stops within it
+                if i + 1 < len(reads):
+                    ahead = subscribe(*reads[i + 1], True)
+                if paused:
+                    yield from _read_paused(batches, partial(subscribe, thing, bounds, False))
+                else:
+                    yield from batches
+    finally:
+        if ahead is not None:
+            ahead.close()
+
+
+def _read_paused(batches: EventBatches, again: Callable[[], EventBatches]) -> Iterator[list[Any]]:
+    """The batches of a subscription that waited paused; if it failed before
+    its first batch (Ditto ends a subscription idle too long with 408), those
+    of ``again()`` instead, whose answer stands."""
+    try:
+        first = next(batches)
+    except StopIteration:
+        return
+    except DittoRemoteError:
+        with again() as batches_again:
+            yield from batches_again
+        return
+    yield first
+    yield from batches
 
 
 def _reads(

@@ -207,7 +207,7 @@ def partition_reader(
     """A mapPartitions reader of ``route`` at ``url`` split into ``partitions``
     shares. Rows are yielded as the source sent them (dicts for JSON objects),
     or as tuples of ``fields`` (ready for ``createDataFrame``). ``prefetch``:
-    payloads over RSocket (default 8), events over Ditto (``ws://``, 256).
+    payloads over RSocket (default 8), events over Ditto (``ws://``, 1,024).
     ``secret`` / ``tls``: as for :func:`partition_writer` (``tcp://``,
     ``tls://`` and ``unix://`` URLs reach a sansrs service)."""
     if partitions <= 0:

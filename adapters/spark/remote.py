@@ -130,8 +130,10 @@ STREAM_OPENERS: dict[str, StreamOpener] = {
 }
 
 #: ``prefetch`` counts payloads (row batches) over RSocket but events over
-#: Ditto, where one event is one demanded item: its default is larger.
-DEFAULT_PREFETCH = {"ws": 256, "wss": 256}
+#: Ditto, where one event is one demanded item: its default is larger (1,024:
+#: one ``request`` round per 512 events; 256 cost both processes more CPU
+#: per event, docs/performance.md "Ditto history into Spark").
+DEFAULT_PREFETCH = {"ws": 1024, "wss": 1024}
 
 
 def default_prefetch(url: str) -> int:

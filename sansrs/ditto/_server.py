@@ -479,7 +479,7 @@ class DittoServer:
                 texts = [f"{prefix}{''.join(encode(item, 0))}}}}}" for item in items]
             except (TypeError, ValueError, RecursionError):
                 texts = []
-            if texts and "".join(texts).isascii():
+            if texts and all(map(str.isascii, texts)):  # O(1) each: no join
                 out += texts
                 if outstanding != MAX_DEMAND:
                     sub.outstanding = outstanding - len(texts)

@@ -14,10 +14,14 @@ stream::
 and PONG (transport -> engine, only in answer to an engine's PING); and
 BINARY_RUN / TEXT_RUN, messages each behind its 3-byte big-endian length
 (one WebSocket message each, :mod:`.runs`): a transport delivers
-consecutive messages of one kind as one run, an engine may send runs.
-``MessageReader`` hands a run's messages out one by one unless asked to keep
-runs. docs/adapters.md
-has the rules of the record stream.
+consecutive messages of one kind as one run, an engine may send runs; and
+TEXT_LINES, text messages each followed by the byte 0xFF (which UTF-8 never
+contains), what a transport with ``WebSocketOptions(text_lines=True)``
+delivers instead of TEXT_RUN: an engine splits it with one ``split`` (a C
+loop) instead of a Python step per message (docs/performance.md, "Ditto
+history into Spark"). ``MessageReader`` hands a run's messages out one by
+one unless asked to keep runs. docs/adapters.md has the rules of the record
+stream.
 """
 
 from __future__ import annotations
@@ -36,10 +40,12 @@ __all__ = [
     "encode_binaries",
     "encode_binary",
     "encode_close",
+    "encode_lines",
     "encode_ping",
     "encode_record",
     "encode_run",
     "encode_text",
+    "split_lines",
     "split_run",
 ]
 
@@ -65,6 +71,9 @@ class MessageKind(enum.IntEnum):
     TEXT_RUN = 0x11
     #: Binary messages, each behind its length, as TEXT_RUN.
     BINARY_RUN = 0x12
+    #: Text messages (UTF-8), each followed by the byte 0xFF (never part of
+    #: UTF-8): transport -> engine, with ``WebSocketOptions(text_lines=True)``.
+    TEXT_LINES = 0x13
 
 
 class CloseCode(enum.IntEnum):
@@ -117,6 +126,11 @@ def encode_run(run: bytes | bytearray, *, text: bool = False) -> bytes:
     behind its length in 3 bytes (big-endian), e.g. what an RSocket core
     writes for TCP."""
     return _HEADER.pack(0x11 if text else 0x12, len(run)) + run
+
+
+def encode_lines(lines: bytes | bytearray) -> bytes:
+    """One TEXT_LINES record: ``lines`` is UTF-8 messages, each followed by 0xFF."""
+    return _HEADER.pack(0x13, len(lines)) + lines
 
 
 def encode_text(text: str) -> bytes:
@@ -177,13 +191,14 @@ class MessageReader:
 
     def feed(self, data: bytes) -> list[tuple[int, bytes]]:
         buffer = self._buffer
-        if (  # the common read: one whole run, kept as it is
+        if (  # the common read: one whole run (or lines), kept as it is
             not buffer
             and self._keep_runs
             and len(data) > 5
-            and _HEADER.unpack_from(data) == (0x12, len(data) - 5)
+            and data[0] in (0x12, 0x13)
+            and _HEADER.unpack_from(data)[1] == len(data) - 5
         ):
-            return [(0x12, data[5:])]
+            return [(data[0], data[5:])]
         if buffer:
             buffer += data
             data = bytes(buffer)
@@ -201,13 +216,26 @@ class MessageReader:
             if stop > end:
                 break
             if kind & 0x10 and not self._keep_runs:  # a run: its messages one by one
-                out += split_run(data, off + 5, stop, kind & 0x0F)
+                if kind == 0x13:
+                    out += [(1, line) for line in split_lines(data[off + 5 : stop])]
+                else:
+                    out += split_run(data, off + 5, stop, kind & 0x0F)
             else:
                 append((kind, data[off + 5 : stop]))
             off = stop
         if off < end:
             buffer += memoryview(data)[off:]
         return out
+
+
+def split_lines(payload: bytes) -> list[bytes]:
+    """The messages of a TEXT_LINES record's payload (each followed by 0xFF),
+    cut by one ``split``."""
+    if payload[-1:] != b"\xff":
+        raise RecordError("a TEXT_LINES record must end with the byte 0xFF")
+    lines = payload.split(b"\xff")
+    del lines[-1]  # the empty piece after the last 0xFF
+    return lines
 
 
 def split_run(data: bytes, off: int, end: int, kind: int = 2) -> list[tuple[int, bytes]]:

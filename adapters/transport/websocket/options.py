@@ -55,12 +55,17 @@ class WebSocketOptions:
       closes with 1009. Default 16 MiB.
     - ``authorize``: server: ``authorize(request)`` returns None to accept or
       an HTTP status (e.g. 401, 403) to refuse the upgrade.
+    - ``text_lines``: consecutive whole text messages reach the engine as one
+      TEXT_LINES record (each message followed by 0xFF) instead of a
+      TEXT_RUN (each behind its length): for an engine that splits them
+      with one C call (Ditto's). Default False.
     """
 
     subprotocols: tuple[str, ...] = ()
     extra_headers: tuple[tuple[str, str], ...] = ()
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     authorize: Authorize | None = None
+    text_lines: bool = False
 
     def __post_init__(self) -> None:
         if self.max_message_size < 1:

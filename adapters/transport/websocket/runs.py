@@ -52,7 +52,7 @@ from struct import Struct
 from typing import NamedTuple
 
 from .frames import KeySource, encode_data_frame
-from .messages import MessageKind
+from .messages import MessageKind, split_lines
 
 __all__ = [
     "MAX_BATCH",
@@ -66,6 +66,7 @@ __all__ = [
     "count_uniform",
     "encode_batch",
     "encode_run",
+    "frame_lines",
     "frame_record",
     "frames_to_run",
     "prefix",
@@ -490,6 +491,44 @@ def _encode_text_run(
         for text in payloads:
             text.decode("utf-8")
     return b"".join(chain.from_iterable(zip(heads, payloads, strict=True))), off - start
+
+
+class _TextHeads(dict[int, bytes]):
+    """Payload length -> header of an unmasked FIN text frame, made on a
+    miss (kept for at most ``_MAX_HEADS`` lengths), so the headers of a
+    batch come from one C-level ``map`` of lookups."""
+
+    def __missing__(self, n: int) -> bytes:
+        if n < 126:
+            head = _TEXT_HEADERS[n]
+        elif n < 0x10000:
+            head = _TEXT_16 + n.to_bytes(2, "big")
+        else:
+            head = _TEXT_64 + n.to_bytes(8, "big")
+        if len(self) < _MAX_HEADS:
+            self[n] = head
+        return head
+
+
+_MAX_HEADS = 4096
+_TEXT_HEADS = _TextHeads()
+
+
+def frame_lines(lines: bytes, keys: KeySource | None) -> bytes:
+    """WebSocket frames (FIN text, one per message; masked with keys from
+    ``keys``, or not when ``None``) of a TEXT_LINES record's payload
+    (:func:`.messages.split_lines`). No Python step per message when
+    unmasked: one ``split``, the headers by a ``map`` of cached lookups,
+    one ``join``. Text is checked (``UnicodeDecodeError``) as in
+    :func:`encode_run`: ASCII at once, anything else message by message."""
+    payloads = split_lines(lines)
+    if not all(map(bytes.isascii, payloads)):
+        for text in payloads:
+            text.decode("utf-8")
+    if keys is not None:
+        return b"".join([encode_data_frame(1, text, keys.next()) for text in payloads])
+    heads = map(_TEXT_HEADS.__getitem__, map(len, payloads))
+    return b"".join(chain.from_iterable(zip(heads, payloads, strict=True)))
 
 
 def _encode_masked_text_run(

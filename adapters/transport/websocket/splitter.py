@@ -7,7 +7,8 @@ always sits at a frame boundary and its state stays right:
 
 * consecutive binary messages become one *run* (:mod:`.runs`: each message
   behind its 3-byte length), same-length frames a batch at a time;
-  consecutive text messages (each checked UTF-8) another kind of run; a
+  consecutive text messages (each checked UTF-8) another kind of run (or,
+  with ``text_lines``, lines: each message followed by 0xFF); a
   client's text frames (unmasked, under 64 KiB, of any lengths) are cut by a
   loop of their own and checked all at once (``_texts``);
 * a message too big for a run (16 MiB and more) is handed over alone, in
@@ -54,7 +55,8 @@ _BINARY_FIN = 0x82
 _TEXT_FIN = 0x81
 
 #: What the splitter calls: consecutive messages of one kind as a run
-#: (opcode 2 binary or 1 text; their bytes, each behind its 3-byte length),
+#: (opcode 2 binary or 1 text; their bytes, each behind its 3-byte length,
+#: or for text with ``text_lines`` each followed by 0xFF),
 #: a whole message too big for a run (opcode, payload), and whole frames or
 #: raw bytes for wsproto. Each in the order the frames arrived.
 OnRun = Callable[[int, bytes | bytearray], None]
@@ -76,6 +78,7 @@ class FrameSplitter:
 
     __slots__ = (
         "_buffer",
+        "_lines",
         "_masked",
         "_max",
         "_need",
@@ -97,8 +100,12 @@ class FrameSplitter:
         on_message: OnMessage,
         to_wsproto: OnWsproto,
         on_oversized: OnOversized | None = None,
+        text_lines: bool = False,
     ) -> None:
         self._masked = 0x80 if masked else 0
+        #: Text runs as lines (each message followed by 0xFF) instead of
+        #: each message behind its length (``WebSocketOptions.text_lines``).
+        self._lines = text_lines
         self._max = max_payload
         self._on_run = on_run
         self._on_message = on_message
@@ -336,8 +343,12 @@ class FrameSplitter:
                     self._flush()
                     run = self._run
                     self._run_kind = opcode
-                run += prefix(length)
-                run += payload
+                if opcode == 1 and self._lines:
+                    run += payload
+                    run += b"\xff"
+                else:
+                    run += prefix(length)
+                    run += payload
             off = stop
         if off < end:
             self._buffer += memoryview(data)[off:]
@@ -387,6 +398,10 @@ class FrameSplitter:
         if self._run_kind != 1:
             self._flush()
             self._run_kind = 1
+        if self._lines:  # each followed by 0xFF: one join here, one split in the engine
+            payloads.append(b"")
+            self._run += b"\xff".join(payloads)
+            return off
         lengths = map(int.to_bytes, map(len, payloads), repeat(3))  # big-endian
         self._run += b"".join(chain.from_iterable(zip(lengths, payloads, strict=True)))
         return off

@@ -39,6 +39,7 @@ from .messages import (
     RecordError,
     decode_close,
     encode_close,
+    encode_lines,
     encode_record,
     encode_run,
 )
@@ -48,7 +49,7 @@ from .options import (
     raw_headers,
     str_headers,
 )
-from .runs import encode_batch, frame_record
+from .runs import encode_batch, frame_lines, frame_record
 from .runs import encode_run as frame_run
 from .splitter import FrameSplitter
 
@@ -69,7 +70,7 @@ MAX_REQUEST_HEAD = 64 * 1024
 MAX_CONTROL_BACKLOG = 64 * 1024
 _HEADER_END = b"\r\n\r\n"
 #: The record kinds :meth:`WebSocketTransport._send_run` frames directly.
-_RUNS = (bytes((MessageKind.BINARY_RUN,)), bytes((MessageKind.TEXT_RUN,)))
+_RUNS = tuple(bytes((kind,)) for kind in (0x12, 0x11, 0x13))  # BINARY_RUN, TEXT_RUN, TEXT_LINES
 _RAW_BAD_REQUEST = (
     b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
 )
@@ -244,8 +245,12 @@ class WebSocketTransport:
                 or self._ws.state is not ConnectionState.OPEN
             ):
                 return -1
-            text = data[0] == MessageKind.TEXT_RUN
-            frames = None if text else encode_batch(data, 5, self._keys)
+            if data[0] == MessageKind.TEXT_LINES:
+                frames = frame_lines(bytes(data[5:]), self._keys)
+                text = True
+            else:
+                text = data[0] == MessageKind.TEXT_RUN
+                frames = None if text else encode_batch(data, 5, self._keys)
             if frames is None:
                 frames, used = frame_run(data, self._keys, text=text, start=5)
                 if used + 5 != total:
@@ -305,12 +310,16 @@ class WebSocketTransport:
             on_message=self._on_message,
             to_wsproto=self._receive,
             on_oversized=self._on_oversized,
+            text_lines=self.options.text_lines,
         )
 
     def _on_run(self, opcode: int, run: bytes | bytearray) -> None:
         """Messages from the fast path, as one run (sizes checked, text valid)."""
         if self.close_sent is None and self.close_received is None:
-            self._ready.append(encode_run(run, text=opcode == 1))
+            if opcode == 1 and self.options.text_lines:
+                self._ready.append(encode_lines(run))
+            else:
+                self._ready.append(encode_run(run, text=opcode == 1))
 
     def _on_message(self, opcode: int, payload: bytes) -> None:
         """A whole data message from the fast path (size already checked)."""
@@ -530,7 +539,9 @@ class WebSocketTransport:
                 off += 5
                 continue
             body = view[off + 5 : stop]
-            if kind == 2 or kind == 1:
+            if kind == 0x13:  # TEXT_LINES: framed whole (a batch of a turn's messages)
+                out += frame_lines(bytes(body), self._keys)
+            elif kind == 2 or kind == 1:
                 # Built here rather than by wsproto (frames.py): the same bytes,
                 # several times faster. Text is checked: a bad engine must not
                 # make us send invalid UTF-8.

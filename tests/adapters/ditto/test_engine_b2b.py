@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sansrs.adapters.ditto import DittoConnection
@@ -171,3 +172,61 @@ def test_client_follows_dittos_documented_conversation() -> None:
         assert info.value.status == 404
         assert info.value.description == failed["value"]["error"]["description"]
         conn.close()
+
+
+class _OpenCounting:
+    """A history source that counts the subscriptions it answered and the
+    events pulled from them (on the server's connection thread)."""
+
+    def __init__(self, inner: InMemoryHistory) -> None:
+        self.inner = inner
+        self.opened = 0
+        self.pulled = 0
+
+    def open(self, request: Any) -> Any:
+        self.opened += 1
+        return self._counted(self.inner.open(request))
+
+    def _counted(self, items: Any) -> Any:
+        for item in items:
+            self.pulled += 1
+            yield item
+
+
+def test_ditto_paused_batches_subscribe_now_and_ask_for_events_at_the_first_next() -> None:
+    source = _OpenCounting(InMemoryHistory(counter_history("paused", 20)))
+    with back_to_back(source) as link:
+        batches = link.client.persisted_event_batches(
+            f"{NS}:paused", prefetch=8, timeout=10, paused=True
+        )
+        # A round trip on the link (a second subscription created and read)
+        # orders after the paused one's subscribe and created.
+        other = link.client.subscribe_for_persisted_events(f"{NS}:paused", timeout=10)
+        assert len(list(other)) == 20
+        assert call_on(link.server_thread, lambda: source.opened) == 2
+        assert call_on(link.server_thread, lambda: source.pulled) == 20  # none of the paused one's
+        handles = call_on(link.client_thread, lambda: list(link.client_engine._by_key.values()))
+        # created, no demand asked
+        assert [h.sid is not None and h.demand == 0 for h in handles] == [True]
+        with batches:
+            sizes_and_revisions = [(len(b), [e["revision"] for e in b]) for b in batches]
+        assert [r for _, rs in sizes_and_revisions for r in rs] == list(range(1, 21))
+        assert max(size for size, _ in sizes_and_revisions) <= 4  # half the window each
+
+
+def test_ditto_paused_batches_with_a_head_start_ask_for_that_many_then_the_rest() -> None:
+    source = _OpenCounting(InMemoryHistory(counter_history("head", 20)))
+    with back_to_back(source) as link:
+        batches = link.client.persisted_event_batches(
+            f"{NS}:head", prefetch=8, timeout=10, paused=True, head_start=3
+        )
+        other = link.client.subscribe_for_persisted_events(f"{NS}:head", timeout=10)
+        assert len(list(other)) == 20  # a round trip behind the paused one's
+        # The head start's events are pulled (and queued) before the first
+        # next, and one more that Outbound holds to learn whether it was the last.
+        assert call_on(link.server_thread, lambda: source.pulled) == 20 + 3 + 1
+        with batches:
+            got = [e["revision"] for batch in batches for e in batch]
+        assert got == list(range(1, 21))
+        with pytest.raises(ValueError):
+            link.client.persisted_event_batches(f"{NS}:head", paused=True, head_start=-1)

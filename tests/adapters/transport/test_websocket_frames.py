@@ -8,20 +8,21 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from sansrs.adapters.transport.websocket.frames import (
     KeySource,
     encode_data_frame,
     mask,
 )
-from sansrs.adapters.transport.websocket.messages import split_run
+from sansrs.adapters.transport.websocket.messages import RecordError, split_lines, split_run
 from sansrs.adapters.transport.websocket.runs import (
     MAX_MASKED_COUNT,
     MIN_BATCH,
     SHAPED,
     encode_batch,
     encode_run,
+    frame_lines,
     prefix,
 )
 from sansrs.adapters.transport.websocket.splitter import FrameSplitter
@@ -55,23 +56,30 @@ def _messages(events: list[Event]) -> list[tuple[int, bytes]]:
 class Collector:
     """A splitter whose wsproto side is a real wsproto connection."""
 
-    def __init__(self, role: ConnectionType, max_payload: int = 1 << 20) -> None:
+    def __init__(
+        self, role: ConnectionType, max_payload: int = 1 << 20, *, lines: bool = False
+    ) -> None:
         self.conn = Connection(role)
         self.got: list[tuple[int, bytes]] = []
         self.handed: list[bytes] = []
         self.runs = 0
+        self.lines = lines
         self.splitter = FrameSplitter(
             masked=role is ConnectionType.SERVER,
             max_payload=max_payload,
             on_run=self._on_run,
             on_message=lambda op, p: self.got.append((op, p)),
             to_wsproto=self._to_wsproto,
+            text_lines=lines,
         )
 
     def _on_run(self, kind: int, run: bytes | bytearray) -> None:
         assert run, "no empty runs"
         self.runs += 1
-        self.got += split_run(bytes(run), 0, len(run), kind)
+        if kind == 1 and self.lines:  # text_lines: each message followed by 0xFF
+            self.got += [(1, line) for line in split_lines(bytes(run))]
+        else:
+            self.got += split_run(bytes(run), 0, len(run), kind)
 
     def _to_wsproto(self, data: bytes) -> None:
         self.handed.append(data)
@@ -80,11 +88,16 @@ class Collector:
 
 
 def fed_in_chunks(
-    receiver: ConnectionType, wire: bytes, data: st.DataObject, max_cuts: int
+    receiver: ConnectionType,
+    wire: bytes,
+    data: st.DataObject,
+    max_cuts: int,
+    *,
+    lines: bool = False,
 ) -> Collector:
     """A splitter fed ``wire`` cut at up to ``max_cuts`` drawn places."""
     cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=max_cuts), label="cuts"))
-    collector = Collector(receiver)
+    collector = Collector(receiver, lines=lines)
     last = 0
     for cut in [*cuts, len(wire)]:
         collector.splitter.feed(wire[last:cut])
@@ -116,14 +129,20 @@ EVENTS = st.lists(
 
 
 @settings(max_examples=80, deadline=None)
-@given(EVENTS, st.data(), st.sampled_from([ConnectionType.CLIENT, ConnectionType.SERVER]))
+@given(
+    EVENTS,
+    st.data(),
+    st.sampled_from([ConnectionType.CLIENT, ConnectionType.SERVER]),
+    st.booleans(),
+)
 def test_splitter_gives_the_messages_wsproto_gives_in_any_chunking(
-    events: list[Event], data: st.DataObject, receiver: ConnectionType
+    events: list[Event], data: st.DataObject, receiver: ConnectionType, lines: bool
 ) -> None:
+    """Also with ``text_lines`` (text runs as lines): the same messages."""
     sender = ConnectionType.SERVER if receiver is ConnectionType.CLIENT else ConnectionType.CLIENT
     wire = frames_from(sender, events)
     expected = wsproto_messages(receiver, wire)
-    collector = fed_in_chunks(receiver, wire, data, 6)
+    collector = fed_in_chunks(receiver, wire, data, 6, lines=lines)
     assert collector.got == expected
     assert not collector.splitter.passthrough  # nothing unusual in there
     # wsproto saw only the control frames, each one whole
@@ -391,29 +410,73 @@ def test_encode_text_run_refuses_any_message_that_is_not_utf8_alone(
             encode_run(run, KeySource() if client else None, text=True)
 
 
+def lines_of(messages: list[bytes]) -> bytes:
+    return b"".join(m + b"\xff" for m in messages)
+
+
 @settings(max_examples=60, deadline=None)
-@given(TEXTS, st.data(), st.sampled_from([ConnectionType.CLIENT, ConnectionType.SERVER]))
+@given(TEXTS, st.booleans())
+def test_frame_lines_frames_each_message_as_encode_run_does(texts: list[str], client: bool) -> None:
+    """A TEXT_LINES record's messages (empty ones included) framed as the
+    same messages of a TEXT_RUN: byte for byte unmasked, as wsproto reads
+    them masked."""
+    assume(texts)  # a record holds at least one message
+    messages = [t.encode() for t in texts]
+    wire = frame_lines(lines_of(messages), KeySource() if client else None)
+    receiver = ConnectionType.SERVER if client else ConnectionType.CLIENT
+    assert wsproto_messages(receiver, wire) == [(1, m) for m in messages]
+    if not client:
+        assert wire == encode_run(run_of(messages), None, text=True)[0]
+
+
+@given(TEXTS, st.integers(0, 8), st.booleans())
+def test_frame_lines_refuses_any_message_that_is_not_utf8_alone(
+    texts: list[str], at: int, client: bool
+) -> None:
+    """As for runs: a bad engine cannot make us send invalid UTF-8 (RFC
+    6455, 8.1), nor a record that does not end a line."""
+    messages = [t.encode() for t in texts]
+    at = min(at, len(messages))
+    for bad in ([b"ok\xc3"], [b"split \xc3", b"\xa9 across"]):
+        with pytest.raises(UnicodeDecodeError):
+            frame_lines(lines_of(messages[:at] + bad + messages[at:]), None)
+    with pytest.raises(RecordError):
+        frame_lines(lines_of(messages) + b"cut off", KeySource() if client else None)
+    with pytest.raises(RecordError):
+        split_lines(b"")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    TEXTS, st.data(), st.sampled_from([ConnectionType.CLIENT, ConnectionType.SERVER]), st.booleans()
+)
 def test_text_frames_of_mixed_lengths_split_like_wsproto(
-    texts: list[str], data: st.DataObject, receiver: ConnectionType
+    texts: list[str], data: st.DataObject, receiver: ConnectionType, lines: bool
 ) -> None:
     """Text frames of any lengths, around each header size, however the
     bytes are chunked: the client's text path (the server's general one)
-    gives what wsproto gives, with nothing handed to wsproto."""
+    gives what wsproto gives, with nothing handed to wsproto; as runs or,
+    with ``text_lines``, as lines (empty messages included)."""
     sender = ConnectionType.SERVER if receiver is ConnectionType.CLIENT else ConnectionType.CLIENT
     events: list[Event] = [TextMessage(data=t) for t in texts]
     where = data.draw(st.integers(0, len(events)), label="binary at")
     events.insert(where, BytesMessage(data=b"b"))
     wire = frames_from(sender, events)
     expected = wsproto_messages(receiver, wire)
-    collector = fed_in_chunks(receiver, wire, data, 4)
+    collector = fed_in_chunks(receiver, wire, data, 4, lines=lines)
     assert collector.got == expected
     assert collector.handed == [] and not collector.splitter.passthrough
 
 
 @settings(max_examples=60, deadline=None)
-@given(TEXTS, st.integers(0, 8), st.sampled_from([b"ok\xff", b"\xc3", b"\xed\xa0\x80"]))
+@given(
+    TEXTS,
+    st.integers(0, 8),
+    st.sampled_from([b"ok\xff", b"\xc3", b"\xed\xa0\x80"]),
+    st.booleans(),
+)
 def test_a_text_frame_that_is_not_utf8_goes_to_wsproto_after_the_good_ones(
-    texts: list[str], at: int, bad: bytes
+    texts: list[str], at: int, bad: bytes, lines: bool
 ) -> None:
     """RFC 6455, 8.1: invalid UTF-8 in a text message fails the connection
     (1007, wsproto's answer): the messages before it are delivered, the bad
@@ -425,7 +488,7 @@ def test_a_text_frame_that_is_not_utf8_goes_to_wsproto_after_the_good_ones(
     for i, m in enumerate([*messages[:at], bad, *messages[at:]]):
         # a frame with any payload, as a broken server would send it
         wire += encode_data_frame(1, m, None) if i != at else bytes((0x81, len(m))) + m
-    collector = Collector(ConnectionType.CLIENT)
+    collector = Collector(ConnectionType.CLIENT, lines=lines)
     collector.splitter.feed(bytes(wire))
     assert collector.got == [(1, m) for m in messages[:at]]
     assert collector.splitter.passthrough

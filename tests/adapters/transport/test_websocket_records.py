@@ -18,6 +18,9 @@ from sansrs.adapters.transport.websocket.messages import (
     MessageKind,
     MessageReader,
     encode_close,
+    encode_lines,
+    encode_ping,
+    encode_record,
 )
 from sansrs.adapters.transport.websocket.messages import encode_run as encode_record_run
 from sansrs.adapters.transport.websocket.runs import (
@@ -271,13 +274,16 @@ def test_key_windows_serve_one_shape_then_a_fresh_one() -> None:
     assert min(places(23, 16)) >= 2 * window  # another shape: a new one
 
 
-def open_pair() -> tuple[WebSocketTransport, FakeStream, WebSocketTransport, FakeStream]:
+def open_pair(
+    options: WebSocketOptions | None = None,
+) -> tuple[WebSocketTransport, FakeStream, WebSocketTransport, FakeStream]:
     """A client and a server transport, upgraded in memory (the fuzz
     target's stream below each: ``chunk`` is the next read, writes kept)."""
+    options = options or WebSocketOptions()
     client_stream, server_stream = FakeStream(), FakeStream()
     ours = WSConnection(ConnectionType.CLIENT)
     server = WebSocketTransport(server_stream, WSConnection(ConnectionType.SERVER), scheme="ws",
-                                path="/", options=WebSocketOptions(), is_open=False)
+                                path="/", options=options, is_open=False)
     server_stream.chunk = ours.send(Request(host="memory", target="/"))
     with pytest.raises(BlockingIOError):  # the upgrade gives the engine nothing
         server.recv()
@@ -285,8 +291,50 @@ def open_pair() -> tuple[WebSocketTransport, FakeStream, WebSocketTransport, Fak
     assert isinstance(next(ours.events()), AcceptConnection)
     server_stream.written.clear()
     client = WebSocketTransport(client_stream, ours, scheme="ws", path="/",
-                                options=WebSocketOptions(), is_open=True)
+                                options=options, is_open=True)
     return client, client_stream, server, server_stream
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.text(max_size=40) | st.integers(100, 70000).map(lambda n: "\u00e9" * n),
+             min_size=1, max_size=6),
+    st.booleans(),
+)
+def test_text_lines_cross_a_transport_pair_both_ways(texts: list[str], behind: bool) -> None:
+    """A TEXT_LINES record sent (alone: the direct path; ``behind`` another
+    record: the general one; also bigger than a send batch) arrives as the
+    same TEXT_LINES record with ``text_lines``, and as the same messages
+    without it."""
+    lines = b"".join(t.encode() + b"\xff" for t in texts)
+    record = encode_lines(lines)
+    ping = encode_ping(b"p")
+    for text_lines in (True, False):
+        client, client_stream, server, server_stream = open_pair(
+            WebSocketOptions(text_lines=text_lines)
+        )
+        for sender, sent, receiver, received in (
+            (client, client_stream, server, server_stream),
+            (server, server_stream, client, client_stream),
+        ):
+            offered = bytearray(ping + record if behind else record)
+            while offered:  # what the driver does: offer the rest again
+                taken = sender.send(offered)
+                del offered[:taken]
+            received.chunk = bytes(sent.written)
+            sent.written.clear()
+            got = MessageReader(keep_runs=True).feed(receiver.recv())
+            received.written.clear()  # the Pong answering the Ping
+            kinds = {kind for kind, _ in got}
+            if text_lines:
+                assert kinds == {MessageKind.TEXT_LINES}
+                assert b"".join(p for _, p in got) == lines
+            else:
+                assert MessageKind.TEXT_LINES not in kinds
+                assert [p for _, p in MessageReader().feed(b"".join(
+                    encode_record_run(p, text=True) if k == MessageKind.TEXT_RUN
+                    else encode_record(k, p) for k, p in got
+                ))] == [t.encode() for t in texts]
 
 
 def test_shaped_records_cross_a_transport_pair_both_ways() -> None:
