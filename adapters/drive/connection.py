@@ -280,6 +280,10 @@ class LoopConnection:
         a loop iteration less per request and per answer,
         docs/performance.md). A write not stamped yet counts at the next turn
         (the idle timeout sees it then)."""
+        engine = self.engine
+        settled = self._settles and engine.settled  # type: ignore[attr-defined]
+        if settled:
+            engine.settled = False  # type: ignore[attr-defined]  # (read once, see Engine)
         quiet = self._quiet
         if (
             quiet is None
@@ -294,9 +298,7 @@ class LoopConnection:
             or not quiet()
         ):
             return True
-        engine = self.engine
-        if self._settles and engine.settled:  # type: ignore[attr-defined]  # (see Engine)
-            engine.settled = False  # type: ignore[attr-defined]
+        if settled:
             return False
         deadline = engine.next_deadline()
         armed = self._deadline
@@ -318,16 +320,24 @@ class LoopConnection:
 
     def _read(self, now: float) -> None:
         """Driving thread: one read, its bytes to the engine."""
+        data = self._recv(now)
+        if data is not None:
+            self._feed(data, now)
+
+    def _recv(self, now: float) -> bytes | None:
+        """Driving thread: one read of the socket (``b""``: its end), stamped
+        ``now``; None: nothing to read, or it failed (kept for the turn to
+        finish the connection)."""
         try:
             data = self.transport.recv(self._loop.config.recv_size)
         except (BlockingIOError, InterruptedError):
-            return
+            return None
         except OSError as exc:
             self._lost = ConnectionClosed(f"connection lost: {exc}")
             self._abort = True
-            return
+            return None
         self._last_io = now
-        self._feed(data, now)
+        return data
 
     def _feed(self, data: bytes, now: float) -> None:
         """Driving thread: bytes read (``b""``: the end) to the engine."""
@@ -472,16 +482,11 @@ class LoopConnection:
         the reactor; the deadline; the reactor or another thread's call
         needs the connection; a failed write or read): :meth:`direct_wait`
         sorts it out."""
-        transport = self.transport
-        try:
-            sent = transport.send(data)
-        except OSError as exc:
-            self._send_error = exc
+        self._write(data)
+        if self._out or self._send_error is not None:
             return None
+        self._wrote = False  # (stamped here, not at the next turn)
         self._last_io = now
-        if sent < len(data):
-            self._out += memoryview(data)[sent:]
-            return None
         fd = self._fd
         waker, poller = _thread_poller(fd)
         self._direct_waker = waker
@@ -492,16 +497,8 @@ class LoopConnection:
         if self._missed or len(ready) != 1 or ready[0][0] != fd:
             return None
         now = time.monotonic()
-        try:
-            read = transport.recv(self._loop.config.recv_size)
-        except (BlockingIOError, InterruptedError):
-            return None
-        except OSError as exc:
-            self._lost = ConnectionClosed(f"connection lost: {exc}")
-            self._abort = True
-            return None
-        self._last_io = now
-        return read, now
+        read = self._recv(now)
+        return None if read is None else (read, now)
 
     def direct_wait(
         self, read: bytes | None, until: Callable[[], bool], deadline: float | None, now: float

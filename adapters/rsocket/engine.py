@@ -115,9 +115,6 @@ class RSocketEngine:
         #: Message transport (WebSocket): the record reader, and the Close
         #: (code, reason) to end the WebSocket with when not a normal close.
         self._records: ws.MessageReader | None = None
-        #: A byte-stream transport: the core can take a read that is exactly
-        #: an answer (``Connection.take_answer``; not over WebSocket records).
-        self.takes_whole_reads = True
         self._ws_close: tuple[int, str] | None = None
         #: Requests from the peer: the handler's side of the connection.
         self.responder = Responder(
@@ -155,7 +152,6 @@ class RSocketEngine:
         engine.handler = handler
         if message_framed:
             engine._records = ws.MessageReader(keep_runs=True)
-            engine.takes_whole_reads = False
         return engine
 
     @classmethod
@@ -164,7 +160,6 @@ class RSocketEngine:
         engine._before_setup = b""
         if message_framed:
             engine._records = ws.MessageReader(keep_runs=True)
-            engine.takes_whole_reads = False
         return engine
 
     def attach(self, thread: Driver, peer: object, handler: object = None) -> None:
@@ -553,6 +548,12 @@ class RSocketEngine:
             return
         handle.sid = sid
         self._requests[sid] = handle
+
+    @property
+    def takes_whole_reads(self) -> bool:
+        """A byte-stream transport: the core can take a read that is exactly
+        an answer (``Connection.take_answer``; not over WebSocket records)."""
+        return self._records is None
 
     def adopt_response(self, handle: RequestHandle, sid: int) -> None:
         """A request-response (``handle``) the core started with

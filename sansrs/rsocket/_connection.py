@@ -464,9 +464,9 @@ class Connection:
         """``request_response`` then ``data_to_send``, in one call, while the
         request is the only output: ``(stream ID, the bytes to write)``; write
         them before anything ``data_to_send`` returns later. None (nothing
-        changed) when the request would not be one whole frame alone: output
-        queued, a resumable session, leases, a partial frame read, events
-        not taken, not established...: use ``request_response``. The
+        changed) when the request would not be one whole frame alone (too
+        large, output queued, a resumable session, leases, not established,
+        data or metadata not bytes): use ``request_response``. The
         latency path of a blocking request-response (``_latency.py``).
         """
         return self._latency.request_frame(data, metadata)

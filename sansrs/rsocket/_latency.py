@@ -254,14 +254,6 @@ class LatencyPath:
         ctx = self._ctx
         ctx.setup_confirmed = True
         ctx.received_position += length
-        keepalive = self._keepalive
-        if now is None:
-            keepalive.received = True
-            return
-        if not ctx.clock_known:
+        if now is not None:
             ctx.observe(now)
-        elif now > ctx.now:
-            ctx.now = now
-        last = keepalive.last_received
-        if last is None or now > last:
-            keepalive.last_received = now
+        self._keepalive.on_receive(now)
