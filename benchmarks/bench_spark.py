@@ -361,8 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     ditto_server = ditto_sync.serve("ws://127.0.0.1:0/ws/2", DittoRows(ditto_total))
     ditto_url = ditto_server.url
     # The Ditto readers are compared with the raw reader of the same data:
-    # as many rows as they read events. (Each query has a fixed cost, ~0.15 s
-    # through Spark, which a raw reader of more rows spreads thinner.)
+    # as many rows as they read events (each query has a fixed cost, about
+    # 0.17 s through Spark here, which weighs more on fewer rows).
     raw_same = raw
     if 0 < ditto_total != total:
         raw_same = RawServer(ditto_total, parts)
