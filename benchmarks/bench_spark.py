@@ -219,12 +219,14 @@ class DittoRows:
 
     def __init__(self, total: int, things: int = 64) -> None:
         self.total, self.things = total, things
+        # Thing ID -> k, made once: a subscription costs a lookup, as in a
+        # store's index (not a scan of every thing).
+        self.index = {f"{self.NS}:t-{k}": k for k in range(things)}
 
     def open(self, request: HistoryRequest) -> Any:
-        ids = [f"{self.NS}:t-{k}" for k in range(self.things)]
         if request.kind.name == "SEARCH":
-            return search_pages({t: {"thingId": t} for t in ids}, request.options)
-        k = ids.index(request.entity_id)
+            return search_pages({t: {"thingId": t} for t in self.index}, request.options)
+        k = self.index[request.entity_id]
         latest = max(0, (self.total - k + self.things - 1) // self.things)
         topic = f"{self.NS}/t-{k}/things/twin/events/modified"
         events = (
