@@ -62,7 +62,7 @@ HEAD_START = 128
 #: are read faster than a round trip, so several are in flight at once
 #: (docs/performance.md, "Ditto history into Spark"). Bounds what waits
 #: queued beyond the window: AHEAD * HEAD_START events.
-AHEAD = 8
+AHEAD = 16
 _SUBSCRIBE_OPTIONS = ("from_revision", "to_revision", "from_timestamp", "to_timestamp", "filter")
 _AUTH_OPTIONS = ("user", "password", "token")
 
