@@ -26,6 +26,11 @@ printed in a markdown table with the CPU ratio to the ``core`` baseline, and
     .venv/bin/python benchmarks/bench_ditto.py --runs 3 --events 20000
     .venv/bin/python benchmarks/bench_ditto.py --only rows rows_raw --runs 5
     .venv/bin/python benchmarks/bench_ditto.py --stages --runs 5 --events 100000
+    .venv/bin/python benchmarks/bench_ditto.py --only rows rows_raw --things 4096 --events 32768
+
+``--things``: how many things ``rows`` spreads its events over (default 64,
+as ``bench_spark.py``): many small histories show what each thing's
+subscription costs the reader (a round trip unless subscribed ahead).
 
 ``--stages`` prints the CPU per event of each stage of ``rows`` instead
 (``stages()``: the server engine with its history source, the server's
@@ -123,9 +128,9 @@ def _process_cpu(pid: int) -> float:
 
 @contextmanager
 def _child_server(kind: str, total: int) -> Iterator[tuple[str, int]]:
-    """``serve ditto|raw TOTAL`` in a child process: (its address, its pid)."""
-    proc = subprocess.Popen([sys.executable, str(Path(__file__)), "serve", kind, str(total)],
-                            stdout=subprocess.PIPE, text=True)
+    """``serve ditto|raw TOTAL THINGS`` in a child process: (its address, its pid)."""
+    proc = subprocess.Popen([sys.executable, str(Path(__file__)), "serve", kind, str(total),
+                             str(THINGS[0])], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline().split()
@@ -137,13 +142,17 @@ def _child_server(kind: str, total: int) -> Iterator[tuple[str, int]]:
         proc.wait(10)
 
 
-def serve(kind: str, total: int) -> None:
+#: Things the ``rows`` history spreads over (``--things``).
+THINGS = [64]
+
+
+def serve(kind: str, total: int, things: int) -> None:
     """The child process: bench_spark.py's Ditto history, or its raw server."""
     sys.path.insert(0, str(HERE))
     import bench_spark
 
     if kind == "ditto":
-        server = serve_ditto("ws://127.0.0.1:0/ws/2", bench_spark.DittoRows(total))
+        server = serve_ditto("ws://127.0.0.1:0/ws/2", bench_spark.DittoRows(total, things))
         print(f"READY {server.url}", flush=True)
     else:
         raw = bench_spark.RawServer(total, 1)
@@ -294,7 +303,7 @@ _CHILD_SERVER = {"rows", "rows_raw"}
 
 def main() -> None:
     if sys.argv[1:2] == ["serve"]:
-        serve(sys.argv[2], int(sys.argv[3]))
+        serve(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -302,7 +311,10 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", choices=sorted(SCENARIOS))
     parser.add_argument("--stages", action="store_true",
                         help="CPU per event of each stage of rows (see stages())")
+    parser.add_argument("--things", type=int, default=64,
+                        help="things the rows scenario's history spreads over")
     args = parser.parse_args()
+    THINGS[0] = args.things
     if args.stages:
         runs = [stages(args.events) for _ in range(args.runs)]
         print(f"\nStages of rows, {args.events} events, median of {args.runs} runs, "
@@ -333,8 +345,8 @@ def main() -> None:
     wall = {n: statistics.median(v) for n, v in walls.items()}
     cpu = {n: statistics.median(v) for n, v in cpus.items()}
     base = cpu.get("core")
-    print(f"\nDitto history replay, {args.events} events, median of {args.runs} runs, "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(f"\nDitto history replay, {args.events} events ({args.things} things in rows), "
+          f"median of {args.runs} runs, load average {os.getloadavg()[0]:.1f}")
     print("(CPU: process time of all threads, client and server together)\n")
     print("| scenario | events/s (wall) | CPU us/event | CPU vs core |")
     print("| --- | ---: | ---: | ---: |")

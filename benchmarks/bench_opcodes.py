@@ -16,6 +16,11 @@ demo responder), ``sansrs-selector`` (both on the selector loop),
 Python side can run). The client is measured against the floor server and
 the server against the floor client, so each count is one side's alone.
 
+Each count is split too: the instructions between a socket read's return
+and the next socket write (the *critical stretch*, which the peer waits
+for) against all of them (what runs after a write overlaps the peer's
+wake-up; ``bench_tcp.py --stretch-costs`` measures what either costs).
+
     .venv/bin/python benchmarks/bench_opcodes.py             # every side, top 12 functions
     .venv/bin/python benchmarks/bench_opcodes.py --top 40 --side sansrs-client
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import socket
 import subprocess
 import sys
 import threading
@@ -38,17 +44,32 @@ sys.path.insert(0, str(HERE))
 import floor_peer  # noqa: E402
 
 Counts = collections.Counter[tuple[str, str]]
+#: All of a side's counts, and those of its critical stretch.
+SideCounts = tuple[Counts, Counts]
 SIDES = ("floor-client", "sansrs-client", "sansrs-selector-client", "sansrs-asyncio-client",
          "floor-server", "sansrs-server", "sansrs-selector-server")
 WARM_UP = floor_peer.WARM_UP
 
 
+#: Socket calls that end the critical stretch (a write) and start it (a read).
+_WRITES = frozenset({"send", "sendall", "sendmsg"})
+_READS = frozenset({"recv", "recv_into"})
+
+
 class Tracer:
-    """Counts bytecode instructions by function while ``on``, on every thread."""
+    """Counts bytecode instructions by function while ``on``, on every thread.
+
+    ``critical`` counts the instructions between a socket read's return and
+    the next socket write: on the latency path, what stands between a
+    message arriving and the next one leaving (the peer waits for it). What
+    runs after a write, until the next read, overlaps the peer's wake-up and
+    work (docs/performance.md, "the critical stretch")."""
 
     def __init__(self) -> None:
         self.counts: Counts = collections.Counter()
+        self.critical: Counts = collections.Counter()
         self.on = False
+        self._in_stretch = False
 
     def __call__(self, frame: FrameType, event: str, arg: Any) -> Any:
         if not self.on:
@@ -56,16 +77,36 @@ class Tracer:
         frame.f_trace_opcodes = True
         if event == "opcode":
             code = frame.f_code
-            self.counts[Path(code.co_filename).name, code.co_qualname] += 1
+            key = Path(code.co_filename).name, code.co_qualname
+            self.counts[key] += 1
+            if self._in_stretch:
+                self.critical[key] += 1
         return self
+
+    def _profile(self, frame: FrameType, event: str, arg: Any) -> None:
+        """C calls: a socket write ends the critical stretch, a read's
+        return starts it."""
+        if not self.on or event not in ("c_call", "c_return"):
+            return
+        name = getattr(arg, "__name__", "")
+        if not isinstance(getattr(arg, "__self__", None), socket.socket):
+            return
+        if event == "c_call" and name in _WRITES:
+            self._in_stretch = False
+        elif event == "c_return" and name in _READS:
+            self._in_stretch = True
 
     def install(self) -> None:
         threading.settrace(self)
         sys.settrace(self)
+        threading.setprofile(self._profile)
+        sys.setprofile(self._profile)
 
     def remove(self) -> None:
         sys.settrace(None)
         threading.settrace(None)  # type: ignore[arg-type]
+        sys.setprofile(None)
+        threading.setprofile(None)  # type: ignore[arg-type]
 
 
 def _floor_server() -> tuple[subprocess.Popen[str], int]:
@@ -86,7 +127,7 @@ def _loop(side: str) -> Any:
     return Loop(name=f"bench-opcodes-{side}").start()
 
 
-def count_client(side: str, count: int) -> Counts:
+def count_client(side: str, count: int) -> SideCounts:
     """The client ``side`` against the floor server: its bytecode for
     ``count`` round trips after a warm-up."""
     proc, port = _floor_server()
@@ -98,7 +139,7 @@ def count_client(side: str, count: int) -> Counts:
             tracer.on = True
             floor_peer.request_response(port, count)  # its warm-up counted too, scaled below
             tracer.on = False
-            return _without_warm_up(tracer.counts, count)
+            return _without_warm_up(tracer, count)
         if side == "sansrs-asyncio-client":
             return _count_asyncio_client(port, count, tracer)
         from sansrs.adapters.rsocket import connect
@@ -116,10 +157,10 @@ def count_client(side: str, count: int) -> Counts:
         tracer.remove()
         proc.kill()
         proc.wait()
-    return tracer.counts
+    return tracer.counts, tracer.critical
 
 
-def _count_asyncio_client(port: int, count: int, tracer: Tracer) -> Counts:
+def _count_asyncio_client(port: int, count: int, tracer: Tracer) -> SideCounts:
     """The asyncio client: the event loop's own work counts too (the raw
     asyncio ping-pong it is compared with pays it as well)."""
     import asyncio
@@ -141,10 +182,10 @@ def _count_asyncio_client(port: int, count: int, tracer: Tracer) -> Counts:
             await client.close()
 
     asyncio.run(main())
-    return tracer.counts
+    return tracer.counts, tracer.critical
 
 
-def count_server(side: str, count: int) -> Counts:
+def count_server(side: str, count: int) -> SideCounts:
     """The server ``side`` against the floor client (in a process of its
     own): its bytecode over the client's warm-up and ``count`` round trips."""
     tracer = Tracer()
@@ -180,13 +221,16 @@ def count_server(side: str, count: int) -> Counts:
         tracer.on = False
         tracer.remove()
         close()
-    return _without_warm_up(tracer.counts, count)
+    return _without_warm_up(tracer, count)
 
 
-def _without_warm_up(counts: Counts, count: int) -> Counts:
+def _without_warm_up(tracer: Tracer, count: int) -> SideCounts:
     """floor_peer's client runs WARM_UP round trips before ``count``: the
     same work each, so the counts scale."""
-    return collections.Counter({k: v * count // (count + WARM_UP) for k, v in counts.items()})
+    def scaled(counts: Counts) -> Counts:
+        return collections.Counter({k: v * count // (count + WARM_UP) for k, v in counts.items()})
+
+    return scaled(tracer.counts), scaled(tracer.critical)
 
 
 def main() -> None:
@@ -199,16 +243,20 @@ def main() -> None:
     sides = args.side or list(SIDES)
     totals = {}
     for side in sides:
-        counts = (count_client if side.endswith("client") else count_server)(side, args.count)
+        counts, critical = (count_client if side.endswith("client") else count_server)(
+            side, args.count)
         total = sum(counts.values()) / args.count
-        totals[side] = total
-        print(f"\n{side}: {total:,.0f} bytecode instructions per round trip")
+        stretch = sum(critical.values()) / args.count
+        totals[side] = total, stretch
+        print(f"\n{side}: {total:,.0f} bytecode instructions per round trip, {stretch:,.0f} "
+              "of them between a read and the next write")
         for (module, name), n in counts.most_common(args.top):
-            print(f"  {n / args.count:7.1f}  {module}:{name}")
-    print("\n| side | bytecode per round trip |")
-    print("| --- | ---: |")
-    for side, total in totals.items():
-        print(f"| {side} | {total:,.0f} |")
+            print(f"  {n / args.count:7.1f}  {critical[module, name] / args.count:7.1f}  "
+                  f"{module}:{name}")
+    print("\n| side | bytecode per round trip | between a read and the next write |")
+    print("| --- | ---: | ---: |")
+    for side, (total, stretch) in totals.items():
+        print(f"| {side} | {total:,.0f} | {stretch:,.0f} |")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ medians.
     .venv/bin/python benchmarks/bench_tcp.py --memory 10000000   # RSS check only
     .venv/bin/python benchmarks/bench_tcp.py --only stream16 --impl sansrs --impl sansrs-ws
     .venv/bin/python benchmarks/bench_tcp.py --latency-costs --runs 5   # CPU per round trip
+    .venv/bin/python benchmarks/bench_tcp.py --stretch-costs --runs 5   # work before/after a write
 
 ``sansrs-ws`` / ``rsocketpy-ws``: the same over WebSocket (``ws://``, one
 frame per binary message), compared with TCP in the ``ws/tcp`` column.
@@ -261,6 +262,45 @@ def latency_costs(runs: int, count: int) -> None:
           f"{statistics.median(a[1] for a in alone):.1f} µs per round trip")
 
 
+#: ``--stretch-costs``: microseconds of hot busy work the floor server runs
+#: (before its write, after it), each against none.
+STRETCH_WORK = ((0.0, 0.0), (5.0, 0.0), (0.0, 5.0), (10.0, 0.0), (0.0, 10.0), (20.0, 0.0),
+                (0.0, 20.0))
+
+
+def stretch_costs(runs: int, count: int) -> None:
+    """What a side's work costs a sequential round trip, by where it runs:
+    the floor client against floor servers that also run a busy loop of a
+    few microseconds (calibrated hot) before or after writing each answer.
+    Work before the write is on the critical stretch (the client waits for
+    it); work after it overlaps the client's wake-up and work."""
+    rates: dict[tuple[float, float], list[float]] = {w: [] for w in STRETCH_WORK}
+    with ExitStack() as stack:
+        ports = {}
+        for before, after in STRETCH_WORK:
+            extra = [] if before == after == 0 else ["--before", str(before), "--after", str(after)]
+            ports[before, after] = stack.enter_context(server_process(
+                [PY, str(HERE / "floor_peer.py"), "serve", "0", *extra], "floor"))[0]
+        for i in range(runs):
+            k = i % len(STRETCH_WORK)
+            for work in STRETCH_WORK[k:] + STRETCH_WORK[:k]:
+                out = subprocess.run(
+                    [PY, str(Path(__file__)), "rr-cpu", "floor", str(ports[work]), str(count)],
+                    capture_output=True, text=True, timeout=600, check=True).stdout
+                rates[work].append(json.loads(out.strip().splitlines()[-1])[0])
+    print(f"stretch costs: {runs} runs of {count} sequential round trips (floor client and "
+          f"server), medians; load average {os.getloadavg()[0]:.1f}")
+    print("| server's busy work (µs, hot) | rt/s | vs none | µs per round trip vs none |")
+    print("| --- | ---: | ---: | ---: |")
+    base = rates[0.0, 0.0]
+    for (before, after), got in rates.items():
+        where = ("none" if before == after == 0
+                 else f"{before:g} before the write" if before else f"{after:g} after the write")
+        ratio = statistics.median(r / b for r, b in zip(got, base, strict=True))
+        delta = statistics.median(1e6 / r - 1e6 / b for r, b in zip(got, base, strict=True))
+        print(f"| {where} | {statistics.median(got):,.0f} | {ratio:.2f}x | {delta:+.1f} |")
+
+
 def _vm_hwm_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -316,6 +356,9 @@ def main() -> None:
     parser.add_argument("--latency-costs", action="store_true",
                         help="only measure CPU per sequential round trip, each side "
                              "(user/system), against raw, and the engines alone")
+    parser.add_argument("--stretch-costs", action="store_true",
+                        help="only measure what busy work before / after a write costs a "
+                             "sequential round trip (floor client and servers)")
     args, rest = parser.parse_known_args()
     if rest[:1] in (["client"], ["rr-cpu"], ["slow-client"]):
         sys.path.insert(0, str(HERE))
@@ -339,6 +382,9 @@ def main() -> None:
         return
     if args.latency_costs:
         latency_costs(args.runs, int(20_000 * args.scale))
+        return
+    if args.stretch_costs:
+        stretch_costs(args.runs, int(20_000 * args.scale))
         return
     impls = args.impl or list(IMPLS + ASYNCIO_IMPLS)
     names = args.only or list(SCENARIOS)

@@ -10,6 +10,13 @@ how much of a round trip each sansrs side costs (docs/performance.md,
 "Request-response, one at a time").
 
     .venv/bin/python benchmarks/floor_peer.py serve 0        # prints READY <port>
+    .venv/bin/python benchmarks/floor_peer.py serve 0 --before 5 --after 0
+
+``--before US`` / ``--after US``: the server also runs a busy loop of about
+US microseconds (calibrated hot, at start) before / after writing each
+answer: ``bench_tcp.py --stretch-costs`` uses it to say what a side's work
+costs a round trip on either side of its write (docs/performance.md,
+"the critical stretch").
 """
 
 from __future__ import annotations
@@ -32,8 +39,28 @@ READ_SIZE = 65536
 WARM_UP = 300
 
 
+#: Busy-loop iterations before / after each answer is written (``--before``, ``--after``).
+WORK_BEFORE = 0
+WORK_AFTER = 0
+
+
+def _iterations_per_us() -> float:
+    """Iterations of the busy loop per microsecond, hot (best of five)."""
+    n = 200_000
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(n):
+            pass
+        best = min(best, time.perf_counter() - start)
+    return n / (best * 1e6)
+
+
 def _serve_connection(sock: socket.socket) -> None:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    before, after = WORK_BEFORE, WORK_AFTER
+    if before or after:
+        return _serve_with_work(sock, before, after)
     unpack = HEADER.unpack_from
     pack = HEADER.pack
     buf = b""
@@ -52,6 +79,35 @@ def _serve_connection(sock: socket.socket) -> None:
                 if type_flags >> 10 == REQUEST_RESPONSE >> 10:  # SETUP, KEEPALIVE...: ignored
                     body = buf[off + 9 : off + 3 + length]
                     sock.sendall(pack(6 + len(body), sid, ANSWER) + body)
+                off += 3 + length
+            buf = buf[off:]
+
+
+def _serve_with_work(sock: socket.socket, before: int, after: int) -> None:
+    """``_serve_connection`` with busy loops on either side of each write
+    (a copy, so that the plain server carries no test for it)."""
+    unpack = HEADER.unpack_from
+    pack = HEADER.pack
+    buf = b""
+    with sock:
+        while True:
+            data = sock.recv(READ_SIZE)
+            if not data:
+                return
+            buf += data
+            off = 0
+            while len(buf) - off >= 9:
+                low, sid, type_flags = unpack(buf, off)
+                length = buf[off] << 16 | low
+                if len(buf) - off - 3 < length:
+                    break
+                if type_flags >> 10 == REQUEST_RESPONSE >> 10:
+                    body = buf[off + 9 : off + 3 + length]
+                    for _ in range(before):
+                        pass
+                    sock.sendall(pack(6 + len(body), sid, ANSWER) + body)
+                    for _ in range(after):
+                        pass
                 off += 3 + length
             buf = buf[off:]
 
@@ -98,7 +154,15 @@ def request_response(port: int, count: int, size: int = 16) -> tuple[float, floa
 
 if __name__ == "__main__":
     settle_allocator()
-    if len(sys.argv) == 3 and sys.argv[1] == "serve":
-        raw_peer.serve(int(sys.argv[2]), _serve_connection)
+    args = sys.argv[1:]
+    if len(args) in (2, 4, 6) and args[0] == "serve":
+        work = dict(zip(args[2::2], map(float, args[3::2]), strict=True))
+        if set(work) - {"--before", "--after"}:
+            sys.exit(__doc__)
+        if work:
+            per_us = _iterations_per_us()
+            WORK_BEFORE = round(work.get("--before", 0.0) * per_us)
+            WORK_AFTER = round(work.get("--after", 0.0) * per_us)
+        raw_peer.serve(int(args[1]), _serve_connection)
     else:
         sys.exit(__doc__)

@@ -4,7 +4,9 @@ history").
 
 Work is split **by thing**: partition ``p`` of ``n`` reads the things whose
 ``crc32(thingId) % n == p``, one ``subscribeForPersistedEvents`` after the
-other on one WebSocket connection, each with Ditto demand ``prefetch`` events.
+other on one WebSocket connection, each with Ditto demand ``prefetch`` events
+(the next ``AHEAD`` subscribed while one is read, each asking for its first
+``HEAD_START`` events only until its turn).
 A thing's history is one ordered stream in Ditto (revisions are per thing),
 so splitting by thing needs no coordination between partitions and keeps
 each thing's events in revision order inside one partition; a hash of the ID
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections import deque
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -49,9 +52,17 @@ __all__ = [
 EVENT_COLUMNS = ("thingId", "revision", "timestamp", "topic", "action", "path", "value")
 #: Things per search page when the partitions discover the things.
 SEARCH_PAGE = 200
-#: Events of the next thing asked for while one is read (its subscription
-#: paused until its turn): its first batch is there when the turn comes.
+#: Events of each thing subscribed ahead asked for while an earlier one is
+#: read (its subscription paused until its turn): its first batch is there
+#: when the turn comes.
 HEAD_START = 128
+#: Things subscribed ahead of the one being read, each paused with its head
+#: start. One hides the next subscription's round trip behind a thing whose
+#: reading takes longer than that; small histories (a few events a thing)
+#: are read faster than a round trip, so several are in flight at once
+#: (docs/performance.md, "Ditto history into Spark"). Bounds what waits
+#: queued beyond the window: AHEAD * HEAD_START events.
+AHEAD = 16
 _SUBSCRIBE_OPTIONS = ("from_revision", "to_revision", "from_timestamp", "to_timestamp", "filter")
 _AUTH_OPTIONS = ("user", "password", "token")
 
@@ -273,11 +284,12 @@ def _histories(
     timeout: float,
 ) -> Iterator[list[Any]]:
     """The histories of ``reads`` in turn, a batch at a time. While one is
-    read, the next is subscribed paused with a head start
+    read, the next ``AHEAD`` are subscribed paused with a head start
     (``persisted_event_batches(..., paused=True, head_start=HEAD_START)``):
-    it is ``created`` and its first events are queued by the time it is
-    read, so each thing but the first starts without a round trip; the rest
-    of its window is asked for at its turn (the rows stay in thing order)."""
+    each is ``created`` and its first events are queued by the time it is
+    read, so each thing but the first starts without a round trip, even when
+    the things before it took less than one to read; the rest of its window
+    is asked for at its turn (the rows stay in thing order)."""
 
     def subscribe(thing: str, bounds: dict[str, Any], paused: bool) -> EventBatches:
         return ditto.persisted_event_batches(
@@ -285,23 +297,21 @@ def _histories(
             head_start=HEAD_START, **bounds
         )
 
-    ahead: EventBatches | None = None
+    ahead: deque[EventBatches] = deque()  # reads[i + 1], reads[i + 2], ...
     try:
         for i, (thing, bounds) in enumerate(reads):
-            batches, ahead = ahead, None
-            paused = batches is not None
-            if batches is None:
-                batches = subscribe(thing, bounds, False)
+            paused = bool(ahead)
+            batches = ahead.popleft() if paused else subscribe(thing, bounds, False)
             with batches:  # cancelled if the reader stops within it
-                if i + 1 < len(reads):
-                    ahead = subscribe(*reads[i + 1], True)
+                for j in range(i + 1 + len(ahead), min(i + 1 + AHEAD, len(reads))):
+                    ahead.append(subscribe(*reads[j], True))
                 if paused:
                     yield from _read_paused(batches, partial(subscribe, thing, bounds, False))
                 else:
                     yield from batches
     finally:
-        if ahead is not None:
-            ahead.close()
+        for waiting in ahead:
+            waiting.close()
 
 
 def _read_paused(batches: EventBatches, again: Callable[[], EventBatches]) -> Iterator[list[Any]]:

@@ -265,6 +265,23 @@ def test_rsocket_setup_reusing_live_token_rejected() -> None:
     assert p.store.lookup(b"same-token", None) is p.server
 
 
+def test_rsocket_identification_token_is_opaque_even_empty_beside_a_detached_session() -> None:
+    """Spec: Identification Token Handling: the token's requirements are the
+    implementation's and the server treats it as opaque: a SETUP with R and
+    an empty token, while another session waits detached, is stored beside
+    it; ending it frees only it (found by fuzz/fuzz_resume.py)."""
+    p = ResumePair()
+    streaming(p)
+    p.cut(0, 0)
+    assert len(p.store) == 1 and p.server.state is ConnectionState.DISCONNECTED
+    fresh = Connection(Role.SERVER, sessions=p.store)
+    feed(fresh, SetupFrame(1536, 262144, "", "", resume_token=b""))
+    assert isinstance(fresh.events()[0], SetupReceived)
+    assert len(p.store) == 2 and p.store.lookup(b"", None) is fresh
+    fresh.close("bye")
+    assert len(p.store) == 1 and p.store.lookup(b"", None) is None
+
+
 def test_rsocket_setup_resume_accepted_with_session_store() -> None:
     """With a ``SessionStore`` the server accepts R (without one it must
     reject it: test_connection.py)."""

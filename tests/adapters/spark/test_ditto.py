@@ -14,9 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sansrs.adapters import ditto as ditto_sync
+from sansrs.adapters.ditto import DittoConnection
 from sansrs.adapters.ditto.history import HistoryRequest, InMemoryHistory
 from sansrs.adapters.spark import SourceError, open_partition_stream, partition_reader, read_rdd
 from sansrs.adapters.spark.ditto import (
+    AHEAD,
     HEAD_START,
     assigned,
     event_columns,
@@ -254,22 +256,26 @@ def test_things_are_read_one_after_the_other_within_one_window(ditto_url: str) -
     rows = []
     for batch in stream:
         rows.extend((r["thingId"], r["revision"]) for r in batch)
-        # one subscription read at a time: its window, and the next one's
-        # head start (at most its window), each with Outbound's item read ahead
+        # one subscription read at a time: its window, and the head start of
+        # each one subscribed ahead (at most its window), each with
+        # Outbound's item read ahead
         head = min(HEAD_START, prefetch)
-        assert SOURCE.pulled - before <= len(rows) + (prefetch + 1) + (head + 1)
+        waiting = min(AHEAD, len(things) - 1)
+        assert SOURCE.pulled - before <= len(rows) + (prefetch + 1) + waiting * (head + 1)
     assert rows == [(t, r) for t in things for r in range(1, REVISIONS + 1)]
 
 
 class ClosingHistory:
-    """HISTORY, recording which things' histories were opened and closed."""
+    """``history`` (HISTORY by default), recording which things' histories
+    were opened and closed."""
 
-    def __init__(self) -> None:
+    def __init__(self, history: InMemoryHistory = HISTORY) -> None:
+        self.history = history
         self.opened: list[str] = []
         self.closed: dict[str, threading.Event] = {}
 
     def open(self, request: HistoryRequest) -> Iterable[Any]:
-        items = HISTORY.open(request)
+        items = self.history.open(request)
         if request.kind.name == "SEARCH":
             return items
         thing = request.entity_id
@@ -279,8 +285,8 @@ class ClosingHistory:
 
 
 class _Closing:
-    """An iterator whose ``close`` (the server's, when the subscription ends)
-    is recorded, started or not."""
+    """An iterator whose end is recorded: its ``close`` (the server's, when
+    the subscription ends early), started or not, or its last item read."""
 
     def __init__(self, items: Iterator[Any], closed: threading.Event) -> None:
         self.items, self.closed = items, closed
@@ -289,7 +295,11 @@ class _Closing:
         return self
 
     def __next__(self) -> Any:
-        return next(self.items)
+        try:
+            return next(self.items)
+        except StopIteration:
+            self.closed.set()
+            raise
 
     def close(self) -> None:
         self.closed.set()
@@ -303,12 +313,49 @@ def test_a_reader_stopped_early_ends_its_subscription() -> None:
         first = next(stream)
         assert first[0]["thingId"] == THINGS[0]
         stream.close()  # mid-thing
-        # One thing read at a time; the next one subscribed (paused) while
-        # it is read: its subscribe went out before the first thing's
-        # request, so the server has opened it by now. Both end.
-        assert history.opened == THINGS[:2]
+        # One thing read at a time; the next ones subscribed (paused) while
+        # it is read: their subscribes went out before the first thing's
+        # request, so the server has opened them by now. All end.
+        assert history.opened == THINGS[:3]
         assert history.closed[THINGS[0]].wait(10), "the history was left open"
-        assert history.closed[THINGS[1]].wait(10), "the paused history was left open"
+        for thing in THINGS[1:3]:
+            assert history.closed[thing].wait(10), "a paused history was left open"
+
+
+def test_small_histories_are_subscribed_several_ahead_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Things of a few events each are read faster than a round trip: the
+    next AHEAD are subscribed (paused, with a head start) while one is read,
+    never more; the rows stay in thing order and every history ends."""
+    things = [f"{NS}:small-{k:02d}" for k in range(AHEAD * 2 + 3)]
+    small = InMemoryHistory(
+        {**event(THINGS[0], r), "topic": f"{t.replace(':', '/')}/things/twin/events/modified"}
+        for t in things for r in (1, 2, 3))
+    history = ClosingHistory(small)
+    subscribed: list[tuple[str, bool]] = []  # (thing, paused), in the reader's order
+    subscribe = DittoConnection.persisted_event_batches
+
+    def recording(self: DittoConnection, entity: str, **kwargs: Any) -> Any:
+        subscribed.append((entity, kwargs.get("paused", False)))
+        return subscribe(self, entity, **kwargs)
+
+    monkeypatch.setattr(DittoConnection, "persisted_event_batches", recording)
+    with ditto_sync.serve("ws://127.0.0.1:0/ws/2", history) as server:
+        stream = open_partition_stream(server.url, NS, 0, 1, {"things": things},
+                                       prefetch=8, timeout=10)
+        rows: list[tuple[str, int]] = []
+        for batch in stream:
+            if not rows:  # the first thing, then the next AHEAD paused
+                assert subscribed == [(things[0], False)] + [(t, True) for t in things[1:AHEAD + 1]]
+            rows.extend((r["thingId"], r["revision"]) for r in batch)
+            reading = things.index(rows[-1][0])
+            assert len(subscribed) == min(reading + 1 + AHEAD, len(things))
+        assert rows == [(t, r) for t in things for r in (1, 2, 3)]
+        assert subscribed == [(things[0], False)] + [(t, True) for t in things[1:]]
+        assert history.opened == things
+        for thing in things:
+            assert history.closed[thing].wait(10), "a history was left open"
 
 
 class FailingAtFirst:
