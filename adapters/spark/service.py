@@ -22,7 +22,7 @@ from ..rsocket.types import Payload, Request
 from ..transport.urls import Endpoint
 from ._wire import JobRequest, OffsetQuery, ReadRequest, WireError, WriteHeader, encode_rows
 from .auth import authenticator, new_secret, with_secret
-from .sink import Sink, Stage
+from .sink import Sink
 
 __all__ = ["RowSource", "Service", "SparkServer", "serve"]
 
@@ -110,17 +110,22 @@ class Service:
             header = WriteHeader.from_bytes(request.metadata)
         except WireError as exc:
             raise ApplicationError(str(exc)) from None
-        sink = self._sink(header.route)
-        stage = sink.open(header)
-        if request.data:
-            # Not what sansrs writers send, but a peer may put rows in the request.
-            sink.receive(stage, request.data)
-        return self._write(sink, stage, inbound)
+        return self._write(self._sink(header.route), header, request.data, inbound)
 
-    def _write(self, sink: Sink, stage: Stage, inbound: Iterator[Payload]) -> Iterator[bytes]:
+    def _write(
+        self, sink: Sink, header: WriteHeader, first: bytes, inbound: Iterator[Payload]
+    ) -> Iterator[bytes]:
         # Runs on the channel's worker thread (the engine pulls channel
         # results there), so storage may block without stalling the connection.
+        # The stage is opened here, not when the channel arrives: a channel
+        # that ends before its worker first pulls (the writer's ERROR or a lost
+        # connection in the same read as its request) closes this generator
+        # unstarted, and a stage opened outside it would never be aborted.
+        stage = sink.open(header)
         try:
+            if first:
+                # Not what sansrs writers send, but a peer may put rows in the request.
+                sink.receive(stage, first)
             for payload in inbound:
                 sink.receive(stage, payload.data)
             ack = sink.finish(stage)  # a failing publish discards the attempt too

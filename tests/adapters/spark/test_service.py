@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sansrs.adapters.drive.errors import ConnectionClosed
 from sansrs.adapters.rsocket.errors import RSocketError
-from sansrs.adapters.rsocket.types import Payload
+from sansrs.adapters.rsocket.types import Payload, Request
 from sansrs.adapters.spark import (
     JsonLinesSink,
     MemorySink,
@@ -30,6 +31,8 @@ from sansrs.adapters.spark import (
     serve,
     write_partition,
 )
+
+from tests.adapters.spark.counting_sink import CountingSink
 
 
 def numbers(partition: int, partitions: int, options: Mapping[str, Any]) -> Iterator[Any]:
@@ -93,6 +96,41 @@ def test_failing_rows_iterator_discards_the_attempt(url: str, sink: MemorySink) 
     ack = write_partition(target, rows(40), partition=0, attempt=1)
     assert ack.rows == 40 and not ack.duplicate
     assert sink.rows() == rows(40)
+
+
+def _write_request(header: WriteHeader) -> Request:
+    return Request(b"", header.to_bytes(), None)
+
+
+def test_write_channel_ended_before_its_worker_ran_opens_no_stage() -> None:
+    """A write channel can end (the writer's ERROR, a lost connection, in
+    the same read as its request) before its worker first pulls the write:
+    the worker then closes the write unstarted. Nothing may have been opened
+    that nobody would abort (the interleaving forced: closed, never pulled)."""
+    sink = CountingSink()
+    service = Service(sinks={"out": sink})
+    write = service.request_channel(
+        _write_request(WriteHeader(route="out", app="app", write="w", partition=0)), iter(())
+    )
+    write.close()  # what the channel's worker does when cancelled before its first pull
+    assert (sink.opened, sink.aborted, sink.rows_received) == (0, 0, 0)
+
+
+def test_write_channel_lost_mid_write_aborts_its_stage() -> None:
+    sink = CountingSink()
+    service = Service(sinks={"out": sink})
+
+    def inbound() -> Iterator[Payload]:
+        yield Payload(b'{"i":1}\n', None)
+        raise ConnectionClosed("connection lost")
+
+    write = service.request_channel(
+        _write_request(WriteHeader(route="out", app="app", write="w", partition=0)), inbound()
+    )
+    with pytest.raises(ConnectionClosed):
+        next(write)
+    assert (sink.opened, sink.finished, sink.aborted, sink.partitions) == (1, 0, 1, {})
+    assert sink.rows_received == 1
 
 
 class PickySink(MemorySink):
