@@ -26,6 +26,7 @@ import socket
 import sys
 import time
 from struct import Struct
+from typing import Any
 
 import raw_peer
 from raw_peer import settle_allocator
@@ -56,11 +57,10 @@ def _iterations_per_us() -> float:
     return n / (best * 1e6)
 
 
-def _serve_connection(sock: socket.socket) -> None:
+def _serve_connection(sock: Any) -> None:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    before, after = WORK_BEFORE, WORK_AFTER
-    if before or after:
-        return _serve_with_work(sock, before, after)
+    if WORK_BEFORE or WORK_AFTER:
+        sock = _BusyWriter(sock, WORK_BEFORE, WORK_AFTER)
     unpack = HEADER.unpack_from
     pack = HEADER.pack
     buf = b""
@@ -83,33 +83,27 @@ def _serve_connection(sock: socket.socket) -> None:
             buf = buf[off:]
 
 
-def _serve_with_work(sock: socket.socket, before: int, after: int) -> None:
-    """``_serve_connection`` with busy loops on either side of each write
-    (a copy, so that the plain server carries no test for it)."""
-    unpack = HEADER.unpack_from
-    pack = HEADER.pack
-    buf = b""
-    with sock:
-        while True:
-            data = sock.recv(READ_SIZE)
-            if not data:
-                return
-            buf += data
-            off = 0
-            while len(buf) - off >= 9:
-                low, sid, type_flags = unpack(buf, off)
-                length = buf[off] << 16 | low
-                if len(buf) - off - 3 < length:
-                    break
-                if type_flags >> 10 == REQUEST_RESPONSE >> 10:
-                    body = buf[off + 9 : off + 3 + length]
-                    for _ in range(before):
-                        pass
-                    sock.sendall(pack(6 + len(body), sid, ANSWER) + body)
-                    for _ in range(after):
-                        pass
-                off += 3 + length
-            buf = buf[off:]
+class _BusyWriter:
+    """``sock`` whose ``sendall`` runs busy loops of ``before`` and
+    ``after`` iterations around the write (``--before``, ``--after``); its
+    ``recv`` is the socket's own, so the plain server stays as it is."""
+
+    def __init__(self, sock: socket.socket, before: int, after: int) -> None:
+        self.recv = sock.recv
+        self._sock, self._before, self._after = sock, before, after
+
+    def sendall(self, data: bytes) -> None:
+        for _ in range(self._before):
+            pass
+        self._sock.sendall(data)
+        for _ in range(self._after):
+            pass
+
+    def __enter__(self) -> _BusyWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._sock.close()
 
 
 def _setup_frame() -> bytes:
