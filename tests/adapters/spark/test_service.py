@@ -44,8 +44,8 @@ def numbers(partition: int, partitions: int, options: Mapping[str, Any]) -> Iter
 
 
 @pytest.fixture
-def sink() -> MemorySink:
-    return MemorySink()
+def sink() -> CountingSink:
+    return CountingSink()
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ def rows(n: int, start: int = 0) -> list[dict[str, int]]:
     return [{"i": i} for i in range(start, start + n)]
 
 
-def test_write_partition_acknowledges_every_row(url: str, sink: MemorySink) -> None:
+def test_write_partition_acknowledges_every_row(url: str, sink: CountingSink) -> None:
     target = WriteTarget(url=url, route="out", app="app", rows_per_payload=7)
     ack = write_partition(target, rows(1000), partition=2)
     assert (ack.partition, ack.rows, ack.duplicate) == (2, 1000, False)
@@ -67,13 +67,13 @@ def test_write_partition_acknowledges_every_row(url: str, sink: MemorySink) -> N
     assert sink.rows_published == 1000
 
 
-def test_empty_partition_is_acknowledged(url: str, sink: MemorySink) -> None:
+def test_empty_partition_is_acknowledged(url: str, sink: CountingSink) -> None:
     target = WriteTarget(url=url, route="out")
     assert write_partition(target, [], partition=0).rows == 0
     assert sink.partitions == {("", target.write, 0): []}
 
 
-def test_retried_partition_is_kept_once(url: str, sink: MemorySink) -> None:
+def test_retried_partition_is_kept_once(url: str, sink: CountingSink) -> None:
     target = WriteTarget(url=url, route="out", app="a")
     first = write_partition(target, rows(50), partition=1, attempt=0)
     again = write_partition(target, rows(50), partition=1, attempt=1)
@@ -85,7 +85,7 @@ def test_retried_partition_is_kept_once(url: str, sink: MemorySink) -> None:
     assert not write_partition(other, rows(5), partition=1).duplicate
 
 
-def test_failing_rows_iterator_discards_the_attempt(url: str, sink: MemorySink) -> None:
+def test_failing_rows_iterator_discards_the_attempt(url: str, sink: CountingSink) -> None:
     def broken() -> Iterator[dict[str, int]]:
         yield from rows(30)
         raise ZeroDivisionError("injected")
@@ -96,6 +96,10 @@ def test_failing_rows_iterator_discards_the_attempt(url: str, sink: MemorySink) 
     ack = write_partition(target, rows(40), partition=0, attempt=1)
     assert ack.rows == 40 and not ack.duplicate
     assert sink.rows() == rows(40)
+    # The broken attempt's stage was aborted, or never opened if its channel
+    # ended before the write started (test_write_channel_ended_before_...).
+    assert sink.settled(30)
+    assert sink.finished == 1 and sink.aborted <= 1
 
 
 def _write_request(header: WriteHeader) -> Request:
@@ -176,7 +180,7 @@ def test_malformed_write_header_is_refused(url: str) -> None:
             list(replies)
 
 
-def test_cut_row_batch_is_refused_and_the_attempt_discarded(url: str, sink: MemorySink) -> None:
+def test_cut_row_batch_is_refused_and_the_attempt_discarded(url: str, sink: CountingSink) -> None:
     header = WriteHeader(route="out", app="a", write="w", partition=0)
     with connect_service(url) as client:
         replies = client.request_channel(
@@ -203,7 +207,7 @@ def test_malformed_read_and_job_requests_are_refused(url: str) -> None:
             )
 
 
-def test_job_commit_publishes_only_listed_partitions(url: str, sink: MemorySink) -> None:
+def test_job_commit_publishes_only_listed_partitions(url: str, sink: CountingSink) -> None:
     target = WriteTarget(url=url, route="out", app="a", commit="job")
     for p in range(3):
         write_partition(target, rows(10, 10 * p), partition=p)
@@ -215,7 +219,7 @@ def test_job_commit_publishes_only_listed_partitions(url: str, sink: MemorySink)
     assert write_partition(target, rows(10), partition=1, attempt=1).duplicate
 
 
-def test_job_abort_drops_staged_partitions(url: str, sink: MemorySink) -> None:
+def test_job_abort_drops_staged_partitions(url: str, sink: CountingSink) -> None:
     target = WriteTarget(url=url, route="out", commit="job")
     write_partition(target, rows(10), partition=0)
     assert commit_job(target, (), abort=True) == {"aborted": 1}
@@ -267,7 +271,7 @@ def test_arrow_encoded_writes_reach_every_kind_of_sink(tmp_path: Path) -> None:
     assert [json.loads(line) for line in stored] == data
 
 
-def test_payloads_not_in_the_declared_encoding_are_refused(url: str, sink: MemorySink) -> None:
+def test_payloads_not_in_the_declared_encoding_are_refused(url: str, sink: CountingSink) -> None:
     arrow = WriteHeader(route="out", app="a", write="w1", partition=0, encoding="arrow")
     jsonl = WriteHeader(route="out", app="a", write="w2", partition=0)
     from sansrs.adapters.spark._arrow import encode_rows_arrow
@@ -377,7 +381,7 @@ def test_slow_sink_bounds_the_writer_by_protocol_credit() -> None:
     assert lag <= 9 * per_payload, lag
 
 
-def test_slow_rows_iterator_is_not_a_stall(url: str, sink: MemorySink) -> None:
+def test_slow_rows_iterator_is_not_a_stall(url: str, sink: CountingSink) -> None:
     # The job's own pace (an expensive upstream stage) must never trip the
     # sink-stall timeout: only waiting for credit or for the ack counts.
     pause = threading.Event()  # never set: its wait is the slow computation
