@@ -88,9 +88,9 @@ class Tracer:
         return starts it."""
         if not self.on or event not in ("c_call", "c_return"):
             return
-        name = getattr(arg, "__name__", "")
         if not isinstance(getattr(arg, "__self__", None), socket.socket):
             return
+        name = arg.__name__
         if event == "c_call" and name in _WRITES:
             self._in_stretch = False
         elif event == "c_return" and name in _READS:

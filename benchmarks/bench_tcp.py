@@ -277,10 +277,10 @@ def stretch_costs(runs: int, count: int) -> None:
     rates: dict[tuple[float, float], list[float]] = {w: [] for w in STRETCH_WORK}
     with ExitStack() as stack:
         ports = {}
-        for before, after in STRETCH_WORK:
-            extra = [] if before == after == 0 else ["--before", str(before), "--after", str(after)]
+        for before, after in STRETCH_WORK:  # (0, 0): the plain floor server
             ports[before, after] = stack.enter_context(server_process(
-                [PY, str(HERE / "floor_peer.py"), "serve", "0", *extra], "floor"))[0]
+                [PY, str(HERE / "floor_peer.py"), "serve", "0", "--before", str(before),
+                 "--after", str(after)], "floor"))[0]
         for i in range(runs):
             k = i % len(STRETCH_WORK)
             for work in STRETCH_WORK[k:] + STRETCH_WORK[:k]:
