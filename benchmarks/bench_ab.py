@@ -3,7 +3,8 @@
 A refactor keeps its before/after figures side by side: this runs the same
 client/server scenario from an older checkout (``--before DIR``, with its own
 ``.venv``) and from this one, alternating run by run so that load on the
-machine hits both alike, and prints the medians and their ratio.
+machine hits both alike, and prints the medians and the median of the
+runs' ratios (each run against the other tree's run beside it).
 
     git worktree add /tmp/before <commit> && (cd /tmp/before && make venv)
     .venv/bin/python benchmarks/bench_ab.py --before /tmp/before --runs 5
@@ -103,11 +104,19 @@ def cpu_run(tree: Path, impl: str, count: int) -> tuple[float, float, float]:
     return rate, user + system, server_cpu / (count + 300) * 1e6  # (its warm-up: 300)
 
 
+def paired_ratio(before: list[float], after: list[float]) -> float:
+    """after / before as the median of each run's ratio to the run of the
+    other tree next to it: a machine whose rate jumps between runs (this
+    one's idle cores wake slowly or fast, a state that changes by the
+    minute) moves both of a pair alike, the ratio of the medians not."""
+    return statistics.median(a / b for b, a in zip(before, after, strict=True))
+
+
 def cpu_main(before: Path, impls: list[str], runs: int, count: int) -> None:
     print(f"bench_ab --cpu: rr_seq, {count} round trips a run, {runs} runs each, interleaved")
-    print("| driver | before rt/s | after rt/s | client µs before | after | server µs before "
-          "| after |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| driver | before rt/s | after rt/s | after/before | client µs before | after "
+          "| server µs before | after |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for impl in impls:
         got: dict[Path, list[tuple[float, float, float]]] = {before: [], AFTER: []}
         for i in range(runs):
@@ -115,8 +124,9 @@ def cpu_main(before: Path, impls: list[str], runs: int, count: int) -> None:
                 got[tree].append(cpu_run(tree, impl, count))
         med = {t: [statistics.median(r[k] for r in got[t]) for k in range(3)] for t in got}
         b, a = med[before], med[AFTER]
-        print(f"| {impl} | {b[0]:,.0f} | {a[0]:,.0f} | {b[1]:.1f} | {a[1]:.1f} | {b[2]:.1f} "
-              f"| {a[2]:.1f} |", flush=True)
+        ratio = paired_ratio([r[0] for r in got[before]], [r[0] for r in got[AFTER]])
+        print(f"| {impl} | {b[0]:,.0f} | {a[0]:,.0f} | {ratio:.2f}x | {b[1]:.1f} | {a[1]:.1f} "
+              f"| {b[2]:.1f} | {a[2]:.1f} |", flush=True)
 
 
 def main() -> None:
@@ -157,7 +167,8 @@ def main() -> None:
                 for tree in order:
                     rates[tree].append(one_run(tree, impl, kind, n, arg))
             b, a = statistics.median(rates[before]), statistics.median(rates[AFTER])
-            print(f"| {name} | {impl} | {b:,.0f} | {a:,.0f} | {a / b:.2f}x |", flush=True)
+            ratio = paired_ratio(rates[before], rates[AFTER])
+            print(f"| {name} | {impl} | {b:,.0f} | {a:,.0f} | {ratio:.2f}x |", flush=True)
 
 
 if __name__ == "__main__":

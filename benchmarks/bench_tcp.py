@@ -14,6 +14,7 @@ medians.
     .venv/bin/python benchmarks/bench_tcp.py --only stream16 --impl sansrs --impl sansrs-ws
     .venv/bin/python benchmarks/bench_tcp.py --latency-costs --runs 5   # CPU per round trip
     .venv/bin/python benchmarks/bench_tcp.py --stretch-costs --runs 5   # work before/after a write
+    .venv/bin/python benchmarks/bench_tcp.py --syscall-costs --runs 5   # system calls alone
 
 ``sansrs-ws`` / ``rsocketpy-ws``: the same over WebSocket (``ws://``, one
 frame per binary message), compared with TCP in the ``ws/tcp`` column.
@@ -179,10 +180,11 @@ def rr_cpu_client_main(impl: str, port: int, count: int) -> None:
         wall, after = time.perf_counter() - wall, os.times()
         result = (count / wall, (after.user - before.user) / count * 1e6,
                   (after.system - before.system) / count * 1e6)
-    elif impl == "floor":
+    elif impl.startswith("floor"):
         import floor_peer
 
-        result = floor_peer.request_response(port, count)
+        shape = impl.partition("-")[2] or "plain"  # floor, floor-poll, floor-reactor
+        result = floor_peer.request_response(port, count, shape=shape)
     elif impl == "sansrs-no-driver":
         from sansrs_client import rr_cpu_no_driver
 
@@ -262,6 +264,29 @@ def latency_costs(runs: int, count: int) -> None:
           f"{statistics.median(a[1] for a in alone):.1f} µs per round trip")
 
 
+def _floor_rounds(
+    cases: dict[str, tuple[str, tuple[str, ...]]], runs: int, count: int
+) -> dict[str, list[float]]:
+    """Round trips a second of each case, run by run in turns: a case is a
+    client (``rr-cpu`` impl) against a floor server of its own started with
+    these arguments (``floor_peer.py serve 0 ARGS``)."""
+    rates: dict[str, list[float]] = {case: [] for case in cases}
+    labels = list(cases)
+    with ExitStack() as stack:
+        ports = {args: stack.enter_context(server_process(
+                     [PY, str(HERE / "floor_peer.py"), "serve", "0", *args], "floor"))[0]
+                 for args in {args for _, args in cases.values()}}
+        for i in range(runs):
+            k = i % len(labels)
+            for case in labels[k:] + labels[:k]:
+                client, args = cases[case]
+                out = subprocess.run(
+                    [PY, str(Path(__file__)), "rr-cpu", client, str(ports[args]), str(count)],
+                    capture_output=True, text=True, timeout=600, check=True).stdout
+                rates[case].append(json.loads(out.strip().splitlines()[-1])[0])
+    return rates
+
+
 #: ``--stretch-costs``: microseconds of hot busy work the floor server runs
 #: (before its write, after it), each against none.
 STRETCH_WORK = ((0.0, 0.0), (5.0, 0.0), (0.0, 5.0), (10.0, 0.0), (0.0, 10.0), (20.0, 0.0),
@@ -274,31 +299,53 @@ def stretch_costs(runs: int, count: int) -> None:
     few microseconds (calibrated hot) before or after writing each answer.
     Work before the write is on the critical stretch (the client waits for
     it); work after it overlaps the client's wake-up and work."""
-    rates: dict[tuple[float, float], list[float]] = {w: [] for w in STRETCH_WORK}
-    with ExitStack() as stack:
-        ports = {}
-        for before, after in STRETCH_WORK:  # (0, 0): the plain floor server
-            ports[before, after] = stack.enter_context(server_process(
-                [PY, str(HERE / "floor_peer.py"), "serve", "0", "--before", str(before),
-                 "--after", str(after)], "floor"))[0]
-        for i in range(runs):
-            k = i % len(STRETCH_WORK)
-            for work in STRETCH_WORK[k:] + STRETCH_WORK[:k]:
-                out = subprocess.run(
-                    [PY, str(Path(__file__)), "rr-cpu", "floor", str(ports[work]), str(count)],
-                    capture_output=True, text=True, timeout=600, check=True).stdout
-                rates[work].append(json.loads(out.strip().splitlines()[-1])[0])
+    cases = {
+        ("none" if before == after == 0
+         else f"{before:g} before the write" if before else f"{after:g} after the write"):
+        ("floor", ("--before", str(before), "--after", str(after)))
+        for before, after in STRETCH_WORK  # (0, 0): the plain floor server
+    }
+    rates = _floor_rounds(cases, runs, count)
     print(f"stretch costs: {runs} runs of {count} sequential round trips (floor client and "
           f"server), medians; load average {os.getloadavg()[0]:.1f}")
     print("| server's busy work (µs, hot) | rt/s | vs none | µs per round trip vs none |")
     print("| --- | ---: | ---: | ---: |")
-    base = rates[0.0, 0.0]
-    for (before, after), got in rates.items():
-        where = ("none" if before == after == 0
-                 else f"{before:g} before the write" if before else f"{after:g} after the write")
+    base = rates["none"]
+    for where, got in rates.items():
         ratio = statistics.median(r / b for r, b in zip(got, base, strict=True))
         delta = statistics.median(1e6 / r - 1e6 / b for r, b in zip(got, base, strict=True))
         print(f"| {where} | {statistics.median(got):,.0f} | {ratio:.2f}x | {delta:+.1f} |")
+
+
+#: ``--syscall-costs``: (client shape, server) pairs of floor peers, by the
+#: system calls each makes per round trip (floor_peer.py, ``SHAPES`` and
+#: ``--epoll``): the floor with sansrs's system calls and none of its Python.
+SYSCALL_CASES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "send + recv / recv + send (the floor)": ("floor", ()),
+    "poll before recv / recv + send": ("floor-poll", ()),
+    "as sansrs: + epoll_ctl x2 (reactor paused) / recv + send": ("floor-reactor", ()),
+    "send + recv / epoll_wait before recv": ("floor", ("--epoll",)),
+    "poll before recv / epoll_wait before recv": ("floor-poll", ("--epoll",)),
+    "as sansrs / as sansrs": ("floor-reactor", ("--epoll",)),
+}
+
+
+def syscall_costs(runs: int, count: int) -> None:
+    """What the system calls of sansrs's drivers cost a sequential round
+    trip by themselves: floor peers (no protocol state, a dozen lines of
+    Python a message) making the raw ping-pong's calls, or sansrs's: the
+    client's poll before its read and the reactor's interest stopped and
+    restored around the exchange, the server's epoll_wait before its read."""
+    rates = _floor_rounds(SYSCALL_CASES, runs, count)
+    print(f"syscall costs: {runs} runs of {count} sequential round trips (floor peers), "
+          f"medians; load average {os.getloadavg()[0]:.1f}")
+    print("| client / server system calls | rt/s | vs the floor | µs per round trip vs the floor |")
+    print("| --- | ---: | ---: | ---: |")
+    base = rates[next(iter(SYSCALL_CASES))]
+    for case, got in rates.items():
+        ratio = statistics.median(r / b for r, b in zip(got, base, strict=True))
+        delta = statistics.median(1e6 / r - 1e6 / b for r, b in zip(got, base, strict=True))
+        print(f"| {case} | {statistics.median(got):,.0f} | {ratio:.2f}x | {delta:+.1f} |")
 
 
 def _vm_hwm_kib(pid: int) -> int:
@@ -359,6 +406,9 @@ def main() -> None:
     parser.add_argument("--stretch-costs", action="store_true",
                         help="only measure what busy work before / after a write costs a "
                              "sequential round trip (floor client and servers)")
+    parser.add_argument("--syscall-costs", action="store_true",
+                        help="only measure what sansrs's system calls per round trip cost "
+                             "by themselves (floor peers making them)")
     args, rest = parser.parse_known_args()
     if rest[:1] in (["client"], ["rr-cpu"], ["slow-client"]):
         sys.path.insert(0, str(HERE))
@@ -385,6 +435,9 @@ def main() -> None:
         return
     if args.stretch_costs:
         stretch_costs(args.runs, int(20_000 * args.scale))
+        return
+    if args.syscall_costs:
+        syscall_costs(args.runs, int(20_000 * args.scale))
         return
     impls = args.impl or list(IMPLS + ASYNCIO_IMPLS)
     names = args.only or list(SCENARIOS)
