@@ -130,6 +130,20 @@ def make_corpus() -> None:
             seed = prefix + trace.data(direction)
             name = hashlib.sha1(seed).hexdigest()[:16]
             (folder / name).write_bytes(seed)
+    for seed in REGRESSIONS:
+        (folder / hashlib.sha1(seed).hexdigest()[:16]).write_bytes(seed)
+
+
+#: Inputs that once broke the rule, kept as seeds.
+REGRESSIONS = (
+    # Found by a 200 s run: a client's SETUP answered by ERROR[CONNECTION_CLOSE],
+    # then ERROR[UNSUPPORTED_SETUP]; the state table had no CLOSING x REJECT,
+    # and receive_data raised LocalProtocolError (now: rejected, closed).
+    bytes.fromhex(
+        "000000001b000000002c01000001027d0001000000380000000004004001002b"
+        "00001b000000002c01000000022c00010000003800cccccccccccccccccccc6c"
+    ),
+)
 
 
 if __name__ == "__main__":

@@ -62,6 +62,7 @@ CONNECTION_TRANSITIONS: dict[tuple[ConnectionState, ConnectionInput], Connection
     (_C.ESTABLISHED, _CI.EOF): _C.CLOSED,
     (_C.CLOSING, _CI.CLOSE): _C.CLOSING,
     (_C.CLOSING, _CI.DRAINED): _C.CLOSED,
+    (_C.CLOSING, _CI.REJECT): _C.CLOSED,  # client: SETUP rejected after a close began
     (_C.CLOSING, _CI.FATAL): _C.CLOSED,
     (_C.CLOSING, _CI.EOF): _C.CLOSED,
     # Resumption (spec: Resuming Operation); docs/rsocket.md.

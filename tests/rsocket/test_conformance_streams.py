@@ -260,6 +260,39 @@ def test_rsocket_establishment_client_assumes_setup_accepted_on_lease_or_request
     quiet(pair.client)
 
 
+@pytest.mark.parametrize("closed_by", ["server", "client"])
+def test_rsocket_establishment_client_assumes_setup_rejected_on_setup_error_while_closing(
+    closed_by: str,
+) -> None:
+    """Spec: "A client assumes a SETUP is rejected if it receives an ERROR"
+    (a setup code) until it has seen the SETUP accepted, and ERROR[CONNECTION_CLOSE]
+    is not among the signs of acceptance. So a setup ERROR after a close began,
+    the server's or our own, with no sign of acceptance yet, ends the connection
+    as rejected: ``ConnectionTerminated``, every stream ended, nothing raised.
+    (Found by fuzz_connection: the state table had no CLOSING x REJECT, and the
+    client raised LocalProtocolError out of receive_data.)"""
+    pair = Pair()
+    pair.client.setup()
+    sid = pair.client.request_stream(b"s", initial_n=1)
+    pair.pump()
+    pair.server.accept_setup()  # (no lease: the server sends nothing for it)
+    pair.take()
+    if closed_by == "server":
+        feed(pair.client, ErrorFrame(0, ErrorCode.CONNECTION_CLOSE, b"bye"))
+    else:
+        pair.client.close("bye")
+    assert pair.client.state is ConnectionState.CLOSING
+    pair.client.events()
+    pair.client.data_to_send()
+    feed(pair.client, ErrorFrame(0, ErrorCode.UNSUPPORTED_SETUP, b"no"))
+    assert pair.client.state is ConnectionState.CLOSED
+    assert pair.client.open_streams == [] and pair.client.stream_state(sid) is None
+    assert ConnectionTerminated(
+        error_code=ErrorCode.UNSUPPORTED_SETUP, message="no", by_peer=True
+    ) in pair.client.events()
+    assert pair.client.next_deadline() is None
+
+
 def test_rsocket_establishment_server_must_send_error_and_close_when_not_accepting() -> None:
     for code in (ErrorCode.INVALID_SETUP, ErrorCode.UNSUPPORTED_SETUP, ErrorCode.REJECTED_SETUP):
         pair = Pair()

@@ -232,7 +232,9 @@ def test_connection_table_pair(state: ConnectionState, inp: ConnectionInput) -> 
                 pair.pump()
                 pair.server.close("bye")
                 pair.pump()
-                conn = pair.server
+                # REJECT: a client whose SETUP the server has not shown it
+                # accepted (CONNECTION_CLOSE is no sign of acceptance).
+                conn = pair.client if inp is ConnectionInput.REJECT else pair.server
     assert conn.state is state
     if inp is ConnectionInput.SEND_SETUP:
         conn.setup()
