@@ -21,7 +21,7 @@ from .._errors import LocalProtocolError, RemoteProtocolError
 from ..streams import MAX_DEMAND, add_demand
 from . import _envelope as env
 from ._config import DittoClientConfig
-from ._fast import new_items, new_next, next_prefix
+from ._fast import message_text, new_items, new_next, next_prefix, topic_base
 from ._messages import (
     SUBSCRIBE_PERSISTED,
     Classified,
@@ -104,12 +104,15 @@ _NEXT_KEEPS: Final = tuple(  # a tuple: "in" compares by identity, no enum hash
 
 
 class _ClientSubscription:
-    __slots__ = ("correlation_id", "demand", "key", "kind", "misses", "sid", "state", "topic")
+    __slots__ = (
+        "base", "correlation_id", "demand", "key", "kind", "misses", "sid", "state", "topic"
+    )
 
     def __init__(self, key: int, kind: Kind, topic: env.Topic, correlation_id: str | None) -> None:
         self.key = key
         self.kind = kind
         self.topic = topic  # with criterion, no action
+        self.base = topic_base(topic)  # its messages' topic text: base + action
         self.correlation_id = correlation_id
         self.sid: str | None = None
         self.state = ClientState.SUBSCRIBING
@@ -283,7 +286,7 @@ class DittoClient:
         self._keys += 1
         sub = _ClientSubscription(key, kind, topic, out_headers.correlation_id)
         self._pending[key] = sub
-        self._send(topic, action, out_headers, value, fields)
+        self._send(sub.base, action, out_headers.to_json(), value, fields)
         return key
 
     def request(
@@ -298,7 +301,7 @@ class DittoClient:
         sub.state = CLIENT_TRANSITIONS[(sub.state, ClientInput.REQUEST)]
         sub.demand = add_demand(sub.demand, demand)
         value = {"subscriptionId": subscription_id, "demand": demand}
-        self._send(sub.topic, "request", env.Headers(headers), value, None)
+        self._send(sub.base, "request", _headers_json(headers), value, None)
 
     def cancel(self, subscription_id: str, *, headers: Mapping[str, Any] | None = None) -> None:
         """Queue ``cancel`` (no answer comes; late events may still arrive)."""
@@ -308,7 +311,7 @@ class DittoClient:
         sub.state = CLIENT_TRANSITIONS[(sub.state, ClientInput.CANCEL)]
         self._remember_cancelled(subscription_id)
         self._send(
-            sub.topic, "cancel", env.Headers(headers), {"subscriptionId": subscription_id}, None
+            sub.base, "cancel", _headers_json(headers), {"subscriptionId": subscription_id}, None
         )
 
     def cancel_pending(self, key: int) -> None:
@@ -539,7 +542,7 @@ class DittoClient:
         if sub.state is ClientState.CANCELLED:
             # cancelled before the ID was known: tell Ditto now
             self._remember_cancelled(sid)
-            self._send(sub.topic, "cancel", env.Headers(), {"subscriptionId": sid}, None)
+            self._send(sub.base, "cancel", {}, {"subscriptionId": sid}, None)
             return
         sub.state = CLIENT_TRANSITIONS[(sub.state, ClientInput.CREATED)]
         self._events.append(
@@ -562,7 +565,7 @@ class DittoClient:
         if excess or sub.state not in _NEXT_KEEPS:  # the table lookup hashes two enums
             self._advance(sub, ClientInput.NEXT_EXCESS if excess else ClientInput.NEXT)
         if excess:
-            self._send(sub.topic, "cancel", env.Headers(), {"subscriptionId": sid}, None)
+            self._send(sub.base, "cancel", {}, {"subscriptionId": sid}, None)
             raise RemoteProtocolError(
                 f"next beyond the requested demand on {sid!r} (rule 1.1)", 400
             )
@@ -606,16 +609,15 @@ class DittoClient:
     # -- output -----------------------------------------------------------------
 
     def _send(
-        self, topic: env.Topic, action: str, headers: env.Headers, value: Any, fields: str | None
+        self, base: str, action: str, headers: dict[str, Any], value: Any, fields: str | None
     ) -> None:
-        text = env.Envelope(
-            topic=str(topic.with_action(topic.criterion, action)),
-            headers=headers,
-            path="/",
-            value=value,
-            fields=fields,
-        ).to_text()
-        self._out.append(text)
+        """``Envelope(topic=base + action, ...).to_text()``, without building
+        the topic and envelope (see ``_fast.message_text``)."""
+        self._out.append(message_text(base + action, headers, value, fields))
+
+
+def _headers_json(headers: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {} if headers is None else env.Headers(headers).to_json()
 
 
 def _instant(value: datetime | str | None) -> str | None:

@@ -11,17 +11,23 @@ its cost per item decides how fast history reaches Spark
 - :func:`next_prefix`: the JSON text of a subscription's ``next`` messages
   up to the item, written once per subscription (the topic, headers and
   subscription ID are the same in every one), so each item costs one
-  ``dumps`` of the item alone.
+  ``dumps`` of the item alone;
+- :func:`message_text` and :func:`topic_base`: a message the client sends
+  (``subscribe``, ``request``, ``cancel``) written from its subscription's
+  topic text, kept from its subscribe, without a ``Topic`` and an
+  ``Envelope`` built for each (about 230 instructions a message: three a
+  thing for a history of a few events, docs/performance.md, "a thing's
+  control path").
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ._envelope import Headers, dumps
+from ._envelope import Headers, Topic, dumps
 from .events import ItemsReceived, NextReceived
 
-__all__ = ["new_items", "new_next", "next_prefix"]
+__all__ = ["message_text", "new_items", "new_next", "next_prefix", "topic_base"]
 
 _new = object.__new__
 
@@ -73,3 +79,21 @@ def next_prefix(topic: str, headers: Headers, subscription_id: str) -> str:
     if not text.isascii() or not text.endswith("0}}"):
         return ""
     return text[:-3]
+
+
+def topic_base(topic: Topic) -> str:
+    """The text of ``topic.with_action(topic.criterion, action)`` before the
+    action: ``topic_base(t) + action`` is that topic's text."""
+    return f"{topic.with_action(topic.criterion, None)}/"
+
+
+def message_text(
+    topic: str, headers: dict[str, Any], value: Any, fields: str | None = None
+) -> str:
+    """``Envelope(topic=topic, headers=Headers(headers), path="/",
+    value=value, fields=fields).to_text()`` (``headers`` as ``to_json``
+    gives them), without building the envelope."""
+    out = {"topic": topic, "headers": headers, "path": "/", "value": value}
+    if fields is not None:
+        out["fields"] = fields
+    return dumps(out)

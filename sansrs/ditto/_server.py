@@ -28,7 +28,7 @@ from .._errors import LocalProtocolError
 from ..streams import MAX_DEMAND, Publisher, Subscription, add_demand
 from . import _envelope as env
 from ._config import DittoServerConfig
-from ._fast import next_prefix
+from ._fast import message_text, next_prefix, topic_base
 from ._messages import (
     CANCELLED_MESSAGE,
     INTERNAL_ERROR,
@@ -123,6 +123,7 @@ _NEXT_KEEPS: Final = tuple(  # a tuple: "in" compares by identity, no enum hash
 
 class _Subscription:
     __slots__ = (
+        "base",
         "deadline",
         "failure",
         "headers",
@@ -141,6 +142,7 @@ class _Subscription:
         self.id = sid
         self.kind = kind
         self.topic = topic
+        self.base = topic_base(topic)  # its messages' topic text: base + action
         self.headers = headers  # of the latest subscribe/request/cancel
         self.state = ServerState.PENDING
         self.publisher: Publisher[Any] | None = None
@@ -448,7 +450,7 @@ class DittoServer:
     def _prefix_of(self, sub: _Subscription) -> str:
         prefix = sub.next_prefix
         if prefix is None and sub.kind is not Kind.SEARCH:
-            topic = str(self._topic(sub, "next"))
+            topic = sub.base + "next"
             prefix = sub.next_prefix = next_prefix(topic, self._headers(sub.headers), sub.id)
         return prefix or ""
 
@@ -610,12 +612,7 @@ class DittoServer:
         return headers
 
     def _encode(self, sub: _Subscription, action: str, value: dict[str, Any]) -> str:
-        return env.Envelope(
-            topic=str(self._topic(sub, action)),
-            headers=self._headers(sub.headers),
-            path="/",
-            value=value,
-        ).to_text()
+        return message_text(sub.base + action, self._headers(sub.headers).to_json(), value)
 
     def _send(self, sub: _Subscription, action: str, value: dict[str, Any]) -> None:
         self._out.append(self._encode(sub, action, value))

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from sansrs.ditto import DittoServer
 from sansrs.ditto import _envelope as env
 from sansrs.ditto import _messages as msg
-from sansrs.ditto._fast import new_next, next_prefix
+from sansrs.ditto._fast import message_text, new_next, next_prefix, topic_base
 from sansrs.ditto.events import NextReceived, SubscribeReceived
 from sansrs.streams import MAX_DEMAND
 from tests.ditto.ditto_helpers import ManualPublisher, request_text, subscribe_text
@@ -38,6 +38,40 @@ def test_ditto_next_prefix_writes_what_the_envelope_writes(headers: dict[str, ob
 def test_ditto_next_prefix_leaves_non_ascii_messages_to_the_envelope() -> None:
     # dumps may write the whole message with \u escapes: it must see all of it.
     assert next_prefix("ns/t/things/twin/streaming/next", env.Headers({"n": "é"}), "7") == ""
+
+
+_names = st.text(min_size=1, max_size=6).filter(lambda n: "/" not in n)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=4), inner,
+                                                                max_size=2),
+    max_leaves=4,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.builds(env.Topic, namespace=_names, entity_name=_names,
+              group=st.sampled_from(["things", "policies", "connections"]),
+              channel=st.sampled_from([None, "twin", "live"]),
+              criterion=st.sampled_from(["streaming", "search"]),
+              action=st.none() | st.text(max_size=4)),
+    st.sampled_from(["subscribeForPersistedEvents", "subscribe", "request", "cancel"]),
+    st.dictionaries(st.text(max_size=6), _json, max_size=3),
+    _json,
+    st.none() | st.text(max_size=6),
+)
+def test_ditto_messages_written_from_a_topic_base_are_the_envelopes(
+    topic: env.Topic, action: str, headers: dict[str, object], value: object,
+    fields: str | None,
+) -> None:
+    """What the cores send (``_fast.message_text`` behind the subscription's
+    ``topic_base``) is what the envelope of that topic writes."""
+    full = topic.with_action(topic.criterion, action)
+    assert topic_base(topic) + action == str(full)
+    hs = env.Headers(headers)
+    envelope = env.Envelope(topic=str(full), headers=hs, path="/", value=value, fields=fields)
+    assert message_text(str(full), hs.to_json(), value, fields) == envelope.to_text()
 
 
 def test_ditto_envelopes_built_fast_equal_the_dataclass() -> None:
