@@ -21,7 +21,7 @@ from .._errors import LocalProtocolError, RemoteProtocolError
 from ..streams import MAX_DEMAND, add_demand
 from . import _envelope as env
 from ._config import DittoClientConfig
-from ._fast import message_text, new_items, new_next, next_prefix, topic_base
+from ._fast import message_text, new_items, new_next, next_prefix, plain_message, topic_base
 from ._messages import (
     SUBSCRIBE_PERSISTED,
     Classified,
@@ -139,6 +139,7 @@ class _Shortcut:
 _MAX_SHORTCUT_MISSES: Final = 4
 #: Subscriptions whose shortcuts are kept (tried in turn on every message).
 _MAX_SHORTCUTS: Final = 4
+_NO_CORRELATION: Final = ("", None)
 #: "No item": the message is left to the full path.
 _MISS: Final = object()
 
@@ -345,7 +346,8 @@ class DittoClient:
                 if self._next_shortcut(text, shortcut):
                     return
                 break
-        self._receive(text)
+        if not self._control(text):
+            self._receive(text)
 
     def receive_run(self, texts: Iterable[str]) -> None:
         """``receive_message`` of each text in turn (the messages of one
@@ -372,7 +374,8 @@ class DittoClient:
                     items = self._shortcut_items(texts, i, shortcut)
                     break
             if items is _MISS:
-                self._receive(text)
+                if not self._control(text):
+                    self._receive(text)
                 i += 1
                 continue
             i += len(items)
@@ -466,7 +469,58 @@ class DittoClient:
         shortcut.hits += 1
         return item
 
-    def _learn_shortcut(self, envelope: env.Envelope, sid: str) -> None:
+    def _control(self, text: str) -> bool:
+        """A subscription's ``created``, first ``next`` (which teaches the
+        shortcut) or ``complete`` as Ditto writes them: True when taken,
+        False (nothing changed) to leave the message to the full path.
+
+        Taken only when the full path would find the same: the message is
+        a plain envelope (``plain_message``), its topic is the text of the
+        subscription's own topic with that action (``sub.base``, written by
+        us from checked names, so the topic grammar and its classification
+        hold: tests/ditto/test_ditto_control_path.py), and for ``created``
+        it answers the oldest pending subscribe by its correlation-id (the
+        one ``_match_pending`` returns first). The rest is the full path's
+        own code. A history of a few events a thing spends most of its
+        client time here (docs/performance.md, "a thing's control path")."""
+        if len(text) > self.config.max_message_size:
+            return False
+        parts = plain_message(text)
+        if parts is None:
+            return False
+        topic, headers, value = parts
+        sid = value.get("subscriptionId")
+        if type(sid) is not str:
+            return False
+        action = topic[topic.rfind("/") + 1 :]
+        if action == "created":
+            # The oldest pending subscribe: _match_pending's answer when the
+            # correlation-id is its own, or none (then the first of the
+            # topic's entity, which it is).
+            sub = next(iter(self._pending.values()), None)
+            correlation = headers._items.get("correlation-id", _NO_CORRELATION)[1]
+            if (
+                sub is None
+                or (type(correlation) is str and correlation != sub.correlation_id)
+                or sid in self._by_id
+                or topic != sub.base + action
+            ):
+                return False
+            self._created(sub, sid, headers)
+            return True
+        found = self._by_id.get(sid)
+        if found is None or topic != found.base + action:
+            return False
+        if action == "next" and found.kind is Kind.STREAMING:
+            self._on_next(found, sid, value)
+            self._learn_shortcut(topic, headers, sid)
+            return True
+        if action == "complete":
+            self._completed(found, sid)
+            return True
+        return False
+
+    def _learn_shortcut(self, topic: str, headers: env.Headers, sid: str) -> None:
         """After a history ``next`` took the full path: its prefix, for the next ones."""
         sub = self._by_id.get(sid)
         if sub is None or sub.state is not ClientState.ACTIVE:
@@ -480,7 +534,7 @@ class DittoClient:
         self._shortcuts = kept
         if sub.misses >= _MAX_SHORTCUT_MISSES:
             return
-        prefix = next_prefix(envelope.topic, envelope.headers, sid)
+        prefix = next_prefix(topic, headers, sid)
         if prefix:
             kept.insert(0, _Shortcut(prefix, sid, sub))
             del kept[_MAX_SHORTCUTS:]
@@ -505,7 +559,7 @@ class DittoClient:
         except env.MessageError as exc:
             raise RemoteProtocolError(exc.error.message, exc.error.status) from None
         if classified.action == "next" and classified.kind is Kind.STREAMING:
-            self._learn_shortcut(envelope, subscription_id_of(envelope))
+            self._learn_shortcut(envelope.topic, envelope.headers, subscription_id_of(envelope))
 
     def _dispatch(self, envelope: env.Envelope, msg: Classified) -> None:
         action = msg.action
@@ -524,8 +578,7 @@ class DittoClient:
         if action == "next":
             self._on_next(sub, sid, value)
         elif action == "complete":
-            self._advance(sub, ClientInput.COMPLETE)
-            self._events.append(SubscriptionCompleted(key=sub.key, subscription_id=sid))
+            self._completed(sub, sid)
         else:
             error = env.DittoError.from_json(value.get("error"))
             self._advance(sub, ClientInput.FAILED)
@@ -536,6 +589,9 @@ class DittoClient:
         if sub is None or sid in self._by_id:
             self._events.append(StrayMessageReceived(envelope=envelope))
             return
+        self._created(sub, sid, envelope.headers)
+
+    def _created(self, sub: _ClientSubscription, sid: str, headers: env.Headers) -> None:
         del self._pending[sub.key]
         sub.sid = sid
         self._by_id[sid] = sub
@@ -545,9 +601,11 @@ class DittoClient:
             self._send(sub.base, "cancel", {}, {"subscriptionId": sid}, None)
             return
         sub.state = CLIENT_TRANSITIONS[(sub.state, ClientInput.CREATED)]
-        self._events.append(
-            SubscriptionCreated(key=sub.key, subscription_id=sid, headers=envelope.headers)
-        )
+        self._events.append(SubscriptionCreated(key=sub.key, subscription_id=sid, headers=headers))
+
+    def _completed(self, sub: _ClientSubscription, sid: str) -> None:
+        self._advance(sub, ClientInput.COMPLETE)
+        self._events.append(SubscriptionCompleted(key=sub.key, subscription_id=sid))
 
     def _match_pending(self, envelope: env.Envelope, msg: Classified) -> _ClientSubscription | None:
         correlation_id = envelope.headers.correlation_id

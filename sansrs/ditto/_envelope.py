@@ -26,6 +26,7 @@ __all__ = [
     "Topic",
     "TopicError",
     "dumps",
+    "headers_from_json",
     "item_envelope",
     "loads",
     "parse_envelope",
@@ -482,11 +483,9 @@ def envelope_from_json(obj: Any) -> Envelope:
     fields = get("fields")
     if fields is not None and not isinstance(fields, str):
         raise MessageError(json_invalid("The field 'fields' is not a string."))
-    parsed_headers = _new(Headers)
-    parsed_headers._items = {name.lower(): (name, value) for name, value in headers.items()}
     e = _new(_EnvelopeBuilder)
     e.topic = topic
-    e.headers = parsed_headers
+    e.headers = headers_from_json(headers)
     e.path = path
     e.value = get("value", ABSENT)
     e.extra = get("extra")
@@ -506,6 +505,14 @@ _CONTAINERS: Final = (dict, list)
 #: plain stores, it becomes an ``Envelope`` by ``__class__`` assignment (the
 #: layouts are the same), a fifth of the frozen ``__init__``'s cost.
 _EnvelopeBuilder: Any = type("_EnvelopeBuilder", (), {"__slots__": Envelope.__dict__["__slots__"]})
+
+
+def headers_from_json(headers: dict[str, Any]) -> Headers:
+    """``Headers(headers)`` of a parsed JSON object, without the ``Mapping``
+    calls (its values already checked)."""
+    parsed = _new(Headers)
+    parsed._items = {name.lower(): (name, value) for name, value in headers.items()}
+    return parsed
 
 
 def item_envelope(item: Any) -> Envelope | None:
