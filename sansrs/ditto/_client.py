@@ -231,12 +231,8 @@ class DittoClient:
             filter=filter,
         )
         _check_names(namespace, entity_name)
-        topic = env.Topic(
-            namespace=namespace,
-            entity_name=entity_name,
-            group=group,
-            channel="twin" if group == "things" else None,
-            criterion="streaming",
+        topic = env.new_topic(
+            namespace, entity_name, group, "twin" if group == "things" else None, "streaming"
         )
         return self._subscribe(
             Kind.STREAMING,

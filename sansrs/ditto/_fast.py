@@ -24,13 +24,17 @@ its cost per item decides how fast history reaches Spark
   a few type checks instead of the envelope, its topic's grammar and the
   dispatch, about 500 instructions a message, three a thing
   (docs/performance.md, "a thing's control path").
+
+The parsed values' own builders (``Envelope``, ``Topic``: ``_envelope``;
+``Classified``: ``_messages``) live with them: those modules come before
+this one.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from ._envelope import Headers, Topic, dumps, headers_from_json, scan_json
+from ._envelope import Headers, Topic, dumps, headers_from_json, same_layout, scan_json
 from .events import ItemsReceived, NextReceived
 
 __all__ = [
@@ -38,15 +42,8 @@ __all__ = [
 ]
 
 _new = object.__new__
-
-
-def _builder(cls: type) -> Any:
-    """A plain class with ``cls``'s slots in the same order (see the module notes)."""
-    return type(f"_{cls.__name__}Builder", (), {"__slots__": cls.__dict__["__slots__"]})
-
-
-_NextBuilder: Any = _builder(NextReceived)
-_ItemsBuilder: Any = _builder(ItemsReceived)
+_NextBuilder: Any = same_layout(NextReceived)
+_ItemsBuilder: Any = same_layout(ItemsReceived)
 
 
 def new_next(key: int, subscription_id: str, item: Any) -> NextReceived:
@@ -92,7 +89,8 @@ def next_prefix(topic: str, headers: Headers, subscription_id: str) -> str:
 def topic_base(topic: Topic) -> str:
     """The text of ``topic.with_action(topic.criterion, action)`` before the
     action: ``topic_base(t) + action`` is that topic's text."""
-    return f"{topic.with_action(topic.criterion, None)}/"
+    channel = "twin/" if topic.group == "things" else ""
+    return f"{topic.namespace}/{topic.entity_name}/{topic.group}/{channel}{topic.criterion}/"
 
 
 def message_text(

@@ -86,6 +86,26 @@ def test_ditto_envelopes_built_fast_equal_the_dataclass() -> None:
     assert new_next(1, "s", obj).envelope == fast
 
 
+def test_ditto_topics_built_fast_equal_the_dataclass() -> None:
+    """Topics and classifications (``env.new_topic``, ``msg._classified``)
+    are the frozen dataclasses, equal by value, hashed alike, still frozen."""
+    args = ("ns", "t", "things", "twin", "streaming", "next")
+    plain = env.Topic(namespace="ns", entity_name="t", group="things", channel="twin",
+                      criterion="streaming", action="next")
+    for fast in (env.new_topic(*args), env.parse_topic("ns/t/things/twin/streaming/next")):
+        assert type(fast) is env.Topic and fast == plain and hash(fast) == hash(plain)
+        assert repr(fast) == repr(plain)
+        with pytest.raises(AttributeError):  # FrozenInstanceError
+            fast.action = "x"  # type: ignore[misc]
+    assert env.new_topic("a", "b", "policies", None, "streaming") == env.Topic(
+        namespace="a", entity_name="b", group="policies", channel=None, criterion="streaming")
+    classified = msg.classify_topic("ns/t/things/twin/streaming/next")
+    assert type(classified) is msg.Classified and classified == msg.Classified(
+        topic=plain, kind=msg.Kind.STREAMING, action="next")
+    with pytest.raises(AttributeError):
+        classified.action = "x"  # type: ignore[misc]
+
+
 def test_ditto_envelope_checks_still_refuse_what_ditto_refuses() -> None:
     for bad in ({"topic": 1}, {}, {"topic": "a", "headers": None}, {"topic": "a", "path": 2},
                 {"topic": "a", "revision": "1"}, {"topic": "a", "timestamp": 1}, []):
