@@ -54,6 +54,12 @@ class ClientState(enum.Enum):
     CANCELLED = "cancelled"  # cancel sent; late events are still accepted
     DONE = "done"  # complete / failed received; forgotten
 
+    # Members are singletons compared by identity: hashed by identity too,
+    # a C slot instead of Enum's Python __hash__ (the transition table's
+    # lookups hash two a message: docs/performance.md, "a thing's control
+    # path").
+    __hash__ = object.__hash__
+
 
 class ClientInput(enum.Enum):
     CREATED = "created"
@@ -63,6 +69,8 @@ class ClientInput(enum.Enum):
     FAILED = "failed"
     REQUEST = "request"  # local intent
     CANCEL = "cancel"  # local intent
+
+    __hash__ = object.__hash__  # as ClientState's
 
 
 S, In = ClientState, ClientInput
@@ -494,22 +502,20 @@ class DittoClient:
             # correlation-id is its own, or none (then the first of the
             # topic's entity, which it is).
             sub = next(iter(self._pending.values()), None)
-            correlation = headers._items.get("correlation-id", _NO_CORRELATION)[1]
-            if (
-                sub is None
-                or (type(correlation) is str and correlation != sub.correlation_id)
-                or sid in self._by_id
-                or topic != sub.base + action
-            ):
+            if sub is None or sid in self._by_id or topic != sub.base + action:
                 return False
-            self._created(sub, sid, headers)
+            parsed = env.headers_from_json(headers)
+            correlation = parsed._items.get("correlation-id", _NO_CORRELATION)[1]
+            if type(correlation) is str and correlation != sub.correlation_id:
+                return False
+            self._created(sub, sid, parsed)
             return True
         found = self._by_id.get(sid)
         if found is None or topic != found.base + action:
             return False
         if action == "next" and found.kind is Kind.STREAMING:
             self._on_next(found, sid, value)
-            self._learn_shortcut(topic, headers, sid)
+            self._learn_shortcut(topic, env.headers_from_json(headers), sid)
             return True
         if action == "complete":
             self._completed(found, sid)

@@ -32,9 +32,10 @@ this one.
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Any, Final
 
-from ._envelope import Headers, Topic, dumps, headers_from_json, same_layout, scan_json
+from ._envelope import Headers, Topic, dumps, same_layout, scan_json
 from .events import ItemsReceived, NextReceived
 
 __all__ = [
@@ -108,15 +109,17 @@ def message_text(
 #: The fields of a plain subscription message.
 _PLAIN_KEYS: Final = frozenset({"topic", "headers", "path", "value"})
 _NO_HEADERS: Final[dict[str, Any]] = {}
+_CONTAINERS: Final = (dict, list)
 
 
-def plain_message(text: str) -> tuple[str, Headers, dict[str, Any]] | None:
+def plain_message(text: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
     """``(topic, headers, value)`` of ``text`` when it is one compact JSON
     object with no fields but ``topic`` (a string), ``headers`` (an object
     whose values are no objects or arrays), ``path`` (a string) and
     ``value`` (an object): then ``parse_envelope(text)`` is the envelope of
-    these (and ``path``), its checks passed. None for anything else, left
-    to the full path (which answers errors)."""
+    these (``headers`` as ``headers_from_json`` makes them, and ``path``),
+    its checks passed. None for anything else, left to the full path
+    (which answers errors)."""
     try:
         obj, end = scan_json(text, 0)
     except (StopIteration, ValueError, RecursionError):
@@ -130,9 +133,8 @@ def plain_message(text: str) -> tuple[str, Headers, dict[str, Any]] | None:
         or type(headers) is not dict
         or type(value) is not dict
         or type(get("path", "/")) is not str
+        # nested header values: the depth check is the full path's
+        or any(map(isinstance, headers.values(), repeat(_CONTAINERS)))
     ):
         return None
-    for item in headers.values():
-        if type(item) is dict or type(item) is list:  # the depth check is the full path's
-            return None
-    return topic, headers_from_json(headers), value
+    return topic, headers, value

@@ -64,6 +64,12 @@ class ServerState(enum.Enum):
     ZOMBIE = "zombie"  # ended; a request is "considered cancelled"
     GONE = "gone"  # forgotten; its ID is unknown
 
+    # Members are singletons compared by identity: hashed by identity too,
+    # a C slot instead of Enum's Python __hash__ (the transition table's
+    # lookups hash two a message: docs/performance.md, "a thing's control
+    # path").
+    __hash__ = object.__hash__
+
 
 class ServerInput(enum.Enum):
     REQUEST = "request"  # request with demand > 0
@@ -77,6 +83,8 @@ class ServerInput(enum.Enum):
     UP_ERROR = "up-error"
     IDLE = "idle"  # idle timeout
     EXPIRE = "expire"  # zombie timeout
+
+    __hash__ = object.__hash__  # as ServerState's
 
 
 S, In = ServerState, ServerInput
