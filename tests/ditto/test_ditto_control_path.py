@@ -356,3 +356,107 @@ def test_ditto_plain_messages_are_what_the_envelope_parses(text: str) -> None:
 ])
 def test_ditto_plain_message_leaves_the_rest_to_the_full_path(text: str) -> None:
     assert plain_message(text) is None
+
+
+# -- the server's control path: a request as clients write it ---------------------
+
+SERVER_ENTITIES = ["ns/t/things/twin", "ns/u/things", "n.s/t:1/policies", "_/_/things/twin"]
+_demands = st.sampled_from([1, 2, 5, 2**63 - 1, 2**63, 0, -1, "3", 1.5, True, None, [1]])
+_request_mutations = {
+    1: lambda t: t.replace("/request", "/cancel"),
+    2: lambda t: t.replace('"subscriptionId":"', '"subscriptionId":"9'),
+    3: lambda t: t[:-1] + ',"status":200}',
+    4: lambda t: t.replace("ns/t/", "ns/v/"),
+    5: lambda t: t + " ",
+    6: lambda t: t.replace('"headers":{', '"headers":{"h":{"a":1},'),
+    7: lambda t: t.replace('"path":"/"', '"path":"/x"'),
+    8: lambda t: t.replace('"demand":', '"demand":-'),
+}
+_server_steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("subscribe"), st.integers(0, len(SERVER_ENTITIES) - 1),
+                  st.sampled_from([{}, {"correlation-id": "c-1"}])),
+        st.tuples(st.just("accept"), st.integers(0, 5), st.booleans()),
+        st.tuples(st.just("request"), st.integers(0, 5), _demands,
+                  st.sampled_from([{}, CT, {"Correlation-Id": "c-2"}]),
+                  st.sampled_from([0] * 6 + list(range(1, 9)))),
+        st.tuples(st.just("signal"), st.integers(0, 5), st.sampled_from(["next", "complete"])),
+        st.tuples(st.just("time"), st.sampled_from([1.0, 61.0, 1e6])),
+    ),
+    min_size=1, max_size=14,
+)
+
+
+class _Upstream:
+    """A Publisher that records what its Subscriber asks."""
+
+    def __init__(self) -> None:
+        self.subscriber: Any = None
+        self.asked: list[Any] = []
+
+    def subscribe(self, subscriber: Any) -> None:
+        self.subscriber = subscriber
+        subscriber.on_subscribe(self)
+
+    def request(self, n: int) -> None:
+        self.asked.append(n)
+
+    def cancel(self) -> None:
+        self.asked.append("cancel")
+
+
+def _server_step(server: Any, step: tuple[Any, ...], fast: bool,
+                 upstreams: dict[str, _Upstream]) -> tuple[Any, ...]:
+    sids = list(server._subs)
+    what = step[0]
+    pick = sids[step[1] % len(sids)] if sids and what not in ("subscribe", "time") else None
+    error = None
+    if what == "subscribe":
+        action = "search/subscribe" if step[1] == 3 else "streaming/subscribeForPersistedEvents"
+        topic = f"{SERVER_ENTITIES[step[1]]}/{action}"
+        server.receive_message(_compact({"topic": topic, "headers": step[2], "path": "/",
+                                         "value": {}}))
+    elif what == "accept" and pick is not None:
+        try:
+            if step[2]:
+                upstreams[pick] = _Upstream()
+                server.accept(pick, upstreams[pick])
+            else:
+                server.reject(pick, env.DittoError(status=404, error="x", message="gone"))
+        except LocalProtocolError as exc:
+            error = str(exc)
+    elif what == "request" and pick is not None:
+        sub = server._subs[pick]
+        text = _compact({"topic": sub.base + "request", "headers": step[3], "path": "/",
+                         "value": {"subscriptionId": pick, "demand": step[2]}})
+        text = _request_mutations[step[4]](text) if step[4] else text
+        if fast:
+            server.receive_message(text)
+        else:
+            server._receive(text)
+    elif what == "signal" and pick in upstreams and upstreams[pick].subscriber is not None:
+        subscriber = upstreams[pick].subscriber
+        if step[2] == "next":
+            subscriber.on_next({"revision": 1})
+        else:
+            subscriber.on_complete()
+    elif what == "time":
+        server.handle_timeout(step[1])
+    subs = list(server._subs.values())
+    return (error, server.messages_to_send(), list(server.events()),
+            [(s.id, s.state, s.outstanding, s.pending_demand, s.headers, s.deadline)
+             for s in subs],
+            {sid: up.asked for sid, up in upstreams.items()}, sorted(server._timers))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_server_steps)
+def test_ditto_server_control_path_agrees_with_the_full_path(steps: list[Any]) -> None:
+    from sansrs.ditto import DittoServer
+
+    fast, full = DittoServer(), DittoServer()
+    fast_up: dict[str, _Upstream] = {}
+    full_up: dict[str, _Upstream] = {}
+    for step in [("subscribe", 0, {}), ("accept", 0, True), *steps]:
+        assert _server_step(fast, step, True, fast_up) == _server_step(full, step, False,
+                                                                        full_up), step
