@@ -167,6 +167,7 @@ class DittoClient:
         self._out: list[str] = []
         #: Newest first, at most _MAX_SHORTCUTS (see _next_shortcut).
         self._shortcuts: list[_Shortcut] = []
+        self._prefixes: tuple[str, ...] = ()  # theirs, in their order
 
     # -- sans-IO plumbing ---------------------------------------------------------
 
@@ -345,11 +346,12 @@ class DittoClient:
 
     def receive_message(self, text: str) -> None:
         """Process one message from Ditto; ``RemoteProtocolError`` if it breaks the protocol."""
-        for shortcut in self._shortcuts:
-            if text.startswith(shortcut.prefix):
-                if self._next_shortcut(text, shortcut):
-                    return
-                break
+        if text.startswith(self._prefixes):
+            for shortcut in self._shortcuts:
+                if text.startswith(shortcut.prefix):
+                    if self._next_shortcut(text, shortcut):
+                        return
+                    break
         if not self._control(text):
             self._receive(text)
 
@@ -368,15 +370,17 @@ class DittoClient:
         while i < end:
             text = texts[i]
             items: Any = _MISS
-            shortcuts = self._shortcuts  # a full-path next may have taught one
-            for shortcut in shortcuts:
-                # At most one prefix matches: they are written by
-                # next_prefix, compact JSON whose topic, headers and
-                # subscription ID each end where their text ends, so no
-                # prefix begins another (their order does not matter).
-                if text.startswith(shortcut.prefix):
-                    items = self._shortcut_items(texts, i, shortcut)
-                    break
+            # One C call tries every prefix: most messages that start with
+            # none are a thing's created or complete (_control).
+            if text.startswith(self._prefixes):  # a full-path next may have taught one
+                for shortcut in self._shortcuts:
+                    # At most one prefix matches: they are written by
+                    # next_prefix, compact JSON whose topic, headers and
+                    # subscription ID each end where their text ends, so no
+                    # prefix begins another (their order does not matter).
+                    if text.startswith(shortcut.prefix):
+                        items = self._shortcut_items(texts, i, shortcut)
+                        break
             if items is _MISS:
                 if not self._control(text):
                     self._receive(text)
@@ -496,13 +500,13 @@ class DittoClient:
         sid = value.get("subscriptionId")
         if type(sid) is not str:
             return False
-        action = topic[topic.rfind("/") + 1 :]
-        if action == "created":
+        found = self._by_id.get(sid)
+        if found is None:  # a created, or the full path's
             # The oldest pending subscribe: _match_pending's answer when the
             # correlation-id is its own, or none (then the first of the
             # topic's entity, which it is).
             sub = next(iter(self._pending.values()), None)
-            if sub is None or sid in self._by_id or topic != sub.base + action:
+            if sub is None or topic != sub.base + "created":
                 return False
             parsed = env.headers_from_json(headers)
             correlation = parsed._items.get("correlation-id", _NO_CORRELATION)[1]
@@ -510,14 +514,12 @@ class DittoClient:
                 return False
             self._created(sub, sid, parsed)
             return True
-        found = self._by_id.get(sid)
-        if found is None or topic != found.base + action:
-            return False
-        if action == "next" and found.kind is Kind.STREAMING:
+        base = found.base
+        if topic == base + "next" and found.kind is Kind.STREAMING:
             self._on_next(found, sid, value)
             self._learn_shortcut(topic, env.headers_from_json(headers), sid)
             return True
-        if action == "complete":
+        if topic == base + "complete":
             self._completed(found, sid)
             return True
         return False
@@ -534,12 +536,12 @@ class DittoClient:
             elif old.sub.state is ClientState.ACTIVE:
                 kept.append(old)
         self._shortcuts = kept
-        if sub.misses >= _MAX_SHORTCUT_MISSES:
-            return
-        prefix = next_prefix(topic, headers, sid)
-        if prefix:
-            kept.insert(0, _Shortcut(prefix, sid, sub))
-            del kept[_MAX_SHORTCUTS:]
+        if sub.misses < _MAX_SHORTCUT_MISSES:
+            prefix = next_prefix(topic, headers, sid)
+            if prefix:
+                kept.insert(0, _Shortcut(prefix, sid, sub))
+                del kept[_MAX_SHORTCUTS:]
+        self._prefixes = tuple([shortcut.prefix for shortcut in kept])
 
     def _receive(self, text: str) -> None:
         """The full path: any message, every field checked."""
