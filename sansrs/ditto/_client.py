@@ -286,11 +286,13 @@ class DittoClient:
         if open_now >= self.config.max_subscriptions:
             raise LocalProtocolError(f"at most {self.config.max_subscriptions} subscriptions")
         out_headers = env.Headers(headers)
-        if out_headers.correlation_id is None and self.config.correlation_ids is not None:
+        correlation_id = out_headers.correlation_id
+        if correlation_id is None and self.config.correlation_ids is not None:
             out_headers = out_headers.with_header("correlation-id", self.config.correlation_ids())
+            correlation_id = out_headers.correlation_id
         key = self._keys
         self._keys += 1
-        sub = _ClientSubscription(key, kind, topic, out_headers.correlation_id)
+        sub = _ClientSubscription(key, kind, topic, correlation_id)
         self._pending[key] = sub
         self._send(sub.base, action, out_headers.to_json(), value, fields)
         return key

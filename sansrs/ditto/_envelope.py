@@ -331,8 +331,8 @@ class Headers(Mapping[str, Any]):
 
     @property
     def correlation_id(self) -> str | None:
-        value = self.get("correlation-id")
-        return value if isinstance(value, str) else None
+        item = self._items.get("correlation-id")  # Mapping.get costs a KeyError
+        return item[1] if item is not None and isinstance(item[1], str) else None
 
 
 class TopicError(ValueError):
