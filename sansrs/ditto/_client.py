@@ -493,9 +493,7 @@ class DittoClient:
         one ``_match_pending`` returns first). The rest is the full path's
         own code. A history of a few events a thing spends most of its
         client time here (docs/performance.md, "a thing's control path")."""
-        if len(text) > self.config.max_message_size:
-            return False
-        parts = plain_message(text)
+        parts = plain_message(text, self.config.max_message_size)
         if parts is None:
             return False
         topic, headers, value = parts

@@ -112,14 +112,18 @@ _NO_HEADERS: Final[dict[str, Any]] = {}
 _CONTAINERS: Final = (dict, list)
 
 
-def plain_message(text: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
+def plain_message(
+    text: str, max_size: int
+) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
     """``(topic, headers, value)`` of ``text`` when it is one compact JSON
     object with no fields but ``topic`` (a string), ``headers`` (an object
     whose values are no objects or arrays), ``path`` (a string) and
     ``value`` (an object): then ``parse_envelope(text)`` is the envelope of
     these (``headers`` as ``headers_from_json`` makes them, and ``path``),
     its checks passed. None for anything else, left to the full path
-    (which answers errors)."""
+    (which answers errors), and for a text longer than ``max_size``."""
+    if len(text) > max_size:
+        return None
     try:
         obj, end = scan_json(text, 0)
     except (StopIteration, ValueError, RecursionError):

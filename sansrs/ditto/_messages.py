@@ -244,6 +244,8 @@ class Classified:
 _ClassifiedBuilder: Any = env.same_layout(Classified)
 
 
+# Alike in shape with the other builders by design (see env.new_topic).
+
 def _classified(topic: env.Topic, kind: Kind, action: str) -> Classified:
     """``Classified(...)`` without the frozen ``__init__`` (as ``env.new_topic``)."""
     c = _new(_ClassifiedBuilder)

@@ -286,9 +286,7 @@ class DittoServer:
         code (``_command``). Twice a thing for a history of a few events
         (docs/performance.md, "a thing's control path");
         tests/ditto/test_ditto_control_path.py holds it to the full path."""
-        if len(text) > self.config.max_message_size:
-            return False
-        parts = plain_message(text)
+        parts = plain_message(text, self.config.max_message_size)
         if parts is None:
             return False
         topic, headers, value = parts

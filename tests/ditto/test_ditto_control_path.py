@@ -172,15 +172,12 @@ def _state(client: DittoClient) -> tuple[Any, ...]:
 
 def _outcome(client: DittoClient, texts: list[str], how: str) -> tuple[Any, ...]:
     error = None
+    one_at_a_time = {"full": client._receive, "one": client.receive_message}.get(how)
     try:
-        if how == "full":
-            for text in texts:
-                client._receive(text)
-        elif how == "run":
+        if one_at_a_time is None:
             client.receive_run(texts)
         else:
-            for text in texts:
-                client.receive_message(text)
+            list(map(one_at_a_time, texts))
     except RemoteProtocolError as exc:
         error = (exc.message, exc.error_code)
     events: list[Any] = []
@@ -341,7 +338,7 @@ def test_ditto_a_subscriptions_base_classifies_as_its_kind(
     '{"topic":"a","value":{"subscriptionId":"1"}}',
 ])
 def test_ditto_plain_messages_are_what_the_envelope_parses(text: str) -> None:
-    parts = plain_message(text)
+    parts = plain_message(text, 1000)
     assert parts is not None
     envelope = env.parse_envelope(text)
     assert parts is not None and parts[0] == envelope.topic and parts[2] == envelope.value
@@ -355,7 +352,8 @@ def test_ditto_plain_messages_are_what_the_envelope_parses(text: str) -> None:
     '{"topic":"a","headers":null,"value":{}}', '{"topic":"a","value":{"x":NaN}}',
 ])
 def test_ditto_plain_message_leaves_the_rest_to_the_full_path(text: str) -> None:
-    assert plain_message(text) is None
+    assert plain_message(text, 1000) is None
+    assert plain_message('{"topic":"a","value":{}}', 23) is None  # longer than that
 
 
 # -- the server's control path: a request as clients write it ---------------------
