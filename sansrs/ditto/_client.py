@@ -147,6 +147,7 @@ class _Shortcut:
 _MAX_SHORTCUT_MISSES: Final = 4
 #: Subscriptions whose shortcuts are kept (tried in turn on every message).
 _MAX_SHORTCUTS: Final = 4
+#: The headers item of no correlation-id (``Headers._items``: name, value).
 _NO_CORRELATION: Final = ("", None)
 #: "No item": the message is left to the full path.
 _MISS: Final = object()
@@ -501,7 +502,7 @@ class DittoClient:
         if type(sid) is not str:
             return False
         found = self._by_id.get(sid)
-        if found is None:  # a created, or the full path's
+        if found is None:  # a created (or a message the full path answers)
             # The oldest pending subscribe: _match_pending's answer when the
             # correlation-id is its own, or none (then the first of the
             # topic's entity, which it is).
