@@ -21,7 +21,7 @@ from .._errors import LocalProtocolError, RemoteProtocolError
 from ..streams import MAX_DEMAND, add_demand
 from . import _envelope as env
 from ._config import DittoClientConfig
-from ._fast import new_items, new_next, next_prefix
+from ._fast import message_text, new_items, new_next, next_prefix, plain_message, topic_base
 from ._messages import (
     SUBSCRIBE_PERSISTED,
     Classified,
@@ -54,6 +54,12 @@ class ClientState(enum.Enum):
     CANCELLED = "cancelled"  # cancel sent; late events are still accepted
     DONE = "done"  # complete / failed received; forgotten
 
+    # Members are singletons compared by identity: hashed by identity too,
+    # a C slot instead of Enum's Python __hash__ (the transition table's
+    # lookups hash two a message: docs/performance.md, "a thing's control
+    # path").
+    __hash__ = object.__hash__
+
 
 class ClientInput(enum.Enum):
     CREATED = "created"
@@ -63,6 +69,8 @@ class ClientInput(enum.Enum):
     FAILED = "failed"
     REQUEST = "request"  # local intent
     CANCEL = "cancel"  # local intent
+
+    __hash__ = object.__hash__  # as ClientState's
 
 
 S, In = ClientState, ClientInput
@@ -104,12 +112,15 @@ _NEXT_KEEPS: Final = tuple(  # a tuple: "in" compares by identity, no enum hash
 
 
 class _ClientSubscription:
-    __slots__ = ("correlation_id", "demand", "key", "kind", "misses", "sid", "state", "topic")
+    __slots__ = (
+        "base", "correlation_id", "demand", "key", "kind", "misses", "sid", "state", "topic"
+    )
 
     def __init__(self, key: int, kind: Kind, topic: env.Topic, correlation_id: str | None) -> None:
         self.key = key
         self.kind = kind
         self.topic = topic  # with criterion, no action
+        self.base = topic_base(topic)  # its messages' topic text: base + action
         self.correlation_id = correlation_id
         self.sid: str | None = None
         self.state = ClientState.SUBSCRIBING
@@ -136,6 +147,8 @@ class _Shortcut:
 _MAX_SHORTCUT_MISSES: Final = 4
 #: Subscriptions whose shortcuts are kept (tried in turn on every message).
 _MAX_SHORTCUTS: Final = 4
+#: The headers item of no correlation-id (``Headers._items``: name, value).
+_NO_CORRELATION: Final = ("", None)
 #: "No item": the message is left to the full path.
 _MISS: Final = object()
 
@@ -155,6 +168,7 @@ class DittoClient:
         self._out: list[str] = []
         #: Newest first, at most _MAX_SHORTCUTS (see _next_shortcut).
         self._shortcuts: list[_Shortcut] = []
+        self._prefixes: tuple[str, ...] = ()  # theirs, in their order
 
     # -- sans-IO plumbing ---------------------------------------------------------
 
@@ -227,12 +241,8 @@ class DittoClient:
             filter=filter,
         )
         _check_names(namespace, entity_name)
-        topic = env.Topic(
-            namespace=namespace,
-            entity_name=entity_name,
-            group=group,
-            channel="twin" if group == "things" else None,
-            criterion="streaming",
+        topic = env.new_topic(
+            namespace, entity_name, group, "twin" if group == "things" else None, "streaming"
         )
         return self._subscribe(
             Kind.STREAMING,
@@ -277,13 +287,15 @@ class DittoClient:
         if open_now >= self.config.max_subscriptions:
             raise LocalProtocolError(f"at most {self.config.max_subscriptions} subscriptions")
         out_headers = env.Headers(headers)
-        if out_headers.correlation_id is None and self.config.correlation_ids is not None:
+        correlation_id = out_headers.correlation_id
+        if correlation_id is None and self.config.correlation_ids is not None:
             out_headers = out_headers.with_header("correlation-id", self.config.correlation_ids())
+            correlation_id = out_headers.correlation_id
         key = self._keys
         self._keys += 1
-        sub = _ClientSubscription(key, kind, topic, out_headers.correlation_id)
+        sub = _ClientSubscription(key, kind, topic, correlation_id)
         self._pending[key] = sub
-        self._send(topic, action, out_headers, value, fields)
+        self._send(sub.base, action, out_headers.to_json(), value, fields)
         return key
 
     def request(
@@ -298,7 +310,7 @@ class DittoClient:
         sub.state = CLIENT_TRANSITIONS[(sub.state, ClientInput.REQUEST)]
         sub.demand = add_demand(sub.demand, demand)
         value = {"subscriptionId": subscription_id, "demand": demand}
-        self._send(sub.topic, "request", env.Headers(headers), value, None)
+        self._send(sub.base, "request", _headers_json(headers), value, None)
 
     def cancel(self, subscription_id: str, *, headers: Mapping[str, Any] | None = None) -> None:
         """Queue ``cancel`` (no answer comes; late events may still arrive)."""
@@ -308,7 +320,7 @@ class DittoClient:
         sub.state = CLIENT_TRANSITIONS[(sub.state, ClientInput.CANCEL)]
         self._remember_cancelled(subscription_id)
         self._send(
-            sub.topic, "cancel", env.Headers(headers), {"subscriptionId": subscription_id}, None
+            sub.base, "cancel", _headers_json(headers), {"subscriptionId": subscription_id}, None
         )
 
     def cancel_pending(self, key: int) -> None:
@@ -337,12 +349,14 @@ class DittoClient:
 
     def receive_message(self, text: str) -> None:
         """Process one message from Ditto; ``RemoteProtocolError`` if it breaks the protocol."""
-        for shortcut in self._shortcuts:
-            if text.startswith(shortcut.prefix):
-                if self._next_shortcut(text, shortcut):
-                    return
-                break
-        self._receive(text)
+        if text.startswith(self._prefixes):
+            for shortcut in self._shortcuts:
+                if text.startswith(shortcut.prefix):
+                    if self._next_shortcut(text, shortcut):
+                        return
+                    break
+        if not self._control(text):
+            self._receive(text)
 
     def receive_run(self, texts: Iterable[str]) -> None:
         """``receive_message`` of each text in turn (the messages of one
@@ -359,17 +373,20 @@ class DittoClient:
         while i < end:
             text = texts[i]
             items: Any = _MISS
-            shortcuts = self._shortcuts  # a full-path next may have taught one
-            for shortcut in shortcuts:
-                # At most one prefix matches: they are written by
-                # next_prefix, compact JSON whose topic, headers and
-                # subscription ID each end where their text ends, so no
-                # prefix begins another (their order does not matter).
-                if text.startswith(shortcut.prefix):
-                    items = self._shortcut_items(texts, i, shortcut)
-                    break
+            # One C call tries every prefix: most messages that start with
+            # none are a thing's created or complete (_control).
+            if text.startswith(self._prefixes):  # a full-path next may have taught one
+                for shortcut in self._shortcuts:
+                    # At most one prefix matches: they are written by
+                    # next_prefix, compact JSON whose topic, headers and
+                    # subscription ID each end where their text ends, so no
+                    # prefix begins another (their order does not matter).
+                    if text.startswith(shortcut.prefix):
+                        items = self._shortcut_items(texts, i, shortcut)
+                        break
             if items is _MISS:
-                self._receive(text)
+                if not self._control(text):
+                    self._receive(text)
                 i += 1
                 continue
             i += len(items)
@@ -463,7 +480,52 @@ class DittoClient:
         shortcut.hits += 1
         return item
 
-    def _learn_shortcut(self, envelope: env.Envelope, sid: str) -> None:
+    def _control(self, text: str) -> bool:
+        """A subscription's ``created``, first ``next`` (which teaches the
+        shortcut) or ``complete`` as Ditto writes them: True when taken,
+        False (nothing changed) to leave the message to the full path.
+
+        Taken only when the full path would find the same: the message is
+        a plain envelope (``plain_message``), its topic is the text of the
+        subscription's own topic with that action (``sub.base``, written by
+        us from checked names, so the topic grammar and its classification
+        hold: tests/ditto/test_ditto_control_path.py), and for ``created``
+        it answers the oldest pending subscribe by its correlation-id (the
+        one ``_match_pending`` returns first). The rest is the full path's
+        own code. A history of a few events a thing spends most of its
+        client time here (docs/performance.md, "a thing's control path")."""
+        parts = plain_message(text, self.config.max_message_size)
+        if parts is None:
+            return False
+        topic, headers, value = parts
+        sid = value.get("subscriptionId")
+        if type(sid) is not str:
+            return False
+        found = self._by_id.get(sid)
+        if found is None:  # a created (or a message the full path answers)
+            # The oldest pending subscribe: _match_pending's answer when the
+            # correlation-id is its own, or none (then the first of the
+            # topic's entity, which it is).
+            sub = next(iter(self._pending.values()), None)
+            if sub is None or topic != sub.base + "created":
+                return False
+            parsed = env.headers_from_json(headers)
+            correlation = parsed._items.get("correlation-id", _NO_CORRELATION)[1]
+            if type(correlation) is str and correlation != sub.correlation_id:
+                return False
+            self._created(sub, sid, parsed)
+            return True
+        base = found.base
+        if topic == base + "next" and found.kind is Kind.STREAMING:
+            self._on_next(found, sid, value)
+            self._learn_shortcut(topic, env.headers_from_json(headers), sid)
+            return True
+        if topic == base + "complete":
+            self._completed(found, sid)
+            return True
+        return False
+
+    def _learn_shortcut(self, topic: str, headers: env.Headers, sid: str) -> None:
         """After a history ``next`` took the full path: its prefix, for the next ones."""
         sub = self._by_id.get(sid)
         if sub is None or sub.state is not ClientState.ACTIVE:
@@ -475,12 +537,12 @@ class DittoClient:
             elif old.sub.state is ClientState.ACTIVE:
                 kept.append(old)
         self._shortcuts = kept
-        if sub.misses >= _MAX_SHORTCUT_MISSES:
-            return
-        prefix = next_prefix(envelope.topic, envelope.headers, sid)
-        if prefix:
-            kept.insert(0, _Shortcut(prefix, sid, sub))
-            del kept[_MAX_SHORTCUTS:]
+        if sub.misses < _MAX_SHORTCUT_MISSES:
+            prefix = next_prefix(topic, headers, sid)
+            if prefix:
+                kept.insert(0, _Shortcut(prefix, sid, sub))
+                del kept[_MAX_SHORTCUTS:]
+        self._prefixes = tuple([shortcut.prefix for shortcut in kept])
 
     def _receive(self, text: str) -> None:
         """The full path: any message, every field checked."""
@@ -502,7 +564,7 @@ class DittoClient:
         except env.MessageError as exc:
             raise RemoteProtocolError(exc.error.message, exc.error.status) from None
         if classified.action == "next" and classified.kind is Kind.STREAMING:
-            self._learn_shortcut(envelope, subscription_id_of(envelope))
+            self._learn_shortcut(envelope.topic, envelope.headers, subscription_id_of(envelope))
 
     def _dispatch(self, envelope: env.Envelope, msg: Classified) -> None:
         action = msg.action
@@ -521,8 +583,7 @@ class DittoClient:
         if action == "next":
             self._on_next(sub, sid, value)
         elif action == "complete":
-            self._advance(sub, ClientInput.COMPLETE)
-            self._events.append(SubscriptionCompleted(key=sub.key, subscription_id=sid))
+            self._completed(sub, sid)
         else:
             error = env.DittoError.from_json(value.get("error"))
             self._advance(sub, ClientInput.FAILED)
@@ -533,18 +594,23 @@ class DittoClient:
         if sub is None or sid in self._by_id:
             self._events.append(StrayMessageReceived(envelope=envelope))
             return
+        self._created(sub, sid, envelope.headers)
+
+    def _created(self, sub: _ClientSubscription, sid: str, headers: env.Headers) -> None:
         del self._pending[sub.key]
         sub.sid = sid
         self._by_id[sid] = sub
         if sub.state is ClientState.CANCELLED:
             # cancelled before the ID was known: tell Ditto now
             self._remember_cancelled(sid)
-            self._send(sub.topic, "cancel", env.Headers(), {"subscriptionId": sid}, None)
+            self._send(sub.base, "cancel", {}, {"subscriptionId": sid}, None)
             return
         sub.state = CLIENT_TRANSITIONS[(sub.state, ClientInput.CREATED)]
-        self._events.append(
-            SubscriptionCreated(key=sub.key, subscription_id=sid, headers=envelope.headers)
-        )
+        self._events.append(SubscriptionCreated(key=sub.key, subscription_id=sid, headers=headers))
+
+    def _completed(self, sub: _ClientSubscription, sid: str) -> None:
+        self._advance(sub, ClientInput.COMPLETE)
+        self._events.append(SubscriptionCompleted(key=sub.key, subscription_id=sid))
 
     def _match_pending(self, envelope: env.Envelope, msg: Classified) -> _ClientSubscription | None:
         correlation_id = envelope.headers.correlation_id
@@ -562,7 +628,7 @@ class DittoClient:
         if excess or sub.state not in _NEXT_KEEPS:  # the table lookup hashes two enums
             self._advance(sub, ClientInput.NEXT_EXCESS if excess else ClientInput.NEXT)
         if excess:
-            self._send(sub.topic, "cancel", env.Headers(), {"subscriptionId": sid}, None)
+            self._send(sub.base, "cancel", {}, {"subscriptionId": sid}, None)
             raise RemoteProtocolError(
                 f"next beyond the requested demand on {sid!r} (rule 1.1)", 400
             )
@@ -606,16 +672,15 @@ class DittoClient:
     # -- output -----------------------------------------------------------------
 
     def _send(
-        self, topic: env.Topic, action: str, headers: env.Headers, value: Any, fields: str | None
+        self, base: str, action: str, headers: dict[str, Any], value: Any, fields: str | None
     ) -> None:
-        text = env.Envelope(
-            topic=str(topic.with_action(topic.criterion, action)),
-            headers=headers,
-            path="/",
-            value=value,
-            fields=fields,
-        ).to_text()
-        self._out.append(text)
+        """``Envelope(topic=base + action, ...).to_text()``, without building
+        the topic and envelope (see ``_fast.message_text``)."""
+        self._out.append(message_text(base + action, headers, value, fields))
+
+
+def _headers_json(headers: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {} if headers is None else env.Headers(headers).to_json()
 
 
 def _instant(value: datetime | str | None) -> str | None:

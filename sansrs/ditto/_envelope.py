@@ -26,10 +26,13 @@ __all__ = [
     "Topic",
     "TopicError",
     "dumps",
+    "headers_from_json",
     "item_envelope",
     "loads",
+    "new_topic",
     "parse_envelope",
     "parse_topic",
+    "same_layout",
     "scan_json",
 ]
 
@@ -328,8 +331,8 @@ class Headers(Mapping[str, Any]):
 
     @property
     def correlation_id(self) -> str | None:
-        value = self.get("correlation-id")
-        return value if isinstance(value, str) else None
+        item = self._items.get("correlation-id")  # Mapping.get costs a KeyError
+        return item[1] if item is not None and isinstance(item[1], str) else None
 
 
 class TopicError(ValueError):
@@ -372,14 +375,43 @@ class Topic:
     def with_action(self, criterion: str, action: str | None) -> Topic:
         """Same entity, ``twin`` channel for things (Ditto always emits twin topics)."""
         channel = "twin" if self.group == "things" else None
-        return Topic(
-            namespace=self.namespace,
-            entity_name=self.entity_name,
-            group=self.group,
-            channel=channel,
-            criterion=criterion,
-            action=action,
-        )
+        return new_topic(self.namespace, self.entity_name, self.group, channel, criterion, action)
+
+
+def same_layout(cls: type) -> Any:
+    """A plain class with the slots of ``cls`` (a frozen, slotted dataclass)
+    in the same order: filled with plain stores, it becomes a ``cls`` by
+    ``__class__`` assignment (the layouts are the same), a fifth of the
+    frozen ``__init__``'s cost (one ``object.__setattr__`` per field)."""
+    return type(f"_{cls.__name__}Builder", (), {"__slots__": cls.__dict__["__slots__"]})
+
+
+_TopicBuilder: Any = same_layout(Topic)
+
+
+# Alike in shape with the other builders by design (the duplicates scan
+# lists them): one per class, plain stores, no loop over field names.
+
+def new_topic(
+    namespace: str,
+    entity_name: str,
+    group: str,
+    channel: str | None,
+    criterion: str,
+    action: str | None = None,
+) -> Topic:
+    """``Topic(...)`` without the frozen ``__init__`` (every message the
+    cores parse or write has a topic: docs/performance.md, "a thing's
+    control path")."""
+    t = _new(_TopicBuilder)
+    t.namespace = namespace
+    t.entity_name = entity_name
+    t.group = group
+    t.channel = channel
+    t.criterion = criterion
+    t.action = action
+    t.__class__ = Topic
+    return t  # type: ignore[no-any-return]
 
 
 def parse_topic(text: str) -> Topic:
@@ -398,14 +430,7 @@ def parse_topic(text: str) -> Topic:
     if not rest or not rest[0]:
         raise TopicError(f"topic {text!r} has no criterion")
     action = "/".join(rest[1:]) if len(rest) > 1 else None
-    return Topic(
-        namespace=namespace,
-        entity_name=name,
-        group=group,
-        channel=channel,
-        criterion=rest[0],
-        action=action,
-    )
+    return new_topic(namespace, name, group, channel, rest[0], action)
 
 
 #: Envelope keys after ``value`` in the order Ditto writes them.
@@ -482,11 +507,9 @@ def envelope_from_json(obj: Any) -> Envelope:
     fields = get("fields")
     if fields is not None and not isinstance(fields, str):
         raise MessageError(json_invalid("The field 'fields' is not a string."))
-    parsed_headers = _new(Headers)
-    parsed_headers._items = {name.lower(): (name, value) for name, value in headers.items()}
     e = _new(_EnvelopeBuilder)
     e.topic = topic
-    e.headers = parsed_headers
+    e.headers = headers_from_json(headers)
     e.path = path
     e.value = get("value", ABSENT)
     e.extra = get("extra")
@@ -502,10 +525,15 @@ def envelope_from_json(obj: Any) -> Envelope:
 _new = object.__new__
 _NO_HEADERS: Final[dict[str, Any]] = {}
 _CONTAINERS: Final = (dict, list)
-#: A plain class with ``Envelope``'s slots in the same order: filled with
-#: plain stores, it becomes an ``Envelope`` by ``__class__`` assignment (the
-#: layouts are the same), a fifth of the frozen ``__init__``'s cost.
-_EnvelopeBuilder: Any = type("_EnvelopeBuilder", (), {"__slots__": Envelope.__dict__["__slots__"]})
+_EnvelopeBuilder: Any = same_layout(Envelope)
+
+
+def headers_from_json(headers: dict[str, Any]) -> Headers:
+    """``Headers(headers)`` of a parsed JSON object, without the ``Mapping``
+    calls (its values already checked)."""
+    parsed = _new(Headers)
+    parsed._items = {name.lower(): (name, value) for name, value in headers.items()}
+    return parsed
 
 
 def item_envelope(item: Any) -> Envelope | None:

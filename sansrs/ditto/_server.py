@@ -28,7 +28,7 @@ from .._errors import LocalProtocolError
 from ..streams import MAX_DEMAND, Publisher, Subscription, add_demand
 from . import _envelope as env
 from ._config import DittoServerConfig
-from ._fast import next_prefix
+from ._fast import message_text, next_prefix, plain_message, topic_base
 from ._messages import (
     CANCELLED_MESSAGE,
     INTERNAL_ERROR,
@@ -64,6 +64,12 @@ class ServerState(enum.Enum):
     ZOMBIE = "zombie"  # ended; a request is "considered cancelled"
     GONE = "gone"  # forgotten; its ID is unknown
 
+    # Members are singletons compared by identity: hashed by identity too,
+    # a C slot instead of Enum's Python __hash__ (the transition table's
+    # lookups hash two a message: docs/performance.md, "a thing's control
+    # path").
+    __hash__ = object.__hash__
+
 
 class ServerInput(enum.Enum):
     REQUEST = "request"  # request with demand > 0
@@ -77,6 +83,8 @@ class ServerInput(enum.Enum):
     UP_ERROR = "up-error"
     IDLE = "idle"  # idle timeout
     EXPIRE = "expire"  # zombie timeout
+
+    __hash__ = object.__hash__  # as ServerState's
 
 
 S, In = ServerState, ServerInput
@@ -123,6 +131,7 @@ _NEXT_KEEPS: Final = tuple(  # a tuple: "in" compares by identity, no enum hash
 
 class _Subscription:
     __slots__ = (
+        "base",
         "deadline",
         "failure",
         "headers",
@@ -141,6 +150,7 @@ class _Subscription:
         self.id = sid
         self.kind = kind
         self.topic = topic
+        self.base = topic_base(topic)  # its messages' topic text: base + action
         self.headers = headers  # of the latest subscribe/request/cancel
         self.state = ServerState.PENDING
         self.publisher: Publisher[Any] | None = None
@@ -263,6 +273,34 @@ class DittoServer:
         """Process one text message. Never raises on any input text."""
         if now is not None:
             self._now = now
+        if not self._control(text):
+            self._receive(text)
+
+    def _control(self, text: str) -> bool:
+        """A ``request`` of a subscription as clients write it: True when
+        taken, False (nothing changed) to leave it to the full path
+        (``_receive``). Taken only when the full path would find the same:
+        a plain envelope (``plain_message``) with the subscription's own
+        topic text (``sub.base``, from its parsed subscribe: the grammar
+        holds) and a demand in 1..2**63-1; the rest is the full path's own
+        code (``_command``). Twice a thing for a history of a few events
+        (docs/performance.md, "a thing's control path");
+        tests/ditto/test_ditto_control_path.py holds it to the full path."""
+        parts = plain_message(text, self.config.max_message_size)
+        if parts is None:
+            return False
+        topic, headers, value = parts
+        sid, demand = value.get("subscriptionId"), value.get("demand")
+        if type(sid) is not str or type(demand) is not int or not 0 < demand <= env.MAX_LONG:
+            return False
+        sub = self._subs.get(sid)
+        if sub is None or topic != sub.base + "request":
+            return False
+        self._command(sub, "request", env.headers_from_json(headers), demand)
+        return True
+
+    def _receive(self, text: str) -> None:
+        """The full path: any message, every field checked."""
         if len(text) > self.config.max_message_size:
             error = env.DittoError(
                 status=413,
@@ -300,12 +338,18 @@ class DittoServer:
             self._send_failed(msg.topic.with_action(msg.kind.value, "failed"), headers, sid, error)
             self._events.append(InvalidMessage(error=error))
             return
+        self._command(sub, action, headers, demand)
+
+    def _command(
+        self, sub: _Subscription, action: str, headers: env.Headers, demand: int
+    ) -> None:
+        """A ``request`` (``demand``) or ``cancel`` of a known subscription."""
         sub.headers = headers  # later events carry the latest request's headers
         sub.next_prefix = None
         if sub.state is ServerState.ZOMBIE:
             if action == "request":
                 error = protocol_error(sub.kind, CANCELLED_MESSAGE)
-                self._send_failed(self._topic(sub, "failed"), headers, sid, error)
+                self._send_failed(self._topic(sub, "failed"), headers, sub.id, error)
                 self._events.append(InvalidMessage(error=error))
             return
         self._touch(sub)
@@ -448,7 +492,7 @@ class DittoServer:
     def _prefix_of(self, sub: _Subscription) -> str:
         prefix = sub.next_prefix
         if prefix is None and sub.kind is not Kind.SEARCH:
-            topic = str(self._topic(sub, "next"))
+            topic = sub.base + "next"
             prefix = sub.next_prefix = next_prefix(topic, self._headers(sub.headers), sub.id)
         return prefix or ""
 
@@ -610,12 +654,7 @@ class DittoServer:
         return headers
 
     def _encode(self, sub: _Subscription, action: str, value: dict[str, Any]) -> str:
-        return env.Envelope(
-            topic=str(self._topic(sub, action)),
-            headers=self._headers(sub.headers),
-            path="/",
-            value=value,
-        ).to_text()
+        return message_text(sub.base + action, self._headers(sub.headers).to_json(), value)
 
     def _send(self, sub: _Subscription, action: str, value: dict[str, Any]) -> None:
         self._out.append(self._encode(sub, action, value))

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from sansrs.ditto import DittoServer
 from sansrs.ditto import _envelope as env
 from sansrs.ditto import _messages as msg
-from sansrs.ditto._fast import new_next, next_prefix
+from sansrs.ditto._fast import message_text, new_next, next_prefix, topic_base
 from sansrs.ditto.events import NextReceived, SubscribeReceived
 from sansrs.streams import MAX_DEMAND
 from tests.ditto.ditto_helpers import ManualPublisher, request_text, subscribe_text
@@ -40,6 +40,40 @@ def test_ditto_next_prefix_leaves_non_ascii_messages_to_the_envelope() -> None:
     assert next_prefix("ns/t/things/twin/streaming/next", env.Headers({"n": "é"}), "7") == ""
 
 
+_names = st.text(min_size=1, max_size=6).filter(lambda n: "/" not in n)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=4), inner,
+                                                                max_size=2),
+    max_leaves=4,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.builds(env.Topic, namespace=_names, entity_name=_names,
+              group=st.sampled_from(["things", "policies", "connections"]),
+              channel=st.sampled_from([None, "twin", "live"]),
+              criterion=st.sampled_from(["streaming", "search"]),
+              action=st.none() | st.text(max_size=4)),
+    st.sampled_from(["subscribeForPersistedEvents", "subscribe", "request", "cancel"]),
+    st.dictionaries(st.text(max_size=6), _json, max_size=3),
+    _json,
+    st.none() | st.text(max_size=6),
+)
+def test_ditto_messages_written_from_a_topic_base_are_the_envelopes(
+    topic: env.Topic, action: str, headers: dict[str, object], value: object,
+    fields: str | None,
+) -> None:
+    """What the cores send (``_fast.message_text`` behind the subscription's
+    ``topic_base``) is what the envelope of that topic writes."""
+    full = topic.with_action(topic.criterion, action)
+    assert topic_base(topic) + action == str(full)
+    hs = env.Headers(headers)
+    envelope = env.Envelope(topic=str(full), headers=hs, path="/", value=value, fields=fields)
+    assert message_text(str(full), hs.to_json(), value, fields) == envelope.to_text()
+
+
 def test_ditto_envelopes_built_fast_equal_the_dataclass() -> None:
     obj = {"topic": "ns/t/things/twin/events/modified", "headers": {"A": 1}, "value": {"x": 1},
            "revision": 2, "timestamp": "2024-01-01T00:00:00Z", "extra": {"e": 1}}
@@ -50,6 +84,26 @@ def test_ditto_envelopes_built_fast_equal_the_dataclass() -> None:
     assert fast == plain and type(fast) is env.Envelope
     assert new_next(1, "s", obj) == NextReceived(key=1, subscription_id="s", item=obj)
     assert new_next(1, "s", obj).envelope == fast
+
+
+def test_ditto_topics_built_fast_equal_the_dataclass() -> None:
+    """Topics and classifications (``env.new_topic``, ``msg._classified``)
+    are the frozen dataclasses, equal by value, hashed alike, still frozen."""
+    args = ("ns", "t", "things", "twin", "streaming", "next")
+    plain = env.Topic(namespace="ns", entity_name="t", group="things", channel="twin",
+                      criterion="streaming", action="next")
+    for fast in (env.new_topic(*args), env.parse_topic("ns/t/things/twin/streaming/next")):
+        assert type(fast) is env.Topic and fast == plain and hash(fast) == hash(plain)
+        assert repr(fast) == repr(plain)
+        with pytest.raises(AttributeError):  # FrozenInstanceError
+            fast.action = "x"  # type: ignore[misc]
+    assert env.new_topic("a", "b", "policies", None, "streaming") == env.Topic(
+        namespace="a", entity_name="b", group="policies", channel=None, criterion="streaming")
+    classified = msg.classify_topic("ns/t/things/twin/streaming/next")
+    assert type(classified) is msg.Classified and classified == msg.Classified(
+        topic=plain, kind=msg.Kind.STREAMING, action="next")
+    with pytest.raises(AttributeError):
+        classified.action = "x"  # type: ignore[misc]
 
 
 def test_ditto_envelope_checks_still_refuse_what_ditto_refuses() -> None:

@@ -157,3 +157,18 @@ def test_ditto_created_then_failed_in_one_read_ends_the_subscription() -> None:
     assert failed.value.status == 500
     assert engine.data_to_send() == b""  # no request for it
     assert not engine.wants_close()
+
+
+def test_connect_gives_each_subscribe_its_own_correlation_id() -> None:
+    """``client_config``'s correlation-ids (one UUID a connection, then a
+    counter) differ within a connection and between connections."""
+    import uuid
+
+    from sansrs.adapters.ditto.client import client_config
+
+    first, second = client_config(None), client_config(None)
+    assert first.correlation_ids is not None and second.correlation_ids is not None
+    ids = [first.correlation_ids() for _ in range(3)] + [second.correlation_ids()]
+    assert len(set(ids)) == 4
+    head, _, n = ids[1].rpartition("-")
+    assert uuid.UUID(head).version == 4 and n == "1"
