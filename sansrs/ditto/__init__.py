@@ -6,7 +6,7 @@ docs/protocols/ditto.md.
 """
 
 from .._errors import LocalProtocolError, ProtocolError, RemoteProtocolError
-from ._client import CLIENT_TRANSITIONS, ClientInput, ClientState, DittoClient
+from ._client import DittoClient
 from ._config import DittoClientConfig, DittoServerConfig
 from ._envelope import (
     ABSENT,
@@ -30,9 +30,12 @@ from ._messages import (
     SubscribeOptions,
     format_instant,
 )
-from ._server import (
+from ._server import DittoServer
+from ._tables import (
+    CLIENT_TRANSITIONS,
     SERVER_TRANSITIONS,
-    DittoServer,
+    ClientInput,
+    ClientState,
     ServerInput,
     ServerState,
 )

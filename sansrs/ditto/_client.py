@@ -11,7 +11,6 @@ subscription is cancelled; ``failed`` is a normal event whose
 
 from __future__ import annotations
 
-import enum
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
@@ -32,6 +31,7 @@ from ._messages import (
     format_instant,
     subscription_id_of,
 )
+from ._tables import CLIENT_TRANSITIONS, ClientInput, ClientState
 from .events import (
     ErrorResponseReceived,
     Event,
@@ -44,63 +44,9 @@ from .events import (
     SubscriptionFailed,
 )
 
-__all__ = ["CLIENT_TRANSITIONS", "ClientInput", "ClientState", "DittoClient"]
+__all__ = ["DittoClient"]
 
 
-class ClientState(enum.Enum):
-    SUBSCRIBING = "subscribing"  # subscribe sent, no created yet
-    CREATED = "created"  # created, nothing requested yet
-    ACTIVE = "active"  # requested at least once
-    CANCELLED = "cancelled"  # cancel sent; late events are still accepted
-    DONE = "done"  # complete / failed received; forgotten
-
-    # Members are singletons compared by identity: hashed by identity too,
-    # a C slot instead of Enum's Python __hash__ (the transition table's
-    # lookups hash two a message: docs/performance.md, "a thing's control
-    # path").
-    __hash__ = object.__hash__
-
-
-class ClientInput(enum.Enum):
-    CREATED = "created"
-    NEXT = "next"  # within demand
-    NEXT_EXCESS = "next-excess"  # beyond demand (rule 1.1)
-    COMPLETE = "complete"
-    FAILED = "failed"
-    REQUEST = "request"  # local intent
-    CANCEL = "cancel"  # local intent
-
-    __hash__ = object.__hash__  # as ClientState's
-
-
-S, In = ClientState, ClientInput
-#: (state, input) -> next state. A missing local intent is ``LocalProtocolError``;
-#: a missing remote input is a protocol violation (``RemoteProtocolError``).
-# Tables as data, alike in shape by design with the other role's (the
-# duplicates scan lists them).
-CLIENT_TRANSITIONS: Final[dict[tuple[ClientState, ClientInput], ClientState]] = {
-    (S.SUBSCRIBING, In.CREATED): S.CREATED,
-    (S.SUBSCRIBING, In.CANCEL): S.CANCELLED,
-    (S.CREATED, In.REQUEST): S.ACTIVE,
-    (S.CREATED, In.CANCEL): S.CANCELLED,
-    (S.CREATED, In.COMPLETE): S.DONE,  # tolerated: Ditto would wait for a request
-    (S.CREATED, In.FAILED): S.DONE,  # the idle timeout may fail before a request
-    (S.CREATED, In.NEXT_EXCESS): S.DONE,
-    (S.ACTIVE, In.REQUEST): S.ACTIVE,
-    (S.ACTIVE, In.CANCEL): S.CANCELLED,
-    (S.ACTIVE, In.NEXT): S.ACTIVE,
-    (S.ACTIVE, In.NEXT_EXCESS): S.DONE,
-    (S.ACTIVE, In.COMPLETE): S.DONE,
-    (S.ACTIVE, In.FAILED): S.DONE,
-    # After a cancel, buffered events may still arrive (README section 4).
-    (S.CANCELLED, In.NEXT): S.CANCELLED,
-    (S.CANCELLED, In.NEXT_EXCESS): S.CANCELLED,
-    (S.CANCELLED, In.COMPLETE): S.DONE,
-    (S.CANCELLED, In.FAILED): S.DONE,
-    (S.CANCELLED, In.CANCEL): S.CANCELLED,
-    (S.CANCELLED, In.CREATED): S.CANCELLED,
-}
-del S, In
 
 
 #: States an item (NEXT) leaves as they are, read from the table: the hot

@@ -23,7 +23,10 @@ its cost per item decides how fast history reaches Spark
   for the client's control path (``DittoClient._control``): one C scan and
   a few type checks instead of the envelope, its topic's grammar and the
   dispatch, about 500 instructions a message, three a thing
-  (docs/performance.md, "a thing's control path").
+  (docs/performance.md, "a thing's control path");
+- :func:`identity_hash`: the state enums of the tables (``_tables``) hashed
+  by identity, as in the other two protocols (two hashes a table lookup,
+  a few a message: docs/performance.md, "a thing's control path").
 
 The parsed values' own builders (``Envelope``, ``Topic``: ``_envelope``;
 ``Classified``: ``_messages``) live with them: those modules come before
@@ -32,14 +35,21 @@ this one.
 
 from __future__ import annotations
 
+import enum
 from itertools import repeat
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from ._envelope import Headers, Topic, dumps, same_layout, scan_json
 from .events import ItemsReceived, NextReceived
 
 __all__ = [
-    "message_text", "new_items", "new_next", "next_prefix", "plain_message", "topic_base"
+    "identity_hash",
+    "message_text",
+    "new_items",
+    "new_next",
+    "next_prefix",
+    "plain_message",
+    "topic_base",
 ]
 
 _new = object.__new__
@@ -142,3 +152,14 @@ def plain_message(
     ):
         return None
     return topic, headers, value
+
+
+E = TypeVar("E", bound=enum.Enum)
+
+
+def identity_hash(cls: type[E]) -> type[E]:
+    """Hash ``cls``'s members by identity: Enum's own ``__hash__`` is Python
+    code, run on every table lookup; members are singletons compared by
+    identity, so ``object.__hash__`` gives the same dict behaviour."""
+    type.__setattr__(cls, "__hash__", object.__hash__)
+    return cls

@@ -17,7 +17,6 @@ core updates its state before every call into the Publisher.
 from __future__ import annotations
 
 import contextlib
-import enum
 import heapq
 from collections import deque
 from collections.abc import Iterator
@@ -44,6 +43,7 @@ from ._messages import (
     subscription_id_of,
     timeout_error,
 )
+from ._tables import SERVER_TRANSITIONS, ServerInput, ServerState
 from .events import (
     Event,
     InvalidMessage,
@@ -52,73 +52,9 @@ from .events import (
     SubscriptionClosed,
 )
 
-__all__ = ["SERVER_TRANSITIONS", "DittoServer", "ServerInput", "ServerState"]
+__all__ = ["DittoServer"]
 
 
-class ServerState(enum.Enum):
-    PENDING = "pending"  # created sent; no decision, no request
-    PENDING_REQUESTED = "pending-requested"  # requested before the application decided
-    READY = "ready"  # a Publisher is waiting for the first request
-    REJECTED = "rejected"  # an error is waiting for the first request
-    ACTIVE = "active"  # the Publisher is subscribed; demand is relayed
-    ZOMBIE = "zombie"  # ended; a request is "considered cancelled"
-    GONE = "gone"  # forgotten; its ID is unknown
-
-    # Members are singletons compared by identity: hashed by identity too,
-    # a C slot instead of Enum's Python __hash__ (the transition table's
-    # lookups hash two a message: docs/performance.md, "a thing's control
-    # path").
-    __hash__ = object.__hash__
-
-
-class ServerInput(enum.Enum):
-    REQUEST = "request"  # request with demand > 0
-    BAD_REQUEST = "bad-request"  # request with demand <= 0 (rule 3.9)
-    CANCEL = "cancel"
-    ACCEPT = "accept"  # application: Publisher
-    REJECT = "reject"  # application: error
-    UP_NEXT = "up-next"  # Publisher: on_next within demand
-    UP_NEXT_EXCESS = "up-next-excess"  # Publisher: on_next beyond demand (rule 1.1)
-    UP_COMPLETE = "up-complete"
-    UP_ERROR = "up-error"
-    IDLE = "idle"  # idle timeout
-    EXPIRE = "expire"  # zombie timeout
-
-    __hash__ = object.__hash__  # as ServerState's
-
-
-S, In = ServerState, ServerInput
-_ENDS: Final = {In.BAD_REQUEST: S.ZOMBIE, In.CANCEL: S.ZOMBIE, In.IDLE: S.ZOMBIE}
-
-#: (state, input) -> next state. A missing pair is API misuse (``accept`` twice)
-#: or impossible (a Publisher signal before it was subscribed).
-# Tables as data, alike in shape by design with the other role's (the
-# duplicates scan lists them).
-SERVER_TRANSITIONS: Final[dict[tuple[ServerState, ServerInput], ServerState]] = {
-    **{(S.PENDING, i): s for i, s in _ENDS.items()},
-    (S.PENDING, In.REQUEST): S.PENDING_REQUESTED,
-    (S.PENDING, In.ACCEPT): S.READY,
-    (S.PENDING, In.REJECT): S.REJECTED,
-    **{(S.PENDING_REQUESTED, i): s for i, s in _ENDS.items()},
-    (S.PENDING_REQUESTED, In.REQUEST): S.PENDING_REQUESTED,
-    (S.PENDING_REQUESTED, In.ACCEPT): S.ACTIVE,
-    (S.PENDING_REQUESTED, In.REJECT): S.ZOMBIE,
-    **{(S.READY, i): s for i, s in _ENDS.items()},
-    (S.READY, In.REQUEST): S.ACTIVE,
-    **{(S.REJECTED, i): s for i, s in _ENDS.items()},
-    (S.REJECTED, In.REQUEST): S.ZOMBIE,
-    **{(S.ACTIVE, i): s for i, s in _ENDS.items()},
-    (S.ACTIVE, In.REQUEST): S.ACTIVE,
-    (S.ACTIVE, In.UP_NEXT): S.ACTIVE,
-    (S.ACTIVE, In.UP_NEXT_EXCESS): S.ZOMBIE,
-    (S.ACTIVE, In.UP_COMPLETE): S.ZOMBIE,
-    (S.ACTIVE, In.UP_ERROR): S.ZOMBIE,
-    # A zombie answers requests, ignores late signals, and is forgotten at EXPIRE
-    # (its only timer: it has no idle timeout any more).
-    **{(S.ZOMBIE, i): S.ZOMBIE for i in ServerInput if i not in (In.EXPIRE, In.IDLE)},
-    (S.ZOMBIE, In.EXPIRE): S.GONE,
-}
-del S, In
 
 
 #: States an item (UP_NEXT) leaves as they are, read from the table: the
