@@ -35,10 +35,10 @@ this one.
 
 from __future__ import annotations
 
-import enum
 from itertools import repeat
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
+from .._enums import identity_hash
 from ._envelope import Headers, Topic, dumps, same_layout, scan_json
 from .events import ItemsReceived, NextReceived
 
@@ -154,12 +154,3 @@ def plain_message(
     return topic, headers, value
 
 
-E = TypeVar("E", bound=enum.Enum)
-
-
-def identity_hash(cls: type[E]) -> type[E]:
-    """Hash ``cls``'s members by identity: Enum's own ``__hash__`` is Python
-    code, run on every table lookup; members are singletons compared by
-    identity, so ``object.__hash__`` gives the same dict behaviour."""
-    type.__setattr__(cls, "__hash__", object.__hash__)
-    return cls

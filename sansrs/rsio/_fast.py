@@ -29,9 +29,9 @@ Outside this module the core is plain Python; the hot paths that use these
 
 from __future__ import annotations
 
-import enum
-from typing import Any, TypeVar
+from typing import Any
 
+from .._enums import identity_hash
 from ._codec import MessageType
 from .events import NextReceived
 
@@ -60,12 +60,3 @@ def next_event(subscriber_id: int, element: bytes) -> NextReceived:
     return event
 
 
-E = TypeVar("E", bound=enum.Enum)
-
-
-def identity_hash(cls: type[E]) -> type[E]:
-    """Hash ``cls``'s members by identity: Enum's own ``__hash__`` is Python
-    code, run on every table lookup; members are singletons compared by
-    identity, so ``object.__hash__`` gives the same dict behaviour."""
-    type.__setattr__(cls, "__hash__", object.__hash__)
-    return cls

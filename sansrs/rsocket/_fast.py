@@ -41,12 +41,12 @@ say so where they do.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 from functools import partial
 from struct import Struct
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
+from .._enums import identity_hash
 from ._frames import (
     FLAG_COMPLETE,
     FLAG_FOLLOWS,
@@ -263,15 +263,6 @@ def payload_frame(stream_id: int, data: bytes, tf: int) -> PayloadFrame:
 # ----------------------------------------------------------------------------
 # Enums hashed by identity (enum_identity_hash)
 
-E = TypeVar("E", bound=enum.Enum)
-
-
-def identity_hash(cls: type[E]) -> type[E]:
-    """Hash ``cls``'s members by identity. Enum's own ``__hash__`` is Python
-    code, run on every state-table lookup; members are singletons compared
-    by identity, so ``object.__hash__`` gives the same dict behaviour."""
-    type.__setattr__(cls, "__hash__", object.__hash__)
-    return cls
 
 
 class _Queued(Protocol):
