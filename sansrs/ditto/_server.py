@@ -8,7 +8,7 @@ subscribes its own Subscriber to that Publisher at the first ``request``
 (Ditto's ``lazify``: no ``complete``/``failed`` before the first request) and
 relays the remote demand to it.
 
-Threading (DESIGN rule 3): the core is driven by one thread. A Publisher that
+Threading (docs/architecture.md, Threads): the core is driven by one thread. A Publisher that
 signals from another thread must be marshalled onto it by the adapter.
 Signals delivered synchronously inside ``Subscription.request`` are fine: the
 core updates its state before every call into the Publisher.
