@@ -371,3 +371,20 @@ def test_rsocket_unexpected_6_unbounded_item_stream_keeps_no_state() -> None:
         pair.take()
     assert pair.client.queued_output == 0
     assert pair.client.open_streams == [sid]
+
+
+def test_fuzz_regression_connection_setup_error_while_closing() -> None:
+    """fuzz_connection (2026-11-27, a 200 s run): a client that sent SETUP
+    and three requests gets ERROR[CONNECTION_CLOSE] and then
+    ERROR[UNSUPPORTED_SETUP] in one read. ``receive_data`` raised
+    ``LocalProtocolError`` (no CLOSING x REJECT in the state table); the
+    rule: test_conformance_streams.py::
+    test_rsocket_establishment_client_assumes_setup_rejected_on_setup_error_while_closing."""
+    from fuzz.fuzz_connection import test_one_input as fuzz_connection_input
+
+    fuzz_connection_input(
+        bytes.fromhex(
+            "000000001b000000002c01000001027d0001000000380000000004004001002b"
+            "00001b000000002c01000000022c00010000003800cccccccccccccccccccc6c"
+        )
+    )
