@@ -93,8 +93,6 @@ class _Shortcut:
 _MAX_SHORTCUT_MISSES: Final = 4
 #: Subscriptions whose shortcuts are kept (tried in turn on every message).
 _MAX_SHORTCUTS: Final = 4
-#: The headers item of no correlation-id (``Headers._items``: name, value).
-_NO_CORRELATION: Final = ("", None)
 #: "No item": the message is left to the full path.
 _MISS: Final = object()
 
@@ -456,8 +454,8 @@ class DittoClient:
             if sub is None or topic != sub.base + "created":
                 return False
             parsed = env.headers_from_json(headers)
-            correlation = parsed._items.get("correlation-id", _NO_CORRELATION)[1]
-            if type(correlation) is str and correlation != sub.correlation_id:
+            correlation = parsed.correlation_id
+            if correlation is not None and correlation != sub.correlation_id:
                 return False
             self._created(sub, sid, parsed)
             return True

@@ -39,7 +39,7 @@ from itertools import repeat
 from typing import Any, Final
 
 from .._enums import identity_hash
-from ._envelope import Headers, Topic, dumps, same_layout, scan_json
+from ._envelope import _CONTAINERS, _NO_HEADERS, Headers, Topic, dumps, same_layout, scan_json
 from .events import ItemsReceived, NextReceived
 
 __all__ = [
@@ -118,8 +118,6 @@ def message_text(
 
 #: The fields of a plain subscription message.
 _PLAIN_KEYS: Final = frozenset({"topic", "headers", "path", "value"})
-_NO_HEADERS: Final[dict[str, Any]] = {}
-_CONTAINERS: Final = (dict, list)
 
 
 def plain_message(
