@@ -9,6 +9,7 @@ stored session without an engine is answered, never left silent
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -82,10 +83,10 @@ def test_rsocket_resume_unanswered_resume_ends_in_an_error_within_the_deadlines(
     """Every new transport after the cut is accepted and never answered: each
     RESUME times out (``resume_timeout``), the attempts go on within the
     reconnect policy, and the call fails within ``reconnect_timeout`` of the
-    loss plus one RESUME's deadline, saying why."""
+    loss (the last RESUME's wait is cut to what is left of it), saying why."""
     steps = Steps()
     options = deadline_options(steps)
-    bound = options.reconnect_timeout + (options.resume_timeout or 0) + 1.0
+    bound = options.reconnect_timeout + 0.5
     if driver == "asyncio":
         error, elapsed = asyncio.run(unanswered_resume_async(options))
     else:
@@ -100,7 +101,7 @@ def test_rsocket_resume_unanswered_resume_ends_in_an_error_within_the_deadlines(
                     pass
             error, elapsed = info.value, time.monotonic() - cut
     assert "not resumed within 1 s" in str(error)
-    assert "RESUME not answered within 0.3 s" in str(error)
+    assert re.search(r"RESUME not answered (within 0\.3 s|when reconnect_timeout)", str(error))
     assert elapsed < bound
     if driver != "asyncio":
         assert steps.count("client:resume-timeout") >= 2
