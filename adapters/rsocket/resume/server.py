@@ -10,11 +10,15 @@ driver to do so) before the core touches the session, so the session the
 core hands the new transport to is always one the registry holds: the "no
 engine" case cannot arise, and if it did the RESUME would be answered
 ERROR[REJECTED_RESUME] and the connection closed, never left in silence.
+Of two RESUMEs for one session the newer wins; the older is answered
+ERROR[REJECTED_RESUME] at once (:meth:`.session.Session.let_go_for_resume`).
 
-Sessions are bounded (``max_sessions``, any phase) and expire whatever their
-phase: a detached one after ``keep_detached`` (a sweeper: a thread, or the
-event loop's timers under asyncio), an attached one as soon as its driver
-ends (its exit lets go of it even if its ``connection_lost`` failed).
+Sessions are bounded (``max_sessions``, any phase: a SETUP with R at the cap
+evicts the session detached the longest, so a flood of dropped sessions
+never locks a new client out) and expire whatever their phase: a detached
+one after ``keep_detached`` (a sweeper: a thread, or the event loop's timers
+under asyncio), an attached one as soon as its driver ends (its exit lets go
+of it even if its ``connection_lost`` failed). docs/resumption.md.
 """
 
 from __future__ import annotations
