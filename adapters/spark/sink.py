@@ -89,11 +89,14 @@ class SinkConfig:
     writing task fails with the message. ``stage_expiry``: a write whose
     partitions wait for a job commit and that has seen no partition, commit
     nor abort for this many seconds has them dropped, and later partitions
-    and its commit are refused (1 hour). ``record_horizon``: the records of
-    closed partitions and of writes with nothing staged are forgotten after
-    this many seconds without activity of their write (24 hours)...
-    ``max_records``: ... or, oldest write first, when more than this many
-    are held (100,000; a write and each of its closed partitions count one).
+    and its commit are refused (1 hour). ``expiry_interval``: how often a
+    served sink (:func:`~.service.serve`) runs its expiry when it has no
+    traffic (60 s; every write, commit and abort runs it too).
+    ``record_horizon``: the records of closed partitions and of writes with
+    nothing staged are forgotten after this many seconds without activity
+    of their write (24 hours), or, oldest write first, when more than
+    ``max_records`` are held (100,000; a write and each of its closed
+    partitions count one).
     Retries of a partition are recognised (``duplicate``) and job commits
     are idempotent only while their write is remembered."""
 
@@ -103,6 +106,7 @@ class SinkConfig:
     max_staged: int = 1 << 30
     max_writer_staged: int = 512 << 20
     stage_expiry: float = 3600.0
+    expiry_interval: float = 60.0
     record_horizon: float = 86400.0
     max_records: int = 100_000
 
@@ -113,7 +117,7 @@ class SinkConfig:
         for name in ("spool_bytes", "max_memory", "max_staged", "max_writer_staged"):
             if getattr(self, name) < 0:
                 raise ValueError(f"SinkConfig.{name} must not be negative")
-        for name in ("stage_expiry", "record_horizon"):
+        for name in ("stage_expiry", "expiry_interval", "record_horizon"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"SinkConfig.{name} must be positive")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -224,6 +225,36 @@ def test_spark_sink_a_write_being_written_does_not_expire() -> None:
     sink.receive(slow, batch(100))
     sink.finish(slow)
     assert job(service, "commit", "w", (0, 1)) == {"committed": 2, "partitions": 2}
+
+
+class SignallingSink(MemorySink):
+    """Tells the test each time its expiry has run."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.ran = threading.Condition()
+
+    def expire(self, now: float | None = None) -> None:
+        super().expire(now)
+        with self.ran:
+            self.ran.notify_all()
+
+
+def test_spark_served_sink_expires_stages_without_any_traffic() -> None:
+    """A crashed driver's stages are freed on time although nothing else
+    reaches the sink: the served sink runs its expiry every expiry_interval."""
+    clock = Clock()
+    sink = SignallingSink(stage_expiry=60.0, expiry_interval=0.02, clock=clock)
+    with serve("tcp://127.0.0.1:0", Service(sinks={"out": sink})) as server:
+        target = WriteTarget(url=server.url, route="out", commit="job")
+        write_partition(target, rows(10), partition=0)
+        assert sink.stages == 1
+        clock.now += 60  # the driver never commits nor aborts
+        with sink.ran:
+            assert sink.ran.wait_for(lambda: sink.expired == 1, 30)
+        assert (sink.stages, sink.staged_bytes) == (0, 0)
+        timer = server._expiry
+    assert timer is not None and not timer._thread.is_alive()  # stopped with the server
 
 
 # -- finding 5: the records of closed partitions are bounded ------------------------------
