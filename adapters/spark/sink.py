@@ -139,9 +139,11 @@ class Stage:
         self.discarded = False
         self._memory: io.BytesIO | None = io.BytesIO()
         self._file: IO[bytes] = self._memory
-        # The sink's accounting: what it charged for the stage, to whom.
+        # The sink's accounting: what it charged for the stage, to whom, and
+        # whether it counts the stage's bytes on disk (set before the copy).
         self._charged = 0
         self._owner = b""
+        self._on_disk = False
 
     def stored_size(self, data: bytes) -> int:
         """The bytes writing ``data`` adds to the stage."""
@@ -415,13 +417,14 @@ class Sink:
         """Under the lock: ``n`` more bytes of ``stage`` are held; True if the
         stage must spool now (its own ``spool_bytes`` or the sink's
         ``max_memory`` passed)."""
-        if stage.spooled:
+        if stage._on_disk:
             return False
         if stage.size + n <= stage.spool_bytes and self.memory_bytes + n <= self.config.max_memory:
             self.memory_bytes += n
             return False
         self.memory_bytes -= stage.size
         self.spooled_stages += 1
+        stage._on_disk = True
         return True
 
     def _release(self, stage: Stage) -> None:
@@ -435,7 +438,7 @@ class Sink:
             self._owner_staged.pop(stage._owner, None)
         self.staged_bytes -= stage._charged
         stage._charged = 0
-        if stage.spooled:
+        if stage._on_disk:
             self.spooled_stages -= 1
         else:
             self.memory_bytes -= stage.size
