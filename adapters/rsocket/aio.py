@@ -18,9 +18,17 @@ iterator. Handlers run on the event loop: never block in them.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import ssl
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine, Iterable
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+)
 from typing import Any, cast
 
 from typing_extensions import Unpack
@@ -309,9 +317,23 @@ def _wrap_handler(handler: object) -> object:
     accept_setup = getattr(handler, "accept_setup", None)
     if callable(accept_setup):  # e.g. a Router: the connection's handler, wrapped too
         wrapped.accept_setup = (  # type: ignore[attr-defined]
-            lambda setup, peer: _wrap_handler(accept_setup(setup, peer))
+            lambda setup, peer: _setup_verdict(accept_setup(setup, peer))
         )
     return wrapped
+
+
+def _setup_verdict(result: object) -> object:
+    """What the engine gets from ``accept_setup``: the connection's handler,
+    wrapped; or, from an ``async def`` hook (a Router's async
+    ``authenticate``), a task awaiting it on the loop: the engine holds the
+    SETUP until the task ends (its result accepts, its exception rejects)."""
+    if inspect.isawaitable(result):
+        return asyncio.get_running_loop().create_task(_awaited_handler(result))
+    return _wrap_handler(result)
+
+
+async def _awaited_handler(result: Awaitable[object]) -> object:
+    return _wrap_handler(await result)
 
 
 def _fire(method: Callable[[Any], Any]) -> Callable[[Any], None]:
