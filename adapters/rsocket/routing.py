@@ -37,11 +37,20 @@ per-stream data MIME spec requires.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
-from collections.abc import AsyncIterable, Callable, Coroutine, Iterable, Mapping
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Mapping,
+)
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from sansrs.rsocket import ErrorCode
 from sansrs.rsocket.extensions import (
@@ -60,7 +69,7 @@ from .errors import ApplicationError, RSocketError
 from .fast import as_payload, new_routed_request
 from .responder import CHANNEL_PREFETCH
 from .routes import NO_VARIABLES, RouteTable
-from .types import Payload, Request, RoutedRequest
+from .types import Payload, Request, RoutedRequest, is_single_value
 
 __all__ = ["KINDS", "Route", "Router", "RouterConnection"]
 
@@ -104,6 +113,15 @@ class _Lookup:
     variables: Mapping[str, str]
 
 
+#: A request's route and what its handler gets; None: the fallback's; a
+#: coroutine giving either: an async ``authenticate`` must run first.
+Routed: TypeAlias = (
+    "tuple[Route, RoutedRequest]"
+    " | Coroutine[Any, Any, tuple[Route, RoutedRequest] | None]"
+    " | None"
+)
+
+
 class Router:
     """Routes requests to handlers by the route in their composite metadata.
 
@@ -137,9 +155,10 @@ class Router:
             raise TypeError("pass fallback or fallback_factory, not both")
         if cache_size < 0:
             raise ValueError("cache_size must be >= 0")
-        if authenticate is not None and inspect.iscoroutinefunction(authenticate):
-            raise TypeError("authenticate must be a plain function (it runs on the connection)")
         self.authenticate = authenticate
+        #: ``async def authenticate``: awaited (asyncio servers only).
+        self._async_auth = _is_async(authenticate)
+        self._async_setup = False
         self.require_auth = authenticate is not None if require_auth is None else require_auth
         self._fallback = fallback
         self._fallback_factory = fallback_factory
@@ -172,6 +191,8 @@ class Router:
         if needs and self.authenticate is None:
             raise ValueError(f"route {route!r} needs authentication: pass authenticate=")
         self._tables[kind].add(route, Route(kind, route, handler, produces, needs))
+        if kind == "setup" and _is_async(handler):
+            self._async_setup = True
         for cache in self._caches.values():
             cache.clear()
 
@@ -221,43 +242,88 @@ class Router:
         """Registered routes per interaction model."""
         return {k: t.routes() for k, t in self._tables.items() if t}
 
+    @property
+    def asyncio_only(self) -> bool:
+        """An ``async def authenticate`` or ``setup`` route handler: only the
+        asyncio server can await them (the synchronous ``serve`` and
+        ``connect`` refuse this router with ``TypeError``)."""
+        return self._async_auth or self._async_setup
+
     # -- connections ------------------------------------------------------------
     def accept_setup(self, setup: Any, peer: object) -> object:
         """The engine's SETUP hook: this connection's router, or an exception
-        that rejects the SETUP (see :func:`~.errors.setup_rejection`)."""
+        that rejects the SETUP (see :func:`~.errors.setup_rejection`). With
+        async hooks (:attr:`asyncio_only`): a coroutine the asyncio server
+        awaits before it accepts the SETUP."""
+        if self.asyncio_only:
+            return self._accept_setup_later(setup, peer)
+        connection, meta = self._new_connection(setup, peer)
+        if meta is None:
+            return connection
+        assert isinstance(connection, RouterConnection)
+        if meta.auth is not None and self.authenticate is not None:
+            connection.principal = self._authenticate(meta.auth, ErrorCode.REJECTED_SETUP)
+        outcome = self._setup_route(connection, setup, meta)
+        if inspect.isawaitable(outcome):  # an async handler registered some other way
+            return _then(outcome, connection)
+        return connection
+
+    async def _accept_setup_later(self, setup: Any, peer: object) -> object:
+        connection, meta = self._new_connection(setup, peer)
+        if meta is None:
+            return connection
+        assert isinstance(connection, RouterConnection)
+        if meta.auth is not None and self.authenticate is not None:
+            auth = meta.auth
+            connection.principal = await self._authenticate_later(auth, ErrorCode.REJECTED_SETUP)
+        outcome = self._setup_route(connection, setup, meta)
+        if inspect.isawaitable(outcome):
+            await outcome
+        return connection
+
+    def _new_connection(
+        self, setup: Any, peer: object
+    ) -> tuple[object, CompositeMetadata | None]:
+        """This connection's handler, and the SETUP's metadata when there are
+        credentials or a route to look at (None: the handler is final)."""
         composite = setup.metadata_mime_type == COMPOSITE_METADATA
         connection = RouterConnection(self, peer, setup.data_mime_type, composite)
         if not composite and not self.require_auth:
             # Nothing to route on this connection: the fallback answers
             # directly, at no cost to today's handlers.
             fallback = connection.fallback()
-            return connection if fallback is None else fallback
+            return (connection if fallback is None else fallback), None
         if not composite or not setup.metadata:
-            return connection
+            return connection, None
         try:
             meta = decode_metadata(setup.metadata)
         except MetadataDecodeError as exc:
             raise RSocketError(ErrorCode.INVALID_SETUP, f"malformed metadata: {exc}") from None
-        if meta.auth is not None and self.authenticate is not None:
-            connection.principal = self._authenticate(meta.auth, ErrorCode.REJECTED_SETUP)
-        if meta.route is not None:
-            found = self._tables["setup"].match(meta.route)
-            if found is not None:
-                route, variables = found
-                if route.authenticated and connection.principal is None:
-                    raise RSocketError(ErrorCode.REJECTED_SETUP, "authentication required")
-                request = Request(setup.data, setup.metadata, peer)
-                route.handler(
-                    new_routed_request(
-                        request,
-                        meta.route,
-                        variables,
-                        connection.principal,
-                        effective_data_mime(meta, setup.data_mime_type),
-                        meta,
-                    )
-                )
-        return connection
+        return connection, meta
+
+    def _setup_route(
+        self, connection: RouterConnection, setup: Any, meta: CompositeMetadata
+    ) -> Any:
+        """The SETUP's route handler, if any; its result (an awaitable to await)."""
+        if meta.route is None:
+            return None
+        found = self._tables["setup"].match(meta.route)
+        if found is None:
+            return None
+        route, variables = found
+        if route.authenticated and connection.principal is None:
+            raise RSocketError(ErrorCode.REJECTED_SETUP, "authentication required")
+        request = Request(setup.data, setup.metadata, connection.peer)
+        return route.handler(
+            new_routed_request(
+                request,
+                meta.route,
+                variables,
+                connection.principal,
+                effective_data_mime(meta, setup.data_mime_type),
+                meta,
+            )
+        )
 
     def _connection(self) -> RouterConnection:
         """The state of a connection that had no SETUP hook (a client's own
@@ -267,21 +333,27 @@ class Router:
         return self._default
 
     def _authenticate(self, auth: Authentication, code: int) -> Any:
+        """The principal for ``auth`` (a plain ``authenticate``), or the
+        refusal (``RSocketError`` with ``code``)."""
         assert self.authenticate is not None
         try:
             principal = self.authenticate(auth)
-        except RSocketError as exc:
-            raise RSocketError(code, exc.message) from None
-        except Exception:
-            log.warning("authentication hook failed", exc_info=True)
-            raise RSocketError(code, "authentication failed") from None
+        except Exception as exc:
+            raise _refusal(exc, code) from None
         if inspect.isawaitable(principal):  # never a principal: refuse, loudly
             getattr(principal, "close", lambda: None)()
-            log.error("authenticate returned an awaitable; it must return the principal")
+            log.error("authenticate returned an awaitable; declare it async def")
             raise RSocketError(code, "authentication failed")
-        if principal is None:
-            raise RSocketError(code, "authentication failed")
-        return principal
+        return _principal(principal, code)
+
+    async def _authenticate_later(self, auth: Authentication, code: int) -> Any:
+        """:meth:`_authenticate` for an ``async def authenticate``: awaited."""
+        assert self.authenticate is not None
+        try:
+            principal = await self.authenticate(auth)
+        except Exception as exc:
+            raise _refusal(exc, code) from None
+        return _principal(principal, code)
 
     def _lookup(self, kind: str, metadata: bytes) -> _Lookup:
         """Decode and resolve (cached unless the metadata carries credentials)."""
@@ -359,7 +431,7 @@ class RouterConnection:
             self._fallback = factory(self.peer) if factory is not None else router._fallback
         return self._fallback
 
-    def _routed(self, kind: str, request: Request) -> tuple[Route, RoutedRequest] | None:
+    def _routed(self, kind: str, request: Request) -> Routed:
         """The route and the request its handler gets; None: the fallback's
         (which, when the router requires authentication, needs a principal too)."""
         metadata = request.metadata
@@ -372,7 +444,22 @@ class RouterConnection:
         meta = hit.composite
         principal = self.principal
         if meta.auth is not None and router.authenticate is not None:
+            if router._async_auth:  # the answer waits for the awaited check
+                return self._routed_later(kind, request, hit, meta.auth)
             principal = router._authenticate(meta.auth, ErrorCode.REJECTED)
+        return self._resolve(kind, request, hit, principal)
+
+    async def _routed_later(
+        self, kind: str, request: Request, hit: _Lookup, auth: Authentication
+    ) -> tuple[Route, RoutedRequest] | None:
+        principal = await self.router._authenticate_later(auth, ErrorCode.REJECTED)
+        return self._resolve(kind, request, hit, principal)
+
+    def _resolve(
+        self, kind: str, request: Request, hit: _Lookup, principal: Any
+    ) -> tuple[Route, RoutedRequest] | None:
+        router = self.router
+        meta = hit.composite
         found = hit.found
         if principal is None and (found.authenticated if found else router.require_auth):
             raise RSocketError(ErrorCode.REJECTED, "authentication required")
@@ -406,6 +493,21 @@ class RouterConnection:
 
     def _respond(self, kind: str, request: Request, *inbound: Any) -> Any:
         routed = self._routed(kind, request)
+        if isinstance(routed, Coroutine):  # an async authenticate, awaited first
+            later = routed
+            answer = lambda r: self._handle(kind, request, r, inbound)  # noqa: E731
+            if kind == "request_response":
+                return _single_later(later, answer)
+            return _items_later(later, answer)
+        return self._handle(kind, request, routed, inbound)
+
+    def _handle(
+        self,
+        kind: str,
+        request: Request,
+        routed: tuple[Route, RoutedRequest] | None,
+        inbound: tuple[Any, ...],
+    ) -> Any:
         if routed is None:
             return self._no_route(kind)(request, *inbound)  # type: ignore[operator]
         route, req = routed
@@ -428,6 +530,28 @@ class RouterConnection:
         except RSocketError as exc:
             log.warning("%s dropped: %s", _DASHED[kind], exc)
             return None
+        if isinstance(routed, Coroutine):  # an async authenticate: a task runs it
+            return self._fire_later(kind, routed, fallback_argument)
+        return self._fire_routed(kind, routed, fallback_argument)
+
+    async def _fire_later(
+        self,
+        kind: str,
+        later: Coroutine[Any, Any, tuple[Route, RoutedRequest] | None],
+        fallback_argument: object,
+    ) -> None:
+        try:
+            routed = await later
+        except RSocketError as exc:
+            log.warning("%s dropped: %s", _DASHED[kind], exc)
+            return
+        result = self._fire_routed(kind, routed, fallback_argument)
+        if inspect.isawaitable(result):
+            await result
+
+    def _fire_routed(
+        self, kind: str, routed: tuple[Route, RoutedRequest] | None, fallback_argument: object
+    ) -> Any:
         if routed is None:
             method = getattr(self.fallback(), kind, None)
             return method(fallback_argument) if callable(method) else None
@@ -439,6 +563,116 @@ class RouterConnection:
 
     def metadata_push(self, metadata: bytes) -> Any:
         return self._fire("metadata_push", Request(b"", metadata, self.peer), metadata)
+
+
+# -- refusals and answers that wait for an async authenticate -------------------------
+
+
+def _is_async(fn: object) -> bool:
+    """An ``async def`` function, or an object whose ``__call__`` is one."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 (the method itself is examined)
+    )
+
+
+def _refusal(exc: Exception, code: int) -> RSocketError:
+    """The error an ``authenticate`` that raised becomes: an ``RSocketError``'s
+    message is sent (with ``code``), anything else is logged."""
+    if isinstance(exc, RSocketError):
+        return RSocketError(code, exc.message)
+    log.warning("authentication hook failed", exc_info=exc)
+    return RSocketError(code, "authentication failed")
+
+
+def _principal(principal: Any, code: int) -> Any:
+    if principal is None:
+        raise RSocketError(code, "authentication failed")
+    return principal
+
+
+async def _then(outcome: Awaitable[Any], connection: object) -> object:
+    await outcome
+    return connection
+
+
+async def _single_later(later: Awaitable[Any], answer: Callable[[Any], Any]) -> Any:
+    """A request-response answered once ``later`` (the awaited check) says
+    who asks: the handler's value (awaited if it is a coroutine, the first
+    item if it is a Publisher)."""
+    result = answer(await later)
+    if inspect.isawaitable(result):
+        return await result
+    if result is not None and callable(getattr(result, "subscribe", None)):
+        async for item in _publisher_items(result):
+            return item
+        return None
+    return result
+
+
+async def _items_later(later: Awaitable[Any], answer: Callable[[Any], Any]) -> AsyncIterator[Any]:
+    """A stream or channel whose handler runs once ``later`` (the awaited
+    check) said who asks: its items, whatever shape they come in."""
+    result = answer(await later)
+    if inspect.isawaitable(result):  # as an async def stream handler: one item
+        value = await result
+        if value is not None:
+            yield value
+    elif is_single_value(result):
+        yield result
+    elif callable(getattr(result, "subscribe", None)):
+        async for item in _publisher_items(result):
+            yield item
+    elif isinstance(result, AsyncIterable):
+        async for item in result:
+            yield item
+    elif result is not None:
+        for item in result:
+            yield item
+
+
+async def _publisher_items(publisher: Any) -> AsyncIterator[Any]:
+    """A Reactive Streams Publisher's items, one requested at a time; its
+    signals (from any thread) cross to the event loop."""
+    loop = asyncio.get_running_loop()
+    signals: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+    def signal(kind: str, value: Any = None) -> None:
+        loop.call_soon_threadsafe(signals.put_nowait, (kind, value))
+
+    class Subscriber:
+        def on_subscribe(self, subscription: Any) -> None:
+            signal("subscribe", subscription)
+
+        def on_next(self, item: Any) -> None:
+            signal("next", item)
+
+        def on_error(self, error: BaseException) -> None:
+            signal("error", error)
+
+        def on_complete(self) -> None:
+            signal("complete")
+
+    publisher.subscribe(Subscriber())
+    subscription: Any = None
+    ended = False
+    try:
+        while True:
+            kind, value = await signals.get()
+            if kind == "subscribe":
+                subscription = value
+                subscription.request(1)
+            elif kind == "next":
+                yield value
+                subscription.request(1)
+            elif kind == "error":
+                ended = True
+                raise value
+            else:
+                ended = True
+                return
+    finally:
+        if not ended and subscription is not None:
+            subscription.cancel()
 
 
 # -- declaring the response data MIME type ------------------------------------------
