@@ -203,6 +203,12 @@ class TargetPool(Generic[C]):
             target.stats.pending = max(0, target.stats.pending - 1)
             self._failed(target, self.clock())
 
+    def connect_abandoned(self, target: Target[C]) -> None:
+        """The request was cancelled while its connection opened: not the
+        target's fault, and not a request it served."""
+        with self.lock:
+            target.stats.pending = max(0, target.stats.pending - 1)
+
     # -- a request's end ----------------------------------------------------------
     def release(
         self, target: Target[C], started: float | None, error: BaseException | None
