@@ -311,7 +311,7 @@ def _wrap_handler(handler: object) -> object:
         method = getattr(handler, name, None)
         if callable(method):
             setattr(wrapped, name, _fire(method))
-    for name in ("channel_prefetch", "channel_batch"):
+    for name in ("channel_prefetch", "channel_batch", "channel_window"):
         if hasattr(handler, name):
             setattr(wrapped, name, getattr(handler, name))
     accept_setup = getattr(handler, "accept_setup", None)

@@ -38,6 +38,7 @@ per-stream data MIME spec requires.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 from collections.abc import (
@@ -67,6 +68,7 @@ from sansrs.streams import MapProcessor
 
 from .errors import ApplicationError, RSocketError
 from .fast import as_payload, new_routed_request
+from .peer import check_prefetch
 from .responder import CHANNEL_PREFETCH
 from .routes import NO_VARIABLES, RouteTable
 from .types import Payload, Request, RoutedRequest, is_single_value
@@ -99,6 +101,9 @@ class Route:
     handler: Callable[..., Any]
     produces: str | None
     authenticated: bool
+    #: A channel route's inbound window (None: the router's).
+    prefetch: int | None = None
+    batch: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,19 +183,31 @@ class Router:
         *,
         produces: str | None = None,
         authenticated: bool | None = None,
+        prefetch: int | None = None,
+        batch: int | None = None,
     ) -> None:
         """Register ``handler`` for ``route`` (a template) and ``kind`` (one of
         :data:`KINDS`). ``produces``: the data MIME type it answers in.
         ``authenticated``: whether it needs a principal (default: the
-        router's ``require_auth``)."""
+        router's ``require_auth``). ``prefetch`` / ``batch``: a channel
+        route's inbound window (REQUEST_N with the request, then ``batch``
+        more each time that many were consumed; default: the router's
+        ``channel_prefetch`` / ``channel_batch``)."""
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        if (prefetch is not None or batch is not None) and kind != "request_channel":
+            raise ValueError("prefetch and batch are a channel route's inbound window")
+        if prefetch is not None:
+            check_prefetch(prefetch)
+        if batch is not None and batch < 1:
+            raise ValueError("batch must be >= 1")
         if not callable(handler):
             raise TypeError(f"handler for {route!r} is not callable")
         needs = self.require_auth if authenticated is None else authenticated
         if needs and self.authenticate is None:
             raise ValueError(f"route {route!r} needs authentication: pass authenticate=")
-        self._tables[kind].add(route, Route(kind, route, handler, produces, needs))
+        entry = Route(kind, route, handler, produces, needs, prefetch, batch)
+        self._tables[kind].add(route, entry)
         if kind == "setup" and _is_async(handler):
             self._async_setup = True
         for cache in self._caches.values():
@@ -218,10 +235,30 @@ class Router:
         return self._decorator("request_stream", route, produces, authenticated)
 
     def channel(
-        self, route: str, *, produces: str | None = None, authenticated: bool | None = None
+        self,
+        route: str,
+        *,
+        produces: str | None = None,
+        authenticated: bool | None = None,
+        prefetch: int | None = None,
+        batch: int | None = None,
     ) -> Callable[[F], F]:
-        """Decorator: ``handler(request, inbound)`` returns the outbound stream."""
-        return self._decorator("request_channel", route, produces, authenticated)
+        """Decorator: ``handler(request, inbound)`` returns the outbound stream;
+        ``prefetch`` / ``batch``: this route's inbound window (see :meth:`add`)."""
+
+        def register(handler: F) -> F:
+            self.add(
+                "request_channel",
+                route,
+                handler,
+                produces=produces,
+                authenticated=authenticated,
+                prefetch=prefetch,
+                batch=batch,
+            )
+            return handler
+
+        return register
 
     def fnf(self, route: str, *, authenticated: bool | None = None) -> Callable[[F], F]:
         """Decorator: ``handler(request)`` takes fire-and-forgets on ``route``."""
@@ -392,6 +429,9 @@ class Router:
     def request_channel(self, request: Request, inbound: Any) -> Any:
         return self._connection().request_channel(request, inbound)
 
+    def channel_window(self, metadata: bytes | None) -> tuple[int, int | None]:
+        return self._connection().channel_window(metadata)
+
     def fire_and_forget(self, request: Request) -> Any:
         return self._connection().fire_and_forget(request)
 
@@ -416,13 +456,21 @@ class RouterConnection:
         self.principal: Any = None
         self._fallback: object = None
 
-    @property
-    def channel_prefetch(self) -> int:
-        return self.router.channel_prefetch
-
-    @property
-    def channel_batch(self) -> int | None:
-        return self.router.channel_batch
+    def channel_window(self, metadata: bytes | None) -> tuple[int, int | None]:
+        """The inbound window of a channel with ``metadata`` (the engine asks
+        before it grants the first REQUEST_N): its route's ``prefetch`` /
+        ``batch``, else the router's. Metadata that does not resolve gets
+        the router's; the request's own answer says why."""
+        router = self.router
+        found = None
+        if self.composite and metadata:
+            kind = "request_channel"
+            with contextlib.suppress(RSocketError):
+                found = (router._caches[kind].get(metadata) or router._lookup(kind, metadata)).found
+        if found is None or (found.prefetch is None and found.batch is None):
+            return router.channel_prefetch, router.channel_batch
+        prefetch = router.channel_prefetch if found.prefetch is None else found.prefetch
+        return prefetch, found.batch
 
     def fallback(self) -> object:
         if self._fallback is None:
