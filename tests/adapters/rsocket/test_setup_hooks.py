@@ -9,8 +9,10 @@ reject the SETUP without running it: never accepted unchecked."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import warnings
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
@@ -186,3 +188,49 @@ def test_sync_server_rejects_setup_when_a_factory_hands_it_an_async_hook(loop: s
         with pytest.raises(ConnectionClosed, match=r"REJECTED_SETUP.*aio\.serve"):
             client.request_response(b"x", timeout=WAIT)
     assert gate.checked == []  # never ran; and never taken for a yes
+
+
+@pytest.mark.parametrize("loop", ["thread", "selector"])
+def test_accept_setup_returning_a_future_defers_the_setup_on_sync_drivers(loop: str) -> None:
+    verdicts: list[Future[object]] = []
+    reached = [threading.Event(), threading.Event()]
+
+    class Deferred:
+        def accept_setup(self, setup: Any, peer: object) -> Future[object]:
+            verdicts.append(Future())
+            reached[len(verdicts) - 1].set()
+            return verdicts[-1]
+
+        def request_response(self, request: Request) -> bytes:
+            return b"unchecked"
+
+    with serve("tcp://127.0.0.1:0", Deferred(), loop=loop) as server:
+        with connect(server.url, loop=loop) as client:
+            outcome: list[object] = []
+            caller = threading.Thread(
+                target=lambda: outcome.append(_catch(client.request_response, b"x"))
+            )
+            caller.start()
+            assert reached[0].wait(WAIT)
+            caller.join(0.2)
+            assert caller.is_alive() and outcome == []  # held while undecided
+            verdicts[0].set_result(_SyncAnswer())
+            caller.join(WAIT)
+            assert outcome == [Payload(b"decided:x")]
+        with connect(server.url, loop=loop) as client:
+            assert reached[1].wait(WAIT)
+            verdicts[1].set_exception(PermissionError("later, no"))
+            with pytest.raises(ConnectionClosed, match=r"REJECTED_SETUP.*later, no"):
+                client.request_response(b"x", timeout=WAIT)
+
+
+class _SyncAnswer:
+    def request_response(self, request: Request) -> bytes:
+        return b"decided:" + request.data
+
+
+def _catch(call: Callable[..., object], *args: object) -> object:
+    try:
+        return call(*args, timeout=WAIT)
+    except Exception as exc:
+        return exc
