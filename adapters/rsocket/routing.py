@@ -135,14 +135,18 @@ class Router:
     ``CustomAuth``) from SETUP or a request; raising (an ``RSocketError``'s
     message is sent, any other exception is logged and answered "authentication
     failed") or returning None refuses them. It runs on the connection's
-    thread (or event loop): keep it quick. ``require_auth`` (default: True
+    thread (or event loop): keep it quick. It may be ``async def`` under
+    the asyncio server, which awaits it (a SETUP waits for its verdict; a
+    request's answer too); such a router is :attr:`asyncio_only`, refused
+    by the synchronous servers. ``require_auth`` (default: True
     when ``authenticate`` is given): every route needs a principal unless
     registered with ``authenticated=False``.
     ``fallback`` / ``fallback_factory(peer)``: the handler for requests
     without a route (today's handler style). ``cache_size``: decoded
     metadata kept per interaction model (requests to the same route repeat
     the same bytes; entries with credentials are never kept).
-    ``channel_prefetch`` / ``channel_batch``: a channel's inbound window.
+    ``channel_prefetch`` / ``channel_batch``: a channel's inbound window
+    (per route: ``channel(route, prefetch=, batch=)``).
     """
 
     def __init__(
