@@ -13,6 +13,7 @@ outbound streams, prefetching inbound, sources) come from
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import inspect
 import logging
@@ -507,8 +508,10 @@ class RSocketEngine:
             # as its requests fail below) fails at once, with this reason.
             self._closing = error
         pending, self._setup_pending = self._setup_pending, None
-        if pending is not None:
-            getattr(pending, "cancel", lambda: None)()  # nobody waits for its verdict
+        if pending is not None and not isinstance(pending, concurrent.futures.Future):
+            # An async hook's task: nobody waits for its verdict any more. (A
+            # thread's Future is left to the thread that will complete it.)
+            getattr(pending, "cancel", lambda: None)()
         self._run_after_events(quietly=True)  # now: they learn of the end themselves
         for waiting in self.leases.abandon():
             waiting.sink.finish(error)

@@ -55,10 +55,15 @@ class AsyncGate:
     def __init__(self, release: asyncio.Event | None = None) -> None:
         self.release = release
         self.checked: list[bytes] = []
+        self.cancelled = asyncio.Event()
 
     async def accept_setup(self, setup: Any, peer: object) -> object:
         if self.release is not None:
-            await self.release.wait()
+            try:
+                await self.release.wait()
+            except asyncio.CancelledError:
+                self.cancelled.set()
+                raise
         self.checked.append(setup.data)
         if setup.data != b"friend":
             raise PermissionError("not a friend")
@@ -125,6 +130,7 @@ def test_async_accept_setup_is_bounded_by_the_handshake_timeout() -> None:
         ):
             with pytest.raises(ConnectionClosed):
                 await client.request_response(b"x", timeout=WAIT)
+            await asyncio.wait_for(gate.cancelled.wait(), WAIT)  # nobody waits for it
             assert gate.checked == []
 
     run(main)
@@ -234,3 +240,20 @@ def _catch(call: Callable[..., object], *args: object) -> object:
         return call(*args, timeout=WAIT)
     except Exception as exc:
         return exc
+
+
+def test_async_accept_setup_is_awaited_by_the_asyncio_resumable_server() -> None:
+    from sansrs.adapters.rsocket.resume.aio import connect_resumable as aconnect_resumable
+    from sansrs.adapters.rsocket.resume.aio import serve_resumable as aserve_resumable
+
+    async def main() -> None:
+        gate = AsyncGate()
+        async with await aserve_resumable("tcp://127.0.0.1:0", gate) as server:
+            async with await aconnect_resumable(server.url, setup_data=b"friend") as client:
+                assert await client.request_response(b"x", timeout=WAIT) == Payload(b"in:x")
+            async with await aconnect_resumable(server.url, setup_data=b"foe") as client:
+                with pytest.raises(ConnectionClosed, match=r"REJECTED_SETUP.*not a friend"):
+                    await client.request_response(b"x", timeout=WAIT)
+            assert gate.checked == [b"friend", b"foe"]
+
+    run(main)
