@@ -69,10 +69,10 @@ class LoadBalancedClient:
     ) -> None:
         self._pool: TargetPool[AsyncClient] = TargetPool(
             targets,
-            config=config or BalancerConfig(),
-            strategy=strategy or RoundRobinStrategy(),
+            config=config,
+            strategy=strategy,
             clock=clock,
-            rnd=rnd or _random.Random(),
+            rnd=rnd,
             drop=_close_soon,
             new_lock=asyncio.Lock,
         )
@@ -97,6 +97,7 @@ class LoadBalancedClient:
         return self._pool.stats()
 
     # -- choosing a connection -------------------------------------------------------
+    # The synchronous balancer's _choose and _open, awaited: alike by choice.
     async def _choose(self) -> tuple[Target[AsyncClient], AsyncClient]:
         pool = self._pool
         now = pool.begin()

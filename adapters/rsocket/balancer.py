@@ -74,10 +74,10 @@ class LoadBalancedClient:
     ) -> None:
         self._pool: TargetPool[Client] = TargetPool(
             targets,
-            config=config or BalancerConfig(),
-            strategy=strategy or RoundRobinStrategy(),
+            config=config,
+            strategy=strategy,
             clock=clock,
-            rnd=rnd or _random.Random(),
+            rnd=rnd,
             drop=_close_now,
             new_lock=threading.Lock,
         )

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 from ..drive.errors import ConnectionClosed
-from .balancer_strategy import BalancerConfig, Strategy, TargetStats
+from .balancer_strategy import BalancerConfig, RoundRobinStrategy, Strategy, TargetStats
 
 __all__ = ["Connection", "NoTargetAvailable", "Target", "TargetPool"]
 
@@ -56,7 +56,8 @@ class Target(Generic[C]):
 
 class TargetPool(Generic[C]):
     """The listed targets (a list of URLs, or a callable asked again every
-    ``config.refresh_interval`` s) and the choice among them. ``drop(client)``
+    ``config.refresh_interval`` s) and the choice among them (``strategy``,
+    default round robin; ``config`` default ``BalancerConfig()``). ``drop(client)``
     closes the connection of a target that left the list once it is idle,
     without waiting; ``new_lock()`` makes a target's connect lock."""
 
@@ -64,17 +65,17 @@ class TargetPool(Generic[C]):
         self,
         targets: Sequence[str] | Callable[[], Sequence[str]],
         *,
-        config: BalancerConfig,
-        strategy: Strategy,
+        config: BalancerConfig | None,
+        strategy: Strategy | None,
         clock: Callable[[], float],
-        rnd: _random.Random,
+        rnd: _random.Random | None,
         drop: Callable[[C], None],
         new_lock: Callable[[], Any],
     ) -> None:
-        self.config = config
-        self.strategy = strategy
+        self.config = config or BalancerConfig()
+        self.strategy: Strategy = strategy or RoundRobinStrategy()
         self.clock = clock
-        self.rnd = rnd
+        self.rnd = rnd or _random.Random()
         self._source = targets if callable(targets) else None
         self._drop_client = drop
         self._new_lock = new_lock
