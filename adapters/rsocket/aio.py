@@ -405,7 +405,10 @@ async def serve(
 ) -> AsyncServer[AsyncRSocketPeer]:
     """Listen on ``url`` and answer with ``handler`` (or ``handler_factory(peer)``
     per connection); options as for the synchronous ``serve``. Handler methods
-    may be ``async def`` or return async iterables (see the module notes)."""
+    may be ``async def`` or return async iterables (see the module notes);
+    an ``async def accept_setup`` (a Router's async ``authenticate``) is
+    awaited before the SETUP is accepted, its exception rejecting it
+    (docs/adapters.md, "The SETUP hook and the ``Handler`` protocol")."""
     if handler is not None and handler_factory is not None:
         raise TypeError("pass handler or handler_factory, not both")
     engine_options = EngineOptions(**options)
