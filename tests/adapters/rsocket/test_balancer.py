@@ -379,3 +379,24 @@ def _catch(fn: Any) -> Any:
         return fn()
     except BaseException as exc:
         return exc
+
+
+def test_aio_balancer_request_cancelled_while_connecting_counts_against_no_target() -> None:
+    async def main() -> None:
+        entered = asyncio.Event()
+
+        async def stuck(url: str, **options: Any) -> Any:
+            entered.set()
+            await asyncio.Event().wait()  # a connect that never ends
+
+        client = aio_balancer.LoadBalancedClient(["tcp://127.0.0.1:1"], connector=stuck)
+        async with client:
+            asking = asyncio.ensure_future(client.request_response(b"x"))
+            await entered.wait()
+            asking.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await asking
+            stats = client.stats()["tcp://127.0.0.1:1"]
+            assert (stats["pending"], stats["failures"], stats["failed"]) == (0, 0, 0)
+
+    asyncio.run(asyncio.wait_for(main(), 40))

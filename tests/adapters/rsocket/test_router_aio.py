@@ -178,6 +178,10 @@ def async_auth_router(checks: AsyncChecks, published: list[bytes]) -> Router:
     async def whoami_async(request: RoutedRequest) -> bytes:
         return b"async " + request.principal.encode()
 
+    @router.response("whoami.published")
+    def whoami_published(request: RoutedRequest) -> Any:
+        return IterablePublisher(lambda: [request.principal.encode()])
+
     @router.stream("count")
     def count(request: RoutedRequest) -> Iterator[bytes]:
         for i in range(3):
@@ -238,13 +242,17 @@ def test_router_async_authenticate_is_awaited_per_request() -> None:
                 b"", timeout=WAIT
             )
             assert reply == Payload(b"async ann")
+            reply = await client.route("whoami.published", auth=ANN).request_response(
+                b"", timeout=WAIT
+            )
+            assert reply == Payload(b"ann")
             items = client.route("count", auth=ANN).request_stream(b"", timeout=WAIT)
             assert [p.data async for p in items] == [b"0:ann", b"1:ann", b"2:ann"]
             items = client.route("published", auth=ANN).request_stream(b"", timeout=WAIT)
             assert [p.data async for p in items] == [b"p1", b"p2"]
             channel = client.route("echo", auth=ANN).request_channel([b"x", b"y"], timeout=WAIT)
             assert [p.data async for p in channel] == [b"ann", b"y"]
-            assert checks.checked == ["bearer", "ann", "ann", "ann", "ann"]
+            assert checks.checked == ["bearer", "ann", "ann", "ann", "ann", "ann"]
             # refused: REJECTED, the handler never runs
             for route in ("whoami", "count", "echo"):
                 bad = client.route(route, auth=SimpleAuth("ann", "bad"))

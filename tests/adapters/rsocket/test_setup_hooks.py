@@ -9,6 +9,7 @@ reject the SETUP without running it: never accepted unchecked."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import warnings
 from collections.abc import Awaitable, Callable
@@ -28,7 +29,8 @@ from sansrs.adapters.rsocket import (
     serve_resumable,
 )
 
-from sansrs.rsocket import ErrorCode
+from sansrs.rsocket import Connection, ConnectionConfig, ErrorCode, Role
+from sansrs.rsocket.events import ConnectionTerminated
 
 WAIT = 10.0
 
@@ -255,5 +257,39 @@ def test_async_accept_setup_is_awaited_by_the_asyncio_resumable_server() -> None
                 with pytest.raises(ConnectionClosed, match=r"REJECTED_SETUP.*not a friend"):
                     await client.request_response(b"x", timeout=WAIT)
             assert gate.checked == [b"friend", b"foe"]
+
+    run(main)
+
+
+def test_async_accept_setup_holds_at_most_max_early_frames_behind_setup() -> None:
+    """While the hook waits, the frames behind SETUP are held by the core,
+    bounded: one more than ``max_early_frames`` ends the connection with
+    ERROR[CONNECTION_ERROR] (never an unbounded buffer, never accepted
+    unchecked)."""
+
+    def flood(url: str, frames: int) -> Any:
+        host, port = url.removeprefix("tcp://").rsplit(":", 1)
+        conn = Connection(Role.CLIENT, ConnectionConfig())
+        conn.setup()
+        for _ in range(frames):
+            conn.request_fnf(b"early", None)
+        with socket.create_connection((host, int(port)), timeout=WAIT) as sock:
+            sock.sendall(conn.data_to_send())
+            while True:
+                data = sock.recv(65536)
+                assert data, "closed without an ERROR frame"
+                conn.receive_data(data, 0.0)
+                for event in conn.events():
+                    if isinstance(event, ConnectionTerminated):
+                        return event
+
+    async def main() -> None:
+        gate = AsyncGate(asyncio.Event())  # undecided throughout
+        async with await aio.serve("tcp://127.0.0.1:0", gate) as server:
+            ended = await asyncio.to_thread(flood, server.url, 1025)
+            assert ended.error_code == ErrorCode.CONNECTION_ERROR
+            assert "too many frames before SETUP was accepted" in ended.message
+            await asyncio.wait_for(gate.cancelled.wait(), WAIT)
+            assert gate.checked == []
 
     run(main)
