@@ -18,9 +18,17 @@ iterator. Handlers run on the event loop: never block in them.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import ssl
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine, Iterable
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+)
 from typing import Any, cast
 
 from typing_extensions import Unpack
@@ -303,15 +311,29 @@ def _wrap_handler(handler: object) -> object:
         method = getattr(handler, name, None)
         if callable(method):
             setattr(wrapped, name, _fire(method))
-    for name in ("channel_prefetch", "channel_batch"):
+    for name in ("channel_prefetch", "channel_batch", "channel_window"):
         if hasattr(handler, name):
             setattr(wrapped, name, getattr(handler, name))
     accept_setup = getattr(handler, "accept_setup", None)
     if callable(accept_setup):  # e.g. a Router: the connection's handler, wrapped too
         wrapped.accept_setup = (  # type: ignore[attr-defined]
-            lambda setup, peer: _wrap_handler(accept_setup(setup, peer))
+            lambda setup, peer: _setup_verdict(accept_setup(setup, peer))
         )
     return wrapped
+
+
+def _setup_verdict(result: object) -> object:
+    """What the engine gets from ``accept_setup``: the connection's handler,
+    wrapped; or, from an ``async def`` hook (a Router's async
+    ``authenticate``), a task awaiting it on the loop: the engine holds the
+    SETUP until the task ends (its result accepts, its exception rejects)."""
+    if inspect.isawaitable(result):
+        return asyncio.get_running_loop().create_task(_awaited_handler(result))
+    return _wrap_handler(result)
+
+
+async def _awaited_handler(result: Awaitable[object]) -> object:
+    return _wrap_handler(await result)
 
 
 def _fire(method: Callable[[Any], Any]) -> Callable[[Any], None]:
@@ -383,7 +405,10 @@ async def serve(
 ) -> AsyncServer[AsyncRSocketPeer]:
     """Listen on ``url`` and answer with ``handler`` (or ``handler_factory(peer)``
     per connection); options as for the synchronous ``serve``. Handler methods
-    may be ``async def`` or return async iterables (see the module notes)."""
+    may be ``async def`` or return async iterables (see the module notes);
+    an ``async def accept_setup`` (a Router's async ``authenticate``) is
+    awaited before the SETUP is accepted, its exception rejecting it
+    (docs/adapters.md, "The SETUP hook and the ``Handler`` protocol")."""
     if handler is not None and handler_factory is not None:
         raise TypeError("pass handler or handler_factory, not both")
     engine_options = EngineOptions(**options)

@@ -17,7 +17,7 @@ from ..drive.engine import Driver
 from ..transport import Transport
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
-from .engine import RSocketEngine
+from .engine import RSocketEngine, refuse_async_hooks
 from .options import EngineOptions
 from .peer import RSocketPeer
 
@@ -57,6 +57,7 @@ def connect(
     ``data_mime_type``, ``metadata_mime_type``, ``setup_data``,
     ``setup_metadata``, ``fragment_size``.
     """
+    refuse_async_hooks(handler)
     options = EngineOptions(**setup)
 
     def new_engine(transport: Transport) -> RSocketEngine:

@@ -13,7 +13,9 @@ outbound streams, prefetching inbound, sources) come from
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import inspect
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
@@ -42,7 +44,7 @@ from .outbound import stream_outbound
 from .responder import Responder
 from .types import Payload
 
-__all__ = ["RSocketEngine", "RequestHandle"]
+__all__ = ["ASYNC_HOOK_REFUSED", "RSocketEngine", "RequestHandle", "refuse_async_hooks"]
 
 log = logging.getLogger("sansrs.adapters.rsocket")
 
@@ -51,6 +53,24 @@ _TEXT_RUN = ws.MessageKind.TEXT_RUN.value
 _BINARY = ws.MessageKind.BINARY.value
 _TEXT = ws.MessageKind.TEXT.value
 _CLOSE = ws.MessageKind.CLOSE.value
+
+#: The REJECTED_SETUP message when an ``async def accept_setup`` reaches a
+#: synchronous driver (the servers refuse such handlers up front when they can).
+ASYNC_HOOK_REFUSED = (
+    "an async accept_setup (or a Router's async authenticate) can only be awaited"
+    " by the asyncio server: use sansrs.adapters.rsocket.aio.serve"
+)
+
+
+def refuse_async_hooks(handler: object) -> None:
+    """A synchronous server or client: ``TypeError`` up front for a handler
+    whose hooks must be awaited (an ``async def accept_setup``, or one that
+    says ``asyncio_only``: a Router with an async ``authenticate``), rather
+    than rejecting every SETUP later."""
+    hook = getattr(handler, "accept_setup", None)
+    if inspect.iscoroutinefunction(hook) or getattr(handler, "asyncio_only", False) is True:
+        raise TypeError(f"{handler!r}: {ASYNC_HOOK_REFUSED}")
+
 
 #: Items one outbound stream may send per loop turn, so streams share the loop.
 PUMP_BUDGET = 4096
@@ -93,6 +113,8 @@ class RSocketEngine:
         #: Requests waiting for the peer's lease; the renewal of ours.
         self.leases: Leases[RequestHandle] = Leases(conn, options)
         self._close_started = False
+        #: A deferred ``accept_setup``'s future, until it is decided.
+        self._setup_pending: Any = None
         #: See ``Engine`` (drive/engine.py): a lone request answered at once.
         self.settled = False
         #: Server: the first frame's length bytes seen so far (None once past
@@ -439,7 +461,10 @@ class RSocketEngine:
         ``LoopConfig.handshake_timeout``."""
         conn = self.conn
         awaiting = core.ConnectionState.AWAITING_SETUP
-        return conn.role is core.Role.CLIENT or conn.state is not awaiting
+        if conn.role is core.Role.CLIENT:
+            return True
+        # A deferred accept_setup counts as the handshake: it is bounded too.
+        return conn.state is not awaiting and self._setup_pending is None
 
     def wants_close(self) -> bool:
         return self._closing is not None
@@ -482,6 +507,11 @@ class RSocketEngine:
             # From here on a request started meanwhile (a pipeline refilling
             # as its requests fail below) fails at once, with this reason.
             self._closing = error
+        pending, self._setup_pending = self._setup_pending, None
+        if pending is not None and not isinstance(pending, concurrent.futures.Future):
+            # An async hook's task: nobody waits for its verdict any more. (A
+            # thread's Future is left to the thread that will complete it.)
+            getattr(pending, "cancel", lambda: None)()
         self._run_after_events(quietly=True)  # now: they learn of the end themselves
         for waiting in self.leases.abandon():
             waiting.sink.finish(error)
@@ -726,7 +756,12 @@ class RSocketEngine:
     def _accept_setup_hook(self, ev: Any) -> bool:
         """The handler's optional ``accept_setup(setup, peer)`` (e.g. a
         :class:`~.routing.Router` checking credentials): it may return the
-        handler for this connection, or raise to reject the SETUP."""
+        handler for this connection, or raise to reject the SETUP. It may
+        also return a future (``add_done_callback``; the asyncio adapter
+        makes an ``async def`` hook's coroutine a task): the SETUP waits
+        for its outcome (:meth:`_setup_decided`), its early frames held by
+        the core. A bare awaitable nothing here can run is never taken for
+        a yes: the SETUP is rejected."""
         hook = getattr(self.responder.handler, "accept_setup", None)
         if not callable(hook):
             return True
@@ -736,9 +771,37 @@ class RSocketEngine:
             code, message = setup_rejection(exc)
             self.conn.reject_setup(code, message)
             return False
+        if callable(getattr(handler, "add_done_callback", None)):
+            self._setup_pending = handler
+            handler.add_done_callback(  # any thread: decided on ours
+                lambda done: self._call_soon(lambda: self._setup_decided(ev, done))
+            )
+            return False
+        if inspect.isawaitable(handler):
+            getattr(handler, "close", lambda: None)()  # never run: no "never awaited" noise
+            log.error("accept_setup returned an awaitable: async hooks need the asyncio server")
+            self.conn.reject_setup(ErrorCode.REJECTED_SETUP, ASYNC_HOOK_REFUSED)
+            return False
         if handler is not None:
             self.responder.bind(handler, self.peer)
         return True
+
+    def _setup_decided(self, ev: Any, done: Any) -> None:
+        """Owning thread: a deferred ``accept_setup`` ended; its result is the
+        handler (accept), its exception the rejection."""
+        self._setup_pending = None
+        if self.conn.state is not core.ConnectionState.SETUP_RECEIVED:
+            return  # the connection ended meanwhile
+        try:
+            handler = done.result()
+        except BaseException as exc:  # a cancelled task too: never a yes
+            code, message = setup_rejection(exc)
+            self.conn.reject_setup(code, message)
+        else:
+            if handler is not None:
+                self.responder.bind(handler, self.peer)
+            self.leases.accept_setup(ev.lease, self._now)
+        self._dispatch_events()  # the early frames the core held, now requests
 
     def on_lease(self, ttl_ms: int, requests: int) -> None:
         self.leases.release()

@@ -154,14 +154,27 @@ class Responder:
             return
         self._new_outbound(sid, source, n)
 
+    def _channel_window(self, metadata: bytes | None) -> tuple[int, int | None]:
+        """A channel's inbound window: the handler's ``channel_window(metadata)``
+        (per route, for a Router), else its ``channel_prefetch`` /
+        ``channel_batch``, else :data:`CHANNEL_PREFETCH`."""
+        handler = self.handler
+        window = getattr(handler, "channel_window", None)
+        if callable(window):
+            prefetch, batch = window(metadata)
+            return int(prefetch), batch
+        return (
+            int(getattr(handler, "channel_prefetch", CHANNEL_PREFETCH)),
+            getattr(handler, "channel_batch", None),
+        )
+
     def on_request_channel(
         self, sid: int, data: bytes, metadata: bytes | None, n: int, complete: bool
     ) -> None:
         method = self._handler_method("request_channel")
         if method is None:
             return self._reject_missing(sid, "request_channel")
-        prefetch = int(getattr(self.handler, "channel_prefetch", CHANNEL_PREFETCH))
-        batch = getattr(self.handler, "channel_batch", None)
+        prefetch, batch = self._channel_window(metadata)
         queue: CreditQueue[Payload] = CreditQueue(granted=prefetch)
         self._inbound[sid] = queue
         conn = self.conn

@@ -14,7 +14,7 @@ from ..drive.peer import PeersServer
 from ..transport import Transport
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
-from .engine import RSocketEngine
+from .engine import RSocketEngine, refuse_async_hooks
 from .options import EngineOptions
 from .peer import RSocketPeer
 
@@ -53,6 +53,7 @@ def serve(
     :class:`~..transport.websocket.WebSocketOptions`."""
     if handler is not None and handler_factory is not None:
         raise TypeError("pass handler or handler_factory, not both")
+    refuse_async_hooks(handler)
     engine_options = EngineOptions(**options)
 
     def new_engine(transport: Transport) -> RSocketEngine:

@@ -29,6 +29,7 @@ from ...transport import Transport, open_transport
 from ...transport.urls import Endpoint
 from .. import core
 from ..client import Client
+from ..engine import refuse_async_hooks
 from ..options import EngineOptions
 from .engine import EngineLink, SessionEngine, resume_timeout
 from .options import ResumeOptions, SessionLoss, byte_stream_only
@@ -269,6 +270,7 @@ def connect_resumable(
     byte-stream transport (TCP, TLS, Unix). ``resume``:
     :class:`~.options.ResumeOptions` (reconnect policy, ``resume_timeout``,
     callbacks)."""
+    refuse_async_hooks(handler)
     options = EngineOptions(**setup)
     resume = resume if resume is not None else ResumeOptions()
     driver_loop = pick_loop(loop)

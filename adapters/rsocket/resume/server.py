@@ -38,6 +38,7 @@ from ...drive.listener import LoopServer
 from ...transport import Transport, listen
 from ...transport.urls import Endpoint
 from .. import core
+from ..engine import refuse_async_hooks
 from ..options import EngineOptions
 from ..peer import RSocketPeer
 from ..server import Server
@@ -421,6 +422,7 @@ def serve_resumable(
     (a detached one included: its calls wait for a RESUME)."""
     if handler is not None and handler_factory is not None:
         raise TypeError("pass handler or handler_factory, not both")
+    refuse_async_hooks(handler)
     byte_stream_only(url)
     engine_options = EngineOptions(**options)
     resume = resume if resume is not None else ResumeOptions()
