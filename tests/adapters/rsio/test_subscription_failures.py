@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 from sansrs.adapters.rsio import FixedSizePublisher, RsioError, Server, connect, serve
+
 from sansrs.streams import from_iterable
 
 WAIT = 20.0
