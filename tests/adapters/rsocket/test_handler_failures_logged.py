@@ -75,9 +75,12 @@ def test_rsocket_handler_rsocket_error_is_an_answer_not_a_failure(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger=LOGGER)
-    with serve("tcp://127.0.0.1:0", Failing()) as server, connect(server.url) as c:
-        with pytest.raises(RSocketError, match="not today"):
-            c.request_response(b"reject", timeout=WAIT)
+    with (
+        serve("tcp://127.0.0.1:0", Failing()) as server,
+        connect(server.url) as c,
+        pytest.raises(RSocketError, match="not today"),
+    ):
+        c.request_response(b"reject", timeout=WAIT)
     assert _errors(caplog) == []
     assert any("not today" in r.getMessage() for r in caplog.records)
 
