@@ -22,13 +22,16 @@ from sansrs.ditto import DittoClientConfig, DittoServerConfig
 
 from ..drive.aio import AsyncPeer, AsyncServer, AsyncStream
 from ..drive.config import LoopConfig
+from ..drive.connecting import Connecting
 from ..drive.connection import LoopConnection
 from ..drive.endpoints import attaching, open_connection_async, open_server_async
+from ..drive.keywords import check_keywords
 from ..drive.publishers import RemoteStreamPublisher
 from ..drive.streams import check_prefetch
 from ..transport import Transport
 from ..transport.urls import Endpoint
-from .client import client_config, websocket_options
+from ..transport.websocket.options import WebSocketOptions
+from .client import TIMEOUT_HINT, client_config, websocket_options
 from .engine import (
     DittoClientEngine,
     DittoServerEngine,
@@ -129,7 +132,7 @@ class AsyncDittoServerPeer(AsyncPeer):
 
 
 # Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
-async def connect(
+def connect(
     url: str | Endpoint,
     *,
     user: str | None = None,
@@ -142,27 +145,31 @@ async def connect(
     server_hostname: str | None = None,
     loop_config: LoopConfig | None = None,
     **websocket: Any,
-) -> AsyncDittoConnection:
+) -> Connecting[AsyncDittoConnection]:
     """Connect to Ditto's WebSocket endpoint; options as for the synchronous
     ``connect``. The TCP connect and the TLS and WebSocket handshakes run on
     a worker thread."""
+    check_keywords(connect, websocket, WebSocketOptions, hint=TIMEOUT_HINT)
     options = websocket_options(user, password, token, headers, websocket)
     core_config = client_config(config)
 
-    return await open_connection_async(
-        ws_endpoint(url),
-        lambda transport: DittoClientEngine(core_config),
-        AsyncDittoConnection,
-        config=loop_config,
-        connect_timeout=connect_timeout,
-        ssl_context=ssl_context,
-        server_hostname=server_hostname,
-        websocket=options,
-    )
+    async def opening() -> AsyncDittoConnection:
+        return await open_connection_async(
+            ws_endpoint(url),
+            lambda transport: DittoClientEngine(core_config),
+            AsyncDittoConnection,
+            config=loop_config,
+            connect_timeout=connect_timeout,
+            ssl_context=ssl_context,
+            server_hostname=server_hostname,
+            websocket=options,
+        )
+
+    return Connecting(opening)
 
 
 # Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
-async def serve(
+def serve(
     url: str | Endpoint,
     history: HistorySource,
     *,
@@ -171,7 +178,7 @@ async def serve(
     ssl_context: ssl.SSLContext | None = None,
     loop_config: LoopConfig | None = None,
     **websocket: Any,
-) -> AsyncServer[AsyncDittoServerPeer]:
+) -> Connecting[AsyncServer[AsyncDittoServerPeer]]:
     """Serve the Ditto protocol on ``url`` from ``history`` on the event loop;
     options as for the synchronous ``serve``. ``history.open`` runs on the
     event loop and may return an async iterable."""
@@ -180,12 +187,15 @@ async def serve(
     def new_engine(transport: Transport) -> DittoServerEngine:
         return DittoServerEngine(history, core_config)
 
-    accept, peers = await open_server_async(
-        ws_endpoint(url),
-        new_engine,
-        attaching(AsyncDittoServerPeer),
-        config=loop_config,
-        ssl_context=ssl_context,
-        websocket=server_websocket_options(authenticate, websocket),
-    )
-    return AsyncServer(accept, peers)
+    async def opening() -> AsyncServer[AsyncDittoServerPeer]:
+        accept, peers = await open_server_async(
+            ws_endpoint(url),
+            new_engine,
+            attaching(AsyncDittoServerPeer),
+            config=loop_config,
+            ssl_context=ssl_context,
+            websocket=server_websocket_options(authenticate, websocket),
+        )
+        return AsyncServer(accept, peers)
+
+    return Connecting(opening)

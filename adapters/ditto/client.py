@@ -16,6 +16,7 @@ from sansrs.ditto import DittoClientConfig
 
 from ..drive.config import LoopConfig
 from ..drive.endpoints import LoopChoice, open_connection
+from ..drive.keywords import check_keywords
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .engine import DittoClientEngine
@@ -57,6 +58,7 @@ def connect(
     its own factory), so Ditto's
     answers are matched to it even for the same entity or an error response.
     """
+    check_keywords(connect, websocket, WebSocketOptions, hint=TIMEOUT_HINT)
     options = websocket_options(user, password, token, headers, websocket)
     config = client_config(config)
 
@@ -72,6 +74,13 @@ def connect(
         server_hostname=server_hostname,
         websocket=options,
     )
+
+
+#: What a connect's ``timeout=`` most likely meant.
+TIMEOUT_HINT = {
+    "timeout": "the connect's own bound is connect_timeout=, and each subscription takes "
+    "timeout= (conn.subscribe_for_persisted_events(thing_id, timeout=5))"
+}
 
 
 def websocket_options(

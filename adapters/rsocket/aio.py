@@ -36,6 +36,7 @@ from ..drive.aio import (
     asyncify,
 )
 from ..drive.config import LoopConfig
+from ..drive.connecting import Connecting
 from ..drive.connection import LoopConnection
 from ..drive.endpoints import message_framed, open_connection_async, open_server_async
 from ..transport import Transport
@@ -43,7 +44,7 @@ from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .engine import RequestHandle, RSocketEngine
 from .fast import as_payload
-from .options import EngineOptions
+from .options import engine_options
 from .peer import DEFAULT_PREFETCH, check_prefetch
 from .routed import AsyncRoutedRequester, RouteOptions, check_composite, route_metadata
 from .types import Payload
@@ -333,7 +334,7 @@ def _log_failure(task: asyncio.Task[Any]) -> None:
 
 
 # Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
-async def connect(
+def connect(
     url: str | Endpoint,
     *,
     handler: object = None,
@@ -343,11 +344,11 @@ async def connect(
     server_hostname: str | None = None,
     websocket: WebSocketOptions | None = None,
     **setup: Any,
-) -> AsyncClient:
+) -> Connecting[AsyncClient]:
     """Connect to ``url`` and send SETUP; options as for the synchronous
     ``connect`` (``handler`` may be async). The TCP connect and any TLS or
     WebSocket handshake run on a worker thread."""
-    options = EngineOptions(**setup)
+    options = engine_options(connect, setup)
     wrapped = _wrap_handler(handler)
 
     def new_engine(transport: Transport) -> RSocketEngine:
@@ -358,20 +359,23 @@ async def connect(
         engine.attach(driver, client)
         return client
 
-    return await open_connection_async(
-        url,
-        new_engine,
-        new_peer,
-        config=loop_config,
-        connect_timeout=connect_timeout,
-        ssl_context=ssl_context,
-        server_hostname=server_hostname,
-        websocket=websocket,
-    )
+    async def opening() -> AsyncClient:
+        return await open_connection_async(
+            url,
+            new_engine,
+            new_peer,
+            config=loop_config,
+            connect_timeout=connect_timeout,
+            ssl_context=ssl_context,
+            server_hostname=server_hostname,
+            websocket=websocket,
+        )
+
+    return Connecting(opening)
 
 
 # Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
-async def serve(
+def serve(
     url: str | Endpoint,
     handler: object = None,
     *,
@@ -380,16 +384,16 @@ async def serve(
     ssl_context: ssl.SSLContext | None = None,
     websocket: WebSocketOptions | None = None,
     **options: Any,
-) -> AsyncServer[AsyncRSocketPeer]:
+) -> Connecting[AsyncServer[AsyncRSocketPeer]]:
     """Listen on ``url`` and answer with ``handler`` (or ``handler_factory(peer)``
     per connection); options as for the synchronous ``serve``. Handler methods
     may be ``async def`` or return async iterables (see the module notes)."""
     if handler is not None and handler_factory is not None:
         raise TypeError("pass handler or handler_factory, not both")
-    engine_options = EngineOptions(**options)
+    connection_options = engine_options(serve, options)
 
     def new_engine(transport: Transport) -> RSocketEngine:
-        return RSocketEngine.server(engine_options, message_framed=message_framed(transport))
+        return RSocketEngine.server(connection_options, message_framed=message_framed(transport))
 
     def new_peer(driver: LoopConnection, engine: RSocketEngine) -> AsyncRSocketPeer:
         peer = AsyncRSocketPeer(driver, engine)
@@ -397,12 +401,15 @@ async def serve(
         engine.attach(driver, peer, _wrap_handler(chosen))
         return peer
 
-    accept, peers = await open_server_async(
-        url,
-        new_engine,
-        new_peer,
-        config=loop_config,
-        ssl_context=ssl_context,
-        websocket=websocket,
-    )
-    return AsyncServer(accept, peers)
+    async def opening() -> AsyncServer[AsyncRSocketPeer]:
+        accept, peers = await open_server_async(
+            url,
+            new_engine,
+            new_peer,
+            config=loop_config,
+            ssl_context=ssl_context,
+            websocket=websocket,
+        )
+        return AsyncServer(accept, peers)
+
+    return Connecting(opening)
