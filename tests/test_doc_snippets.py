@@ -1,0 +1,118 @@
+"""Every ```python block of README.md and docs/ runs, against live servers,
+so the docs cannot go stale.
+
+A block runs in a namespace shared by the blocks before it on the same page
+(a page may define a handler in one block and use it in the next), with
+``tcp://127.0.0.1:PORT`` replaced by the URL of a live demo responder (what
+``sansrs serve tcp://127.0.0.1:0`` runs) started here. A block that cannot
+run here (a Spark session, an external host, a fragment of a sans-IO loop
+with no socket) carries the marker ``<!-- snippet: skip REASON -->`` on the
+line before its fence: it is reported as skipped with that reason, so the
+count of blocks not run is in every test summary. A marker with no reason,
+or on anything but a python block, fails."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+SKIP = re.compile(r"<!-- snippet: skip (?P<reason>\S.*?) -->")
+MARKER = re.compile(r"<!-- snippet:")
+
+
+@dataclass(frozen=True)
+class Snippet:
+    page: Path
+    line: int  # of the opening fence, 1-based
+    code: str
+    skip: str | None
+
+    @property
+    def id(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+def snippets(page: Path) -> Iterator[Snippet]:
+    lines = page.read_text(encoding="utf-8").split("\n")
+    i = 0
+    while i < len(lines):
+        if lines[i].strip() == "```python":
+            end = next(j for j in range(i + 1, len(lines)) if lines[j].strip() == "```")
+            before = lines[i - 1].strip() if i else ""
+            skip = SKIP.fullmatch(before)
+            code = "\n".join(lines[i + 1 : end])
+            yield Snippet(page, i + 1, code, skip.group("reason") if skip else None)
+            i = end
+        i += 1
+
+
+ALL = [s for page in PAGES for s in snippets(page)]
+
+
+def test_doc_snippets_markers_are_well_formed() -> None:
+    """A skip marker says why, and stands right before a python block."""
+    for page in PAGES:
+        lines = page.read_text(encoding="utf-8").split("\n")
+        for n, line in enumerate(lines):
+            if MARKER.search(line):
+                where = f"{page.relative_to(ROOT)}:{n + 1}"
+                assert SKIP.fullmatch(line.strip()), f"{where}: a skip marker needs a reason"
+                assert n + 1 < len(lines) and lines[n + 1].strip() == "```python", (
+                    f"{where}: a skip marker must precede a ```python fence"
+                )
+
+
+def test_doc_snippets_most_blocks_run() -> None:
+    """Skipping is the exception: the user-facing pages' blocks run."""
+    ran = [s for s in ALL if s.skip is None]
+    assert len(ran) >= 14, [s.id for s in ran]
+    for page in ("README.md", "docs/adapters.md", "docs/protocols/rsio.md"):
+        assert any(s.id.startswith(page + ":") for s in ran), page
+
+
+@pytest.fixture(scope="module")
+def demo_url() -> Iterator[str]:
+    """A live demo responder, as ``sansrs serve tcp://127.0.0.1:0`` runs it."""
+    from sansrs.adapters.rsocket import serve
+    from sansrs.adapters.rsocket.demo_routes import demo_router_factory
+
+    with serve("tcp://127.0.0.1:0", handler_factory=demo_router_factory([])) as server:
+        yield server.url
+
+
+_NAMESPACES: dict[Path, dict[str, Any]] = {}
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("snippet", ALL, ids=[s.id for s in ALL])
+def test_doc_snippet_runs(snippet: Snippet, demo_url: str, tmp_path: Path) -> None:
+    if snippet.skip is not None:
+        pytest.skip(f"marked in the docs: {snippet.skip}")
+    code = snippet.code.replace("tcp://127.0.0.1:PORT", demo_url)
+    namespace = _NAMESPACES.setdefault(snippet.page, {"__name__": "__snippet__"})
+    compiled = compile(code, snippet.id, "exec")
+    out = io.StringIO()
+    with contextlib.chdir(tmp_path), contextlib.redirect_stdout(out):
+        exec(compiled, namespace)
+
+
+def test_docs_index_links_every_page() -> None:
+    """docs/README.md, the index by task, links every page in docs/."""
+    index = (ROOT / "docs" / "README.md").read_text(encoding="utf-8")
+    linked = set(re.findall(r"\]\(([^)#]+\.md)\)", index))
+    pages = {
+        str(p.relative_to(ROOT / "docs"))
+        for p in (ROOT / "docs").rglob("*.md")
+        if p.name != "README.md"
+    }
+    assert pages - linked == set(), "pages the index does not link"
+    assert linked - pages == set(), "links to pages that do not exist"
