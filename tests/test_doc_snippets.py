@@ -116,3 +116,51 @@ def test_docs_index_links_every_page() -> None:
     }
     assert pages - linked == set(), "pages the index does not link"
     assert linked - pages == set(), "links to pages that do not exist"
+
+
+def _sh_blocks(page: Path) -> list[list[str]]:
+    lines = page.read_text(encoding="utf-8").split("\n")
+    blocks: list[list[str]] = []
+    for i, line in enumerate(lines):
+        if line.strip() == "```sh":
+            end = next(j for j in range(i + 1, len(lines)) if lines[j].strip() == "```")
+            blocks.append([x.split("#", 1)[0].strip() for x in lines[i + 1 : end]])
+    return blocks
+
+
+SERVED = [
+    b for b in _sh_blocks(ROOT / "README.md") if b[0].startswith("sansrs ") and " serve " in b[0]
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("block", SERVED, ids=[b[0] for b in SERVED])
+def test_readme_commands_run_against_the_server_they_start(block: list[str]) -> None:
+    """The README's command blocks, as typed in a shell where sansrs is
+    installed: the first line starts a server (its READY line gives the
+    port), the others run against it with PORT replaced, and exit 0."""
+    import shlex
+    import subprocess
+    import sys
+
+    command = str(Path(sys.executable).parent / "sansrs")
+    server = subprocess.Popen(
+        [command, *shlex.split(block[0])[1:]], stdout=subprocess.PIPE, text=True, cwd=ROOT
+    )
+    assert len(SERVED) >= 2  # the quick start and Ditto's
+    try:
+        assert server.stdout is not None
+        ready, url = server.stdout.readline().split()
+        assert ready == "READY"
+        port = url.rsplit(":", 1)[1].split("/", 1)[0]
+        for line in filter(None, block[1:]):
+            argv = shlex.split(line.replace("PORT", port))
+            assert argv[0] == "sansrs", line
+            result = subprocess.run(
+                [command, *argv[1:]], capture_output=True, text=True, timeout=30, cwd=ROOT
+            )
+            assert result.returncode == 0, (line, result.stderr)
+            assert result.stdout, line
+    finally:
+        server.terminate()
+        server.wait(30)

@@ -1,5 +1,6 @@
-"""Eclipse Ditto's streaming subscriptions under asyncio: ``await connect(url)``,
-``await serve(url, history)``.
+"""Eclipse Ditto's streaming subscriptions under asyncio: ``async with
+connect(url) as ditto``, ``async with serve(url, history) as server`` (or
+``await`` either: :class:`~..drive.connecting.Connecting`).
 
 The same engines as the synchronous API (:mod:`.engine`) on the asyncio
 driver (:class:`~..drive.aio.AsyncioReactor`): the same timeouts and

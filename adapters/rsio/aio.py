@@ -1,4 +1,6 @@
-"""reactive-streams-io under asyncio: ``await connect(url)``, ``await serve(url, publishers)``.
+"""reactive-streams-io under asyncio: ``async with connect(url) as client``,
+``async with serve(url, publishers) as server`` (or ``await`` either:
+:class:`~..drive.connecting.Connecting`).
 
 The same engine as the synchronous API (:class:`~.engine.RsioEngine`) on the
 asyncio driver (:class:`~..drive.aio.AsyncioReactor`): every transport, the

@@ -1,4 +1,5 @@
-"""RSocket under asyncio: ``await connect(url)``, ``await serve(url, handler)``.
+"""RSocket under asyncio: ``async with connect(url) as client``, ``async with
+serve(url, handler) as server`` (or ``await`` either: :class:`~..drive.connecting.Connecting`).
 
 The same engine as the synchronous API (:class:`~.engine.RSocketEngine`)
 runs on the asyncio driver (:class:`~..drive.aio.AsyncioReactor`): the same
