@@ -164,3 +164,27 @@ def test_readme_commands_run_against_the_server_they_start(block: list[str]) -> 
     finally:
         server.terminate()
         server.wait(30)
+
+
+def test_readme_editable_strict_mode_reaches_pip(tmp_path: Path) -> None:
+    """README, "Install": ``make venv EDITABLE_MODE=strict`` installs in
+    setuptools' strict editable mode (a link tree mypy and help() read);
+    without it, the default mode. Checked on make's plan (``-n``), in a
+    directory without a venv so that everything is planned."""
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
+    (tmp_path / "pyproject.toml").touch()
+
+    def plan(*args: str) -> str:
+        return subprocess.run(
+            ["make", "-n", "venv", *args], cwd=tmp_path, capture_output=True, text=True,
+            timeout=30, check=True,
+        ).stdout
+
+    assert "--config-settings editable_mode=strict" in plan("EDITABLE_MODE=strict")
+    assert "touch .venv/.installed-strict" in plan("EDITABLE_MODE=strict")
+    assert "editable_mode" not in plan()
