@@ -23,7 +23,7 @@ from sansrs.ditto import DittoClientConfig, DittoServerConfig
 
 from ..drive.aio import AsyncPeer, AsyncServer, AsyncStream
 from ..drive.config import LoopConfig
-from ..drive.connecting import Connecting
+from ..drive.connecting import awaitable_context
 from ..drive.connection import LoopConnection
 from ..drive.endpoints import attaching, open_connection_async, open_server_async
 from ..drive.keywords import check_keywords
@@ -133,7 +133,8 @@ class AsyncDittoServerPeer(AsyncPeer):
 
 
 # Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
-def connect(
+@awaitable_context
+async def connect(
     url: str | Endpoint,
     *,
     user: str | None = None,
@@ -146,7 +147,7 @@ def connect(
     server_hostname: str | None = None,
     loop_config: LoopConfig | None = None,
     **websocket: Any,
-) -> Connecting[AsyncDittoConnection]:
+) -> AsyncDittoConnection:
     """Connect to Ditto's WebSocket endpoint; options as for the synchronous
     ``connect``. The TCP connect and the TLS and WebSocket handshakes run on
     a worker thread."""
@@ -154,23 +155,21 @@ def connect(
     options = websocket_options(user, password, token, headers, websocket)
     core_config = client_config(config)
 
-    async def opening() -> AsyncDittoConnection:
-        return await open_connection_async(
-            ws_endpoint(url),
-            lambda transport: DittoClientEngine(core_config),
-            AsyncDittoConnection,
-            config=loop_config,
-            connect_timeout=connect_timeout,
-            ssl_context=ssl_context,
-            server_hostname=server_hostname,
-            websocket=options,
-        )
-
-    return Connecting(opening)
+    return await open_connection_async(
+        ws_endpoint(url),
+        lambda transport: DittoClientEngine(core_config),
+        AsyncDittoConnection,
+        config=loop_config,
+        connect_timeout=connect_timeout,
+        ssl_context=ssl_context,
+        server_hostname=server_hostname,
+        websocket=options,
+    )
 
 
 # Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
-def serve(
+@awaitable_context
+async def serve(
     url: str | Endpoint,
     history: HistorySource,
     *,
@@ -179,7 +178,7 @@ def serve(
     ssl_context: ssl.SSLContext | None = None,
     loop_config: LoopConfig | None = None,
     **websocket: Any,
-) -> Connecting[AsyncServer[AsyncDittoServerPeer]]:
+) -> AsyncServer[AsyncDittoServerPeer]:
     """Serve the Ditto protocol on ``url`` from ``history`` on the event loop;
     options as for the synchronous ``serve``. ``history.open`` runs on the
     event loop and may return an async iterable."""
@@ -188,15 +187,12 @@ def serve(
     def new_engine(transport: Transport) -> DittoServerEngine:
         return DittoServerEngine(history, core_config)
 
-    async def opening() -> AsyncServer[AsyncDittoServerPeer]:
-        accept, peers = await open_server_async(
-            ws_endpoint(url),
-            new_engine,
-            attaching(AsyncDittoServerPeer),
-            config=loop_config,
-            ssl_context=ssl_context,
-            websocket=server_websocket_options(authenticate, websocket),
-        )
-        return AsyncServer(accept, peers)
-
-    return Connecting(opening)
+    accept, peers = await open_server_async(
+        ws_endpoint(url),
+        new_engine,
+        attaching(AsyncDittoServerPeer),
+        config=loop_config,
+        ssl_context=ssl_context,
+        websocket=server_websocket_options(authenticate, websocket),
+    )
+    return AsyncServer(accept, peers)

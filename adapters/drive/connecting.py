@@ -7,17 +7,22 @@ form users type works::
     async with await connect(url) as client: ...    # the older spelling
 
 The connection is opened when first awaited or entered, never before (no
-coroutine is created that might go un-awaited), and at most once."""
+coroutine is created that might go un-awaited), and at most once.
+:func:`awaitable_context` makes an ``async def connect`` return one; its
+arguments are bound at the call, so a wrong one fails there."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Awaitable, Callable, Generator
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar
 
-__all__ = ["Connecting"]
+__all__ = ["Connecting", "awaitable_context"]
 
 T = TypeVar("T", bound=AbstractAsyncContextManager[Any])
+P = ParamSpec("P")
 
 
 class Connecting(Generic[T]):
@@ -50,3 +55,17 @@ class Connecting(Generic[T]):
     async def __aexit__(self, *exc: Any) -> None:
         assert self._opened is not None, "__aexit__ without __aenter__"
         await self._opened.__aexit__(*exc)
+
+
+def awaitable_context(opener: Callable[P, Awaitable[T]]) -> Callable[P, Connecting[T]]:
+    """``@awaitable_context async def connect(...)``: ``connect(...)`` returns
+    a :class:`Connecting` that runs the body when awaited or entered. The
+    arguments are bound at once (a wrong keyword is a TypeError at the call)."""
+    signature = inspect.signature(opener)
+
+    @functools.wraps(opener)
+    def call(*args: P.args, **kwargs: P.kwargs) -> Connecting[T]:
+        signature.bind(*args, **kwargs)
+        return Connecting(lambda: opener(*args, **kwargs))
+
+    return call

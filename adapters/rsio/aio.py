@@ -18,7 +18,7 @@ from sansrs.rsio import ConnectionConfig, Role
 
 from ..drive.aio import AsyncPeer, AsyncServer, AsyncStream
 from ..drive.config import LoopConfig
-from ..drive.connecting import Connecting
+from ..drive.connecting import awaitable_context
 from ..drive.connection import LoopConnection
 from ..drive.endpoints import attaching, open_connection_async, open_server_async
 from ..drive.publishers import RemoteStreamPublisher
@@ -87,7 +87,8 @@ class AsyncClient(AsyncRsioPeer):
 
 
 # Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
-def connect(
+@awaitable_context
+async def connect(
     url: str | Endpoint,
     *,
     publishers: Publishers | None = None,
@@ -97,28 +98,26 @@ def connect(
     ssl_context: ssl.SSLContext | None = None,
     server_hostname: str | None = None,
     websocket: WebSocketOptions | None = None,
-) -> Connecting[AsyncClient]:
+) -> AsyncClient:
     """Connect to ``url`` (any transport URL); options as for the synchronous
     ``connect``. The TCP connect and any TLS or WebSocket handshake run on a
     worker thread."""
 
-    async def opening() -> AsyncClient:
-        return await open_connection_async(
-            url,
-            engine_factory(Role.CLIENT, publishers, config),
-            attaching(AsyncClient),
-            config=loop_config,
-            connect_timeout=connect_timeout,
-            ssl_context=ssl_context,
-            server_hostname=server_hostname,
-            websocket=websocket,
-        )
-
-    return Connecting(opening)
+    return await open_connection_async(
+        url,
+        engine_factory(Role.CLIENT, publishers, config),
+        attaching(AsyncClient),
+        config=loop_config,
+        connect_timeout=connect_timeout,
+        ssl_context=ssl_context,
+        server_hostname=server_hostname,
+        websocket=websocket,
+    )
 
 
 # Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
-def serve(
+@awaitable_context
+async def serve(
     url: str | Endpoint,
     publishers: Publishers | None = None,
     *,
@@ -126,20 +125,17 @@ def serve(
     loop_config: LoopConfig | None = None,
     ssl_context: ssl.SSLContext | None = None,
     websocket: WebSocketOptions | None = None,
-) -> Connecting[AsyncServer[AsyncRsioPeer]]:
+) -> AsyncServer[AsyncRsioPeer]:
     """Listen on ``url`` and serve ``publishers`` (names to Publishers,
     iterables or async iterables, or a function of the name); options as for
     the synchronous ``serve``."""
 
-    async def opening() -> AsyncServer[AsyncRsioPeer]:
-        accept, peers = await open_server_async(
-            url,
-            engine_factory(Role.SERVER, publishers, config),
-            attaching(AsyncRsioPeer),
-            config=loop_config,
-            ssl_context=ssl_context,
-            websocket=websocket,
-        )
-        return AsyncServer(accept, peers)
-
-    return Connecting(opening)
+    accept, peers = await open_server_async(
+        url,
+        engine_factory(Role.SERVER, publishers, config),
+        attaching(AsyncRsioPeer),
+        config=loop_config,
+        ssl_context=ssl_context,
+        websocket=websocket,
+    )
+    return AsyncServer(accept, peers)

@@ -37,7 +37,7 @@ from ..drive.aio import (
     asyncify,
 )
 from ..drive.config import LoopConfig
-from ..drive.connecting import Connecting
+from ..drive.connecting import awaitable_context
 from ..drive.connection import LoopConnection
 from ..drive.endpoints import message_framed, open_connection_async, open_server_async
 from ..transport import Transport
@@ -335,7 +335,8 @@ def _log_failure(task: asyncio.Task[Any]) -> None:
 
 
 # Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
-def connect(
+@awaitable_context
+async def connect(
     url: str | Endpoint,
     *,
     handler: object = None,
@@ -345,7 +346,7 @@ def connect(
     server_hostname: str | None = None,
     websocket: WebSocketOptions | None = None,
     **setup: Any,
-) -> Connecting[AsyncClient]:
+) -> AsyncClient:
     """Connect to ``url`` and send SETUP; options as for the synchronous
     ``connect`` (``handler`` may be async). The TCP connect and any TLS or
     WebSocket handshake run on a worker thread."""
@@ -360,23 +361,21 @@ def connect(
         engine.attach(driver, client)
         return client
 
-    async def opening() -> AsyncClient:
-        return await open_connection_async(
-            url,
-            new_engine,
-            new_peer,
-            config=loop_config,
-            connect_timeout=connect_timeout,
-            ssl_context=ssl_context,
-            server_hostname=server_hostname,
-            websocket=websocket,
-        )
-
-    return Connecting(opening)
+    return await open_connection_async(
+        url,
+        new_engine,
+        new_peer,
+        config=loop_config,
+        connect_timeout=connect_timeout,
+        ssl_context=ssl_context,
+        server_hostname=server_hostname,
+        websocket=websocket,
+    )
 
 
 # Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
-def serve(
+@awaitable_context
+async def serve(
     url: str | Endpoint,
     handler: object = None,
     *,
@@ -385,7 +384,7 @@ def serve(
     ssl_context: ssl.SSLContext | None = None,
     websocket: WebSocketOptions | None = None,
     **options: Any,
-) -> Connecting[AsyncServer[AsyncRSocketPeer]]:
+) -> AsyncServer[AsyncRSocketPeer]:
     """Listen on ``url`` and answer with ``handler`` (or ``handler_factory(peer)``
     per connection); options as for the synchronous ``serve``. Handler methods
     may be ``async def`` or return async iterables (see the module notes)."""
@@ -402,15 +401,12 @@ def serve(
         engine.attach(driver, peer, _wrap_handler(chosen))
         return peer
 
-    async def opening() -> AsyncServer[AsyncRSocketPeer]:
-        accept, peers = await open_server_async(
-            url,
-            new_engine,
-            new_peer,
-            config=loop_config,
-            ssl_context=ssl_context,
-            websocket=websocket,
-        )
-        return AsyncServer(accept, peers)
-
-    return Connecting(opening)
+    accept, peers = await open_server_async(
+        url,
+        new_engine,
+        new_peer,
+        config=loop_config,
+        ssl_context=ssl_context,
+        websocket=websocket,
+    )
+    return AsyncServer(accept, peers)

@@ -98,9 +98,18 @@ TIMEOUT = "unexpected keyword argument 'timeout'; the connect's own bound is con
     ids=["rsocket", "rsocket.aio", "ditto", "ditto.aio"],
 )
 def test_connect_timeout_keyword_names_connect_timeout(connect: Callable[..., Any]) -> None:
+    """Raised by the call (threads) or where it is awaited or entered (asyncio)."""
     url = "ws://127.0.0.1:1/ws/2" if "ditto" in connect.__module__ else "tcp://127.0.0.1:1"
+
+    async def enter() -> None:
+        async with connect(url, timeout=5):
+            pass
+
     with pytest.raises(TypeError) as info:
-        connect(url, timeout=5)
+        if connect.__module__.endswith(".aio"):
+            run(enter)
+        else:
+            connect(url, timeout=5)
     message = str(info.value)
     assert message.startswith("connect() got an") and TIMEOUT in message
     assert "Options" not in message  # no internal class named
@@ -116,13 +125,24 @@ def test_connect_misspelt_keyword_suggests_the_public_parameter() -> None:
 
 
 def test_connect_unknown_keyword_lists_what_it_takes() -> None:
+    async def start() -> None:
+        await rsocket_aio.serve("tcp://127.0.0.1:0", DemoHandler(), zzz=1)
+
     with pytest.raises(TypeError) as info:
-        rsocket_aio.serve("tcp://127.0.0.1:0", DemoHandler(), zzz=1)
+        run(start)
     message = str(info.value)
     assert message.startswith("serve() got an unexpected keyword argument 'zzz'; it takes url,")
     assert "keepalive_interval" in message and "handler_factory" in message
 
 
 def test_rsio_connect_timeout_keyword_is_python_own_error() -> None:
-    with pytest.raises(TypeError, match=r"connect\(\) got an unexpected keyword argument"):
+    with pytest.raises(TypeError, match=r"got an unexpected keyword argument 'timeout'"):
         rsio.connect("tcp://127.0.0.1:1", timeout=5)  # type: ignore[call-arg]
+
+
+def test_connect_aio_binds_its_arguments_at_the_call() -> None:
+    """A keyword the signature does not have fails at the call, not later."""
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'timeout'"):
+        rsio_aio.connect("tcp://127.0.0.1:1", timeout=5)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'prefetch'"):
+        rsio_aio.serve("tcp://127.0.0.1:0", {}, prefetch=5)  # type: ignore[call-arg]
