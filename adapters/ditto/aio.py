@@ -26,13 +26,11 @@ from ..drive.config import LoopConfig
 from ..drive.connecting import awaitable_context
 from ..drive.connection import LoopConnection
 from ..drive.endpoints import attaching, open_connection_async, open_server_async
-from ..drive.keywords import check_keywords
 from ..drive.publishers import RemoteStreamPublisher
 from ..drive.streams import check_prefetch
 from ..transport import Transport
 from ..transport.urls import Endpoint
-from ..transport.websocket.options import WebSocketOptions
-from .client import TIMEOUT_HINT, client_config, websocket_options
+from .client import client_config, websocket_options
 from .engine import (
     DittoClientEngine,
     DittoServerEngine,
@@ -151,7 +149,6 @@ async def connect(
     """Connect to Ditto's WebSocket endpoint; options as for the synchronous
     ``connect``. The TCP connect and the TLS and WebSocket handshakes run on
     a worker thread."""
-    check_keywords(connect, websocket, WebSocketOptions, hint=TIMEOUT_HINT)
     options = websocket_options(user, password, token, headers, websocket)
     core_config = client_config(config)
 

@@ -58,7 +58,6 @@ def connect(
     its own factory), so Ditto's
     answers are matched to it even for the same entity or an error response.
     """
-    check_keywords(connect, websocket, WebSocketOptions, hint=TIMEOUT_HINT)
     options = websocket_options(user, password, token, headers, websocket)
     config = client_config(config)
 
@@ -90,7 +89,11 @@ def websocket_options(
     headers: Iterable[tuple[str, str]],
     websocket: Mapping[str, Any],
 ) -> WebSocketOptions:
-    """The upgrade request's options: authentication and extra headers."""
+    """The upgrade request's options: authentication and extra headers.
+    ``websocket``: the rest of ``connect``'s keywords (sync or asyncio: the
+    same parameters), each a ``WebSocketOptions`` field, else a TypeError
+    naming ``connect`` and the parameter meant."""
+    check_keywords(connect, websocket, WebSocketOptions, hint=TIMEOUT_HINT)
     if token is not None and (user is not None or password is not None):
         raise ValueError("pass user/password or token, not both")
     if (user is None) != (password is None):
