@@ -45,7 +45,7 @@ from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .engine import RequestHandle, RSocketEngine
 from .fast import as_payload
-from .options import engine_options
+from .options import options_for
 from .peer import DEFAULT_PREFETCH, check_prefetch
 from .routed import AsyncRoutedRequester, RouteOptions, check_composite, route_metadata
 from .types import Payload
@@ -350,7 +350,7 @@ async def connect(
     """Connect to ``url`` and send SETUP; options as for the synchronous
     ``connect`` (``handler`` may be async). The TCP connect and any TLS or
     WebSocket handshake run on a worker thread."""
-    options = engine_options(connect, setup)
+    options = options_for(connect, setup)
     wrapped = _wrap_handler(handler)
 
     def new_engine(transport: Transport) -> RSocketEngine:
@@ -390,10 +390,10 @@ async def serve(
     may be ``async def`` or return async iterables (see the module notes)."""
     if handler is not None and handler_factory is not None:
         raise TypeError("pass handler or handler_factory, not both")
-    connection_options = engine_options(serve, options)
+    engine_options = options_for(serve, options)
 
     def new_engine(transport: Transport) -> RSocketEngine:
-        return RSocketEngine.server(connection_options, message_framed=message_framed(transport))
+        return RSocketEngine.server(engine_options, message_framed=message_framed(transport))
 
     def new_peer(driver: LoopConnection, engine: RSocketEngine) -> AsyncRSocketPeer:
         peer = AsyncRSocketPeer(driver, engine)

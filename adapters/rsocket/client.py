@@ -18,7 +18,7 @@ from ..transport import Transport
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .engine import RSocketEngine
-from .options import engine_options
+from .options import options_for
 from .peer import RSocketPeer
 
 __all__ = ["Client", "connect"]
@@ -57,7 +57,7 @@ def connect(
     ``data_mime_type``, ``metadata_mime_type``, ``setup_data``,
     ``setup_metadata``, ``fragment_size``.
     """
-    options = engine_options(connect, setup)
+    options = options_for(connect, setup)
 
     def new_engine(transport: Transport) -> RSocketEngine:
         return RSocketEngine.client(options, handler, message_framed=message_framed(transport))

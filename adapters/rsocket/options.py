@@ -13,7 +13,7 @@ from sansrs.rsocket.extensions import COMPOSITE_METADATA, Authentication, compos
 
 from ..drive.keywords import check_keywords
 
-__all__ = ["EngineOptions", "engine_options"]
+__all__ = ["EngineOptions", "options_for"]
 
 OCTET_STREAM = "application/octet-stream"
 
@@ -61,7 +61,7 @@ TIMEOUT_HINT = {
 }
 
 
-def engine_options(function: Callable[..., Any], keywords: Mapping[str, Any]) -> EngineOptions:
+def options_for(function: Callable[..., Any], keywords: Mapping[str, Any]) -> EngineOptions:
     """:class:`EngineOptions` from the ``**keywords`` a public ``function``
     (``connect``, ``serve``) took: a keyword neither takes is a TypeError that
     names ``function`` and its nearest public parameter, never this class."""

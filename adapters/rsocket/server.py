@@ -15,7 +15,7 @@ from ..transport import Transport
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .engine import RSocketEngine
-from .options import engine_options
+from .options import options_for
 from .peer import RSocketPeer
 
 __all__ = ["Server", "serve"]
@@ -53,10 +53,10 @@ def serve(
     :class:`~..transport.websocket.WebSocketOptions`."""
     if handler is not None and handler_factory is not None:
         raise TypeError("pass handler or handler_factory, not both")
-    connection_options = engine_options(serve, options)
+    engine_options = options_for(serve, options)
 
     def new_engine(transport: Transport) -> RSocketEngine:
-        return RSocketEngine.server(connection_options, message_framed=message_framed(transport))
+        return RSocketEngine.server(engine_options, message_framed=message_framed(transport))
 
     def new_peer(driver: Driver, engine: RSocketEngine) -> RSocketPeer:
         peer = RSocketPeer(driver, engine)
