@@ -4,7 +4,9 @@ so the docs cannot go stale.
 A block runs in a namespace shared by the blocks before it on the same page
 (a page may define a handler in one block and use it in the next), with
 ``tcp://127.0.0.1:PORT`` replaced by the URL of a live demo responder (what
-``sansrs serve tcp://127.0.0.1:0`` runs) started here. A block that cannot
+``sansrs serve tcp://127.0.0.1:0`` runs) started here. Top-level ``await``,
+``async with`` and ``async for`` are allowed (as in ``python -m asyncio``):
+such a block runs on a fresh event loop. A block that cannot
 run here (a Spark session, an external host, a fragment of a sans-IO loop
 with no socket) carries the marker ``<!-- snippet: skip REASON -->`` on the
 line before its fence: it is reported as skipped with that reason, so the
@@ -13,7 +15,10 @@ or on anything but a python block, fails."""
 
 from __future__ import annotations
 
+import ast
+import asyncio
 import contextlib
+import inspect
 import io
 import re
 from collections.abc import Iterator
@@ -99,10 +104,14 @@ def test_doc_snippet_runs(snippet: Snippet, demo_url: str, tmp_path: Path) -> No
         pytest.skip(f"marked in the docs: {snippet.skip}")
     code = snippet.code.replace("tcp://127.0.0.1:PORT", demo_url)
     namespace = _NAMESPACES.setdefault(snippet.page, {"__name__": "__snippet__"})
-    compiled = compile(code, snippet.id, "exec")
+    # Top-level await / async with / async for, as in the asyncio REPL: the
+    # block is then a coroutine, run on a fresh event loop.
+    compiled = compile(code, snippet.id, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     out = io.StringIO()
     with contextlib.chdir(tmp_path), contextlib.redirect_stdout(out):
-        exec(compiled, namespace)
+        result = eval(compiled, namespace)
+        if inspect.iscoroutine(result):
+            asyncio.run(asyncio.wait_for(result, 20))
 
 
 def test_docs_index_links_every_page() -> None:
