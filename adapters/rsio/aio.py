@@ -1,4 +1,6 @@
-"""reactive-streams-io under asyncio: ``await connect(url)``, ``await serve(url, publishers)``.
+"""reactive-streams-io under asyncio: ``async with connect(url) as client``,
+``async with serve(url, publishers) as server`` (or ``await`` either:
+:class:`~..drive.connecting.Connecting`).
 
 The same engine as the synchronous API (:class:`~.engine.RsioEngine`) on the
 asyncio driver (:class:`~..drive.aio.AsyncioReactor`): every transport, the
@@ -16,6 +18,7 @@ from sansrs.rsio import ConnectionConfig, Role
 
 from ..drive.aio import AsyncPeer, AsyncServer, AsyncStream
 from ..drive.config import LoopConfig
+from ..drive.connecting import awaitable_context
 from ..drive.connection import LoopConnection
 from ..drive.endpoints import attaching, open_connection_async, open_server_async
 from ..drive.publishers import RemoteStreamPublisher
@@ -84,6 +87,7 @@ class AsyncClient(AsyncRsioPeer):
 
 
 # Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
+@awaitable_context
 async def connect(
     url: str | Endpoint,
     *,
@@ -112,6 +116,7 @@ async def connect(
 
 
 # Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
+@awaitable_context
 async def serve(
     url: str | Endpoint,
     publishers: Publishers | None = None,

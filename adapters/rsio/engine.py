@@ -28,6 +28,7 @@ from sansrs.rsio import (
     LocalProtocolError,
     RemoteProtocolError,
     Role,
+    SubscriptionState,
 )
 from sansrs.rsio import events as ev
 from sansrs.streams import MAX_DEMAND, add_demand
@@ -52,6 +53,8 @@ PACKED_CHUNK = 8192
 #: Largest WebSocket message sent (rsio bytes carry no meaning in message
 #: boundaries, docs §1; 1 MiB stays well under any peer's message limit).
 WS_MESSAGE = 1024 * 1024
+#: Subscriptions of ours the core can still cancel.
+_CANCELLABLE = (SubscriptionState.SUBSCRIBING, SubscriptionState.ACTIVE)
 
 
 class Subscription:
@@ -104,6 +107,8 @@ class _PackedOut:
             try:
                 data = self.reader.read(n)
             except Exception as exc:
+                log.error("publication to subscriber %d: its element reader raised", sid,
+                          exc_info=exc)
                 self.cancel()
                 conn.send_error(sid, f"{type(exc).__name__}: {exc}")
                 return False
@@ -174,6 +179,10 @@ class RsioEngine:
         self._reader = ws.MessageReader() if message_framed else None
         self.thread: Driver | None = None
         self._subs: dict[int, Subscription] = {}
+        #: subscribe_packed on a stream that is not fixed-size, decided at the
+        #: end of the dispatch that saw its onSubscribe: an onError right
+        #: behind it (an unknown name) is the answer the user should see.
+        self._not_packed: dict[int, Subscription] = {}
         #: Our publications the peer subscribed to, pumped within its demand.
         self._outbounds: Outbounds[int] = Outbounds(PUMP_BUDGET)
         self._packs: dict[int, list[bytes]] = {}
@@ -300,6 +309,8 @@ class RsioEngine:
         self._cancel_core(sid)
 
     def _cancel_core(self, sid: int) -> None:
+        if self.conn.subscription_state(sid) not in _CANCELLABLE:
+            return  # over already (its end was in the same read): nothing to cancel
         try:
             self.conn.cancel(sid)
         except LocalProtocolError as exc:
@@ -331,6 +342,22 @@ class RsioEngine:
                 else:
                     self._on_event(event)
             events = self.conn.events()  # handlers may have caused more
+        if self._not_packed:
+            self._refuse_not_packed()
+
+    def _refuse_not_packed(self) -> None:
+        """Fail each subscribe_packed whose stream turned out not fixed-size
+        (and no onError came with it): that subscription only, cancelled."""
+        refused = list(self._not_packed.items())
+        self._not_packed.clear()
+        for sid, sub in refused:
+            sub.sink.finish(
+                ValueError(
+                    f"{sub.name!r} is not a fixed-size stream (its publisher declares no "
+                    "element_size); use subscribe() for it"
+                )
+            )
+            self._cancel_core(sid)
 
     def _on_event(self, event: ev.Event) -> None:
         if isinstance(event, ev.SubscribeReceived):
@@ -344,18 +371,19 @@ class RsioEngine:
             if sub is not None:
                 sub.element_size = event.element_size
                 if sub.packed and not event.element_size:
-                    sub.sink.finish(
-                        ValueError(f"{sub.name!r} is not a fixed-size stream; use subscribe()")
-                    )
+                    # Its elements (if any) are dropped from here on; an
+                    # onError in this read still reaches the user.
                     sub.cancelled = True
                     del self._subs[event.subscriber_id]
-                    self._cancel_core(event.subscriber_id)
+                    self._not_packed[event.subscriber_id] = sub
         elif isinstance(event, ev.CompleteReceived):
             sub = self._subs.pop(event.subscriber_id, None)
             if sub is not None:
                 sub.sink.finish()
         elif isinstance(event, ev.ErrorReceived):
-            sub = self._subs.pop(event.subscriber_id, None)
+            sub = self._subs.pop(event.subscriber_id, None) or self._not_packed.pop(
+                event.subscriber_id, None
+            )
             if sub is not None:
                 sub.sink.finish(RsioError(event.error))
         elif isinstance(event, ev.ConnectionTerminated):
@@ -399,14 +427,15 @@ class RsioEngine:
                 notify = lambda: self._outbounds.poke(sid)  # noqa: E731
                 source = make_source(publisher, is_single=_is_single, notify=notify)
                 conn.send_on_subscribe(sid, size)
-                out = self._new_outbound(sid, source, size, demand)
+                out = self._new_outbound(sid, name, source, size, demand)
         except Exception as exc:
+            log.error("publisher %r (subscriber %d) failed to start", name, sid, exc_info=exc)
             with contextlib.suppress(LocalProtocolError):
                 conn.send_error(sid, f"{type(exc).__name__}: {exc}")
             return
         self._outbounds.add(sid, out, runnable=demand > 0)
 
-    def _new_outbound(self, sid: int, source: Any, size: int, demand: int) -> Pumped:
+    def _new_outbound(self, sid: int, name: str, source: Any, size: int, demand: int) -> Pumped:
         conn = self.conn
         send_next = conn.send_next
         pack: list[bytes] = []
@@ -436,6 +465,8 @@ class RsioEngine:
                 conn.send_complete(sid)
 
         def fail(exc: BaseException) -> None:
+            # The subscriber gets onError with the message; the operator the traceback.
+            log.error("publisher %r (subscriber %d) failed", name, sid, exc_info=exc)
             self._flush_pack(sid)
             self._packs.pop(sid, None)
             with contextlib.suppress(LocalProtocolError):

@@ -1,4 +1,5 @@
-"""RSocket under asyncio: ``await connect(url)``, ``await serve(url, handler)``.
+"""RSocket under asyncio: ``async with connect(url) as client``, ``async with
+serve(url, handler) as server`` (or ``await`` either: :class:`~..drive.connecting.Connecting`).
 
 The same engine as the synchronous API (:class:`~.engine.RSocketEngine`)
 runs on the asyncio driver (:class:`~..drive.aio.AsyncioReactor`): the same
@@ -44,6 +45,7 @@ from ..drive.aio import (
     asyncify,
 )
 from ..drive.config import LoopConfig
+from ..drive.connecting import awaitable_context
 from ..drive.connection import LoopConnection
 from ..drive.endpoints import message_framed, open_connection_async, open_server_async
 from ..transport import Transport
@@ -51,7 +53,7 @@ from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .engine import RequestHandle, RSocketEngine
 from .fast import as_payload
-from .options import EngineOptions
+from .options import options_for
 from .peer import DEFAULT_PREFETCH, check_prefetch
 from .routed import AsyncRoutedRequester, RouteOptions, check_composite, route_metadata
 from .types import Payload
@@ -355,6 +357,7 @@ def _log_failure(task: asyncio.Task[Any]) -> None:
 
 
 # Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
+@awaitable_context
 async def connect(
     url: str | Endpoint,
     *,
@@ -369,7 +372,7 @@ async def connect(
     """Connect to ``url`` and send SETUP; options as for the synchronous
     ``connect`` (``handler`` may be async). The TCP connect and any TLS or
     WebSocket handshake run on a worker thread."""
-    options = EngineOptions(**setup)
+    options = options_for(connect, setup)
     wrapped = _wrap_handler(handler)
 
     def new_engine(transport: Transport) -> RSocketEngine:
@@ -393,6 +396,7 @@ async def connect(
 
 
 # Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
+@awaitable_context
 async def serve(
     url: str | Endpoint,
     handler: object = None,
@@ -411,7 +415,7 @@ async def serve(
     (docs/adapters.md, "The SETUP hook and the ``Handler`` protocol")."""
     if handler is not None and handler_factory is not None:
         raise TypeError("pass handler or handler_factory, not both")
-    engine_options = EngineOptions(**options)
+    engine_options = options_for(serve, options)
 
     def new_engine(transport: Transport) -> RSocketEngine:
         return RSocketEngine.server(engine_options, message_framed=message_framed(transport))

@@ -18,7 +18,7 @@ from ..transport import Transport
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .engine import RSocketEngine, refuse_async_hooks
-from .options import EngineOptions
+from .options import options_for
 from .peer import RSocketPeer
 
 __all__ = ["Client", "connect"]
@@ -58,7 +58,7 @@ def connect(
     ``setup_metadata``, ``fragment_size``.
     """
     refuse_async_hooks(handler)
-    options = EngineOptions(**setup)
+    options = options_for(connect, setup)
 
     def new_engine(transport: Transport) -> RSocketEngine:
         return RSocketEngine.client(options, handler, message_framed=message_framed(transport))

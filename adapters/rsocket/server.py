@@ -15,7 +15,7 @@ from ..transport import Transport
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .engine import RSocketEngine, refuse_async_hooks
-from .options import EngineOptions
+from .options import options_for
 from .peer import RSocketPeer
 
 __all__ = ["Server", "serve"]
@@ -54,7 +54,7 @@ def serve(
     if handler is not None and handler_factory is not None:
         raise TypeError("pass handler or handler_factory, not both")
     refuse_async_hooks(handler)
-    engine_options = EngineOptions(**options)
+    engine_options = options_for(serve, options)
 
     def new_engine(transport: Transport) -> RSocketEngine:
         return RSocketEngine.server(engine_options, message_framed=message_framed(transport))
