@@ -22,7 +22,7 @@ from sansrs.rsocket import MAX_FRAME_LENGTH, ErrorCode
 
 from ..drive import streams
 from ..drive.engine import Driver
-from ..drive.errors import ConnectionClosed
+from ..drive.errors import ConnectionClosed, seconds
 from ..drive.queues import CreditQueue
 from ..drive.streams import (
     IteratorSource,
@@ -32,6 +32,7 @@ from ..drive.streams import (
     ThreadedSource,
     is_publisher,
 )
+from ..transport.sniff import describe_bytes, looks_like_http
 from ..transport.websocket import messages as ws
 from . import core
 from .errors import RSocketError, setup_rejection
@@ -99,6 +100,9 @@ class RSocketEngine:
         #: the frame), the frame's bytes fed to the core before its length
         #: was known, and those still to come once it is.
         self._before_setup: bytes | None = None
+        #: No byte received yet: the first read is looked at (a server's
+        #: SETUP; a client's check that the peer speaks RSocket at all).
+        self._opening = True
         self._setup_fed = 0
         self._setup_left = 0
         self.peer: object = None
@@ -186,8 +190,8 @@ class RSocketEngine:
 
     def _receive_stream(self, data: bytes, now: float) -> None:
         """Length-prefixed frames (TCP, or a WebSocket run of messages)."""
-        if self._before_setup is not None and data:
-            data = self._feed_setup_first(data, now)
+        if self._opening and data:
+            data = self._open(data, now)
             if not data:
                 return
         requests = self._requests
@@ -229,6 +233,46 @@ class RSocketEngine:
         self._closing = ConnectionClosed(f"protocol error from peer: {exc.message}")
         if self._records is not None:
             self._ws_close = (ws.CloseCode.PROTOCOL_ERROR, exc.message)
+
+    def _open(self, data: bytes, now: float) -> bytes:
+        """The first bytes: a server's SETUP goes in alone; a client whose
+        peer answers in HTTP (a WebSocket or HTTP server on a tcp:// URL)
+        stops at once, naming it, rather than waiting for a frame that
+        never completes. Returns what is left to feed."""
+        if self._before_setup is not None:
+            data = self._feed_setup_first(data, now)
+            self._opening = self._before_setup is not None
+            return data
+        self._opening = False
+        if self.conn.role is core.Role.CLIENT and looks_like_http(data):
+            self.conn.connection_lost()
+            self._dispatch_events()
+            self._closing = ConnectionClosed(
+                f"the peer does not speak RSocket: it sent {describe_bytes(data, _guess)}"
+            )
+            return b""
+        return data
+
+    def unexpected_input(self) -> str:
+        """Client: why nothing came, for a timeout's message: the peer sent
+        nothing at all, or bytes that are no whole RSocket frame (what
+        they look like); empty when frames did come."""
+        conn = self.conn
+        if conn.role is not core.Role.CLIENT or conn.setup_confirmed:
+            return ""
+        pending = conn.pending_input
+        if not pending:
+            return (
+                "the peer has sent nothing since the connection opened"
+                " (an RSocket server? a WebSocket one needs a ws:// URL)"
+            )
+        return f"the peer sent no whole RSocket frame, only {describe_bytes(pending, _guess)}"
+
+    def no_answer(self, timeout: float) -> str:
+        """A request's timeout message: the whole ``timeout`` (not what
+        was left of it at the last wait), and :meth:`unexpected_input`."""
+        why = self.unexpected_input()
+        return f"no answer within {seconds(timeout)}" + (f": {why}" if why else "")
 
     def _feed_setup_first(self, data: bytes, now: float) -> bytes:
         """Server: hand the core the first frame (SETUP) alone and accept it
@@ -294,10 +338,15 @@ class RSocketEngine:
                 break
             elif kind == _CLOSE:
                 code, reason = ws.decode_close(payload)
+                # The first reason stays: a Close that follows an ERROR (a
+                # rejected SETUP) must not hide the ERROR's text.
+                first = self._closing
                 conn.connection_lost()
                 self._dispatch_events()
                 detail = f" ({reason})" if reason else ""
-                self._closing = ConnectionClosed(f"connection closed: WebSocket {code}{detail}")
+                self._closing = first or ConnectionClosed(
+                    f"connection closed: WebSocket {code}{detail}"
+                )
                 break
             if self._closing is not None:
                 break
@@ -756,8 +805,18 @@ class RSocketEngine:
         if timed_out:
             reason = f"peer silent beyond max lifetime (keepalive timeout): {reason}"
             self._ws_close = (ws.CloseCode.GOING_AWAY, "keepalive timeout")
+        unexpected = self.unexpected_input()
+        if unexpected:  # e.g. another protocol's server that answered and left
+            reason = f"{reason}; {unexpected}"
         self._closing = ConnectionClosed(f"connection lost: {reason}")
 
+
+
+def _guess(data: bytes) -> str | None:
+    """Another wire protocol's opening where RSocket frames were expected."""
+    if data[:3] == b"\x02\x00\x00":  # (docs/protocols/rsio.md: serverHello, version 0)
+        return "an rsio server hello: an rsio server? (sansrs.adapters.rsio)"
+    return None
 
 
 # -- core events -> engine ------------------------------------------------------
