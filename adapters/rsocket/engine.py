@@ -116,6 +116,10 @@ class RSocketEngine:
         #: ``after_events`` calls, run once this turn's events are dispatched.
         self._after_events: list[Callable[[], None]] = []
         self._closing: BaseException | None = None
+        #: The peer's CONNECTION_CLOSE with our streams open: when they must
+        #: have finished, and (its message, the grace given).
+        self._drain_by: float | None = None
+        self._peer_close: tuple[str, float] | None = None
         #: Message transport (WebSocket): the record reader, and the Close
         #: (code, reason) to end the WebSocket with when not a normal close.
         self._records: ws.MessageReader | None = None
@@ -226,11 +230,17 @@ class RSocketEngine:
         except core.RemoteProtocolError as exc:
             # The core queued the ERROR frame and a ConnectionTerminated event;
             # the events of the frames before the bad one still count.
-            self._protocol_error(exc)
+            self._protocol_error(exc, data)
         self._dispatch_events()
 
-    def _protocol_error(self, exc: core.RemoteProtocolError) -> None:
-        self._closing = ConnectionClosed(f"protocol error from peer: {exc.message}")
+    def _protocol_error(self, exc: core.RemoteProtocolError, data: bytes = b"") -> None:
+        message = f"protocol error from peer: {exc.message}"
+        conn = self.conn
+        if data and conn.role is core.Role.CLIENT and not conn.setup_confirmed:
+            # The peer's very first frame was wrong: maybe no RSocket at all.
+            first = data[3:] if self._records is not None else data  # (no length on the wire)
+            message = f"{message}; its first bytes: {describe_bytes(first, _guess)}"
+        self._closing = ConnectionClosed(message)
         if self._records is not None:
             self._ws_close = (ws.CloseCode.PROTOCOL_ERROR, exc.message)
 
@@ -258,7 +268,7 @@ class RSocketEngine:
         nothing at all, or bytes that are no whole RSocket frame (what
         they look like); empty when frames did come."""
         conn = self.conn
-        if conn.role is not core.Role.CLIENT or conn.setup_confirmed:
+        if conn.role is not core.Role.CLIENT or conn.setup_confirmed or self._peer_close:
             return ""
         pending = conn.pending_input
         if not pending:
@@ -460,11 +470,17 @@ class RSocketEngine:
         deadline = self.conn.next_deadline()
         renew = self.leases.renew_at
         if renew is not None and (deadline is None or renew < deadline):
-            return renew
+            deadline = renew
+        drain = self._drain_by
+        if drain is not None and (deadline is None or drain < deadline):
+            return drain
         return deadline
 
     def handle_timeout(self, now: float) -> None:
         self._now = now
+        if self._drain_by is not None and now >= self._drain_by:
+            self._drain_expired()
+            return
         self.conn.handle_timeout(now)
         self.leases.renew(now)
         self._dispatch_events()
@@ -793,11 +809,39 @@ class RSocketEngine:
         self.leases.release()
 
     def on_closing(self, message: str) -> None:
+        """The peer sent CONNECTION_CLOSE while streams are open: they may
+        finish (spec: Error Codes, CONNECTION_CLOSE), within the driver's
+        ``close_timeout``: a peer that closes and then answers nothing must
+        not hold a request for ever (docs/adapters.md, "When the peer
+        misbehaves")."""
         log.debug("peer is closing: %s", message)
+        config = getattr(self.thread, "config", None)
+        grace = config.close_timeout if config is not None else 2.0
+        self._drain_by = self._now + grace
+        self._peer_close = (message, grace)
+
+    def _drain_expired(self) -> None:
+        """The streams a peer's CONNECTION_CLOSE left open did not finish in
+        time: end the connection (ERROR[CONNECTION_ERROR]), failing them
+        with the peer's reason."""
+        self._drain_by = None
+        message, grace = self._peer_close or ("", 0.0)
+        with contextlib.suppress(core.LocalProtocolError):  # (ended meanwhile)
+            self.conn.close(
+                f"streams unfinished {seconds(grace)} after CONNECTION_CLOSE",
+                error_code=ErrorCode.CONNECTION_ERROR,
+            )
+        self._dispatch_events()
+        said = RSocketError(ErrorCode.CONNECTION_CLOSE, message)
+        self._closing = ConnectionClosed(
+            f"connection closed by peer: {said}; its open streams unfinished"
+            f" {seconds(grace)} later (close_timeout)"
+        )
 
     def on_closed(self, code: int, message: str, by_peer: bool) -> None:
         who = "peer" if by_peer else "this end"
-        self._closing = ConnectionClosed(
+        # The first reason stays (a protocol error of the peer's, said as such).
+        self._closing = self._closing or ConnectionClosed(
             f"connection closed by {who}: {RSocketError(code, message)}"
         )
 
@@ -808,7 +852,9 @@ class RSocketEngine:
         unexpected = self.unexpected_input()
         if unexpected:  # e.g. another protocol's server that answered and left
             reason = f"{reason}; {unexpected}"
-        self._closing = ConnectionClosed(f"connection lost: {reason}")
+        elif self._peer_close is not None:  # what the peer said first
+            reason = f"{reason}, after {RSocketError(ErrorCode.CONNECTION_CLOSE, self._peer_close[0])}"
+        self._closing = self._closing or ConnectionClosed(f"connection lost: {reason}")
 
 
 

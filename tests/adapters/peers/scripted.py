@@ -156,6 +156,14 @@ class Wire:
         """An RSocket frame (TCP: with its length; WebSocket: a message)."""
         self.send(frame if self._ws is not None else len(frame).to_bytes(3, "big") + frame)
 
+    def send_partial_frame(self, frame: bytes) -> None:
+        """The first bytes of ``frame`` as it goes on the wire (TCP: its
+        length and 4 bytes; WebSocket: 4 bytes of its message's frame)."""
+        if self._ws is not None:
+            self.sock.sendall(self._ws.send(Message(data=frame))[:4])
+        else:
+            self.sock.sendall(len(frame).to_bytes(3, "big") + frame[:4])
+
     def send_raw(self, data: bytes) -> None:
         """Bytes on the socket as they are (no WebSocket framing)."""
         self.sock.sendall(data)
