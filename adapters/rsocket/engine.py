@@ -853,7 +853,8 @@ class RSocketEngine:
         if unexpected:  # e.g. another protocol's server that answered and left
             reason = f"{reason}; {unexpected}"
         elif self._peer_close is not None:  # what the peer said first
-            reason = f"{reason}, after {RSocketError(ErrorCode.CONNECTION_CLOSE, self._peer_close[0])}"
+            said = RSocketError(ErrorCode.CONNECTION_CLOSE, self._peer_close[0])
+            reason = f"{reason}, after {said}"
         self._closing = self._closing or ConnectionClosed(f"connection lost: {reason}")
 
 

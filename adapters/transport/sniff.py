@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["describe_bytes", "looks_like_http"]
+__all__ = ["SHOWN", "describe_bytes", "looks_like_http"]
 
 #: Bytes of the peer's opening shown in an error, at most.
 SHOWN = 16

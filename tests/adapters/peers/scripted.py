@@ -28,7 +28,7 @@ FLAG_NEXT, FLAG_COMPLETE = 0x20, 0x40
 
 # rsio messages (docs/protocols/rsio.md): a type byte, then varints.
 RSIO_SERVER_HELLO = b"\x02\x00\x00"  # version 0, no extension
-RSIO_SUBSCRIBE, RSIO_ON_SUBSCRIBE, RSIO_ON_NEXT = 0x10, 0x20, 0x21
+RSIO_SUBSCRIBE, RSIO_ON_SUBSCRIBE, RSIO_ON_NEXT, RSIO_ON_NEXT_PACKED = 0x10, 0x20, 0x21, 0x22
 
 
 def error_frame(stream_id: int, code: int, message: str) -> bytes:
@@ -163,6 +163,14 @@ class Wire:
             self.sock.sendall(self._ws.send(Message(data=frame))[:4])
         else:
             self.sock.sendall(len(frame).to_bytes(3, "big") + frame[:4])
+
+    def send_partial_message(self, message: bytes) -> None:
+        """The first bytes of an rsio ``message`` (TCP: 3 of its bytes;
+        WebSocket: 4 bytes of the frame that carries it)."""
+        if self._ws is not None:
+            self.sock.sendall(self._ws.send(Message(data=message))[:4])
+        else:
+            self.sock.sendall(message[:3])
 
     def send_raw(self, data: bytes) -> None:
         """Bytes on the socket as they are (no WebSocket framing)."""

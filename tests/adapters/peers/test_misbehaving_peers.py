@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,14 +20,13 @@ import pytest
 from sansrs.adapters import rsio, rsocket
 from sansrs.adapters.drive import ConnectionClosed, Loop, LoopConfig
 from sansrs.adapters.rsio import aio as rsio_aio
-from sansrs.adapters.rsio.errors import RsioError
 from sansrs.adapters.rsocket import aio as rsocket_aio
 
 from .scripted import (
-    PAYLOAD,
     REQUEST_CHANNEL,
     REQUEST_STREAM,
     RSIO_ON_NEXT,
+    RSIO_ON_NEXT_PACKED,
     RSIO_ON_SUBSCRIBE,
     RSIO_SERVER_HELLO,
     Wire,
@@ -37,13 +36,13 @@ from .scripted import (
 )
 
 #: A call's own timeout in the cells that wait for it (a silent peer).
-TIMEOUT = 0.3
+TIMEOUT = 0.2
 #: The keepalive of every RSocket client here: a silent peer is given up
 #: after MAX_LIFETIME (the bound of a call without a timeout).
-KEEPALIVE = {"keepalive_interval": 0.1, "max_lifetime": 0.6}
+KEEPALIVE = {"keepalive_interval": 0.05, "max_lifetime": 0.4}
 #: The drivers' limits here: the streams a peer's CONNECTION_CLOSE left
 #: open are given CLOSE_TIMEOUT to finish.
-CLOSE_TIMEOUT = 0.3
+CLOSE_TIMEOUT = 0.2
 CONFIG = LoopConfig(close_timeout=CLOSE_TIMEOUT)
 #: A call's timeout where the peer's doing must end it first, well before.
 LONG = 5.0
@@ -53,6 +52,14 @@ PROMPT = 1.0
 SLACK = 1.0
 DRIVERS = ["thread", "selector", "asyncio"]
 TRANSPORTS = ["tcp", "ws"]
+
+
+@pytest.fixture(scope="module")
+def selector_loop() -> Iterator[Loop]:
+    """One selector loop for the module's cells (``loop="selector"``)."""
+    loop = Loop(CONFIG, name="peers-test").start()
+    yield loop
+    loop.stop(LONG)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -260,17 +267,27 @@ def _run_async(coro: Coroutine[Any, Any, None]) -> None:
     asyncio.run(bounded())
 
 
+def cells(calls: list[str], peers: dict[str, tuple[str, ...]]) -> list[Any]:
+    """Every (call, peer, driver, transport) that applies, its id saying which."""
+    return [
+        pytest.param(call, peer, driver, transport, id=f"{call}-{peer}-{driver}-{transport}")
+        for call in calls
+        for peer, transports in peers.items()
+        for driver in DRIVERS
+        for transport in TRANSPORTS
+        if transport in transports
+    ]
+
+
 @pytest.mark.timeout(8)
-@pytest.mark.parametrize("transport", TRANSPORTS)
-@pytest.mark.parametrize("driver", DRIVERS)
-@pytest.mark.parametrize("peer", list(RSOCKET_PEERS))
-@pytest.mark.parametrize("call", RSOCKET_CALLS)
+@pytest.mark.parametrize(
+    ("call", "peer", "driver", "transport"),
+    cells(RSOCKET_CALLS, {peer: t for peer, (_, t) in RSOCKET_PEERS.items()}),
+)
 def test_rsocket_client_call_against_a_misbehaving_peer_ends_within_its_bound(
     call: str, peer: str, driver: str, transport: str, selector_loop: Loop
 ) -> None:
-    script, transports = RSOCKET_PEERS[peer]
-    if transport not in transports:
-        pytest.skip(f"{peer} is a {'/'.join(transports)} misbehaviour")
+    script, _ = RSOCKET_PEERS[peer]
     expect = rsocket_expectation(peer, call, transport)
     timeout = TIMEOUT if expect.error is TimeoutError else LONG
     with scripted_peer(script, websocket=transport == "ws") as server:
@@ -289,4 +306,144 @@ def test_rsocket_client_call_against_a_misbehaving_peer_ends_within_its_bound(
             config = None if driver == "selector" else CONFIG
             with rsocket.connect(server.url, loop=loop, loop_config=config, **KEEPALIVE) as client:
                 _check(expect, lambda: _sync_rsocket_call(client, call, timeout))
+    assert server.failure is None, server.failure
+
+
+# -- rsio: the peers ----------------------------------------------------------------------
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, n = n & 0x7F, n >> 7
+        out.append(low | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _rsio_goodbye(reason: str) -> bytes:
+    text = reason.encode()
+    return b"\x03" + _varint(len(text)) + text
+
+
+def _rsio_opened(wire: Wire, packed: bool) -> int:
+    """Hello both ways, the subscribe taken, onSubscribe sent: the subscriber id."""
+    wire.send(RSIO_SERVER_HELLO)
+    sid = wire.read_rsio_subscribe()
+    wire.send(bytes([RSIO_ON_SUBSCRIBE]) + _varint(sid) + _varint(4 if packed else 0))
+    return sid
+
+
+def _rsio_item(sid: int, packed: bool) -> bytes:
+    if packed:
+        return bytes([RSIO_ON_NEXT_PACKED]) + _varint(sid) + _varint(1) + b"abcd"
+    return bytes([RSIO_ON_NEXT]) + _varint(sid) + _varint(4) + b"abcd"
+
+
+def _rsio_script(peer: str, packed: bool) -> Callable[[Wire], None]:
+    def script(wire: Wire) -> None:
+        if peer == "never-answers":
+            wire.hold()
+            return
+        if peer == "http-where-frames-expected":
+            wire.read_bytes(3)  # the client's hello
+            wire.send_raw(HTTP)
+            wire.hold()
+            return
+        if peer == "rsocket-where-rsio-expected":
+            wire.read_bytes(3)
+            frame = error_frame(0, 0x001, "INVALID_SETUP: not a SETUP frame")
+            wire.send_frame(frame)
+            wire.hold()
+            return
+        sid = _rsio_opened(wire, packed)
+        if peer == "goodbye-keeps-socket":
+            wire.send(_rsio_goodbye(SAID))
+            wire.hold()
+        elif peer == "silent-mid-stream":
+            wire.send(_rsio_item(sid, packed))
+            wire.hold()
+        elif peer == "half-open":
+            wire.half_close()
+        elif peer == "reset-inside-a-frame":
+            wire.send_partial_message(_rsio_item(sid, packed))
+            wire.reset()
+        elif peer == "close-without-error":
+            wire.close()
+        elif peer == "garbage":
+            wire.send(b"\x7f\x7f\x7f\x7f")
+            wire.hold()
+        else:
+            assert peer == "websocket-close-after-error"
+            wire.send(_rsio_goodbye(SAID))
+            wire.ws_close(1000, "bye")
+            wire.hold()
+
+    return script
+
+
+RSIO_PEERS: dict[str, tuple[str, ...]] = {
+    "goodbye-keeps-socket": ("tcp", "ws"),
+    "never-answers": ("tcp", "ws"),
+    "silent-mid-stream": ("tcp", "ws"),
+    "half-open": ("tcp", "ws"),
+    "reset-inside-a-frame": ("tcp", "ws"),
+    "close-without-error": ("tcp", "ws"),
+    "garbage": ("tcp", "ws"),
+    "http-where-frames-expected": ("tcp",),
+    "rsocket-where-rsio-expected": ("tcp", "ws"),
+    "websocket-close-after-error": ("ws",),
+}
+RSIO_CALLS = ["subscribe", "subscribe_packed"]
+
+
+def rsio_expectation(peer: str) -> Expect:
+    if peer in ("goodbye-keeps-socket", "websocket-close-after-error"):
+        return prompt(ConnectionClosed, SAID)
+    if peer in ("never-answers", "silent-mid-stream"):
+        return timed_out()  # rsio has no keepalive: a call's timeout is its bound
+    if peer in ("half-open", "close-without-error", "reset-inside-a-frame"):
+        return prompt(ConnectionClosed, "lost")
+    if peer == "garbage":
+        return prompt(ConnectionClosed, "protocol error")
+    if peer == "http-where-frames-expected":
+        return prompt(ConnectionClosed, "HTTP")
+    assert peer == "rsocket-where-rsio-expected"
+    return prompt(ConnectionClosed, "RSocket", "not a SETUP frame")
+
+
+def _sync_rsio_call(client: Any, call: str, timeout: float) -> None:
+    subscribe = client.subscribe_packed if call == "subscribe_packed" else client.subscribe
+    for _ in subscribe("numbers", timeout=timeout):
+        pass
+
+
+async def _async_rsio_call(client: Any, call: str, timeout: float) -> None:
+    subscribe = client.subscribe_packed if call == "subscribe_packed" else client.subscribe
+    async for _ in subscribe("numbers", timeout=timeout):
+        pass
+
+
+@pytest.mark.timeout(8)
+@pytest.mark.parametrize(("call", "peer", "driver", "transport"), cells(RSIO_CALLS, RSIO_PEERS))
+def test_rsio_client_call_against_a_misbehaving_peer_ends_within_its_bound(
+    call: str, peer: str, driver: str, transport: str, selector_loop: Loop
+) -> None:
+    expect = rsio_expectation(peer)
+    timeout = TIMEOUT if expect.error is TimeoutError else LONG
+    script = _rsio_script(peer, call == "subscribe_packed")
+    with scripted_peer(script, websocket=transport == "ws") as server:
+        if driver == "asyncio":
+
+            async def cell() -> None:
+                client = await rsio_aio.connect(server.url, loop_config=CONFIG)
+                try:
+                    await _async_rsio_call(client, call, timeout)
+                finally:
+                    await client.close()
+
+            _check(expect, lambda: _run_async(cell()))
+        else:
+            loop: Any = selector_loop if driver == "selector" else "thread"
+            config = None if driver == "selector" else CONFIG
+            with rsio.connect(server.url, loop=loop, loop_config=config) as client:
+                _check(expect, lambda: _sync_rsio_call(client, call, timeout))
     assert server.failure is None, server.failure
