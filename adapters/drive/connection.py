@@ -512,6 +512,7 @@ class LoopConnection:
         the time of the last wake-up."""
         if read is not None:
             self._feed(read, now)
+            self._rearm_if_earlier()
         if not self._done:
             quiet = self._quiet
             if quiet is None or not quiet():
@@ -590,10 +591,22 @@ class LoopConnection:
                     self._flush(now)  # what the input caused (a KEEPALIVE answer...)
                     if self._send_error is not None or self._out:
                         return now  # the reactor finishes or waits for WRITE
-                if until() or self._wants_close():
+                if until() or self._wants_close() or self._rearm_if_earlier():
                     return now
         finally:
             self._direct_waker = None
+
+    def _rearm_if_earlier(self) -> bool:
+        """Direct call, after a read that did not answer it: True (and the
+        connection marked for a turn, so the wait hands over) when the
+        engine's deadline moved earlier than the one armed (e.g. the grace a
+        peer's CONNECTION_CLOSE gives open streams): only a turn arms it."""
+        deadline = self.engine.next_deadline()
+        armed = self._deadline
+        if deadline is None or (armed is not None and deadline >= armed):
+            return False
+        self._missed = True
+        return True
 
     def _end_direct(self, now: float) -> None:
         """Give the connection back; a turn runs if one is due (``now``: the

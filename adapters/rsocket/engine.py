@@ -822,21 +822,35 @@ class RSocketEngine:
 
     def _drain_expired(self) -> None:
         """The streams a peer's CONNECTION_CLOSE left open did not finish in
-        time: end the connection (ERROR[CONNECTION_ERROR]), failing them
-        with the peer's reason."""
+        time: our requests are cancelled (CANCEL: they terminate, so the
+        close completes as the spec's "MUST wait for outstanding streams to
+        terminate" has it), each failing with the peer's reason; streams of
+        the peer's still open then end with the connection
+        (ERROR[CONNECTION_ERROR])."""
         self._drain_by = None
         message, grace = self._peer_close or ("", 0.0)
-        with contextlib.suppress(core.LocalProtocolError):  # (ended meanwhile)
-            self.conn.close(
-                f"streams unfinished {seconds(grace)} after CONNECTION_CLOSE",
-                error_code=ErrorCode.CONNECTION_ERROR,
-            )
-        self._dispatch_events()
         said = RSocketError(ErrorCode.CONNECTION_CLOSE, message)
-        self._closing = ConnectionClosed(
+        reason = ConnectionClosed(
             f"connection closed by peer: {said}; its open streams unfinished"
             f" {seconds(grace)} later (close_timeout)"
         )
+        conn = self.conn
+        for sid, handle in list(self._requests.items()):
+            del self._requests[sid]
+            handle.cancelled = True
+            if handle.outbound is not None:
+                self._outbounds.cancel(sid)
+            with contextlib.suppress(core.LocalProtocolError):  # (ended in the core)
+                conn.cancel(sid)
+            handle.sink.finish(reason)
+        if conn.state is not core.ConnectionState.CLOSED:
+            with contextlib.suppress(core.LocalProtocolError):
+                conn.close(
+                    f"streams unfinished {seconds(grace)} after CONNECTION_CLOSE",
+                    error_code=ErrorCode.CONNECTION_ERROR,
+                )
+        self._dispatch_events()
+        self._closing = reason
 
     def on_closed(self, code: int, message: str, by_peer: bool) -> None:
         who = "peer" if by_peer else "this end"

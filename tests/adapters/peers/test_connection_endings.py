@@ -7,12 +7,13 @@ ApplicationError, a timeout's message."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 
 import pytest
 from sansrs.adapters import rsocket
-from sansrs.adapters.drive import ConnectionClosed
+from sansrs.adapters.drive import ConnectionClosed, Loop, LoopConfig
 from sansrs.adapters.drive.errors import seconds
 from sansrs.adapters.rsocket import ApplicationError, Payload
 from sansrs.adapters.rsocket import aio as rsocket_aio
@@ -23,7 +24,15 @@ from sansrs.adapters.transport.websocket import messages as ws
 
 from tests.adapters.drive.direct import driver_of, settle
 
-from .scripted import Wire, error_frame, payload_frame, scripted_peer
+from .scripted import (
+    CANCEL,
+    Wire,
+    error_frame,
+    frame_type,
+    payload_frame,
+    scripted_peer,
+    stream_id,
+)
 
 LONG = 5.0
 PROMPT = 1.0
@@ -176,3 +185,47 @@ def test_rsocket_client_sees_a_setup_hook_application_error_as_its_text(url: str
 )
 def test_durations_in_messages_are_said_sanely(value: float, said: str) -> None:
     assert seconds(value) == said
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("loop", ["thread", "selector"])
+def test_rsocket_error_codes_connection_close_from_a_peer_that_never_finishes_is_bounded(
+    loop: str,
+) -> None:
+    """A peer's CONNECTION_CLOSE lets our open request finish (spec: Error
+    Codes), for close_timeout; then the request is cancelled (the peer sees
+    CANCEL: the stream terminates, as the spec's "MUST wait" has it) and
+    fails with the peer's reason."""
+    seen: list[tuple[int, int]] = []
+    ended = threading.Event()
+
+    def script(wire: Wire) -> None:
+        sid, _ = wire.read_request()
+        wire.send_frame(error_frame(0, 0x102, SAID))
+        try:
+            while True:  # until the client closes
+                frame = wire.read_frame()
+                seen.append((frame_type(frame), stream_id(frame) == sid))
+        finally:
+            ended.set()
+
+    grace = 0.2
+    config = LoopConfig(close_timeout=grace)
+    selector = Loop(config, name="close-test").start() if loop == "selector" else None
+    try:
+        with (
+            scripted_peer(script) as peer,
+            rsocket.connect(
+                peer.url, loop=selector or "thread", loop_config=None if selector else config
+            ) as client,
+        ):
+            started = time.monotonic()
+            with pytest.raises(ConnectionClosed, match=f"CONNECTION_CLOSE.*{SAID}.*close_timeout"):
+                client.request_response(b"question", timeout=LONG)
+            assert grace <= time.monotonic() - started < grace + PROMPT
+            assert client.wait_closed(LONG)
+            assert ended.wait(LONG)
+    finally:
+        if selector is not None:
+            selector.stop(LONG)
+    assert (CANCEL, True) in seen  # the request's stream, cancelled
