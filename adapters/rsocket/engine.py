@@ -268,7 +268,12 @@ class RSocketEngine:
         nothing at all, or bytes that are no whole RSocket frame (what
         they look like); empty when frames did come."""
         conn = self.conn
-        if conn.role is not core.Role.CLIENT or conn.setup_confirmed or self._peer_close:
+        if (
+            conn.role is not core.Role.CLIENT
+            or conn.setup_confirmed
+            or self._peer_close
+            or self._closing is not None  # (it says why)
+        ):
             return ""
         pending = conn.pending_input
         if not pending:
