@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,83 +96,69 @@ HTTP = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"
 RSIO_REFUSAL = RSIO_SERVER_HELLO + b"\x03\x29protocol error: unknown message type 0x00"
 
 
-def _error(code: int) -> Callable[[Wire], None]:
+Answer = Callable[[Wire, int, int], None]  # (wire, stream ID, request frame type)
+
+
+def _on_request(answer: Answer | None, ending: Callable[[Wire], None]) -> Callable[[Wire], None]:
+    """A peer that reads up to the client's request, ``answer``s it (or
+    not), then ends as ``ending`` says (hold the socket, close, reset...)."""
+
     def script(wire: Wire) -> None:
-        wire.read_request()
-        wire.send_frame(error_frame(0, code, SAID))
+        sid, kind = wire.read_request()
+        if answer is not None:
+            answer(wire, sid, kind)
+        ending(wire)
+
+    return script
+
+
+def _on_setup(data: bytes, *, raw: bool) -> Callable[[Wire], None]:
+    """A peer that answers the SETUP with ``data`` (``raw``: outside any
+    WebSocket framing) and keeps the socket open."""
+
+    def script(wire: Wire) -> None:
+        wire.read_frame()
+        (wire.send_raw if raw else wire.send)(data)
         wire.hold()
 
     return script
 
 
-def _silent(wire: Wire) -> None:
-    wire.hold()
+def _error(code: int) -> Answer:
+    return lambda wire, sid, kind: wire.send_frame(error_frame(0, code, SAID))
 
 
-def _silent_mid_stream(wire: Wire) -> None:
-    sid, kind = wire.read_request()
+def _partial_answer(wire: Wire, sid: int, kind: int) -> None:
+    wire.send_partial_frame(payload_frame(sid, b"answer", complete=True))
+
+
+def _one_item(wire: Wire, sid: int, kind: int) -> None:
     if kind in (REQUEST_STREAM, REQUEST_CHANNEL):
         wire.send_frame(payload_frame(sid, b"first"))  # one item, then nothing
     else:  # a request-response: the start of its answer, then nothing
-        wire.send_partial_frame(payload_frame(sid, b"answer", complete=True))
-    wire.hold()
+        _partial_answer(wire, sid, kind)
 
 
-def _half_open(wire: Wire) -> None:
-    wire.read_request()
-    wire.half_close()
-
-
-def _reset_in_frame(wire: Wire) -> None:
-    sid, _ = wire.read_request()
-    wire.send_partial_frame(payload_frame(sid, b"answer", complete=True))
-    wire.reset()
-
-
-def _close(wire: Wire) -> None:
-    wire.read_request()
-    wire.close()
-
-
-def _garbage(wire: Wire) -> None:
-    wire.read_request()
-    wire.send_frame(GARBAGE)
-    wire.hold()
-
-
-def _http(wire: Wire) -> None:
-    wire.read_frame()  # the SETUP
-    wire.send_raw(HTTP)
-    wire.hold()
-
-
-def _rsio(wire: Wire) -> None:
-    wire.read_frame()
-    wire.send(RSIO_REFUSAL)
-    wire.hold()
-
-
-def _close_after_error(wire: Wire) -> None:
-    wire.read_request()
+def _error_then_close(wire: Wire, sid: int, kind: int) -> None:
     wire.send_frame(error_frame(0, REJECTED_SETUP, SAID))
     wire.ws_close(1000, "bye")
-    wire.hold()
 
 
+BOTH = ("tcp", "ws")
 #: name -> (script, transports it applies to)
 RSOCKET_PEERS: dict[str, tuple[Callable[[Wire], None], tuple[str, ...]]] = {
-    "error-rejected-setup-keeps-socket": (_error(REJECTED_SETUP), ("tcp", "ws")),
-    "error-connection-error-keeps-socket": (_error(CONNECTION_ERROR), ("tcp", "ws")),
-    "error-connection-close-keeps-socket": (_error(CONNECTION_CLOSE), ("tcp", "ws")),
-    "never-answers": (_silent, ("tcp", "ws")),
-    "silent-mid-stream": (_silent_mid_stream, ("tcp", "ws")),
-    "half-open": (_half_open, ("tcp", "ws")),
-    "reset-inside-a-frame": (_reset_in_frame, ("tcp", "ws")),
-    "close-without-error": (_close, ("tcp", "ws")),
-    "garbage": (_garbage, ("tcp", "ws")),
-    "http-where-frames-expected": (_http, ("tcp",)),
-    "rsio-where-rsocket-expected": (_rsio, ("tcp", "ws")),
-    "websocket-close-after-error": (_close_after_error, ("ws",)),
+    "error-rejected-setup-keeps-socket": (_on_request(_error(REJECTED_SETUP), Wire.hold), BOTH),
+    "error-connection-error-keeps-socket": (_on_request(_error(CONNECTION_ERROR), Wire.hold), BOTH),
+    "error-connection-close-keeps-socket": (_on_request(_error(CONNECTION_CLOSE), Wire.hold), BOTH),
+    "never-answers": (Wire.hold, BOTH),
+    "silent-mid-stream": (_on_request(_one_item, Wire.hold), BOTH),
+    "half-open": (_on_request(None, Wire.half_close), BOTH),
+    "reset-inside-a-frame": (_on_request(_partial_answer, Wire.reset), BOTH),
+    "close-without-error": (_on_request(None, Wire.close), BOTH),
+    "garbage": (_on_request(lambda wire, sid, kind: wire.send_frame(GARBAGE), Wire.hold), BOTH),
+    "http-where-frames-expected": (_on_setup(HTTP, raw=True), ("tcp",)),
+    "rsio-where-rsocket-expected": (_on_setup(RSIO_REFUSAL, raw=False), BOTH),
+    "websocket-close-after-error": (_on_request(_error_then_close, Wire.hold), ("ws",)),
 }
 
 RSOCKET_CALLS = ["request_response", "request_response_no_timeout", "stream", "channel", "close"]
@@ -288,24 +274,48 @@ def test_rsocket_client_call_against_a_misbehaving_peer_ends_within_its_bound(
     call: str, peer: str, driver: str, transport: str, selector_loop: Loop
 ) -> None:
     script, _ = RSOCKET_PEERS[peer]
-    expect = rsocket_expectation(peer, call, transport)
+    _play(
+        rsocket_expectation(peer, call, transport),
+        script,
+        driver,
+        transport,
+        selector_loop,
+        lambda url, loop, config: rsocket.connect(url, loop=loop, loop_config=config, **KEEPALIVE),
+        lambda url: rsocket_aio.connect(url, loop_config=CONFIG, **KEEPALIVE),
+        lambda client, timeout: _sync_rsocket_call(client, call, timeout),
+        lambda client, timeout: _async_rsocket_call(client, call, timeout),
+    )
+
+
+def _play(
+    expect: Expect,
+    script: Callable[[Wire], None],
+    driver: str,
+    transport: str,
+    selector_loop: Loop,
+    connect: Callable[[str, Any, LoopConfig | None], Any],
+    connect_async: Callable[[str], Awaitable[Any]],
+    call: Callable[[Any, float], None],
+    call_async: Callable[[Any, float], Awaitable[None]],
+) -> None:
+    """One cell: ``script`` plays the server; the client (``connect`` or,
+    under asyncio, ``connect_async``) makes its ``call``; ``_check`` judges."""
     timeout = TIMEOUT if expect.error is TimeoutError else LONG
     with scripted_peer(script, websocket=transport == "ws") as server:
         if driver == "asyncio":
 
             async def cell() -> None:
-                client = await rsocket_aio.connect(server.url, loop_config=CONFIG, **KEEPALIVE)
+                client = await connect_async(server.url)
                 try:
-                    await _async_rsocket_call(client, call, timeout)
+                    await call_async(client, timeout)
                 finally:
                     await client.close()
 
             _check(expect, lambda: _run_async(cell()))
         else:
             loop: Any = selector_loop if driver == "selector" else "thread"
-            config = None if driver == "selector" else CONFIG
-            with rsocket.connect(server.url, loop=loop, loop_config=config, **KEEPALIVE) as client:
-                _check(expect, lambda: _sync_rsocket_call(client, call, timeout))
+            with connect(server.url, loop, None if driver == "selector" else CONFIG) as client:
+                _check(expect, lambda: call(client, timeout))
     assert server.failure is None, server.failure
 
 
@@ -427,23 +437,14 @@ async def _async_rsio_call(client: Any, call: str, timeout: float) -> None:
 def test_rsio_client_call_against_a_misbehaving_peer_ends_within_its_bound(
     call: str, peer: str, driver: str, transport: str, selector_loop: Loop
 ) -> None:
-    expect = rsio_expectation(peer)
-    timeout = TIMEOUT if expect.error is TimeoutError else LONG
-    script = _rsio_script(peer, call == "subscribe_packed")
-    with scripted_peer(script, websocket=transport == "ws") as server:
-        if driver == "asyncio":
-
-            async def cell() -> None:
-                client = await rsio_aio.connect(server.url, loop_config=CONFIG)
-                try:
-                    await _async_rsio_call(client, call, timeout)
-                finally:
-                    await client.close()
-
-            _check(expect, lambda: _run_async(cell()))
-        else:
-            loop: Any = selector_loop if driver == "selector" else "thread"
-            config = None if driver == "selector" else CONFIG
-            with rsio.connect(server.url, loop=loop, loop_config=config) as client:
-                _check(expect, lambda: _sync_rsio_call(client, call, timeout))
-    assert server.failure is None, server.failure
+    _play(
+        rsio_expectation(peer),
+        _rsio_script(peer, call == "subscribe_packed"),
+        driver,
+        transport,
+        selector_loop,
+        lambda url, loop, config: rsio.connect(url, loop=loop, loop_config=config),
+        lambda url: rsio_aio.connect(url, loop_config=CONFIG),
+        lambda client, timeout: _sync_rsio_call(client, call, timeout),
+        lambda client, timeout: _async_rsio_call(client, call, timeout),
+    )
