@@ -216,6 +216,7 @@ class AsyncRSocketPeer(AsyncPeer):
             lambda: self._submit(lambda: engine.cancel(box[0])),
             timeout=timeout,
             starting=starting,
+            explain=engine.unexpected_input,
         )
         box.append(RequestHandle(kind, cast(Any, stream)))
         return stream, box[0]

@@ -342,6 +342,7 @@ class RSocketPeer(DrivenPeer):
             lambda n: self._more(handle, n),
             lambda: self._cancel(handle),
             timeout,
+            explain=self._engine.unexpected_input,
         )
 
     def _more(self, handle: RequestHandle, n: int) -> None:
