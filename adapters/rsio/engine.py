@@ -219,6 +219,19 @@ class RsioEngine:
                 f"protocol error from peer: {exc.message}{self._not_rsio()}"
             )
 
+    def unexpected_input(self) -> str:
+        """Client: why nothing came, for a timeout's message: the peer's
+        hello never came (it sent nothing at all, or bytes that are not
+        rsio); empty once it did."""
+        if self.conn.role is not Role.CLIENT or self.conn.peer_hello is not None:
+            return ""
+        if not self._opening:
+            return (
+                "the peer has sent nothing since the connection opened"
+                " (an rsio server? a WebSocket one needs a ws:// URL)"
+            )
+        return f"no rsio hello from the peer, only {describe_bytes(self._opening, _guess)}"
+
     def _not_rsio(self) -> str:
         """The peer's first bytes, when its hello never came: maybe it
         speaks another protocol (what they look like)."""

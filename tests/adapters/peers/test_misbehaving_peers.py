@@ -178,7 +178,7 @@ def rsocket_expectation(peer: str, call: str, transport: str) -> Expect:
     if peer in ("never-answers", "silent-mid-stream"):
         if call == "request_response_no_timeout":
             return lifetime("keepalive")
-        return timed_out()
+        return timed_out("sent nothing") if peer == "never-answers" else timed_out()
     if peer in ("half-open", "close-without-error"):
         return prompt(ConnectionClosed, "closed")
     if peer == "reset-inside-a-frame":
@@ -409,8 +409,11 @@ RSIO_CALLS = ["subscribe", "subscribe_packed"]
 def rsio_expectation(peer: str) -> Expect:
     if peer in ("goodbye-keeps-socket", "websocket-close-after-error"):
         return prompt(ConnectionClosed, SAID)
-    if peer in ("never-answers", "silent-mid-stream"):
-        return timed_out()  # rsio has no keepalive: a call's timeout is its bound
+    # rsio has no keepalive: a call's timeout is its bound.
+    if peer == "never-answers":
+        return timed_out("sent nothing")
+    if peer == "silent-mid-stream":
+        return timed_out()
     if peer in ("half-open", "close-without-error", "reset-inside-a-frame"):
         return prompt(ConnectionClosed, "lost")
     if peer == "garbage":
