@@ -70,6 +70,7 @@ class AsyncRsioPeer(AsyncPeer):
             lambda: self._submit(lambda: engine.cancel(box[0])),
             timeout=timeout,
             units=(lambda batch: len(batch) // box[0].element_size) if packed else None,
+            explain=engine.unexpected_input,
         )
         sub = Subscription(name, stream, packed=packed)
         box.append(sub)

@@ -38,6 +38,7 @@ from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
 from ..drive.streams import Outbound, Outbounds, Pumped, SourceBudget, make_source
 from ..transport import Transport
+from ..transport.sniff import SHOWN, describe_bytes
 from ..transport.websocket import messages as ws
 from .errors import RsioError
 from .types import ElementReader, Publishers
@@ -189,6 +190,9 @@ class RsioEngine:
         self._closing: BaseException | None = None
         self._close_started = False
         self._out_records: list[bytes] = []  # message mode: records after the core's bytes
+        #: The peer's first bytes (a few): what an error shows when the peer
+        #: turned out not to speak rsio (an RSocket or HTTP server).
+        self._opening = b""
 
     def attach(self, thread: Driver) -> None:
         self.thread = thread
@@ -214,11 +218,35 @@ class RsioEngine:
         self._dispatch()
 
     def _feed(self, data: bytes) -> None:
+        if len(self._opening) < SHOWN:
+            self._opening += data[: SHOWN * 4]
         try:
             self.conn.receive_data(data)
         except RemoteProtocolError as exc:
             # The core queued goodbye and ConnectionTerminated; earlier events count.
-            self._closing = ConnectionClosed(f"protocol error from peer: {exc.message}")
+            self._closing = ConnectionClosed(
+                f"protocol error from peer: {exc.message}{self._not_rsio()}"
+            )
+
+    def unexpected_input(self) -> str:
+        """Client: why nothing came, for a timeout's message: the peer's
+        hello never came (it sent nothing at all, or bytes that are not
+        rsio); empty once it did."""
+        if self.conn.role is not Role.CLIENT or self.conn.peer_hello is not None:
+            return ""
+        if not self._opening:
+            return (
+                "the peer has sent nothing since the connection opened"
+                " (an rsio server? a WebSocket one needs a ws:// URL)"
+            )
+        return f"no rsio hello from the peer, only {describe_bytes(self._opening, _guess)}"
+
+    def _not_rsio(self) -> str:
+        """The peer's first bytes, when its hello never came: maybe it
+        speaks another protocol (what they look like)."""
+        if self.conn.peer_hello is not None or not self._opening:
+            return ""
+        return f"; its first bytes: {describe_bytes(self._opening, _guess)}"
 
     def data_to_send(self) -> bytes:
         data = self.conn.data_to_send()
@@ -393,7 +421,9 @@ class RsioEngine:
                 f"connection closed by {who}{reason}"
             )
         elif isinstance(event, ev.ConnectionLost):
-            self._closing = self._closing or ConnectionClosed(f"connection lost: {event.reason}")
+            self._closing = self._closing or ConnectionClosed(
+                f"connection lost: {event.reason}{self._not_rsio()}"
+            )
 
     # -- publishing -------------------------------------------------------------------
     def _lookup(self, name: str) -> Any:
@@ -492,6 +522,24 @@ class RsioEngine:
     def _drop_all(self) -> None:
         self._outbounds.cancel_all()
         self._packs.clear()
+
+
+def _guess(data: bytes) -> str | None:
+    """An RSocket frame on stream 0 where rsio was expected (RSocket spec:
+    Frame Header Format; an ERROR says why), with its length (TCP) or
+    without (one WebSocket message)."""
+    for at, end in ((3, 3 + int.from_bytes(data[:3], "big")), (0, len(data))):
+        if len(data) < at + 6 or data[at : at + 4] != b"\0\0\0\0":
+            continue
+        kind = data[at + 4] >> 2
+        if kind not in (0x02, 0x03, 0x0B):  # LEASE, KEEPALIVE, ERROR
+            continue
+        said = ""
+        if kind == 0x0B and len(data) >= at + 10:  # ERROR: its code and message
+            text = data[at + 10 : end].decode("utf-8", "replace")
+            said = f" (ERROR {int.from_bytes(data[at + 6 : at + 10], 'big'):#x}: {text!r})"
+        return f"an RSocket frame{said}: an RSocket server? (sansrs.adapters.rsocket)"
+    return None
 
 
 def engine_factory(

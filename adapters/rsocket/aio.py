@@ -113,7 +113,7 @@ class AsyncRSocketPeer(AsyncPeer):
             # out: no answer is awaited any more.
             self._submit(lambda: self._engine.cancel(handle))
             if expired:
-                raise TimeoutError(f"no answer within {timeout} s") from None
+                raise TimeoutError(self._engine.no_answer(timeout or 0.0)) from None
             raise
         finally:
             if timer is not None:
@@ -226,6 +226,7 @@ class AsyncRSocketPeer(AsyncPeer):
             lambda: self._submit(lambda: engine.cancel(box[0])),
             timeout=timeout,
             starting=starting,
+            explain=engine.unexpected_input,
         )
         box.append(RequestHandle(kind, cast(Any, stream)))
         return stream, box[0]
