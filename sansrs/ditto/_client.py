@@ -29,6 +29,7 @@ from ._messages import (
     SubscribeOptions,
     classify,
     format_instant,
+    of_kind,
     subscription_id_of,
     valid_instant,
 )
@@ -158,19 +159,7 @@ class DittoClient:
         return self._streams if kind is Kind.STREAMING else self._searches
 
     def _find(self, sid: str, kind: Kind | None) -> _ClientSubscription | None:
-        if kind is not None:
-            return self._ids(kind).get(sid)
-        stream, search = self._streams.get(sid), self._searches.get(sid)
-        if stream is not None and search is not None:
-            # One of them cancelled (waiting for late events) is not meant.
-            if stream.state is ClientState.CANCELLED is not search.state:
-                return search
-            if search.state is ClientState.CANCELLED is not stream.state:
-                return stream
-            raise LocalProtocolError(
-                f"a history and a search subscription both have ID {sid!r}: name its kind"
-            )
-        return stream if stream is not None else search
+        return of_kind(self._streams, self._searches, sid, kind, _waits_for_late_events)
 
     # -- intents ----------------------------------------------------------------
 
@@ -744,6 +733,10 @@ def _instant(name: str, value: datetime | str | None) -> str | None:
         except ValueError as exc:
             raise LocalProtocolError(f"{name}: {exc}") from None
     raise LocalProtocolError(f"{name} must be a datetime or ISO-8601 string, got {value!r}")
+
+
+def _waits_for_late_events(sub: _ClientSubscription) -> bool:
+    return sub.state is ClientState.CANCELLED  # only waiting for late events
 
 
 def _check_names(namespace: str, entity_name: str) -> None:
