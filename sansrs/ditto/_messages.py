@@ -23,6 +23,7 @@ __all__ = [
     "Kind",
     "SearchOptions",
     "SubscribeOptions",
+    "check_instant",
     "classify",
     "classify_topic",
     "format_instant",
@@ -121,6 +122,26 @@ def valid_instant(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def check_instant(name: str, value: datetime | str | None) -> str | None:
+    """``value`` as Ditto reads an instant, checked here: Ditto answers one
+    it cannot parse with a 500 that names no subscribe (docs/protocols/ditto.md)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if not valid_instant(value):
+            raise LocalProtocolError(
+                f"{name} must be an ISO-8601 instant in UTC such as "
+                f"'2022-10-25T14:00:00Z' (Java's Instant.parse), got {value!r}"
+            )
+        return value
+    if isinstance(value, datetime):
+        try:
+            return format_instant(value)
+        except ValueError as exc:
+            raise LocalProtocolError(f"{name}: {exc}") from None
+    raise LocalProtocolError(f"{name} must be a datetime or ISO-8601 string, got {value!r}")
 
 
 S = TypeVar("S")

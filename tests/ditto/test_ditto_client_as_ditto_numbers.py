@@ -12,8 +12,8 @@ import pytest
 
 from sansrs import LocalProtocolError, RemoteProtocolError
 from sansrs.ditto import ClientState, DittoClient, DittoClientConfig, Kind
-from sansrs.ditto._client import UNREADABLE_ERROR
 from sansrs.ditto._envelope import dumps
+from sansrs.ditto._error_responses import UNREADABLE_ERROR
 from sansrs.ditto.events import (
     ErrorResponseReceived,
     NextReceived,
