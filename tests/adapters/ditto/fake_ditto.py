@@ -720,7 +720,8 @@ class RawClient:
                     self._partial = []
             elif isinstance(event, Ping):
                 self.pings += 1
-                self.sock.sendall(self.ws.send(event.response()))
+                with contextlib.suppress(OSError):  # the peer may have gone already
+                    self.sock.sendall(self.ws.send(event.response()))
             elif isinstance(event, CloseConnection):
                 self.closed = event
         return True

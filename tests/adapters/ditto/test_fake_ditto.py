@@ -112,8 +112,9 @@ def test_fake_ditto_pings_when_idle_and_drops_on_command() -> None:
         conn = ditto.connection()
         ditto.wait_for(lambda: conn.pings_sent >= 2)
         conn.drop()
-        assert ws.wait_closed() is None  # no close frame: the TCP connection was cut
-        assert ws.pings >= 2  # read before the cut
+        # No close frame: the TCP connection was cut (the pings still unread
+        # may be lost with it: a reset discards them).
+        assert ws.wait_closed() is None
 
 
 @pytest.mark.timeout(20)
