@@ -16,7 +16,7 @@ from sansrs.adapters.drive import ConnectionClosed
 
 from sansrs.ditto import DittoRemoteError, LocalProtocolError
 from tests.adapters.ditto.fake_ditto import FakeDitto
-from tests.adapters.ditto.helpers import NS, counter_history
+from tests.adapters.ditto.helpers import NS, Recorder, counter_history
 
 WAIT = 10.0
 DRIVERS = ["thread", "selector", "asyncio"]
@@ -128,6 +128,18 @@ def test_ditto_client_history_after_leaving_a_search_early_starts(driver: str) -
 
 
 # -- finding 2: an error Ditto sends without a correlation-id -------------------------
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("driver", ["thread", "selector"])
+def test_ditto_client_uncorrelated_error_reaches_the_publishers_subscriber(driver: str) -> None:
+    with _fake() as ditto, _sync(ditto.url, driver) as conn:
+        recorder = Recorder()
+        conn.persisted_events_publisher(BROKEN).subscribe(recorder)
+        assert recorder.subscribed.wait(WAIT)
+        recorder.subscription.request(5)
+        assert recorder.done.wait(WAIT)
+    assert isinstance(recorder.error, DittoRemoteError) and recorder.error.status == 500
 
 
 @pytest.mark.timeout(30)
