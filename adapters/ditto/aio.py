@@ -43,7 +43,7 @@ from .engine import (
 )
 from .history import HistorySource
 from .peer import DEFAULT_PREFETCH, DEFAULT_SEARCH_PREFETCH, MAX_PREFETCH, subscription_publisher
-from .server import server_websocket_options
+from .server import server_config, server_websocket_options
 from .types import Authorize, ws_endpoint
 
 __all__ = [
@@ -179,7 +179,7 @@ async def serve(
     """Serve the Ditto protocol on ``url`` from ``history`` on the event loop;
     options as for the synchronous ``serve``. ``history.open`` runs on the
     event loop and may return an async iterable."""
-    core_config = config or DittoServerConfig()
+    core_config = server_config(config)
 
     def new_engine(transport: Transport) -> DittoServerEngine:
         return DittoServerEngine(history, core_config)
