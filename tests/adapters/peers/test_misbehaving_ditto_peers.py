@@ -189,8 +189,7 @@ async def _async_call(conn: Any, timeout: float) -> None:
         for driver in DRIVERS
         # A refused upgrade fails the connect: one call is enough. Batches
         # are the synchronous API's (the Spark reader's).
-        if call == "subscribe"
-        or not (peer.startswith("refuses-upgrade-") or driver == "asyncio")
+        if call == "subscribe" or not (peer.startswith("refuses-upgrade-") or driver == "asyncio")
     ],
 )
 def test_ditto_client_call_against_a_misbehaving_endpoint_ends_within_its_bound(
