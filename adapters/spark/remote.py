@@ -320,7 +320,11 @@ def write_partition(
     )
 
     def outbound() -> Iterator[object]:
+        # The header rides on REQUEST_CHANNEL; the rows wait for the sink's
+        # credit, and a sink that never grants any is a stall like any other.
+        progress.busy, progress.last = False, time.monotonic()
         yield Payload(b"", header.to_bytes())
+        progress.busy, progress.last = True, time.monotonic()
         try:
             for batch, n in batches:
                 progress.rows += n

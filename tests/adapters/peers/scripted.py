@@ -49,6 +49,20 @@ def payload_frame(stream_id: int, data: bytes, *, complete: bool = False) -> byt
     return struct.pack(">IH", stream_id, PAYLOAD << 10 | flags) + data
 
 
+def request_n_frame(stream_id: int, n: int) -> bytes:
+    """A REQUEST_N frame granting ``n`` more items on ``stream_id``."""
+    return struct.pack(">IHI", stream_id, REQUEST_N << 10, n)
+
+
+def complete_frame(stream_id: int) -> bytes:
+    """A PAYLOAD frame with COMPLETE and no item."""
+    return struct.pack(">IH", stream_id, PAYLOAD << 10 | FLAG_COMPLETE)
+
+
+def frame_flags(frame: bytes) -> int:
+    return int(struct.unpack_from(">H", frame, 4)[0]) & 0x3FF
+
+
 def frame_type(frame: bytes) -> int:
     return int(struct.unpack_from(">H", frame, 4)[0]) >> 10
 
@@ -166,6 +180,14 @@ class Wire:
             frame = self.read_frame()
             if frame_type(frame) in REQUESTS:
                 return stream_id(frame), frame_type(frame)
+
+    def read_until_complete(self, sid: int) -> None:
+        """Frames until the client completes its side of stream ``sid``."""
+        while True:
+            frame = self.read_frame()
+            ours = stream_id(frame) == sid and frame_type(frame) in (PAYLOAD, REQUEST_CHANNEL)
+            if ours and frame_flags(frame) & FLAG_COMPLETE:
+                return
 
     def read_rsio_subscribe(self) -> int:
         """rsio: the client's hello, then its first subscribe: the subscriber id."""
