@@ -37,8 +37,10 @@ from .test_misbehaving_peers import (
     SAID,
     SLACK,
     Expect,
+    _async_rsocket_call,
     _check,
     _run_async,
+    _sync_rsocket_call,
 )
 
 #: The whole outage a client waits out before its session ends.
@@ -135,34 +137,27 @@ def expectation(peer: str, call: str) -> Expect:
     )
 
 
+#: The plain client's calls (test_misbehaving_peers), a request-response
+#: without a timeout of its own: the session's end must end it.
+PLAIN_CALL = {"request_response": "request_response_no_timeout"}
+
+
 def _sync_call(client: Any, call: str, lost: threading.Event) -> None:
-    if call == "request_response":
-        client.request_response(b"question")
-    elif call == "stream":
-        for _ in client.request_stream(b"question", timeout=LONG):
-            pass
-    elif call == "channel":
-        for _ in client.request_channel([b"first", b"second"], timeout=LONG):
-            pass
-    else:
-        client.fire_and_forget(b"news")
-        assert lost.wait(LONG)
-        client.close(LONG)
+    if call != "close":
+        _sync_rsocket_call(client, PLAIN_CALL.get(call, call), LONG)
+        return
+    client.fire_and_forget(b"news")
+    assert lost.wait(LONG)
+    client.close(LONG)
 
 
 async def _async_call(client: Any, call: str, lost: threading.Event) -> None:
-    if call == "request_response":
-        await client.request_response(b"question")
-    elif call == "stream":
-        async for _ in client.request_stream(b"question", timeout=LONG):
-            pass
-    elif call == "channel":
-        async for _ in client.request_channel([b"first", b"second"], timeout=LONG):
-            pass
-    else:
-        await client.fire_and_forget(b"news")
-        assert await asyncio.to_thread(lost.wait, LONG)
-        await client.close()
+    if call != "close":
+        await _async_rsocket_call(client, PLAIN_CALL.get(call, call), LONG)
+        return
+    await client.fire_and_forget(b"news")
+    assert await asyncio.to_thread(lost.wait, LONG)
+    await client.close()
 
 
 @pytest.mark.timeout(8)
