@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..drive.errors import ConnectionClosed
 from ..rsocket.client import Client, connect
 from ..rsocket.errors import RSocketError
 from ..rsocket.types import Payload
@@ -93,18 +94,21 @@ def _rsocket_stream(
 ) -> Iterator[list[Any]]:
     """One partition's share over RSocket: REQUEST_STREAM, ``prefetch`` row
     batches requested ahead and replenished as they are consumed."""
-    with connect_service(url, timeout, access) as client:
-        stream = client.request_stream(request.to_bytes(), prefetch=prefetch, timeout=timeout)
-        with stream:
-            try:
+    where = f"source {split_secret(url)[0]} route {request.route!r} partition {request.partition}"
+    try:
+        with connect_service(url, timeout, access) as client:
+            stream = client.request_stream(request.to_bytes(), prefetch=prefetch, timeout=timeout)
+            with stream:
                 for payload in stream:
                     yield decode_rows(payload.data)
-            except RSocketError as exc:
-                raise SourceError(
-                    f"source {split_secret(url)[0]} route {request.route!r} "
-                    f"partition {request.partition}: "
-                    f"{exc.message}"
-                ) from None
+    except RSocketError as exc:
+        raise SourceError(f"{where}: {exc.message}") from None
+    # The same types, saying which read failed (a task's error is read on
+    # the driver, far from the executor that raised it).
+    except ConnectionClosed as exc:
+        raise ConnectionClosed(f"{where}: {exc}") from exc
+    except TimeoutError as exc:
+        raise TimeoutError(f"{where}: {exc}") from None
 
 
 def _ditto_stream(
@@ -360,6 +364,10 @@ def write_partition(
                     if progress.error is not None:
                         raise progress.error from None
                     raise SinkError(f"{where}: {exc.message}") from None
+                except ConnectionClosed as exc:  # the same type, saying which write failed
+                    if progress.error is not None:
+                        raise progress.error from None
+                    raise ConnectionClosed(f"{where}: {exc}") from exc
         finally:
             replies.close()
     ack = Ack.from_bytes(reply.data)

@@ -78,24 +78,27 @@ def _reset_inside_a_frame(wire: Wire, sid: int) -> None:
     wire.reset()
 
 
+#: Which read failed: a task's error is read far from where it was raised.
+READ = "route 'r' partition 0"
 READER_PEERS: dict[str, tuple[Callable[[Wire], None], Expect]] = {
-    "rejects-setup": (_reject_setup, prompt(ConnectionClosed, "REJECTED_SETUP", SAID)),
+    "rejects-setup": (_reject_setup, prompt(ConnectionClosed, READ, "REJECTED_SETUP", SAID)),
     "silent-mid-stream": (
         _one_batch_then(lambda wire, sid: wire.hold()),
         Expect(
             error=TimeoutError,
-            words=(f"within {SPARK_TIMEOUT:g} s",),
+            words=(READ, f"within {SPARK_TIMEOUT:g} s"),
+            not_words=("sent nothing",),  # it sent rows
             within=SPARK_TIMEOUT + SLACK,
             at_least=SPARK_TIMEOUT,
         ),
     ),
     "error-on-stream-0-mid-stream": (
         _one_batch_then(_error_on_stream_0),
-        prompt(ConnectionClosed, "CONNECTION_ERROR", SAID),
+        prompt(ConnectionClosed, READ, "CONNECTION_ERROR", SAID),
     ),
     "reset-inside-a-frame": (
         _one_batch_then(_reset_inside_a_frame),
-        prompt(ConnectionClosed, "lost"),
+        prompt(ConnectionClosed, READ, "lost"),
     ),
 }
 
@@ -163,24 +166,28 @@ def _stalled() -> Expect:
     # two of its timeouts.
     return Expect(
         error=TimeoutError,
-        words=("sink stalled", f"{SPARK_TIMEOUT:g} s", "partition 0"),
+        words=(WRITE, "sink stalled", f"{SPARK_TIMEOUT:g} s"),
         within=2 * SPARK_TIMEOUT + SLACK,
         at_least=SPARK_TIMEOUT,
     )
 
 
+WRITE = "route 'w' partition 0"
 WRITER_PEERS: dict[str, tuple[Callable[[Wire], None], Expect]] = {
-    "rejects-setup": (_reject_setup, prompt(ConnectionClosed, "REJECTED_SETUP", SAID)),
+    "rejects-setup": (_reject_setup, prompt(ConnectionClosed, WRITE, "REJECTED_SETUP", SAID)),
     "never-grants-credit": (_on_channel(lambda wire, sid: wire.hold()), _stalled()),
     "never-acks": (_on_channel(_never_acks), _stalled()),
     "error-on-stream-0": (
         _on_channel(_error_on_stream_0),
-        prompt(ConnectionClosed, "CONNECTION_ERROR", SAID),
+        prompt(ConnectionClosed, WRITE, "CONNECTION_ERROR", SAID),
     ),
-    "reset-mid-write": (_on_channel(_reset_after_a_payload), prompt(ConnectionClosed, "lost")),
+    "reset-mid-write": (
+        _on_channel(_reset_after_a_payload),
+        prompt(ConnectionClosed, WRITE, "lost"),
+    ),
     "completes-without-ack": (
         _on_channel(_completes_without_ack),
-        prompt(SinkError, "without an ack", "partition 0"),
+        prompt(SinkError, WRITE, "without an ack"),
     ),
     "acks-fewer-rows": (
         _on_channel(_acks_fewer_rows),
