@@ -30,9 +30,11 @@ from sansrs.ditto import DittoRemoteError
 from ..ditto.fake_ditto import UNKNOWN_ERRORS_TOPIC, compact, error_response, internal_error
 from .scripted import Wire, scripted_peer
 from .test_misbehaving_peers import (
+    CLOSE_TIMEOUT,
     CONFIG,
     DRIVERS,
     LONG,
+    PROMPT,
     TIMEOUT,
     Expect,
     _check,
@@ -144,12 +146,15 @@ PEERS: dict[str, tuple[Callable[[Wire], None], bool]] = {
     "refuses-upgrade-404": (_refuse(b"404 Not Found"), False),
     "refuses-upgrade-500": (_refuse(b"500 Internal Server Error"), False),
 }
-CALLS = ["subscribe", "batches"]
+CALLS = ["subscribe", "batches", "close"]
 
 
-def expectation(peer: str) -> Expect:
+def expectation(peer: str, call: str) -> Expect:
     if peer.startswith("refuses-upgrade-"):
         return prompt(WebSocketHandshakeError, peer.rsplit("-", 1)[1])
+    if call == "close":
+        # A close whose Close the endpoint never answers waits close_timeout.
+        return Expect(error=None, words=(), within=CLOSE_TIMEOUT + PROMPT)
     if peer == "silent-after-upgrade":
         return timed_out("no item", "Ditto has not answered the subscribe (no 'created')")
     if peer == "silent-after-created":
@@ -168,7 +173,11 @@ def expectation(peer: str) -> Expect:
 
 
 def _sync_call(conn: Any, call: str, timeout: float) -> None:
-    if call == "subscribe":
+    if call == "close":  # with a subscription open, whatever the endpoint did
+        conn.subscribe_for_persisted_events(THING, timeout=timeout)
+        conn.close(LONG)
+        assert conn.closed
+    elif call == "subscribe":
         for _ in conn.subscribe_for_persisted_events(THING, timeout=timeout):
             pass
     else:
@@ -176,7 +185,12 @@ def _sync_call(conn: Any, call: str, timeout: float) -> None:
             pass
 
 
-async def _async_call(conn: Any, timeout: float) -> None:
+async def _async_call(conn: Any, call: str, timeout: float) -> None:
+    if call == "close":
+        conn.subscribe_for_persisted_events(THING, timeout=timeout)
+        await conn.close()
+        assert conn.closed
+        return
     async for _ in conn.subscribe_for_persisted_events(THING, timeout=timeout):
         pass
 
@@ -191,14 +205,15 @@ async def _async_call(conn: Any, timeout: float) -> None:
         for driver in DRIVERS
         # A refused upgrade fails the connect: one call is enough. Batches
         # are the synchronous API's (the Spark reader's).
-        if call == "subscribe" or not (peer.startswith("refuses-upgrade-") or driver == "asyncio")
+        if call == "subscribe"
+        or not (peer.startswith("refuses-upgrade-") or (call, driver) == ("batches", "asyncio"))
     ],
 )
 def test_ditto_client_call_against_a_misbehaving_endpoint_ends_within_its_bound(
     call: str, peer: str, driver: str, selector_loop: Loop
 ) -> None:
     script, upgrade = PEERS[peer]
-    expect = expectation(peer)
+    expect = expectation(peer, call)
     timeout = TIMEOUT if expect.error is TimeoutError else LONG
     with scripted_peer(script, websocket=True, upgrade=upgrade) as server:
         url = server.url + "ws/2"
@@ -207,7 +222,7 @@ def test_ditto_client_call_against_a_misbehaving_endpoint_ends_within_its_bound(
             async def cell() -> None:
                 conn = await ditto_aio.connect(url, loop_config=CONFIG, connect_timeout=LONG)
                 try:
-                    await _async_call(conn, timeout)
+                    await _async_call(conn, call, timeout)
                 finally:
                     await conn.close()
 
