@@ -344,32 +344,37 @@ def write_partition(
 
     where = f"sink {target.address} route {target.route!r} partition {partition}"
     slice_ = min(1.0, target.timeout)
-    with connect_service(target.url, target.timeout, target.access) as client:
-        replies = client.request_channel(outbound(), prefetch=1, timeout=slice_)
-        try:
-            while True:
-                try:
-                    reply = next(replies)
-                    break
-                except TimeoutError:
-                    if progress.error is not None:
-                        raise progress.error from None
-                    if not progress.busy and time.monotonic() - progress.last > target.timeout:
-                        raise TimeoutError(
-                            f"{where}: no progress for {target.timeout} s (sink stalled)"
-                        ) from None
-                except StopIteration:
-                    raise SinkError(f"{where}: the sink completed without an ack") from None
-                except RSocketError as exc:
-                    if progress.error is not None:
-                        raise progress.error from None
-                    raise SinkError(f"{where}: {exc.message}") from None
-                except ConnectionClosed as exc:  # the same type, saying which write failed
-                    if progress.error is not None:
-                        raise progress.error from None
-                    raise ConnectionClosed(f"{where}: {exc}") from exc
-        finally:
-            replies.close()
+
+    def exchange() -> Payload:
+        with connect_service(target.url, target.timeout, target.access) as client:
+            replies = client.request_channel(outbound(), prefetch=1, timeout=slice_)
+            try:
+                while True:
+                    try:
+                        return next(replies)
+                    except TimeoutError:
+                        if progress.error is not None:
+                            raise progress.error from None
+                        stalled = time.monotonic() - progress.last > target.timeout
+                        if not progress.busy and stalled:
+                            raise TimeoutError(
+                                f"{where}: no progress for {target.timeout} s (sink stalled)"
+                            ) from None
+                    except StopIteration:
+                        raise SinkError(f"{where}: the sink completed without an ack") from None
+                    except RSocketError as exc:
+                        if progress.error is not None:
+                            raise progress.error from None
+                        raise SinkError(f"{where}: {exc.message}") from None
+            finally:
+                replies.close()
+
+    try:
+        reply = exchange()
+    except ConnectionClosed as exc:  # the same type, saying which write failed
+        if progress.error is not None:
+            raise progress.error from None
+        raise ConnectionClosed(f"{where}: {exc}") from exc
     ack = Ack.from_bytes(reply.data)
     if progress.error is not None:  # cannot ack rows we failed to send, but be sure
         raise progress.error
