@@ -293,15 +293,19 @@ class RSocketEngine:
                 self._refuse(message, ws.CloseCode.UNSUPPORTED_DATA)
                 break
             elif kind == _CLOSE:
-                code, reason = ws.decode_close(payload)
-                conn.connection_lost()
-                self._dispatch_events()
-                detail = f" ({reason})" if reason else ""
-                self._closing = ConnectionClosed(f"connection closed: WebSocket {code}{detail}")
+                self._ws_closed(*ws.decode_close(payload))
                 break
             if self._closing is not None:
                 break
         self._dispatch_events()
+
+    def _ws_closed(self, code: int, reason: str) -> None:
+        """The WebSocket is closing (the peer's Close, or ours for its broken
+        framing): the transport is lost, and with it the connection."""
+        self.conn.connection_lost()
+        self._dispatch_events()
+        detail = f" ({reason})" if reason else ""
+        self._closing = ConnectionClosed(f"connection closed: WebSocket {code}{detail}")
 
     def _refuse(self, message: str, close_code: int) -> None:
         """The peer broke the WebSocket mapping: ERROR [CONNECTION_ERROR],
