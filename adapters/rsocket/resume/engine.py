@@ -327,8 +327,11 @@ class SessionEngine(RSocketEngine):
             return
         self._peer_closed = True
         conn = self.conn
-        if code not in _WS_FATAL and conn.resumable and conn.state in _LIVE:
-            detail = f" ({reason})" if reason else ""
+        detail = f" ({reason})" if reason else ""
+        if code in _WS_FATAL:
+            if conn.resumable:  # not a mere transport loss: the session ends here
+                self.close_core(f"WebSocket closed: {code}{detail}")
+        elif conn.resumable and conn.state in _LIVE:
             self._gone = f"WebSocket closed: {code}{detail}"
             conn.connection_lost()  # Disconnected: the session detaches, then resumes
             self._dispatch_events()
