@@ -30,6 +30,7 @@ from ...transport.urls import Endpoint
 from ...transport.websocket.options import WebSocketOptions
 from .. import core
 from ..client import Client
+from ..engine import refuse_async_hooks
 from ..options import EngineOptions
 from .engine import EngineLink, SessionEngine, resume_timeout
 from .options import ResumeOptions, SessionLoss
@@ -273,6 +274,7 @@ def connect_resumable(
     options). ``resume``:
     :class:`~.options.ResumeOptions` (reconnect policy, ``resume_timeout``,
     callbacks)."""
+    refuse_async_hooks(handler)
     options = EngineOptions(**setup)
     resume = resume if resume is not None else ResumeOptions()
     driver_loop = pick_loop(loop)

@@ -39,6 +39,7 @@ from ...transport import Transport, listen
 from ...transport.urls import Endpoint
 from ...transport.websocket.options import WebSocketOptions
 from .. import core
+from ..engine import refuse_async_hooks
 from ..options import EngineOptions
 from ..peer import RSocketPeer
 from ..server import Server
@@ -424,6 +425,7 @@ def serve_resumable(
     (a detached one included: its calls wait for a RESUME)."""
     if handler is not None and handler_factory is not None:
         raise TypeError("pass handler or handler_factory, not both")
+    refuse_async_hooks(handler)
     engine_options = EngineOptions(**options)
     resume = resume if resume is not None else ResumeOptions()
     peers: list[RSocketPeer] = []
