@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -78,14 +77,6 @@ class Run:
 def via_proxy(transport: str, proxy: ChaosProxy) -> str:
     """The URL a client reaches the server at through ``proxy``."""
     return proxy.url if transport == "tcp" else f"ws://127.0.0.1:{proxy.port}/rsocket"
-
-
-@pytest.fixture
-def loops() -> Iterator[tuple[Loop, Loop]]:
-    server_loop, client_loop = Loop(name="chaos-server").start(), Loop(name="chaos-client").start()
-    yield server_loop, client_loop
-    client_loop.stop(5.0)
-    server_loop.stop(5.0)
 
 
 def run_threads(

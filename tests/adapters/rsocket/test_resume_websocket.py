@@ -72,14 +72,6 @@ def client_options() -> ResumeOptions:
     )
 
 
-@pytest.fixture
-def loops() -> Iterator[tuple[Loop, Loop]]:
-    server_loop, client_loop = Loop(name="ws-server").start(), Loop(name="ws-client").start()
-    yield server_loop, client_loop
-    client_loop.stop(5.0)
-    server_loop.stop(5.0)
-
-
 def _through(proxy: FaultProxy, scheme: str = "ws") -> str:
     return f"{scheme}://127.0.0.1:{proxy.port}{PATH}"
 
