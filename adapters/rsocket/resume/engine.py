@@ -15,6 +15,11 @@ of failing every stream. It also keeps:
 - the fire-and-forgets the peer has not confirmed yet (:class:`Unconfirmed`),
   so that a session ending without them says how many (``SessionLoss``).
 
+Each transport brings its framing (:meth:`SessionEngine.drive_with`): a
+byte stream, or WebSocket records, one frame per binary message; over
+WebSocket a Close ends only the transport unless its code says the protocol
+broke (docs/resumption.md, Over WebSocket).
+
 A driver never holds a session engine directly but an :class:`EngineLink`
 (one per transport): when a RESUME moves the session to a new transport the
 old link goes stale and everything its driver still calls is a no-op that
@@ -218,7 +223,7 @@ class SessionEngine(RSocketEngine):
             # Each transport its own framing: WebSocket records (one frame
             # per binary message) or a byte stream; the core's positions
             # count frame bytes without a length prefix either way (spec:
-            # Implied Position), so a session may resume over either.
+            # Implied Position), so they mean the same over both.
             framed = message_framed(driver.transport)
             self._records = ws.MessageReader(keep_runs=True) if framed else None
             self._ws_close = None
