@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import ssl
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -16,10 +17,13 @@ from sansrs.ditto import DittoClientConfig
 
 from ..drive.config import LoopConfig
 from ..drive.endpoints import LoopChoice, open_connection
+from ..drive.engine import Driver
+from ..transport import Transport
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .engine import DittoClientEngine
 from .peer import DittoConnection
+from .tokens import TokenPolicy, TokenRefresher, thread_fetch
 from .types import basic_auth, bearer_auth, ws_endpoint
 
 __all__ = ["DittoConnection", "client_config", "connect", "correlation_ids", "websocket_options"]
@@ -31,7 +35,8 @@ def connect(
     *,
     user: str | None = None,
     password: str | None = None,
-    token: str | None = None,
+    token: str | Callable[[], str] | None = None,
+    token_policy: TokenPolicy | None = None,
     headers: Iterable[tuple[str, str]] = (),
     config: DittoClientConfig | None = None,
     connect_timeout: float = 10.0,
@@ -56,14 +61,36 @@ def connect(
     ``correlation-id`` (:func:`correlation_ids`, unless ``config`` brings
     its own factory), so Ditto's
     answers are matched to it even for the same entity or an error response.
+
+    ``token`` may be a callable (a *token provider*): it is called for the
+    upgrade's token, and again on a worker thread before that token expires
+    (its JWT ``exp`` claim, else ``token_policy.lifetime``), each fresh token
+    sent on the open socket as ``JWT-TOKEN?jwtToken=...``
+    (:class:`~.tokens.TokenPolicy`: ``refresh_margin``, ``retry``).
     """
-    options = websocket_options(user, password, token, headers, websocket)
+    provider, first = (token, token()) if callable(token) else (None, token)
+    options = websocket_options(user, password, first, headers, websocket)
     config = client_config(config)
+    submit: list[Callable[[Callable[[], object]], None]] = []
+
+    def new_engine(transport: Transport) -> DittoClientEngine:
+        engine = DittoClientEngine(config)
+        if provider is not None and first is not None:
+            engine.tokens = TokenRefresher(
+                first, time.monotonic(), thread_fetch(provider, lambda fn: submit[0](fn)),
+                policy=token_policy, wall=time.time,
+            )
+        return engine
+
+    def new_peer(driver: Driver, engine: DittoClientEngine) -> DittoConnection:
+        peer = DittoConnection(driver, engine)
+        submit.append(peer._submit)
+        return peer
 
     return open_connection(
         ws_endpoint(url),
-        lambda transport: DittoClientEngine(config),
-        DittoConnection,
+        new_engine,
+        new_peer,
         name="sansrs-ditto",
         loop=loop,
         config=loop_config,

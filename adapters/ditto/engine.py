@@ -51,6 +51,8 @@ from ..drive.streams import Outbound, Outbounds, make_source
 from ..transport import Transport
 from ..transport.websocket import messages as ws
 from .history import HistoryRequest, HistorySource
+from .live import LiveEvents
+from .tokens import TokenRefresher, jwt_token_message
 
 __all__ = [
     "DittoClientEngine",
@@ -303,6 +305,10 @@ class DittoClientEngine(_RecordEngine):
         super().__init__()
         self.core = DittoClient(config)
         self._by_key: dict[int, SubscriptionHandle] = {}
+        #: the token schedule (``connect(token=<callable>)``), set by the peer
+        self.tokens: TokenRefresher | None = None
+        #: live change notifications (``START-SEND-EVENTS``): the taps and their session
+        self.live = LiveEvents(self._queue_messages)
 
     @property
     def open_subscriptions(self) -> int:
@@ -314,10 +320,37 @@ class DittoClientEngine(_RecordEngine):
         return False  # the client sends no items; requests go out as they are made
 
     def next_deadline(self) -> float | None:
-        return self.core.next_deadline()
+        core = self.core.next_deadline()
+        tokens = None if self.tokens is None else self.tokens.next_deadline()
+        if tokens is None or (core is not None and core < tokens):
+            return core
+        return tokens
 
     def handle_timeout(self, now: float) -> None:
+        self._now = now
         self.core.handle_timeout(now)
+        if self.tokens is not None:
+            self.tokens.handle_timeout(now, self._token_fetched)
+
+    def refresh_token(self) -> bool:
+        """Ask the provider for a token now and send it (on demand); False
+        without a provider or while a fetch is under way."""
+        return self.tokens is not None and self.tokens.refresh_now(self._token_fetched)
+
+    def _token_fetched(self, result: str | BaseException) -> None:
+        tokens = self.tokens
+        if tokens is None or self._closing is not None:
+            return
+        if isinstance(result, str):
+            try:
+                message = jwt_token_message(result)
+            except ValueError as exc:
+                tokens.failed(exc, self._now)
+                return
+            self._queue_messages([message])
+            tokens.fetched(result, self._now)
+        else:
+            tokens.failed(result, self._now)
 
     def connection_lost(self, error: BaseException) -> None:
         if self._closing is not None:
@@ -327,11 +360,14 @@ class DittoClientEngine(_RecordEngine):
         for handle in handles:
             handle.done = True
             handle.sink.finish(error)
+        self.live.finish(error)
 
     def _flush_core(self) -> None:
         self._queue_messages(self.core.messages_to_send())
 
     def _message(self, text: str, now: float) -> None:
+        if text[:1] != "{" and self.live.control(text):
+            return  # a WebSocket binding answer (START-SEND-EVENTS:ACK)
         try:
             self.core.receive_message(text)
         except RemoteProtocolError as exc:
@@ -352,6 +388,8 @@ class DittoClientEngine(_RecordEngine):
                 except UnicodeDecodeError:
                     bad = part
                     break
+        if self.live.active:  # binding answers are not Ditto Protocol JSON
+            texts = self.live.take_controls(texts)
         try:
             self.core.receive_run(texts)
         except RemoteProtocolError as exc:
@@ -436,6 +474,8 @@ class DittoClientEngine(_RecordEngine):
                 self._end(event.key, event.error.exception())
             else:
                 log.warning("error response from Ditto: %s", event.error)
+        elif isinstance(event, ev.OtherMessageReceived) and self.live.active:
+            self.live.event(event.envelope)
         else:
             log.debug("ignored message from Ditto: %r", event)
 

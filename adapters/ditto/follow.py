@@ -1,0 +1,274 @@
+"""The iterators that resume a history after its last delivered revision
+(:class:`ResumingHistory`) and that go from a thing's history to its live
+events (:class:`FollowEvents`), on a connection that a session may replace
+(docs/protocols/ditto.md, "Reconnect, resume, follow").
+
+They run on the consumer's thread: each holds plain subscriptions of the
+current connection and, when one ends with ``ConnectionClosed``, asks
+``reconnect`` to restore the connection (once for all the iterators of a
+session: a generation number tells who came late), then subscribes again
+after its last delivered revision (:mod:`.resume`). On a lone connection
+(``DittoConnection.follow``) ``reconnect`` re-raises: the loss ends the
+iterator.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+from typing_extensions import Unpack
+
+from sansrs.ditto import DittoRemoteError
+
+from ..drive.errors import ConnectionClosed
+from ..drive.streams import StreamIterator
+from .engine import HistoryQuery
+from .live import STARTED, LiveOverflow
+from .resume import resumed_query, revision_of
+
+__all__ = ["Connection", "FollowEvents", "ResumingHistory", "follow_connection"]
+
+#: Ditto's status for a subscription it ended for lack of requests.
+IDLE_TIMEOUT_STATUS = 408
+
+
+class Connection(Protocol):
+    """What the iterators use of a ``DittoConnection``."""
+
+    def subscribe_for_persisted_events(
+        self, entity: str, *, prefetch: int = ..., timeout: float | None = ...,
+        **query: Unpack[HistoryQuery],
+    ) -> StreamIterator[Any]: ...
+
+    def live_events(
+        self, entity: str, *, filter: str | None = ..., prefetch: int = ...,
+        timeout: float | None = ...,
+    ) -> StreamIterator[Any]: ...
+
+
+#: (the current connection, its generation)
+Current = Callable[[], tuple[Connection, int]]
+#: Restore the connection of a generation that was lost with the given error.
+Reconnect = Callable[[int, BaseException], None]
+
+
+class _Resuming(abc.ABC):
+    """What both iterators share: the current subscription, the last
+    delivered revision, closing."""
+
+    def __init__(self, current: Current, reconnect: Reconnect, entity: str,
+                 query: dict[str, Any], prefetch: int, timeout: float | None) -> None:
+        self._current = current
+        self._reconnect = reconnect
+        self.entity = entity
+        self._query = query
+        self._prefetch = prefetch
+        self._timeout = timeout
+        #: the last revision handed out (None: none yet)
+        self.last: int | None = None
+        #: connections lost and resumed, subscriptions renewed after a 408 (inspection)
+        self.resumes = 0
+        self._generation = 0
+        self._closed = False
+
+    def _history(self, connection: Connection, query: dict[str, Any]) -> StreamIterator[Any]:
+        return connection.subscribe_for_persisted_events(
+            self.entity, prefetch=self._prefetch, timeout=self._timeout, **query)
+
+    def _lost(self, error: BaseException) -> None:
+        """The subscription ended with ``error``: restore the connection if it
+        was lost (else re-raise), for the caller to subscribe again."""
+        self._drop()
+        if self._closed:
+            raise error
+        if isinstance(error, DittoRemoteError) and error.status == IDLE_TIMEOUT_STATUS:
+            self.resumes += 1  # Ditto's idle timeout: the connection is fine
+            return
+        if not isinstance(error, ConnectionClosed):
+            raise error
+        self._reconnect(self._generation, error)
+        self.resumes += 1
+
+    def _fresh(self, item: Any) -> bool:
+        """Hand ``item`` out? Not if its revision was handed out already."""
+        revision = revision_of(item)
+        if revision is None:
+            return True
+        if self.last is not None and revision <= self.last:
+            return False
+        self.last = revision
+        return True
+
+    @abc.abstractmethod
+    def _drop(self) -> None:
+        """Close the current subscriptions (the session's connection stays)."""
+
+    def close(self) -> None:
+        self._closed = True
+        self._drop()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ResumingHistory(_Resuming):
+    """A history that resumes after its last delivered revision (exactly
+    once, in order) when its connection is restored. Items, errors and
+    ``timeout`` as ``DittoConnection.subscribe_for_persisted_events``."""
+
+    def __init__(self, current: Current, reconnect: Reconnect, entity: str,
+                 query: dict[str, Any], prefetch: int, timeout: float | None) -> None:
+        super().__init__(current, reconnect, entity, query, prefetch, timeout)
+        self._it: StreamIterator[Any] | None = None
+        self._subscribe()
+
+    def _subscribe(self) -> None:
+        connection, self._generation = self._current()
+        self._it = self._history(connection, resumed_query(self._query, self.last))
+
+    def _ended(self) -> bool:
+        end = self._query.get("to_revision")
+        return end is not None and end > 0 and self.last is not None and self.last >= end
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        while True:
+            if self._it is None:
+                if self._closed or self._ended():
+                    raise StopIteration
+                self._subscribe()
+                continue
+            try:
+                item = next(self._it)
+            except StopIteration:
+                self._it = None
+                self._closed = True
+                raise
+            except (ConnectionClosed, DittoRemoteError) as exc:
+                self._lost(exc)
+                continue
+            if self._fresh(item):
+                return item
+
+    def _drop(self) -> None:
+        it, self._it = self._it, None
+        if it is not None:
+            it.close()
+
+
+class FollowEvents(_Resuming):
+    """A thing's history, then its live events, with no gap and no
+    duplicate at the seam (by revision).
+
+    Each (re)start: ask Ditto for the thing's live events
+    (``START-SEND-EVENTS`` with a filter for the thing) and wait for its
+    acknowledgement; only then subscribe for the history from the last
+    delivered revision + 1 up to the latest. Every event persisted after
+    the acknowledgement is pushed live, every one before it is in the
+    history; the live events the history already had are dropped by
+    revision. The live events wait (at most ``prefetch``) while the history
+    is read. When live events skip revisions (Ditto's live events are at
+    most once), the gap is read from the history before the next live event
+    (not with a ``filter``, which skips revisions by design). More live
+    events than fit in ``prefetch`` (a consumer slower than the thing
+    changes) restart the same way: nothing is lost. A lost connection is
+    restored (with a session) and restarts likewise."""
+
+    def __init__(self, current: Current, reconnect: Reconnect, entity: str,
+                 query: dict[str, Any], prefetch: int, timeout: float | None) -> None:
+        if query.get("to_revision") is not None or query.get("to_timestamp") is not None:
+            raise ValueError("a followed history has no end (to_revision / to_timestamp)")
+        super().__init__(current, reconnect, entity, query, prefetch, timeout)
+        self._live: StreamIterator[Any] | None = None
+        self._past: StreamIterator[Any] | None = None
+        #: a live event waiting for the history of the gap before it
+        self._held: Any = None
+        self._start()
+
+    def _start(self) -> None:
+        connection, self._generation = self._current()
+        self._live = connection.live_events(
+            self.entity, filter=self._query.get("filter"), prefetch=self._prefetch,
+            timeout=self._timeout)
+        first = next(self._live)
+        if first is not STARTED:  # the tap's first item is always the acknowledgement
+            raise AssertionError(f"live events began with {first!r}")
+        self._past = self._history(connection, resumed_query(self._query, self.last))
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        while True:
+            if self._closed:
+                raise StopIteration
+            try:
+                if self._live is None:
+                    self._start()
+                    continue
+                if self._past is not None:
+                    try:
+                        item = next(self._past)
+                    except StopIteration:
+                        self._past = None
+                        item, self._held = self._held, None
+                        if item is None:
+                            continue
+                else:
+                    item = next(self._live)
+                    if self._gap_before(item):
+                        continue
+            except LiveOverflow:
+                self._drop()  # the rest is in the history: start again from last
+                continue
+            except (ConnectionClosed, DittoRemoteError) as exc:
+                self._lost(exc)
+                continue
+            if self._fresh(item):
+                return item
+
+    def _gap_before(self, item: Any) -> bool:
+        """A live event after a gap: read the gap from the history first."""
+        revision = revision_of(item)
+        last = self.last
+        if (revision is None or last is None or revision <= last + 1
+                or self._query.get("filter") is not None):
+            return False
+        connection, _ = self._current()
+        query = resumed_query(self._query, last)
+        query["to_revision"] = revision - 1
+        self._held = item
+        self._past = self._history(connection, query)
+        return True
+
+    def _drop(self) -> None:
+        for it in (self._past, self._live):
+            if it is not None:
+                it.close()
+        # A held live event is read again with the history after ``last``.
+        self._past = self._live = self._held = None
+
+
+def _fixed(connection: Connection) -> tuple[Current, Reconnect]:
+    """A connection that is not restored: a loss ends the iterator."""
+
+    def reconnect(generation: int, cause: BaseException) -> None:
+        raise cause
+
+    return (lambda: (connection, 0)), reconnect
+
+
+def follow_connection(
+    connection: Connection, entity: str, query: dict[str, Any], prefetch: int,
+    timeout: float | None,
+) -> FollowEvents:
+    """:class:`FollowEvents` on one connection (not restored when lost)."""
+    current, reconnect = _fixed(connection)
+    return FollowEvents(current, reconnect, entity, query, prefetch, timeout)

@@ -1,0 +1,112 @@
+"""Reconnect and resume, the parts both APIs share (no I/O, no clock of
+their own): the backoff policy, the typed error when the outage lasts too
+long, and the arithmetic of resuming a history after its last delivered
+revision (docs/protocols/ditto.md, "Reconnect, resume, follow").
+
+Ditto numbers every event of a thing with its ``revision`` (1, 2, ...), so
+a history read that lost its connection is resumed by subscribing again
+``from_revision = last + 1``; anything at or below ``last`` that arrives
+anyway (at the seam) is dropped by revision: each revision is delivered
+exactly once, in order.
+"""
+
+from __future__ import annotations
+
+import random as _random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..drive.errors import ConnectionClosed
+
+__all__ = [
+    "Backoff",
+    "ReconnectFailed",
+    "ReconnectPolicy",
+    "resumed_query",
+    "revision_of",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReconnectPolicy:
+    """How a session reconnects after its connection was lost (opt-in).
+
+    The n-th attempt (from 0) waits ``min(max_delay, initial_delay *
+    multiplier**n)``, of which a fraction ``jitter`` is random (so clients
+    that lost one server do not come back in step); ``random`` gives
+    numbers in [0, 1) (injected in tests). Reconnecting gives up with
+    :class:`ReconnectFailed` once the outage (from the loss to the next
+    attempt) would exceed ``max_outage`` seconds.
+    Defaults: 0.1 s, x2, capped at 5 s, jitter 0.5, outage at most 60 s.
+    """
+
+    initial_delay: float = 0.1
+    multiplier: float = 2.0
+    max_delay: float = 5.0
+    jitter: float = 0.5
+    max_outage: float = 60.0
+    random: Callable[[], float] = field(default=_random.random, compare=False)
+
+    def __post_init__(self) -> None:
+        if not (self.initial_delay >= 0 and self.max_delay >= self.initial_delay):
+            raise ValueError("need 0 <= initial_delay <= max_delay")
+        if not self.multiplier >= 1:
+            raise ValueError("multiplier must be >= 1")
+        if not 0 <= self.jitter <= 1:
+            raise ValueError("jitter is a fraction in [0, 1]")
+        if not self.max_outage >= 0:
+            raise ValueError("max_outage must be >= 0")
+
+
+class ReconnectFailed(ConnectionClosed):
+    """The connection could not be restored within ``max_outage``: ``cause``
+    is the last failure (the loss itself, or the last attempt's error,
+    e.g. a refused upgrade), ``attempts`` how many were made."""
+
+    def __init__(self, cause: BaseException, attempts: int, outage: float) -> None:
+        super().__init__(
+            f"gave up reconnecting after {attempts} attempt(s) in {outage:.1f} s: {cause}"
+        )
+        self.cause = cause
+        self.attempts = attempts
+        self.outage = outage
+
+
+class Backoff:
+    """The delays of one outage: ``next_delay(now)`` before each attempt,
+    ``ReconnectFailed`` when waiting it would exceed the policy's outage."""
+
+    def __init__(self, policy: ReconnectPolicy, started: float) -> None:
+        self.policy = policy
+        self.started = started
+        self.attempts = 0
+
+    def next_delay(self, now: float, cause: BaseException) -> float:
+        p = self.policy
+        base = min(p.max_delay, p.initial_delay * p.multiplier**self.attempts)
+        delay = base * (1.0 - p.jitter * p.random())
+        if now + delay - self.started > p.max_outage:
+            raise ReconnectFailed(cause, self.attempts, now - self.started) from cause
+        self.attempts += 1
+        return delay
+
+
+def revision_of(item: Any) -> int | None:
+    """The ``revision`` of a history or live event (None if it has none)."""
+    if isinstance(item, Mapping):
+        revision = item.get("revision")
+        if type(revision) is int:
+            return revision
+    return None
+
+
+def resumed_query(query: Mapping[str, Any], last: int | None) -> dict[str, Any]:
+    """The subscribe arguments that continue ``query`` after revision ``last``:
+    ``from_revision = last + 1`` (a ``from_timestamp`` is then implied and
+    dropped: revisions grow with time); the end of the range is kept."""
+    out = dict(query)
+    if last is not None:
+        out["from_revision"] = last + 1
+        out.pop("from_timestamp", None)
+    return out
