@@ -1,0 +1,164 @@
+"""Reconnect, resume, token refresh and history-then-live against the fake
+Ditto (tests/adapters/ditto/fake_ditto.py: closes on token expiry, accepts
+``JWT-TOKEN``, drops on command, pushes live events after
+``START-SEND-EVENTS``): every revision exactly once, in order."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sansrs.adapters.ditto import connect
+from sansrs.adapters.ditto.live import STARTED, LiveOverflow
+from sansrs.adapters.ditto.resume import ReconnectFailed, ReconnectPolicy
+from sansrs.adapters.ditto.session import DittoSession
+from sansrs.adapters.ditto.tokens import TokenPolicy
+from sansrs.adapters.drive import ConnectionClosed
+
+from tests.adapters.ditto.fake_ditto import FakeDitto
+from tests.adapters.ditto.helpers import NS, counter_history
+
+THING = f"{NS}:thing-1"
+#: reconnect at once (the fake is back immediately), give up after 5 s
+NOW = ReconnectPolicy(initial_delay=0, max_delay=0, max_outage=5)
+
+
+def event(revision: int) -> dict[str, Any]:
+    return counter_history("thing-1", revision)[-1]
+
+
+def revisions(items: Any) -> list[int]:
+    return [item["revision"] for item in items]
+
+
+def take(it: Iterator[Any], n: int) -> list[int]:
+    return [next(it)["revision"] for _ in range(n)]
+
+
+class Tokens:
+    """A token provider: t0, t1, ... (opaque: their life is the policy's)."""
+
+    def __init__(self) -> None:
+        self._count = itertools.count()
+        self.issued: list[str] = []
+
+    def __call__(self) -> str:
+        token = f"t{next(self._count)}"
+        self.issued.append(token)
+        return token
+
+
+@pytest.mark.timeout(30)
+def test_ditto_session_history_outlives_three_token_lifetimes_and_two_drops_exactly_once() -> None:
+    tokens = Tokens()
+    policy = TokenPolicy(lifetime=1.0, refresh_margin=0.5)
+    with (FakeDitto({THING: counter_history("thing-1", 300)}, token_lifetime=1.0) as ditto,
+          DittoSession(ditto.url, token=tokens, reconnect=NOW, token_policy=policy) as session):
+        events = session.subscribe_for_persisted_events(THING, prefetch=16)
+        got = take(events, 100)
+        for index, upto in ((0, 200), (1, 300)):
+            connection = ditto.connection(index)
+            # Outlive a token's life on this connection: refreshed twice on the open socket.
+            ditto.wait_for(lambda c=connection: len(c.refreshed_tokens) >= 2)  # type: ignore[misc]
+            connection.drop()
+            got += take(events, upto - len(got))
+        last = ditto.connection(2)
+        ditto.wait_for(lambda: len(last.refreshed_tokens) >= 2)
+        rest = list(events)
+    assert got + revisions(rest) == list(range(1, 301))  # once each, in order
+    assert session.reconnects == 2 and events.resumes == 2
+    assert not [c for c in ditto.connections if c.close_reason == "token expired"]
+    # the upgrade's tokens came from the provider (one per connection), the rest on the socket
+    assert len(tokens.issued) >= 3 + 6
+
+
+@pytest.mark.timeout(20)
+def test_ditto_session_replaces_an_expired_token_on_demand_when_ditto_closes() -> None:
+    tokens = Tokens()
+    with (FakeDitto({THING: counter_history("thing-1", 40)}) as ditto,
+          DittoSession(ditto.url, token=tokens, reconnect=NOW) as session):
+        events = session.subscribe_for_persisted_events(THING, prefetch=4)
+        got = take(events, 10)
+        ditto.connection(0).expire_token()  # Ditto closes the socket, 1000
+        got += revisions(events)
+    assert got == list(range(1, 41))
+    assert tokens.issued == ["t0", "t1"]  # the second asked for by the reconnect
+
+
+@pytest.mark.timeout(20)
+def test_ditto_session_gives_up_after_the_outage_with_a_typed_error() -> None:
+    with FakeDitto({THING: counter_history("thing-1", 40)}) as ditto:
+        url = ditto.url
+        session = DittoSession(url, reconnect=ReconnectPolicy(
+            initial_delay=0.01, max_delay=0.01, jitter=0, max_outage=0.05))
+        events = session.subscribe_for_persisted_events(THING, prefetch=4)
+        take(events, 2)
+    # the fake is gone: every attempt is refused until the outage is exceeded
+    with pytest.raises(ReconnectFailed) as failed:
+        list(events)
+    assert isinstance(failed.value, ConnectionClosed)
+    assert isinstance(failed.value.cause, OSError) and failed.value.attempts >= 1
+    session.close()
+
+
+@pytest.mark.timeout(20)
+def test_ditto_plain_connection_loss_still_ends_the_iterator() -> None:
+    with FakeDitto({THING: counter_history("thing-1", 40)}) as ditto, connect(ditto.url) as conn:
+        events = conn.subscribe_for_persisted_events(THING, prefetch=4)
+        take(events, 2)
+        ditto.drop_all()
+        with pytest.raises(ConnectionClosed):
+            list(events)
+
+
+@pytest.mark.timeout(20)
+def test_ditto_follow_goes_from_history_to_live_with_no_gap_and_no_duplicate() -> None:
+    with FakeDitto({THING: counter_history("thing-1", 50)}) as ditto, connect(ditto.url) as conn:
+        follow = conn.follow(THING, prefetch=16)  # live acknowledged, history subscribed
+        got = take(follow, 50)  # the history, as it was when subscribed
+        ditto.publish(event(50))  # live, already in the history: a duplicate
+        ditto.publish(event(51), entity=THING)
+        ditto.publish(event(52), entity=THING)
+        ditto.append(THING, event(53))  # persisted, its live event lost (at most once)
+        ditto.append(THING, event(54))
+        ditto.publish(event(55), entity=THING)
+        got += take(follow, 5)  # 53 and 54 read from the history before 55
+        ditto.publish(event(56), entity=THING)
+        got += take(follow, 1)
+        follow.close()
+    assert got == list(range(1, 57))
+    sent = ditto.connections[0].received
+    assert sent[0].startswith("START-SEND-EVENTS?namespaces=org.eclipse.ditto&filter=eq%28thingId")
+
+
+@pytest.mark.timeout(20)
+def test_ditto_follow_resumes_after_a_drop_and_after_a_live_overflow() -> None:
+    with (FakeDitto({THING: counter_history("thing-1", 30)}) as ditto,
+          DittoSession(ditto.url, reconnect=NOW) as session):
+        follow = session.follow(THING, prefetch=4)
+        got = take(follow, 10)
+        ditto.drop_all()
+        got += take(follow, 20)
+        ditto.wait_for(lambda: len(ditto.connections) == 2 and ditto.connections[1].live)
+        for revision in range(31, 51):  # more than prefetch while nobody reads
+            ditto.publish(event(revision), entity=THING)
+        got += take(follow, 20)
+        follow.close()
+    assert got == list(range(1, 51))
+    assert follow.resumes == 1 and session.reconnects == 1
+
+
+@pytest.mark.timeout(20)
+def test_ditto_live_events_overflow_ends_the_tap_after_what_fits() -> None:
+    with FakeDitto({THING: []}) as ditto, connect(ditto.url) as conn:
+        live = conn.live_events(THING, prefetch=4)
+        assert next(live) is STARTED
+        for revision in range(1, 11):
+            ditto.publish(event(revision))
+        ditto.publish({**event(1), "topic": f"{NS}/other/things/twin/events/modified"})
+        assert take(live, 3) == [1, 2, 3]
+        with pytest.raises(LiveOverflow):
+            next(live)
+        ditto.wait_for(lambda: "STOP-SEND-EVENTS" in ditto.connections[0].received)
