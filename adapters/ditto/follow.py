@@ -15,7 +15,7 @@ iterator.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 from typing_extensions import Unpack
@@ -26,13 +26,16 @@ from ..drive.errors import ConnectionClosed
 from ..drive.streams import StreamIterator
 from .engine import HistoryQuery
 from .live import STARTED, LiveOverflow
-from .resume import resumed_query, revision_of
+from .resume import Position
 
-__all__ = ["Connection", "FollowEvents", "ResumingHistory", "follow_connection"]
-
-#: Ditto's status for a subscription it ended for lack of requests.
-IDLE_TIMEOUT_STATUS = 408
-
+__all__ = [
+    "Connection",
+    "FollowEvents",
+    "ResumingHistory",
+    "check_follow",
+    "check_started",
+    "follow_connection",
+]
 
 class Connection(Protocol):
     """What the iterators use of a ``DittoConnection``."""
@@ -55,23 +58,29 @@ Reconnect = Callable[[int, BaseException], None]
 
 
 class _Resuming(abc.ABC):
-    """What both iterators share: the current subscription, the last
-    delivered revision, closing."""
+    """What both iterators share: the current subscriptions, the
+    :class:`~.resume.Position` (last delivered revision), closing."""
 
     def __init__(self, current: Current, reconnect: Reconnect, entity: str,
                  query: dict[str, Any], prefetch: int, timeout: float | None) -> None:
         self._current = current
         self._reconnect = reconnect
         self.entity = entity
-        self._query = query
+        self.position = Position(query)
         self._prefetch = prefetch
         self._timeout = timeout
-        #: the last revision handed out (None: none yet)
-        self.last: int | None = None
-        #: connections lost and resumed, subscriptions renewed after a 408 (inspection)
-        self.resumes = 0
         self._generation = 0
         self._closed = False
+
+    @property
+    def last(self) -> int | None:
+        """The last revision handed out (None: none yet)."""
+        return self.position.last
+
+    @property
+    def resumes(self) -> int:
+        """Connections lost and resumed, subscriptions renewed after a 408."""
+        return self.position.resumes
 
     def _history(self, connection: Connection, query: dict[str, Any]) -> StreamIterator[Any]:
         return connection.subscribe_for_persisted_events(
@@ -83,23 +92,8 @@ class _Resuming(abc.ABC):
         self._drop()
         if self._closed:
             raise error
-        if isinstance(error, DittoRemoteError) and error.status == IDLE_TIMEOUT_STATUS:
-            self.resumes += 1  # Ditto's idle timeout: the connection is fine
-            return
-        if not isinstance(error, ConnectionClosed):
-            raise error
-        self._reconnect(self._generation, error)
-        self.resumes += 1
-
-    def _fresh(self, item: Any) -> bool:
-        """Hand ``item`` out? Not if its revision was handed out already."""
-        revision = revision_of(item)
-        if revision is None:
-            return True
-        if self.last is not None and revision <= self.last:
-            return False
-        self.last = revision
-        return True
+        if self.position.must_reconnect(error):
+            self._reconnect(self._generation, error)
 
     @abc.abstractmethod
     def _drop(self) -> None:
@@ -118,8 +112,9 @@ class _Resuming(abc.ABC):
 
 class ResumingHistory(_Resuming):
     """A history that resumes after its last delivered revision (exactly
-    once, in order) when its connection is restored. Items, errors and
-    ``timeout`` as ``DittoConnection.subscribe_for_persisted_events``."""
+    once, in order) when its connection is restored, or renews its
+    subscription when Ditto ended it for lack of requests (408). Items,
+    errors and ``timeout`` as ``DittoConnection.subscribe_for_persisted_events``."""
 
     def __init__(self, current: Current, reconnect: Reconnect, entity: str,
                  query: dict[str, Any], prefetch: int, timeout: float | None) -> None:
@@ -129,11 +124,7 @@ class ResumingHistory(_Resuming):
 
     def _subscribe(self) -> None:
         connection, self._generation = self._current()
-        self._it = self._history(connection, resumed_query(self._query, self.last))
-
-    def _ended(self) -> bool:
-        end = self._query.get("to_revision")
-        return end is not None and end > 0 and self.last is not None and self.last >= end
+        self._it = self._history(connection, self.position.history())
 
     def __iter__(self) -> Iterator[Any]:
         return self
@@ -141,7 +132,7 @@ class ResumingHistory(_Resuming):
     def __next__(self) -> Any:
         while True:
             if self._it is None:
-                if self._closed or self._ended():
+                if self._closed or self.position.ended():
                     raise StopIteration
                 self._subscribe()
                 continue
@@ -154,7 +145,7 @@ class ResumingHistory(_Resuming):
             except (ConnectionClosed, DittoRemoteError) as exc:
                 self._lost(exc)
                 continue
-            if self._fresh(item):
+            if self.position.fresh(item):
                 return item
 
     def _drop(self) -> None:
@@ -183,8 +174,7 @@ class FollowEvents(_Resuming):
 
     def __init__(self, current: Current, reconnect: Reconnect, entity: str,
                  query: dict[str, Any], prefetch: int, timeout: float | None) -> None:
-        if query.get("to_revision") is not None or query.get("to_timestamp") is not None:
-            raise ValueError("a followed history has no end (to_revision / to_timestamp)")
+        check_follow(query)
         super().__init__(current, reconnect, entity, query, prefetch, timeout)
         self._live: StreamIterator[Any] | None = None
         self._past: StreamIterator[Any] | None = None
@@ -195,12 +185,10 @@ class FollowEvents(_Resuming):
     def _start(self) -> None:
         connection, self._generation = self._current()
         self._live = connection.live_events(
-            self.entity, filter=self._query.get("filter"), prefetch=self._prefetch,
+            self.entity, filter=self.position.query.get("filter"), prefetch=self._prefetch,
             timeout=self._timeout)
-        first = next(self._live)
-        if first is not STARTED:  # the tap's first item is always the acknowledgement
-            raise AssertionError(f"live events began with {first!r}")
-        self._past = self._history(connection, resumed_query(self._query, self.last))
+        check_started(next(self._live))
+        self._past = self._history(connection, self.position.history())
 
     def __iter__(self) -> Iterator[Any]:
         return self
@@ -223,7 +211,10 @@ class FollowEvents(_Resuming):
                             continue
                 else:
                     item = next(self._live)
-                    if self._gap_before(item):
+                    gap = self.position.gap(item)
+                    if gap is not None:  # read it before this live event
+                        self._held = item
+                        self._past = self._history(self._current()[0], gap)
                         continue
             except LiveOverflow:
                 self._drop()  # the rest is in the history: start again from last
@@ -231,22 +222,8 @@ class FollowEvents(_Resuming):
             except (ConnectionClosed, DittoRemoteError) as exc:
                 self._lost(exc)
                 continue
-            if self._fresh(item):
+            if self.position.fresh(item):
                 return item
-
-    def _gap_before(self, item: Any) -> bool:
-        """A live event after a gap: read the gap from the history first."""
-        revision = revision_of(item)
-        last = self.last
-        if (revision is None or last is None or revision <= last + 1
-                or self._query.get("filter") is not None):
-            return False
-        connection, _ = self._current()
-        query = resumed_query(self._query, last)
-        query["to_revision"] = revision - 1
-        self._held = item
-        self._past = self._history(connection, query)
-        return True
 
     def _drop(self) -> None:
         for it in (self._past, self._live):
@@ -254,6 +231,18 @@ class FollowEvents(_Resuming):
                 it.close()
         # A held live event is read again with the history after ``last``.
         self._past = self._live = self._held = None
+
+
+def check_follow(query: Mapping[str, Any]) -> None:
+    """A followed history has no end."""
+    if query.get("to_revision") is not None or query.get("to_timestamp") is not None:
+        raise ValueError("a followed history has no end (to_revision / to_timestamp)")
+
+
+def check_started(first: Any) -> None:
+    """A live tap's first item is Ditto's acknowledgement."""
+    if first is not STARTED:
+        raise AssertionError(f"live events began with {first!r}")
 
 
 def _fixed(connection: Connection) -> tuple[Current, Reconnect]:

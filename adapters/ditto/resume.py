@@ -17,10 +17,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sansrs.ditto import DittoRemoteError
+
 from ..drive.errors import ConnectionClosed
 
 __all__ = [
+    "IDLE_TIMEOUT_STATUS",
     "Backoff",
+    "Position",
     "ReconnectFailed",
     "ReconnectPolicy",
     "resumed_query",
@@ -110,3 +114,64 @@ def resumed_query(query: Mapping[str, Any], last: int | None) -> dict[str, Any]:
         out["from_revision"] = last + 1
         out.pop("from_timestamp", None)
     return out
+
+
+#: Ditto's status for a subscription it ended for lack of requests.
+IDLE_TIMEOUT_STATUS = 408
+
+
+class Position:
+    """Where a resumable read of one thing's history is, and what to
+    subscribe next (the logic of both APIs' iterators; no I/O)."""
+
+    def __init__(self, query: Mapping[str, Any]) -> None:
+        self.query = dict(query)
+        #: the last revision handed out (None: none yet)
+        self.last: int | None = None
+        #: connections lost and resumed, subscriptions renewed after a 408
+        self.resumes = 0
+
+    def fresh(self, item: Any) -> bool:
+        """Hand ``item`` out? Not if its revision was handed out already."""
+        revision = revision_of(item)
+        if revision is None:
+            return True
+        if self.last is not None and revision <= self.last:
+            return False
+        self.last = revision
+        return True
+
+    def history(self) -> dict[str, Any]:
+        """The subscribe arguments for the rest of the history."""
+        return resumed_query(self.query, self.last)
+
+    def ended(self) -> bool:
+        """The history's explicit end (``to_revision`` > 0) was handed out."""
+        end = self.query.get("to_revision")
+        return end is not None and end > 0 and self.last is not None and self.last >= end
+
+    def gap(self, item: Any) -> dict[str, Any] | None:
+        """A live ``item`` that skips revisions: the subscribe arguments that
+        read the gap from the history (None: no gap, or a ``filter``, which
+        skips revisions by design)."""
+        revision = revision_of(item)
+        last = self.last
+        if (revision is None or last is None or revision <= last + 1
+                or self.query.get("filter") is not None):
+            return None
+        query = resumed_query(self.query, last)
+        query["to_revision"] = revision - 1
+        return query
+
+    def must_reconnect(self, error: BaseException) -> bool:
+        """A subscription ended with ``error``: True if the connection was
+        lost (restore it, then subscribe again), False if only the
+        subscription must be renewed (Ditto's idle timeout, 408); any other
+        error is raised."""
+        if isinstance(error, ConnectionClosed):
+            self.resumes += 1
+            return True
+        if isinstance(error, DittoRemoteError) and error.status == IDLE_TIMEOUT_STATUS:
+            self.resumes += 1  # the connection is fine
+            return False
+        raise error
