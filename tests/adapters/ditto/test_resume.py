@@ -5,6 +5,7 @@ Ditto (tests/adapters/ditto/fake_ditto.py: closes on token expiry, accepts
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Iterator
 from typing import Any
@@ -162,3 +163,63 @@ def test_ditto_live_events_overflow_ends_the_tap_after_what_fits() -> None:
         with pytest.raises(LiveOverflow):
             next(live)
         ditto.wait_for(lambda: "STOP-SEND-EVENTS" in ditto.connections[0].received)
+
+
+# -- asyncio --------------------------------------------------------------------------
+
+
+async def _take(it: Any, n: int) -> list[int]:
+    return [(await it.__anext__())["revision"] for _ in range(n)]
+
+
+@pytest.mark.timeout(30)
+def test_ditto_aio_session_resumes_a_history_across_drops_with_an_async_token_provider() -> None:
+    from sansrs.adapters.ditto.aio import AsyncDittoSession
+
+    issued: list[str] = []
+
+    async def provider() -> str:
+        issued.append(f"a{len(issued)}")
+        return issued[-1]
+
+    async def main(ditto: FakeDitto) -> list[int]:
+        policy = TokenPolicy(lifetime=1.0, refresh_margin=0.5)
+        async with AsyncDittoSession(ditto.url, reconnect=NOW, token=provider,
+                                     token_policy=policy) as session:
+            events = await session.subscribe_for_persisted_events(THING, prefetch=8)
+            got = await _take(events, 30)
+            for index in (0, 1):
+                connection = ditto.connection(index)
+                await asyncio.to_thread(ditto.wait_for,
+                                        lambda c=connection: len(c.refreshed_tokens) >= 2)
+                connection.drop()
+                got += await _take(events, 30)
+            got += [e["revision"] async for e in events]
+            assert session.reconnects == 2 and events.resumes == 2
+        return got
+
+    with FakeDitto({THING: counter_history("thing-1", 120)}, token_lifetime=1.0) as ditto:
+        got = asyncio.run(asyncio.wait_for(main(ditto), 25))
+    assert got == list(range(1, 121))
+    assert not [c for c in ditto.connections if c.close_reason == "token expired"]
+    assert ditto.connections[0].refreshed_tokens[:2] == ["a1", "a2"]  # a0 went in the upgrade
+
+
+@pytest.mark.timeout(20)
+def test_ditto_aio_follow_goes_from_history_to_live_with_no_gap_and_no_duplicate() -> None:
+    from sansrs.adapters.ditto import aio
+
+    async def main(ditto: FakeDitto) -> list[int]:
+        async with await aio.connect(ditto.url) as conn:
+            follow = await conn.follow(THING, prefetch=16)
+            got = await _take(follow, 20)
+            ditto.publish(event(20))  # a duplicate
+            ditto.publish(event(21), entity=THING)
+            ditto.append(THING, event(22))  # its live event lost
+            ditto.publish(event(23), entity=THING)
+            got += await _take(follow, 3)
+            await follow.aclose()
+        return got
+
+    with FakeDitto({THING: counter_history("thing-1", 20)}) as ditto:
+        assert asyncio.run(asyncio.wait_for(main(ditto), 15)) == list(range(1, 24))
