@@ -47,7 +47,7 @@ from .follow import check_follow, check_started
 from .history import HistorySource
 from .live import LiveOverflow, LiveTap
 from .peer import DEFAULT_PREFETCH, DEFAULT_SEARCH_PREFETCH, MAX_PREFETCH, subscription_publisher
-from .resume import Backoff, Position, ReconnectPolicy
+from .resume import Backoff, Position, ReconnectPolicy, SearchPosition
 from .server import server_websocket_options
 from .tokens import Deliver, Fetch, TokenPolicy, TokenProvider, TokenRefresher
 from .types import Authorize, ws_endpoint
@@ -58,6 +58,7 @@ __all__ = [
     "AsyncDittoSession",
     "AsyncFollowEvents",
     "AsyncResumingHistory",
+    "AsyncResumingSearch",
     "AsyncServer",
     "ask_token",
     "connect",
@@ -415,6 +416,17 @@ class AsyncDittoSession:
         await follow.start()
         return follow
 
+    def search(
+        self,
+        *,
+        prefetch: int = DEFAULT_SEARCH_PREFETCH,
+        timeout: float | None = None,
+        **query: Unpack[SearchQuery],
+    ) -> AsyncResumingSearch:
+        """A search that goes on after the last thing handed out (the
+        synchronous ``DittoSession.search``)."""
+        return AsyncResumingSearch(self.current, self.reconnect, dict(query), prefetch, timeout)
+
     async def close(self) -> None:
         self._closed = True
         if self._connection is not None:
@@ -560,3 +572,57 @@ class AsyncFollowEvents(_AsyncResuming):
     async def _drop(self) -> None:
         await super()._drop()
         self._past = self._live = self._held = None
+
+
+class AsyncResumingSearch:
+    """The asyncio twin of ``follow.ResumingSearch``."""
+
+    def __init__(self, current: Current, reconnect: Reconnect, query: dict[str, Any],
+                 prefetch: int, timeout: float | None) -> None:
+        self._current = current
+        self._reconnect = reconnect
+        self.position = SearchPosition(query)
+        self._prefetch = prefetch
+        self._timeout = timeout
+        self._generation = 0
+        self._it: AsyncStream[list[Any]] | None = None
+        self._closed = False
+
+    def __aiter__(self) -> AsyncResumingSearch:
+        return self
+
+    async def __anext__(self) -> list[Any]:
+        while True:
+            if self._closed:
+                raise StopAsyncIteration
+            if self._it is None:
+                connection, self._generation = await self._current()
+                self._it = connection.search(prefetch=self._prefetch, timeout=self._timeout,
+                                             **self.position.search())
+            try:
+                page = await self._it.__anext__()
+            except StopAsyncIteration:
+                self._closed = True
+                raise
+            except (ConnectionClosed, DittoRemoteError) as exc:
+                await self._it.aclose()
+                self._it = None
+                if self._closed:
+                    raise
+                if self.position.must_reconnect(exc):
+                    await self._reconnect(self._generation, exc)
+                continue
+            fresh = self.position.fresh(page)
+            if fresh:
+                return fresh
+
+    async def aclose(self) -> None:
+        self._closed = True
+        if self._it is not None:
+            await self._it.aclose()
+
+    async def __aenter__(self) -> AsyncResumingSearch:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

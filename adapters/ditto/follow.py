@@ -24,14 +24,15 @@ from sansrs.ditto import DittoRemoteError
 
 from ..drive.errors import ConnectionClosed
 from ..drive.streams import StreamIterator
-from .engine import HistoryQuery
+from .engine import HistoryQuery, SearchQuery
 from .live import STARTED, LiveOverflow
-from .resume import Position
+from .resume import Position, SearchPosition
 
 __all__ = [
     "Connection",
     "FollowEvents",
     "ResumingHistory",
+    "ResumingSearch",
     "check_follow",
     "check_started",
     "follow_connection",
@@ -49,6 +50,10 @@ class Connection(Protocol):
         self, entity: str, *, filter: str | None = ..., prefetch: int = ...,
         timeout: float | None = ...,
     ) -> StreamIterator[Any]: ...
+
+    def search(
+        self, *, prefetch: int = ..., timeout: float | None = ..., **query: Unpack[SearchQuery]
+    ) -> StreamIterator[list[Any]]: ...
 
 
 #: (the current connection, its generation)
@@ -231,6 +236,63 @@ class FollowEvents(_Resuming):
                 it.close()
         # A held live event is read again with the history after ``last``.
         self._past = self._live = self._held = None
+
+
+class ResumingSearch:
+    """A search whose pages go on after the last thing handed out when the
+    connection is restored or Ditto ended it for lack of requests (408):
+    see :class:`~.resume.SearchPosition` for when that is possible. Pages
+    as ``DittoConnection.search`` (a page emptied at the seam is skipped)."""
+
+    def __init__(self, current: Current, reconnect: Reconnect, query: dict[str, Any],
+                 prefetch: int, timeout: float | None) -> None:
+        self._current = current
+        self._reconnect = reconnect
+        self.position = SearchPosition(query)
+        self._prefetch = prefetch
+        self._timeout = timeout
+        self._generation = 0
+        self._it: StreamIterator[list[Any]] | None = None
+        self._closed = False
+
+    def __iter__(self) -> Iterator[list[Any]]:
+        return self
+
+    def __next__(self) -> list[Any]:
+        while True:
+            if self._closed:
+                raise StopIteration
+            if self._it is None:
+                connection, self._generation = self._current()
+                self._it = connection.search(prefetch=self._prefetch, timeout=self._timeout,
+                                             **self.position.search())
+            try:
+                page = next(self._it)
+            except StopIteration:
+                self._closed = True
+                raise
+            except (ConnectionClosed, DittoRemoteError) as exc:
+                self._it.close()
+                self._it = None
+                if self._closed:
+                    raise
+                if self.position.must_reconnect(exc):
+                    self._reconnect(self._generation, exc)
+                continue
+            fresh = self.position.fresh(page)
+            if fresh:
+                return fresh
+
+    def close(self) -> None:
+        self._closed = True
+        if self._it is not None:
+            self._it.close()
+
+    def __enter__(self) -> ResumingSearch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def check_follow(query: Mapping[str, Any]) -> None:

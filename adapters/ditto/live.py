@@ -31,6 +31,7 @@ __all__ = [
     "LiveEvents",
     "LiveOverflow",
     "LiveTap",
+    "rql_string",
     "start_send_events",
     "thing_filter",
 ]
@@ -53,13 +54,14 @@ class LiveOverflow(Exception):
     ended after the events it could hold (the rest are in the history)."""
 
 
-def _rql_string(text: str) -> str:
+def rql_string(text: str) -> str:
+    """``text`` as an RQL string literal."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def thing_filter(thing_id: str, extra: str | None = None) -> str:
     """RQL for ``thing_id``'s events (and ``extra``, a filter of the user's)."""
-    own = f"eq(thingId,{_rql_string(thing_id)})"
+    own = f"eq(thingId,{rql_string(thing_id)})"
     return own if extra is None else f"and({own},{extra})"
 
 

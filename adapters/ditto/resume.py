@@ -20,6 +20,7 @@ from typing import Any
 from sansrs.ditto import DittoRemoteError
 
 from ..drive.errors import ConnectionClosed
+from .live import rql_string
 
 __all__ = [
     "IDLE_TIMEOUT_STATUS",
@@ -27,6 +28,8 @@ __all__ = [
     "Position",
     "ReconnectFailed",
     "ReconnectPolicy",
+    "SearchPosition",
+    "must_reconnect",
     "resumed_query",
     "revision_of",
 ]
@@ -168,10 +171,75 @@ class Position:
         lost (restore it, then subscribe again), False if only the
         subscription must be renewed (Ditto's idle timeout, 408); any other
         error is raised."""
-        if isinstance(error, ConnectionClosed):
-            self.resumes += 1
-            return True
-        if isinstance(error, DittoRemoteError) and error.status == IDLE_TIMEOUT_STATUS:
-            self.resumes += 1  # the connection is fine
-            return False
-        raise error
+        reconnect = must_reconnect(error)
+        self.resumes += 1
+        return reconnect
+
+
+def must_reconnect(error: BaseException) -> bool:
+    """``Position.must_reconnect`` for any resumable read (raises what is
+    not a lost connection or Ditto's idle timeout)."""
+    if isinstance(error, ConnectionClosed):
+        return True
+    if isinstance(error, DittoRemoteError) and error.status == IDLE_TIMEOUT_STATUS:
+        return False  # the connection is fine
+    raise error
+
+
+_SORTS_BY_ID = ("sort(+thingId)",)
+
+
+class SearchPosition:
+    """Where a resumable search is: the last thing handed out, by ``thingId``.
+
+    A search resumes from a documented point only when its order is by
+    ``thingId`` ascending (Ditto's default, ``sort(+thingId)``) and the
+    things carry their ``thingId`` (``fields`` lists it, or is not given):
+    it is subscribed again with ``and(gt(thingId,"<last>"),<filter>)``, and
+    things at or before the last one (at the seam) are dropped. Things
+    created or changed meanwhile are found as a new search would find them.
+    Any other search raises the error that ended it."""
+
+    def __init__(self, query: Mapping[str, Any]) -> None:
+        self.query = dict(query)
+        options = [o.strip() for o in (self.query.get("options") or "").split(",")]
+        sorts = [o for o in options if o.startswith("sort(")]
+        fields = self.query.get("fields")
+        self.resumable = (all(o in _SORTS_BY_ID for o in sorts)
+                          and (fields is None or "thingId" in fields.split(",")))
+        #: the thingId of the last thing handed out
+        self.last: str | None = None
+        self.resumes = 0
+
+    def fresh(self, page: Any) -> list[Any]:
+        """The things of ``page`` after the last one handed out."""
+        if not isinstance(page, list):
+            return page  # type: ignore[no-any-return]
+        last = self.last
+        out = []
+        for thing in page:
+            thing_id = thing.get("thingId") if isinstance(thing, Mapping) else None
+            if isinstance(thing_id, str):
+                if last is not None and thing_id <= last:
+                    continue
+                last = thing_id
+            out.append(thing)
+        self.last = last
+        return out
+
+    def search(self) -> dict[str, Any]:
+        """The subscribe arguments for the rest of the search."""
+        if self.last is None:
+            return dict(self.query)
+        after = f"gt(thingId,{rql_string(self.last)})"
+        query = dict(self.query)
+        extra = query.get("filter")
+        query["filter"] = after if not extra else f"and({after},{extra})"
+        return query
+
+    def must_reconnect(self, error: BaseException) -> bool:
+        if not self.resumable:
+            raise error
+        reconnect = must_reconnect(error)
+        self.resumes += 1
+        return reconnect

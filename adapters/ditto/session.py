@@ -25,9 +25,9 @@ from typing import Any
 from typing_extensions import Unpack
 
 from .client import connect as _connect
-from .engine import HistoryQuery
-from .follow import Connection, FollowEvents, ResumingHistory
-from .peer import DEFAULT_PREFETCH, DittoConnection
+from .engine import HistoryQuery, SearchQuery
+from .follow import Connection, FollowEvents, ResumingHistory, ResumingSearch
+from .peer import DEFAULT_PREFETCH, DEFAULT_SEARCH_PREFETCH, DittoConnection
 from .resume import Backoff, ReconnectPolicy
 
 __all__ = ["DittoSession"]
@@ -122,6 +122,19 @@ class DittoSession:
         """The history of ``entity``, then its live events, as one iterator
         that never ends by itself (see :class:`FollowEvents`)."""
         return FollowEvents(self.current, self.reconnect, entity, dict(query), prefetch, timeout)
+
+    def search(
+        self,
+        *,
+        prefetch: int = DEFAULT_SEARCH_PREFETCH,
+        timeout: float | None = None,
+        **query: Unpack[SearchQuery],
+    ) -> ResumingSearch:
+        """A search (as ``DittoConnection``'s) that goes on after the last
+        thing handed out when the connection is restored or Ditto ended it
+        for lack of requests: if ordered by ``thingId`` (the default) and
+        the things carry it (:class:`~.resume.SearchPosition`)."""
+        return ResumingSearch(self.current, self.reconnect, dict(query), prefetch, timeout)
 
     def close(self) -> None:
         self._stop.set()

@@ -11,13 +11,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sansrs.adapters.ditto import connect
+from sansrs.adapters.ditto import InMemoryHistory, connect, serve
+from sansrs.adapters.ditto.history import HistoryRequest
 from sansrs.adapters.ditto.live import STARTED, LiveOverflow
 from sansrs.adapters.ditto.resume import ReconnectFailed, ReconnectPolicy
 from sansrs.adapters.ditto.session import DittoSession
 from sansrs.adapters.ditto.tokens import TokenPolicy
 from sansrs.adapters.drive import ConnectionClosed
 
+from sansrs.ditto import Kind
 from tests.adapters.ditto.fake_ditto import FakeDitto
 from tests.adapters.ditto.helpers import NS, counter_history
 
@@ -223,3 +225,64 @@ def test_ditto_aio_follow_goes_from_history_to_live_with_no_gap_and_no_duplicate
 
     with FakeDitto({THING: counter_history("thing-1", 20)}) as ditto:
         assert asyncio.run(asyncio.wait_for(main(ditto), 15)) == list(range(1, 24))
+
+
+class RecordingHistory(InMemoryHistory):
+    """Records each search's filter (what a resumed search asked for)."""
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        super().__init__(events)
+        self.filters: list[str | None] = []
+
+    def open(self, request: HistoryRequest) -> Any:
+        if request.kind is Kind.SEARCH:
+            self.filters.append(request.options.filter)  # type: ignore[union-attr]
+        return super().open(request)
+
+
+def _things(n: int) -> list[dict[str, Any]]:
+    return [{**counter_history(f"t-{k:02d}", 1)[0], "path": "/attributes/k", "value": k}
+            for k in range(n)]
+
+
+@pytest.mark.timeout(20)
+def test_ditto_session_search_resumes_after_the_last_thing_by_thing_id() -> None:
+    history = RecordingHistory(_things(30))
+    with (serve("ws://127.0.0.1:0/ws/2", history) as server,
+          DittoSession(server.url, reconnect=NOW) as session):
+        pages = session.search(filter="exists(attributes/k)", options="size(5)", prefetch=1)
+        got = [t["thingId"] for _ in range(2) for t in next(pages)]
+        server.peers[0].close()  # the connection is lost mid-search
+        got += [t["thingId"] for page in pages for t in page]
+    assert got == [f"{NS}:t-{k:02d}" for k in range(30)]  # each thing once, in order
+    assert history.filters == [
+        "exists(attributes/k)", f'and(gt(thingId,"{NS}:t-09"),exists(attributes/k))']
+    assert pages.position.resumes == 1
+
+
+@pytest.mark.timeout(20)
+def test_ditto_session_search_not_ordered_by_thing_id_is_not_resumed() -> None:
+    with (serve("ws://127.0.0.1:0/ws/2", InMemoryHistory(_things(30))) as server,
+          DittoSession(server.url, reconnect=NOW) as session):
+        pages = session.search(options="size(5),sort(-thingId)", prefetch=1)
+        next(pages)
+        server.peers[0].close()
+        with pytest.raises(ConnectionClosed):
+            list(pages)
+
+
+@pytest.mark.timeout(20)
+def test_ditto_aio_session_search_resumes_after_the_last_thing() -> None:
+    from sansrs.adapters.ditto.aio import AsyncDittoSession
+
+    async def main(server: Any) -> list[str]:
+        async with AsyncDittoSession(server.url, reconnect=NOW) as session:
+            pages = session.search(options="size(4)", prefetch=1)
+            got = [t["thingId"] for t in await pages.__anext__()]
+            await asyncio.to_thread(server.peers[0].close)
+            got += [t["thingId"] async for page in pages for t in page]
+        return got
+
+    with serve("ws://127.0.0.1:0/ws/2", InMemoryHistory(_things(12))) as server:
+        got = asyncio.run(asyncio.wait_for(main(server), 15))
+    assert got == [f"{NS}:t-{k:02d}" for k in range(12)]
