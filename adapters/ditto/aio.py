@@ -196,6 +196,7 @@ async def connect(
     password: str | None = None,
     token: TokenProvider | None = None,
     token_policy: TokenPolicy | None = None,
+    keepalive: float | None = None,
     headers: Iterable[tuple[str, str]] = (),
     config: DittoClientConfig | None = None,
     connect_timeout: float = 10.0,
@@ -218,6 +219,8 @@ async def connect(
 
     def new_engine(transport: Transport) -> DittoClientEngine:
         engine = DittoClientEngine(core_config)
+        if keepalive is not None:
+            engine.keep_alive(keepalive, time.monotonic)
         if provider is not None and first is not None:
             engine.tokens = TokenRefresher(
                 first, time.monotonic(), task_fetch(provider, lambda fn: submit[0](fn)),

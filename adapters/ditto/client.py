@@ -37,6 +37,7 @@ def connect(
     password: str | None = None,
     token: str | Callable[[], str] | None = None,
     token_policy: TokenPolicy | None = None,
+    keepalive: float | None = None,
     headers: Iterable[tuple[str, str]] = (),
     config: DittoClientConfig | None = None,
     connect_timeout: float = 10.0,
@@ -67,6 +68,10 @@ def connect(
     (its JWT ``exp`` claim, else ``token_policy.lifetime``), each fresh token
     sent on the open socket as ``JWT-TOKEN?jwtToken=...``
     (:class:`~.tokens.TokenPolicy`: ``refresh_margin``, ``retry``).
+
+    ``keepalive`` (seconds, e.g. ``keepalive.DEFAULT_KEEPALIVE`` = 45): keep
+    each subscription of a slow consumer alive through Ditto's 60 s idle
+    timeout by a request from its own window (:mod:`.keepalive`).
     """
     provider, first = (token, token()) if callable(token) else (None, token)
     options = websocket_options(user, password, first, headers, websocket)
@@ -75,6 +80,8 @@ def connect(
 
     def new_engine(transport: Transport) -> DittoClientEngine:
         engine = DittoClientEngine(config)
+        if keepalive is not None:
+            engine.keep_alive(keepalive, time.monotonic)
         if provider is not None and first is not None:
             engine.tokens = TokenRefresher(
                 first, time.monotonic(), thread_fetch(provider, lambda fn: submit[0](fn)),

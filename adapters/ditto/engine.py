@@ -22,7 +22,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, TypedDict
@@ -51,6 +51,7 @@ from ..drive.streams import Outbound, Outbounds, make_source
 from ..transport import Transport
 from ..transport.websocket import messages as ws
 from .history import HistoryRequest, HistorySource
+from .keepalive import KeepAlive
 from .live import LiveEvents
 from .tokens import TokenRefresher, jwt_token_message
 
@@ -309,6 +310,22 @@ class DittoClientEngine(_RecordEngine):
         self.tokens: TokenRefresher | None = None
         #: live change notifications (``START-SEND-EVENTS``): the taps and their session
         self.live = LiveEvents(self._queue_messages)
+        #: withheld demand sent before Ditto's idle timeout (``connect(keepalive=)``)
+        self.keepalive: KeepAlive | None = None
+
+    def keep_alive(self, interval: float, clock: Callable[[], float]) -> None:
+        """Turn keep-alive on (:mod:`.keepalive`), before any subscribe."""
+        self.keepalive = KeepAlive(interval, clock, self._keepalive_request)
+
+    def _keepalive_request(self, handle: SubscriptionHandle, n: int) -> None:
+        if handle.sid is not None:
+            with contextlib.suppress(LocalProtocolError):  # it ended meanwhile
+                self.core.request(handle.sid, n)
+            self._requested(handle)
+
+    def _requested(self, handle: SubscriptionHandle) -> None:
+        if self.keepalive is not None:
+            self.keepalive.requested(handle)
 
     @property
     def open_subscriptions(self) -> int:
@@ -320,17 +337,21 @@ class DittoClientEngine(_RecordEngine):
         return False  # the client sends no items; requests go out as they are made
 
     def next_deadline(self) -> float | None:
-        core = self.core.next_deadline()
-        tokens = None if self.tokens is None else self.tokens.next_deadline()
-        if tokens is None or (core is not None and core < tokens):
-            return core
-        return tokens
+        deadlines = [self.core.next_deadline()]
+        if self.tokens is not None:
+            deadlines.append(self.tokens.next_deadline())
+        if self.keepalive is not None:
+            deadlines.append(self.keepalive.next_deadline())
+        return min((d for d in deadlines if d is not None), default=None)
 
     def handle_timeout(self, now: float) -> None:
         self._now = now
         self.core.handle_timeout(now)
         if self.tokens is not None:
             self.tokens.handle_timeout(now, self._token_fetched)
+        if self.keepalive is not None:
+            self.keepalive.handle_timeout(now)
+            self._flush_core()
 
     def refresh_token(self) -> bool:
         """Ask the provider for a token now and send it (on demand); False
@@ -465,6 +486,7 @@ class DittoClientEngine(_RecordEngine):
                     self.core.request(event.subscription_id, demand)
                 except LocalProtocolError:
                     pass
+                self._requested(handle)
         elif isinstance(event, ev.SubscriptionCompleted):
             self._end(event.key, None)
         elif isinstance(event, ev.SubscriptionFailed):
@@ -483,6 +505,8 @@ class DittoClientEngine(_RecordEngine):
         handle = self._by_key.pop(key, None)
         if handle is not None:
             handle.done = True
+            if self.keepalive is not None:
+                self.keepalive.forget(handle)
             handle.sink.finish(error)
 
     # -- application intents (handed over by the peers) --------------------
@@ -506,11 +530,15 @@ class DittoClientEngine(_RecordEngine):
             return
         handle.key = key
         self._by_key[key] = handle
+        if self.keepalive is not None:
+            handle.demand = self.keepalive.withhold(handle, handle.demand)
         self._flush_core()
 
     def request_more(self, handle: SubscriptionHandle, n: int) -> None:
         if handle.done or handle.cancelled:
             return
+        if self.keepalive is not None:
+            n = self.keepalive.withhold(handle, n)
         if handle.sid is None:
             handle.demand = add_demand(handle.demand, n)
             return
@@ -518,6 +546,7 @@ class DittoClientEngine(_RecordEngine):
             self.core.request(handle.sid, n)
         except LocalProtocolError:
             pass  # ended in a batch not yet consumed
+        self._requested(handle)
         self._flush_core()
 
     def cancel(self, handle: SubscriptionHandle) -> None:
@@ -529,6 +558,8 @@ class DittoClientEngine(_RecordEngine):
             return
         handle.done = True
         self._by_key.pop(handle.key, None)
+        if self.keepalive is not None:
+            self.keepalive.forget(handle)
         with contextlib.suppress(LocalProtocolError):  # it ended meanwhile
             if handle.sid is None:
                 self.core.cancel_pending(handle.key)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,7 +20,7 @@ from sansrs.adapters.ditto.session import DittoSession
 from sansrs.adapters.ditto.tokens import TokenPolicy
 from sansrs.adapters.drive import ConnectionClosed
 
-from sansrs.ditto import Kind
+from sansrs.ditto import DittoRemoteError, DittoServerConfig, Kind
 from tests.adapters.ditto.fake_ditto import FakeDitto
 from tests.adapters.ditto.helpers import NS, counter_history
 
@@ -286,3 +287,45 @@ def test_ditto_aio_session_search_resumes_after_the_last_thing() -> None:
     with serve("ws://127.0.0.1:0/ws/2", InMemoryHistory(_things(12))) as server:
         got = asyncio.run(asyncio.wait_for(main(server), 15))
     assert got == [f"{NS}:t-{k:02d}" for k in range(12)]
+
+
+class ClosingHistory(InMemoryHistory):
+    """Signals when the first subscription's source is closed (Ditto ended it)."""
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        super().__init__(events)
+        self.first_closed = threading.Event()
+        self.opened = 0
+
+    def open(self, request: HistoryRequest) -> Any:
+        self.opened += 1
+        return self._watched(super().open(request), self.opened == 1)
+
+    def _watched(self, items: Any, first: bool) -> Iterator[Any]:
+        try:
+            yield from items
+        finally:
+            if first:
+                self.first_closed.set()
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("resume", [True, False])
+def test_ditto_session_renews_a_history_that_ditto_ended_for_lack_of_requests(
+    resume: bool,
+) -> None:
+    history = ClosingHistory(counter_history("thing-1", 20))
+    config = DittoServerConfig(idle_timeout=0.2)
+    with (serve("ws://127.0.0.1:0/ws/2", history, config=config) as server,
+          DittoSession(server.url, reconnect=NOW) as session):
+        events = (session.subscribe_for_persisted_events(THING, prefetch=2) if resume
+                  else session.connection.subscribe_for_persisted_events(THING, prefetch=2))
+        got = take(events, 1)
+        assert history.first_closed.wait(10)  # 408 after 0.2 s without a request
+        if not resume:
+            with pytest.raises(DittoRemoteError) as failed:
+                list(events)
+            assert failed.value.status == 408
+            return
+        got += revisions(events)
+    assert got == list(range(1, 21)) and events.resumes == 1 and session.reconnects == 0

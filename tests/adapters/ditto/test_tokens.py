@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 import pytest
-from sansrs.adapters.ditto.engine import DittoClientEngine
+from sansrs.adapters.ditto.engine import DittoClientEngine, SubscriptionHandle, history_request
 from sansrs.adapters.ditto.resume import (
     Backoff,
     ReconnectFailed,
@@ -25,7 +25,10 @@ from sansrs.adapters.ditto.tokens import (
     jwt_expiry,
     jwt_token_message,
 )
+from sansrs.adapters.drive.queues import CreditQueue
 from sansrs.adapters.transport.websocket import messages as ws
+
+from sansrs.ditto import DittoClientConfig
 
 WALL = 1_700_000_000.0  # the wall clock's "now" in these tests
 
@@ -165,3 +168,49 @@ def test_ditto_resume_query_continues_after_the_last_revision() -> None:
                                         "filter": "exists(value)"}
     assert revision_of({"revision": 3}) == 3
     assert revision_of({"revision": True}) is None and revision_of([1]) is None
+
+
+def _created(engine: DittoClientEngine, sid: str) -> None:
+    text = json.dumps({"topic": "org.eclipse.ditto/x/things/twin/streaming/created",
+                       "headers": {"correlation-id": "c"}, "path": "/",
+                       "value": {"subscriptionId": sid}})
+    engine.receive_data(ws.encode_lines(text.encode() + b"\xff"), 0.0)
+
+
+def _demands(engine: DittoClientEngine) -> list[int]:
+    return [json.loads(t)["value"]["demand"] for t in texts_of(engine.data_to_send())]
+
+
+def test_ditto_keepalive_requests_the_withheld_unit_before_dittos_idle_timeout() -> None:
+    now = [0.0]
+    engine = DittoClientEngine(DittoClientConfig(correlation_ids=lambda: "c"))
+    engine.keep_alive(45.0, lambda: now[0])
+    queue: CreditQueue[Any] = CreditQueue(granted=4)
+    handle = SubscriptionHandle(history_request("org.eclipse.ditto:x"), queue, 4)
+    engine.subscribe(handle)
+    engine.data_to_send()  # the subscribe
+    _created(engine, "0")
+    assert _demands(engine) == [3]  # one unit of the window withheld
+    assert engine.next_deadline() == 45.0
+    now[0] = 44.0
+    engine.handle_timeout(44.0)
+    assert _demands(engine) == []
+    now[0] = 45.0
+    engine.handle_timeout(45.0)  # the consumer holds its window: 45 s without a request
+    assert _demands(engine) == [1]  # from the window: 4 asked in all, never more
+    assert engine.next_deadline() is None  # nothing left to send without breaking it
+    now[0] = 50.0
+    engine.request_more(handle, 2)  # the consumer took two: one asked, one withheld
+    assert _demands(engine) == [1]
+    assert engine.next_deadline() == 95.0
+    engine.cancel(handle)
+    assert engine.next_deadline() is None
+
+
+def test_ditto_keepalive_is_off_by_default_and_asks_the_whole_window() -> None:
+    engine = DittoClientEngine(DittoClientConfig(correlation_ids=lambda: "c"))
+    queue: CreditQueue[Any] = CreditQueue(granted=4)
+    engine.subscribe(SubscriptionHandle(history_request("org.eclipse.ditto:x"), queue, 4))
+    engine.data_to_send()
+    _created(engine, "0")
+    assert _demands(engine) == [4] and engine.next_deadline() is None
