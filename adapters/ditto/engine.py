@@ -311,7 +311,7 @@ class DittoClientEngine(_RecordEngine):
         #: live change notifications (``START-SEND-EVENTS``): the taps and their session
         self.live = LiveEvents(self._queue_messages)
         #: withheld demand sent before Ditto's idle timeout (``connect(keepalive=)``)
-        self.keepalive: KeepAlive | None = None
+        self.keepalive: KeepAlive[SubscriptionHandle] | None = None
 
     def keep_alive(self, interval: float, clock: Callable[[], float]) -> None:
         """Turn keep-alive on (:mod:`.keepalive`), before any subscribe."""

@@ -20,10 +20,17 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Generic, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from .engine import SubscriptionHandle
+
+class _Handle(Protocol):
+    """What keep-alive reads of a subscription (the engine's SubscriptionHandle)."""
+
+    done: bool
+    cancelled: bool
+
+
+SubscriptionHandle = TypeVar("SubscriptionHandle", bound=_Handle)
 
 __all__ = ["DEFAULT_KEEPALIVE", "KeepAlive"]
 
@@ -32,7 +39,7 @@ __all__ = ["DEFAULT_KEEPALIVE", "KeepAlive"]
 DEFAULT_KEEPALIVE = 45.0
 
 
-class KeepAlive:
+class KeepAlive(Generic[SubscriptionHandle]):
     """The withheld units and their timers. ``request(handle, n)`` asks
     Ditto for ``n`` more (the engine's); ``clock`` is monotonic seconds."""
 
