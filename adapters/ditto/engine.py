@@ -320,7 +320,7 @@ class DittoClientEngine(_RecordEngine):
     def _keepalive_request(self, handle: SubscriptionHandle, n: int) -> None:
         if handle.sid is not None:
             with contextlib.suppress(LocalProtocolError):  # it ended meanwhile
-                self.core.request(handle.sid, n)
+                self.core.request(handle.sid, n, kind=handle.request.kind)
             self._requested(handle)
 
     def _requested(self, handle: SubscriptionHandle) -> None:
@@ -483,7 +483,7 @@ class DittoClientEngine(_RecordEngine):
                 # failed). A suppress costs 25 bytecode instructions, once or
                 # twice a thing (docs/performance.md, "a thing's control path").
                 try:  # noqa: SIM105 - see above
-                    self.core.request(event.subscription_id, demand)
+                    self.core.request(event.subscription_id, demand, kind=handle.request.kind)
                 except LocalProtocolError:
                     pass
                 self._requested(handle)
@@ -492,12 +492,16 @@ class DittoClientEngine(_RecordEngine):
         elif isinstance(event, ev.SubscriptionFailed):
             self._end(event.key, event.error.exception())
         elif isinstance(event, ev.ErrorResponseReceived):
+            # With or without a correlation-id: the core names every pending
+            # subscribe it may answer (DittoClient._on_error_response).
             if event.key is not None:
                 self._end(event.key, event.error.exception())
             else:
-                log.warning("error response from Ditto: %s", event.error)
+                log.warning("error response from Ditto for no pending subscribe: %s", event.error)
         elif isinstance(event, ev.OtherMessageReceived) and self.live.active:
             self.live.event(event.envelope)
+        elif isinstance(event, ev.StrayMessageReceived):
+            log.warning("message from Ditto for no subscription: %s", event.envelope.topic)
         else:
             log.debug("ignored message from Ditto: %r", event)
 
@@ -543,7 +547,7 @@ class DittoClientEngine(_RecordEngine):
             handle.demand = add_demand(handle.demand, n)
             return
         try:  # noqa: SIM105 - as in _on_event
-            self.core.request(handle.sid, n)
+            self.core.request(handle.sid, n, kind=handle.request.kind)
         except LocalProtocolError:
             pass  # ended in a batch not yet consumed
         self._requested(handle)
@@ -564,7 +568,7 @@ class DittoClientEngine(_RecordEngine):
             if handle.sid is None:
                 self.core.cancel_pending(handle.key)
             else:
-                self.core.cancel(handle.sid)
+                self.core.cancel(handle.sid, kind=handle.request.kind)
         self._flush_core()
 
 

@@ -6,6 +6,7 @@ Field names and error payloads follow docs/protocols/ditto.md (messages, errors)
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -23,6 +24,7 @@ __all__ = [
     "classify",
     "classify_topic",
     "format_instant",
+    "valid_instant",
 ]
 
 STREAMING: Final = "streaming"
@@ -98,11 +100,22 @@ def format_instant(moment: datetime) -> str:
     return text + "Z"
 
 
-def _valid_instant(text: str) -> bool:
-    if not text.endswith(("Z", "z")):
+#: What Java's ``Instant.parse`` (ISO_INSTANT) reads: a date, a time with
+#: optional seconds and up to 9 fraction digits, in UTC (``Z``).
+_INSTANT: Final = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?[Zz]", re.ASCII
+)
+
+
+def valid_instant(text: str) -> bool:
+    """Whether Ditto can read ``text`` as an instant (a real date and time:
+    ``2022-13-45T...`` is not)."""
+    match = _INSTANT.fullmatch(text)
+    if match is None:
         return False
+    year, month, day, hour, minute, second = (int(g or 0) for g in match.groups())
     try:
-        datetime.fromisoformat(text[:-1] + "+00:00")
+        datetime(year, month, day, hour, minute, second)
     except ValueError:
         return False
     return True
@@ -155,7 +168,7 @@ class SubscribeOptions:
             item = value.get(key)
             if item is not None and not isinstance(item, str):
                 raise env.MessageError(env.json_invalid(f"Value for <{key}> is not a string."))
-            if item is not None and key != "filter" and not _valid_instant(item):
+            if item is not None and key != "filter" and not valid_instant(item):
                 raise env.MessageError(
                     env.json_invalid(f"Value <{item}> for <{key}> is no instant.")
                 )

@@ -59,11 +59,12 @@ _topics = st.one_of(
     st.sampled_from([
         "_/_/things/twin/search/", "ns/t/things/streaming/", "ns/t/things/live/streaming/",
         "ns/t/policies/streaming/", "ns/t/things/twin/streaming/x/", "ns//things/twin/streaming/",
-        "ns/t/things/twin/", "", "ns/t/things/twin/events/",
+        "ns/t/things/twin/", "", "ns/t/things/twin/events/", "unknown/unknown/things/twin/",
+        "_/_/things/",
     ]),
 )
 _actions = st.sampled_from(["created", "next", "complete", "failed", "request", "subscribe",
-                            "nope", ""])
+                            "nope", "", "errors", "search/errors"])
 _header_sets = st.one_of(
     st.sampled_from([{}, CT]),
     st.builds(lambda name, cid, more: {name: cid, **more},
@@ -78,7 +79,8 @@ _values = st.one_of(
                                {"items": [{"thingId": "a"}]}, {"items": 3},
                                {"error": {"status": 404, "error": "x", "message": "gone"}},
                                {"error": 3}])),
-    st.sampled_from([None, [], "0", 1]),
+    st.sampled_from([None, [], "0", 1,
+                     {"status": 500, "error": "gateway:internalerror", "message": "m"}]),
 )
 _extra_fields = st.sampled_from([{}, {}, {}, {"path": "/"}, {"path": "/x"}, {"path": 3},
                                  {"status": 200}, {"revision": 2}, {"extra": {}},
@@ -129,13 +131,22 @@ _intents = st.one_of(
 )
 
 
+def _created(client: DittoClient) -> list[tuple[msg.Kind, str, Any]]:
+    """(kind, ID, subscription) of every created subscription, histories first."""
+    return [(kind, sid, sub) for kind, ids in ((msg.Kind.STREAMING, client._streams),
+                                               (msg.Kind.SEARCH, client._searches))
+            for sid, sub in ids.items()]
+
+
 def _resolve(client: DittoClient, intent: tuple[str, Any, Any]) -> tuple[str, Any, Any]:
     """A request's or cancel's target: the n'th created subscription (any
-    ID, then, if there is none)."""
+    ID, then, if there is none), named by kind and ID, or (n >= 6) by its
+    ID alone."""
     what, target, arg = intent
     if what in ("request", "cancel"):
-        created = list(client._by_id) or SIDS
-        target = created[target % len(created)]
+        created = [(kind, sid) for kind, sid, _ in _created(client)] or [(None, s) for s in SIDS]
+        kind, sid = created[target % len(created)]
+        target = (None if target >= 6 else kind, sid)
     elif what == "cancel_pending" and client._pending:
         target = list(client._pending)[target % len(client._pending)]
     return what, target, arg
@@ -150,9 +161,9 @@ def _intent(client: DittoClient, intent: tuple[str, Any, Any]) -> Any:
         if what == "search":
             return client.subscribe_search(filter="exists(thingId)")
         if what == "request":
-            client.request(target, arg)
+            client.request(target[1], arg, kind=target[0])
         elif what == "cancel":
-            client.cancel(target)
+            client.cancel(target[1], kind=target[0])
         else:
             client.cancel_pending(target)
     except LocalProtocolError as exc:
@@ -161,12 +172,11 @@ def _intent(client: DittoClient, intent: tuple[str, Any, Any]) -> Any:
 
 
 def _state(client: DittoClient) -> tuple[Any, ...]:
-    subs = [client._by_id.get(sid) for sid in SIDS]
     return (
-        [client.state_of(sid) for sid in SIDS],
-        [None if sub is None else (sub.demand, sub.key) for sub in subs],
+        [(kind, sid, sub.state, sub.demand, sub.key) for kind, sid, sub in _created(client)],
         [(key, sub.state, sub.sid) for key, sub in client._pending.items()],
-        sorted(client._cancelled),
+        [(key, sub.state) for key, sub in client._orphans.items()],
+        list(client._cancelled),
     )
 
 
@@ -207,7 +217,7 @@ def _histories(draw: st.DrawFn) -> list[Any]:
 
     k = draw(st.integers(1, 3))
     steps: list[Any] = [("subscribe", draw(st.integers(0, len(ENTITIES) - 1)), None)
-                        for _ in range(k)]
+                        if draw(st.integers(0, 3)) else ("search", 0, None) for _ in range(k)]
     if draw(st.integers(0, 5)) == 0:
         steps.append(("cancel_pending", draw(st.integers(0, k - 1)), None))
     steps.append([answer("created", draw(st.integers(0, k - j - 1))) for j in range(k)])
@@ -256,12 +266,14 @@ def _answers(client: DittoClient, answers: list[tuple[Any, ...]]) -> list[str]:
             if sub.correlation_id is not None:
                 headers = {"correlation-id": sub.correlation_id, **headers}
         else:
-            created = list(client._by_id.items())
+            created = _created(client)
             if not created:
                 continue
-            sid, sub = created[pick % len(created)]
+            _, sid, sub = created[pick % len(created)]
         value: dict[str, Any] = {"subscriptionId": sid}
-        if action == "next":
+        if action == "next" and sub.kind is msg.Kind.SEARCH:
+            value["items"] = [{"thingId": f"ns:{pick}"}]
+        elif action == "next":
             value["item"] = {"revision": pick}
         text = _compact({"topic": sub.base + action, "headers": headers, "path": "/",
                          "value": value})

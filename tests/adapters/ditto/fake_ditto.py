@@ -44,7 +44,8 @@ Knobs for tests (constructor): ``token`` / ``valid_tokens`` (require a
 token at the upgrade, else HTTP 401), ``token_lifetime``,
 ``expiry_close_code``, ``ping_interval``, ``drop_after`` (close the TCP
 connection abruptly, no close frame, after sending that many text
-messages), ``page_size`` (search default). Commands (any thread):
+messages), ``page_size`` (search default), ``broken`` (things whose
+subscribe gets the uncorrelated 500 a bad timestamp gets). Commands (any thread):
 :meth:`FakeDitto.drop_all` / :meth:`FakeConnection.drop`,
 :meth:`FakeConnection.expire_token`, :meth:`FakeDitto.publish`,
 :meth:`FakeDitto.append`. What each connection received and sent is
@@ -387,6 +388,9 @@ class FakeConnection:
             items: Iterator[Any] = iter([things[i:i + page] for i in range(0, len(things), page)])
             self._created(kind, base, headers, items, None)
             return
+        if entity in self.ditto.broken:
+            self._send(error_response(UNKNOWN_ERRORS_TOPIC, {}, internal_error()))
+            return
         bounds = []
         for key in ("fromHistoricalTimestamp", "toHistoricalTimestamp"):
             text = value.get(key)
@@ -552,6 +556,7 @@ class FakeDitto:
         ping_interval: float | None = None,
         drop_after: int | None = None,
         page_size: int = 25,
+        broken: Collection[str] = (),
     ) -> None:
         self._things: dict[str, list[dict[str, Any]]] = {
             thing: list(events) for thing, events in (things or {}).items()
@@ -566,6 +571,9 @@ class FakeDitto:
         self.ping_interval = ping_interval
         self.drop_after = drop_after
         self.page_size = page_size
+        #: entity IDs whose subscribe Ditto answers as it answers a timestamp
+        #: it cannot parse: 500 without a correlation-id, no ``created``
+        self.broken = frozenset(broken)
         self.connections: list[FakeConnection] = []
         self._cond = threading.Condition()
         self._listener = socket.create_server(("127.0.0.1", 0))
