@@ -48,7 +48,7 @@ from .history import HistorySource
 from .live import LiveOverflow, LiveTap
 from .peer import DEFAULT_PREFETCH, DEFAULT_SEARCH_PREFETCH, MAX_PREFETCH, subscription_publisher
 from .resume import Backoff, Position, ReconnectPolicy, SearchPosition
-from .server import server_websocket_options
+from .server import server_config, server_websocket_options
 from .tokens import Deliver, Fetch, TokenPolicy, TokenProvider, TokenRefresher
 from .types import Authorize, ws_endpoint
 
@@ -259,7 +259,7 @@ async def serve(
     """Serve the Ditto protocol on ``url`` from ``history`` on the event loop;
     options as for the synchronous ``serve``. ``history.open`` runs on the
     event loop and may return an async iterable."""
-    core_config = config or DittoServerConfig()
+    core_config = server_config(config)
 
     def new_engine(transport: Transport) -> DittoServerEngine:
         return DittoServerEngine(history, core_config)

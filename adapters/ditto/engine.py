@@ -580,6 +580,11 @@ def _is_single(result: object) -> bool:
     return isinstance(result, dict | str | bytes | Envelope)
 
 
+def _key(kind: Kind, sid: str) -> str:
+    """A served subscription's key: its kind and ID (Ditto numbers each kind from "0")."""
+    return f"{kind.value}/{sid}"
+
+
 class _Upstream:
     """The Publisher the core subscribes to (at the first request): it relays
     the core's demand to an :class:`Outbound`, which the engine pumps."""
@@ -639,9 +644,10 @@ class DittoServerEngine(_RecordEngine):
         self._outbounds.attach(driver)
         self.connection_headers = _LazyHeaders(driver.transport)
 
-    def credit_of(self, sid: str) -> int:
-        """Items the subscriber has asked for and not yet received (inspection)."""
-        upstream = self._upstreams.get(sid)
+    def credit_of(self, sid: str, kind: Kind = Kind.STREAMING) -> int:
+        """Items the subscriber of ``kind`` subscription ``sid`` has asked for
+        and not yet received (inspection)."""
+        upstream = self._upstreams.get(_key(kind, sid))
         out = upstream.outbound if upstream is not None else None
         return 0 if out is None else out.credit
 
@@ -687,7 +693,7 @@ class DittoServerEngine(_RecordEngine):
             if isinstance(event, ev.SubscribeReceived):
                 self._on_subscribe(event)
             elif isinstance(event, ev.SubscriptionClosed):
-                self._forget(event.subscription_id)
+                self._forget(_key(event.kind, event.subscription_id))
             elif isinstance(event, ev.InvalidMessage):
                 log.debug("answered an invalid message: %s", event.error)
 
@@ -698,7 +704,8 @@ class DittoServerEngine(_RecordEngine):
             upstream.outbound.cancel()
 
     def _on_subscribe(self, event: ev.SubscribeReceived) -> None:
-        sid = event.subscription_id
+        sid, kind = event.subscription_id, event.kind
+        key = _key(kind, sid)
         request = HistoryRequest(
             subscription_id=sid,
             kind=event.kind,
@@ -712,17 +719,19 @@ class DittoServerEngine(_RecordEngine):
             source = make_source(
                 result,
                 is_single=_is_single,
-                notify=lambda: self._outbounds.poke(sid),
-                threaded=f"sansrs-ditto-source-{sid}" if self.threaded_sources else None,
+                notify=lambda: self._outbounds.poke(key),
+                threaded=(
+                    f"sansrs-ditto-source-{kind.value}-{sid}" if self.threaded_sources else None
+                ),
             )
         except DittoException as exc:
-            self.core.reject(sid, exc.error)
+            self.core.reject(sid, exc.error, kind=kind)
             return
         except Exception:
-            log.exception("history source failed for subscription %s", sid)
-            self.core.reject(sid, INTERNAL_ERROR)
+            log.exception("history source failed for %s subscription %s", kind.value, sid)
+            self.core.reject(sid, INTERNAL_ERROR, kind=kind)
             return
-        upstream = _Upstream(self, sid)
+        upstream = _Upstream(self, key)
 
         def emit(item: Any, last: bool) -> None:
             subscriber = upstream.subscriber
@@ -754,8 +763,8 @@ class DittoServerEngine(_RecordEngine):
                 upstream.subscriber.on_error(exc)
 
         upstream.outbound = Outbound(source, emit, complete, fail, 0, emit_many=emit_many)
-        self._upstreams[sid] = upstream
-        self.core.accept(sid, upstream)
+        self._upstreams[key] = upstream
+        self.core.accept(sid, upstream, kind=kind)
 
 
 def headers_of(request: Any) -> dict[str, str]:

@@ -162,6 +162,11 @@ class DittoClient:
             return self._ids(kind).get(sid)
         stream, search = self._streams.get(sid), self._searches.get(sid)
         if stream is not None and search is not None:
+            # One of them cancelled (waiting for late events) is not meant.
+            if stream.state is ClientState.CANCELLED is not search.state:
+                return search
+            if search.state is ClientState.CANCELLED is not stream.state:
+                return stream
             raise LocalProtocolError(
                 f"a history and a search subscription both have ID {sid!r}: name its kind"
             )
@@ -550,7 +555,7 @@ class DittoClient:
             raise RemoteProtocolError(exc.error.message, exc.error.status) from None
         if isinstance(classified, env.Topic):
             if classified.criterion == "errors" or classified.action == "errors":
-                self._on_error_response(envelope)
+                self._on_error_response(envelope, classified)
             else:
                 self._events.append(OtherMessageReceived(envelope=envelope))
             return
@@ -669,7 +674,7 @@ class DittoClient:
             del self._ids(sub.kind)[sub.sid]
             self._cancelled.pop((sub.kind, sub.sid), None)
 
-    def _on_error_response(self, envelope: env.Envelope) -> None:
+    def _on_error_response(self, envelope: env.Envelope, topic: env.Topic) -> None:
         error = _error_of(envelope)
         correlation_id = envelope.headers.correlation_id
         if correlation_id is not None:
@@ -686,7 +691,7 @@ class DittoClient:
         # may have caused it: those of the topic's kind and entity (all for
         # Ditto's "unknown" topic), and, when the error has a correlation-id
         # (someone else's), only those sent without one. None waits forever.
-        scope = _error_scope(envelope.topic)
+        scope = _error_scope(topic)
         failed = [
             sub
             for sub in self._pending.values()
@@ -778,14 +783,10 @@ UNREADABLE_ERROR: Final = "sansrs:error.unreadable"
 _UNKNOWN_ENTITIES: Final = (("unknown", "unknown"), ("_", "_"))
 
 
-def _error_scope(topic: str) -> tuple[Kind, str, str, str] | None:
-    """Which pending subscribes an error on ``topic`` may answer: (kind,
-    namespace, name, group) of an entity's or the search's errors topic,
-    None for any (an unknown entity or a topic that does not parse)."""
-    try:
-        parsed = env.parse_topic(topic)
-    except env.TopicError:
-        return None
+def _error_scope(parsed: env.Topic) -> tuple[Kind, str, str, str] | None:
+    """Which pending subscribes an error on topic ``parsed`` may answer:
+    (kind, namespace, name, group) of an entity's or the search's errors
+    topic, None for any (an unknown entity)."""
     if parsed.criterion == "search":  # _/_/things/search/errors
         return Kind.SEARCH, "_", "_", "things"
     if (parsed.namespace, parsed.entity_name) in _UNKNOWN_ENTITIES:

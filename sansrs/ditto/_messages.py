@@ -289,7 +289,8 @@ def classify_topic(text: str) -> Classified | env.Topic:
     except env.TopicError:
         raise env.MessageError(env.unknown_topic_path(text)) from None
     if topic.criterion == STREAMING:
-        if topic.channel == "live" or topic.action is None:
+        # things: twin only (Ditto answers live, and no channel, as unknown)
+        if (topic.group == "things" and topic.channel != "twin") or topic.action is None:
             raise env.MessageError(env.unknown_topic_path(text))
         action = topic.action
         if action == SUBSCRIBE_PERSISTED:

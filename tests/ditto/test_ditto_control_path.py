@@ -415,11 +415,19 @@ class _Upstream:
         self.asked.append("cancel")
 
 
+def _server_subs(server: Any) -> list[tuple[Any, str, Any]]:
+    """(kind, ID, subscription) of every subscription, histories first: the
+    two kinds are numbered apart, so IDs repeat across them."""
+    return [(kind, sid, sub) for kind, ids in ((msg.Kind.STREAMING, server._streams),
+                                               (msg.Kind.SEARCH, server._searches))
+            for sid, sub in ids.items()]
+
+
 def _server_step(server: Any, step: tuple[Any, ...], fast: bool,
-                 upstreams: dict[str, _Upstream]) -> tuple[Any, ...]:
-    sids = list(server._subs)
+                 upstreams: dict[Any, _Upstream]) -> tuple[Any, ...]:
+    subs = _server_subs(server)
     what = step[0]
-    pick = sids[step[1] % len(sids)] if sids and what not in ("subscribe", "time") else None
+    pick = subs[step[1] % len(subs)][:2] if subs and what not in ("subscribe", "time") else None
     error = None
     if what == "subscribe":
         action = "search/subscribe" if step[1] == 3 else "streaming/subscribeForPersistedEvents"
@@ -427,18 +435,21 @@ def _server_step(server: Any, step: tuple[Any, ...], fast: bool,
         server.receive_message(_compact({"topic": topic, "headers": step[2], "path": "/",
                                          "value": {}}))
     elif what == "accept" and pick is not None:
+        kind, sid = pick
         try:
             if step[2]:
                 upstreams[pick] = _Upstream()
-                server.accept(pick, upstreams[pick])
+                server.accept(sid, upstreams[pick], kind=kind)
             else:
-                server.reject(pick, env.DittoError(status=404, error="x", message="gone"))
+                server.reject(sid, env.DittoError(status=404, error="x", message="gone"),
+                              kind=kind)
         except LocalProtocolError as exc:
             error = str(exc)
     elif what == "request" and pick is not None:
-        sub = server._subs[pick]
+        kind, sid = pick
+        sub = server._streams[sid] if kind is msg.Kind.STREAMING else server._searches[sid]
         text = _compact({"topic": sub.base + "request", "headers": step[3], "path": "/",
-                         "value": {"subscriptionId": pick, "demand": step[2]}})
+                         "value": {"subscriptionId": sid, "demand": step[2]}})
         text = _request_mutations[step[4]](text) if step[4] else text
         if fast:
             server.receive_message(text)
@@ -452,11 +463,10 @@ def _server_step(server: Any, step: tuple[Any, ...], fast: bool,
             subscriber.on_complete()
     elif what == "time":
         server.handle_timeout(step[1])
-    subs = list(server._subs.values())
     return (error, server.messages_to_send(), list(server.events()),
-            [(s.id, s.state, s.outstanding, s.pending_demand, s.headers, s.deadline)
-             for s in subs],
-            {sid: up.asked for sid, up in upstreams.items()}, sorted(server._timers))
+            [(k, s.id, s.state, s.outstanding, s.pending_demand, s.headers, s.deadline)
+             for k, _, s in _server_subs(server)],
+            {key: up.asked for key, up in upstreams.items()}, sorted(server._timers))
 
 
 @settings(max_examples=400, deadline=None)
@@ -465,8 +475,8 @@ def test_ditto_server_control_path_agrees_with_the_full_path(steps: list[Any]) -
     from sansrs.ditto import DittoServer
 
     fast, full = DittoServer(), DittoServer()
-    fast_up: dict[str, _Upstream] = {}
-    full_up: dict[str, _Upstream] = {}
+    fast_up: dict[Any, _Upstream] = {}
+    full_up: dict[Any, _Upstream] = {}
     for step in [("subscribe", 0, {}), ("accept", 0, True), *steps]:
         assert _server_step(fast, step, True, fast_up) == _server_step(full, step, False,
                                                                         full_up), step

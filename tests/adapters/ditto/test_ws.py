@@ -619,7 +619,7 @@ def test_threaded_sources_pull_on_a_worker_within_demand() -> None:
         assert next(events)["revision"] == 1
         assert history.pulled <= 1 + 4 + 1
         assert revisions(events) == list(range(2, 201))
-    assert pulled_on == {"sansrs-ditto-source-0"}
+    assert pulled_on == {"sansrs-ditto-source-streaming-0"}
 
 
 def test_client_vanishing_releases_the_server_sources() -> None:
