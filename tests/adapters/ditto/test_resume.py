@@ -332,3 +332,20 @@ def test_ditto_session_renews_a_history_that_ditto_ended_for_lack_of_requests(
             return
         got += revisions(events)
     assert got == list(range(1, 21)) and events.resumes == 1 and session.reconnects == 0
+
+
+@pytest.mark.timeout(20)
+def test_ditto_session_on_the_selector_loop_refreshes_tokens_and_resumes() -> None:
+    tokens = Tokens()
+    policy = TokenPolicy(lifetime=1.0, refresh_margin=0.5)
+    with (FakeDitto({THING: counter_history("thing-1", 60)}, token_lifetime=1.0) as ditto,
+          DittoSession(ditto.url, token=tokens, reconnect=NOW, token_policy=policy,
+                       loop="selector") as session):
+        events = session.subscribe_for_persisted_events(THING, prefetch=8)
+        got = take(events, 20)
+        first = ditto.connection(0)
+        ditto.wait_for(lambda: len(first.refreshed_tokens) >= 2)  # past the first token's life
+        first.drop()
+        got += revisions(events)
+    assert got == list(range(1, 61)) and session.reconnects == 1
+    assert first.close_reason != "token expired"
