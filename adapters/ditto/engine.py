@@ -387,7 +387,7 @@ class DittoClientEngine(_RecordEngine):
         self._queue_messages(self.core.messages_to_send())
 
     def _message(self, text: str, now: float) -> None:
-        if text[:1] != "{" and self.live.control(text):
+        if text[:1] != "{" and self.live.active and self.live.control(text):
             return  # a WebSocket binding answer (START-SEND-EVENTS:ACK)
         try:
             self.core.receive_message(text)
