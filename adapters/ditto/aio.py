@@ -17,6 +17,7 @@ import inspect
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from functools import partial
 from typing import Any
 
 from typing_extensions import Unpack
@@ -32,7 +33,7 @@ from ..drive.publishers import RemoteStreamPublisher
 from ..drive.streams import check_prefetch
 from ..transport import Transport
 from ..transport.urls import Endpoint
-from .client import client_config, websocket_options
+from .client import client_config, client_factories, websocket_options
 from .engine import (
     DittoClientEngine,
     DittoServerEngine,
@@ -43,13 +44,13 @@ from .engine import (
     history_request,
     search_request,
 )
-from .follow import check_follow, check_started
+from .follow import ResumableRead, check_follow, check_started
 from .history import HistorySource
 from .live import LiveOverflow, LiveTap
 from .peer import DEFAULT_PREFETCH, DEFAULT_SEARCH_PREFETCH, MAX_PREFETCH, subscription_publisher
-from .resume import Backoff, Position, ReconnectPolicy, SearchPosition
+from .resume import Backoff, ReconnectPolicy, SearchPosition
 from .server import server_config, server_websocket_options
-from .tokens import Deliver, Fetch, TokenPolicy, TokenProvider, TokenRefresher
+from .tokens import Deliver, Fetch, TokenPolicy, TokenProvider
 from .types import Authorize, ws_endpoint
 
 __all__ = [
@@ -129,6 +130,7 @@ class AsyncDittoConnection(AsyncPeer):
         """The same search as a Publisher of pages."""
         return subscription_publisher(self._engine, self._submit, search_request(**query))
 
+    # The keywords of DittoConnection.live_events, by choice.
     def live_events(
         self,
         entity: str,
@@ -214,25 +216,10 @@ async def connect(
     first = await ask_token(provider) if provider is not None else token
     assert first is None or isinstance(first, str)
     options = websocket_options(user, password, first, headers, websocket)
-    core_config = client_config(config)
-    submit: list[Callable[[Callable[[], object]], None]] = []
-
-    def new_engine(transport: Transport) -> DittoClientEngine:
-        engine = DittoClientEngine(core_config)
-        if keepalive is not None:
-            engine.keep_alive(keepalive, time.monotonic)
-        if provider is not None and first is not None:
-            engine.tokens = TokenRefresher(
-                first, time.monotonic(), task_fetch(provider, lambda fn: submit[0](fn)),
-                policy=token_policy, wall=time.time,
-            )
-        return engine
-
-    def new_peer(driver: LoopConnection, engine: DittoClientEngine) -> AsyncDittoConnection:
-        peer = AsyncDittoConnection(driver, engine)
-        submit.append(peer._submit)
-        return peer
-
+    new_engine, new_peer = client_factories(
+        AsyncDittoConnection, client_config(config), first,
+        provider and partial(task_fetch, provider), token_policy, keepalive,
+    )
     return await open_connection_async(
         ws_endpoint(url),
         new_engine,
@@ -320,6 +307,7 @@ Current = Callable[[], Awaitable[tuple[AsyncDittoConnection, int]]]
 Reconnect = Callable[[int, BaseException], Awaitable[None]]
 
 
+# The methods and keywords of its synchronous twin, session.DittoSession, by choice.
 class AsyncDittoSession:
     """The asyncio twin of ``session.DittoSession``: a client whose
     connection is restored when lost (``reconnect``: a ``ReconnectPolicy``)
@@ -436,24 +424,13 @@ class AsyncDittoSession:
             await self._connection.close()
 
 
-class _AsyncResuming:
+class _AsyncResuming(ResumableRead[Current, Reconnect]):
     """What both async iterators share (the synchronous ``follow._Resuming``)."""
 
     def __init__(self, current: Current, reconnect: Reconnect, entity: str,
                  query: dict[str, Any], prefetch: int, timeout: float | None) -> None:
-        self._current = current
-        self._reconnect = reconnect
-        self.entity = entity
-        self.position = Position(query)
-        self._prefetch = prefetch
-        self._timeout = timeout
-        self._generation = 0
-        self._closed = False
+        super().__init__(current, reconnect, entity, query, prefetch, timeout)
         self._streams: list[AsyncStream[Any]] = []
-
-    @property
-    def resumes(self) -> int:
-        return self.position.resumes
 
     def _history(self, connection: AsyncDittoConnection, query: dict[str, Any]
                  ) -> AsyncStream[Any]:
@@ -485,6 +462,7 @@ class _AsyncResuming:
         await self.aclose()
 
 
+# The loop of its synchronous twin, follow.ResumingHistory, by choice (await for next).
 class AsyncResumingHistory(_AsyncResuming):
     """The asyncio twin of ``follow.ResumingHistory``."""
 
@@ -517,6 +495,7 @@ class AsyncResumingHistory(_AsyncResuming):
                 return item
 
 
+# The loop of its synchronous twin, follow.FollowEvents, by choice (await for next).
 class AsyncFollowEvents(_AsyncResuming):
     """The asyncio twin of ``follow.FollowEvents``: history, then live."""
 
@@ -577,6 +556,7 @@ class AsyncFollowEvents(_AsyncResuming):
         self._past = self._live = self._held = None
 
 
+# The loop of its synchronous twin, follow.ResumingSearch, by choice (await for next).
 class AsyncResumingSearch:
     """The asyncio twin of ``follow.ResumingSearch``."""
 

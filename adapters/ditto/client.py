@@ -11,22 +11,31 @@ import ssl
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from sansrs.ditto import DittoClientConfig
 
+from ..drive.aio import AsyncPeer
 from ..drive.config import LoopConfig
 from ..drive.endpoints import LoopChoice, open_connection
-from ..drive.engine import Driver
+from ..drive.peer import DrivenPeer
 from ..transport import Transport
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .engine import DittoClientEngine
 from .peer import DittoConnection
-from .tokens import TokenPolicy, TokenRefresher, thread_fetch
+from .tokens import Fetch, TokenPolicy, TokenRefresher, thread_fetch
 from .types import basic_auth, bearer_auth, ws_endpoint
 
-__all__ = ["DittoConnection", "client_config", "connect", "correlation_ids", "websocket_options"]
+__all__ = [
+    "DittoConnection",
+    "client_config",
+    "client_factories",
+    "connect",
+    "correlation_ids",
+    "websocket_options",
+]
 
 
 # Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
@@ -75,25 +84,10 @@ def connect(
     """
     provider, first = (token, token()) if callable(token) else (None, token)
     options = websocket_options(user, password, first, headers, websocket)
-    config = client_config(config)
-    submit: list[Callable[[Callable[[], object]], None]] = []
-
-    def new_engine(transport: Transport) -> DittoClientEngine:
-        engine = DittoClientEngine(config)
-        if keepalive is not None:
-            engine.keep_alive(keepalive, time.monotonic)
-        if provider is not None and first is not None:
-            engine.tokens = TokenRefresher(
-                first, time.monotonic(), thread_fetch(provider, lambda fn: submit[0](fn)),
-                policy=token_policy, wall=time.time,
-            )
-        return engine
-
-    def new_peer(driver: Driver, engine: DittoClientEngine) -> DittoConnection:
-        peer = DittoConnection(driver, engine)
-        submit.append(peer._submit)
-        return peer
-
+    new_engine, new_peer = client_factories(
+        DittoConnection, client_config(config), first, provider and partial(thread_fetch, provider),
+        token_policy, keepalive,
+    )
     return open_connection(
         ws_endpoint(url),
         new_engine,
@@ -143,3 +137,40 @@ def correlation_ids() -> Callable[[], str]:
     subscribe cost 160 bytecode instructions, a sixth of a subscribe's:
     docs/performance.md, "a thing's control path")."""
     return map(f"{uuid.uuid4()}-{{}}".format, itertools.count()).__next__
+
+
+Peer = TypeVar("Peer", bound=DrivenPeer | AsyncPeer)
+Submit = Callable[[Callable[[], object]], None]
+
+
+def client_factories(
+    peer_class: Callable[[Any, DittoClientEngine], Peer],
+    config: DittoClientConfig,
+    token: str | None,
+    fetch: Callable[[Submit], Fetch] | None,
+    token_policy: TokenPolicy | None,
+    keepalive: float | None,
+) -> tuple[Callable[[Transport], DittoClientEngine], Callable[[Any, DittoClientEngine], Peer]]:
+    """``new_engine`` and ``new_peer`` of a client connection (either API):
+    keep-alive on if asked, and with a provider (``fetch(submit)`` makes its
+    fetch, handing results to the peer's thread) the token schedule of
+    ``token``, the upgrade's."""
+    submit: list[Submit] = []
+
+    def new_engine(transport: Transport) -> DittoClientEngine:
+        engine = DittoClientEngine(config)
+        if keepalive is not None:
+            engine.keep_alive(keepalive, time.monotonic)
+        if fetch is not None and token is not None:
+            engine.tokens = TokenRefresher(
+                token, time.monotonic(), fetch(lambda fn: submit[0](fn)),
+                policy=token_policy, wall=time.time,
+            )
+        return engine
+
+    def new_peer(driver: Any, engine: DittoClientEngine) -> Peer:
+        peer = peer_class(driver, engine)
+        submit.append(peer._submit)
+        return peer
+
+    return new_engine, new_peer

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from typing_extensions import Unpack
 
@@ -31,6 +31,7 @@ from .resume import Position, SearchPosition
 __all__ = [
     "Connection",
     "FollowEvents",
+    "ResumableRead",
     "ResumingHistory",
     "ResumingSearch",
     "check_follow",
@@ -60,13 +61,16 @@ class Connection(Protocol):
 Current = Callable[[], tuple[Connection, int]]
 #: Restore the connection of a generation that was lost with the given error.
 Reconnect = Callable[[int, BaseException], None]
+C = TypeVar("C")
+R = TypeVar("R")
 
 
-class _Resuming(abc.ABC):
-    """What both iterators share: the current subscriptions, the
-    :class:`~.resume.Position` (last delivered revision), closing."""
+class ResumableRead(Generic[C, R]):
+    """What the iterators of both APIs hold: how to reach the current
+    connection (``current``) and restore it (``reconnect``), the thing, the
+    :class:`~.resume.Position` (last delivered revision), the window."""
 
-    def __init__(self, current: Current, reconnect: Reconnect, entity: str,
+    def __init__(self, current: C, reconnect: R, entity: str,
                  query: dict[str, Any], prefetch: int, timeout: float | None) -> None:
         self._current = current
         self._reconnect = reconnect
@@ -86,6 +90,10 @@ class _Resuming(abc.ABC):
     def resumes(self) -> int:
         """Connections lost and resumed, subscriptions renewed after a 408."""
         return self.position.resumes
+
+
+class _Resuming(ResumableRead[Current, Reconnect], abc.ABC):
+    """What both synchronous iterators share: the current subscriptions, closing."""
 
     def _history(self, connection: Connection, query: dict[str, Any]) -> StreamIterator[Any]:
         return connection.subscribe_for_persisted_events(

@@ -32,6 +32,7 @@ from .resume import Backoff, ReconnectPolicy
 
 __all__ = ["DittoSession"]
 
+# Keywords written out where users read them (DittoConnection's): alike by choice.
 class DittoSession:
     """A Ditto client whose connection is restored when lost (thread-safe).
 
