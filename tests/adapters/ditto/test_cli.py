@@ -257,3 +257,14 @@ def test_history_follow_switches_to_live_events_and_survives_a_drop(tmp_path: Pa
     assert got == list(range(1, 13))  # no gap, no duplicate, across the seam and the drop
     assert code == 130
     assert first.refreshed_tokens[0].startswith("t") and len(issued.read_text()) >= 3
+
+
+def test_history_follow_refuses_an_end_and_a_failing_token_command_exits_3(url: str) -> None:
+    ended = sansrs("ditto", "history", url, f"{NS}:thing-1", "--follow", "--to-revision", "3")
+    assert ended.returncode == 1 and "--follow has no end" in ended.stderr
+    failing = sansrs("ditto", "history", url, f"{NS}:thing-1", "--token-command",
+                     f"{sys.executable} -c 'import sys; sys.exit(4)'")
+    assert failing.returncode == 3 and "--token-command failed" in failing.stderr
+    both = sansrs("ditto", "history", url, f"{NS}:thing-1", "--token", "t",
+                  "--token-command", "echo t")
+    assert both.returncode == 1 and "not both" in both.stderr
