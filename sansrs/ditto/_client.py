@@ -20,6 +20,7 @@ from .._errors import LocalProtocolError, RemoteProtocolError
 from ..streams import MAX_DEMAND, add_demand
 from . import _envelope as env
 from ._config import DittoClientConfig
+from ._error_responses import error_of, error_scope, in_scope
 from ._fast import message_text, new_items, new_next, next_prefix, plain_message, topic_base
 from ._messages import (
     SUBSCRIBE_PERSISTED,
@@ -27,10 +28,10 @@ from ._messages import (
     Kind,
     SearchOptions,
     SubscribeOptions,
+    check_instant,
     classify,
-    format_instant,
+    of_kind,
     subscription_id_of,
-    valid_instant,
 )
 from ._tables import CLIENT_TRANSITIONS, ClientInput, ClientState
 from .events import (
@@ -158,19 +159,7 @@ class DittoClient:
         return self._streams if kind is Kind.STREAMING else self._searches
 
     def _find(self, sid: str, kind: Kind | None) -> _ClientSubscription | None:
-        if kind is not None:
-            return self._ids(kind).get(sid)
-        stream, search = self._streams.get(sid), self._searches.get(sid)
-        if stream is not None and search is not None:
-            # One of them cancelled (waiting for late events) is not meant.
-            if stream.state is ClientState.CANCELLED is not search.state:
-                return search
-            if search.state is ClientState.CANCELLED is not stream.state:
-                return stream
-            raise LocalProtocolError(
-                f"a history and a search subscription both have ID {sid!r}: name its kind"
-            )
-        return stream if stream is not None else search
+        return of_kind(self._streams, self._searches, sid, kind, _waits_for_late_events)
 
     # -- intents ----------------------------------------------------------------
 
@@ -209,10 +198,12 @@ class DittoClient:
         options = SubscribeOptions(
             from_historical_revision=from_historical_revision,
             to_historical_revision=to_historical_revision,
-            from_historical_timestamp=_instant(
+            from_historical_timestamp=check_instant(
                 "from_historical_timestamp", from_historical_timestamp
             ),
-            to_historical_timestamp=_instant("to_historical_timestamp", to_historical_timestamp),
+            to_historical_timestamp=check_instant(
+                "to_historical_timestamp", to_historical_timestamp
+            ),
             filter=filter,
         )
         _check_names(namespace, entity_name)
@@ -675,7 +666,7 @@ class DittoClient:
             self._cancelled.pop((sub.kind, sub.sid), None)
 
     def _on_error_response(self, envelope: env.Envelope, topic: env.Topic) -> None:
-        error = _error_of(envelope)
+        error = error_of(envelope)
         correlation_id = envelope.headers.correlation_id
         if correlation_id is not None:
             for sub in self._pending.values():
@@ -691,12 +682,12 @@ class DittoClient:
         # may have caused it: those of the topic's kind and entity (all for
         # Ditto's "unknown" topic), and, when the error has a correlation-id
         # (someone else's), only those sent without one. None waits forever.
-        scope = _error_scope(topic)
+        scope = error_scope(topic)
         failed = [
             sub
             for sub in self._pending.values()
             if (correlation_id is None or sub.correlation_id is None)
-            and (scope is None or _in_scope(sub, scope))
+            and in_scope(sub.kind, sub.topic, scope)
         ]
         if not failed:
             self._events.append(ErrorResponseReceived(key=None, error=error, envelope=envelope))
@@ -726,81 +717,14 @@ def _headers_json(headers: Mapping[str, Any] | None) -> dict[str, Any]:
     return {} if headers is None else env.Headers(headers).to_json()
 
 
-def _instant(name: str, value: datetime | str | None) -> str | None:
-    """``value`` as Ditto reads an instant, checked here: Ditto answers one
-    it cannot parse with a 500 that names no subscribe (docs/protocols/ditto.md)."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        if not valid_instant(value):
-            raise LocalProtocolError(
-                f"{name} must be an ISO-8601 instant in UTC such as "
-                f"'2022-10-25T14:00:00Z' (Java's Instant.parse), got {value!r}"
-            )
-        return value
-    if isinstance(value, datetime):
-        try:
-            return format_instant(value)
-        except ValueError as exc:
-            raise LocalProtocolError(f"{name}: {exc}") from None
-    raise LocalProtocolError(f"{name} must be a datetime or ISO-8601 string, got {value!r}")
+def _waits_for_late_events(sub: _ClientSubscription) -> bool:
+    return sub.state is ClientState.CANCELLED  # only waiting for late events
 
 
 def _check_names(namespace: str, entity_name: str) -> None:
     for what in (namespace, entity_name):
         if not isinstance(what, str) or not what or "/" in what:
             raise LocalProtocolError(f"invalid namespace or entity name {what!r}")
-
-
-def _error_of(envelope: env.Envelope) -> env.DittoError:
-    """The error an ``errors`` message reports. One whose value is not an
-    error object is still Ditto reporting an error, for a subscribe that
-    must not wait on: what can be read of it (``status`` from the value or
-    the envelope, else 500), and a message that says what came."""
-    value = envelope.value
-    try:
-        return env.DittoError.from_json(value)
-    except env.MessageError as exc:
-        problem = exc.error.message
-    got = value if isinstance(value, dict) else {}
-    status = got.get("status")
-    if type(status) is not int:
-        status = envelope.status if type(envelope.status) is int else 500
-    code = got.get("error")
-    shown = "no value" if value is env.ABSENT else env.show(value)
-    return env.DittoError(
-        status=status,
-        error=code if isinstance(code, str) else UNREADABLE_ERROR,
-        message=f"Ditto sent an error that cannot be read ({problem}): {shown}",
-    )
-
-
-#: The code of an error response whose value is not an error object.
-UNREADABLE_ERROR: Final = "sansrs:error.unreadable"
-
-#: Error topics whose entity is not known: Ditto's, and the one sansrs's
-#: server sent before (``_/_``).
-_UNKNOWN_ENTITIES: Final = (("unknown", "unknown"), ("_", "_"))
-
-
-def _error_scope(parsed: env.Topic) -> tuple[Kind, str, str, str] | None:
-    """Which pending subscribes an error on topic ``parsed`` may answer:
-    (kind, namespace, name, group) of an entity's or the search's errors
-    topic, None for any (an unknown entity)."""
-    if parsed.criterion == "search":  # _/_/things/search/errors
-        return Kind.SEARCH, "_", "_", "things"
-    if (parsed.namespace, parsed.entity_name) in _UNKNOWN_ENTITIES:
-        return None
-    return Kind.STREAMING, parsed.namespace, parsed.entity_name, parsed.group
-
-
-def _in_scope(sub: _ClientSubscription, scope: tuple[Kind, str, str, str]) -> bool:
-    if sub.kind is not scope[0]:
-        return False
-    if sub.kind is Kind.SEARCH:
-        return True
-    topic = sub.topic
-    return (topic.namespace, topic.entity_name, topic.group) == scope[1:]
 
 
 def _same_entity(a: env.Topic, b: env.Topic) -> bool:

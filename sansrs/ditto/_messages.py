@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
+from .._errors import LocalProtocolError
 from . import _envelope as env
 
 __all__ = [
@@ -21,6 +23,7 @@ __all__ = [
     "Kind",
     "SearchOptions",
     "SubscribeOptions",
+    "check_instant",
     "classify",
     "classify_topic",
     "format_instant",
@@ -119,6 +122,54 @@ def valid_instant(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def check_instant(name: str, value: datetime | str | None) -> str | None:
+    """``value`` as Ditto reads an instant, checked here: Ditto answers one
+    it cannot parse with a 500 that names no subscribe (docs/protocols/ditto.md)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if not valid_instant(value):
+            raise LocalProtocolError(
+                f"{name} must be an ISO-8601 instant in UTC such as "
+                f"'2022-10-25T14:00:00Z' (Java's Instant.parse), got {value!r}"
+            )
+        return value
+    if isinstance(value, datetime):
+        try:
+            return format_instant(value)
+        except ValueError as exc:
+            raise LocalProtocolError(f"{name}: {exc}") from None
+    raise LocalProtocolError(f"{name} must be a datetime or ISO-8601 string, got {value!r}")
+
+
+S = TypeVar("S")
+
+
+def of_kind(
+    streams: Mapping[str, S],
+    searches: Mapping[str, S],
+    sid: str,
+    kind: Kind | None,
+    ended: Callable[[S], bool],
+) -> S | None:
+    """The subscription ``sid`` of ``kind``: Ditto numbers histories and
+    searches apart, so an ID alone (``kind`` None) names one only while the
+    other kind has no open (not ``ended``) subscription with it; else
+    ``LocalProtocolError``. Both roles' ``state_of``, ``request``, ..."""
+    if kind is not None:
+        return (streams if kind is Kind.STREAMING else searches).get(sid)
+    stream, search = streams.get(sid), searches.get(sid)
+    if stream is None or search is None:
+        return stream if stream is not None else search
+    if ended(stream) and not ended(search):
+        return search
+    if ended(search) and not ended(stream):
+        return stream
+    raise LocalProtocolError(
+        f"a history and a search subscription both have ID {sid!r}: name its kind"
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

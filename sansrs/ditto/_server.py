@@ -39,6 +39,7 @@ from ._messages import (
     classify,
     demand_of,
     not_found_error,
+    of_kind,
     protocol_error,
     subscription_id_of,
     timeout_error,
@@ -200,14 +201,7 @@ class DittoServer:
         return self._streams if kind is Kind.STREAMING else self._searches
 
     def _find(self, sid: str, kind: Kind | None) -> _Subscription | None:
-        if kind is not None:
-            return self._ids(kind).get(sid)
-        stream, search = self._streams.get(sid), self._searches.get(sid)
-        if stream is not None and search is not None:
-            raise LocalProtocolError(
-                f"a history and a search subscription both have ID {sid!r}: name its kind"
-            )
-        return stream if stream is not None else search
+        return of_kind(self._streams, self._searches, sid, kind, _ended)
 
     def _open_now(self) -> int:
         return len(self._streams) + len(self._searches)
@@ -704,6 +698,10 @@ class DittoServer:
             ).to_text()
         )
         self._events.append(InvalidMessage(error=error))
+
+
+def _ended(sub: _Subscription) -> bool:
+    return sub.state is ServerState.ZOMBIE
 
 
 def _item_json(item: Any) -> Any:

@@ -12,8 +12,8 @@ import pytest
 
 from sansrs import LocalProtocolError, RemoteProtocolError
 from sansrs.ditto import ClientState, DittoClient, DittoClientConfig, Kind
-from sansrs.ditto._client import UNREADABLE_ERROR
 from sansrs.ditto._envelope import dumps
+from sansrs.ditto._error_responses import UNREADABLE_ERROR
 from sansrs.ditto.events import (
     ErrorResponseReceived,
     NextReceived,
@@ -43,6 +43,11 @@ def _sent(client: DittoClient) -> list[dict[str, Any]]:
 
 def _error(status: int = 500, code: str = "gateway:internalerror") -> dict[str, Any]:
     return {"status": status, "error": code, "message": "m"}
+
+
+def _created(client: DittoClient, base: str, sid: str, correlation_id: str) -> None:
+    client.receive_message(_msg(base + "created", {"subscriptionId": sid},
+                                {"correlation-id": correlation_id}))
 
 
 UNKNOWN_500 = _msg("unknown/unknown/things/twin/errors", _error(), status=500)
@@ -95,12 +100,10 @@ def test_ditto_client_history_after_a_cancelled_search_with_the_same_id_starts()
     open a history, which Ditto numbers "0" too."""
     client = _client()
     client.subscribe_search()
-    client.receive_message(_msg(SEARCH + "created", {"subscriptionId": "0"},
-                                {"correlation-id": "c-0"}))
+    _created(client, SEARCH, "0", "c-0")
     client.cancel("0")
     history = client.subscribe_for_persisted_events(NS, "thing-2")
-    client.receive_message(_msg(HISTORY + "created", {"subscriptionId": "0"},
-                                {"correlation-id": "c-1"}))
+    _created(client, HISTORY, "0", "c-1")
     events = list(client.events())
     assert isinstance(events[-1], SubscriptionCreated) and events[-1].key == history
     client.request("0", 1)  # the only open one with that ID: no kind needed
@@ -117,12 +120,10 @@ def test_ditto_client_created_reusing_a_cancelled_id_of_its_kind_releases_it() -
     one has ended there: released, and the new one starts."""
     client = _client()
     client.subscribe_for_persisted_events(NS, "thing-2")
-    client.receive_message(_msg(HISTORY + "created", {"subscriptionId": "5"},
-                                {"correlation-id": "c-0"}))
+    _created(client, HISTORY, "5", "c-0")
     client.cancel("5")
     second = client.subscribe_for_persisted_events(NS, "thing-2")
-    client.receive_message(_msg(HISTORY + "created", {"subscriptionId": "5"},
-                                {"correlation-id": "c-1"}))
+    _created(client, HISTORY, "5", "c-1")
     event = list(client.events())[-1]
     assert isinstance(event, SubscriptionCreated) and event.key == second
     assert client.state_of("5") is ClientState.CREATED

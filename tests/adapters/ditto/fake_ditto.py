@@ -44,8 +44,10 @@ Knobs for tests (constructor): ``token`` / ``valid_tokens`` (require a
 token at the upgrade, else HTTP 401), ``token_lifetime``,
 ``expiry_close_code``, ``ping_interval``, ``drop_after`` (close the TCP
 connection abruptly, no close frame, after sending that many text
-messages), ``page_size`` (search default), ``broken`` (things whose
-subscribe gets the uncorrelated 500 a bad timestamp gets). Commands (any thread):
+messages; a sequence gives each connection in turn its own, e.g. ``[5,
+None]``: the first is cut, the one after a reconnect is not),
+``page_size`` (search default), ``broken`` (things whose subscribe gets
+the uncorrelated 500 a bad timestamp gets). Commands (any thread):
 :meth:`FakeDitto.drop_all` / :meth:`FakeConnection.drop`,
 :meth:`FakeConnection.expire_token`, :meth:`FakeDitto.publish`,
 :meth:`FakeDitto.append`. What each connection received and sent is
@@ -159,6 +161,7 @@ class FakeConnection:
 
     ditto: FakeDitto
     sock: socket.socket
+    index: int = 0  # the n'th connection the fake accepted
     received: list[str] = field(default_factory=list)
     sent: list[str] = field(default_factory=list)
     pings_sent: int = 0
@@ -480,7 +483,7 @@ class FakeConnection:
         self._write(self._ws.send(TextMessage(data=text)))
         self.sent.append(text)
         self.ditto._changed()
-        limit = self.ditto.drop_after
+        limit = self.ditto.drop_limit(self.index)
         if limit is not None and len(self.sent) >= limit:
             self._close(f"dropped after {limit} messages", graceful=False)
 
@@ -554,7 +557,7 @@ class FakeDitto:
         token_lifetime: float | None = None,
         expiry_close_code: int = 1000,
         ping_interval: float | None = None,
-        drop_after: int | None = None,
+        drop_after: int | Sequence[int | None] | None = None,
         page_size: int = 25,
         broken: Collection[str] = (),
     ) -> None:
@@ -611,12 +614,20 @@ class FakeDitto:
                 sock, _ = self._listener.accept()
             except OSError:
                 return
-            conn = FakeConnection(self, sock)
+            conn = FakeConnection(self, sock, len(self.connections))
             with self._cond:
                 self.connections.append(conn)
             conn.thread.start()
 
     # -- the data ---------------------------------------------------------------------
+
+    def drop_limit(self, index: int) -> int | None:
+        """After how many sent messages connection ``index`` is cut: ``drop_after``
+        as given, or its ``index``'th entry (None, or past its end: never)."""
+        limit = self.drop_after
+        if limit is None or isinstance(limit, int):
+            return limit
+        return limit[index] if index < len(limit) else None
 
     def token_ok(self, token: str | None) -> bool:
         return bool(token) and (not self.valid_tokens or token in self.valid_tokens)
@@ -720,7 +731,8 @@ class RawClient:
                     self._partial = []
             elif isinstance(event, Ping):
                 self.pings += 1
-                self.sock.sendall(self.ws.send(event.response()))
+                with contextlib.suppress(OSError):  # the peer may have gone already
+                    self.sock.sendall(self.ws.send(event.response()))
             elif isinstance(event, CloseConnection):
                 self.closed = event
         return True

@@ -16,7 +16,7 @@ from sansrs.adapters.drive import ConnectionClosed
 
 from sansrs.ditto import DittoRemoteError, LocalProtocolError
 from tests.adapters.ditto.fake_ditto import FakeDitto
-from tests.adapters.ditto.helpers import NS, counter_history
+from tests.adapters.ditto.helpers import NS, Recorder, counter_history
 
 WAIT = 10.0
 DRIVERS = ["thread", "selector", "asyncio"]
@@ -35,8 +35,8 @@ def _run(main: Callable[[], Coroutine[Any, Any, None]]) -> None:
 
 
 @contextmanager
-def _sync(url: str, driver: str) -> Iterator[DittoConnection]:
-    with connect(url, loop=driver) as conn:
+def _sync(url: str, driver: str, **options: Any) -> Iterator[DittoConnection]:
+    with connect(url, loop=driver, **options) as conn:
         yield conn
 
 
@@ -131,6 +131,18 @@ def test_ditto_client_history_after_leaving_a_search_early_starts(driver: str) -
 
 
 @pytest.mark.timeout(30)
+@pytest.mark.parametrize("driver", ["thread", "selector"])
+def test_ditto_client_uncorrelated_error_reaches_the_publishers_subscriber(driver: str) -> None:
+    with _fake() as ditto, _sync(ditto.url, driver) as conn:
+        recorder = Recorder()
+        conn.persisted_events_publisher(BROKEN).subscribe(recorder)
+        assert recorder.subscribed.wait(WAIT)
+        recorder.subscription.request(5)
+        assert recorder.done.wait(WAIT)
+    assert isinstance(recorder.error, DittoRemoteError) and recorder.error.status == 500
+
+
+@pytest.mark.timeout(30)
 @pytest.mark.parametrize("driver", DRIVERS)
 def test_ditto_client_uncorrelated_error_fails_the_pending_subscribe(driver: str) -> None:
     """No ``timeout`` (the default): Ditto's 500 without a correlation-id
@@ -184,18 +196,65 @@ def test_ditto_client_checks_timestamps_before_sending(driver: str, stamp: str) 
 
 
 @pytest.mark.timeout(30)
-@pytest.mark.parametrize("driver", ["thread", "selector"])
+@pytest.mark.parametrize("driver", DRIVERS)
 def test_ditto_client_answers_dittos_idle_pings(driver: str) -> None:
-    with _fake(ping_interval=0.05) as ditto, _sync(ditto.url, driver):
-        conn = ditto.connection()
-        ditto.wait_for(lambda: conn.pongs >= 2)
+    with _fake(ping_interval=0.05) as ditto:
+        if driver == "asyncio":
+            async def main() -> None:
+                async with await aio.connect(ditto.url):
+                    conn = await asyncio.to_thread(ditto.connection)
+                    await asyncio.to_thread(ditto.wait_for, lambda: conn.pongs >= 2)
+            _run(main)
+        else:
+            with _sync(ditto.url, driver):
+                conn = ditto.connection()
+                ditto.wait_for(lambda: conn.pongs >= 2)
 
 
 @pytest.mark.timeout(30)
-@pytest.mark.parametrize("driver", ["thread", "selector"])
+@pytest.mark.parametrize("driver", DRIVERS)
 def test_ditto_client_a_dropped_connection_fails_the_open_history(driver: str) -> None:
-    with _fake(drop_after=3) as ditto, _sync(ditto.url, driver) as conn:
-        events = conn.subscribe_for_persisted_events(f"{NS}:thing-5", prefetch=1, timeout=WAIT)
-        assert next(events)["revision"] == 1
-        with pytest.raises(ConnectionClosed):
-            list(events)
+    thing = f"{NS}:thing-5"
+    with _fake(drop_after=3) as ditto:
+        if driver == "asyncio":
+            async def main() -> None:
+                async with await aio.connect(ditto.url) as conn:
+                    events = conn.subscribe_for_persisted_events(thing, prefetch=1, timeout=WAIT)
+                    assert (await events.__anext__())["revision"] == 1
+                    with pytest.raises(ConnectionClosed):
+                        async for _ in events:
+                            pass
+            _run(main)
+        else:
+            with _sync(ditto.url, driver) as conn:
+                events = conn.subscribe_for_persisted_events(thing, prefetch=1, timeout=WAIT)
+                assert next(events)["revision"] == 1
+                with pytest.raises(ConnectionClosed):
+                    list(events)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_ditto_client_token_expiry_closes_the_connection(driver: str) -> None:
+    """Ditto closes the WebSocket when the JWT expires: an open history ends
+    with ``ConnectionClosed`` (refreshing is the application's, for now)."""
+    thing = f"{NS}:thing-5"
+    with _fake(token="t0", token_lifetime=3600) as ditto:
+        if driver == "asyncio":
+            async def main() -> None:
+                async with await aio.connect(ditto.url, token="t0") as conn:
+                    events = conn.subscribe_for_persisted_events(thing, prefetch=1, timeout=WAIT)
+                    assert (await events.__anext__())["revision"] == 1
+                    ditto.connection().expire_token()
+                    with pytest.raises(ConnectionClosed):
+                        async for _ in events:
+                            pass
+            _run(main)
+        else:
+            with _sync(ditto.url, driver, token="t0") as conn:
+                events = conn.subscribe_for_persisted_events(thing, prefetch=1, timeout=WAIT)
+                assert next(events)["revision"] == 1
+                ditto.connection().expire_token()
+                with pytest.raises(ConnectionClosed):
+                    list(events)
+        assert ditto.connection().close_reason == "token expired"
