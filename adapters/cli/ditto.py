@@ -221,7 +221,7 @@ def _search(args: argparse.Namespace) -> int:
         )
         return _print_all("search: things", pages, lambda page: page)
 
-    return _run_client(args, body)
+    return _run_client(args, body, resume=args.reconnect)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -328,6 +328,11 @@ def add_parsers(sub: Any) -> None:
     search.add_argument("--options", help='e.g. "size(10),sort(+thingId)"')
     search.add_argument("--namespaces", nargs="+", help="namespaces to search")
     search.add_argument("--fields", help="field selector, e.g. thingId,attributes")
+    search.add_argument("--reconnect", action="store_true",
+                        help="on a lost connection reconnect and go on after the last thingId "
+                        "(searches ordered by thingId)")
+    search.add_argument("--max-outage", type=float, default=60.0, metavar="S",
+                        help="--reconnect: give up after an outage this long (60)")
     _client_options(search, _search)
 
     serve = commands.add_parser(

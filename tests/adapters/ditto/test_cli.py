@@ -268,3 +268,16 @@ def test_history_follow_refuses_an_end_and_a_failing_token_command_exits_3(url: 
     both = sansrs("ditto", "history", url, f"{NS}:thing-1", "--token", "t",
                   "--token-command", "echo t")
     assert both.returncode == 1 and "not both" in both.stderr
+
+
+@pytest.mark.timeout(60)
+def test_search_reconnect_goes_on_after_the_last_thing() -> None:
+    from tests.adapters.ditto.fake_ditto import FakeDitto
+
+    things = {f"{NS}:t-{k:02d}": counter_history(f"t-{k:02d}", 1) for k in range(30)}
+    # the first connection is cut after its created and 3 pages; the second is spared
+    with FakeDitto(things, drop_after=[4, None]) as ditto:
+        done = sansrs("ditto", "search", ditto.url, "--options", "size(5)", "--reconnect")
+    assert done.returncode == 0, done.stderr
+    assert [t["thingId"] for t in json_lines(done.stdout)] == sorted(things)  # type: ignore[index]
+    assert len(ditto.connections) == 2

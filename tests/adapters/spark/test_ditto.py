@@ -468,3 +468,17 @@ def test_a_partition_without_reconnect_fails_on_a_dropped_connection() -> None:
         fake.drop_all()
         with pytest.raises(SourceError, match="connection lost"):
             list(stream)
+
+
+@pytest.mark.timeout(30)
+def test_a_partition_gives_up_after_its_outage_naming_the_cause() -> None:
+    from tests.adapters.ditto.fake_ditto import FakeDitto
+
+    with FakeDitto({THINGS[0]: [event(THINGS[0], r) for r in range(1, 31)]}) as fake:
+        stream = open_partition_stream(fake.url, NS, 0, 1, {
+            "things": THINGS[:1], "reconnect_max_outage": 0.3}, prefetch=4, timeout=10)
+        next(stream)
+    # the fake is gone: every reconnect is refused until the outage is over
+    with pytest.raises(SourceError, match=r"partition 0: gave up reconnecting after \d+ "
+                       r"attempt\(s\) in [\d.]+ s: .*(refused|closed|lost)"):
+        list(stream)
