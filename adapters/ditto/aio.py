@@ -44,7 +44,14 @@ from .engine import (
     history_request,
     search_request,
 )
-from .follow import ResumableRead, check_follow, check_started
+from .follow import (
+    ResumableRead,
+    ack_wait,
+    check_follow,
+    check_started,
+    not_acknowledged,
+    waits_on,
+)
 from .history import HistorySource
 from .live import LiveOverflow, LiveTap
 from .peer import DEFAULT_PREFETCH, DEFAULT_SEARCH_PREFETCH, MAX_PREFETCH, subscription_publisher
@@ -509,11 +516,17 @@ class AsyncFollowEvents(_AsyncResuming):
 
     async def start(self) -> None:
         connection, self._generation = await self._current()
+        wait = ack_wait(self._timeout)
         self._live = connection.live_events(
             self.entity, filter=self.position.query.get("filter"), prefetch=self._prefetch,
-            timeout=self._timeout)
+            timeout=wait)
         self._streams.append(self._live)
-        check_started(await self._live.__anext__())
+        try:
+            first = await self._live.__anext__()
+        except TimeoutError:
+            await self._drop()
+            raise not_acknowledged(wait) from None
+        check_started(first)
         self._past = self._history(connection, self.position.history())
 
     def __aiter__(self) -> AsyncFollowEvents:
@@ -548,6 +561,10 @@ class AsyncFollowEvents(_AsyncResuming):
             except (ConnectionClosed, DittoRemoteError) as exc:
                 await self._lost(exc)
                 continue
+            except TimeoutError as exc:
+                if waits_on(exc, self._timeout):
+                    continue
+                raise
             if self.position.fresh(item):
                 return item
 

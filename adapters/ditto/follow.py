@@ -25,7 +25,7 @@ from sansrs.ditto import DittoRemoteError
 from ..drive.errors import ConnectionClosed
 from ..drive.streams import StreamIterator
 from .engine import HistoryQuery, SearchQuery
-from .live import STARTED, LiveOverflow
+from .live import ACK_TIMEOUT, STARTED, LiveNotAcknowledged, LiveOverflow
 from .resume import Position, SearchPosition
 
 __all__ = [
@@ -34,9 +34,12 @@ __all__ = [
     "ResumableRead",
     "ResumingHistory",
     "ResumingSearch",
+    "ack_wait",
     "check_follow",
     "check_started",
     "follow_connection",
+    "not_acknowledged",
+    "waits_on",
 ]
 
 class Connection(Protocol):
@@ -197,10 +200,16 @@ class FollowEvents(_Resuming):
 
     def _start(self) -> None:
         connection, self._generation = self._current()
+        wait = ack_wait(self._timeout)
         self._live = connection.live_events(
             self.entity, filter=self.position.query.get("filter"), prefetch=self._prefetch,
-            timeout=self._timeout)
-        check_started(next(self._live))
+            timeout=wait)
+        try:
+            first = next(self._live)
+        except TimeoutError:
+            self._drop()
+            raise not_acknowledged(wait) from None
+        check_started(first)
         self._past = self._history(connection, self.position.history())
 
     def __iter__(self) -> Iterator[Any]:
@@ -235,6 +244,10 @@ class FollowEvents(_Resuming):
             except (ConnectionClosed, DittoRemoteError) as exc:
                 self._lost(exc)
                 continue
+            except TimeoutError as exc:
+                if waits_on(exc, self._timeout):
+                    continue  # no timeout of the user's: live events may take forever
+                raise
             if self.position.fresh(item):
                 return item
 
@@ -307,6 +320,26 @@ def check_follow(query: Mapping[str, Any]) -> None:
     """A followed history has no end."""
     if query.get("to_revision") is not None or query.get("to_timestamp") is not None:
         raise ValueError("a followed history has no end (to_revision / to_timestamp)")
+
+
+def ack_wait(timeout: float | None) -> float:
+    """How long a follower's live tap waits at a time: the user's
+    ``timeout``, else :data:`~.live.ACK_TIMEOUT` (the acknowledgement is
+    bounded even when the follower may wait forever for events)."""
+    return ACK_TIMEOUT if timeout is None else timeout
+
+
+def not_acknowledged(wait: float) -> LiveNotAcknowledged:
+    return LiveNotAcknowledged(
+        f"Ditto did not acknowledge START-SEND-EVENTS within {wait:g} s "
+        "(does the server send live events?)")
+
+
+def waits_on(error: TimeoutError, timeout: float | None) -> bool:
+    """A follower without a ``timeout`` of its own keeps waiting for live
+    events after its tap's bounded wait ran out (not after an unanswered
+    ``START-SEND-EVENTS``)."""
+    return timeout is None and not isinstance(error, LiveNotAcknowledged)
 
 
 def check_started(first: Any) -> None:

@@ -25,10 +25,12 @@ from sansrs.ditto import Envelope
 from ..drive import streams
 
 __all__ = [
+    "ACK_TIMEOUT",
     "STARTED",
     "START_ACK",
     "STOP_ACK",
     "LiveEvents",
+    "LiveNotAcknowledged",
     "LiveOverflow",
     "LiveTap",
     "rql_string",
@@ -47,6 +49,16 @@ class _Started:
 
 #: The item a tap gets when Ditto acknowledged its ``START-SEND-EVENTS``.
 STARTED: Final[Any] = _Started()
+
+
+#: Seconds a follower waits for ``START-SEND-EVENTS:ACK`` when it has no
+#: ``timeout`` of its own (a Ditto, or a proxy, that never answers it).
+ACK_TIMEOUT: Final = 30.0
+
+
+class LiveNotAcknowledged(TimeoutError):
+    """Ditto did not acknowledge ``START-SEND-EVENTS`` in time (a server
+    that does not serve live events answers it with an error or not at all)."""
 
 
 class LiveOverflow(Exception):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import queue
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 from sansrs.adapters.ditto import InMemoryHistory, connect, serve
 from sansrs.adapters.ditto.history import HistoryRequest
-from sansrs.adapters.ditto.live import STARTED, LiveOverflow
+from sansrs.adapters.ditto.live import STARTED, LiveNotAcknowledged, LiveOverflow
 from sansrs.adapters.ditto.resume import ReconnectFailed, ReconnectPolicy
 from sansrs.adapters.ditto.session import DittoSession
 from sansrs.adapters.ditto.tokens import TokenPolicy
@@ -349,3 +350,41 @@ def test_ditto_session_on_the_selector_loop_refreshes_tokens_and_resumes() -> No
         got += revisions(events)
     assert got == list(range(1, 61)) and session.reconnects == 1
     assert first.close_reason != "token expired"
+
+
+@pytest.mark.timeout(20)
+def test_ditto_follow_of_a_server_without_live_events_fails_typed_not_hanging(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sansrs.adapters.ditto import follow
+
+    monkeypatch.setattr(follow, "ACK_TIMEOUT", 0.3)
+    # the project's server answers START-SEND-EVENTS with json.invalid, no ACK
+    with (serve("ws://127.0.0.1:0/ws/2", InMemoryHistory(counter_history("thing-1", 3)))
+          as server, connect(server.url) as conn):
+        with pytest.raises(LiveNotAcknowledged, match="did not acknowledge START-SEND-EVENTS"):
+            conn.follow(THING)
+        assert not conn.closed  # the connection goes on
+
+
+@pytest.mark.timeout(20)
+def test_ditto_follow_without_a_timeout_waits_through_quiet_periods(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sansrs.adapters.ditto import follow as follow_module
+
+    monkeypatch.setattr(follow_module, "ACK_TIMEOUT", 0.1)  # the tap's bounded waits
+    with (FakeDitto({THING: counter_history("thing-1", 3)}, ping_interval=0.5) as ditto,
+          connect(ditto.url) as conn):
+        follow = conn.follow(THING)
+        got = take(follow, 3)
+        later: queue.Queue[Any] = queue.Queue()
+        reader = threading.Thread(target=lambda: later.put(next(follow)), daemon=True)
+        reader.start()
+        connection = ditto.connection(0)
+        # quiet for longer than several of the tap's waits: the fake's idle ping comes at 0.5 s
+        ditto.wait_for(lambda: connection.pings_sent >= 1)
+        ditto.publish(event(4), entity=THING)
+        got.append(later.get(timeout=10)["revision"])
+        follow.close()
+    assert got == [1, 2, 3, 4]
