@@ -13,6 +13,7 @@ subscriber's demand lasts).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import ssl
 import time
@@ -397,7 +398,8 @@ class AsyncDittoSession:
         """The history of ``entity``, resumed after the last delivered revision."""
         history = AsyncResumingHistory(self.current, self.reconnect, entity, dict(query),
                                        prefetch, timeout)
-        await history.start()
+        with contextlib.suppress(ConnectionClosed):  # the first __anext__ reconnects
+            await history.start()
         return history
 
     async def follow(
@@ -411,7 +413,8 @@ class AsyncDittoSession:
         """The history of ``entity``, then its live events (no end)."""
         follow = AsyncFollowEvents(self.current, self.reconnect, entity, dict(query),
                                    prefetch, timeout)
-        await follow.start()
+        with contextlib.suppress(ConnectionClosed):  # the first __anext__ reconnects
+            await follow.start()
         return follow
 
     def search(
@@ -484,12 +487,12 @@ class AsyncResumingHistory(_AsyncResuming):
 
     async def __anext__(self) -> Any:
         while True:
-            if self._it is None:
-                if self._closed or self.position.ended():
-                    raise StopAsyncIteration
-                await self.start()
-                continue
+            if self._it is None and (self._closed or self.position.ended()):
+                raise StopAsyncIteration
             try:
+                if self._it is None:
+                    await self.start()
+                assert self._it is not None
                 item = await self._it.__anext__()
             except StopAsyncIteration:
                 self._it, self._closed = None, True
@@ -526,6 +529,9 @@ class AsyncFollowEvents(_AsyncResuming):
         except TimeoutError:
             await self._drop()
             raise not_acknowledged(wait) from None
+        except BaseException:
+            await self._drop()  # a tap that raised is over: the next start makes a new one
+            raise
         check_started(first)
         self._past = self._history(connection, self.position.history())
 
@@ -595,17 +601,18 @@ class AsyncResumingSearch:
         while True:
             if self._closed:
                 raise StopAsyncIteration
-            if self._it is None:
-                connection, self._generation = await self._current()
-                self._it = connection.search(prefetch=self._prefetch, timeout=self._timeout,
-                                             **self.position.search())
             try:
+                if self._it is None:
+                    connection, self._generation = await self._current()
+                    self._it = connection.search(prefetch=self._prefetch, timeout=self._timeout,
+                                                 **self.position.search())
                 page = await self._it.__anext__()
             except StopAsyncIteration:
                 self._closed = True
                 raise
             except (ConnectionClosed, DittoRemoteError) as exc:
-                await self._it.aclose()
+                if self._it is not None:
+                    await self._it.aclose()
                 self._it = None
                 if self._closed:
                     raise

@@ -15,6 +15,7 @@ iterator.
 from __future__ import annotations
 
 import abc
+import contextlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -136,24 +137,25 @@ class ResumingHistory(_Resuming):
                  query: dict[str, Any], prefetch: int, timeout: float | None) -> None:
         super().__init__(current, reconnect, entity, query, prefetch, timeout)
         self._it: StreamIterator[Any] | None = None
-        self._subscribe()
+        # Subscribed now, so the window fills while the caller gets ready;
+        # on a connection found closed, the first next() reconnects.
+        with contextlib.suppress(ConnectionClosed):
+            self._subscribe()
 
-    def _subscribe(self) -> None:
+    def _subscribe(self) -> StreamIterator[Any]:
         connection, self._generation = self._current()
         self._it = self._history(connection, self.position.history())
+        return self._it
 
     def __iter__(self) -> Iterator[Any]:
         return self
 
     def __next__(self) -> Any:
         while True:
-            if self._it is None:
-                if self._closed or self.position.ended():
-                    raise StopIteration
-                self._subscribe()
-                continue
+            if self._it is None and (self._closed or self.position.ended()):
+                raise StopIteration
             try:
-                item = next(self._it)
+                item = next(self._it or self._subscribe())
             except StopIteration:
                 self._it = None
                 self._closed = True
@@ -196,7 +198,8 @@ class FollowEvents(_Resuming):
         self._past: StreamIterator[Any] | None = None
         #: a live event waiting for the history of the gap before it
         self._held: Any = None
-        self._start()
+        with contextlib.suppress(ConnectionClosed):  # the first next() reconnects
+            self._start()
 
     def _start(self) -> None:
         connection, self._generation = self._current()
@@ -209,6 +212,9 @@ class FollowEvents(_Resuming):
         except TimeoutError:
             self._drop()
             raise not_acknowledged(wait) from None
+        except BaseException:
+            self._drop()  # a tap that raised is over: the next start makes a new one
+            raise
         check_started(first)
         self._past = self._history(connection, self.position.history())
 
@@ -283,17 +289,18 @@ class ResumingSearch:
         while True:
             if self._closed:
                 raise StopIteration
-            if self._it is None:
-                connection, self._generation = self._current()
-                self._it = connection.search(prefetch=self._prefetch, timeout=self._timeout,
-                                             **self.position.search())
             try:
+                if self._it is None:
+                    connection, self._generation = self._current()
+                    self._it = connection.search(prefetch=self._prefetch, timeout=self._timeout,
+                                                 **self.position.search())
                 page = next(self._it)
             except StopIteration:
                 self._closed = True
                 raise
             except (ConnectionClosed, DittoRemoteError) as exc:
-                self._it.close()
+                if self._it is not None:
+                    self._it.close()
                 self._it = None
                 if self._closed:
                     raise

@@ -6,6 +6,7 @@ Ditto (tests/adapters/ditto/fake_ditto.py: closes on token expiry, accepts
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import queue
 import threading
@@ -388,3 +389,129 @@ def test_ditto_follow_without_a_timeout_waits_through_quiet_periods(
         got.append(later.get(timeout=10)["revision"])
         follow.close()
     assert got == [1, 2, 3, 4]
+
+
+@pytest.mark.timeout(20)
+def test_ditto_session_iterators_opened_on_a_connection_lost_while_idle_reconnect() -> None:
+    with (FakeDitto({THING: counter_history("thing-1", 20)}) as ditto,
+          DittoSession(ditto.url, reconnect=NOW) as session):
+        idle = session.connection
+        ditto.drop_all()
+        assert idle.wait_closed(10)
+        history = session.subscribe_for_persisted_events(THING, prefetch=4)
+        follow = session.follow(THING, prefetch=4)  # same generation: one reconnect for both
+        assert revisions(history) == list(range(1, 21))
+        assert take(follow, 20) == list(range(1, 21))
+        follow.close()
+    assert session.reconnects == 1
+
+
+@pytest.mark.timeout(20)
+def test_ditto_aio_session_iterators_opened_on_a_connection_lost_while_idle_reconnect() -> None:
+    from sansrs.adapters.ditto.aio import AsyncDittoSession
+
+    async def main(ditto: FakeDitto) -> tuple[list[int], list[int], int]:
+        async with AsyncDittoSession(ditto.url, reconnect=NOW) as session:
+            idle = session.connection
+            ditto.drop_all()
+            await idle.wait_closed()
+            history = await session.subscribe_for_persisted_events(THING, prefetch=4)
+            follow = await session.follow(THING, prefetch=4)
+            got = [e["revision"] async for e in history]
+            followed = await _take(follow, 20)
+            await follow.aclose()
+            return got, followed, session.reconnects
+
+    with FakeDitto({THING: counter_history("thing-1", 20)}) as ditto:
+        got, followed, reconnects = asyncio.run(asyncio.wait_for(main(ditto), 15))
+    assert got == followed == list(range(1, 21)) and reconnects == 1
+
+
+class ScriptedStream:
+    """A subscription as the iterators see it (StreamIterator's behaviour):
+    its items, then its error once, then the end."""
+
+    def __init__(self, items: list[Any], error: BaseException | None = None) -> None:
+        self.items = list(items)
+        self.error = error
+        self.closed = False
+
+    def __iter__(self) -> ScriptedStream:
+        return self
+
+    def __next__(self) -> Any:
+        if self.items:
+            return self.items.pop(0)
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+        raise StopIteration
+
+    def close(self) -> None:
+        self.closed = True
+
+    def __aiter__(self) -> ScriptedStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return self.__next__()
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        self.close()
+
+
+class ScriptedConnection:
+    """A connection whose live tap dies before Ditto's acknowledgement (when
+    ``dies``), else acknowledges; its history is revisions 1..3."""
+
+    def __init__(self, dies: bool) -> None:
+        self.dies = dies
+
+    def live_events(self, entity: str, **options: Any) -> ScriptedStream:
+        if self.dies:
+            return ScriptedStream([], ConnectionClosed("lost before the ACK"))
+        return ScriptedStream([STARTED])
+
+    def subscribe_for_persisted_events(self, entity: str, **options: Any) -> ScriptedStream:
+        assert not self.dies
+        return ScriptedStream(counter_history("thing-1", 3))
+
+
+def test_ditto_follow_whose_live_tap_dies_before_the_ack_reconnects_and_starts_again() -> None:
+    from sansrs.adapters.ditto.follow import FollowEvents
+
+    connections = [ScriptedConnection(dies=True), ScriptedConnection(dies=False)]
+    lost: list[BaseException] = []
+
+    def reconnect(generation: int, cause: BaseException) -> None:
+        lost.append(cause)
+        connections.pop(0)
+
+    follow = FollowEvents(lambda: (connections[0], len(lost)), reconnect, THING, {}, 4, None)
+    assert [next(follow)["revision"] for _ in range(3)] == [1, 2, 3]
+    assert [str(e) for e in lost] == ["lost before the ACK"]
+
+
+def test_ditto_aio_follow_whose_live_tap_dies_before_the_ack_reconnects_and_starts_again() -> None:
+    from sansrs.adapters.ditto.aio import AsyncFollowEvents
+
+    connections = [ScriptedConnection(dies=True), ScriptedConnection(dies=False)]
+    lost: list[BaseException] = []
+
+    async def current() -> Any:
+        return connections[0], len(lost)
+
+    async def reconnect(generation: int, cause: BaseException) -> None:
+        lost.append(cause)
+        connections.pop(0)
+
+    async def main() -> list[int]:
+        follow = AsyncFollowEvents(current, reconnect, THING, {}, 4, None)
+        with contextlib.suppress(ConnectionClosed):
+            await follow.start()  # as AsyncDittoSession.follow does
+        return await _take(follow, 3)
+
+    assert asyncio.run(main()) == [1, 2, 3] and len(lost) == 1
