@@ -263,3 +263,15 @@ def test_ditto_client_completed_after_cancel_releases_the_id() -> None:
     client.receive_message(_msg(SEARCH + "complete", {"subscriptionId": "0"}))
     assert isinstance(list(client.events())[-1], SubscriptionCompleted)
     assert not client._cancelled and not client._searches
+
+
+def test_ditto_client_subscribe_failed_by_an_uncorrelated_error_frees_its_place() -> None:
+    """The failed subscribe no longer counts against ``max_subscriptions``
+    (it did, waiting forever, before the fix); the subscribes it keeps to
+    cancel a late created are bounded by the same limit."""
+    client = _client(max_subscriptions=1)
+    for _ in range(3):
+        client.subscribe_for_persisted_events(NS, "thing-2")
+        client.receive_message(UNKNOWN_500)
+    assert len(client._orphans) == 1 and not client._pending
+    assert [type(e) for e in client.events()] == [ErrorResponseReceived] * 3
