@@ -138,6 +138,11 @@ class AsyncDittoConnection(AsyncPeer):
         """The same search as a Publisher of pages."""
         return subscription_publisher(self._engine, self._submit, search_request(**query))
 
+    def refresh_token(self) -> None:
+        """Ask the token provider for a token now and send it (see the
+        synchronous ``DittoConnection.refresh_token``)."""
+        self._submit(self._engine.refresh_token)
+
     # The keywords of DittoConnection.live_events, by choice.
     def live_events(
         self,

@@ -146,6 +146,13 @@ class DittoConnection(DrivenPeer):
 
         return more_later, cancel_later
 
+    def refresh_token(self) -> None:
+        """Ask the token provider (``connect(token=<callable>)``) for a token
+        now and send it as ``JWT-TOKEN`` (e.g. after a role change); nothing
+        without a provider or while a fetch is under way."""
+        engine = self._engine
+        self._submit(engine.refresh_token)
+
     def _publisher(self, request: SubscribeRequest) -> RemoteStreamPublisher[Any, Any]:
         return subscription_publisher(self._engine, self._submit, request)
 

@@ -515,3 +515,16 @@ def test_ditto_aio_follow_whose_live_tap_dies_before_the_ack_reconnects_and_star
         return await _take(follow, 3)
 
     assert asyncio.run(main()) == [1, 2, 3] and len(lost) == 1
+
+
+@pytest.mark.timeout(20)
+def test_ditto_connection_refreshes_its_token_on_demand() -> None:
+    tokens = Tokens()
+    with FakeDitto({THING: []}) as ditto, connect(ditto.url, token=tokens) as conn:
+        conn.refresh_token()
+        first = ditto.connection(0)
+        ditto.wait_for(lambda: first.refreshed_tokens == ["t1"])
+    with FakeDitto({THING: []}) as ditto, connect(ditto.url, token="fixed") as conn:
+        conn.refresh_token()  # no provider: nothing to send
+        assert revisions(conn.subscribe_for_persisted_events(THING)) == []
+        assert ditto.connection(0).refreshed_tokens == []
