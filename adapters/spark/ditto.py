@@ -23,6 +23,7 @@ Needs the ``ws`` extra (wsproto); imported only when a ``ws://`` URL is read.
 from __future__ import annotations
 
 import json
+import ssl
 import time
 import zlib
 from collections import deque
@@ -304,7 +305,8 @@ def _event_batches(
         except DittoRemoteError as exc:
             raise _source_error(url, request, f"{exc.status} {exc}") from None
         except (ConnectionClosed, OSError) as exc:
-            if policy is None:
+            # A certificate the reader does not trust stays untrusted: no retry.
+            if policy is None or isinstance(exc, ssl.SSLCertVerificationError):
                 raise _source_error(url, request, f"connection lost: {exc}") from None
             if backoff is None:
                 backoff = Backoff(policy, time.monotonic())

@@ -5,8 +5,8 @@ and streaming readers (offsets = revisions) on the shared SparkSession."""
 from __future__ import annotations
 
 import json
-import ssl
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -517,8 +517,14 @@ def test_spark_wss_ditto_data_source_honours_tls_ca(wss_url: str, arrow: str) ->
 @pytest.mark.usefixtures("only_the_given_ca")
 def test_spark_wss_ditto_reads_refuse_a_server_they_do_not_trust(wss_url: str) -> None:
     stranger = Access(tls=ClientTls(ca=_pem(certs().stranger_ca)))
-    with pytest.raises(ssl.SSLCertVerificationError):
+    with pytest.raises(SourceError, match="CERTIFICATE_VERIFY_FAILED"):
         list(open_partition_stream(wss_url, NS, 0, 1, WSS_OPTIONS, access=stranger))
+    # A reconnect policy does not retry a certificate that is not trusted.
+    options = {**WSS_OPTIONS, "reconnect_max_outage": 30}
+    started = time.monotonic()
+    with pytest.raises(SourceError, match="CERTIFICATE_VERIFY_FAILED"):
+        list(open_partition_stream(wss_url, NS, 0, 1, options, access=stranger))
+    assert time.monotonic() - started < 5
 
 
 @pytest.mark.timeout(30)
