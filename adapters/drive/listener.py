@@ -291,7 +291,7 @@ class LoopServer:
         self.loop.set_timer(pause, pause.timer)
         # Make room: what is shed frees its descriptors as it closes, and the
         # last of them to go resumes accepting (_forget), before the timer.
-        self._make_room(config.shed_batch, f"accept failed ({exc.strerror or exc})")
+        self._make_room(config.shed_batch, f"out of resources ({exc.strerror or exc})")
 
     def _resume_after_shedding(self) -> None:
         with self._lock:
