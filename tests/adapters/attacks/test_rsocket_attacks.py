@@ -251,6 +251,19 @@ def test_websocket_garbage_and_oversized_frames(target: Target) -> None:
             rng = random.Random(6)
             sock.sendall(bytes(rng.getrandbits(8) for _ in range(8192)) + b"\r\n\r\n")
             assert read_to_end(sock).startswith(b"HTTP/1.1 400")  # the upgrade is refused
+        with raw(target, "rsocket-ws") as sock:  # a head over 64 KiB, whole in one send
+            filler = "".join(f"X-Fill-{i}: {'a' * 1000}\r\n" for i in range(98))
+            sock.sendall(
+                f"GET /rsocket HTTP/1.1\r\nHost: 127.0.0.1\r\n{filler}\r\n".encode()
+            )
+            assert read_to_end(sock).startswith(b"HTTP/1.1 431")
+        with raw(target, "rsocket-ws") as sock:  # a key that is not 16 bytes in base64
+            sock.sendall(
+                b"GET /rsocket HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+                b"Connection: Upgrade\r\nSec-WebSocket-Key: short\r\n"
+                b"Sec-WebSocket-Version: 13\r\n\r\n"
+            )
+            assert read_to_end(sock).startswith(b"HTTP/1.1 400")
         with raw(target, "rsocket-ws") as sock:
             _ws_upgrade(sock, "/rsocket")
             sock.sendall(huge)
