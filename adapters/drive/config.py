@@ -60,7 +60,8 @@ class LoopConfig:
     opening not done), oldest first: up to this many each time ``accept``
     fails for want of descriptors or memory (accepting resumes as soon as
     they are gone, before ``accept_pause``), and one per new connection at
-    ``max_connections`` (the new one is then served instead of refused).
+    ``max_connections`` (the new one is then served instead of refused, and
+    nothing more is accepted until the shed one is gone).
     Logged at most once per ``log_interval`` (32; 0: never shed). Why: a
     flood of connections that never finish their opening would otherwise
     hold every descriptor until ``handshake_timeout`` and lock good clients

@@ -188,7 +188,9 @@ class LoopServer:
                 continue
             if transport is None:
                 return
-            if self._full(config.max_connections) and not self._make_room(1, "max_connections"):
+            full = self._full(config.max_connections)
+            made_room = full and self._make_room(1, "max_connections") > 0
+            if full and not made_room:
                 self.refused += 1
                 self._refused_warning.warning(
                     time.monotonic(),
@@ -220,6 +222,17 @@ class LoopServer:
                 self._connections[conn] = None
             conn.add_exit_callback(self._forget)  # before it starts: no race
             conn.start()
+            if made_room:
+                # In for one being shed: accept nothing more until it is
+                # gone, so the connections never exceed the limit by more
+                # than the one.
+                self._hold(config.accept_pause)
+                with self._lock:
+                    gone = not self._shedding
+                if gone:  # already (on its own thread): no exit will resume
+                    with contextlib.suppress(LoopClosed):
+                        self.loop.call_soon(self._resume_after_shedding)
+                return
 
     def _forget(self, conn: Startable) -> None:
         """A connection ended (on its owning thread): drop it now, so that
@@ -282,16 +295,21 @@ class LoopServer:
             exc,
             config.accept_pause,
         )
+        self._hold(config.accept_pause)
+        # Make room: what is shed frees its descriptors as it closes, and the
+        # last of them to go resumes accepting (_forget), before the timer.
+        self._make_room(config.shed_batch, f"out of resources ({exc.strerror or exc})")
+
+    def _hold(self, seconds: float) -> None:
+        """Stop polling the listener for ``seconds`` (or until the
+        connections being shed are gone)."""
         if self._registered:
             with contextlib.suppress(Exception):
                 self.loop.watch_listener(self.listener.fileno(), None)
         pause = self._paused = _AcceptPause(self)
         self.loop.add(pause)
-        pause.timer = now + config.accept_pause
+        pause.timer = time.monotonic() + seconds
         self.loop.set_timer(pause, pause.timer)
-        # Make room: what is shed frees its descriptors as it closes, and the
-        # last of them to go resumes accepting (_forget), before the timer.
-        self._make_room(config.shed_batch, f"out of resources ({exc.strerror or exc})")
 
     def _resume_after_shedding(self) -> None:
         with self._lock:

@@ -140,6 +140,11 @@ def test_at_max_connections_the_oldest_handshaking_connection_makes_room(driver:
                 echo(good)  # instead of refused
             assert _closed_by_server(silent[0])  # the oldest went
             assert acceptor(running).refused == 0 and acceptor(running).shed >= 1
+            # More of them: each sheds an older one, and while one is being
+            # shed nothing more is accepted (at most one over the limit).
+            silent += _silent(running.url, 40)
+            for _ in range(40):
+                assert len(acceptor(running).connections) <= 5
         finally:
             for sock in silent:
                 sock.close()
