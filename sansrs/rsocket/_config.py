@@ -70,13 +70,13 @@ class ConnectionConfig:
       stream, even one whose reassembly was refused) must average at least
       this many bytes (frame header included, length prefix not) once more
       than ``FRAGMENT_GRACE`` (1024) of them have arrived; beyond it:
-      ERROR[CONNECTION_ERROR]. Every frame costs about a microsecond of CPU
-      to parse whatever its size, so tiny fragments are a way to make a
-      server spend a core (2-byte fragments: about 75 ms a MiB); this
-      bounds that cost per byte received (256: about 4,000 fragments a MiB,
-      a few ms). Default 256: a conforming sender fragments at
-      ``fragment_size`` (at least 64, usually far more; sansrs and
-      rsocket-java do not fragment below 16 MiB by default), so only its
+      ERROR[CONNECTION_ERROR]. Every frame costs its parse whatever its
+      size, so tiny fragments are a way to make a server spend a core
+      (2-byte fragments: about 75 ms a MiB); this bounds that cost per byte
+      received (256: at most 4,096 fragments a MiB; docs/security.md has
+      the figures). Default 256: a conforming sender fragments at its
+      ``fragment_size`` (at least 64, usually far more: sansrs fragments
+      only beyond 16 MiB by default, rsocket-java not at all), so only its
       last fragment is small. Lower it for peers that fragment below 256
       bytes; 0: no minimum.
     - ``max_concurrent_streams``: streams the peer may have open towards us at
