@@ -12,6 +12,7 @@ import gc
 import logging
 import socket
 import threading
+import weakref
 from typing import Any
 
 import pytest
@@ -30,19 +31,19 @@ def echo(client: rsocket.Client, data: bytes = b"ok") -> None:
 PUSH = 1024 * 1024
 
 
-def _demo_handlers() -> int:
-    """How many DemoHandlers are alive (counted, not held)."""
-    return sum(type(o) is DemoHandler for o in gc.get_objects())
+def _demo_handlers(old: weakref.WeakSet[DemoHandler]) -> int:
+    """How many DemoHandlers are alive, but those in ``old`` (counted, not held)."""
+    return sum(type(o) is DemoHandler and o not in old for o in gc.get_objects())
 
 
-def _handlers_left(deadline: float = WAIT) -> int:
-    """The DemoHandlers still alive once the server has let them go (a
-    connection's exit runs on its own thread: collect until none is left
-    or ``deadline``)."""
+def _handlers_left(old: weakref.WeakSet[DemoHandler], deadline: float = WAIT) -> int:
+    """The DemoHandlers made since ``old`` still alive once the server has
+    let them go (a connection's exit runs on its own thread: collect until
+    none is left or ``deadline``)."""
     waited = threading.Event()
     for _ in range(int(deadline / 0.05)):
         gc.collect()
-        left = _demo_handlers()
+        left = _demo_handlers(old)
         if not left:
             return 0
         waited.wait(0.05)
@@ -55,13 +56,14 @@ def test_listener_forgets_a_connection_when_it_ends_so_its_handler_goes(driver: 
     """Finding: ended connections kept their handler until the listener's
     set reached 64: a handler that keeps the last METADATA_PUSH (the demo's)
     held it after the client had gone."""
+    # Those of earlier tests (their connections may still be ending) aside.
+    old = weakref.WeakSet(o for o in gc.get_objects() if type(o) is DemoHandler)
     with serving(driver, "rsocket", LoopConfig()) as running:
-        assert _demo_handlers() == 0
         for i in range(5):
             with rsocket.connect(running.url) as client:
                 client.metadata_push(bytes([i]) * PUSH)
                 assert client.request_response(b"ok", timeout=WAIT).data == b"ok"
-        assert _handlers_left() == 0
+        assert _handlers_left(old) == 0
         assert not acceptor(running).connections
 
 
