@@ -2,8 +2,12 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
 EXTRAS ?= test,dev,fuzz,ws,spark
+# Editable mode (setuptools): empty = the default import hook (new modules
+# seen at once; static tools such as mypy and help() miss sansrs.adapters);
+# strict = a tree of links static tools read (re-run after adding a module).
+EDITABLE_MODE ?=
+STAMP  := $(VENV)/.installed$(if $(EDITABLE_MODE),-$(EDITABLE_MODE))
 
 .PHONY: help venv test lint typecheck pytest demo demo-rsocket fuzz fuzz-ci bench clean
 
@@ -18,8 +22,10 @@ help:
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 required")'
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade "pip>=23" "setuptools>=68" wheel
-	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
+	$(PY) -m pip install --quiet --upgrade "pip>=23" "setuptools>=77" wheel
+	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]" \
+		$(if $(EDITABLE_MODE),--config-settings editable_mode=$(EDITABLE_MODE))
+	@rm -f $(VENV)/.installed*
 	@touch $(STAMP)
 
 venv: $(STAMP)
