@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from sansrs.adapters.drive import ConnectionClosed
-from sansrs.adapters.rsio import RsioError, Server, connect, serve
+from sansrs.adapters.rsio import FixedSizePublisher, RsioError, Server, connect, serve
 from sansrs.adapters.rsio.demo import BLOB_SIZE, CounterPublisher, blob, demo_publishers
 
 from sansrs.rsio import (
@@ -330,7 +330,9 @@ def _raw_subscribe_exactly(port: int, name: str, demand: int) -> list[Any]:
 
 @pytest.mark.parametrize("loop", ["thread", "selector"])
 @pytest.mark.parametrize(
-    "name", ["counter/2", "counter/0", "gen/2", "gen/0", "list/2", "counterpub/2"]
+    "name",
+    ["counter/2", "counter/0", "gen/2", "gen/0", "list/2", "counterpub/2", "fixedbuf/2",
+     "fixedgen/2"],
 )
 @pytest.mark.timeout(30)
 def test_rsio_stream_of_n_requested_exactly_n_completes(name: str, loop: str) -> None:
@@ -345,6 +347,8 @@ def test_rsio_stream_of_n_requested_exactly_n_completes(name: str, loop: str) ->
         "gen/0": _gen_publisher(0),
         "list/2": from_iterable([b"a", b"b"]),
         "counterpub/2": _SubscribeOnly(CounterPublisher(2)),  # its Publisher face
+        "fixedbuf/2": FixedSizePublisher(8, bytes(16)),  # a buffer: read in bulk
+        "fixedgen/2": FixedSizePublisher(8, lambda: (bytes(8) for _ in range(2))),
     }
     with serve("tcp://127.0.0.1:0", publishers, loop=loop) as server:
         msgs = _raw_subscribe_exactly(server.endpoint.port, name, 2)
