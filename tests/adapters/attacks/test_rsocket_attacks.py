@@ -33,6 +33,7 @@ from tests.adapters.attacks.harness import (
     read_unacknowledged_then_vanish,
     send_until_closed,
 )
+from tests.adapters.raw_websocket import upgrade
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -219,27 +220,13 @@ def _mask(payload: bytes, key: bytes) -> bytes:
     return bytes(b ^ key[i % 4] for i, b in enumerate(payload))
 
 
-def _ws_upgrade(sock: socket.socket, path: str) -> None:
-    sock.sendall(
-        f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
-        "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-        "Sec-WebSocket-Version: 13\r\n\r\n".encode()
-    )
-    head = b""
-    while b"\r\n\r\n" not in head:
-        chunk = sock.recv(4096)
-        assert chunk, "upgrade refused"
-        head += chunk
-    assert head.startswith(b"HTTP/1.1 101"), head[:80]
-
-
 def test_websocket_pings_never_read(target: Target) -> None:
     """Pings whose Pongs are never read: the server keeps one Pong pending,
     not one per Ping."""
     key = b"\x01\x02\x03\x04"
     ping = bytes([0x89, 0x80 | 125]) + key + _mask(b"p" * 125, key)
     with attacked(target, "rsocket-ws"), raw(target, "rsocket-ws") as sock:
-        _ws_upgrade(sock, "/rsocket")
+        upgrade(sock, "/rsocket")
         sock.sendall(ping * 30_000)
 
 
@@ -265,7 +252,7 @@ def test_websocket_garbage_and_oversized_frames(target: Target) -> None:
             )
             assert read_to_end(sock).startswith(b"HTTP/1.1 400")
         with raw(target, "rsocket-ws") as sock:
-            _ws_upgrade(sock, "/rsocket")
+            upgrade(sock, "/rsocket")
             sock.sendall(huge)
             closing = read_to_end(sock)
             assert closing[:2] == b"\x88\x02" or closing[:1] == b"\x88"  # a Close

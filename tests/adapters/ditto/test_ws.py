@@ -31,6 +31,7 @@ from tests.adapters.ditto.helpers import (
     counter_history,
     events_of,
 )
+from tests.adapters.raw_websocket import masked_text, text_messages, upgrade
 
 URL = "ws://127.0.0.1:0/ws/2"
 
@@ -691,61 +692,24 @@ def test_selector_loop_drives_server_and_clients() -> None:
         loop.stop()
 
 
-def _raw_ditto(port: int) -> socket.socket:
-    """A WebSocket to the server, upgraded by hand (a scripted peer)."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=5.0)
-    sock.sendall(
-        b"GET /ws/2 HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-    )
-    head = b""
-    while b"\r\n\r\n" not in head:
-        head += sock.recv(4096)
-    assert head.startswith(b"HTTP/1.1 101")
-    return sock
-
-
-def _send_text(sock: socket.socket, message: dict[str, Any]) -> None:
-    payload, key = json.dumps(message).encode(), b"\x11\x22\x33\x44"
-    n = len(payload)
-    head = bytes([0x81, 0x80 | n]) if n < 126 else bytes([0x81, 0xFE]) + n.to_bytes(2, "big")
-    sock.sendall(head + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload)))
-
-
-def _texts(sock: socket.socket, stop: str) -> list[dict[str, Any]]:
-    """Text messages up to the first whose topic ends with ``stop`` (a
-    TimeoutError if it never comes)."""
-    buf, out = b"", []
-    while True:
-        while len(buf) >= 2:
-            n, head = buf[1] & 0x7F, 2
-            if n == 126:
-                if len(buf) < 4:
-                    break
-                n, head = int.from_bytes(buf[2:4], "big"), 4
-            if len(buf) < head + n:
-                break
-            out.append(json.loads(buf[head : head + n]))
-            buf = buf[head + n :]
-            if out[-1]["topic"].endswith(stop):
-                return out
-        chunk = sock.recv(65536)  # TimeoutError: never came
-        assert chunk, "the server closed"
-        buf += chunk
-
-
 @pytest.mark.timeout(30)
 def test_ditto_subscription_of_n_events_requested_exactly_n_completes() -> None:
     """A raw consumer that requests exactly the N events an entity has gets
     ``complete`` right behind the last ``next``, without asking for more."""
     events = events_of("thing-1")[:2]  # 2: the first batch's size while weights are unknown
     topic = f"{NS}/thing-1/things/twin/streaming"
-    with serve(URL, InMemoryHistory(events)) as srv, _raw_ditto(srv.endpoint.port) as sock:
-        _send_text(sock, {"topic": f"{topic}/subscribeForPersistedEvents", "path": "/",
-                          "headers": {}})
-        (created,) = _texts(sock, "/created")
+    with (
+        serve(URL, InMemoryHistory(events)) as srv,
+        socket.create_connection(("127.0.0.1", srv.endpoint.port), timeout=5.0) as sock,
+    ):
+        upgrade(sock, "/ws/2")
+        subscribe = {"topic": f"{topic}/subscribeForPersistedEvents", "path": "/", "headers": {}}
+        sock.sendall(masked_text(json.dumps(subscribe)))
+        (created,) = text_messages(sock, 1)
         sid = created["value"]["subscriptionId"]
-        _send_text(sock, {"topic": f"{topic}/request", "path": "/", "headers": {},
-                          "value": {"subscriptionId": sid, "demand": len(events)}})
-        got = _texts(sock, "/complete")
+        request = {"topic": f"{topic}/request", "path": "/", "headers": {},
+                   "value": {"subscriptionId": sid, "demand": len(events)}}
+        sock.sendall(masked_text(json.dumps(request)))
+        got = text_messages(sock, len(events) + 1)  # a socket timeout if complete never comes
+    assert [m["topic"].rsplit("/", 1)[-1] for m in got] == ["next", "next", "complete"]
     assert [m["value"]["item"] for m in got[:-1]] == events
