@@ -501,7 +501,11 @@ class DittoClientEngine(_RecordEngine):
         elif isinstance(event, ev.OtherMessageReceived) and self.live.active:
             self.live.event(event.envelope)
         elif isinstance(event, ev.StrayMessageReceived):
-            log.warning("message from Ditto for no subscription: %s", event.envelope.topic)
+            topic = event.envelope.topic
+            # A "failed" for a subscription that is over is Ditto's answer to
+            # a request that crossed its end (complete, cancel): routine.
+            level = logging.DEBUG if topic.endswith("/failed") else logging.WARNING
+            log.log(level, "message from Ditto for no subscription: %s", topic)
         else:
             log.debug("ignored message from Ditto: %r", event)
 
