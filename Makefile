@@ -9,13 +9,14 @@ EXTRAS ?= test,dev,fuzz,ws,spark
 EDITABLE_MODE ?=
 STAMP  := $(VENV)/.installed$(if $(EDITABLE_MODE),-$(EDITABLE_MODE))
 
-.PHONY: help venv test lint typecheck pytest demo demo-rsocket fuzz fuzz-ci bench clean
+.PHONY: help venv test lint typecheck pytest demo demo-rsocket fuzz fuzz-ci bench clean interop-js
 
 help:
 	@echo "make demo   - run the end-to-end Spark pipeline on embedded defaults"
 	@echo "             (SANSRS_SPARK_MASTER=spark://host:7077 for a cluster)"
 	@echo "make demo-rsocket - the RSocket-only demo (every interaction model)"
 	@echo "make test   - bootstrap .venv, run ruff, mypy --strict and pytest"
+	@echo "make interop-js - install rsocket-js for tests/interop (CI does)"
 	@echo "make fuzz   - run every atheris fuzz target (FUZZ_SECONDS each, default 300)"
 	@echo "make bench  - run the benchmarks in benchmarks/"
 
@@ -29,6 +30,21 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 venv: $(STAMP)
+
+# rsocket-js for the interop tests (tests/interop), pinned by its
+# package-lock.json; installed again only when that changes. Without node
+# the interop tests skip.
+JS_DIR   := tests/interop/rsocket_js
+JS_STAMP := $(JS_DIR)/node_modules/.installed
+
+$(JS_STAMP): $(JS_DIR)/package-lock.json
+	cd $(JS_DIR) && npm ci --no-audit --no-fund
+	@touch $(JS_STAMP)
+
+interop-js:
+	@if command -v node >/dev/null && command -v npm >/dev/null; then \
+		$(MAKE) --no-print-directory $(JS_STAMP); \
+	else echo "node/npm not found: the rsocket-js interop tests will skip"; fi
 
 lint: $(STAMP)
 	$(PY) -m ruff check sansrs adapters tck tests fuzz benchmarks examples

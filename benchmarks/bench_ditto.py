@@ -27,6 +27,15 @@ printed in a markdown table with the CPU ratio to the ``core`` baseline, and
     .venv/bin/python benchmarks/bench_ditto.py --only rows rows_raw --runs 5
     .venv/bin/python benchmarks/bench_ditto.py --stages --runs 5 --events 100000
     .venv/bin/python benchmarks/bench_ditto.py --only rows rows_raw --things 4096 --events 32768
+    .venv/bin/python benchmarks/bench_ditto.py --resume --runs 5 --drops 2
+
+``--resume``: ``ws_iter`` against the same read through ``DittoSession``'s
+resuming iterator without (``ws_session``) and with ``--drops`` connections
+closed by the server mid-read (``ws_session_drops``: every revision checked
+once and in order), and the time to resume: from the iterator seeing the
+loss (after the events queued before it) to the first event over the
+restored connection (backoff, a new TCP and WebSocket handshake, the
+subscribe's round trip; the first backoff is at most 10 ms).
 
 ``--things``: how many things ``rows`` spreads its events over (default 64,
 as ``bench_spark.py``): many small histories show what each thing's
@@ -56,6 +65,8 @@ from typing import Any
 
 from sansrs.adapters.ditto import InMemoryHistory, connect
 from sansrs.adapters.ditto import serve as serve_ditto
+from sansrs.adapters.ditto.resume import ReconnectPolicy
+from sansrs.adapters.ditto.session import DittoSession
 
 from sansrs.ditto import ClientState, DittoClient, DittoServer
 from sansrs.ditto import events as ev
@@ -113,6 +124,39 @@ def run_ws(events: list[dict[str, Any]], prefetch: int) -> int:
         n = 0
         for _ in c.subscribe_for_persisted_events(f"{NS}:bench", prefetch=prefetch, timeout=30):
             n += 1
+    return n
+
+
+#: Seconds from the iterator seeing its connection lost to the first event
+#: over the restored one (``ws_session_drops``), for the report.
+_resume_times: list[float] = []
+DROPS = [2]
+
+
+def run_session(events: list[dict[str, Any]], drops: int) -> int:
+    """The history through ``DittoSession`` (reconnect and resume on), with
+    ``drops`` connections closed by the server, evenly spread over the read."""
+    every = len(events) // (drops + 1)
+    with (serve_ditto("ws://127.0.0.1:0/ws/2", InMemoryHistory(events)) as srv,
+          DittoSession(srv.url, reconnect=ReconnectPolicy(initial_delay=0.01)) as session):
+        lost: list[float] = []  # when the iterator saw the loss (it asks to reconnect)
+        reconnect = session.reconnect
+
+        def timed_reconnect(generation: int, cause: BaseException) -> None:
+            lost.append(time.perf_counter())
+            reconnect(generation, cause)
+
+        session.reconnect = timed_reconnect  # type: ignore[method-assign]
+        n = 0
+        for event in session.subscribe_for_persisted_events(f"{NS}:bench", prefetch=256,
+                                                            timeout=30):
+            n += 1
+            assert event["revision"] == n  # every revision once, in order
+            if lost:
+                _resume_times.append(time.perf_counter() - lost.pop())
+            if drops and n % every == 0 and n < len(events):
+                drops -= 1
+                srv.peers[0].close()  # the server closes this connection
     return n
 
 
@@ -296,7 +340,11 @@ SCENARIOS: dict[str, Callable[[list[dict[str, Any]]], int]] = {
     "ws_iter_p16": lambda events: run_ws(events, 16),
     "rows": lambda events: run_rows(len(events), raw=False),
     "rows_raw": lambda events: run_rows(len(events), raw=True),
+    "ws_session": lambda events: run_session(events, 0),
+    "ws_session_drops": lambda events: run_session(events, DROPS[0]),
 }
+#: Scenarios run only when asked for (``--resume`` or ``--only``).
+_RESUME = ("ws_iter", "ws_session", "ws_session_drops")
 #: Scenarios whose server runs in a child process (its CPU is added).
 _CHILD_SERVER = {"rows", "rows_raw"}
 
@@ -313,8 +361,14 @@ def main() -> None:
                         help="CPU per event of each stage of rows (see stages())")
     parser.add_argument("--things", type=int, default=64,
                         help="things the rows scenario's history spreads over")
+    parser.add_argument("--resume", action="store_true",
+                        help="ws_iter against DittoSession's resuming iterator, without and "
+                        "with --drops dropped connections; the time to resume")
+    parser.add_argument("--drops", type=int, default=2,
+                        help="connections the server closes in ws_session_drops (2)")
     args = parser.parse_args()
     THINGS[0] = args.things
+    DROPS[0] = args.drops
     if args.stages:
         runs = [stages(args.events) for _ in range(args.runs)]
         print(f"\nStages of rows, {args.events} events, median of {args.runs} runs, "
@@ -325,7 +379,8 @@ def main() -> None:
             print(f"| {name} | {statistics.median(r[name] for r in runs):.2f} |")
         return
     events = history(args.events)
-    names = args.only or [n for n in SCENARIOS if n not in _CHILD_SERVER]
+    default = [n for n in SCENARIOS if n not in _CHILD_SERVER and n not in _RESUME[1:]]
+    names = args.only or (list(_RESUME) if args.resume else default)
     walls: dict[str, list[float]] = {n: [] for n in names}
     cpus: dict[str, list[float]] = {n: [] for n in names}
     server_cpus: dict[str, list[float]] = {n: [] for n in names}
@@ -356,6 +411,11 @@ def main() -> None:
     for name, used in server_cpu.items():
         print(f"{name}: server process {used:.1f}, client process {cpu[name] - used:.1f} "
               "CPU us/event (medians)")
+    if _resume_times:
+        median_ms = statistics.median(_resume_times) * 1e3
+        print(f"\nws_session_drops: time from the loss (seen by the iterator) to the first "
+              f"event over the restored connection: median {median_ms:.1f} ms, "
+              f"max {max(_resume_times) * 1e3:.1f} ms ({len(_resume_times)} resumes)")
     if "rows" in walls and "rows_raw" in walls:
         ratios = [a / b for a, b in zip(walls["rows"], walls["rows_raw"], strict=True)]
         print(f"\nrows / rows_raw (median of the per-round ratios): "

@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
+import subprocess
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
@@ -101,26 +103,73 @@ def _describe(exc: BaseException) -> str:
     return f"Ditto answered {exc.status} {exc.code}: {exc.error.message}{detail}"
 
 
-def _run_client(args: argparse.Namespace, body: Any) -> int:
+def token_command(command: str, timeout: float) -> Callable[[], str]:
+    """A token provider that runs ``command`` (split as a shell would, run
+    without one) and takes its stdout, stripped: asked for the upgrade, before
+    each expiry and on every reconnect (``--token-command``)."""
+    argv = shlex.split(command)
+    if not argv:
+        raise ValueError("--token-command is empty")
+
+    def provide() -> str:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        token = done.stdout.strip()
+        if done.returncode != 0 or not token:
+            why = done.stderr.strip()[:200] or f"exit status {done.returncode}, no token"
+            raise OSError(f"--token-command failed: {why}")
+        return token
+
+    return provide
+
+
+def _token_options(args: argparse.Namespace, credentials: dict[str, Any]) -> None:
+    """``--token-command`` and ``--token-lifetime`` / ``--refresh-margin``."""
+    if args.token_command is not None:
+        if credentials:
+            raise ValueError("pass --token-command or --user/--password/--token, not both")
+        credentials["token"] = token_command(args.token_command, args.timeout)
+    if args.token_lifetime is not None or args.refresh_margin is not None:
+        from ..ditto.tokens import TokenPolicy
+
+        margin = 60.0 if args.refresh_margin is None else args.refresh_margin
+        credentials["token_policy"] = TokenPolicy(lifetime=args.token_lifetime,
+                                                  refresh_margin=margin)
+
+
+def _run_client(args: argparse.Namespace, body: Any, *, resume: bool = False) -> int:
+    """Run ``body(conn)`` on a connection; ``resume``: on a
+    :class:`~..ditto.session.DittoSession` that reconnects (``--max-outage``)."""
     from sansrs.ditto import DittoRemoteError, LocalProtocolError
 
     from ..ditto import connect
 
     def run() -> int:
         credentials = _credentials(args)
+        _token_options(args, credentials)
         if args.cafile is not None:
             from ..transport.tls import client_context
 
             credentials["ssl_context"] = client_context(cafile=args.cafile)
+        if resume:
+            from ..ditto.resume import ReconnectPolicy
+            from ..ditto.session import DittoSession
+
+            policy = ReconnectPolicy(max_outage=args.max_outage)
+            with DittoSession(args.url, reconnect=policy, connect_timeout=args.timeout,
+                              **credentials) as session:
+                return int(body(session))
         with connect(args.url, connect_timeout=args.timeout, **credentials) as conn:
             return int(body(conn))
 
     return run_client(run, (DittoRemoteError,), describe=_describe, usage=(LocalProtocolError,))
 
 
-def _print_all(what: str, stream: Any, items: Callable[[Any], Iterable[Any]]) -> int:
+def _print_all(
+    what: str, stream: Any, items: Callable[[Any], Iterable[Any]], *, flush: bool = False
+) -> int:
     """Print every item of ``stream`` (a context manager that cancels on exit)
-    as a JSON line on stdout, with a progress line on stderr."""
+    as a JSON line on stdout, with a progress line on stderr; ``flush``:
+    each line at once (a followed thing's live events appear as they happen)."""
     progress = _Progress(what, sys.stderr)
     out = sys.stdout
     with stream as entered:
@@ -129,6 +178,8 @@ def _print_all(what: str, stream: Any, items: Callable[[Any], Iterable[Any]]) ->
                 for item in items(element):
                     _print_json(item, out)
                     progress.step()
+                if flush:
+                    out.flush()
         except BaseException as exc:
             progress.finish(_ended(exc))
             raise
@@ -138,21 +189,35 @@ def _print_all(what: str, stream: Any, items: Callable[[Any], Iterable[Any]]) ->
 
 
 def _history(args: argparse.Namespace) -> int:
-    def body(conn: Any) -> int:
-        events = conn.subscribe_for_persisted_events(
-            args.thing_id,
-            group="policies" if args.policy else "things",
-            from_revision=args.from_revision,
-            to_revision=args.to_revision,
-            from_timestamp=args.from_timestamp,
-            to_timestamp=args.to_timestamp,
-            filter=args.filter,
-            prefetch=args.prefetch,
-            timeout=args.timeout,
-        )
-        return _print_all(f"history of {args.thing_id}: events", events, lambda e: (e,))
+    if args.follow and (args.to_revision is not None or args.to_timestamp is not None):
+        print("error: --follow has no end: no --to-revision / --to-timestamp", file=sys.stderr)
+        return 1
+    if args.follow and args.policy:
+        print("error: --follow follows a thing's live events, not a policy's", file=sys.stderr)
+        return 1
 
-    return _run_client(args, body)
+    def body(conn: Any) -> int:
+        query: dict[str, Any] = {
+            "from_revision": args.from_revision,
+            "from_timestamp": args.from_timestamp,
+            "filter": args.filter,
+            "prefetch": args.prefetch,
+        }
+        if args.follow:  # waits for live events as long as it takes
+            events = conn.follow(args.thing_id, **query)
+        else:
+            events = conn.subscribe_for_persisted_events(
+                args.thing_id,
+                group="policies" if args.policy else "things",
+                to_revision=args.to_revision,
+                to_timestamp=args.to_timestamp,
+                timeout=args.timeout,
+                **query,
+            )
+        return _print_all(f"history of {args.thing_id}: events", events, lambda e: (e,),
+                          flush=args.follow)
+
+    return _run_client(args, body, resume=args.follow or args.reconnect)
 
 
 def _search(args: argparse.Namespace) -> int:
@@ -166,7 +231,7 @@ def _search(args: argparse.Namespace) -> int:
         )
         return _print_all("search: things", pages, lambda page: page)
 
-    return _run_client(args, body)
+    return _run_client(args, body, resume=args.reconnect)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -208,6 +273,14 @@ def _auth_options(parser: argparse.ArgumentParser, *, server: bool) -> None:
     parser.add_argument("--user", help=f"HTTP Basic user name ({who})")
     parser.add_argument("--password", help="HTTP Basic password (or SANSRS_DITTO_PASSWORD)")
     parser.add_argument("--token", help=f"Bearer token ({who}; or SANSRS_DITTO_TOKEN)")
+    if not server:
+        parser.add_argument("--token-command", metavar="CMD",
+                            help="a command that prints a Bearer token: run for the upgrade, "
+                            "before the token expires (sent as JWT-TOKEN) and on reconnects")
+        parser.add_argument("--token-lifetime", type=float, metavar="S",
+                            help="life of a token that is not a JWT with 'exp' (seconds)")
+        parser.add_argument("--refresh-margin", type=float, metavar="S",
+                            help="refresh the token this long before it expires (60)")
 
 
 def _client_options(
@@ -246,6 +319,13 @@ def add_parsers(sub: Any) -> None:
     history.add_argument("--filter", help="RQL filter over the events, e.g. exists(attributes)")
     history.add_argument("--policy", action="store_true", help="THING_ID names a policy")
     history.add_argument("--prefetch", type=int, default=64, help="events requested ahead (64)")
+    history.add_argument("--follow", action="store_true",
+                         help="after the history, print the thing's live events as they happen "
+                         "(no gap, no duplicate; reconnects and resumes; until interrupted)")
+    history.add_argument("--reconnect", action="store_true",
+                         help="on a lost connection reconnect and resume after the last revision")
+    history.add_argument("--max-outage", type=float, default=60.0, metavar="S",
+                         help="--reconnect/--follow: give up after an outage this long (60)")
     _client_options(history, _history)
 
     search = commands.add_parser(
@@ -259,6 +339,11 @@ def add_parsers(sub: Any) -> None:
     search.add_argument("--options", help='e.g. "size(10),sort(+thingId)"')
     search.add_argument("--namespaces", nargs="+", help="namespaces to search")
     search.add_argument("--fields", help="field selector, e.g. thingId,attributes")
+    search.add_argument("--reconnect", action="store_true",
+                        help="on a lost connection reconnect and go on after the last thingId "
+                        "(searches ordered by thingId)")
+    search.add_argument("--max-outage", type=float, default=60.0, metavar="S",
+                        help="--reconnect: give up after an outage this long (60)")
     _client_options(search, _search)
 
     serve = commands.add_parser(

@@ -8,22 +8,35 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import ssl
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from sansrs.ditto import DittoClientConfig
 
+from ..drive.aio import AsyncPeer
 from ..drive.config import LoopConfig
 from ..drive.endpoints import LoopChoice, open_connection
 from ..drive.keywords import check_keywords
+from ..drive.peer import DrivenPeer
+from ..transport import Transport
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .engine import DittoClientEngine
 from .peer import DittoConnection
+from .tokens import Fetch, TokenPolicy, TokenRefresher, thread_fetch
 from .types import basic_auth, bearer_auth, ws_endpoint
 
-__all__ = ["DittoConnection", "client_config", "connect", "correlation_ids", "websocket_options"]
+__all__ = [
+    "DittoConnection",
+    "client_config",
+    "client_factories",
+    "connect",
+    "correlation_ids",
+    "websocket_options",
+]
 
 
 # Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
@@ -32,7 +45,9 @@ def connect(
     *,
     user: str | None = None,
     password: str | None = None,
-    token: str | None = None,
+    token: str | Callable[[], str] | None = None,
+    token_policy: TokenPolicy | None = None,
+    keepalive: float | None = None,
     headers: Iterable[tuple[str, str]] = (),
     config: DittoClientConfig | None = None,
     connect_timeout: float = 10.0,
@@ -57,14 +72,27 @@ def connect(
     ``correlation-id`` (:func:`correlation_ids`, unless ``config`` brings
     its own factory), so Ditto's
     answers are matched to it even for the same entity or an error response.
-    """
-    options = websocket_options(user, password, token, headers, websocket)
-    config = client_config(config)
 
+    ``token`` may be a callable (a *token provider*): it is called for the
+    upgrade's token, and again on a worker thread before that token expires
+    (its JWT ``exp`` claim, else ``token_policy.lifetime``), each fresh token
+    sent on the open socket as ``JWT-TOKEN?jwtToken=...``
+    (:class:`~.tokens.TokenPolicy`: ``refresh_margin``, ``retry``).
+
+    ``keepalive`` (seconds, e.g. ``keepalive.DEFAULT_KEEPALIVE`` = 45): keep
+    each subscription of a slow consumer alive through Ditto's 60 s idle
+    timeout by a request from its own window (:mod:`.keepalive`).
+    """
+    provider, first = (token, token()) if callable(token) else (None, token)
+    options = websocket_options(user, password, first, headers, websocket)
+    new_engine, new_peer = client_factories(
+        DittoConnection, client_config(config), first, provider and partial(thread_fetch, provider),
+        token_policy, keepalive,
+    )
     return open_connection(
         ws_endpoint(url),
-        lambda transport: DittoClientEngine(config),
-        DittoConnection,
+        new_engine,
+        new_peer,
         name="sansrs-ditto",
         loop=loop,
         config=loop_config,
@@ -121,3 +149,40 @@ def correlation_ids() -> Callable[[], str]:
     subscribe cost 160 bytecode instructions, a sixth of a subscribe's:
     docs/performance.md, "a thing's control path")."""
     return map(f"{uuid.uuid4()}-{{}}".format, itertools.count()).__next__
+
+
+Peer = TypeVar("Peer", bound=DrivenPeer | AsyncPeer)
+Submit = Callable[[Callable[[], object]], None]
+
+
+def client_factories(
+    peer_class: Callable[[Any, DittoClientEngine], Peer],
+    config: DittoClientConfig,
+    token: str | None,
+    fetch: Callable[[Submit], Fetch] | None,
+    token_policy: TokenPolicy | None,
+    keepalive: float | None,
+) -> tuple[Callable[[Transport], DittoClientEngine], Callable[[Any, DittoClientEngine], Peer]]:
+    """``new_engine`` and ``new_peer`` of a client connection (either API):
+    keep-alive on if asked, and with a provider (``fetch(submit)`` makes its
+    fetch, handing results to the peer's thread) the token schedule of
+    ``token``, the upgrade's."""
+    submit: list[Submit] = []
+
+    def new_engine(transport: Transport) -> DittoClientEngine:
+        engine = DittoClientEngine(config)
+        if keepalive is not None:
+            engine.keep_alive(keepalive, time.monotonic)
+        if fetch is not None and token is not None:
+            engine.tokens = TokenRefresher(
+                token, time.monotonic(), fetch(lambda fn: submit[0](fn)),
+                policy=token_policy, wall=time.time,
+            )
+        return engine
+
+    def new_peer(driver: Any, engine: DittoClientEngine) -> Peer:
+        peer = peer_class(driver, engine)
+        submit.append(peer._submit)
+        return peer
+
+    return new_engine, new_peer

@@ -22,7 +22,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, TypedDict
@@ -51,6 +51,9 @@ from ..drive.streams import Outbound, Outbounds, make_source
 from ..transport import Transport
 from ..transport.websocket import messages as ws
 from .history import HistoryRequest, HistorySource
+from .keepalive import KeepAlive
+from .live import LiveEvents
+from .tokens import TokenRefresher, jwt_token_message
 
 __all__ = [
     "DittoClientEngine",
@@ -311,6 +314,26 @@ class DittoClientEngine(_RecordEngine):
         super().__init__()
         self.core = DittoClient(config)
         self._by_key: dict[int, SubscriptionHandle] = {}
+        #: the token schedule (``connect(token=<callable>)``), set by the peer
+        self.tokens: TokenRefresher | None = None
+        #: live change notifications (``START-SEND-EVENTS``): the taps and their session
+        self.live = LiveEvents(self._queue_messages)
+        #: withheld demand sent before Ditto's idle timeout (``connect(keepalive=)``)
+        self.keepalive: KeepAlive[SubscriptionHandle] | None = None
+
+    def keep_alive(self, interval: float, clock: Callable[[], float]) -> None:
+        """Turn keep-alive on (:mod:`.keepalive`), before any subscribe."""
+        self.keepalive = KeepAlive(interval, clock, self._keepalive_request)
+
+    def _keepalive_request(self, handle: SubscriptionHandle, n: int) -> None:
+        if handle.sid is not None:
+            with contextlib.suppress(LocalProtocolError):  # it ended meanwhile
+                self.core.request(handle.sid, n, kind=handle.request.kind)
+            self._requested(handle)
+
+    def _requested(self, handle: SubscriptionHandle) -> None:
+        if self.keepalive is not None:
+            self.keepalive.requested(handle)
 
     @property
     def open_subscriptions(self) -> int:
@@ -322,10 +345,41 @@ class DittoClientEngine(_RecordEngine):
         return False  # the client sends no items; requests go out as they are made
 
     def next_deadline(self) -> float | None:
-        return self.core.next_deadline()
+        deadlines = [self.core.next_deadline()]
+        if self.tokens is not None:
+            deadlines.append(self.tokens.next_deadline())
+        if self.keepalive is not None:
+            deadlines.append(self.keepalive.next_deadline())
+        return min((d for d in deadlines if d is not None), default=None)
 
     def handle_timeout(self, now: float) -> None:
+        self._now = now
         self.core.handle_timeout(now)
+        if self.tokens is not None:
+            self.tokens.handle_timeout(now, self._token_fetched)
+        if self.keepalive is not None:
+            self.keepalive.handle_timeout(now)
+            self._flush_core()
+
+    def refresh_token(self) -> bool:
+        """Ask the provider for a token now and send it (on demand); False
+        without a provider or while a fetch is under way."""
+        return self.tokens is not None and self.tokens.refresh_now(self._token_fetched)
+
+    def _token_fetched(self, result: str | BaseException) -> None:
+        tokens = self.tokens
+        if tokens is None or self._closing is not None:
+            return
+        if isinstance(result, str):
+            try:
+                message = jwt_token_message(result)
+            except ValueError as exc:
+                tokens.failed(exc, self._now)
+                return
+            self._queue_messages([message])
+            tokens.fetched(result, self._now)
+        else:
+            tokens.failed(result, self._now)
 
     def connection_lost(self, error: BaseException) -> None:
         if self._closing is not None:
@@ -335,11 +389,14 @@ class DittoClientEngine(_RecordEngine):
         for handle in handles:
             handle.done = True
             handle.sink.finish(error)
+        self.live.finish(error)
 
     def _flush_core(self) -> None:
         self._queue_messages(self.core.messages_to_send())
 
     def _message(self, text: str, now: float) -> None:
+        if text[:1] != "{" and self.live.active and self.live.control(text):
+            return  # a WebSocket binding answer (START-SEND-EVENTS:ACK)
         try:
             self.core.receive_message(text)
         except RemoteProtocolError as exc:
@@ -360,6 +417,8 @@ class DittoClientEngine(_RecordEngine):
                 except UnicodeDecodeError:
                     bad = part
                     break
+        if self.live.active:  # binding answers are not Ditto Protocol JSON
+            texts = self.live.take_controls(texts)
         try:
             self.core.receive_run(texts)
         except RemoteProtocolError as exc:
@@ -435,6 +494,7 @@ class DittoClientEngine(_RecordEngine):
                     self.core.request(event.subscription_id, demand, kind=handle.request.kind)
                 except LocalProtocolError:
                     pass
+                self._requested(handle)
         elif isinstance(event, ev.SubscriptionCompleted):
             self._end(event.key, None)
         elif isinstance(event, ev.SubscriptionFailed):
@@ -446,8 +506,14 @@ class DittoClientEngine(_RecordEngine):
                 self._end(event.key, event.error.exception())
             else:
                 log.warning("error response from Ditto for no pending subscribe: %s", event.error)
+        elif isinstance(event, ev.OtherMessageReceived) and self.live.active:
+            self.live.event(event.envelope)
         elif isinstance(event, ev.StrayMessageReceived):
-            log.warning("message from Ditto for no subscription: %s", event.envelope.topic)
+            topic = event.envelope.topic
+            # A "failed" for a subscription that is over is Ditto's answer to
+            # a request that crossed its end (complete, cancel): routine.
+            level = logging.DEBUG if topic.endswith("/failed") else logging.WARNING
+            log.log(level, "message from Ditto for no subscription: %s", topic)
         else:
             log.debug("ignored message from Ditto: %r", event)
 
@@ -455,6 +521,8 @@ class DittoClientEngine(_RecordEngine):
         handle = self._by_key.pop(key, None)
         if handle is not None:
             handle.done = True
+            if self.keepalive is not None:
+                self.keepalive.forget(handle)
             handle.sink.finish(error)
 
     # -- application intents (handed over by the peers) --------------------
@@ -478,11 +546,15 @@ class DittoClientEngine(_RecordEngine):
             return
         handle.key = key
         self._by_key[key] = handle
+        if self.keepalive is not None:
+            handle.demand = self.keepalive.withhold(handle, handle.demand)
         self._flush_core()
 
     def request_more(self, handle: SubscriptionHandle, n: int) -> None:
         if handle.done or handle.cancelled:
             return
+        if self.keepalive is not None:
+            n = self.keepalive.withhold(handle, n)
         if handle.sid is None:
             handle.demand = add_demand(handle.demand, n)
             return
@@ -490,6 +562,7 @@ class DittoClientEngine(_RecordEngine):
             self.core.request(handle.sid, n, kind=handle.request.kind)
         except LocalProtocolError:
             pass  # ended in a batch not yet consumed
+        self._requested(handle)
         self._flush_core()
 
     def cancel(self, handle: SubscriptionHandle) -> None:
@@ -501,6 +574,8 @@ class DittoClientEngine(_RecordEngine):
             return
         handle.done = True
         self._by_key.pop(handle.key, None)
+        if self.keepalive is not None:
+            self.keepalive.forget(handle)
         with contextlib.suppress(LocalProtocolError):  # it ended meanwhile
             if handle.sid is None:
                 self.core.cancel_pending(handle.key)

@@ -32,6 +32,8 @@ from .engine import (
     history_request,
     search_request,
 )
+from .follow import FollowEvents, follow_connection
+from .live import LiveTap
 
 __all__ = [
     "DEFAULT_PREFETCH",
@@ -88,16 +90,71 @@ class DittoConnection(DrivenPeer):
         handle = SubscriptionHandle(request, queue, head if paused else prefetch)
         engine = self._engine
         self._submit(lambda: engine.subscribe(handle))
-
-        def more(n: int) -> None:
-            with contextlib.suppress(ConnectionClosed):  # the iterator sees why next
-                self._submit(lambda: engine.request_more(handle, n))
-
-        def cancel() -> None:
-            with contextlib.suppress(ConnectionClosed):
-                self._submit(lambda: engine.cancel(handle))
-
+        more, cancel = self._calls(lambda n: engine.request_more(handle, n),
+                                   lambda: engine.cancel(handle))
         return queue, prefetch, more, cancel, handle
+
+    def live_events(
+        self,
+        entity: str,
+        *,
+        filter: str | None = None,
+        prefetch: int = DEFAULT_PREFETCH,
+        timeout: float | None = None,
+    ) -> StreamIterator[Any]:
+        """The live change notifications of thing ``entity`` (Ditto's
+        ``START-SEND-EVENTS`` with a filter for it, and ``filter``, RQL).
+        The first item is :data:`~.live.STARTED`, once Ditto acknowledged
+        (every event persisted after it is pushed); then each event as Ditto
+        sends it. Ditto pushes without demand: at most ``prefetch`` events
+        wait; one more ends the iterator with :class:`~.live.LiveOverflow`
+        (the history has the rest: :meth:`follow` reads it). Closing the
+        iterator stops the events (``STOP-SEND-EVENTS`` when none is left)."""
+        prefetch = check_prefetch(prefetch, MAX_PREFETCH)
+        queue: CreditQueue[Any] = CreditQueue(granted=prefetch)
+        tap = LiveTap(entity, queue, prefetch, filter)
+        live = self._engine.live
+        self._submit(lambda: live.add(tap))
+        more, cancel = self._calls(lambda n: live.credit(tap, n), lambda: live.remove(tap))
+        return StreamIterator(queue, prefetch, more, cancel, timeout)
+
+    def follow(
+        self,
+        entity: str,
+        *,
+        prefetch: int = DEFAULT_PREFETCH,
+        timeout: float | None = None,
+        **query: Unpack[HistoryQuery],
+    ) -> FollowEvents:
+        """The history of ``entity`` (``query`` as for
+        :meth:`subscribe_for_persisted_events`, without an end), then its
+        live events, as one iterator: no gap and no duplicate at the seam
+        (:class:`~.session.FollowEvents`). A lost connection ends it with
+        ``ConnectionClosed``; ``DittoSession.follow`` reconnects and resumes."""
+        return follow_connection(self, entity, dict(query), prefetch, timeout)
+
+    def _calls(
+        self, more: Callable[[int], None], cancel: Callable[[], None]
+    ) -> tuple[Callable[[int], None], Callable[[], None]]:
+        """``more`` and ``cancel`` handed to the connection's thread; a
+        closed connection is not their error (the iterator sees why next)."""
+
+        def more_later(n: int) -> None:
+            with contextlib.suppress(ConnectionClosed):
+                self._submit(lambda: more(n))
+
+        def cancel_later() -> None:
+            with contextlib.suppress(ConnectionClosed):
+                self._submit(cancel)
+
+        return more_later, cancel_later
+
+    def refresh_token(self) -> None:
+        """Ask the token provider (``connect(token=<callable>)``) for a token
+        now and send it as ``JWT-TOKEN`` (e.g. after a role change); nothing
+        without a provider or while a fetch is under way."""
+        engine = self._engine
+        self._submit(engine.refresh_token)
 
     def _publisher(self, request: SubscribeRequest) -> RemoteStreamPublisher[Any, Any]:
         return subscription_publisher(self._engine, self._submit, request)

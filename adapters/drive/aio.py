@@ -484,14 +484,21 @@ class AsyncIterablePublisher:
         subscriber.on_subscribe(_AsyncIterSubscription(aiter(self._iterable), subscriber))
 
 
+_NOTHING: Any = object()  # no item awaited ahead
+
+
 class _AsyncIterSubscription:
-    """Pulls ``iterator`` on a task while demand is outstanding (loop thread)."""
+    """Pulls ``iterator`` on a task while demand is outstanding (loop thread),
+    and one item ahead once it is used up: an iterator that has ended then
+    completes at once, not at the next request (a consumer that asks for
+    exactly the N items it expects gets its completion)."""
 
     def __init__(self, iterator: AsyncIterator[Any], subscriber: Any) -> None:
         self._iterator = iterator
         self._subscriber = subscriber
         self._loop = asyncio.get_running_loop()
         self._demand = 0
+        self._ahead: Any = _NOTHING
         self._task: asyncio.Task[None] | None = None
         self._closer: asyncio.Task[None] | None = None
         self._cancelled = False
@@ -499,13 +506,17 @@ class _AsyncIterSubscription:
     async def _run(self) -> None:
         subscriber = self._subscriber
         try:
-            while self._demand and not self._cancelled:
-                try:
-                    item = await anext(self._iterator)
-                except StopAsyncIteration:
-                    self._cancelled = True
-                    subscriber.on_complete()
-                    return
+            while not self._cancelled:
+                if self._ahead is _NOTHING:
+                    try:
+                        self._ahead = await anext(self._iterator)
+                    except StopAsyncIteration:
+                        self._cancelled = True
+                        subscriber.on_complete()
+                        return
+                if not self._demand or self._cancelled:
+                    return  # the item waits for the next request
+                item, self._ahead = self._ahead, _NOTHING
                 self._demand -= 1
                 subscriber.on_next(item)
         except asyncio.CancelledError:

@@ -55,6 +55,17 @@ class LoopConfig:
     the system ran out of file descriptors or memory for a socket (EMFILE,
     ENFILE, ENOBUFS, ENOMEM) (0.25 s): established connections keep being
     served, and the listener is not polled in a busy loop.
+    ``shed_batch``: under descriptor pressure a server makes room by
+    aborting connections still in their handshake (transport or protocol
+    opening not done), oldest first: up to this many each time ``accept``
+    fails for want of descriptors or memory (accepting resumes as soon as
+    they are gone, before ``accept_pause``), and one per new connection at
+    ``max_connections`` (the new one is then served instead of refused, and
+    nothing more is accepted until the shed one is gone).
+    Logged at most once per ``log_interval`` (32; 0: never shed). Why: a
+    flood of connections that never finish their opening would otherwise
+    hold every descriptor until ``handshake_timeout`` and lock good clients
+    out.
     ``log_interval``: a repeated warning of a server (accept failures,
     refused connections) is logged at most once per this many seconds, with
     the count of those not logged (10 s).
@@ -72,6 +83,7 @@ class LoopConfig:
     source_budget: int = 4 * 1024 * 1024
     max_connections: int | None = 1024
     accept_pause: float = 0.25
+    shed_batch: int = 32
     log_interval: float = 10.0
 
     def __post_init__(self) -> None:
@@ -91,5 +103,7 @@ class LoopConfig:
             raise ValueError("source_budget must be positive")
         if self.max_connections is not None and self.max_connections <= 0:
             raise ValueError("max_connections must be positive (or None)")
+        if self.shed_batch < 0:
+            raise ValueError("shed_batch must be >= 0")
         if self.accept_pause <= 0 or self.log_interval < 0:
             raise ValueError("accept_pause must be positive and log_interval >= 0")

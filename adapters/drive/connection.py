@@ -169,6 +169,11 @@ class LoopConnection:
         return not self._exited.is_set()
 
     @property
+    def handshaken(self) -> bool:
+        """The transport handshake and the protocol's opening are done."""
+        return self._handshaken()
+
+    @property
     def config(self) -> LoopConfig:
         """The limits and timeouts this connection runs with (its reactor's)."""
         return self._loop.config

@@ -10,7 +10,7 @@ wire protocol.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..transport import Transport
 
@@ -96,6 +96,15 @@ class Startable(Protocol):
 
     @property
     def alive(self) -> bool: ...
+
+    @property
+    def handshaken(self) -> bool:
+        """The transport and protocol openings are done (False: a server
+        may shed it under descriptor pressure, see ``LoopConfig.shed_batch``)."""
+
+    def add_exit_callback(self, fn: Callable[[Any], None]) -> None:
+        """Call ``fn(driver)`` when the connection ends (before it starts,
+        or on its owning thread)."""
 
     def start(self) -> None: ...
 

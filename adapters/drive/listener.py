@@ -3,11 +3,21 @@
 a driven connection (:class:`~.connection.LoopConnection` or a
 :class:`~.threads.ConnectionThread`) per accepted transport.
 
-* ``max_connections``: beyond it an accepted connection is reset at once
+* A connection is forgotten as soon as it ends (its exit callback): nothing
+  it held (its engine, the application's handler) outlives it here.
+* ``max_connections``: beyond it the oldest connection still in its
+  handshake is shed to make room (``shed_batch`` > 0); if every connection
+  has finished its handshake, an accepted connection is reset at once
   (counted in :attr:`LoopServer.refused`), the others go on.
 * Out of descriptors or memory (``EMFILE``, ``ENFILE``, ``ENOBUFS``,
-  ``ENOMEM``): the listener is not polled for ``accept_pause`` seconds,
-  instead of spinning on a listener that stays readable.
+  ``ENOMEM``): up to ``shed_batch`` of the oldest connections still in
+  their handshake are aborted (counted in :attr:`LoopServer.shed`, logged),
+  and the listener is not polled until they are gone or for
+  ``accept_pause`` seconds, instead of spinning on a listener that stays
+  readable. Why: connections that never finish their opening would
+  otherwise hold every descriptor until ``handshake_timeout``, and a good
+  client could not get in meanwhile (as front-line servers do, e.g.
+  nginx reusing connections when out of ``worker_connections``).
 * Failures are logged through :class:`Throttled`: a flood of refused or
   failed connections is not a flood of log.
 """
@@ -68,7 +78,7 @@ class _AcceptPause:
     """The reactor timer that resumes accepting after ``accept_pause``
     (a :class:`~.reactor.Driven` with only a timer)."""
 
-    __slots__ = ("_server", "scheduled", "timer", "woken")
+    __slots__ = ("__weakref__", "_server", "scheduled", "timer", "woken")
 
     def __init__(self, server: LoopServer) -> None:
         self._server = server
@@ -83,7 +93,9 @@ class _AcceptPause:
         return True
 
     def service(self, now: float) -> None:
-        if self.timer is None:  # fired (a stale turn leaves it set)
+        # Fired (a stale turn leaves it set), and still the server's pause
+        # (shedding may have ended it and a later one begun).
+        if self.timer is None and self._server._paused is self:
             self._server._resume_accepting()
 
     def kill(self, error: BaseException) -> None:
@@ -114,8 +126,10 @@ class LoopServer:
         self._make_connection = make_connection
         self._own_loop = own_loop
         self._start_loop = start_loop
-        self._connections: set[Startable] = set()
-        self._prune_at = 64
+        #: Live connections, oldest first (a dict keeps the accept order).
+        self._connections: dict[Startable, None] = {}
+        #: Connections aborted to make room, not yet gone.
+        self._shedding: set[Startable] = set()
         self._lock = threading.Lock()
         self._closing = False
         self._registered = False
@@ -124,8 +138,11 @@ class LoopServer:
         self._accept_warning = Throttled(log, interval)
         self._refused_warning = Throttled(log, interval)
         self._setup_warning = Throttled(log, interval)
+        self._shed_warning = Throttled(log, interval)
         #: Connections refused at max_connections (inspection, for tests and stats).
         self.refused = 0
+        #: Connections in their handshake aborted to make room (inspection).
+        self.shed = 0
         self._exited = threading.Event()
 
     @property
@@ -171,7 +188,9 @@ class LoopServer:
                 continue
             if transport is None:
                 return
-            if self._full(config.max_connections):
+            full = self._full(config.max_connections)
+            made_room = full and self._make_room(1, "max_connections") > 0
+            if full and not made_room:
                 self.refused += 1
                 self._refused_warning.warning(
                     time.monotonic(),
@@ -200,24 +219,69 @@ class LoopServer:
                 )
                 continue
             with self._lock:
-                self._connections.add(conn)
-                if len(self._connections) >= self._prune_at:
-                    self._prune()
+                self._connections[conn] = None
+            conn.add_exit_callback(self._forget)  # before it starts: no race
             conn.start()
+            if made_room:
+                # In for one being shed: accept nothing more until it is
+                # gone, so the connections never exceed the limit by more
+                # than the one.
+                self._hold(config.accept_pause)
+                with self._lock:
+                    gone = not self._shedding
+                if gone:  # already (on its own thread): no exit will resume
+                    with contextlib.suppress(LoopClosed):
+                        self.loop.call_soon(self._resume_after_shedding)
+                return
 
-    def _prune(self) -> None:
-        """Forget ended connections (under the lock); amortized O(1) per accept."""
-        self._connections = {c for c in self._connections if c.alive}
-        self._prune_at = max(64, 2 * len(self._connections))
+    def _forget(self, conn: Startable) -> None:
+        """A connection ended (on its owning thread): drop it now, so that
+        nothing it held outlives it; once every shed connection is gone,
+        accept again."""
+        with self._lock:
+            self._connections.pop(conn, None)
+            shedding = self._shedding
+            if conn not in shedding:
+                return
+            shedding.discard(conn)
+            resume = not shedding and self._paused is not None
+        if resume:
+            with contextlib.suppress(LoopClosed):
+                self.loop.call_soon(self._resume_after_shedding)
 
     def _full(self, limit: int | None) -> bool:
         if limit is None:
             return False
         with self._lock:
-            if len(self._connections) < limit:
-                return False
-            self._prune()  # only at the limit: count the live ones
-            return len(self._connections) >= limit
+            return len(self._connections) - len(self._shedding) >= limit
+
+    def _make_room(self, count: int, why: str) -> int:
+        """Abort up to ``count`` (capped by ``shed_batch``) of the oldest
+        connections still in their transport or protocol handshake; how
+        many. Logged at most once per ``log_interval``."""
+        count = min(count, self.loop.config.shed_batch)
+        if count <= 0:
+            return 0
+        with self._lock:
+            victims: list[Startable] = []
+            for conn in self._connections:  # oldest first
+                if conn not in self._shedding and not conn.handshaken and conn.alive:
+                    victims.append(conn)
+                    if len(victims) == count:
+                        break
+            self._shedding.update(victims)
+        for conn in victims:
+            conn.abort(timeout=0)
+        if victims:
+            self.shed += len(victims)
+            self._shed_warning.warning(
+                time.monotonic(),
+                "%s: %s: shedding %d connection(s) still in their handshake, oldest first",
+                self.listener.endpoint,
+                why,
+                len(victims),
+            )
+        return len(victims)
 
     def _pause(self, exc: OSError) -> None:
         """Out of descriptors or memory: stop polling the listener for
@@ -231,17 +295,33 @@ class LoopServer:
             exc,
             config.accept_pause,
         )
+        self._hold(config.accept_pause)
+        # Make room: what is shed frees its descriptors as it closes, and the
+        # last of them to go resumes accepting (_forget), before the timer.
+        self._make_room(config.shed_batch, f"out of resources ({exc.strerror or exc})")
+
+    def _hold(self, seconds: float) -> None:
+        """Stop polling the listener for ``seconds`` (or until the
+        connections being shed are gone)."""
         if self._registered:
             with contextlib.suppress(Exception):
                 self.loop.watch_listener(self.listener.fileno(), None)
         pause = self._paused = _AcceptPause(self)
         self.loop.add(pause)
-        pause.timer = now + config.accept_pause
+        pause.timer = time.monotonic() + seconds
         self.loop.set_timer(pause, pause.timer)
+
+    def _resume_after_shedding(self) -> None:
+        with self._lock:
+            if self._shedding:
+                return  # shed again meanwhile: the last of those resumes
+        if self._paused is not None:
+            self._resume_accepting()
 
     def _resume_accepting(self) -> None:
         pause, self._paused = self._paused, None
         if pause is not None:
+            pause.timer = None  # its timer, if still armed, no longer fires
             self.loop.discard(pause)
         if self._registered and not self._closing:
             self.loop.watch_listener(self.listener.fileno(), self)

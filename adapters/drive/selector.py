@@ -30,6 +30,7 @@ import select
 import selectors
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -80,7 +81,7 @@ class Loop:
         self._calls: deque[Call] = deque()
         self._woken: deque[Driven] = deque()
         self._next: list[Driven] = []  # to service on the next turn, no wait
-        self._timers: list[tuple[float, int, Driven]] = []
+        self._timers: list[tuple[float, int, weakref.ref[Driven]]] = []
         self._seq = itertools.count()
         self._connections: set[Driven] = set()
         self._servers: set[Listening] = set()
@@ -226,7 +227,9 @@ class Loop:
 
     def set_timer(self, conn: Driven, when: float) -> None:
         timers = self._timers
-        heapq.heappush(timers, (when, next(self._seq), conn))
+        # A weak reference: an ended connection's timers (stale ones stay in
+        # the heap until due) must not keep it, its engine and its handler.
+        heapq.heappush(timers, (when, next(self._seq), weakref.ref(conn)))
         # A connection's earlier timers stay in the heap until due (they
         # are stale once it sets another): bounded here, where they grow.
         if len(timers) > 64 + 4 * len(self._connections):
@@ -327,12 +330,13 @@ class Loop:
                 conn.scheduled = True
                 todo.append(conn)
         while timers and timers[0][0] <= now:
-            when, _, conn = heapq.heappop(timers)
-            if conn.timer == when:
-                conn.timer = None
-                if not conn.scheduled:
-                    conn.scheduled = True
-                    todo.append(conn)
+            when, _, ref = heapq.heappop(timers)
+            due = ref()
+            if due is not None and due.timer == when:
+                due.timer = None
+                if not due.scheduled:
+                    due.scheduled = True
+                    todo.append(due)
         for conn in todo:
             conn.scheduled = False
             conn.service(now)
@@ -365,7 +369,7 @@ class Loop:
 
     def _compact_timers(self) -> None:
         live = [
-            (timer, next(self._seq), conn)
+            (timer, next(self._seq), weakref.ref(conn))
             for conn in self._connections
             if (timer := conn.timer) is not None
         ]

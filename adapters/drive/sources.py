@@ -63,6 +63,7 @@ class _Marker:
 END: Any = _Marker("END")
 #: A source has nothing right now but may have later (publishers).
 PENDING: Any = _Marker("PENDING")
+_NOTHING: Any = _Marker("NOTHING")  # no item pulled ahead
 
 #: What an item of a type with no length is assumed to weigh (bytes).
 OPAQUE_WEIGHT = 256
@@ -387,7 +388,9 @@ class ThreadedSource(Generic[T]):
     may block (a channel handler iterating its inbound, a slow generator):
     the connection thread never waits on application code. The worker takes
     an item from the iterable only once it has been asked for one (within
-    the peer's credit and the connection's :class:`SourceBudget`)."""
+    the peer's credit and the connection's :class:`SourceBudget`), and one
+    more when what it was asked for is used up, to complete right behind the
+    last item."""
 
     def __init__(self, iterable: Iterable[T], notify: Callable[[], None], name: str) -> None:
         self._window: _Window[T] = _Window(self._grant, notify)
@@ -404,6 +407,7 @@ class ThreadedSource(Generic[T]):
     def _run(self) -> None:
         window = self._window
         it: Iterator[T] | None = None
+        ahead: Any = _NOTHING
         try:
             it = iter(self._iterable)
             while True:
@@ -413,12 +417,25 @@ class ThreadedSource(Generic[T]):
                     if window.cancelled:
                         break
                     self._allowed -= 1
-                try:
-                    item = next(it)
-                except StopIteration:
-                    window.finish()
-                    break
-                window.deliver(item)
+                if ahead is _NOTHING:
+                    try:
+                        ahead = next(it)
+                    except StopIteration:
+                        window.finish()
+                        break
+                window.deliver(ahead)
+                ahead = _NOTHING
+                with self._cond:
+                    used_up = self._allowed == 0
+                if used_up:
+                    # One item ahead when the grant is used up: an iterable
+                    # that has ended completes now, not at the next request
+                    # (a consumer that asks for exactly N must get it).
+                    try:
+                        ahead = next(it)
+                    except StopIteration:
+                        window.finish()
+                        break
         except Exception as exc:
             window.finish(exc)
         finally:

@@ -360,7 +360,11 @@ class Outbound(Generic[T]):
                         self._ahead = _Failed(exc)
                 if not held:
                     break
-                take = min(len(held), steps - sent)
+                # While the source may have more, the last item held stays
+                # behind: it is what tells whether the one before it is the
+                # last (sent with the completion, not after a REQUEST_N that
+                # a consumer asking for exactly N never sends).
+                take = min(len(held) - (self._ahead is PENDING), steps - sent)
                 final = self._ahead is END and take == len(held)
                 body = held[: take - 1] if final else held[:take]
                 n = emit_many(body) if body else 0

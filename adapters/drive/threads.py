@@ -81,6 +81,15 @@ class ConnectionThread:
     def alive(self) -> bool:
         return self._conn.alive
 
+    @property
+    def handshaken(self) -> bool:
+        return self._conn.handshaken
+
+    def add_exit_callback(self, fn: Callable[[ConnectionThread], None]) -> None:
+        """Before :meth:`start` or on the owning thread: also call ``fn(self)``
+        when the connection ends (at once if it has)."""
+        self._conn.add_exit_callback(lambda _: fn(self))
+
     def call_soon(self, fn: Call, timeout: float | None = None) -> None:
         """Run ``fn()`` on the owning thread. Raises :class:`ConnectionClosed` once gone."""
         self._conn.call_soon(fn, timeout)

@@ -54,6 +54,9 @@ class _CounterReader:
         self._next = stop
         return _counter_bytes(start, stop) if stop > start else b""
 
+    def exhausted(self) -> bool:
+        return self._next >= self._stop
+
     def close(self) -> None:
         self._next = self._stop
 

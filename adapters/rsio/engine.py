@@ -77,7 +77,7 @@ class _PackedOut:
     """A publication read in bulk from an :class:`ElementReader`: elements
     pulled in one go leave as one onNextPacked, without a Python call each."""
 
-    __slots__ = ("conn", "credit", "finished", "reader", "sid", "size")
+    __slots__ = ("conn", "credit", "exhausted", "finished", "reader", "sid", "size")
 
     def __init__(
         self, conn: Connection, sid: int, reader: ElementReader, size: int, credit: int
@@ -88,6 +88,9 @@ class _PackedOut:
         self.size = size
         self.credit = credit
         self.finished = False
+        #: The reader's optional end test (ElementReader): complete eagerly.
+        exhausted = getattr(reader, "exhausted", None)
+        self.exhausted: Callable[[], bool] | None = exhausted if callable(exhausted) else None
 
     def add_credit(self, n: int) -> None:
         self.credit = add_demand(self.credit, n)
@@ -127,7 +130,22 @@ class _PackedOut:
             if self.credit != MAX_DEMAND:  # unbounded demand is not counted down
                 self.credit -= sent
             budget -= sent
+            if self._ended():
+                return False
         return self.credit > 0 and not self.finished
+
+    def _ended(self) -> bool:
+        """The reader says it has no more: onComplete now (True), whatever
+        demand is left, rather than when the peer asks for more."""
+        exhausted = self.exhausted
+        try:
+            if exhausted is None or not exhausted():
+                return False
+        except Exception:
+            return False  # a faulty test only delays the completion: read() will tell
+        self.cancel()
+        self.conn.send_complete(self.sid)
+        return True
 
 
 class _PackingOut:

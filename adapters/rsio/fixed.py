@@ -122,6 +122,9 @@ class _BufferReader:
         self._pos = min(len(self._buffer), start + max_count * self._size)
         return bytes(self._buffer[start : self._pos])
 
+    def exhausted(self) -> bool:
+        return self._pos >= len(self._buffer)
+
     def close(self) -> None:
         self._pos = len(self._buffer)
 
@@ -131,22 +134,39 @@ class _ElementsReader:
     raising, an element of the wrong size) ends the read before it: the
     elements read so far go out, the next read raises it."""
 
-    __slots__ = ("_error", "_it", "_size")
+    __slots__ = ("_ahead", "_ended", "_error", "_it", "_size")
 
     def __init__(self, it: Iterator[bytes], size: int) -> None:
         self._it = it
         self._size = size
         self._error: Exception | None = None
+        self._ahead: list[bytes] = []  # an element pulled by exhausted()
+        self._ended = False
+
+    def exhausted(self) -> bool:
+        """True once the iterator has ended: pulls one element ahead to
+        know (kept for the next read), so that the subscription completes
+        right behind its last element."""
+        if self._ended or self._ahead or self._error is not None:
+            return self._ended and not self._ahead
+        try:
+            self._ahead.append(next(self._it))
+        except StopIteration:
+            self._ended = True
+        except Exception as exc:  # the next read reports it, after what came before
+            self._error = exc
+        return self._ended
 
     def read(self, max_count: int) -> bytes:
-        if self._error is not None:
+        if self._error is not None and not self._ahead:
             raise self._error
         size = self._size
         got: list[bytes] = []
         while len(got) < max_count:
             try:
-                element = next(self._it)
+                element = self._ahead.pop() if self._ahead else next(self._it)
             except StopIteration:
+                self._ended = True
                 break
             except Exception as exc:  # the source failed: what came before it goes first
                 self._error = exc

@@ -10,7 +10,14 @@ __all__ = ["ElementReader", "Publishers"]
 
 
 class ElementReader(Protocol):
-    """Bulk source of fixed-size elements for one subscription."""
+    """Bulk source of fixed-size elements for one subscription.
+
+    A reader may also have ``exhausted() -> bool``: True once ``read`` would
+    return ``b""``. The engine then sends onComplete right behind the last
+    elements, even when they used up the peer's demand; without it the
+    completion waits until the peer asks for more (the protocol allows
+    that, but a consumer that asks for exactly what it expects would wait).
+    """
 
     def read(self, max_count: int) -> bytes:
         """Up to ``max_count`` elements back to back; ``b""`` once finished."""

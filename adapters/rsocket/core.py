@@ -65,6 +65,8 @@ def _config(options: EngineOptions) -> ConnectionConfig:
         limits["max_frame_size"] = options.max_frame_size
     if options.max_concurrent_streams is not None:
         limits["max_concurrent_streams"] = options.max_concurrent_streams
+    if options.min_mean_fragment_size is not None:
+        limits["min_mean_fragment_size"] = options.min_mean_fragment_size
     return ConnectionConfig(**limits)
 
 

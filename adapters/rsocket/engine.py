@@ -374,20 +374,22 @@ class RSocketEngine:
                 self._refuse(message, ws.CloseCode.UNSUPPORTED_DATA)
                 break
             elif kind == _CLOSE:
-                code, reason = ws.decode_close(payload)
-                # The first reason stays: a Close that follows an ERROR (a
-                # rejected SETUP) must not hide the ERROR's text.
-                first = self._closing
-                conn.connection_lost()
-                self._dispatch_events()
-                detail = f" ({reason})" if reason else ""
-                self._closing = first or ConnectionClosed(
-                    f"connection closed: WebSocket {code}{detail}"
-                )
+                self._ws_closed(*ws.decode_close(payload))
                 break
             if self._closing is not None:
                 break
         self._dispatch_events()
+
+    def _ws_closed(self, code: int, reason: str) -> None:
+        """The WebSocket is closing (the peer's Close, or ours for its broken
+        framing): the transport is lost, and with it the connection."""
+        # The first reason stays: a Close that follows an ERROR (a rejected
+        # SETUP) must not hide the ERROR's text.
+        first = self._closing
+        self.conn.connection_lost()
+        self._dispatch_events()
+        detail = f" ({reason})" if reason else ""
+        self._closing = first or ConnectionClosed(f"connection closed: WebSocket {code}{detail}")
 
     def _refuse(self, message: str, close_code: int) -> None:
         """The peer broke the WebSocket mapping: ERROR [CONNECTION_ERROR],

@@ -34,6 +34,7 @@ class EngineOptions:
     fragment_size: int | None = None
     max_frame_size: int | None = None
     max_concurrent_streams: int | None = None
+    min_mean_fragment_size: int | None = None
     #: Client: credentials and a route sent in SETUP as composite metadata
     #: (docs/extensions.md); either makes the metadata MIME type composite
     #: and puts ``setup_metadata`` (composite bytes, if given) after them.

@@ -43,7 +43,8 @@ def serve(
     listening; ``server.url`` has the real port when ``url`` asked for port 0.
     ``options``: ``lease`` (refuse clients that do not ask for leases; leases
     are granted to every client that asks), ``lease_ttl``, ``lease_requests``,
-    ``fragment_size``, ``max_frame_size``, ``max_concurrent_streams``.
+    ``fragment_size``, ``max_frame_size``, ``max_concurrent_streams``,
+    ``min_mean_fragment_size`` (the core's ``ConnectionConfig``, docs/security.md).
     ``loop``: ``"thread"`` (default: an accept thread and a thread per
     connection), ``"selector"`` (the process-wide selector loop accepts and
     drives every connection) or a :class:`~..drive.selector.Loop`;

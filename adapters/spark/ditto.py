@@ -23,6 +23,8 @@ Needs the ``ws`` extra (wsproto); imported only when a ``ws://`` URL is read.
 from __future__ import annotations
 
 import json
+import ssl
+import time
 import zlib
 from collections import deque
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -33,6 +35,7 @@ from sansrs.ditto import DittoRemoteError
 
 from ..ditto import DittoConnection, connect
 from ..ditto.batches import EventBatches
+from ..ditto.resume import Backoff, ReconnectFailed, ReconnectPolicy, resumed_query, revision_of
 from ..drive.errors import ConnectionClosed
 from ._wire import ReadRequest
 from .auth import ClientTls
@@ -273,23 +276,64 @@ def _event_batches(
     url: str, request: ReadRequest, prefetch: int, timeout: float, tls: ClientTls | None
 ) -> Iterator[list[Any]]:
     """The events of this partition's things, a batch at a time (see
-    :func:`open_ditto_stream`)."""
+    :func:`open_ditto_stream`). With option ``reconnect_max_outage`` (seconds)
+    a lost connection is restored (capped, jittered backoff; a
+    ``SourceError`` naming the cause past that outage) and the read resumes
+    where it was: the thing being read from its last delivered revision + 1,
+    then the things after it. No event is lost or read twice."""
     options = request.options
     start: Mapping[str, int] | None = options.get("start")
     end: Mapping[str, int] | None = options.get("end")
     base = {k: options[k] for k in _SUBSCRIBE_OPTIONS if options.get(k) is not None}
-    with _connect(url, options, timeout, tls) as ditto:
+    outage = options.get("reconnect_max_outage")
+    policy = None if not outage else ReconnectPolicy(max_outage=float(outage))
+    backoff: Backoff | None = None  # of the outage under way
+    reads: list[tuple[str, dict[str, Any]]] | None = None
+    while True:
         try:
-            if end is not None:
-                things = sorted(t for t in end if _in_namespace(t, request.route))
-            else:
-                things = list_things(ditto, request.route, options, timeout)
-            yield from _histories(ditto, list(_reads(things, request, base, start, end)),
-                                  prefetch, timeout)
+            with _connect(url, options, timeout, tls) as ditto:
+                if reads is None:
+                    if end is not None:
+                        things = sorted(t for t in end if _in_namespace(t, request.route))
+                    else:
+                        things = list_things(ditto, request.route, options, timeout)
+                    reads = list(_reads(things, request, base, start, end))
+                for batch in _histories(ditto, reads, prefetch, timeout):
+                    reads, backoff = _after(reads, batch), None
+                    yield batch
+                return
         except DittoRemoteError as exc:
             raise _source_error(url, request, f"{exc.status} {exc}") from None
-        except ConnectionClosed as exc:
-            raise _source_error(url, request, f"connection lost: {exc}") from None
+        except (ConnectionClosed, OSError) as exc:
+            # A certificate the reader does not trust stays untrusted: no retry.
+            if policy is None or isinstance(exc, ssl.SSLCertVerificationError):
+                raise _source_error(url, request, f"connection lost: {exc}") from None
+            if backoff is None:
+                backoff = Backoff(policy, time.monotonic())
+            try:
+                time.sleep(backoff.next_delay(time.monotonic(), exc))
+            except ReconnectFailed as failed:
+                raise _source_error(url, request, str(failed)) from None
+
+
+def _after(
+    reads: list[tuple[str, dict[str, Any]]], batch: list[Any]
+) -> list[tuple[str, dict[str, Any]]]:
+    """What is left to read once ``batch`` (events of one thing, in order) is
+    delivered: the things before its thing are done, and its thing goes on
+    after the batch's last revision (where a resumed read starts)."""
+    last = batch[-1]
+    thing = _topic_columns(_topic_of(last))[0]
+    revision = revision_of(last)
+    for i, (read_thing, bounds) in enumerate(reads):
+        if read_thing == thing:
+            if revision is None:
+                return reads[i:]
+            end = bounds.get("to_revision")
+            if end is not None and end > 0 and revision >= end:
+                return reads[i + 1 :]  # that thing is done
+            return [(thing, resumed_query(bounds, revision)), *reads[i + 1 :]]
+    return reads
 
 
 def _histories(

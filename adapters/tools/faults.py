@@ -14,6 +14,13 @@ both ways on one thread (``selectors``) and injects faults:
   the offset is forwarded only up to it, so frames break anywhere.
   ``cut_now(half_open=True)`` resets only the client's side (the target's
   stays open and silent: a drop only one end notices).
+- **WebSocket cuts** (``FaultProxy(..., websocket=True)``; ``cut_message``,
+  ``cut_messages_at_random``): the proxy follows each direction of a link
+  through its HTTP upgrade and then frame by frame, and resets the link
+  *inside* a data message (its header and half its payload forwarded, the
+  rest never: the peer holds a partial message) or right *after* one (every
+  byte of it forwarded, nothing of the next: a clean cut at a message
+  boundary), optionally ``half_open``.
 - **delay** (``delay``): every chunk is forwarded no sooner than ``seconds``
   after it arrived (order kept).
 - **blackhole** (``blackhole``): bytes are read and dropped while on; the
@@ -37,9 +44,113 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["FaultProxy", "FaultStats"]
+__all__ = ["FaultProxy", "FaultStats", "MessageCut"]
 
 _LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST
+
+
+@dataclass(frozen=True, slots=True)
+class MessageCut:
+    """Where to cut a WebSocket link: ``where`` is ``"inside"`` or ``"after"``
+    the data frame reached once ``skip`` data frames went by (counted in
+    ``direction``: ``"to-server"``, ``"to-client"`` or ``"any"``)."""
+
+    where: str = "inside"
+    skip: int = 0
+    direction: str = "any"
+
+    def __post_init__(self) -> None:
+        if self.where not in ("inside", "after"):
+            raise ValueError('where must be "inside" or "after"')
+        if self.direction not in ("to-server", "to-client", "any"):
+            raise ValueError('direction must be "to-server", "to-client" or "any"')
+        if self.skip < 0:
+            raise ValueError("skip must be >= 0")
+
+
+class _Plan:
+    """A :class:`MessageCut` under way on one link: data frames still to let by."""
+
+    __slots__ = ("cut", "left")
+
+    def __init__(self, cut: MessageCut) -> None:
+        self.cut = cut
+        self.left = cut.skip
+
+    def counts(self, to_server: bool) -> bool:
+        d = self.cut.direction
+        return d == "any" or (d == "to-server") == to_server
+
+
+class _WsScanner:
+    """Follows one direction of a WebSocket link: the HTTP head (up to its
+    blank line), then each frame's header and payload, so that a cut can
+    fall at a chosen place of a chosen data frame."""
+
+    __slots__ = ("head", "header", "in_head", "in_payload", "left", "size")
+
+    def __init__(self) -> None:
+        self.in_head = True
+        self.head = b""  # the last bytes of the head read so far (to find its end)
+        self.header = bytearray()  # the current frame's header, as far as read
+        self.in_payload = False
+        self.left = 0  # payload bytes of the current frame still to come
+        self.size = 0  # the current frame's payload length
+
+    def scan(self, data: bytes, plan: _Plan | None) -> int | None:
+        """Advance over ``data``; with ``plan`` (it counts this direction),
+        the offset in ``data`` to reset at, or None: not in this chunk."""
+        i, n = 0, len(data)
+        while i < n:
+            if self.in_head:
+                seen = self.head + data[i:]
+                end = seen.find(b"\r\n\r\n")
+                if end < 0:
+                    self.head = seen[-3:]
+                    return None
+                i += end + 4 - len(self.head)
+                self.in_head = False
+                continue
+            if not self.in_payload:
+                self.header.append(data[i])
+                i += 1
+                if not self._header_done():
+                    continue
+                self.in_payload = True
+                self.left = self.size
+            data_frame = self.header[0] & 0x0F < 0x8
+            target = plan is not None and data_frame and plan.left == 0
+            take = min(self.left, n - i)
+            if target:
+                assert plan is not None
+                if plan.cut.where == "after" and take == self.left:
+                    return i + take
+                at = self.size // 2 - (self.size - self.left)  # bytes to its middle
+                if plan.cut.where == "inside" and self.size >= 2 and 0 <= at < take:
+                    return i + at
+            i += take
+            self.left -= take
+            if self.left == 0:
+                self.in_payload = False
+                self.header.clear()
+                if data_frame and plan is not None and plan.left > 0:
+                    plan.left -= 1
+        return None
+
+    def _header_done(self) -> bool:
+        h = self.header
+        if len(h) < 2:
+            return False
+        length = h[1] & 0x7F
+        need = 2 + (2 if length == 126 else 8 if length == 127 else 0) + (4 if h[1] & 0x80 else 0)
+        if len(h) < need:
+            return False
+        if length == 126:
+            length = int.from_bytes(h[2:4], "big")
+        elif length == 127:
+            length = int.from_bytes(h[2:10], "big")
+        self.size = length
+        return True
 
 
 @dataclass
@@ -51,14 +162,26 @@ class FaultStats:
 
 
 class _Link:
-    __slots__ = ("budget", "client", "closed", "out", "upstream")
+    __slots__ = ("budget", "client", "closed", "out", "plan", "scanners", "upstream")
 
-    def __init__(self, client: socket.socket, upstream: socket.socket, budget: int | None) -> None:
+    def __init__(
+        self,
+        client: socket.socket,
+        upstream: socket.socket,
+        budget: int | None,
+        *,
+        websocket: bool = False,
+    ) -> None:
         self.client = client
         self.upstream = upstream
         self.budget = budget  # bytes left before the cut (None: no cut planned)
         self.out: dict[socket.socket, bytearray] = {client: bytearray(), upstream: bytearray()}
         self.closed = False
+        #: WebSocket links: a scanner per destination (what goes to it).
+        self.scanners: dict[socket.socket, _WsScanner] | None = (
+            {client: _WsScanner(), upstream: _WsScanner()} if websocket else None
+        )
+        self.plan: _Plan | None = None  # a message cut under way
 
     def peer(self, sock: socket.socket) -> socket.socket:
         return self.upstream if sock is self.client else self.client
@@ -75,8 +198,14 @@ class FaultProxy:
         listen: tuple[str, int] = ("127.0.0.1", 0),
         connect_timeout: float = 5.0,
         recv_size: int = 65536,
+        websocket: bool = False,
     ) -> None:
         self.target = target
+        #: Links carry WebSocket (``ws://``): message cuts can be planned.
+        self.websocket = websocket
+        self._msg_range: tuple[int, int] | None = None
+        self._msg_where: tuple[str, ...] = ()
+        self._next_plan: MessageCut | None = None
         self.rng = rng if rng is not None else random.Random()
         self.connect_timeout = connect_timeout
         self.recv_size = recv_size
@@ -136,6 +265,63 @@ class FaultProxy:
             else:
                 self._next_cut = nbytes
         self._wake()
+
+    def cut_message(
+        self,
+        where: str = "inside",
+        *,
+        skip: int = 0,
+        direction: str = "any",
+        half_open: bool = False,
+    ) -> None:
+        """WebSocket links: reset the current link (or the next one) inside
+        (``where="inside"``: its header and half its payload forwarded) or
+        right after (``"after"``) the data frame reached once ``skip`` more
+        data frames went by in ``direction`` (``"to-server"``,
+        ``"to-client"``, ``"any"``). ``half_open``: as :meth:`cut_now`."""
+        cut = MessageCut(where=where, skip=skip, direction=direction)
+        self._need_websocket()
+        with self._lock:
+            self._half_open = half_open
+            live = [link for link in self._links if not link.closed]
+            if live:
+                live[-1].plan = _Plan(cut)
+            else:
+                self._next_plan = cut
+        self._wake()
+
+    def cut_messages_at_random(
+        self, low: int, high: int, *, cuts: int, where: tuple[str, ...] = ("inside", "after")
+    ) -> None:
+        """WebSocket links: reset each link inside or after (drawn from
+        ``where``) the data frame reached once a uniform random number of
+        data frames in ``low..high`` went by (both directions), ``cuts``
+        times in all."""
+        if not 0 <= low <= high or cuts < 0:
+            raise ValueError("need 0 <= low <= high and cuts >= 0")
+        for w in where:
+            MessageCut(where=w)  # checks it
+        self._need_websocket()
+        with self._lock:
+            self._half_open = False
+            self._msg_range = (low, high)
+            self._msg_where = where
+            self._cuts_left = cuts
+            for link in self._links:
+                if link.plan is None and not link.closed:
+                    link.plan = self._random_plan()
+        self._wake()
+
+    def _need_websocket(self) -> None:
+        if not self.websocket:
+            raise ValueError("message cuts need FaultProxy(..., websocket=True)")
+
+    def _random_plan(self) -> _Plan | None:
+        """Under the lock: a random message cut for a link, if any are due."""
+        if self._msg_range is None or self._cuts_left <= 0:
+            return None
+        where = self.rng.choice(self._msg_where)
+        return _Plan(MessageCut(where=where, skip=self.rng.randint(*self._msg_range)))
 
     def cut_now(self, *, half_open: bool = False) -> None:
         """Reset every open link. ``half_open``: reset only the client's side;
@@ -240,7 +426,9 @@ class FaultProxy:
             self._next_cut = None
             if budget is None and self._cut_range is not None and self._cuts_left > 0:
                 budget = self.rng.randint(*self._cut_range)
-            link = _Link(client, upstream, budget)
+            link = _Link(client, upstream, budget, websocket=self.websocket)
+            cut, self._next_plan = self._next_plan, None
+            link.plan = _Plan(cut) if cut is not None else self._random_plan()
             self._links.append(link)
             self.stats.links += 1
         self._sel.register(client, selectors.EVENT_READ, link)
@@ -278,6 +466,14 @@ class FaultProxy:
                 self._cut_event.notify_all()
                 return
             budget = link.budget
+            if link.scanners is not None:
+                plan = link.plan
+                if plan is not None and not plan.counts(dst is link.upstream):
+                    plan = None
+                at = link.scanners[dst].scan(data, plan)
+                if at is not None:
+                    link.plan = None
+                    budget = at if budget is None else min(budget, at)
             cut = budget is not None and len(data) >= budget
             if cut:
                 assert budget is not None
@@ -344,6 +540,7 @@ class FaultProxy:
             self._links.remove(link)
             if count:
                 self.stats.cuts += 1
-                if self._cut_range is not None and self._cuts_left > 0:
+                planned = self._cut_range is not None or self._msg_range is not None
+                if planned and self._cuts_left > 0:
                     self._cuts_left -= 1
             self._cut_event.notify_all()

@@ -65,6 +65,20 @@ class ConnectionConfig:
       for what holding it costs beyond its bytes; beyond it:
       ERROR[CONNECTION_ERROR]. Default 80 MiB (one payload of the largest
       size, in the smallest fragments the count allows).
+    - ``min_mean_fragment_size``: the frames the peer sends with FOLLOWS
+      (fragments that are not the last of their payload or request, on any
+      stream, even one whose reassembly was refused) must average at least
+      this many bytes (frame header included, length prefix not) once more
+      than ``FRAGMENT_GRACE`` (1024) of them have arrived; beyond it:
+      ERROR[CONNECTION_ERROR]. Every frame costs its parse whatever its
+      size, so tiny fragments are a way to make a server spend a core
+      (2-byte fragments: about 75 ms a MiB); this bounds that cost per byte
+      received (256: at most 4,096 fragments a MiB; docs/security.md has
+      the figures). Default 256: a conforming sender fragments at its
+      ``fragment_size`` (at least 64, usually far more: sansrs fragments
+      only beyond 16 MiB by default, rsocket-java not at all), so only its
+      last fragment is small. Lower it for peers that fragment below 256
+      bytes; 0: no minimum.
     - ``max_concurrent_streams``: streams the peer may have open towards us at
       once; a request beyond it is answered ERROR[REJECTED]. Default 1024.
     - ``max_queued_output``: bytes queued for sending above which
@@ -94,6 +108,7 @@ class ConnectionConfig:
     max_fragments: int = 65_536
     max_reassemblies: int = 256
     max_reassembly_total: int = 80 * 1024 * 1024
+    min_mean_fragment_size: int = 256
     max_concurrent_streams: int = 1024
     max_queued_output: int = 4 * 1024 * 1024
     max_early_frames: int = 1024
@@ -119,5 +134,7 @@ class ConnectionConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
+        if self.min_mean_fragment_size < 0:
+            raise ValueError("min_mean_fragment_size must be >= 0")
         if self.resume_timeout is not None and not self.resume_timeout > 0:
             raise ValueError("resume_timeout must be > 0 seconds (or None)")

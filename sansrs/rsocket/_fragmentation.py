@@ -21,6 +21,7 @@ from ._frames import (
 from ._output import Output
 
 __all__ = [
+    "FRAGMENT_GRACE",
     "FRAGMENT_OVERHEAD",
     "Fragmenter",
     "Reassembly",
@@ -34,6 +35,10 @@ __all__ = [
 #: list slot, rounded up): counted so that a flood of tiny fragments is
 #: charged what it really costs.
 FRAGMENT_OVERHEAD = 64
+#: FOLLOWS fragments a connection may receive before their mean size is
+#: held to ``ConnectionConfig.min_mean_fragment_size`` (a few small ones are
+#: no attack).
+FRAGMENT_GRACE = 1024
 
 
 def header_size(first: type, has_metadata: bool) -> int:
@@ -158,17 +163,49 @@ class ReassemblyBudget:
     after each fragment, and calls :meth:`end` when one is finished or
     dropped. The answers are the reasons to refuse, ``None`` when within."""
 
-    __slots__ = ("active", "held", "max_active", "max_fragments", "max_size", "max_total")
+    __slots__ = (
+        "active",
+        "held",
+        "max_active",
+        "max_fragments",
+        "max_size",
+        "max_total",
+        "min_mean",
+        "seen",
+        "seen_bytes",
+    )
 
     def __init__(
-        self, *, max_size: int, max_fragments: int, max_active: int, max_total: int
+        self,
+        *,
+        max_size: int,
+        max_fragments: int,
+        max_active: int,
+        max_total: int,
+        min_mean: int = 0,
     ) -> None:
         self.max_size = max_size
         self.max_fragments = max_fragments
         self.max_active = max_active
         self.max_total = max_total
+        self.min_mean = min_mean
         self.active = 0
         self.held = 0
+        self.seen = 0  # FOLLOWS fragments received on the connection
+        self.seen_bytes = 0  # and their frames' bytes
+
+    def fragment(self, size: int) -> str | None:
+        """A frame with FOLLOWS of ``size`` bytes arrived (on any stream,
+        reassembled or ignored): the reason to fail the connection once the
+        fragments average less than ``min_mean`` bytes, else ``None``."""
+        self.seen += 1
+        self.seen_bytes += size
+        if self.seen > FRAGMENT_GRACE and self.seen_bytes < self.seen * self.min_mean:
+            return (
+                f"{self.seen} fragments averaging {self.seen_bytes // self.seen} bytes, "
+                f"below min_mean_fragment_size ({self.min_mean})"
+            )
+        return None
 
     def start(self) -> str | None:
         """Room for one more reassembly? (connection-wide)"""
@@ -222,6 +259,7 @@ class Fragmenter:
             max_fragments=config.max_fragments,
             max_active=config.max_reassemblies,
             max_total=config.max_reassembly_total,
+            min_mean=config.min_mean_fragment_size,
         )
 
     def queue_request(self, frame: RequestFrame) -> None:

@@ -71,6 +71,12 @@ class StreamFrames:
             + (0 if md is None else 3 + len(md))
         )
         ctx.setup_confirmed = True
+        if f.follows:
+            self._charge_fragment(
+                (10 if t is fr.RequestStreamFrame or t is fr.RequestChannelFrame else 6)
+                + len(f.data)
+                + (0 if md is None else 3 + len(md))
+            )
         if sid in table.by_id:
             return  # spec 9.1: a request on a stream ID in use is ignored
         fnf = t is fr.RequestFnfFrame
@@ -187,6 +193,8 @@ class StreamFrames:
         data = f.data
         if sid:
             ctx.received_position += 6 + len(data) if md is None else 9 + len(md) + len(data)
+        if f.follows and not f.complete:  # charged even where it is ignored
+            self._charge_fragment(6 + len(data) if md is None else 9 + len(md) + len(data))
         if s is None:
             return  # spec 9.4 (unknown ID, including 0)
         if s.reassembly is not None or (f.follows and not f.complete):
@@ -254,6 +262,14 @@ class StreamFrames:
         else:
             complete = f.complete or getattr(first, "complete", False)
             self._announce(first, data, md, complete)  # type: ignore[arg-type]
+
+    def _charge_fragment(self, size: int) -> None:
+        """A FOLLOWS fragment of ``size`` bytes: the connection fails once
+        the peer's fragments average less than ``min_mean_fragment_size``
+        (each frame costs its parse, however small: a CPU bound)."""
+        refused = self._fragments.reassemblies.fragment(size)
+        if refused is not None:
+            self._ctx.fail(ErrorCode.CONNECTION_ERROR, refused)
 
     def _start_reassembly(self) -> None:
         """A new fragmented payload or request: within ``max_reassemblies``,

@@ -386,7 +386,10 @@ class Resumption:
             # Spec: MUST send ERROR[REJECTED_RESUME] without resume support.
             ctx.refuse(ErrorCode.REJECTED_RESUME, "resumption is not supported")
             return
-        if f.major_version != MAJOR_VERSION:
+        # rsocket-js 1.0 (alpha) writes its RESUME's version fields swapped
+        # (major 0, minor 1) for the 1.0 its SETUP said: that is version 1.0.
+        swapped = (f.major_version, f.minor_version) == (0, MAJOR_VERSION)
+        if f.major_version != MAJOR_VERSION and not swapped:
             ctx.refuse(
                 ErrorCode.REJECTED_RESUME,
                 f"unsupported version {f.major_version}.{f.minor_version}",

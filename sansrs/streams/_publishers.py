@@ -1,8 +1,10 @@
 """Ready-made Publishers: iterable, generator, range, empty, error.
 
 All of them hand each Subscriber an ``IteratorSubscription``: the iterator is
-pulled only when there is demand, one element per unit of demand, and closed
-(``close()``, for generators) on cancellation.
+pulled only when there is demand, one element per unit of demand (and one
+ahead when the demand runs out, to learn whether that was the last: see
+``IteratorSubscription``), and closed (``close()``, for generators) on
+cancellation.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ T = TypeVar("T")
 
 _START = object()
 _CANCEL = object()
+_NOTHING = object()  # no element pulled ahead
 
 
 class IteratorSubscription(Generic[T]):
@@ -43,12 +46,18 @@ class IteratorSubscription(Generic[T]):
 
     ``remaining`` (when the length is known) lets the subscription signal
     ``on_complete`` right after the last element, without waiting for more
-    demand. ``failure`` makes it signal ``on_error`` right after ``on_subscribe``
-    (a Publisher in a failed state, rule 1.9).
+    demand. When it is not known, the iterator is pulled one element ahead
+    whenever an ``on_next`` uses up the demand: if it has ended,
+    ``on_complete`` follows at once, as Reactor's ``fromIterable`` does (its
+    ``hasNext`` after each element), so a Subscriber that requests exactly
+    the N elements it expects is not left waiting; otherwise the element
+    waits for the next request. ``failure`` makes it signal ``on_error``
+    right after ``on_subscribe`` (a Publisher in a failed state, rule 1.9).
     """
 
     __slots__ = (
         "__weakref__",
+        "_ahead",
         "_cancelled",
         "_demand",
         "_done",
@@ -74,6 +83,7 @@ class IteratorSubscription(Generic[T]):
         self._demand = 0
         self._cancelled = False
         self._done = False
+        self._ahead: object = _NOTHING
         self._mailbox: Mailbox[object] = Mailbox(self._drain)
 
     def start(self) -> None:
@@ -134,14 +144,18 @@ class IteratorSubscription(Generic[T]):
         iterator = self._iterator
         subscriber = self._subscriber
         assert iterator is not None and subscriber is not None
-        try:
-            item = next(iterator)
-        except StopIteration:
-            self._terminate(None, close=False)
-            return
-        except Exception as exc:  # the source failed: rule 1.4
-            self._terminate(exc, close=True)
-            return
+        item: object = self._ahead
+        if item is _NOTHING:
+            try:
+                item = next(iterator)
+            except StopIteration:
+                self._terminate(None, close=False)
+                return
+            except Exception as exc:  # the source failed: rule 1.4
+                self._terminate(exc, close=True)
+                return
+        else:
+            self._ahead = _NOTHING
         if self._demand != MAX_DEMAND:  # rule 3.17: MAX_DEMAND is unbounded
             self._demand -= 1
         if self._remaining is not None:
@@ -150,8 +164,22 @@ class IteratorSubscription(Generic[T]):
             self._terminate(TypeError("source produced None; rule 2.13 forbids on_next(None)"),
                             close=True)
             return
-        if self._call(subscriber.on_next, item) and self._remaining == 0:
+        if not self._call(subscriber.on_next, item):
+            return
+        if self._remaining == 0:
             self._terminate(None, close=False)
+        elif self._remaining is None and self._demand == 0 and not self._cancelled:
+            self._look_ahead(iterator)
+
+    def _look_ahead(self, iterator: Iterator[T]) -> None:
+        """The demand is used up: pull the next element now, so that an
+        ended iterator completes at once (held for the next request otherwise)."""
+        try:
+            self._ahead = next(iterator)
+        except StopIteration:
+            self._terminate(None, close=False)
+        except Exception as exc:  # the source failed: rule 1.4
+            self._terminate(exc, close=True)
 
     def _call(self, method: Callable[..., None], *args: object) -> bool:
         """Invoke a Subscriber method; a raise is a rule 2.13 violation: cancel."""
@@ -182,6 +210,7 @@ class IteratorSubscription(Generic[T]):
         """Rules 1.7, 3.13: no signal after this, and no reference to the Subscriber."""
         self._done = True
         self._subscriber = None
+        self._ahead = _NOTHING
         iterator, self._iterator = self._iterator, None
         self._demand = 0
         close_method = getattr(iterator, "close", None) if close else None
@@ -262,8 +291,9 @@ def from_iterable(iterable: Iterable[T]) -> IterablePublisher[T]:
 def from_generator(factory: Callable[[], Iterable[T]]) -> IterablePublisher[T]:
     """Publish a fresh iterator from ``factory()`` to every Subscriber.
 
-    The generator advances only on demand and is ``close()``d on cancel, so
-    its ``finally`` blocks run.
+    The generator advances only on demand (and one element ahead when the
+    demand runs out, to complete right behind its last element) and is
+    ``close()``d on cancel, so its ``finally`` blocks run.
     """
     require_not_none(factory, "factory", "1.9")
     return IterablePublisher(factory)

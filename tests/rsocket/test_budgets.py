@@ -22,6 +22,7 @@ from sansrs.rsocket import (
     decode_frame,
     encode_frame_prefixed,
 )
+from sansrs.rsocket._fragmentation import FRAGMENT_GRACE
 from sansrs.rsocket.events import FireAndForgetReceived, RequestResponseReceived
 from tests.rsocket.pair import Pair
 from tests.rsocket.resume_pair import ResumePair
@@ -142,3 +143,48 @@ def test_rsocket_resume_sessions_share_the_stores_retained_budget() -> None:
         p.cut(0, 0)
     assert len(store.expire(1000.0)) == 3
     assert store.retained.held == 0
+
+
+def test_rsocket_fragmentation_tiny_fragments_fail_the_connection_below_the_mean_size() -> None:
+    """Finding: 2-byte FOLLOWS fragments cost 75 ms of CPU per MiB, and
+    went on being parsed after their request was REJECTED. Fragments must
+    average ``min_mean_fragment_size`` bytes (after FRAGMENT_GRACE of
+    them), counted on every stream, the ignored ones too."""
+    pair = Pair.established(server_config=ConnectionConfig(max_fragments=10))
+    tiny = [PayloadFrame(1, b"ab", follows=True, next=True) for _ in range(FRAGMENT_GRACE)]
+    pair.server.receive_data(wire(RequestResponseFrame(1, b"ab", follows=True), *tiny[:20]))
+    assert errors_sent(pair) == [(1, ErrorCode.REJECTED)]  # max_fragments, as before
+    # The rest arrive for a stream that is gone: ignored, but still charged
+    # (the request's own frame with F and these: the grace, not beyond).
+    pair.server.receive_data(wire(*tiny[20:-1]))
+    with pytest.raises(RemoteProtocolError, match="min_mean_fragment_size") as info:
+        pair.server.receive_data(wire(*tiny[:10]))
+    assert info.value.error_code == ErrorCode.CONNECTION_ERROR
+    assert errors_sent(pair) == [(0, ErrorCode.CONNECTION_ERROR)]
+    assert "1025 fragments averaging 8 bytes, below min_mean_fragment_size (256)" in str(
+        info.value
+    )
+
+
+def test_rsocket_fragmentation_fragments_at_the_mean_size_go_on() -> None:
+    """A sender fragmenting at 256 bytes (frames of 256) is served however
+    many fragments it sends; with the minimum at 0, any size is."""
+    requests = FRAGMENT_GRACE  # 4 FOLLOWS fragments each: 4 x the grace
+    for config, size in (
+        (ConnectionConfig(), 256 - 6),
+        (ConnectionConfig(min_mean_fragment_size=0), 2),
+    ):
+        pair = Pair.established(server_config=config)
+        for sid in range(1, 2 * requests, 2):
+            frames: list[object] = [RequestFnfFrame(sid, b"a" * size, follows=True)]
+            frames += [PayloadFrame(sid, b"a" * size, follows=True, next=True) for _ in range(3)]
+            frames.append(PayloadFrame(sid, b"z", next=True))
+            pair.server.receive_data(wire(*frames))
+        events = pair.server.events()
+        assert len(events) == requests
+        assert all(isinstance(e, FireAndForgetReceived) for e in events)
+
+
+def test_rsocket_config_min_mean_fragment_size_is_validated() -> None:
+    with pytest.raises(ValueError, match="min_mean_fragment_size"):
+        ConnectionConfig(min_mean_fragment_size=-1)

@@ -880,6 +880,20 @@ def test_rsocket_resume_unsupported_version_rejected_resume() -> None:
     assert p.server.state is ConnectionState.DISCONNECTED  # still resumable
 
 
+def test_rsocket_resume_version_written_swapped_by_rsocket_js_is_1_0() -> None:
+    """rsocket-js 1.0 (alpha) sends its RESUME with the version fields
+    swapped (0.1 for 1.0): the session resumes (rsocket-java does not look
+    at the RESUME's version at all); another major version is still refused."""
+    p = ResumePair(ConnectionConfig(resume_token_source=lambda: b"tk"))
+    p.cut(0, 0)
+    fresh = Connection(Role.SERVER, sessions=p.store)
+    feed(fresh, ResumeFrame(b"tk", 0, 0, major_version=0, minor_version=1))
+    accepted = [e for e in fresh.events() if isinstance(e, ResumeAccepted)]
+    assert accepted and accepted[0].session is p.server
+    ok, *_ = frames_of(p.server.data_to_send())
+    assert isinstance(ok, ResumeOkFrame)
+
+
 def test_rsocket_resume_client_ignores_resume_frame() -> None:
     """Spec 9: a RESUME reaching a client is unexpected and ignored."""
     p = ResumePair()

@@ -19,7 +19,7 @@ through, the client's RESUME deadline), :mod:`.client` (reconnect policy and
 ``connect_resumable``), :mod:`.server` (the sessions a server holds, their
 expiry, ``serve_resumable``), :mod:`.aio` (the same under asyncio).
 
-Byte-stream transports only (TCP, TLS, Unix).
+Any transport: TCP, TLS, Unix, WebSocket (ws://, wss://).
 """
 
 from .client import ReconnectPolicy, ResumableClient, connect_resumable

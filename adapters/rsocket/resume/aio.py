@@ -25,11 +25,12 @@ from ...drive.config import LoopConfig
 from ...drive.listener import LoopServer
 from ...transport import Transport, listen, open_transport
 from ...transport.urls import Endpoint
+from ...transport.websocket.options import WebSocketOptions
 from ..aio import AsyncClient, AsyncRSocketPeer, _wrap_handler
 from ..options import EngineOptions
 from .client import Outage, ReconnectPolicy, new_client_session
 from .engine import EngineLink
-from .options import ResumeOptions, SessionLoss, byte_stream_only
+from .options import ResumeOptions, SessionLoss
 from .server import SessionRegistry, new_server_engine
 from .session import Session, SessionDriver
 
@@ -181,6 +182,7 @@ async def connect_resumable(
     loop_config: LoopConfig | None = None,
     ssl_context: ssl.SSLContext | None = None,
     server_hostname: str | None = None,
+    websocket: WebSocketOptions | None = None,
     resume: ResumeOptions | None = None,
     **setup: Any,
 ) -> AsyncResumableClient:
@@ -196,12 +198,12 @@ async def connect_resumable(
             timeout,
             ssl_context=ssl_context,
             server_hostname=server_hostname,
+            websocket=websocket,
         )
 
     def make_driver(transport: Transport, link: EngineLink) -> Any:
         return reactor.add_connection(transport, link, on_exit=lambda _: link.exited())
 
-    byte_stream_only(url)
     transport = await reopen(connect_timeout)
     engine, session, policy = new_client_session(options, resume, _wrap_handler(handler))
     session.home = lambda: reactor.in_loop_thread
@@ -225,13 +227,13 @@ async def serve_resumable(
     handler_factory: Callable[[AsyncRSocketPeer], object] | None = None,
     loop_config: LoopConfig | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    websocket: WebSocketOptions | None = None,
     resume: ResumeOptions | None = None,
     **options: Any,
 ) -> AsyncResumableServer:
     """:func:`~.server.serve_resumable` under asyncio (handlers may be async)."""
     if handler is not None and handler_factory is not None:
         raise TypeError("pass handler or handler_factory, not both")
-    byte_stream_only(url)
     engine_options = EngineOptions(**options)
     resume = resume if resume is not None else ResumeOptions()
     reactor = AsyncioReactor.current(loop_config)
@@ -252,6 +254,8 @@ async def serve_resumable(
         engine.attach(driver, peer, _wrap_handler(chosen))
         return driver
 
-    accept = LoopServer(reactor, listen(url, ssl_context=ssl_context), make_connection)
+    accept = LoopServer(
+        reactor, listen(url, ssl_context=ssl_context, websocket=websocket), make_connection
+    )
     accept.start()
     return AsyncResumableServer(accept, peers, registry, sweeper)

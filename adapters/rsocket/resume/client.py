@@ -27,12 +27,13 @@ from ...drive.endpoints import LoopChoice, new_driver, pick_loop
 from ...drive.errors import ConnectionClosed
 from ...transport import Transport, open_transport
 from ...transport.urls import Endpoint
+from ...transport.websocket.options import WebSocketOptions
 from .. import core
 from ..client import Client
 from ..engine import refuse_async_hooks
 from ..options import EngineOptions
 from .engine import EngineLink, SessionEngine, resume_timeout
-from .options import ResumeOptions, SessionLoss, byte_stream_only
+from .options import ResumeOptions, SessionLoss
 from .session import NewDriver, Session, SessionDriver
 
 __all__ = [
@@ -263,11 +264,14 @@ def connect_resumable(
     loop_config: LoopConfig | None = None,
     ssl_context: ssl.SSLContext | None = None,
     server_hostname: str | None = None,
+    websocket: WebSocketOptions | None = None,
     resume: ResumeOptions | None = None,
     **setup: Any,
 ) -> ResumableClient:
-    """Like :func:`~..client.connect`, with a resumable session over a
-    byte-stream transport (TCP, TLS, Unix). ``resume``:
+    """Like :func:`~..client.connect`, with a resumable session (``tcp://``,
+    ``tls://``, ``unix://``, ``ws://``, ``wss://``: one frame per binary
+    message, every reconnection a new upgrade with the same ``websocket``
+    options). ``resume``:
     :class:`~.options.ResumeOptions` (reconnect policy, ``resume_timeout``,
     callbacks)."""
     refuse_async_hooks(handler)
@@ -278,13 +282,16 @@ def connect_resumable(
 
     def reopen(timeout: float) -> Transport:
         return open_transport(
-            url, timeout, ssl_context=ssl_context, server_hostname=server_hostname
+            url,
+            timeout,
+            ssl_context=ssl_context,
+            server_hostname=server_hostname,
+            websocket=websocket,
         )
 
     def make_driver(transport: Transport, link: EngineLink) -> NewDriver:
         return new_driver(driver_loop, transport, link, name, lambda _: link.exited(), loop_config)
 
-    byte_stream_only(url)
     transport = reopen(connect_timeout)
     engine, session, policy = new_client_session(options, resume, handler)
     if driver_loop is not None:

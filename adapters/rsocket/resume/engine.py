@@ -15,6 +15,11 @@ of failing every stream. It also keeps:
 - the fire-and-forgets the peer has not confirmed yet (:class:`Unconfirmed`),
   so that a session ending without them says how many (``SessionLoss``).
 
+Each transport brings its framing (:meth:`SessionEngine.drive_with`): a
+byte stream, or WebSocket records, one frame per binary message; over
+WebSocket a Close ends only the transport unless its code says the protocol
+broke (docs/resumption.md, Over WebSocket).
+
 A driver never holds a session engine directly but an :class:`EngineLink`
 (one per transport): when a RESUME moves the session to a new transport the
 old link goes stale and everything its driver still calls is a no-op that
@@ -29,8 +34,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ...drive.endpoints import message_framed
 from ...drive.engine import Driver
 from ...drive.errors import ConnectionClosed
+from ...transport.websocket import messages as ws
 from .. import core
 from ..engine import RSocketEngine
 from ..options import EngineOptions
@@ -46,6 +53,13 @@ _REJECTED_RESUME = 0x004
 _CONNECTION_CLOSE = 0x102
 #: Fire-and-forgets sent between two trims of the unconfirmed positions.
 _TRIM_EVERY = 1024
+#: WebSocket Close codes that say a peer broke the protocol (RFC 6455, 7.4.1:
+#: 1002 framing, 1003 data it cannot take, 1007 invalid data, 1008 policy,
+#: 1009 too big, 1010 extension): a session resumed after one would send the
+#: same bytes again, so it ends. Any other Close (1000, 1001, 1006, 1011, a
+#: proxy's 1012-1014, ...) only ends the transport: the session resumes.
+_WS_FATAL = frozenset({1002, 1003, 1007, 1008, 1009, 1010})
+_LIVE = (_State.ESTABLISHED, _State.RESUMING)
 
 
 class Owner(Protocol):
@@ -205,7 +219,18 @@ class SessionEngine(RSocketEngine):
         drives this engine from now on; None: nothing does."""
         self.thread = driver
         self._write_now = getattr(driver, "write_now", None)
-        self._write_bytes = getattr(driver, "write_bytes", None)
+        if driver is not None:
+            # Each transport its own framing: WebSocket records (one frame
+            # per binary message) or a byte stream; the core's positions
+            # count frame bytes without a length prefix either way (spec:
+            # Implied Position), so they mean the same over both.
+            framed = message_framed(driver.transport)
+            self._records = ws.MessageReader(keep_runs=True) if framed else None
+            self._ws_close = None
+        # (Byte streams only: a message transport's engine frames its output.)
+        self._write_bytes = (
+            getattr(driver, "write_bytes", None) if self._records is None else None
+        )
         if link is not None:
             link.target = self
             self.link = link
@@ -291,8 +316,44 @@ class SessionEngine(RSocketEngine):
     def data_to_send(self) -> bytes:
         if self._refusal:
             out, self._refusal = self._refusal, b""
+            if self._records is not None:
+                out = ws.encode_run(out)
             return out + super().data_to_send()
         return super().data_to_send()
+
+    def _ws_closed(self, code: int, reason: str) -> None:
+        """A WebSocket Close: on a resumable session only the transport ends
+        (the peer's Close 1011 of an aborted connection, a proxy's 1001),
+        like a TCP FIN or reset; a Close saying the protocol broke
+        (``_WS_FATAL``) ends the session."""
+        target = self.link.target
+        if target is not self:  # handed over within this read: it is the session's
+            target._ws_closed(code, reason)
+            return
+        self._peer_closed = True
+        conn = self.conn
+        detail = f" ({reason})" if reason else ""
+        if code in _WS_FATAL:
+            if conn.resumable:  # not a mere transport loss: the session ends here
+                self.close_core(f"WebSocket closed: {code}{detail}")
+        elif conn.resumable and conn.state in _LIVE:
+            self._gone = f"WebSocket closed: {code}{detail}"
+            conn.connection_lost()  # Disconnected: the session detaches, then resumes
+            self._dispatch_events()
+            if conn.state is _State.DISCONNECTED:
+                return
+            self._gone = None  # the core ended the session instead (it cannot resume)
+        super()._ws_closed(code, reason)
+
+    def _receive_stream(self, data: bytes, now: float) -> None:
+        target = self.link.target
+        if target is not self:
+            # Server: a RESUME earlier in this read handed the transport to a
+            # resumed session (WebSocket: the records after it are its input).
+            target._now = now
+            target._receive_stream(data, now)
+            return
+        super()._receive_stream(data, now)
 
     def link_lost(self, link: EngineLink, error: BaseException) -> None:
         """``connection_lost`` from ``link``'s driver: the session decides."""
@@ -418,10 +479,9 @@ class SessionEngine(RSocketEngine):
             return RSocketEngine._feed_setup_first(self, buf, now)
 
         rest = registry.first_frame(self, buf[3 : 3 + int.from_bytes(buf[:3], "big")], feed)
-        target = self.link.target
-        if target is not self:  # handed over to a resumed session: the rest is its input
+        if self.link.target is not self:  # handed over to a resumed session
             if rest:
-                target.receive_data(rest, now)
+                self._receive_stream(rest, now)  # the rest is its input
             return b""
         return rest
 

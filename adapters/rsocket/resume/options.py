@@ -9,9 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ...drive.errors import ConnectionClosed
-from ...transport.urls import Endpoint, parse_url
 
-__all__ = ["ResumeOptions", "SessionLoss", "SessionLost", "Step", "byte_stream_only"]
+__all__ = ["ResumeOptions", "SessionLoss", "SessionLost", "Step"]
 
 #: ``on_step`` receives the name of each lifecycle step as it is taken
 #: (docs/resumption.md lists them); tests block in it to force interleavings.
@@ -106,11 +105,3 @@ class ResumeOptions:
         if self.on_step is not None:
             self.on_step(name)
 
-
-def byte_stream_only(url: str | Endpoint) -> None:
-    """Resumption needs a byte-stream transport: the positions count bytes
-    of length-prefixed frames (WebSocket would need the same hand-over of
-    its record layer)."""
-    endpoint = url if isinstance(url, Endpoint) else parse_url(url)
-    if endpoint.scheme in ("ws", "wss"):
-        raise ValueError("resumable sessions need a byte-stream transport (tcp, tls, unix)")

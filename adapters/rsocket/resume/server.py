@@ -37,6 +37,7 @@ from ...drive.errors import ConnectionClosed
 from ...drive.listener import LoopServer
 from ...transport import Transport, listen
 from ...transport.urls import Endpoint
+from ...transport.websocket.options import WebSocketOptions
 from .. import core
 from ..engine import refuse_async_hooks
 from ..options import EngineOptions
@@ -44,7 +45,7 @@ from ..peer import RSocketPeer
 from ..server import Server
 from .engine import SessionEngine
 from .lifecycle import Phase
-from .options import ResumeOptions, byte_stream_only
+from .options import ResumeOptions
 from .session import Session, SessionDriver, Work, run_all
 
 __all__ = [
@@ -411,11 +412,13 @@ def serve_resumable(
     loop: LoopChoice = "thread",
     loop_config: LoopConfig | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    websocket: WebSocketOptions | None = None,
     resume: ResumeOptions | None = None,
     **options: Any,
 ) -> ResumableServer:
     """Like :func:`~..server.serve`, accepting resumable sessions (and
-    plain ones) on a byte-stream transport (TCP, TLS defaults, Unix).
+    plain ones) on any transport (TCP, TLS, Unix, ``ws://``, ``wss://``;
+    ``websocket``: :class:`~...transport.websocket.WebSocketOptions`).
     ``resume``: :class:`~.options.ResumeOptions` (``keep_detached``,
     ``max_sessions``, ``resume_buffer_size``, ...). ``handler_factory(peer)``
     makes one handler per session; ``server.peers`` are the live sessions
@@ -423,7 +426,6 @@ def serve_resumable(
     if handler is not None and handler_factory is not None:
         raise TypeError("pass handler or handler_factory, not both")
     refuse_async_hooks(handler)
-    byte_stream_only(url)
     engine_options = EngineOptions(**options)
     resume = resume if resume is not None else ResumeOptions()
     peers: list[RSocketPeer] = []
@@ -446,7 +448,9 @@ def serve_resumable(
         return driver
 
     accept = new_acceptor(
-        driver_loop, listen(url, ssl_context=ssl_context), make_connection, loop_config
+        driver_loop, listen(url, ssl_context=ssl_context, websocket=websocket),
+        make_connection,
+        loop_config,
     )
     sweeper = ThreadSweeper(registry)
     accept.start()

@@ -7,6 +7,8 @@ is in :mod:`.handshake`; the package docstring has the contract."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import ssl
 
@@ -76,6 +78,25 @@ _RAW_BAD_REQUEST = (
 )
 
 
+def _valid_key(head: bytes | bytearray) -> bool:
+    """True if the request head has one ``Sec-WebSocket-Key`` whose value is
+    16 bytes in base64 (RFC 6455, 4.2.1; wsproto checks only that there is
+    one). A head without any is left to wsproto, which refuses it."""
+    keys = [
+        line.partition(b":")[2].strip()
+        for line in bytes(head).split(b"\r\n")
+        if line[:18].lower() == b"sec-websocket-key:"
+    ]
+    if not keys:
+        return True
+    if len(keys) != 1 or len(keys[0]) != 24:
+        return False
+    try:
+        return len(base64.b64decode(keys[0], validate=True)) == 16
+    except binascii.Error:
+        return False
+
+
 class WebSocketTransport:
     """One WebSocket connection as a driver-loop transport of message records."""
 
@@ -111,6 +132,7 @@ class WebSocketTransport:
         #: wsproto for the rest. Before that, the server's request head.
         self._splitter: FrameSplitter | None = None
         self._head = bytearray()
+        self._key_ok = True  # the upgrade's Sec-WebSocket-Key (RFC 6455, 4.2.1)
         self._keys = KeySource() if ws.client else None
         # Incoming message being reassembled.
         self._parts: list[bytes] = []
@@ -334,10 +356,12 @@ class WebSocketTransport:
         start = max(0, len(head) - 3)  # only the new bytes can complete the end
         head += data
         end = head.find(_HEADER_END, start)
-        if end < 0:
+        if end < 0 or end + 4 > MAX_REQUEST_HEAD:
+            # The limit holds however the head arrives: whole in one read too.
             if len(head) > MAX_REQUEST_HEAD:
                 self._reject(431, "request head too large")
             return
+        self._key_ok = _valid_key(head[: end + 4])
         rest = bytes(head[end + 4 :])
         self._receive(bytes(head[: end + 4]))
         head.clear()
@@ -449,6 +473,10 @@ class WebSocketTransport:
             peer=self.peer,
         )
         self.request = request
+        if not self._key_ok:
+            # RFC 6455, 4.2.1: a key that is not 16 bytes in base64 is a bad request.
+            self._reject(400, "invalid Sec-WebSocket-Key")
+            return
         if path != self.path:
             self._reject(404, f"no WebSocket endpoint at {path}")
             return

@@ -209,3 +209,75 @@ def test_wss_serve_and_history_with_certificate_files(tmp_path: Path) -> None:
     assert ok.returncode == 0, ok.stderr
     assert json_lines(ok.stdout) == events_of("thing-2")
     assert untrusted.returncode == 3 and "CERTIFICATE_VERIFY_FAILED" in untrusted.stderr
+
+
+@pytest.mark.timeout(60)
+def test_history_follow_switches_to_live_events_and_survives_a_drop(tmp_path: Path) -> None:
+    from tests.adapters.ditto.fake_ditto import FakeDitto
+
+    thing = f"{NS}:thing-1"
+    events = counter_history("thing-1", 12)
+    issued = tmp_path / "issued"
+    script = tmp_path / "token.py"  # a token command: counts its runs
+    script.write_text(f"import pathlib\np = pathlib.Path({str(issued)!r})\n"
+                      "n = len(p.read_text()) if p.exists() else 0\n"
+                      "p.write_text('x' * (n + 1))\nprint(f't{n}')\n")
+    with FakeDitto({thing: events[:5]}, token_lifetime=2.0) as ditto:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sansrs", "ditto", "history", ditto.url, thing, "--follow",
+             "--token-command", f"{sys.executable} {script}", "--token-lifetime", "2",
+             "--refresh-margin", "1.5"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        lines: queue.Queue[str] = queue.Queue()
+        assert proc.stdout is not None
+        out = proc.stdout
+        threading.Thread(target=lambda: [lines.put(line) for line in out], daemon=True).start()
+
+        def revisions(n: int) -> list[int]:
+            return [json.loads(lines.get(timeout=WAIT))["revision"] for _ in range(n)]
+
+        try:
+            got = revisions(5)  # the history
+            first = ditto.connection(0)
+            ditto.wait_for(lambda: first.live)
+            for event in events[5:8]:
+                ditto.publish(event, entity=thing)
+            got += revisions(3)  # live
+            ditto.wait_for(lambda: len(first.refreshed_tokens) >= 1)  # --token-command again
+            ditto.drop_all()
+            second = ditto.connection(1)
+            ditto.wait_for(lambda: second.live)
+            for event in events[8:]:
+                ditto.publish(event, entity=thing)
+            got += revisions(4)
+        finally:
+            proc.send_signal(2)  # SIGINT: the user stops following
+            code = proc.wait(WAIT)
+    assert got == list(range(1, 13))  # no gap, no duplicate, across the seam and the drop
+    assert code == 130
+    assert first.refreshed_tokens[0].startswith("t") and len(issued.read_text()) >= 3
+
+
+def test_history_follow_refuses_an_end_and_a_failing_token_command_exits_3(url: str) -> None:
+    ended = sansrs("ditto", "history", url, f"{NS}:thing-1", "--follow", "--to-revision", "3")
+    assert ended.returncode == 1 and "--follow has no end" in ended.stderr
+    failing = sansrs("ditto", "history", url, f"{NS}:thing-1", "--token-command",
+                     f"{sys.executable} -c 'import sys; sys.exit(4)'")
+    assert failing.returncode == 3 and "--token-command failed" in failing.stderr
+    both = sansrs("ditto", "history", url, f"{NS}:thing-1", "--token", "t",
+                  "--token-command", "echo t")
+    assert both.returncode == 1 and "not both" in both.stderr
+
+
+@pytest.mark.timeout(60)
+def test_search_reconnect_goes_on_after_the_last_thing() -> None:
+    from tests.adapters.ditto.fake_ditto import FakeDitto
+
+    things = {f"{NS}:t-{k:02d}": counter_history(f"t-{k:02d}", 1) for k in range(30)}
+    # the first connection is cut after its created and 3 pages; the second is spared
+    with FakeDitto(things, drop_after=[4, None]) as ditto:
+        done = sansrs("ditto", "search", ditto.url, "--options", "size(5)", "--reconnect")
+    assert done.returncode == 0, done.stderr
+    assert [t["thingId"] for t in json_lines(done.stdout)] == sorted(things)  # type: ignore[index]
+    assert len(ditto.connections) == 2

@@ -172,3 +172,24 @@ def test_connect_gives_each_subscribe_its_own_correlation_id() -> None:
     assert len(set(ids)) == 4
     head, _, n = ids[1].rpartition("-")
     assert uuid.UUID(head).version == 4 and n == "1"
+
+
+def test_ditto_failed_after_complete_is_routine_and_other_strays_are_warned(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A request that crosses Ditto's ``complete`` is answered ``failed`` for
+    a subscription the client has ended: logged at DEBUG, not as a warning
+    (it happens in normal reads). A stray message of any other kind (an item
+    for no subscription) is still a warning."""
+    engine, queue, _ = _client()
+    engine.receive_data(ws.encode_lines(CREATED + b"\xff" + COMPLETE + b"\xff"), 0.0)
+    assert queue.done
+    with caplog.at_level("DEBUG", logger="sansrs.adapters.ditto"):
+        engine.receive_data(ws.encode_lines(FAILED + b"\xff"), 0.0)
+        engine.receive_data(ws.encode_lines(ITEMS[0] + b"\xff"), 0.0)
+    strays = [r for r in caplog.records if "for no subscription" in r.getMessage()]
+    assert [(r.levelname, r.getMessage().rsplit("/", 1)[-1]) for r in strays] == [
+        ("DEBUG", "failed"),
+        ("WARNING", "next"),
+    ]
+    assert not engine.wants_close()

@@ -256,3 +256,76 @@ def test_in_memory_append_checks_the_topic() -> None:
 )
 def test_like_wildcards(pattern: str, text: str, expected: bool) -> None:
     assert parse_rql(f'like(v,"{pattern}")')({"v": text}) is expected
+
+
+def _counting_loads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the JSON documents the history module parses."""
+    import json
+
+    from sansrs.adapters.ditto import history
+
+    parsed = [0]
+
+    class CountingJson:
+        @staticmethod
+        def loads(text: str) -> Any:
+            parsed[0] += 1
+            return json.loads(text)
+
+    monkeypatch.setattr(history, "json", CountingJson)
+    return parsed
+
+
+def test_json_lines_history_parses_the_file_once_then_only_the_entitys_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding: every subscribe parsed the whole file (48 KiB of subscribes
+    cost 48 s of server CPU). The file is indexed once; a subscribe then
+    parses only its entity's lines, as they are pulled."""
+    import json
+
+    path = tmp_path / "history.jsonl"
+    with path.open("w", encoding="utf-8") as out:
+        out.write("# 100 things, 10 revisions each, interleaved\n\n")
+        for revision in range(1, 11):
+            for thing in range(100):
+                out.write(json.dumps({
+                    "topic": f"{NS}/t{thing}/things/twin/events/modified",
+                    "path": "/attributes/n", "value": revision, "revision": revision,
+                }) + "\n")
+    parsed = _counting_loads(monkeypatch)
+    source = JsonLinesHistory(path)
+    assert parsed[0] == 1000  # indexed: each line once
+    for _ in range(50):
+        parsed[0] = 0
+        events = list(source.open(_request(f"{NS}:t42")))
+        assert [e["revision"] for e in events] == list(range(1, 11))
+        assert {e["topic"] for e in events} == {f"{NS}/t42/things/twin/events/modified"}
+        assert parsed[0] == 10  # its own 10 lines, not the file's 1000
+    parsed[0] = 0
+    first = list(source.open(_request(f"{NS}:t7", from_historical_revision=-2)))
+    assert [e["revision"] for e in first] == [9, 10] and parsed[0] == 10
+    # Lazily: a subscriber that took one event made one parse.
+    parsed[0] = 0
+    assert next(iter(source.open(_request(f"{NS}:t3"))))["revision"] == 1
+    assert parsed[0] == 1
+
+
+def test_json_lines_history_folds_the_file_once_for_searches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "history.jsonl"
+    path.write_text(EXAMPLE_HISTORY.read_text(encoding="utf-8"), encoding="utf-8")
+    source = JsonLinesHistory(path)
+    parsed = _counting_loads(monkeypatch)
+    search = HistoryRequest(
+        subscription_id="0", kind=Kind.SEARCH,
+        topic=Topic(namespace="_", entity_name="_", group="things", channel="twin",
+                    criterion="search", action="subscribe"),
+        options=SearchOptions(), headers=Headers(),
+    )
+    pages = [list(source.open(search)) for _ in range(3)]
+    assert pages[0] == pages[1] == pages[2] and pages[0]
+    lines = sum(1 for line in path.read_text(encoding="utf-8").splitlines()
+                if line.strip() and not line.startswith("#"))
+    assert parsed[0] == lines  # the first search only

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import socket
 import threading
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
@@ -29,6 +31,7 @@ from tests.adapters.ditto.helpers import (
     counter_history,
     events_of,
 )
+from tests.adapters.raw_websocket import masked_text, text_messages, upgrade
 
 URL = "ws://127.0.0.1:0/ws/2"
 
@@ -687,3 +690,26 @@ def test_selector_loop_drives_server_and_clients() -> None:
                     c.close()
     finally:
         loop.stop()
+
+
+@pytest.mark.timeout(30)
+def test_ditto_subscription_of_n_events_requested_exactly_n_completes() -> None:
+    """A raw consumer that requests exactly the N events an entity has gets
+    ``complete`` right behind the last ``next``, without asking for more."""
+    events = events_of("thing-1")[:2]  # 2: the first batch's size while weights are unknown
+    topic = f"{NS}/thing-1/things/twin/streaming"
+    with (
+        serve(URL, InMemoryHistory(events)) as srv,
+        socket.create_connection(("127.0.0.1", srv.endpoint.port), timeout=5.0) as sock,
+    ):
+        upgrade(sock, "/ws/2")
+        subscribe = {"topic": f"{topic}/subscribeForPersistedEvents", "path": "/", "headers": {}}
+        sock.sendall(masked_text(json.dumps(subscribe)))
+        (created,) = text_messages(sock, 1)
+        sid = created["value"]["subscriptionId"]
+        request = {"topic": f"{topic}/request", "path": "/", "headers": {},
+                   "value": {"subscriptionId": sid, "demand": len(events)}}
+        sock.sendall(masked_text(json.dumps(request)))
+        got = text_messages(sock, len(events) + 1)  # a socket timeout if complete never comes
+    assert [m["topic"].rsplit("/", 1)[-1] for m in got] == ["next", "next", "complete"]
+    assert [m["value"]["item"] for m in got[:-1]] == events

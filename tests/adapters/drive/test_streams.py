@@ -302,8 +302,30 @@ def test_threaded_source_pulls_only_within_demand_off_the_caller_thread() -> Non
         assert notified.wait(5)
         notified.clear()
     assert got == [0, 1, 2]
-    assert set(pulled) == {"w"} and len(pulled) == 3  # nothing taken beyond the credit
     out.cancel()
+    assert isinstance(source, ThreadedSource) and source.join(5)
+    # Nothing taken beyond the credit but the one item looked ahead once it
+    # is used up (to complete right behind the last item, were it the last).
+    assert set(pulled) == {"w"} and len(pulled) in (3, 4)
+
+
+def test_threaded_source_completes_right_behind_exactly_the_credit() -> None:
+    """An iterable of exactly N items under a credit of N completes without
+    more credit: the worker looks one item ahead once the credit is used up."""
+    notified = threading.Event()
+    source = make_source(iter([1, 2]), is_single=lambda r: False, notify=notified.set,
+                         threaded="w")
+    sink = Sink()
+    out = sink.outbound(source, credit=2)
+    while True:
+        out.pump(100)  # never more credit than the 2
+        if out.finished:
+            break
+        assert notified.wait(5)
+        notified.clear()
+    # The last item carries the completion (or a bare one follows it).
+    assert sink.items[-1] == (2, True) or sink.completed
+    assert [i for i, _ in sink.items] == [1, 2] and not sink.errors
     assert isinstance(source, ThreadedSource) and source.join(5)
 
 

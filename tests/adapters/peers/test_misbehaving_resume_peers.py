@@ -10,8 +10,9 @@ message names the cause, and that the call ended within its bound: at once
 for a rejection, within ``reconnect_timeout`` of the loss otherwise (the
 loss itself comes at once for a cut, after ``max_lifetime`` for silence).
 
-WebSocket is left out: resumable sessions need a byte-stream transport
-(``byte_stream_only``)."""
+Over TCP only: resumption over WebSocket has its own fault tests
+(tests/adapters/rsocket/test_resume_websocket.py); its cells here are to
+come."""
 
 from __future__ import annotations
 

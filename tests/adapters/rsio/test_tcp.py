@@ -13,19 +13,25 @@ from typing import Any
 
 import pytest
 from sansrs.adapters.drive import ConnectionClosed
-from sansrs.adapters.rsio import RsioError, Server, connect, serve
+from sansrs.adapters.rsio import FixedSizePublisher, RsioError, Server, connect, serve
 from sansrs.adapters.rsio.demo import BLOB_SIZE, CounterPublisher, blob, demo_publishers
 
 from sansrs.rsio import (
     ClientHello,
     Goodbye,
     GoodbyeAck,
+    Incomplete,
+    OnComplete,
+    OnError,
+    OnNext,
+    OnNextPacked,
+    OnSubscribe,
     ServerHello,
     Subscribe,
     decode_message,
     encode_message,
 )
-from sansrs.streams import CollectingSubscriber, from_iterable
+from sansrs.streams import CollectingSubscriber, from_generator, from_iterable
 
 WAIT = 20.0
 
@@ -291,3 +297,75 @@ def test_graceful_close_gives_up_waiting_after_close_timeout() -> None:
                 assert sock.recv(1) == b""
     finally:
         loop.stop(WAIT)
+
+
+def _gen_publisher(n: int) -> Any:
+    """A Publisher over a generator: its length is unknown ahead."""
+    return from_generator(lambda: (bytes([i]) for i in range(n)))
+
+
+def _raw_subscribe_exactly(port: int, name: str, demand: int) -> list[Any]:
+    """A raw consumer: subscribes to ``name`` with exactly ``demand`` and
+    never asks for more; returns what arrived up to onComplete / onError
+    (a TimeoutError if neither came)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5.0) as sock:
+        sock.sendall(encode_message(ClientHello(0)) + encode_message(Subscribe(name, 1, demand)))
+        data, pos, msgs, sizes = b"", 0, [], {}
+        while True:
+            chunk = sock.recv(65536)  # TimeoutError if the completion never comes
+            assert chunk, "the server closed"
+            data += chunk
+            while True:
+                try:
+                    msg, end = decode_message(data, pos, sizes.get)
+                except Incomplete:
+                    break
+                pos = end
+                msgs.append(msg)
+                if isinstance(msg, OnSubscribe):
+                    sizes[msg.subscriber_id] = msg.element_size
+                if isinstance(msg, OnComplete | OnError):
+                    return msgs
+
+
+@pytest.mark.parametrize("loop", ["thread", "selector"])
+@pytest.mark.parametrize(
+    "name",
+    ["counter/2", "counter/0", "gen/2", "gen/0", "list/2", "counterpub/2", "fixedbuf/2",
+     "fixedgen/2"],
+)
+@pytest.mark.timeout(30)
+def test_rsio_stream_of_n_requested_exactly_n_completes(name: str, loop: str) -> None:
+    """A consumer that asks for exactly the N items a stream has gets its
+    onComplete right behind the last one, without asking for more (as
+    Reactor's range and fromIterable do): a packed counter knows its N, a
+    generator is looked one item ahead."""
+    publishers = {
+        "counter/2": CounterPublisher(2),  # read in bulk (packed_reader)
+        "counter/0": CounterPublisher(0),
+        "gen/2": _gen_publisher(2),
+        "gen/0": _gen_publisher(0),
+        "list/2": from_iterable([b"a", b"b"]),
+        "counterpub/2": _SubscribeOnly(CounterPublisher(2)),  # its Publisher face
+        "fixedbuf/2": FixedSizePublisher(8, bytes(16)),  # a buffer: read in bulk
+        "fixedgen/2": FixedSizePublisher(8, lambda: (bytes(8) for _ in range(2))),
+    }
+    with serve("tcp://127.0.0.1:0", publishers, loop=loop) as server:
+        msgs = _raw_subscribe_exactly(server.endpoint.port, name, 2)
+    assert isinstance(msgs[-1], OnComplete), msgs
+    elements = sum(
+        len(m.elements) // 8 if isinstance(m, OnNextPacked) else 1
+        for m in msgs
+        if isinstance(m, OnNext | OnNextPacked)
+    )
+    assert elements == (0 if name.endswith("/0") else 2)
+
+
+class _SubscribeOnly:
+    """Only the Publisher face of ``publisher`` (no packed reader, no size)."""
+
+    def __init__(self, publisher: Any) -> None:
+        self._publisher = publisher
+
+    def subscribe(self, subscriber: Any) -> None:
+        self._publisher.subscribe(subscriber)

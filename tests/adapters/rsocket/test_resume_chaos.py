@@ -1,6 +1,7 @@
 """Resumption under a seeded chaos proxy (``chaos.py``: resets, one-way FINs,
 half-open links, stalls, cuts inside frames, trickling, RESUMEs into the
-void), on every driver: a stream, a channel both ways, request-responses
+void), on every driver and over TCP and WebSocket (where a byte cut falls
+inside a WebSocket message, or between two): a stream, a channel both ways, request-responses
 and fire-and-forgets at once arrive exactly once and in order, nothing
 hangs (a watchdog fails the run after ``WATCHDOG`` seconds without
 progress), and no resume token reaches any log (docs/resumption.md)."""
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -31,7 +31,13 @@ from tests.adapters.rsocket.chaos_workload import (
 )
 
 SEEDS = (11, 2026, 90210)
+#: WebSocket: the same faults with fewer seeds (each run costs about 6 s of CI).
+WS_SEEDS = (2026, 7)
 DRIVERS = ("thread", "selector", "asyncio")
+#: (transport, seed) pairs: the server listens on ``URLS[transport]``, the
+#: client connects through the proxy with the same scheme and path.
+CASES = [("tcp", seed) for seed in SEEDS] + [("ws", seed) for seed in WS_SEEDS]
+URLS = {"tcp": "tcp://127.0.0.1:0", "ws": "ws://127.0.0.1:0/rsocket"}
 FAULTS = list(Fault)
 #: Bytes forwarded between two faults (drawn per fault) and faults per run.
 EVERY = (6_000, 24_000)
@@ -39,6 +45,9 @@ LIMIT = 12
 WAIT = 30.0
 #: Short keepalives: a silent (half-open) side is noticed within a second.
 SETUP = {"keepalive_interval": 0.1, "max_lifetime": 1.0}
+#: A link accepted and never answered (SILENT_ACCEPT) costs this over
+#: WebSocket (the upgrade waits for its answer), ``resume_timeout`` over TCP.
+CONNECT_TIMEOUT = 1.0
 
 
 def client_options(rng: random.Random) -> ResumeOptions:
@@ -65,27 +74,30 @@ class Run:
     logs: LogCapture
 
 
-@pytest.fixture
-def loops() -> Iterator[tuple[Loop, Loop]]:
-    server_loop, client_loop = Loop(name="chaos-server").start(), Loop(name="chaos-client").start()
-    yield server_loop, client_loop
-    client_loop.stop(5.0)
-    server_loop.stop(5.0)
+def via_proxy(transport: str, proxy: ChaosProxy) -> str:
+    """The URL a client reaches the server at through ``proxy``."""
+    return proxy.url if transport == "tcp" else f"ws://127.0.0.1:{proxy.port}/rsocket"
 
 
-def run_threads(seed: int, sizes: Sizes, loops: tuple[Loop, Loop] | None) -> Run:
+def run_threads(
+    transport: str, seed: int, sizes: Sizes, loops: tuple[Loop, Loop] | None
+) -> Run:
     rng = random.Random(seed)
     progress = Progress()
     handler = ChaosHandler(sizes, progress)
     server_loop, client_loop = loops if loops is not None else ("thread", "thread")
     with capture_logs() as logs:
         server = serve_resumable(
-            "tcp://127.0.0.1:0", handler, loop=server_loop, resume=server_options()
+            URLS[transport], handler, loop=server_loop, resume=server_options()
         )
         try:
             with ChaosProxy(("127.0.0.1", server.endpoint.port), rng=rng) as proxy:
                 client = connect_resumable(
-                    proxy.url, loop=client_loop, resume=client_options(rng), **SETUP
+                    via_proxy(transport, proxy),
+                    loop=client_loop,
+                    connect_timeout=CONNECT_TIMEOUT,
+                    resume=client_options(rng),
+                    **SETUP,
                 )
                 token = client.session.engine.conn.resume_token
                 assert token is not None
@@ -107,19 +119,22 @@ def run_threads(seed: int, sizes: Sizes, loops: tuple[Loop, Loop] | None) -> Run
     return Run(results, handler, proxy, resumes, token, logs)
 
 
-def run_asyncio(seed: int, sizes: Sizes) -> Run:
+def run_asyncio(transport: str, seed: int, sizes: Sizes) -> Run:
     rng = random.Random(seed)
     progress = Progress()
     handler = ChaosHandler(sizes, progress)
 
     async def main() -> Run:
         server = await resume_aio.serve_resumable(
-            "tcp://127.0.0.1:0", handler, resume=server_options()
+            URLS[transport], handler, resume=server_options()
         )
         try:
             with ChaosProxy(("127.0.0.1", server.endpoint.port), rng=rng) as proxy:
                 client = await resume_aio.connect_resumable(
-                    proxy.url, resume=client_options(rng), **SETUP
+                    via_proxy(transport, proxy),
+                    connect_timeout=CONNECT_TIMEOUT,
+                    resume=client_options(rng),
+                    **SETUP,
                 )
                 token = client.session.engine.conn.resume_token
                 assert token is not None
@@ -141,16 +156,16 @@ def run_asyncio(seed: int, sizes: Sizes) -> Run:
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize(("transport", "seed"), CASES)
 @pytest.mark.parametrize("driver", DRIVERS)
 def test_rsocket_resume_chaos_exactly_once_in_order_no_hang_no_token_in_logs(
-    driver: str, seed: int, loops: tuple[Loop, Loop]
+    driver: str, transport: str, seed: int, loops: tuple[Loop, Loop]
 ) -> None:
     sizes = Sizes()
     if driver == "asyncio":
-        run = run_asyncio(seed, sizes)
+        run = run_asyncio(transport, seed, sizes)
     else:
-        run = run_threads(seed, sizes, loops if driver == "selector" else None)
+        run = run_threads(transport, seed, sizes, loops if driver == "selector" else None)
     run.results.check(sizes)
     run.handler.check()
     cuts = run.proxy.cuts()

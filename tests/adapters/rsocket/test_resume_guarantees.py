@@ -499,15 +499,6 @@ def test_rsocket_resume_limits_are_public_options_and_tokens_never_shown() -> No
         client.close()
 
 
-def test_rsocket_resume_refuses_message_transports() -> None:
-    """Positions count bytes of length-prefixed frames: WebSocket is refused
-    up front (an error, not a session that could never resume)."""
-    with pytest.raises(ValueError, match="byte-stream"):
-        resume_api.serve_resumable("ws://127.0.0.1:0/rs")
-    with pytest.raises(ValueError, match="byte-stream"):
-        resume_api.connect_resumable("ws://127.0.0.1:9/rs")
-
-
 def test_rsocket_resume_over_unix_sockets(tmp_path: Any) -> None:
     url = f"unix://{tmp_path}/resume.sock"
     handler = ChaosHandler(Sizes(), Progress())

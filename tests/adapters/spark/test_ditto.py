@@ -5,8 +5,8 @@ and streaming readers (offsets = revisions) on the shared SparkSession."""
 from __future__ import annotations
 
 import json
-import ssl
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -517,5 +517,57 @@ def test_spark_wss_ditto_data_source_honours_tls_ca(wss_url: str, arrow: str) ->
 @pytest.mark.usefixtures("only_the_given_ca")
 def test_spark_wss_ditto_reads_refuse_a_server_they_do_not_trust(wss_url: str) -> None:
     stranger = Access(tls=ClientTls(ca=_pem(certs().stranger_ca)))
-    with pytest.raises(ssl.SSLCertVerificationError):
+    with pytest.raises(SourceError, match="CERTIFICATE_VERIFY_FAILED"):
         list(open_partition_stream(wss_url, NS, 0, 1, WSS_OPTIONS, access=stranger))
+    # A reconnect policy does not retry a certificate that is not trusted.
+    options = {**WSS_OPTIONS, "reconnect_max_outage": 30}
+    started = time.monotonic()
+    with pytest.raises(SourceError, match="CERTIFICATE_VERIFY_FAILED"):
+        list(open_partition_stream(wss_url, NS, 0, 1, options, access=stranger))
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.timeout(30)
+def test_a_partition_survives_dropped_connections_without_losing_or_repeating_an_event() -> None:
+    from tests.adapters.ditto.fake_ditto import FakeDitto
+
+    things = THINGS[:3]
+    with FakeDitto({t: [event(t, r) for r in range(1, REVISIONS + 1)] for t in things}) as fake:
+        options = {"things": things, "reconnect_max_outage": 5}
+        stream = open_partition_stream(fake.url, NS, 0, 1, options, prefetch=8, timeout=10)
+        rows = [row for _ in range(5) for row in next(stream)]  # into the first thing
+        fake.drop_all()
+        while len(fake.connections) < 2 or rows[-1]["thingId"] == things[0]:
+            rows += next(stream)  # on into the second thing, over a new connection
+        fake.drop_all()
+        rows += [row for batch in stream for row in batch]
+    assert len(fake.connections) == 3
+    assert [(r["thingId"], r["revision"]) for r in rows] == [
+        (t, r) for t in things for r in range(1, REVISIONS + 1)]
+
+
+@pytest.mark.timeout(30)
+def test_a_partition_without_reconnect_fails_on_a_dropped_connection() -> None:
+    from tests.adapters.ditto.fake_ditto import FakeDitto
+
+    with FakeDitto({THINGS[0]: [event(THINGS[0], r) for r in range(1, 31)]}) as fake:
+        stream = open_partition_stream(fake.url, NS, 0, 1, {"things": THINGS[:1]}, prefetch=4,
+                                       timeout=10)
+        next(stream)
+        fake.drop_all()
+        with pytest.raises(SourceError, match="connection lost"):
+            list(stream)
+
+
+@pytest.mark.timeout(30)
+def test_a_partition_gives_up_after_its_outage_naming_the_cause() -> None:
+    from tests.adapters.ditto.fake_ditto import FakeDitto
+
+    with FakeDitto({THINGS[0]: [event(THINGS[0], r) for r in range(1, 31)]}) as fake:
+        stream = open_partition_stream(fake.url, NS, 0, 1, {
+            "things": THINGS[:1], "reconnect_max_outage": 0.3}, prefetch=4, timeout=10)
+        next(stream)
+    # the fake is gone: every reconnect is refused until the outage is over
+    with pytest.raises(SourceError, match=r"partition 0: gave up reconnecting after \d+ "
+                       r"attempt\(s\) in [\d.]+ s: .*(refused|closed|lost)"):
+        list(stream)

@@ -169,3 +169,74 @@ def test_faults_cut_now_and_validation(echo: EchoServer) -> None:
             proxy.cut_at_random(10, 5, cuts=1)
         with pytest.raises(ValueError):
             proxy.delay(-1)
+
+
+# -- WebSocket-aware cuts ---------------------------------------------------------
+
+_HEAD = b"GET /rsocket HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\r\n"
+
+
+def _client_frame(opcode: int, payload: bytes) -> bytes:
+    """A masked client frame (RFC 6455, 5.2), the mask all zeros."""
+    n = len(payload)
+    if n < 126:
+        head = bytes((0x80 | opcode, 0x80 | n))
+    else:
+        head = bytes((0x80 | opcode, 0x80 | 126)) + n.to_bytes(2, "big")
+    return head + b"\0\0\0\0" + payload
+
+
+def _recorded(where: str, chunk: int) -> tuple[bytes, bytes, int]:
+    """A client writes an upgrade head and four frames (a binary message, a
+    ping, a 200-byte binary message, another one) through the proxy, in
+    ``chunk``-byte writes; the proxy cuts ``where`` the second data frame.
+    Returns what the target received, the stream sent, and the cuts."""
+    first = _client_frame(0x2, b"a" * 10)
+    ping = _client_frame(0x9, b"p")
+    second = _client_frame(0x2, bytes(range(200)))
+    stream = _HEAD + first + ping + second + _client_frame(0x2, b"z" * 5)
+    with (
+        socket.create_server(("127.0.0.1", 0)) as target,
+        FaultProxy(target.getsockname()[:2], websocket=True) as proxy,
+    ):
+        proxy.cut_message(where, skip=1, direction="to-server")
+        with socket.create_connection(proxy.address) as sock:
+            upstream, _ = target.accept()
+            with upstream:
+                for i in range(0, len(stream), chunk):
+                    with contextlib.suppress(OSError):  # the cut may come first
+                        sock.sendall(stream[i : i + chunk])
+                got = read_until_end(upstream, len(stream))
+        assert proxy.wait_cuts(1, 10.0)
+        return got, stream, proxy.stats.cuts
+
+
+@pytest.mark.parametrize("chunk", [1 << 16, 7], ids=["one-write", "7-byte-writes"])
+def test_faults_websocket_cut_inside_a_message_forwards_its_header_and_half(chunk: int) -> None:
+    got, stream, cuts = _recorded("inside", chunk)
+    second_starts = len(_HEAD) + 16 + 7  # the head, a 10-byte and a 1-byte masked frame
+    assert got == stream[: second_starts + 8 + 100]  # its 8-byte header and 100 of 200 bytes
+    assert cuts == 1
+
+
+@pytest.mark.parametrize("chunk", [1 << 16, 7], ids=["one-write", "7-byte-writes"])
+def test_faults_websocket_cut_after_a_message_forwards_it_whole_and_nothing_more(
+    chunk: int,
+) -> None:
+    got, stream, cuts = _recorded("after", chunk)
+    second_ends = len(_HEAD) + 16 + 7 + 8 + 200  # control frames are not counted
+    assert got == stream[:second_ends]
+    assert cuts == 1
+
+
+def test_faults_websocket_cuts_need_websocket_links(echo: EchoServer) -> None:
+    with FaultProxy(echo.address) as proxy:
+        with pytest.raises(ValueError, match="websocket=True"):
+            proxy.cut_message("inside")
+        with pytest.raises(ValueError, match="websocket=True"):
+            proxy.cut_messages_at_random(1, 2, cuts=1)
+    with FaultProxy(echo.address, websocket=True) as proxy:
+        with pytest.raises(ValueError, match="where"):
+            proxy.cut_message("between")
+        with pytest.raises(ValueError, match="direction"):
+            proxy.cut_message("after", direction="sideways")

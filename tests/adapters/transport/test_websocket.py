@@ -43,6 +43,7 @@ from sansrs.adapters.transport.websocket.messages import (
 )
 from sansrs.adapters.transport.websocket.transport import (
     MAX_CONTROL_BACKLOG,
+    MAX_REQUEST_HEAD,
     SEND_BATCH,
     WebSocketListener,
     WebSocketTransport,
@@ -828,6 +829,61 @@ def test_request_head_without_end_is_refused_at_the_limit() -> None:
         assert read_http_head(sock).startswith(b"HTTP/1.1 431 ")  # header fields too large
         sock.close()
         assert server.engine().lost.wait(WAIT)
+
+
+def upgrade_head(key: bytes = b"dGhlIHNhbXBsZSBub25jZQ==", extra: bytes = b"") -> bytes:
+    return (
+        b"GET /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+        b"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+        b"Sec-WebSocket-Key: " + key + b"\r\n" + extra + b"\r\n"
+    )
+
+
+def test_request_head_over_the_limit_in_one_read_is_refused() -> None:
+    """A whole head larger than MAX_REQUEST_HEAD, its end included in the
+    same read, is refused as one that never ends (not 101)."""
+    with echo_server() as server:
+        sock = raw_connect(server.endpoint.port)
+        filler = b"".join(b"X-Fill-%d: %s\r\n" % (i, b"a" * 1000) for i in range(98))
+        head = upgrade_head(extra=filler)
+        assert MAX_REQUEST_HEAD < len(head) < 120 * 1024  # one recv_size
+        sock.sendall(head)
+        assert read_http_head(sock).startswith(b"HTTP/1.1 431 ")
+        sock.close()
+        assert server.engine().lost.wait(WAIT)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [b"not base64!", b"c2hvcnQ=", b"dGhlIHNhbXBsZSBub25jZQ", b"dGhlIHNhbXBsZSBub25jZQ==AA"],
+    ids=["not-base64", "8-bytes", "unpadded", "trailing"],
+)
+def test_upgrade_with_an_invalid_key_is_refused_400(key: bytes) -> None:
+    """RFC 6455, 4.2.1: Sec-WebSocket-Key is 16 bytes in base64; anything
+    else is a bad request (400), not an upgrade."""
+    with echo_server() as server:
+        sock = raw_connect(server.endpoint.port)
+        sock.sendall(upgrade_head(key))
+        assert read_http_head(sock).startswith(b"HTTP/1.1 400 ")
+        sock.close()
+
+
+def test_upgrade_with_two_keys_is_refused_400() -> None:
+    with echo_server() as server:
+        sock = raw_connect(server.endpoint.port)
+        sock.sendall(upgrade_head(extra=b"Sec-WebSocket-Key: AAAAAAAAAAAAAAAAAAAAAA==\r\n"))
+        assert read_http_head(sock).startswith(b"HTTP/1.1 400 ")
+        sock.close()
+
+
+def test_upgrade_with_a_valid_key_is_accepted() -> None:
+    with echo_server() as server:
+        sock = raw_connect(server.endpoint.port)
+        sock.sendall(upgrade_head())
+        head = read_http_head(sock)
+        assert head.startswith(b"HTTP/1.1 101 ")
+        assert b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" in head  # RFC 6455, 1.3's example
+        sock.close()
 
 
 def test_ping_flood_never_read_keeps_one_pong_pending() -> None:
