@@ -101,6 +101,7 @@ class AsyncDittoConnection(AsyncPeer):
             lambda n: self._submit(lambda: engine.request_more(box[0], n)),
             lambda: self._submit(lambda: engine.cancel(box[0])),
             timeout=timeout,
+            explain=lambda: box[0].unanswered(),
         )
         handle = SubscriptionHandle(request, stream, prefetch)
         box.append(handle)

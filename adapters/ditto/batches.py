@@ -43,6 +43,7 @@ class EventBatches:
         *,
         paused: bool = False,
         head_start: int = 0,
+        explain: Callable[[], str] | None = None,
     ) -> None:
         if prefetch <= 0:
             raise ValueError("prefetch must be positive")
@@ -56,6 +57,8 @@ class EventBatches:
         self._request_more = request_more
         self._cancel = cancel
         self._timeout = timeout
+        #: What a timeout's message adds (Ditto never answered the subscribe).
+        self._explain = explain
         self._finished = False
 
     def __iter__(self) -> EventBatches:
@@ -74,8 +77,11 @@ class EventBatches:
         except EndOfStream:
             self._finished = True
             raise StopIteration from None
-        except TimeoutError:
-            raise  # the subscription goes on: the caller may wait again
+        except TimeoutError as exc:  # the subscription goes on: the caller may wait again
+            why = self._explain() if self._explain is not None else ""
+            if why:
+                raise TimeoutError(f"{exc}: {why}") from None
+            raise
         except BaseException:
             self._finished = True
             raise

@@ -298,6 +298,14 @@ class SubscriptionHandle:
         self.cancelled = False
         self.done = False
 
+    def unanswered(self) -> str:
+        """For a timeout's message: why no event came, if Ditto has not
+        even answered the subscribe (read from the consumer's thread: a
+        hint, never a decision)."""
+        if self.sid is not None or self.done:
+            return ""
+        return "Ditto has not answered the subscribe (no 'created')"
+
 
 class DittoClientEngine(_RecordEngine):
     """The :class:`~..drive.engine.Engine` of one client connection (one WebSocket)."""

@@ -61,7 +61,8 @@ class DittoConnection(DrivenPeer):
     def _iterator(
         self, request: SubscribeRequest, prefetch: int, timeout: float | None
     ) -> StreamIterator[Any]:
-        return StreamIterator(*self._open(request, prefetch), timeout)
+        queue, prefetch, more, cancel, handle = self._open(request, prefetch)
+        return StreamIterator(queue, prefetch, more, cancel, timeout, explain=handle.unanswered)
 
     def _batches(
         self,
@@ -72,16 +73,18 @@ class DittoConnection(DrivenPeer):
         head_start: int,
     ) -> EventBatches:
         head = min(head_start, prefetch) if paused else 0
-        queue, prefetch, more, cancel = self._open(request, prefetch, paused, head)
+        queue, prefetch, more, cancel, handle = self._open(request, prefetch, paused, head)
         return EventBatches(queue, prefetch, more, cancel, timeout,
-                            paused=paused, head_start=head)
+                            paused=paused, head_start=head, explain=handle.unanswered)
 
     def _open(
         self, request: SubscribeRequest, prefetch: int, paused: bool = False, head: int = 0
-    ) -> tuple[CreditQueue[Any], int, Callable[[int], None], Callable[[], None]]:
+    ) -> tuple[
+        CreditQueue[Any], int, Callable[[int], None], Callable[[], None], SubscriptionHandle
+    ]:
         """Subscribe with ``prefetch`` granted (checked; asked of Ditto now,
         or by the consumer later if ``paused``): the queue, the prefetch and
-        the demand calls of an iterator."""
+        the demand calls of an iterator, and the subscription."""
         prefetch = check_prefetch(prefetch, MAX_PREFETCH)
         queue: CreditQueue[Any] = CreditQueue(granted=prefetch)
         handle = SubscriptionHandle(request, queue, head if paused else prefetch)
@@ -89,7 +92,7 @@ class DittoConnection(DrivenPeer):
         self._submit(lambda: engine.subscribe(handle))
         more, cancel = self._calls(lambda n: engine.request_more(handle, n),
                                    lambda: engine.cancel(handle))
-        return queue, prefetch, more, cancel
+        return queue, prefetch, more, cancel, handle
 
     def live_events(
         self,

@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..drive.errors import ConnectionClosed
 from ..rsocket.client import Client, connect
 from ..rsocket.errors import RSocketError
 from ..rsocket.types import Payload
@@ -93,18 +94,21 @@ def _rsocket_stream(
 ) -> Iterator[list[Any]]:
     """One partition's share over RSocket: REQUEST_STREAM, ``prefetch`` row
     batches requested ahead and replenished as they are consumed."""
-    with connect_service(url, timeout, access) as client:
-        stream = client.request_stream(request.to_bytes(), prefetch=prefetch, timeout=timeout)
-        with stream:
-            try:
+    where = f"source {split_secret(url)[0]} route {request.route!r} partition {request.partition}"
+    try:
+        with connect_service(url, timeout, access) as client:
+            stream = client.request_stream(request.to_bytes(), prefetch=prefetch, timeout=timeout)
+            with stream:
                 for payload in stream:
                     yield decode_rows(payload.data)
-            except RSocketError as exc:
-                raise SourceError(
-                    f"source {split_secret(url)[0]} route {request.route!r} "
-                    f"partition {request.partition}: "
-                    f"{exc.message}"
-                ) from None
+    except RSocketError as exc:
+        raise SourceError(f"{where}: {exc.message}") from None
+    # The same types, saying which read failed (a task's error is read on
+    # the driver, far from the executor that raised it).
+    except ConnectionClosed as exc:
+        raise ConnectionClosed(f"{where}: {exc}") from exc
+    except TimeoutError as exc:
+        raise TimeoutError(f"{where}: {exc}") from None
 
 
 def _ditto_stream(
@@ -320,7 +324,11 @@ def write_partition(
     )
 
     def outbound() -> Iterator[object]:
+        # The header rides on REQUEST_CHANNEL; the rows wait for the sink's
+        # credit, and a sink that never grants any is a stall like any other.
+        progress.busy, progress.last = False, time.monotonic()
         yield Payload(b"", header.to_bytes())
+        progress.busy, progress.last = True, time.monotonic()
         try:
             for batch, n in batches:
                 progress.rows += n
@@ -336,28 +344,37 @@ def write_partition(
 
     where = f"sink {target.address} route {target.route!r} partition {partition}"
     slice_ = min(1.0, target.timeout)
-    with connect_service(target.url, target.timeout, target.access) as client:
-        replies = client.request_channel(outbound(), prefetch=1, timeout=slice_)
-        try:
-            while True:
-                try:
-                    reply = next(replies)
-                    break
-                except TimeoutError:
-                    if progress.error is not None:
-                        raise progress.error from None
-                    if not progress.busy and time.monotonic() - progress.last > target.timeout:
-                        raise TimeoutError(
-                            f"{where}: no progress for {target.timeout} s (sink stalled)"
-                        ) from None
-                except StopIteration:
-                    raise SinkError(f"{where}: the sink completed without an ack") from None
-                except RSocketError as exc:
-                    if progress.error is not None:
-                        raise progress.error from None
-                    raise SinkError(f"{where}: {exc.message}") from None
-        finally:
-            replies.close()
+
+    def exchange() -> Payload:
+        with connect_service(target.url, target.timeout, target.access) as client:
+            replies = client.request_channel(outbound(), prefetch=1, timeout=slice_)
+            try:
+                while True:
+                    try:
+                        return next(replies)
+                    except TimeoutError:
+                        if progress.error is not None:
+                            raise progress.error from None
+                        stalled = time.monotonic() - progress.last > target.timeout
+                        if not progress.busy and stalled:
+                            raise TimeoutError(
+                                f"{where}: no progress for {target.timeout} s (sink stalled)"
+                            ) from None
+                    except StopIteration:
+                        raise SinkError(f"{where}: the sink completed without an ack") from None
+                    except RSocketError as exc:
+                        if progress.error is not None:
+                            raise progress.error from None
+                        raise SinkError(f"{where}: {exc.message}") from None
+            finally:
+                replies.close()
+
+    try:
+        reply = exchange()
+    except ConnectionClosed as exc:  # the same type, saying which write failed
+        if progress.error is not None:
+            raise progress.error from None
+        raise ConnectionClosed(f"{where}: {exc}") from exc
     ack = Ack.from_bytes(reply.data)
     if progress.error is not None:  # cannot ack rows we failed to send, but be sure
         raise progress.error

@@ -210,6 +210,8 @@ class Receiver:
                             # A run of such items on this stream, checked
                             # once: each further frame need only be another
                             # whole PAYLOAD(N) on the same ID within credit.
+                            # Items answer a request: the SETUP was accepted.
+                            ctx.setup_confirmed = True
                             off, s.in_credit, run = payload_run(
                                 buf, off, stop, length, end, limit, sid, s.in_credit, append
                             )

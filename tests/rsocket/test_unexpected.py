@@ -217,6 +217,25 @@ def test_rsocket_unexpected_9_8_client_ignores_setup_errors_after_establishment(
     quiet(pair.client)
 
 
+@pytest.mark.parametrize("kind", ["stream", "channel"])
+def test_rsocket_unexpected_9_8_client_ignores_setup_errors_after_a_stream_item(kind: str) -> None:
+    """A stream's item is a response too (the hot path takes a run of them
+    without decoding frames): after it the SETUP was accepted."""
+    pair = Pair.established()
+    if kind == "stream":
+        sid = pair.client.request_stream(b"q", initial_n=4)
+    else:
+        sid = pair.client.request_channel(b"q", initial_n=4)
+    pair.pump()
+    pair.server.send_payload(sid, b"a")
+    pair.server.send_payload(sid, b"b")
+    pair.pump()
+    pair.take()
+    assert pair.client.setup_confirmed
+    feed(pair.client, ErrorFrame(0, ErrorCode.REJECTED_SETUP, b"late"))
+    quiet(pair.client)
+
+
 def test_rsocket_unexpected_9_8_client_before_establishment_treats_setup_error_as_rejection() -> (
     None
 ):

@@ -1,9 +1,10 @@
-"""A scripted peer: a plain socket server that plays the other side of one
-connection byte for byte, as a misbehaving RSocket or rsio server would
-(an ERROR and the socket kept open, silence, a reset inside a frame, HTTP
-where frames were expected...). Never sansrs: the bytes are written here,
-RSocket frames by hand (spec: Frame Header Format), WebSocket frames with
-wsproto (RFC 6455 server side)."""
+"""A scripted peer: a plain socket server that plays the other side of a
+connection (or of each of a few, for a client that reconnects) byte for
+byte, as a misbehaving RSocket, rsio or Ditto server would (an ERROR and
+the socket kept open, silence, a reset inside a frame, HTTP where frames
+were expected, a refused upgrade...). Never sansrs: the bytes are written
+here, RSocket frames by hand (spec: Frame Header Format), WebSocket frames
+with wsproto (RFC 6455 server side), Ditto's text messages as JSON."""
 
 from __future__ import annotations
 
@@ -15,14 +16,21 @@ import threading
 from collections.abc import Callable, Iterator
 
 from wsproto import ConnectionType, WSConnection
-from wsproto.events import AcceptConnection, BytesMessage, CloseConnection, Message, Request
+from wsproto.events import (
+    AcceptConnection,
+    BytesMessage,
+    CloseConnection,
+    Message,
+    Request,
+    TextMessage,
+)
 
 WAIT = 10.0
 
 # RSocket frame types (spec: Frame Types) and flags.
 SETUP, KEEPALIVE, REQUEST_RESPONSE, REQUEST_FNF = 0x01, 0x03, 0x04, 0x05
 REQUEST_STREAM, REQUEST_CHANNEL, REQUEST_N, CANCEL = 0x06, 0x07, 0x08, 0x09
-PAYLOAD, ERROR = 0x0A, 0x0B
+PAYLOAD, ERROR, RESUME, RESUME_OK = 0x0A, 0x0B, 0x0D, 0x0E
 REQUESTS = frozenset({REQUEST_RESPONSE, REQUEST_FNF, REQUEST_STREAM, REQUEST_CHANNEL})
 FLAG_NEXT, FLAG_COMPLETE = 0x20, 0x40
 
@@ -41,6 +49,20 @@ def payload_frame(stream_id: int, data: bytes, *, complete: bool = False) -> byt
     return struct.pack(">IH", stream_id, PAYLOAD << 10 | flags) + data
 
 
+def request_n_frame(stream_id: int, n: int) -> bytes:
+    """A REQUEST_N frame granting ``n`` more items on ``stream_id``."""
+    return struct.pack(">IHI", stream_id, REQUEST_N << 10, n)
+
+
+def complete_frame(stream_id: int) -> bytes:
+    """A PAYLOAD frame with COMPLETE and no item."""
+    return struct.pack(">IH", stream_id, PAYLOAD << 10 | FLAG_COMPLETE)
+
+
+def frame_flags(frame: bytes) -> int:
+    return int(struct.unpack_from(">H", frame, 4)[0]) & 0x3FF
+
+
 def frame_type(frame: bytes) -> int:
     return int(struct.unpack_from(">H", frame, 4)[0]) >> 10
 
@@ -53,13 +75,20 @@ class Wire:
     """The peer's end of one connection: RSocket frames, rsio bytes, raw
     bytes, over TCP or inside WebSocket messages."""
 
-    def __init__(self, sock: socket.socket, websocket: bool, stop: socket.socket) -> None:
+    def __init__(
+        self, sock: socket.socket, websocket: bool, stop: socket.socket, index: int = 0
+    ) -> None:
         self.sock = sock
+        #: Which connection of the peer this is (0: the first; a client that
+        #: reconnects opens 1, 2, ...).
+        self.index = index
         self._stop = stop
         self._ws = WSConnection(ConnectionType.SERVER) if websocket else None
         self._buffer = bytearray()  # TCP bytes, or WebSocket message bytes, not taken yet
         self._messages: list[bytes] = []  # whole WebSocket messages not taken yet
         self._partial = bytearray()
+        self._texts: list[str] = []  # whole WebSocket text messages not taken yet
+        self._partial_text: list[str] = []
         self.closed = False
 
     # -- reading ---------------------------------------------------------------
@@ -85,6 +114,11 @@ class Wire:
                     self._messages.append(bytes(self._partial))
                     self._buffer += self._partial
                     self._partial.clear()
+            elif isinstance(event, TextMessage):
+                self._partial_text.append(event.data)
+                if event.message_finished:
+                    self._texts.append("".join(self._partial_text))
+                    self._partial_text.clear()
             elif isinstance(event, CloseConnection):
                 return False
         return bool(data)
@@ -95,6 +129,27 @@ class Wire:
         while self._ws.state.name == "CONNECTING":
             if not self._recv():
                 raise ConnectionError("the client left during the upgrade")
+
+    def read_http_request(self) -> bytes:
+        """The client's HTTP upgrade request, as it came (to refuse it by hand)."""
+        while b"\r\n\r\n" not in self._buffer:
+            ready, _, _ = select.select([self.sock, self._stop], [], [], WAIT)
+            if not ready or self._stop in ready:
+                raise ConnectionError("the test is over")
+            data = self.sock.recv(65536)
+            if not data:
+                raise ConnectionError("the client closed")
+            self._buffer += data
+        request = bytes(self._buffer)
+        self._buffer.clear()
+        return request
+
+    def read_text(self) -> str:
+        """One whole WebSocket text message (Ditto's protocol)."""
+        while not self._texts:
+            if not self._recv():
+                raise ConnectionError("the client closed")
+        return self._texts.pop(0)
 
     def read_bytes(self, n: int) -> bytes:
         """``n`` bytes of the byte stream (rsio; over WebSocket, inside messages)."""
@@ -125,6 +180,14 @@ class Wire:
             frame = self.read_frame()
             if frame_type(frame) in REQUESTS:
                 return stream_id(frame), frame_type(frame)
+
+    def read_until_complete(self, sid: int) -> None:
+        """Frames until the client completes its side of stream ``sid``."""
+        while True:
+            frame = self.read_frame()
+            ours = stream_id(frame) == sid and frame_type(frame) in (PAYLOAD, REQUEST_CHANNEL)
+            if ours and frame_flags(frame) & FLAG_COMPLETE:
+                return
 
     def read_rsio_subscribe(self) -> int:
         """rsio: the client's hello, then its first subscribe: the subscriber id."""
@@ -172,6 +235,16 @@ class Wire:
         else:
             self.sock.sendall(message[:3])
 
+    def send_text(self, text: str) -> None:
+        """One WebSocket text message."""
+        assert self._ws is not None
+        self.sock.sendall(self._ws.send(Message(data=text)))
+
+    def send_partial_text(self, text: str) -> None:
+        """The first 4 bytes of the frame carrying text message ``text``."""
+        assert self._ws is not None
+        self.sock.sendall(self._ws.send(Message(data=text))[:4])
+
     def send_raw(self, data: bytes) -> None:
         """Bytes on the socket as they are (no WebSocket framing)."""
         self.sock.sendall(data)
@@ -209,17 +282,29 @@ Script = Callable[[Wire], None]
 
 
 class ScriptedPeer:
-    """A server on 127.0.0.1 that accepts one connection and plays ``script``
-    on its own thread (``websocket``: after taking the upgrade). ``url`` is
-    what a client connects to; closing ends the script's waits."""
+    """A server on 127.0.0.1 that accepts up to ``connections`` connections
+    and plays ``script`` on each, on a thread of its own (``websocket``:
+    after taking the upgrade, unless ``upgrade`` is False: the script then
+    answers the HTTP request itself). ``url`` is what a client connects to;
+    closing ends the scripts' waits."""
 
-    def __init__(self, script: Script, *, websocket: bool = False) -> None:
+    def __init__(
+        self,
+        script: Script,
+        *,
+        websocket: bool = False,
+        upgrade: bool = True,
+        connections: int = 1,
+    ) -> None:
         self._script = script
         self._websocket = websocket
+        self._upgrade = upgrade
+        self._connections = connections
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._stop_r, self._stop_w = socket.socketpair()
         self.failure: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="scripted-peer", daemon=True)
+        self._threads: list[threading.Thread] = []
+        self._thread = threading.Thread(target=self._accept, name="scripted-peer", daemon=True)
         self._thread.start()
 
     @property
@@ -227,14 +312,22 @@ class ScriptedPeer:
         port = self._listener.getsockname()[1]
         return f"ws://127.0.0.1:{port}/" if self._websocket else f"tcp://127.0.0.1:{port}"
 
-    def _run(self) -> None:
-        ready, _, _ = select.select([self._listener, self._stop_r], [], [], WAIT)
-        if self._listener not in ready:
-            return
-        sock, _ = self._listener.accept()
-        wire = Wire(sock, self._websocket, self._stop_r)
+    def _accept(self) -> None:
+        for index in range(self._connections):
+            ready, _, _ = select.select([self._listener, self._stop_r], [], [], WAIT)
+            if self._listener not in ready:
+                return
+            sock, _ = self._listener.accept()
+            thread = threading.Thread(
+                target=self._run, args=(sock, index), name=f"scripted-peer-{index}", daemon=True
+            )
+            self._threads.append(thread)
+            thread.start()
+
+    def _run(self, sock: socket.socket, index: int) -> None:
+        wire = Wire(sock, self._websocket, self._stop_r, index)
         try:
-            if self._websocket:
+            if self._websocket and self._upgrade:
                 wire.accept_websocket()
             self._script(wire)
         except ConnectionError:
@@ -248,14 +341,18 @@ class ScriptedPeer:
     def close(self) -> None:
         self._stop_w.send(b"\0")
         self._thread.join(WAIT)
+        for thread in self._threads:
+            thread.join(WAIT)
         self._listener.close()
         self._stop_r.close()
         self._stop_w.close()
 
 
 @contextlib.contextmanager
-def scripted_peer(script: Script, *, websocket: bool = False) -> Iterator[ScriptedPeer]:
-    peer = ScriptedPeer(script, websocket=websocket)
+def scripted_peer(
+    script: Script, *, websocket: bool = False, upgrade: bool = True, connections: int = 1
+) -> Iterator[ScriptedPeer]:
+    peer = ScriptedPeer(script, websocket=websocket, upgrade=upgrade, connections=connections)
     try:
         yield peer
     finally:

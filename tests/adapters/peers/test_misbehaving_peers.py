@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -65,12 +65,14 @@ def selector_loop() -> Iterator[Loop]:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Expect:
     """How a cell must end: ``error`` raised, its message containing each of
-    ``words``, after ``at_least`` and before ``within`` seconds."""
+    ``words`` and none of ``not_words`` (a cause it must not claim), after
+    ``at_least`` and before ``within`` seconds."""
 
     error: type[BaseException] | None
     words: tuple[str, ...]
     within: float
     at_least: float = 0.0
+    not_words: tuple[str, ...] = ()
 
 
 def prompt(error: type[BaseException], *words: str) -> Expect:
@@ -178,7 +180,11 @@ def rsocket_expectation(peer: str, call: str, transport: str) -> Expect:
     if peer in ("never-answers", "silent-mid-stream"):
         if call == "request_response_no_timeout":
             return lifetime("keepalive")
-        return timed_out("sent nothing") if peer == "never-answers" else timed_out()
+        if peer == "never-answers":
+            return timed_out("sent nothing")
+        if call in ("stream", "channel"):  # an item came: the peer did send
+            return replace(timed_out(), not_words=("sent nothing", "no whole"))
+        return timed_out()  # the start of an answer and nothing more
     if peer in ("half-open", "close-without-error"):
         return prompt(ConnectionClosed, "closed")
     if peer == "reset-inside-a-frame":
@@ -241,6 +247,8 @@ def _check(expect: Expect, run: Callable[[], None]) -> None:
         message = str(raised.value)
         for word in expect.words:
             assert word in message, f"{message!r} does not name {word!r}"
+        for word in expect.not_words:
+            assert word not in message, f"{message!r} claims {word!r}"
         # Durations said sanely: never a 16-digit float, never "0.0 s".
         assert "0.0 s" not in message and "0000" not in message, message
     elapsed = time.monotonic() - started
