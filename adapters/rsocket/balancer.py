@@ -45,6 +45,7 @@ from .balancer_strategy import (
 )
 from .client import Client, connect
 from .errors import RSocketError
+from .options import EngineOptions
 from .peer import DEFAULT_PREFETCH
 from .routed import RoutedRequester, RouteOptions, check_composite, route_metadata
 from .types import Payload
@@ -334,7 +335,9 @@ class LoadBalancedClient:
         """Routed requests, each placed on a chosen connection (as
         ``Client.route``; connect with composite metadata)."""
         if self._options.get("auth") is None and self._options.get("setup_route") is None:
-            check_composite(self._options.get("metadata_mime_type", "application/octet-stream"))
+            check_composite(
+                self._options.get("metadata_mime_type", EngineOptions.metadata_mime_type)
+            )
         return RoutedRequester(self, route_metadata(route, variables, **options))
 
     # -- lifecycle --------------------------------------------------------------------

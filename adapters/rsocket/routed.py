@@ -21,12 +21,14 @@ import itertools
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from typing import Any, TypedDict
 
+from sansrs.rsocket import Role
 from sansrs.rsocket.extensions import (
     COMPOSITE_METADATA,
     Authentication,
     CompositeEntry,
     ZipkinTrace,
     compose,
+    composite_framing_error,
     encode_composite,
 )
 
@@ -36,6 +38,7 @@ from .types import Payload
 
 __all__ = [
     "AsyncRoutedRequester",
+    "CompositeCheck",
     "ExtraMetadata",
     "RouteOptions",
     "RoutedRequester",
@@ -98,6 +101,53 @@ def check_composite(metadata_mime_type: str) -> None:
             f" metadata_mime_type={COMPOSITE_METADATA!r} (or auth= / setup_route=);"
             f" this connection declared {metadata_mime_type!r}"
         )
+
+
+class CompositeCheck:
+    """A client whose SETUP declared composite metadata (the default) sends
+    only composite metadata: a peer that routes (Spring, rsocket-py, a
+    sansrs :class:`~.routing.Router`) would reject anything else, far from
+    the call that sent it. The framing of the metadata of a frame that
+    starts an interaction (and a METADATA_PUSH's) is checked before anything
+    is sent (``composite_framing_error``); raw bytes raise
+    :class:`ValueError` naming the way out. The last
+    metadata that passed is remembered by identity, so a route view's
+    metadata (one bytes object) is walked once, not per request."""
+
+    __slots__ = ("_passed",)
+
+    def __init__(self) -> None:
+        self._passed: object = None
+
+    def check(self, metadata: bytes | None) -> None:
+        if metadata is None or metadata is self._passed:
+            return
+        error = composite_framing_error(metadata)
+        if error is not None:
+            raise ValueError(
+                f"this connection declared {COMPOSITE_METADATA} metadata (connect's default)"
+                f" and this metadata is not composite ({error}): build it with"
+                " sansrs.rsocket.extensions.compose() / encode_composite() or use"
+                " client.route(...); for raw metadata bytes connect with"
+                " metadata_mime_type='application/octet-stream' (or your own MIME type)"
+            )
+        self._passed = metadata
+
+
+def composite_check(engine: Any) -> CompositeCheck | None:
+    """The check a requester applies: only a client that declared composite
+    metadata (a server's requests follow whatever its client declared)."""
+    if engine.conn.role is Role.CLIENT and engine.options.metadata_mime_type == COMPOSITE_METADATA:
+        return CompositeCheck()
+    return None
+
+
+def checked_payload(check: CompositeCheck | None, data: object, metadata: object = None) -> Payload:
+    """``as_payload``, its metadata checked by ``check`` (None: not checked)."""
+    payload = as_payload(data, metadata)
+    if check is not None:
+        check.check(payload.metadata)
+    return payload
 
 
 class _Routed:

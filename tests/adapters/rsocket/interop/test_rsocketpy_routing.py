@@ -34,7 +34,7 @@ from sansrs.adapters.rsocket import (
 from sansrs.adapters.transport.urls import parse_url
 
 from sansrs.rsocket import ErrorCode
-from sansrs.rsocket.extensions import COMPOSITE_METADATA, compose
+from sansrs.rsocket.extensions import compose
 from tests.adapters.rsocket.interop.rsocketpy_interop import ROOT, WAIT, process, sansrs_server
 
 pytestmark = pytest.mark.interop
@@ -52,8 +52,18 @@ def rsocketpy_router() -> Iterator[str]:
 
 @pytest.fixture
 def client(rsocketpy_router: str) -> Iterator[Client]:
-    with connect(rsocketpy_router, metadata_mime_type=COMPOSITE_METADATA) as c:
+    with connect(rsocketpy_router) as c:  # composite metadata: connect's default
         yield c
+
+
+def test_default_connect_is_routed_by_rsocketpy_router(rsocketpy_router: str) -> None:
+    # No metadata option at all: the SETUP declares composite metadata, which
+    # rsocket-py's RoutingRequestHandler requires, and route() works at once.
+    with connect(rsocketpy_router) as c:
+        assert c.route("echo", auth=ANN).request_response(b"hi", timeout=WAIT) == Payload(b"hi")
+        request = b'{"n": 3, "size": 2}'
+        with c.route("stream", auth=ANN).request_stream(request, timeout=WAIT) as items:
+            assert [p.data for p in items] == [b"00", b"01", b"02"]
 
 
 # -- sansrs routed client -> rsocket-py RequestRouter ----------------------------------
