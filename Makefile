@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-EXTRAS ?= test,dev,fuzz,ws,spark
+EXTRAS ?= test,dev,fuzz,ws,spark,plot
 
 .PHONY: help venv test test-py313 lint typecheck pytest demo demo-rsocket fuzz fuzz-ci bench \
 	charts clean
