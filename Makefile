@@ -2,8 +2,12 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
 EXTRAS ?= test,dev,fuzz,ws,spark,plot
+# Editable mode (setuptools): empty = the default import hook (new modules
+# seen at once; static tools such as mypy and help() miss sansrs.adapters);
+# strict = a tree of links static tools read (re-run after adding a module).
+EDITABLE_MODE ?=
+STAMP  := $(VENV)/.installed$(if $(EDITABLE_MODE),-$(EDITABLE_MODE))
 
 .PHONY: help venv test test-py313 lint typecheck pytest demo demo-rsocket fuzz fuzz-ci bench \
 	charts clean
@@ -16,13 +20,16 @@ help:
 	@echo "make test-py313 - the test suite under CPython 3.13 in .venv313 (the newest"
 	@echo "             supported; skipped with a notice when no 3.13 is installed)"
 	@echo "make fuzz   - run every atheris fuzz target (FUZZ_SECONDS each, default 300)"
-	@echo "make bench  - run the benchmarks in benchmarks/"
+	@echo "make bench  - run the benchmarks in benchmarks/, write benchmarks/results/latest.json"
+	@echo "             and redraw the charts in docs/images/ (make charts: the charts alone)"
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 required")'
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade "pip>=23" "setuptools>=68" wheel
-	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
+	$(PY) -m pip install --quiet --upgrade "pip>=23" "setuptools>=77" wheel
+	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]" \
+		$(if $(EDITABLE_MODE),--config-settings editable_mode=$(EDITABLE_MODE))
+	@rm -f $(VENV)/.installed*
 	@touch $(STAMP)
 
 venv: $(STAMP)

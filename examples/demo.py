@@ -1,7 +1,7 @@
-"""``make demo``: the end-to-end job on embedded defaults.
+"""``make demo-rsocket``: every RSocket interaction model, end to end.
 
-Until the Spark pipeline lands this is the best end-to-end run sansrs has: a
-demo responder served over TCP on 127.0.0.1 (the same one ``sansrs serve``
+(``make demo`` runs the main job, the Spark pipeline: ``examples/pipeline.py``.)
+A demo responder served over TCP on 127.0.0.1 (the same one ``sansrs serve``
 runs), and a synchronous client that exercises every interaction model and
 checks that nothing was lost or duplicated. Exit status 0 only if every
 check passes.
@@ -114,7 +114,9 @@ def run(items: int, size: int, channel_items: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        description="Every RSocket interaction model against the demo responder, checked."
+    )
     parser.add_argument("--items", type=int, default=200_000, help="stream length")
     parser.add_argument("--size", type=int, default=16, help="stream item size in bytes")
     parser.add_argument("--channel", type=int, default=10_000, help="channel length")

@@ -63,7 +63,7 @@ def outcome(client: DittoClient, text: str, full: bool) -> tuple[Any, ...]:
         error = None
     except RemoteProtocolError as exc:
         error = (exc.message, exc.error_code)
-    sub = client._by_id.get("0")
+    sub = client._streams.get("0")
     return (error, list(client.events()), client.messages_to_send(), client.state_of("0"),
             None if sub is None else sub.demand)
 

@@ -26,7 +26,7 @@ from typing import Any
 from fuzz._harness import instrumented, run
 
 with instrumented(__name__):
-    from sansrs.ditto import DittoError, DittoException, DittoServer, DittoServerConfig
+    from sansrs.ditto import DittoError, DittoException, DittoServer, DittoServerConfig, Kind
     from sansrs.ditto.events import SubscribeReceived
     from sansrs.streams import error_publisher, from_iterable, range_publisher
 
@@ -34,28 +34,34 @@ CONFIG = DittoServerConfig(max_message_size=4096, max_subscriptions=4, max_zombi
 MAX_LONG = 2**63 - 1
 
 
-def _react(server: DittoServer, delayed: list[str], counter: list[int]) -> None:
+def _react(server: DittoServer, delayed: list[tuple[str, Kind]], counter: list[int]) -> None:
     for event in server.events():
         if not isinstance(event, SubscribeReceived):
             continue
-        sid = event.subscription_id
+        sid, kind = event.subscription_id, event.kind
         choice = counter[0] % 5
         counter[0] += 1
         if choice == 0:
-            server.accept(sid, from_iterable([{"n": 1}, {"n": 2}, [3]]))
+            server.accept(sid, from_iterable([{"n": 1}, {"n": 2}, [3]]), kind=kind)
         elif choice == 1:
-            server.accept(sid, range_publisher(0))  # infinite
+            server.accept(sid, range_publisher(0), kind=kind)  # infinite
         elif choice == 2:
-            server.reject(sid, DittoError(status=404, error="things:thing.notfound", message="x"))
+            server.reject(sid, DittoError(status=404, error="things:thing.notfound", message="x"),
+                          kind=kind)
         elif choice == 3:
             error = DittoException(DittoError(status=503, error="e", message="m"))
-            server.accept(sid, error_publisher(error))
+            server.accept(sid, error_publisher(error), kind=kind)
         else:
-            delayed.append(sid)  # decided with the next message
+            delayed.append((sid, kind))  # decided with the next message
 
 
-def _command(text: str) -> tuple[str, str, int] | None:
-    """(action, subscription ID, demand) of a request/cancel, as leniently as possible."""
+def _kind_of(topic: str) -> str:
+    """The kind of a subscription's topic: Ditto numbers the two kinds apart."""
+    return "search" if "/search/" in topic else "streaming"
+
+
+def _command(text: str) -> tuple[str, tuple[str, str], int] | None:
+    """(action, (kind, subscription ID), demand) of a request/cancel, as leniently as possible."""
     try:
         obj = json.loads(text)
     except (ValueError, RecursionError):
@@ -70,7 +76,7 @@ def _command(text: str) -> tuple[str, str, int] | None:
     demand = value.get("demand")
     if not isinstance(sid, str):
         return None
-    return action, sid, demand if type(demand) is int else 0
+    return action, (_kind_of(obj["topic"]), sid), demand if type(demand) is int else 0
 
 
 def test_one_input(data: bytes) -> None:
@@ -79,13 +85,13 @@ def test_one_input(data: bytes) -> None:
     step = float(data[0])
     texts = data[1:].decode("utf-8", "surrogateescape").split("\n")[:32]
     server = DittoServer(CONFIG)
-    delayed: list[str] = []
+    delayed: list[tuple[str, Kind]] = []
     counter = [0]
-    demand: Counter[str] = Counter()
-    touched: set[str] = set()
-    requested: set[str] = set()
-    nexts: Counter[str] = Counter()
-    created: set[str] = set()
+    demand: Counter[tuple[str, str]] = Counter()
+    touched: set[tuple[str, str]] = set()
+    requested: set[tuple[str, str]] = set()
+    nexts: Counter[tuple[str, str]] = Counter()
+    created: set[tuple[str, str]] = set()
     now = 0.0
     for text in texts:
         now += step
@@ -98,8 +104,8 @@ def test_one_input(data: bytes) -> None:
                 if 0 < n <= MAX_LONG:
                     demand[sid] = min(demand[sid] + n, MAX_LONG)
         server.receive_message(text, now=now)
-        for sid in delayed:
-            server.accept(sid, from_iterable(["late"]))
+        for sid, kind in delayed:
+            server.accept(sid, from_iterable(["late"]), kind=kind)
         delayed.clear()
         _react(server, delayed, counter)
         server.handle_timeout(now)
@@ -109,11 +115,11 @@ def test_one_input(data: bytes) -> None:
 
 def _check(
     message: str,
-    created: set[str],
-    nexts: Counter[str],
-    demand: Counter[str],
-    requested: set[str],
-    touched: set[str],
+    created: set[tuple[str, str]],
+    nexts: Counter[tuple[str, str]],
+    demand: Counter[tuple[str, str]],
+    requested: set[tuple[str, str]],
+    touched: set[tuple[str, str]],
 ) -> None:
     message.encode("utf-8")
     obj: Any = json.loads(message)
@@ -125,7 +131,7 @@ def _check(
         raise AssertionError(f"not a Ditto envelope: {message!r}")
     action = obj["topic"].rsplit("/", 1)[-1]
     value = obj.get("value")
-    sid = value.get("subscriptionId") if isinstance(value, dict) else None
+    sid = (_kind_of(obj["topic"]), value.get("subscriptionId") if isinstance(value, dict) else None)
     if action == "created":
         if sid in created:
             raise AssertionError(f"created twice: {sid!r}")

@@ -1,4 +1,4 @@
-"""`make demo` runs examples/demo.py: it must pass its own checks."""
+"""`make demo-rsocket` runs examples/demo.py: it must pass its own checks."""
 
 from __future__ import annotations
 

@@ -238,8 +238,9 @@ def test_tests_mirror_the_layout() -> None:
     """Core tests sit under the core package's name, adapter tests under the adapter's role."""
     adapter_roles = {p.name for p in (ROOT / "adapters").iterdir() if (p / "__init__.py").exists()}
     tested_roles = {p.name for p in (TESTS / "adapters").iterdir() if (p / "__init__.py").exists()}
-    # attacks: the attack suite, against every role's servers (docs/security.md)
-    assert tested_roles <= adapter_roles | {"attacks"}, tested_roles - adapter_roles
+    # attacks: the attack suite, against every role's servers (docs/security.md);
+    # peers: every client call against misbehaving peers (docs/adapters.md)
+    assert tested_roles <= adapter_roles | {"attacks", "peers"}, tested_roles - adapter_roles
     assert not list((TESTS / "adapters").glob("test_*.py")), "adapter tests go in the role's folder"
     assert all((p.parent / "__init__.py").exists() for p in TESTS.rglob("test_*.py"))
 

@@ -5,9 +5,8 @@
     sansrs ditto search ws://HOST:PORT/ws/2 --filter 'eq(attributes/location,"kitchen")'
 
 ``history`` and ``search`` print one JSON line per event (per thing) on
-stdout and a progress line on stderr. Exit codes: 0 ok, 1 bad arguments,
-2 Ditto answered with an error (``failed``), 3 connection problem (refused
-upgrade, lost connection, timeout), 130 interrupted (:mod:`.exits`).
+stdout and a progress line on stderr. Exit codes: :mod:`.exits` (2: Ditto
+answered ``failed``). The help text is :data:`DESCRIPTION`.
 """
 
 from __future__ import annotations
@@ -19,9 +18,20 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
-from .exits import run_client
+from .exits import EXIT_CODES, run_client
 
 __all__ = ["add_parsers"]
+
+DESCRIPTION = """\
+Eclipse Ditto's streaming subscriptions over WebSocket (needs the 'ws' extra:
+pip install 'sansrs[ws]').
+
+  sansrs ditto serve ws://127.0.0.1:0/ws/2 --history examples/ditto_history.jsonl
+  sansrs ditto history ws://HOST:PORT/ws/2 org.eclipse.ditto:thing-1 --from-revision 2
+  sansrs ditto search ws://HOST:PORT/ws/2 --filter 'eq(attributes/location,"kitchen")'
+
+history and search print one JSON line per event (per thing) on stdout and a
+progress line on stderr."""
 
 #: Progress goes to stderr every this many items (and once at the end).
 PROGRESS_EVERY = 1000
@@ -215,7 +225,8 @@ def add_parsers(sub: Any) -> None:
     ditto = sub.add_parser(
         "ditto",
         help="Eclipse Ditto streaming subscriptions (history, search) over WebSocket",
-        description=__doc__,
+        description=DESCRIPTION,
+        epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = ditto.add_subparsers(dest="ditto_command", required=True, metavar="COMMAND")

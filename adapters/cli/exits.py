@@ -1,8 +1,9 @@
-"""Exit codes of the client commands (``request``, ``subscribe``, ``ditto
-history`` / ``search``), the same for every protocol: 0 ok, 1 bad arguments,
-2 the peer answered with an error, 3 connection problem (refused, lost,
-timed out), 130 interrupted. A reader that goes away (``... | head``) ends
-the command quietly with 0, as line tools do."""
+"""Exit codes of every ``sansrs`` command, the same for every protocol
+(:data:`EXIT_CODES`, shown by ``sansrs --help``): 0 ok, 1 usage (bad
+arguments, an option the protocol does not take, a missing extra, a server
+that cannot listen), 2 the peer answered with an error, 3 connection problem
+(refused, lost, timed out), 130 interrupted. A reader that goes away
+(``... | head``) ends the command quietly with 0, as line tools do."""
 
 from __future__ import annotations
 
@@ -11,14 +12,27 @@ import sys
 from collections.abc import Callable
 
 from ..drive.errors import ConnectionClosed
+from ..transport import MissingExtraError
 
-__all__ = ["CONNECTION", "INTERRUPTED", "OK", "REMOTE", "USAGE", "run_client"]
+__all__ = ["CONNECTION", "EXIT_CODES", "INTERRUPTED", "OK", "REMOTE", "URL_HELP", "USAGE",
+           "run_client"]
 
 OK = 0
 USAGE = 1
 REMOTE = 2
 CONNECTION = 3
 INTERRUPTED = 130
+
+URL_HELP = "tcp://HOST:PORT, tls://HOST:PORT, unix:///PATH, ws://HOST:PORT/PATH or wss://..."
+
+EXIT_CODES = f"""\
+exit status:
+  {OK}    ok
+  {USAGE}    usage: bad arguments, an option the protocol does not take, a missing
+       extra ('pip install sansrs[ws]'), a server that cannot listen
+  {REMOTE}    the peer answered with an error (RSocket ERROR, rsio onError, Ditto failed)
+  {CONNECTION}    connection problem: refused, lost, timed out, HTTP upgrade refused
+  {INTERRUPTED}  interrupted (Ctrl-C)"""
 
 
 def run_client(
@@ -31,7 +45,7 @@ def run_client(
     """Run ``body`` and map what it raises to an exit code, with ``error: ...``
     on stderr: ``remote`` errors (the peer's answer, shown by ``describe``),
     connection errors, ``ValueError`` and ``usage`` errors (bad arguments)."""
-    bad_arguments: tuple[type[BaseException], ...] = (ValueError, *usage)
+    bad_arguments: tuple[type[BaseException], ...] = (ValueError, MissingExtraError, *usage)
     try:
         return int(body() or OK)
     except BrokenPipeError:

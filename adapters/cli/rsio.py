@@ -8,7 +8,7 @@ import argparse
 
 from ..rsio import DEFAULT_PREFETCH, RsioError, connect
 from ..rsio.demo import COUNTER_SIZE
-from .exits import run_client
+from .exits import URL_HELP, run_client
 
 __all__ = ["add_parsers", "run_subscribe"]
 
@@ -45,7 +45,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         description="Subscribe to NAME on an rsio server (e.g. `sansrs serve --protocol rsio`: "
         "counter, counter/N, blobs, blobs/N) and print one element per line.",
     )
-    parser.add_argument("url", help="tcp://HOST:PORT (or tls://, unix://, ws://)")
+    parser.add_argument("url", help=URL_HELP)
     parser.add_argument("name", help="publisher name")
     parser.add_argument("--limit", type=int, help="cancel after this many elements")
     parser.add_argument(

@@ -18,7 +18,7 @@ from ..rsocket import (
     connect,
 )
 from ..rsocket.routed import RoutedRequester
-from .exits import run_client
+from .exits import URL_HELP, run_client
 
 __all__ = ["add_parsers", "run_request"]
 
@@ -110,7 +110,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         description="Make one request; each payload received is printed on one line "
         "(metadata after a tab).",
     )
-    request.add_argument("url", help="tcp://HOST:PORT (or tls://, unix://, ws://)")
+    request.add_argument("url", help=URL_HELP)
     kind = request.add_mutually_exclusive_group(required=True)
     kind.add_argument("--rr", metavar="DATA", help="request-response")
     kind.add_argument("--fnf", metavar="DATA", help="fire-and-forget")

@@ -15,6 +15,9 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Protocol
 
+from ..transport import MissingExtraError
+from .exits import URL_HELP, USAGE
+
 __all__ = ["add_parsers", "run_serve", "serve_until_closed"]
 
 
@@ -39,9 +42,9 @@ def serve_until_closed(start: Callable[[], CliServer]) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         server = start()
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, MissingExtraError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return USAGE
     with server:
         print(f"READY {server.url}", flush=True)
         try:
@@ -93,7 +96,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "requests with routing metadata go to its routes, docs/extensions.md). "
         "Prints 'READY <url>' once listening; port 0 picks a free port.",
     )
-    serve.add_argument("url", help="tcp://HOST:PORT (or tls://, unix://, ws://)")
+    serve.add_argument("url", help=URL_HELP)
     serve.add_argument(
         "--lease",
         action="store_true",

@@ -1,5 +1,6 @@
-"""Eclipse Ditto's streaming subscriptions under asyncio: ``await connect(url)``,
-``await serve(url, history)``.
+"""Eclipse Ditto's streaming subscriptions under asyncio: ``async with
+connect(url) as ditto``, ``async with serve(url, history) as server`` (or
+``await`` either: :class:`~..drive.connecting.Connecting`).
 
 The same engines as the synchronous API (:mod:`.engine`) on the asyncio
 driver (:class:`~..drive.aio.AsyncioReactor`): the same timeouts and
@@ -22,6 +23,7 @@ from sansrs.ditto import DittoClientConfig, DittoServerConfig
 
 from ..drive.aio import AsyncPeer, AsyncServer, AsyncStream
 from ..drive.config import LoopConfig
+from ..drive.connecting import awaitable_context
 from ..drive.connection import LoopConnection
 from ..drive.endpoints import attaching, open_connection_async, open_server_async
 from ..drive.publishers import RemoteStreamPublisher
@@ -41,7 +43,7 @@ from .engine import (
 )
 from .history import HistorySource
 from .peer import DEFAULT_PREFETCH, DEFAULT_SEARCH_PREFETCH, MAX_PREFETCH, subscription_publisher
-from .server import server_websocket_options
+from .server import server_config, server_websocket_options
 from .types import Authorize, ws_endpoint
 
 __all__ = [
@@ -129,6 +131,7 @@ class AsyncDittoServerPeer(AsyncPeer):
 
 
 # Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
+@awaitable_context
 async def connect(
     url: str | Endpoint,
     *,
@@ -162,6 +165,7 @@ async def connect(
 
 
 # Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
+@awaitable_context
 async def serve(
     url: str | Endpoint,
     history: HistorySource,
@@ -175,7 +179,7 @@ async def serve(
     """Serve the Ditto protocol on ``url`` from ``history`` on the event loop;
     options as for the synchronous ``serve``. ``history.open`` runs on the
     event loop and may return an async iterable."""
-    core_config = config or DittoServerConfig()
+    core_config = server_config(config)
 
     def new_engine(transport: Transport) -> DittoServerEngine:
         return DittoServerEngine(history, core_config)

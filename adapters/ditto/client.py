@@ -16,6 +16,7 @@ from sansrs.ditto import DittoClientConfig
 
 from ..drive.config import LoopConfig
 from ..drive.endpoints import LoopChoice, open_connection
+from ..drive.keywords import check_keywords
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .engine import DittoClientEngine
@@ -74,6 +75,13 @@ def connect(
     )
 
 
+#: What a connect's ``timeout=`` most likely meant.
+TIMEOUT_HINT = {
+    "timeout": "the connect's own bound is connect_timeout=, and each subscription takes "
+    "timeout= (conn.subscribe_for_persisted_events(thing_id, timeout=5))"
+}
+
+
 def websocket_options(
     user: str | None,
     password: str | None,
@@ -81,7 +89,11 @@ def websocket_options(
     headers: Iterable[tuple[str, str]],
     websocket: Mapping[str, Any],
 ) -> WebSocketOptions:
-    """The upgrade request's options: authentication and extra headers."""
+    """The upgrade request's options: authentication and extra headers.
+    ``websocket``: the rest of ``connect``'s keywords (sync or asyncio: the
+    same parameters), each a ``WebSocketOptions`` field, else a TypeError
+    naming ``connect`` and the parameter meant."""
+    check_keywords(connect, websocket, WebSocketOptions, hint=TIMEOUT_HINT)
     if token is not None and (user is not None or password is not None):
         raise ValueError("pass user/password or token, not both")
     if (user is None) != (password is None):

@@ -424,7 +424,7 @@ class DittoClientEngine(_RecordEngine):
                 # failed). A suppress costs 25 bytecode instructions, once or
                 # twice a thing (docs/performance.md, "a thing's control path").
                 try:  # noqa: SIM105 - see above
-                    self.core.request(event.subscription_id, demand)
+                    self.core.request(event.subscription_id, demand, kind=handle.request.kind)
                 except LocalProtocolError:
                     pass
         elif isinstance(event, ev.SubscriptionCompleted):
@@ -432,10 +432,14 @@ class DittoClientEngine(_RecordEngine):
         elif isinstance(event, ev.SubscriptionFailed):
             self._end(event.key, event.error.exception())
         elif isinstance(event, ev.ErrorResponseReceived):
+            # With or without a correlation-id: the core names every pending
+            # subscribe it may answer (DittoClient._on_error_response).
             if event.key is not None:
                 self._end(event.key, event.error.exception())
             else:
-                log.warning("error response from Ditto: %s", event.error)
+                log.warning("error response from Ditto for no pending subscribe: %s", event.error)
+        elif isinstance(event, ev.StrayMessageReceived):
+            log.warning("message from Ditto for no subscription: %s", event.envelope.topic)
         else:
             log.debug("ignored message from Ditto: %r", event)
 
@@ -475,7 +479,7 @@ class DittoClientEngine(_RecordEngine):
             handle.demand = add_demand(handle.demand, n)
             return
         try:  # noqa: SIM105 - as in _on_event
-            self.core.request(handle.sid, n)
+            self.core.request(handle.sid, n, kind=handle.request.kind)
         except LocalProtocolError:
             pass  # ended in a batch not yet consumed
         self._flush_core()
@@ -493,7 +497,7 @@ class DittoClientEngine(_RecordEngine):
             if handle.sid is None:
                 self.core.cancel_pending(handle.key)
             else:
-                self.core.cancel(handle.sid)
+                self.core.cancel(handle.sid, kind=handle.request.kind)
         self._flush_core()
 
 
@@ -503,6 +507,11 @@ class DittoClientEngine(_RecordEngine):
 def _is_single(result: object) -> bool:
     """A history source's result that is one item rather than an iterable of items."""
     return isinstance(result, dict | str | bytes | Envelope)
+
+
+def _key(kind: Kind, sid: str) -> str:
+    """A served subscription's key: its kind and ID (Ditto numbers each kind from "0")."""
+    return f"{kind.value}/{sid}"
 
 
 class _Upstream:
@@ -564,9 +573,10 @@ class DittoServerEngine(_RecordEngine):
         self._outbounds.attach(driver)
         self.connection_headers = _LazyHeaders(driver.transport)
 
-    def credit_of(self, sid: str) -> int:
-        """Items the subscriber has asked for and not yet received (inspection)."""
-        upstream = self._upstreams.get(sid)
+    def credit_of(self, sid: str, kind: Kind = Kind.STREAMING) -> int:
+        """Items the subscriber of ``kind`` subscription ``sid`` has asked for
+        and not yet received (inspection)."""
+        upstream = self._upstreams.get(_key(kind, sid))
         out = upstream.outbound if upstream is not None else None
         return 0 if out is None else out.credit
 
@@ -612,7 +622,7 @@ class DittoServerEngine(_RecordEngine):
             if isinstance(event, ev.SubscribeReceived):
                 self._on_subscribe(event)
             elif isinstance(event, ev.SubscriptionClosed):
-                self._forget(event.subscription_id)
+                self._forget(_key(event.kind, event.subscription_id))
             elif isinstance(event, ev.InvalidMessage):
                 log.debug("answered an invalid message: %s", event.error)
 
@@ -623,7 +633,8 @@ class DittoServerEngine(_RecordEngine):
             upstream.outbound.cancel()
 
     def _on_subscribe(self, event: ev.SubscribeReceived) -> None:
-        sid = event.subscription_id
+        sid, kind = event.subscription_id, event.kind
+        key = _key(kind, sid)
         request = HistoryRequest(
             subscription_id=sid,
             kind=event.kind,
@@ -637,17 +648,19 @@ class DittoServerEngine(_RecordEngine):
             source = make_source(
                 result,
                 is_single=_is_single,
-                notify=lambda: self._outbounds.poke(sid),
-                threaded=f"sansrs-ditto-source-{sid}" if self.threaded_sources else None,
+                notify=lambda: self._outbounds.poke(key),
+                threaded=(
+                    f"sansrs-ditto-source-{kind.value}-{sid}" if self.threaded_sources else None
+                ),
             )
         except DittoException as exc:
-            self.core.reject(sid, exc.error)
+            self.core.reject(sid, exc.error, kind=kind)
             return
         except Exception:
-            log.exception("history source failed for subscription %s", sid)
-            self.core.reject(sid, INTERNAL_ERROR)
+            log.exception("history source failed for %s subscription %s", kind.value, sid)
+            self.core.reject(sid, INTERNAL_ERROR, kind=kind)
             return
-        upstream = _Upstream(self, sid)
+        upstream = _Upstream(self, key)
 
         def emit(item: Any, last: bool) -> None:
             subscriber = upstream.subscriber
@@ -679,8 +692,8 @@ class DittoServerEngine(_RecordEngine):
                 upstream.subscriber.on_error(exc)
 
         upstream.outbound = Outbound(source, emit, complete, fail, 0, emit_many=emit_many)
-        self._upstreams[sid] = upstream
-        self.core.accept(sid, upstream)
+        self._upstreams[key] = upstream
+        self.core.accept(sid, upstream, kind=kind)
 
 
 def headers_of(request: Any) -> dict[str, str]:

@@ -4,6 +4,7 @@ selector loop for many. ``authenticate`` decides on each upgrade."""
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import ssl
 from collections.abc import Mapping
@@ -18,6 +19,7 @@ from ..drive.peer import ListeningServer
 from ..transport import Transport
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
+from .client import correlation_ids
 from .engine import DittoServerEngine, headers_of
 from .history import HistorySource
 from .peer import DittoServerPeer
@@ -109,7 +111,7 @@ def serve(
     listening; ``server.url`` has the real port when ``url`` asked for 0.
     """
     endpoint = ws_endpoint(url)
-    core_config = config or DittoServerConfig()
+    core_config = server_config(config)
     options = server_websocket_options(authenticate, websocket)
 
     def new_engine(transport: Transport) -> DittoServerEngine:
@@ -126,3 +128,12 @@ def serve(
         websocket=options,
     )
     return DittoHistoryServer(accept, peers)
+
+
+def server_config(config: DittoServerConfig | None) -> DittoServerConfig:
+    """A subscribe without a ``correlation-id`` gets a fresh UUID-based one,
+    as Ditto generates one, unless ``config`` has a factory."""
+    config = config or DittoServerConfig()
+    if config.correlation_ids is None:
+        config = dataclasses.replace(config, correlation_ids=correlation_ids())
+    return config

@@ -42,7 +42,7 @@ from ..transport import Transport
 from .config import LoopConfig
 from .connection import LoopConnection, close_all
 from .engine import Call, Engine
-from .errors import ConnectionClosed, LoopClosed
+from .errors import ConnectionClosed, LoopClosed, seconds
 from .listener import LoopServer
 from .queues import refill_batch
 from .reactor import READ, WRITE, Driven, Listening
@@ -313,10 +313,12 @@ class AsyncStream(Generic[T]):
         batch: int | None = None,
         units: Callable[[T], int] | None = None,
         starting: Awaitable[None] | None = None,
+        explain: Callable[[], str] | None = None,
     ) -> None:
         self._request_more = request_more
         self._cancel = cancel
         self._timeout = timeout
+        self._explain = explain
         self._batch = refill_batch(prefetch, batch)
         self._units = units
         self._consumed = 0
@@ -377,7 +379,10 @@ class AsyncStream(Generic[T]):
                 if self._timeout is None:
                     await self._waiter
                 else:
-                    await asyncio.wait_for(self._waiter, self._timeout)
+                    try:
+                        await asyncio.wait_for(self._waiter, self._timeout)
+                    except TimeoutError:
+                        raise TimeoutError(self._no_item(self._timeout)) from None
             finally:
                 self._waiter = None
         item = items.popleft()
@@ -386,6 +391,11 @@ class AsyncStream(Generic[T]):
             n, self._consumed = self._consumed, 0
             self._request_more(n)
         return item
+
+    def _no_item(self, timeout: float) -> str:
+        """A timeout's message, as ``CreditQueue`` says it, with ``explain``'s reason."""
+        why = self._explain() if self._explain is not None else ""
+        return f"no item within {seconds(timeout)}" + (f": {why}" if why else "")
 
     async def aclose(self) -> None:
         """Cancel the stream if it is still running; idempotent."""

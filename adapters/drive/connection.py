@@ -135,6 +135,9 @@ class LoopConnection:
         self._quiet: Callable[[], bool] | None = getattr(engine, "quiet", None)
         #: The engine has the optional ``settled`` flag (see ``Engine``).
         self._settles = hasattr(engine, "settled")
+        #: The engine is done (an ERROR on stream 0, a protocol error): a
+        #: direct call stops waiting and hands over, so the turn finishes.
+        self._wants_close = engine.wants_close
 
     # -- any thread (Driver) -------------------------------------------------
     def start(self) -> None:
@@ -509,11 +512,12 @@ class LoopConnection:
         the time of the last wake-up."""
         if read is not None:
             self._feed(read, now)
+            self._rearm_if_earlier()
         if not self._done:
             quiet = self._quiet
             if quiet is None or not quiet():
                 self._flush(now)
-            if not (self._out or self._send_error is not None or until()):
+            if not (self._out or self._send_error is not None or until() or self._wants_close()):
                 timeout = None if deadline is None else max(0.0, deadline - now)
                 now = self._wait_direct(until, timeout, now)
         return now
@@ -535,6 +539,7 @@ class LoopConnection:
             or self._stopping
             or self._send_error is not None
             or (deadline is not None and deadline <= now)
+            or self._wants_close()
         )
 
     def _flush(self, now: float) -> None:
@@ -557,7 +562,10 @@ class LoopConnection:
         monotonic = time.monotonic
         try:
             while True:
-                if self._missed or self._done or self._abort or self._eof:
+                # (wants_close: the read brought the end, e.g. an ERROR on
+                # stream 0 from a peer that keeps the socket open; the turn
+                # that follows the hand-back fails the call with its reason.)
+                if self._missed or self._done or self._abort or self._eof or self._wants_close():
                     return now
                 if deadline is None:
                     wait = _DIRECT_SLICE
@@ -583,10 +591,22 @@ class LoopConnection:
                     self._flush(now)  # what the input caused (a KEEPALIVE answer...)
                     if self._send_error is not None or self._out:
                         return now  # the reactor finishes or waits for WRITE
-                if until():
+                if until() or self._wants_close() or self._rearm_if_earlier():
                     return now
         finally:
             self._direct_waker = None
+
+    def _rearm_if_earlier(self) -> bool:
+        """Direct call, after a read that did not answer it: True (and the
+        connection marked for a turn, so the wait hands over) when the
+        engine's deadline moved earlier than the one armed (e.g. the grace a
+        peer's CONNECTION_CLOSE gives open streams): only a turn arms it."""
+        deadline = self.engine.next_deadline()
+        armed = self._deadline
+        if deadline is None or (armed is not None and deadline >= armed):
+            return False
+        self._missed = True
+        return True
 
     def _end_direct(self, now: float) -> None:
         """Give the connection back; a turn runs if one is due (``now``: the

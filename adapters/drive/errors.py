@@ -10,7 +10,7 @@ the protocol's own error type (``RSocketError``, ``RsioError``,
 
 from __future__ import annotations
 
-__all__ = ["ConnectionClosed", "LoopClosed"]
+__all__ = ["ConnectionClosed", "LoopClosed", "seconds"]
 
 
 class ConnectionClosed(ConnectionError):
@@ -21,3 +21,11 @@ class ConnectionClosed(ConnectionError):
 class LoopClosed(ConnectionClosed):
     """The driver loop has stopped, so the connections it drove are gone and
     nothing more can be added to it."""
+
+
+def seconds(value: float) -> str:
+    """A duration for a message: three significant digits, whole seconds
+    from 100 s (``2.9997537`` -> ``"3 s"``, ``0.25`` -> ``"0.25 s"``)."""
+    if value >= 100:
+        return f"{value:.0f} s"
+    return f"{value:.3g} s"

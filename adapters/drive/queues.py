@@ -28,6 +28,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
+from .errors import seconds
+
 T = TypeVar("T")
 
 
@@ -258,7 +260,7 @@ class CreditQueue(Generic[T]):
                 raise EndOfStream
             if not event.wait(_remaining(deadline)):
                 self._waiting = False
-                raise TimeoutError(f"no item within {timeout} s")
+                raise TimeoutError(f"no item within {seconds(timeout or 0.0)}")
 
     def close(self, error: BaseException | None = None) -> None:
         """Any thread: abandon the queue, wake every waiter, drop queued items."""
@@ -385,7 +387,7 @@ class Inbox(Generic[T]):
                     return
                 self._wakeup.wake()
                 if not self._space.wait(_remaining(deadline)):
-                    raise TimeoutError(f"inbox still full after {timeout} s")
+                    raise TimeoutError(f"inbox still full after {seconds(timeout or 0.0)}")
         finally:
             with self._waiters_lock:
                 self._space_waiters -= 1

@@ -96,10 +96,15 @@ class StreamIterator(Generic[T]):
         timeout: float | None = None,
         batch: int | None = None,
         units: Callable[[T], int] | None = None,
+        *,
+        explain: Callable[[], str] | None = None,
     ) -> None:
         if prefetch <= 0:
             raise ValueError("prefetch must be positive")
         self._queue = queue
+        #: What a timeout's message adds, if anything (why nothing came:
+        #: e.g. the peer's bytes were not the protocol expected).
+        self._explain = explain
         self._batch = refill_batch(prefetch, batch)
         self._units = units
         self._consumed = 0
@@ -132,7 +137,10 @@ class StreamIterator(Generic[T]):
         except EndOfStream:
             self._finished = True
             raise StopIteration from None
-        except TimeoutError:
+        except TimeoutError as exc:
+            why = self._explain() if self._explain is not None else ""
+            if why:
+                raise TimeoutError(f"{exc}: {why}") from None
             raise
         except BaseException:
             self._finished = True

@@ -12,6 +12,8 @@
   :meth:`~RsioPeer.subscribe_packed` (batches of fixed-size elements),
   :meth:`~RsioPeer.publisher` (a Reactive Streams Publisher).
 - :mod:`sansrs.adapters.rsio.aio`: the same under asyncio.
+- :class:`FixedSizePublisher`: publish fixed-size elements (read with
+  ``subscribe_packed``).
 - :class:`RsioError` (the peer's publisher signalled onError) and
   :class:`~sansrs.adapters.drive.ConnectionClosed` (the connection is gone).
 
@@ -21,6 +23,7 @@ The wire protocol is specified in ``docs/protocols/rsio.md``.
 from ..drive.errors import ConnectionClosed
 from .client import Client, connect
 from .errors import RsioError
+from .fixed import FixedSizePublisher
 from .peer import DEFAULT_PACKED_PREFETCH, DEFAULT_PREFETCH, PackedIterator, RsioPeer
 from .server import Server, serve
 from .types import ElementReader, Publishers
@@ -31,6 +34,7 @@ __all__ = [
     "Client",
     "ConnectionClosed",
     "ElementReader",
+    "FixedSizePublisher",
     "PackedIterator",
     "Publishers",
     "RsioError",

@@ -1,4 +1,6 @@
-"""reactive-streams-io under asyncio: ``await connect(url)``, ``await serve(url, publishers)``.
+"""reactive-streams-io under asyncio: ``async with connect(url) as client``,
+``async with serve(url, publishers) as server`` (or ``await`` either:
+:class:`~..drive.connecting.Connecting`).
 
 The same engine as the synchronous API (:class:`~.engine.RsioEngine`) on the
 asyncio driver (:class:`~..drive.aio.AsyncioReactor`): every transport, the
@@ -16,6 +18,7 @@ from sansrs.rsio import ConnectionConfig, Role
 
 from ..drive.aio import AsyncPeer, AsyncServer, AsyncStream
 from ..drive.config import LoopConfig
+from ..drive.connecting import awaitable_context
 from ..drive.connection import LoopConnection
 from ..drive.endpoints import attaching, open_connection_async, open_server_async
 from ..drive.publishers import RemoteStreamPublisher
@@ -67,6 +70,7 @@ class AsyncRsioPeer(AsyncPeer):
             lambda: self._submit(lambda: engine.cancel(box[0])),
             timeout=timeout,
             units=(lambda batch: len(batch) // box[0].element_size) if packed else None,
+            explain=engine.unexpected_input,
         )
         sub = Subscription(name, stream, packed=packed)
         box.append(sub)
@@ -84,6 +88,7 @@ class AsyncClient(AsyncRsioPeer):
 
 
 # Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
+@awaitable_context
 async def connect(
     url: str | Endpoint,
     *,
@@ -112,6 +117,7 @@ async def connect(
 
 
 # Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
+@awaitable_context
 async def serve(
     url: str | Endpoint,
     publishers: Publishers | None = None,

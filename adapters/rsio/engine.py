@@ -28,6 +28,7 @@ from sansrs.rsio import (
     LocalProtocolError,
     RemoteProtocolError,
     Role,
+    SubscriptionState,
 )
 from sansrs.rsio import events as ev
 from sansrs.streams import MAX_DEMAND, add_demand
@@ -37,6 +38,7 @@ from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
 from ..drive.streams import Outbound, Outbounds, Pumped, SourceBudget, make_source
 from ..transport import Transport
+from ..transport.sniff import SHOWN, describe_bytes
 from ..transport.websocket import messages as ws
 from .errors import RsioError
 from .types import ElementReader, Publishers
@@ -52,6 +54,8 @@ PACKED_CHUNK = 8192
 #: Largest WebSocket message sent (rsio bytes carry no meaning in message
 #: boundaries, docs §1; 1 MiB stays well under any peer's message limit).
 WS_MESSAGE = 1024 * 1024
+#: Subscriptions of ours the core can still cancel.
+_CANCELLABLE = (SubscriptionState.SUBSCRIBING, SubscriptionState.ACTIVE)
 
 
 class Subscription:
@@ -104,6 +108,8 @@ class _PackedOut:
             try:
                 data = self.reader.read(n)
             except Exception as exc:
+                log.error("publication to subscriber %d: its element reader raised", sid,
+                          exc_info=exc)
                 self.cancel()
                 conn.send_error(sid, f"{type(exc).__name__}: {exc}")
                 return False
@@ -174,12 +180,19 @@ class RsioEngine:
         self._reader = ws.MessageReader() if message_framed else None
         self.thread: Driver | None = None
         self._subs: dict[int, Subscription] = {}
+        #: subscribe_packed on a stream that is not fixed-size, decided at the
+        #: end of the dispatch that saw its onSubscribe: an onError right
+        #: behind it (an unknown name) is the answer the user should see.
+        self._not_packed: dict[int, Subscription] = {}
         #: Our publications the peer subscribed to, pumped within its demand.
         self._outbounds: Outbounds[int] = Outbounds(PUMP_BUDGET)
         self._packs: dict[int, list[bytes]] = {}
         self._closing: BaseException | None = None
         self._close_started = False
         self._out_records: list[bytes] = []  # message mode: records after the core's bytes
+        #: The peer's first bytes (a few): what an error shows when the peer
+        #: turned out not to speak rsio (an RSocket or HTTP server).
+        self._opening = b""
 
     def attach(self, thread: Driver) -> None:
         self.thread = thread
@@ -205,11 +218,35 @@ class RsioEngine:
         self._dispatch()
 
     def _feed(self, data: bytes) -> None:
+        if len(self._opening) < SHOWN:
+            self._opening += data[: SHOWN * 4]
         try:
             self.conn.receive_data(data)
         except RemoteProtocolError as exc:
             # The core queued goodbye and ConnectionTerminated; earlier events count.
-            self._closing = ConnectionClosed(f"protocol error from peer: {exc.message}")
+            self._closing = ConnectionClosed(
+                f"protocol error from peer: {exc.message}{self._not_rsio()}"
+            )
+
+    def unexpected_input(self) -> str:
+        """Client: why nothing came, for a timeout's message: the peer's
+        hello never came (it sent nothing at all, or bytes that are not
+        rsio); empty once it did."""
+        if self.conn.role is not Role.CLIENT or self.conn.peer_hello is not None:
+            return ""
+        if not self._opening:
+            return (
+                "the peer has sent nothing since the connection opened"
+                " (an rsio server? a WebSocket one needs a ws:// URL)"
+            )
+        return f"no rsio hello from the peer, only {describe_bytes(self._opening, _guess)}"
+
+    def _not_rsio(self) -> str:
+        """The peer's first bytes, when its hello never came: maybe it
+        speaks another protocol (what they look like)."""
+        if self.conn.peer_hello is not None or not self._opening:
+            return ""
+        return f"; its first bytes: {describe_bytes(self._opening, _guess)}"
 
     def data_to_send(self) -> bytes:
         data = self.conn.data_to_send()
@@ -300,6 +337,8 @@ class RsioEngine:
         self._cancel_core(sid)
 
     def _cancel_core(self, sid: int) -> None:
+        if self.conn.subscription_state(sid) not in _CANCELLABLE:
+            return  # over already (its end was in the same read): nothing to cancel
         try:
             self.conn.cancel(sid)
         except LocalProtocolError as exc:
@@ -331,6 +370,22 @@ class RsioEngine:
                 else:
                     self._on_event(event)
             events = self.conn.events()  # handlers may have caused more
+        if self._not_packed:
+            self._refuse_not_packed()
+
+    def _refuse_not_packed(self) -> None:
+        """Fail each subscribe_packed whose stream turned out not fixed-size
+        (and no onError came with it): that subscription only, cancelled."""
+        refused = list(self._not_packed.items())
+        self._not_packed.clear()
+        for sid, sub in refused:
+            sub.sink.finish(
+                ValueError(
+                    f"{sub.name!r} is not a fixed-size stream (its publisher declares no "
+                    "element_size); use subscribe() for it"
+                )
+            )
+            self._cancel_core(sid)
 
     def _on_event(self, event: ev.Event) -> None:
         if isinstance(event, ev.SubscribeReceived):
@@ -344,18 +399,19 @@ class RsioEngine:
             if sub is not None:
                 sub.element_size = event.element_size
                 if sub.packed and not event.element_size:
-                    sub.sink.finish(
-                        ValueError(f"{sub.name!r} is not a fixed-size stream; use subscribe()")
-                    )
+                    # Its elements (if any) are dropped from here on; an
+                    # onError in this read still reaches the user.
                     sub.cancelled = True
                     del self._subs[event.subscriber_id]
-                    self._cancel_core(event.subscriber_id)
+                    self._not_packed[event.subscriber_id] = sub
         elif isinstance(event, ev.CompleteReceived):
             sub = self._subs.pop(event.subscriber_id, None)
             if sub is not None:
                 sub.sink.finish()
         elif isinstance(event, ev.ErrorReceived):
-            sub = self._subs.pop(event.subscriber_id, None)
+            sub = self._subs.pop(event.subscriber_id, None) or self._not_packed.pop(
+                event.subscriber_id, None
+            )
             if sub is not None:
                 sub.sink.finish(RsioError(event.error))
         elif isinstance(event, ev.ConnectionTerminated):
@@ -365,7 +421,9 @@ class RsioEngine:
                 f"connection closed by {who}{reason}"
             )
         elif isinstance(event, ev.ConnectionLost):
-            self._closing = self._closing or ConnectionClosed(f"connection lost: {event.reason}")
+            self._closing = self._closing or ConnectionClosed(
+                f"connection lost: {event.reason}{self._not_rsio()}"
+            )
 
     # -- publishing -------------------------------------------------------------------
     def _lookup(self, name: str) -> Any:
@@ -399,14 +457,15 @@ class RsioEngine:
                 notify = lambda: self._outbounds.poke(sid)  # noqa: E731
                 source = make_source(publisher, is_single=_is_single, notify=notify)
                 conn.send_on_subscribe(sid, size)
-                out = self._new_outbound(sid, source, size, demand)
+                out = self._new_outbound(sid, name, source, size, demand)
         except Exception as exc:
+            log.error("publisher %r (subscriber %d) failed to start", name, sid, exc_info=exc)
             with contextlib.suppress(LocalProtocolError):
                 conn.send_error(sid, f"{type(exc).__name__}: {exc}")
             return
         self._outbounds.add(sid, out, runnable=demand > 0)
 
-    def _new_outbound(self, sid: int, source: Any, size: int, demand: int) -> Pumped:
+    def _new_outbound(self, sid: int, name: str, source: Any, size: int, demand: int) -> Pumped:
         conn = self.conn
         send_next = conn.send_next
         pack: list[bytes] = []
@@ -436,6 +495,8 @@ class RsioEngine:
                 conn.send_complete(sid)
 
         def fail(exc: BaseException) -> None:
+            # The subscriber gets onError with the message; the operator the traceback.
+            log.error("publisher %r (subscriber %d) failed", name, sid, exc_info=exc)
             self._flush_pack(sid)
             self._packs.pop(sid, None)
             with contextlib.suppress(LocalProtocolError):
@@ -461,6 +522,24 @@ class RsioEngine:
     def _drop_all(self) -> None:
         self._outbounds.cancel_all()
         self._packs.clear()
+
+
+def _guess(data: bytes) -> str | None:
+    """An RSocket frame on stream 0 where rsio was expected (RSocket spec:
+    Frame Header Format; an ERROR says why), with its length (TCP) or
+    without (one WebSocket message)."""
+    for at, end in ((3, 3 + int.from_bytes(data[:3], "big")), (0, len(data))):
+        if len(data) < at + 6 or data[at : at + 4] != b"\0\0\0\0":
+            continue
+        kind = data[at + 4] >> 2
+        if kind not in (0x02, 0x03, 0x0B):  # LEASE, KEEPALIVE, ERROR
+            continue
+        said = ""
+        if kind == 0x0B and len(data) >= at + 10:  # ERROR: its code and message
+            text = data[at + 10 : end].decode("utf-8", "replace")
+            said = f" (ERROR {int.from_bytes(data[at + 6 : at + 10], 'big'):#x}: {text!r})"
+        return f"an RSocket frame{said}: an RSocket server? (sansrs.adapters.rsocket)"
+    return None
 
 
 def engine_factory(

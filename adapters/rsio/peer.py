@@ -45,6 +45,7 @@ class PackedIterator(StreamIterator[bytes]):
         request_more: Callable[[int], None],
         cancel: Callable[[], None],
         timeout: float | None,
+        explain: Callable[[], str] | None = None,
     ) -> None:
         super().__init__(
             queue,
@@ -53,6 +54,7 @@ class PackedIterator(StreamIterator[bytes]):
             cancel,
             timeout,
             units=lambda b: len(b) // sub.element_size,
+            explain=explain,
         )
         self._sub = sub
 
@@ -98,7 +100,12 @@ class RsioPeer(DrivenPeer):
         sub = Subscription(name, queue)
         self._start(sub, prefetch)
         return StreamIterator(
-            queue, prefetch, lambda n: self._more(sub, n), lambda: self._cancel(sub), timeout
+            queue,
+            prefetch,
+            lambda n: self._more(sub, n),
+            lambda: self._cancel(sub),
+            timeout,
+            explain=self._engine.unexpected_input,
         )
 
     def subscribe_packed(
@@ -111,7 +118,13 @@ class RsioPeer(DrivenPeer):
         sub = Subscription(name, queue, packed=True)
         self._start(sub, prefetch)
         return PackedIterator(
-            queue, sub, prefetch, lambda n: self._more(sub, n), lambda: self._cancel(sub), timeout
+            queue,
+            sub,
+            prefetch,
+            lambda n: self._more(sub, n),
+            lambda: self._cancel(sub),
+            timeout,
+            self._engine.unexpected_input,
         )
 
     def publisher(self, name: str) -> RemoteStreamPublisher[bytes, Subscription]:

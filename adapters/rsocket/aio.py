@@ -1,4 +1,5 @@
-"""RSocket under asyncio: ``await connect(url)``, ``await serve(url, handler)``.
+"""RSocket under asyncio: ``async with connect(url) as client``, ``async with
+serve(url, handler) as server`` (or ``await`` either: :class:`~..drive.connecting.Connecting`).
 
 The same engine as the synchronous API (:class:`~.engine.RSocketEngine`)
 runs on the asyncio driver (:class:`~..drive.aio.AsyncioReactor`): the same
@@ -18,9 +19,17 @@ iterator. Handlers run on the event loop: never block in them.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import ssl
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine, Iterable
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+)
 from typing import Any, cast
 
 from typing_extensions import Unpack
@@ -36,6 +45,7 @@ from ..drive.aio import (
     asyncify,
 )
 from ..drive.config import LoopConfig
+from ..drive.connecting import awaitable_context
 from ..drive.connection import LoopConnection
 from ..drive.endpoints import message_framed, open_connection_async, open_server_async
 from ..transport import Transport
@@ -43,7 +53,7 @@ from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .engine import RequestHandle, RSocketEngine
 from .fast import as_payload
-from .options import EngineOptions
+from .options import options_for
 from .peer import DEFAULT_PREFETCH, check_prefetch
 from .routed import (
     AsyncRoutedRequester,
@@ -114,7 +124,7 @@ class AsyncRSocketPeer(AsyncPeer):
             # out: no answer is awaited any more.
             self._submit(lambda: self._engine.cancel(handle))
             if expired:
-                raise TimeoutError(f"no answer within {timeout} s") from None
+                raise TimeoutError(self._engine.no_answer(timeout or 0.0)) from None
             raise
         finally:
             if timer is not None:
@@ -227,6 +237,7 @@ class AsyncRSocketPeer(AsyncPeer):
             lambda: self._submit(lambda: engine.cancel(box[0])),
             timeout=timeout,
             starting=starting,
+            explain=engine.unexpected_input,
         )
         box.append(RequestHandle(kind, cast(Any, stream)))
         return stream, box[0]
@@ -314,15 +325,29 @@ def _wrap_handler(handler: object) -> object:
         method = getattr(handler, name, None)
         if callable(method):
             setattr(wrapped, name, _fire(method))
-    for name in ("channel_prefetch", "channel_batch"):
+    for name in ("channel_prefetch", "channel_batch", "channel_window"):
         if hasattr(handler, name):
             setattr(wrapped, name, getattr(handler, name))
     accept_setup = getattr(handler, "accept_setup", None)
     if callable(accept_setup):  # e.g. a Router: the connection's handler, wrapped too
         wrapped.accept_setup = (  # type: ignore[attr-defined]
-            lambda setup, peer: _wrap_handler(accept_setup(setup, peer))
+            lambda setup, peer: _setup_verdict(accept_setup(setup, peer))
         )
     return wrapped
+
+
+def _setup_verdict(result: object) -> object:
+    """What the engine gets from ``accept_setup``: the connection's handler,
+    wrapped; or, from an ``async def`` hook (a Router's async
+    ``authenticate``), a task awaiting it on the loop: the engine holds the
+    SETUP until the task ends (its result accepts, its exception rejects)."""
+    if inspect.isawaitable(result):
+        return asyncio.get_running_loop().create_task(_awaited_handler(result))
+    return _wrap_handler(result)
+
+
+async def _awaited_handler(result: Awaitable[object]) -> object:
+    return _wrap_handler(await result)
 
 
 def _fire(method: Callable[[Any], Any]) -> Callable[[Any], None]:
@@ -344,6 +369,7 @@ def _log_failure(task: asyncio.Task[Any]) -> None:
 
 
 # Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
+@awaitable_context
 async def connect(
     url: str | Endpoint,
     *,
@@ -358,7 +384,7 @@ async def connect(
     """Connect to ``url`` and send SETUP; options as for the synchronous
     ``connect`` (``handler`` may be async). The TCP connect and any TLS or
     WebSocket handshake run on a worker thread."""
-    options = EngineOptions(**setup)
+    options = options_for(connect, setup)
     wrapped = _wrap_handler(handler)
 
     def new_engine(transport: Transport) -> RSocketEngine:
@@ -382,6 +408,7 @@ async def connect(
 
 
 # Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
+@awaitable_context
 async def serve(
     url: str | Endpoint,
     handler: object = None,
@@ -394,10 +421,13 @@ async def serve(
 ) -> AsyncServer[AsyncRSocketPeer]:
     """Listen on ``url`` and answer with ``handler`` (or ``handler_factory(peer)``
     per connection); options as for the synchronous ``serve``. Handler methods
-    may be ``async def`` or return async iterables (see the module notes)."""
+    may be ``async def`` or return async iterables (see the module notes);
+    an ``async def accept_setup`` (a Router's async ``authenticate``) is
+    awaited before the SETUP is accepted, its exception rejecting it
+    (docs/adapters.md, "The SETUP hook and the ``Handler`` protocol")."""
     if handler is not None and handler_factory is not None:
         raise TypeError("pass handler or handler_factory, not both")
-    engine_options = EngineOptions(**options)
+    engine_options = options_for(serve, options)
 
     def new_engine(transport: Transport) -> RSocketEngine:
         return RSocketEngine.server(engine_options, message_framed=message_framed(transport))

@@ -36,18 +36,12 @@ from typing import Any, TypeVar
 from typing_extensions import Unpack
 
 from ..drive.errors import ConnectionClosed
-from .balancer_strategy import (
-    BalancerConfig,
-    RoundRobinStrategy,
-    Strategy,
-    TargetStats,
-    WeightedStrategy,
-)
+from .balancer_pool import NoTargetAvailable, Target, TargetPool
+from .balancer_strategy import BalancerConfig, RoundRobinStrategy, Strategy, WeightedStrategy
 from .client import Client, connect
 from .errors import RSocketError
-from .options import EngineOptions
 from .peer import DEFAULT_PREFETCH
-from .routed import RoutedRequester, RouteOptions, check_composite, route_metadata
+from .routed import RoutedRequester, RouteOptions, check_connect_options, route_metadata
 from .types import Payload
 
 __all__ = [
@@ -59,27 +53,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-
-class NoTargetAvailable(ConnectionClosed):
-    """No target can take a request now (all backing off, none listed)."""
-
-
-class _Target:
-    """One server: its connection (None until opened, or after a failure)."""
-
-    __slots__ = ("client", "connecting", "failures", "lock", "removed", "retry_at", "stats", "url")
-
-    def __init__(self, url: str, config: BalancerConfig, rnd: _random.Random) -> None:
-        self.url = url
-        self.client: Client | None = None
-        self.stats = TargetStats(config, rnd)
-        self.failures = 0
-        self.retry_at = 0.0
-        self.removed = False
-        self.connecting = False
-        #: Held while opening the connection: one attempt at a time.
-        self.lock = threading.Lock()
 
 
 class LoadBalancedClient:
@@ -99,170 +72,86 @@ class LoadBalancedClient:
         rnd: _random.Random | None = None,
         **options: Any,
     ) -> None:
-        self.config = config or BalancerConfig()
-        self.strategy: Strategy = strategy or RoundRobinStrategy()
-        self._source = targets if callable(targets) else None
+        self._pool: TargetPool[Client] = TargetPool(
+            targets,
+            config=config,
+            strategy=strategy,
+            clock=clock,
+            rnd=rnd,
+            drop=_close_now,
+            new_lock=threading.Lock,
+        )
         self._connector = connector
         self._options = options
-        self._clock = clock
-        self._rnd = rnd or _random.Random()
-        # Re-entrant: a stream iterator collected (its __del__) while this
-        # thread holds the lock releases its target too.
-        self._lock = threading.RLock()
-        self._targets: list[_Target] = []
-        self._closed = False
-        self._refresh_at = 0.0
-        self._set_targets(targets() if callable(targets) else targets)
 
-    # -- targets -----------------------------------------------------------------
-    def _set_targets(self, urls: Iterable[str]) -> None:
-        wanted = list(dict.fromkeys(urls))
-        with self._lock:
-            known = {t.url: t for t in self._targets}
-            kept = []
-            for url in wanted:
-                target = known.pop(url, None) or _Target(url, self.config, self._rnd)
-                kept.append(target)
-            for gone in known.values():  # closed once idle (see _release)
-                gone.removed = True
-                gone.stats.usable = False
-                if gone.stats.pending == 0:
-                    self._drop(gone)
-            self._targets = kept
+    @property
+    def config(self) -> BalancerConfig:
+        return self._pool.config
 
-    def _drop(self, target: _Target) -> None:
-        client, target.client = target.client, None
-        if client is not None:
-            with contextlib.suppress(ConnectionClosed):
-                client.close(timeout=0)
-
-    def _refresh(self, now: float) -> None:
-        if self._source is not None and now >= self._refresh_at:
-            self._refresh_at = now + self.config.refresh_interval
-            self._set_targets(self._source())
+    @property
+    def strategy(self) -> Strategy:
+        return self._pool.strategy
 
     @property
     def targets(self) -> list[str]:
-        return [t.url for t in self._targets]
+        return self._pool.urls
 
     def stats(self) -> dict[str, dict[str, Any]]:
         """Per target: connected, pending requests, requests completed and
         failed (because of the connection), connection failures in a row,
         median round trip (µs), availability, weight."""
-        now = self._clock()
-        with self._lock:
-            return {
-                t.url: {
-                    "connected": t.client is not None and not t.client.closed,
-                    "pending": t.stats.pending,
-                    "completed": t.stats.completed,
-                    "failed": t.stats.failed_requests,
-                    "failures": t.failures,
-                    "median_latency_us": round(t.stats.median.value, 1),
-                    "availability": round(t.stats.availability.value, 3),
-                    "weight": t.stats.weight(now),
-                }
-                for t in self._targets
-            }
+        return self._pool.stats()
 
     # -- choosing a connection -------------------------------------------------------
-    def _choose(self) -> tuple[_Target, Client]:
+    def _choose(self) -> tuple[Target[Client], Client]:
         """A target and its open connection; connects lazily, skips closed
         connections and targets backing off."""
-        if self._closed:
-            raise ConnectionClosed("load-balanced client closed")
-        now = self._clock()
-        self._refresh(now)
+        pool = self._pool
+        now = pool.begin()
         tried: set[int] = set()
         while True:
-            with self._lock:
-                candidates = [t for t in self._targets if id(t) not in tried]
-                for t in candidates:
-                    t.stats.usable = self._usable(t, now)
-                index = self.strategy.select([t.stats for t in candidates], now, self._rnd)
-                if index is None:
-                    raise NoTargetAvailable(self._why_none(now))
-                target = candidates[index]
-                target.stats.started(now)  # counted before the lock is let go
-            client = target.client
-            if client is not None and not client.closed:
+            target = pool.pick(tried, now)
+            client = pool.open_client(target)
+            if client is not None:
                 return target, client
             try:
                 return target, self._open(target)
             except (OSError, ConnectionClosed, TimeoutError):
                 tried.add(id(target))  # backing off now; try another
 
-    def _usable(self, target: _Target, now: float) -> bool:
-        """Whether ``target`` may be chosen now (lock held). A closed
-        connection is forgotten here, before any request could be handed
-        to it, and the target backs off."""
-        if target.removed:
-            return False
-        client = target.client
-        if client is not None and client.closed:
-            target.client = client = None
-            self._failed(target, now)
-        return client is not None or now >= target.retry_at
-
-    def _failed(self, target: _Target, now: float) -> None:
-        target.failures += 1
-        target.retry_at = now + self.config.backoff(target.failures, self._rnd)
-        target.stats.failed(now)
-
-    def _open(self, target: _Target) -> Client:
+    def _open(self, target: Target[Client]) -> Client:
         with target.lock:  # others wanting this target wait for one attempt
-            client = target.client
-            if client is not None and not client.closed:
+            client = self._pool.open_client(target)
+            if client is not None:
                 return client
             try:
                 options = {"connect_timeout": self.config.connect_timeout, **self._options}
                 client = self._connector(target.url, **options)
             except BaseException:
-                with self._lock:
-                    target.stats.pending = max(0, target.stats.pending - 1)
-                    self._failed(target, self._clock())
+                self._pool.connect_failed(target)
                 raise
-            with self._lock:
-                target.client = client
-                target.failures = 0
-                target.stats.availability.insert(1.0, self._clock())
+            self._pool.connected(target, client)
             return client
 
-    def _why_none(self, now: float) -> str:
-        if not self._targets:
-            return "no target listed"
-        waits = [f"{t.url} retries in {max(0.0, t.retry_at - now):.2f} s" for t in self._targets]
-        return "no target available: " + "; ".join(waits)
-
-    def _release(self, target: _Target, started: float | None, error: BaseException | None) -> None:
-        """A request on ``target`` ended; ``started``: a latency sample from then."""
-        now = self._clock()
-        lost = isinstance(error, ConnectionClosed)
-        with self._lock:
-            target.stats.finished(None if error is not None else started, not lost, now)
-            if lost and target.client is not None and target.client.closed:
-                target.client = None
-                self._failed(target, now)
-            if target.removed and target.stats.pending == 0:
-                self._drop(target)
-
-    def _start(self, fn: Callable[[Client], T], timed: bool) -> tuple[_Target, float | None, T]:
+    def _start(
+        self, fn: Callable[[Client], T], timed: bool
+    ) -> tuple[Target[Client], float | None, T]:
         """``fn`` on a chosen connection; if it raises, the request is over
         (a lost connection's error names the target)."""
         target, client = self._choose()
-        started = self._clock() if timed else None
+        started = self._pool.clock() if timed else None
         try:
             return target, started, fn(client)
         except ConnectionClosed as exc:
-            self._release(target, started, exc)
+            self._pool.release(target, started, exc)
             raise ConnectionClosed(f"{target.url}: {exc}") from exc
         except BaseException as exc:
-            self._release(target, started, exc)
+            self._pool.release(target, started, exc)
             raise
 
     def _call(self, fn: Callable[[Client], T], *, timed: bool = True) -> T:
         target, started, result = self._start(fn, timed)
-        self._release(target, started, None)
+        self._pool.release(target, started, None)
         return result
 
     # -- the client's API ---------------------------------------------------------------
@@ -327,31 +216,26 @@ class LoadBalancedClient:
     def _stream(self, start: Callable[[Client], Iterator[T]]) -> _TrackedStream[T]:
         """A stream started on a chosen connection, tracked until it ends."""
         target, _, items = self._start(start, False)
-        return _TrackedStream(items, lambda error: self._release(target, None, error), target.url)
+        release = self._pool.release
+        return _TrackedStream(items, lambda error: release(target, None, error), target.url)
 
     def route(
         self, route: str, *variables: object, **options: Unpack[RouteOptions]
     ) -> RoutedRequester:
         """Routed requests, each placed on a chosen connection (as
         ``Client.route``; connect with composite metadata)."""
-        if self._options.get("auth") is None and self._options.get("setup_route") is None:
-            check_composite(
-                self._options.get("metadata_mime_type", EngineOptions.metadata_mime_type)
-            )
+        check_connect_options(self._options)
         return RoutedRequester(self, route_metadata(route, variables, **options))
 
     # -- lifecycle --------------------------------------------------------------------
     def close(self) -> None:
         """Close every connection (requests in flight fail with ConnectionClosed)."""
-        self._closed = True
-        with self._lock:
-            targets, self._targets = self._targets, []
-        for target in targets:
-            self._drop(target)
+        for client in self._pool.close():
+            _close_now(client)
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._pool.closed
 
     def __enter__(self) -> LoadBalancedClient:
         return self
@@ -361,6 +245,12 @@ class LoadBalancedClient:
 
     def __repr__(self) -> str:
         return f"LoadBalancedClient({self.targets!r}, {type(self.strategy).__name__})"
+
+
+def _close_now(client: Client) -> None:
+    """Close without waiting (requests in flight fail with ConnectionClosed)."""
+    with contextlib.suppress(ConnectionClosed):
+        client.close(timeout=0)
 
 
 class _TrackedStream(Iterator[T]):

@@ -17,8 +17,8 @@ from ..drive.engine import Driver
 from ..transport import Transport
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
-from .engine import RSocketEngine
-from .options import EngineOptions
+from .engine import RSocketEngine, refuse_async_hooks
+from .options import options_for
 from .peer import RSocketPeer
 
 __all__ = ["Client", "connect"]
@@ -60,7 +60,8 @@ def connect(
     ``"application/octet-stream"`` for them), ``setup_data``,
     ``setup_metadata``, ``fragment_size``.
     """
-    options = EngineOptions(**setup)
+    refuse_async_hooks(handler)
+    options = options_for(connect, setup)
 
     def new_engine(transport: Transport) -> RSocketEngine:
         return RSocketEngine.client(options, handler, message_framed=message_framed(transport))

@@ -8,6 +8,7 @@ import dataclasses
 from typing import Any
 
 from sansrs.rsocket import (
+    FLAG_RESUME_ENABLE,
     Connection,
     ConnectionConfig,
     ConnectionState,
@@ -44,6 +45,7 @@ __all__ = [
     "client",
     "error_frame",
     "events",
+    "is_resumable_setup",
     "resume_token_of",
     "server",
 ]
@@ -128,6 +130,14 @@ def resume_token_of(frame: bytes) -> bytes | None:
     except RemoteProtocolError:
         return None
     return decoded.resume_token if isinstance(decoded, ResumeFrame) else None
+
+
+def is_resumable_setup(frame: bytes) -> bool:
+    """True for a SETUP frame with the R flag (no length prefix): it asks
+    the server to keep a session."""
+    if len(frame) < 6 or frame[4] >> 2 != FrameType.SETUP:
+        return False
+    return bool(int.from_bytes(frame[4:6], "big") & FLAG_RESUME_ENABLE)
 
 
 def acknowledged_position(conn: Connection) -> int | None:

@@ -13,7 +13,9 @@ outbound streams, prefetching inbound, sources) come from
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import inspect
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
@@ -22,7 +24,7 @@ from sansrs.rsocket import MAX_FRAME_LENGTH, ErrorCode
 
 from ..drive import streams
 from ..drive.engine import Driver
-from ..drive.errors import ConnectionClosed
+from ..drive.errors import ConnectionClosed, seconds
 from ..drive.queues import CreditQueue
 from ..drive.streams import (
     IteratorSource,
@@ -32,6 +34,7 @@ from ..drive.streams import (
     ThreadedSource,
     is_publisher,
 )
+from ..transport.sniff import describe_bytes, looks_like_http
 from ..transport.websocket import messages as ws
 from . import core
 from .errors import RSocketError, setup_rejection
@@ -42,7 +45,7 @@ from .outbound import stream_outbound
 from .responder import Responder
 from .types import Payload
 
-__all__ = ["RSocketEngine", "RequestHandle"]
+__all__ = ["ASYNC_HOOK_REFUSED", "RSocketEngine", "RequestHandle", "refuse_async_hooks"]
 
 log = logging.getLogger("sansrs.adapters.rsocket")
 
@@ -51,6 +54,24 @@ _TEXT_RUN = ws.MessageKind.TEXT_RUN.value
 _BINARY = ws.MessageKind.BINARY.value
 _TEXT = ws.MessageKind.TEXT.value
 _CLOSE = ws.MessageKind.CLOSE.value
+
+#: The REJECTED_SETUP message when an ``async def accept_setup`` reaches a
+#: synchronous driver (the servers refuse such handlers up front when they can).
+ASYNC_HOOK_REFUSED = (
+    "an async accept_setup (or a Router's async authenticate) can only be awaited"
+    " by the asyncio server: use sansrs.adapters.rsocket.aio.serve"
+)
+
+
+def refuse_async_hooks(handler: object) -> None:
+    """A synchronous server or client: ``TypeError`` up front for a handler
+    whose hooks must be awaited (an ``async def accept_setup``, or one that
+    says ``asyncio_only``: a Router with an async ``authenticate``), rather
+    than rejecting every SETUP later."""
+    hook = getattr(handler, "accept_setup", None)
+    if inspect.iscoroutinefunction(hook) or getattr(handler, "asyncio_only", False) is True:
+        raise TypeError(f"{handler!r}: {ASYNC_HOOK_REFUSED}")
+
 
 #: Items one outbound stream may send per loop turn, so streams share the loop.
 PUMP_BUDGET = 4096
@@ -93,12 +114,17 @@ class RSocketEngine:
         #: Requests waiting for the peer's lease; the renewal of ours.
         self.leases: Leases[RequestHandle] = Leases(conn, options)
         self._close_started = False
+        #: A deferred ``accept_setup``'s future, until it is decided.
+        self._setup_pending: Any = None
         #: See ``Engine`` (drive/engine.py): a lone request answered at once.
         self.settled = False
         #: Server: the first frame's length bytes seen so far (None once past
         #: the frame), the frame's bytes fed to the core before its length
         #: was known, and those still to come once it is.
         self._before_setup: bytes | None = None
+        #: No byte received yet: the first read is looked at (a server's
+        #: SETUP; a client's check that the peer speaks RSocket at all).
+        self._opening = True
         self._setup_fed = 0
         self._setup_left = 0
         self.peer: object = None
@@ -112,6 +138,10 @@ class RSocketEngine:
         #: ``after_events`` calls, run once this turn's events are dispatched.
         self._after_events: list[Callable[[], None]] = []
         self._closing: BaseException | None = None
+        #: The peer's CONNECTION_CLOSE with our streams open: when they must
+        #: have finished, and (its message, the grace given).
+        self._drain_by: float | None = None
+        self._peer_close: tuple[str, float] | None = None
         #: Message transport (WebSocket): the record reader, and the Close
         #: (code, reason) to end the WebSocket with when not a normal close.
         self._records: ws.MessageReader | None = None
@@ -186,8 +216,8 @@ class RSocketEngine:
 
     def _receive_stream(self, data: bytes, now: float) -> None:
         """Length-prefixed frames (TCP, or a WebSocket run of messages)."""
-        if self._before_setup is not None and data:
-            data = self._feed_setup_first(data, now)
+        if self._opening and data:
+            data = self._open(data, now)
             if not data:
                 return
         requests = self._requests
@@ -222,13 +252,64 @@ class RSocketEngine:
         except core.RemoteProtocolError as exc:
             # The core queued the ERROR frame and a ConnectionTerminated event;
             # the events of the frames before the bad one still count.
-            self._protocol_error(exc)
+            self._protocol_error(exc, data)
         self._dispatch_events()
 
-    def _protocol_error(self, exc: core.RemoteProtocolError) -> None:
-        self._closing = ConnectionClosed(f"protocol error from peer: {exc.message}")
+    def _protocol_error(self, exc: core.RemoteProtocolError, data: bytes = b"") -> None:
+        message = f"protocol error from peer: {exc.message}"
+        conn = self.conn
+        if data and conn.role is core.Role.CLIENT and not conn.setup_confirmed:
+            # The peer's very first frame was wrong: maybe no RSocket at all.
+            first = data[3:] if self._records is not None else data  # (no length on the wire)
+            message = f"{message}; its first bytes: {describe_bytes(first, _guess)}"
+        self._closing = ConnectionClosed(message)
         if self._records is not None:
             self._ws_close = (ws.CloseCode.PROTOCOL_ERROR, exc.message)
+
+    def _open(self, data: bytes, now: float) -> bytes:
+        """The first bytes: a server's SETUP goes in alone; a client whose
+        peer answers in HTTP (a WebSocket or HTTP server on a tcp:// URL)
+        stops at once, naming it, rather than waiting for a frame that
+        never completes. Returns what is left to feed."""
+        if self._before_setup is not None:
+            data = self._feed_setup_first(data, now)
+            self._opening = self._before_setup is not None
+            return data
+        self._opening = False
+        if self.conn.role is core.Role.CLIENT and looks_like_http(data):
+            self.conn.connection_lost()
+            self._dispatch_events()
+            self._closing = ConnectionClosed(
+                f"the peer does not speak RSocket: it sent {describe_bytes(data, _guess)}"
+            )
+            return b""
+        return data
+
+    def unexpected_input(self) -> str:
+        """Client: why nothing came, for a timeout's message: the peer sent
+        nothing at all, or bytes that are no whole RSocket frame (what
+        they look like); empty when frames did come."""
+        conn = self.conn
+        if (
+            conn.role is not core.Role.CLIENT
+            or conn.setup_confirmed
+            or self._peer_close
+            or self._closing is not None  # (it says why)
+        ):
+            return ""
+        pending = conn.pending_input
+        if not pending:
+            return (
+                "the peer has sent nothing since the connection opened"
+                " (an RSocket server? a WebSocket one needs a ws:// URL)"
+            )
+        return f"the peer sent no whole RSocket frame, only {describe_bytes(pending, _guess)}"
+
+    def no_answer(self, timeout: float) -> str:
+        """A request's timeout message: the whole ``timeout`` (not what
+        was left of it at the last wait), and :meth:`unexpected_input`."""
+        why = self.unexpected_input()
+        return f"no answer within {seconds(timeout)}" + (f": {why}" if why else "")
 
     def _feed_setup_first(self, data: bytes, now: float) -> bytes:
         """Server: hand the core the first frame (SETUP) alone and accept it
@@ -294,10 +375,15 @@ class RSocketEngine:
                 break
             elif kind == _CLOSE:
                 code, reason = ws.decode_close(payload)
+                # The first reason stays: a Close that follows an ERROR (a
+                # rejected SETUP) must not hide the ERROR's text.
+                first = self._closing
                 conn.connection_lost()
                 self._dispatch_events()
                 detail = f" ({reason})" if reason else ""
-                self._closing = ConnectionClosed(f"connection closed: WebSocket {code}{detail}")
+                self._closing = first or ConnectionClosed(
+                    f"connection closed: WebSocket {code}{detail}"
+                )
                 break
             if self._closing is not None:
                 break
@@ -411,11 +497,17 @@ class RSocketEngine:
         deadline = self.conn.next_deadline()
         renew = self.leases.renew_at
         if renew is not None and (deadline is None or renew < deadline):
-            return renew
+            deadline = renew
+        drain = self._drain_by
+        if drain is not None and (deadline is None or drain < deadline):
+            return drain
         return deadline
 
     def handle_timeout(self, now: float) -> None:
         self._now = now
+        if self._drain_by is not None and now >= self._drain_by:
+            self._drain_expired()
+            return
         self.conn.handle_timeout(now)
         self.leases.renew(now)
         self._dispatch_events()
@@ -439,7 +531,10 @@ class RSocketEngine:
         ``LoopConfig.handshake_timeout``."""
         conn = self.conn
         awaiting = core.ConnectionState.AWAITING_SETUP
-        return conn.role is core.Role.CLIENT or conn.state is not awaiting
+        if conn.role is core.Role.CLIENT:
+            return True
+        # A deferred accept_setup counts as the handshake: it is bounded too.
+        return conn.state is not awaiting and self._setup_pending is None
 
     def wants_close(self) -> bool:
         return self._closing is not None
@@ -482,6 +577,11 @@ class RSocketEngine:
             # From here on a request started meanwhile (a pipeline refilling
             # as its requests fail below) fails at once, with this reason.
             self._closing = error
+        pending, self._setup_pending = self._setup_pending, None
+        if pending is not None and not isinstance(pending, concurrent.futures.Future):
+            # An async hook's task: nobody waits for its verdict any more. (A
+            # thread's Future is left to the thread that will complete it.)
+            getattr(pending, "cancel", lambda: None)()
         self._run_after_events(quietly=True)  # now: they learn of the end themselves
         for waiting in self.leases.abandon():
             waiting.sink.finish(error)
@@ -726,7 +826,12 @@ class RSocketEngine:
     def _accept_setup_hook(self, ev: Any) -> bool:
         """The handler's optional ``accept_setup(setup, peer)`` (e.g. a
         :class:`~.routing.Router` checking credentials): it may return the
-        handler for this connection, or raise to reject the SETUP."""
+        handler for this connection, or raise to reject the SETUP. It may
+        also return a future (``add_done_callback``; the asyncio adapter
+        makes an ``async def`` hook's coroutine a task): the SETUP waits
+        for its outcome (:meth:`_setup_decided`), its early frames held by
+        the core. A bare awaitable nothing here can run is never taken for
+        a yes: the SETUP is rejected."""
         hook = getattr(self.responder.handler, "accept_setup", None)
         if not callable(hook):
             return True
@@ -736,19 +841,89 @@ class RSocketEngine:
             code, message = setup_rejection(exc)
             self.conn.reject_setup(code, message)
             return False
+        if callable(getattr(handler, "add_done_callback", None)):
+            self._setup_pending = handler
+            handler.add_done_callback(  # any thread: decided on ours
+                lambda done: self._call_soon(lambda: self._setup_decided(ev, done))
+            )
+            return False
+        if inspect.isawaitable(handler):
+            getattr(handler, "close", lambda: None)()  # never run: no "never awaited" noise
+            log.error("accept_setup returned an awaitable: async hooks need the asyncio server")
+            self.conn.reject_setup(ErrorCode.REJECTED_SETUP, ASYNC_HOOK_REFUSED)
+            return False
         if handler is not None:
             self.responder.bind(handler, self.peer)
         return True
+
+    def _setup_decided(self, ev: Any, done: Any) -> None:
+        """Owning thread: a deferred ``accept_setup`` ended; its result is the
+        handler (accept), its exception the rejection."""
+        self._setup_pending = None
+        if self.conn.state is not core.ConnectionState.SETUP_RECEIVED:
+            return  # the connection ended meanwhile
+        try:
+            handler = done.result()
+        except BaseException as exc:  # a cancelled task too: never a yes
+            code, message = setup_rejection(exc)
+            self.conn.reject_setup(code, message)
+        else:
+            if handler is not None:
+                self.responder.bind(handler, self.peer)
+            self.leases.accept_setup(ev.lease, self._now)
+        self._dispatch_events()  # the early frames the core held, now requests
 
     def on_lease(self, ttl_ms: int, requests: int) -> None:
         self.leases.release()
 
     def on_closing(self, message: str) -> None:
+        """The peer sent CONNECTION_CLOSE while streams are open: they may
+        finish (spec: Error Codes, CONNECTION_CLOSE), within the driver's
+        ``close_timeout``: a peer that closes and then answers nothing must
+        not hold a request for ever (docs/adapters.md, "When the peer
+        misbehaves")."""
         log.debug("peer is closing: %s", message)
+        config = getattr(self.thread, "config", None)
+        grace = config.close_timeout if config is not None else 2.0
+        self._drain_by = self._now + grace
+        self._peer_close = (message, grace)
+
+    def _drain_expired(self) -> None:
+        """The streams a peer's CONNECTION_CLOSE left open did not finish in
+        time: our requests are cancelled (CANCEL: they terminate, so the
+        close completes as the spec's "MUST wait for outstanding streams to
+        terminate" has it), each failing with the peer's reason; streams of
+        the peer's still open then end with the connection
+        (ERROR[CONNECTION_ERROR])."""
+        self._drain_by = None
+        message, grace = self._peer_close or ("", 0.0)
+        said = RSocketError(ErrorCode.CONNECTION_CLOSE, message)
+        reason = ConnectionClosed(
+            f"connection closed by peer: {said}; its open streams unfinished"
+            f" {seconds(grace)} later (close_timeout)"
+        )
+        conn = self.conn
+        for sid, handle in list(self._requests.items()):
+            del self._requests[sid]
+            handle.cancelled = True
+            if handle.outbound is not None:
+                self._outbounds.cancel(sid)
+            with contextlib.suppress(core.LocalProtocolError):  # (ended in the core)
+                conn.cancel(sid)
+            handle.sink.finish(reason)
+        if conn.state is not core.ConnectionState.CLOSED:
+            with contextlib.suppress(core.LocalProtocolError):
+                conn.close(
+                    f"streams unfinished {seconds(grace)} after CONNECTION_CLOSE",
+                    error_code=ErrorCode.CONNECTION_ERROR,
+                )
+        self._dispatch_events()
+        self._closing = reason
 
     def on_closed(self, code: int, message: str, by_peer: bool) -> None:
         who = "peer" if by_peer else "this end"
-        self._closing = ConnectionClosed(
+        # The first reason stays (a protocol error of the peer's, said as such).
+        self._closing = self._closing or ConnectionClosed(
             f"connection closed by {who}: {RSocketError(code, message)}"
         )
 
@@ -756,8 +931,21 @@ class RSocketEngine:
         if timed_out:
             reason = f"peer silent beyond max lifetime (keepalive timeout): {reason}"
             self._ws_close = (ws.CloseCode.GOING_AWAY, "keepalive timeout")
-        self._closing = ConnectionClosed(f"connection lost: {reason}")
+        unexpected = self.unexpected_input()
+        if unexpected:  # e.g. another protocol's server that answered and left
+            reason = f"{reason}; {unexpected}"
+        elif self._peer_close is not None:  # what the peer said first
+            said = RSocketError(ErrorCode.CONNECTION_CLOSE, self._peer_close[0])
+            reason = f"{reason}, after {said}"
+        self._closing = self._closing or ConnectionClosed(f"connection lost: {reason}")
 
+
+
+def _guess(data: bytes) -> str | None:
+    """Another wire protocol's opening where RSocket frames were expected."""
+    if data[:3] == b"\x02\x00\x00":  # (docs/protocols/rsio.md: serverHello, version 0)
+        return "an rsio server hello: an rsio server? (sansrs.adapters.rsio)"
+    return None
 
 
 # -- core events -> engine ------------------------------------------------------

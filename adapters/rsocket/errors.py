@@ -66,6 +66,9 @@ def setup_rejection(exc: BaseException) -> tuple[int, str]:
     """The (code, message) of the ERROR a SETUP hook's exception becomes:
     an :class:`RSocketError` with a setup code keeps it, anything else is
     REJECTED_SETUP."""
-    if isinstance(exc, RSocketError) and exc.error_code in SETUP_ERROR_CODES:
-        return exc.error_code, exc.message
+    if isinstance(exc, RSocketError):
+        # Its own text, not "APPLICATION_ERROR (0x201): ..." inside the
+        # REJECTED_SETUP: the code it carried means nothing to a SETUP.
+        code = exc.error_code if exc.error_code in SETUP_ERROR_CODES else ErrorCode.REJECTED_SETUP
+        return code, exc.message or type(exc).__name__
     return ErrorCode.REJECTED_SETUP, str(exc) or type(exc).__name__

@@ -4,11 +4,16 @@ the core's limits)."""
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from sansrs.rsocket.extensions import COMPOSITE_METADATA, Authentication, compose
 
-__all__ = ["EngineOptions"]
+from ..drive.keywords import check_keywords
+
+__all__ = ["EngineOptions", "options_for"]
 
 OCTET_STREAM = "application/octet-stream"
 
@@ -54,3 +59,19 @@ class EngineOptions:
             self.metadata_mime_type = COMPOSITE_METADATA
             ours = compose(self.setup_route, auth=self.auth)
             self.setup_metadata = ours + (self.setup_metadata or b"")
+
+
+#: What a connect's ``timeout=`` most likely meant.
+TIMEOUT_HINT = {
+    "timeout": "the connect's own bound is connect_timeout=, and each request takes "
+    "timeout= (client.request_response(data, timeout=5))"
+}
+
+
+def options_for(function: Callable[..., Any], keywords: Mapping[str, Any]) -> EngineOptions:
+    """:class:`EngineOptions` from the ``**keywords`` a public ``function``
+    (``connect``, ``serve``) took: a keyword neither takes is a TypeError that
+    names ``function`` and its nearest public parameter, never this class."""
+    takes_timeout = "connect_timeout" in inspect.signature(function).parameters
+    check_keywords(function, keywords, EngineOptions, hint=TIMEOUT_HINT if takes_timeout else None)
+    return EngineOptions(**keywords)

@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 from typing import Any
 
 from ..drive.streams import IteratorSource, Outbound
 from . import core
-from .errors import error_for_exception
+from .errors import RSocketError, error_for_exception
 from .fast import as_payload
 
 __all__ = ["stream_outbound"]
+
+log = logging.getLogger("sansrs.adapters.rsocket")
 
 _BYTES = {bytes}  # the items Connection.send_payloads takes
 
@@ -48,6 +51,11 @@ def stream_outbound(
 
     def fail(exc: BaseException) -> None:
         code, message = error_for_exception(exc)
+        if isinstance(exc, RSocketError):  # raised on purpose: the answer
+            log.debug("stream %d answered with %s", sid, exc)
+        else:
+            log.error("stream %d: its source raised; the peer gets APPLICATION_ERROR", sid,
+                      exc_info=exc)
         with contextlib.suppress(core.LocalProtocolError):
             conn.send_error(sid, code, message)
 

@@ -117,7 +117,7 @@ class RSocketPeer(DrivenPeer):
                 return taken
             if isinstance(taken, Waiting):  # sent, its answer still to come
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                return self._answer(taken.handle, taken.queue, remaining)
+                return self._answer(taken.handle, taken.queue, remaining, timeout)
         if self._thread.is_owner:
             raise RuntimeError(
                 "blocking request_response on the connection thread would deadlock;"
@@ -139,6 +139,7 @@ class RSocketPeer(DrivenPeer):
         # thread (docs/architecture.md, Threads).
         thread = self._thread
         direct = getattr(thread, "call_direct", None)
+        remaining = timeout
         if timeout is None:
             if direct is None or not direct(start, queue.answered, None):
                 thread.call_soon(start, None)
@@ -147,20 +148,25 @@ class RSocketPeer(DrivenPeer):
             if direct is None or not direct(start, queue.answered, timeout):
                 thread.call_soon(start, timeout)
             else:
-                timeout = max(0.0, timeout - (time.monotonic() - started))
-        return self._answer(handle, queue, timeout)
+                remaining = max(0.0, timeout - (time.monotonic() - started))
+        return self._answer(handle, queue, remaining, timeout)
 
     def _answer(
-        self, handle: RequestHandle, queue: CreditQueue[Payload], timeout: float | None
+        self,
+        handle: RequestHandle,
+        queue: CreditQueue[Payload],
+        remaining: float | None,
+        timeout: float | None,
     ) -> Payload | None:
-        """A request-response's answer from its queue (``None``: completed empty)."""
+        """A request-response's answer from its queue (``None``: completed
+        empty), waiting ``remaining`` of the call's ``timeout``."""
         try:
-            return queue.get(timeout)
+            return queue.get(remaining)
         except EndOfStream:
             return None
         except TimeoutError:
             self._cancel(handle)
-            raise
+            raise TimeoutError(self._engine.no_answer(timeout or 0.0)) from None
 
     def _exchange(
         self,
@@ -348,6 +354,7 @@ class RSocketPeer(DrivenPeer):
             lambda n: self._more(handle, n),
             lambda: self._cancel(handle),
             timeout,
+            explain=self._engine.unexpected_input,
         )
 
     def _more(self, handle: RequestHandle, n: int) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sansrs.rsocket import ErrorCode
+from sansrs.rsocket.extensions import COMPOSITE_METADATA, decode_metadata
 
 from ..drive.queues import CreditQueue
 from ..drive.streams import Outbound, StreamIterator, make_source
@@ -90,6 +91,31 @@ class Responder:
     def _reject_missing(self, sid: int, name: str) -> None:
         self._answer_error(sid, RSocketError(ErrorCode.REJECTED, f"no handler for {name}"))
 
+    def _route_of(self, metadata: bytes | None) -> str | None:
+        """The request's route, for a log line: only when the connection's
+        metadata is composite, and never failing (the request has failed already)."""
+        setup = self.conn.setup_frame
+        if not metadata or setup is None or setup.metadata_mime_type != COMPOSITE_METADATA:
+            return None
+        try:
+            return decode_metadata(metadata).route
+        except Exception:  # malformed: the log line goes without a route
+            return None
+
+    def _handler_failed(
+        self, kind: str, sid: int, metadata: bytes | None, exc: BaseException
+    ) -> None:
+        """One log line per failed request, on the server's log: an exception
+        is logged at ERROR with its traceback; an RSocketError the handler
+        raised on purpose (its answer, e.g. REJECTED) only at DEBUG."""
+        route = self._route_of(metadata)
+        where = f"{kind} on stream {sid}" + (f" (route {route!r})" if route is not None else "")
+        if isinstance(exc, RSocketError):
+            log.debug("%s answered with %s", where, exc)
+        else:
+            log.error("%s: the handler raised; the requester gets APPLICATION_ERROR", where,
+                      exc_info=exc)
+
     def _answer_error(self, sid: int, exc: BaseException) -> None:
         """ERROR on ``sid`` for a failed handler, unless the requester
         cancelled meanwhile (CANCEL in the same read as its request: the
@@ -120,6 +146,7 @@ class Responder:
                 p = as_payload(result)
                 self.conn.send_payload(sid, p.data, p.metadata, complete=True)
         except Exception as exc:
+            self._handler_failed("request_response", sid, metadata, exc)
             self._answer_error(sid, exc)
 
     def on_fire_and_forget(self, data: bytes, metadata: bytes | None) -> None:
@@ -128,8 +155,10 @@ class Responder:
             return
         try:
             method(self._request(data, metadata))
-        except Exception:
-            log.exception("fire_and_forget handler failed")
+        except Exception as exc:
+            route = self._route_of(metadata)
+            on = f" (route {route!r})" if route is not None else ""
+            log.error("fire_and_forget%s: the handler raised", on, exc_info=exc)
 
     def on_metadata_push(self, metadata: bytes) -> None:
         method = self._handler_method("metadata_push")
@@ -150,9 +179,24 @@ class Responder:
                 result, is_single=is_single_value, notify=lambda: self._poke(sid)
             )
         except Exception as exc:
+            self._handler_failed("request_stream", sid, metadata, exc)
             self._answer_error(sid, exc)
             return
         self._new_outbound(sid, source, n)
+
+    def _channel_window(self, metadata: bytes | None) -> tuple[int, int | None]:
+        """A channel's inbound window: the handler's ``channel_window(metadata)``
+        (per route, for a Router), else its ``channel_prefetch`` /
+        ``channel_batch``, else :data:`CHANNEL_PREFETCH`."""
+        handler = self.handler
+        window = getattr(handler, "channel_window", None)
+        if callable(window):
+            prefetch, batch = window(metadata)
+            return int(prefetch), batch
+        return (
+            int(getattr(handler, "channel_prefetch", CHANNEL_PREFETCH)),
+            getattr(handler, "channel_batch", None),
+        )
 
     def on_request_channel(
         self, sid: int, data: bytes, metadata: bytes | None, n: int, complete: bool
@@ -160,8 +204,7 @@ class Responder:
         method = self._handler_method("request_channel")
         if method is None:
             return self._reject_missing(sid, "request_channel")
-        prefetch = int(getattr(self.handler, "channel_prefetch", CHANNEL_PREFETCH))
-        batch = getattr(self.handler, "channel_batch", None)
+        prefetch, batch = self._channel_window(metadata)
         queue: CreditQueue[Payload] = CreditQueue(granted=prefetch)
         self._inbound[sid] = queue
         conn = self.conn
@@ -207,6 +250,7 @@ class Responder:
         except Exception as exc:
             self._inbound.pop(sid, None)
             queue.close()
+            self._handler_failed("request_channel", sid, metadata, exc)
             self._answer_error(sid, exc)
             return
         self._new_outbound(sid, source, n)

@@ -18,7 +18,7 @@ route's: composite metadata bytes, or ``(mime, content)`` pairs.
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any, TypedDict
 
 from sansrs.rsocket import Role
@@ -33,6 +33,7 @@ from sansrs.rsocket.extensions import (
 )
 
 from .fast import as_payload, new_tuple
+from .options import EngineOptions
 from .routes import expand
 from .types import Payload
 
@@ -101,6 +102,15 @@ def check_composite(metadata_mime_type: str) -> None:
             f" metadata_mime_type={COMPOSITE_METADATA!r} (or auth= / setup_route=);"
             f" this connection declared {metadata_mime_type!r}"
         )
+
+
+def check_connect_options(options: Mapping[str, Any]) -> None:
+    """:func:`check_composite` for ``connect`` keywords not yet used (a
+    balancer's, before it has a connection): ``auth=`` or ``setup_route=``
+    make the metadata composite; otherwise ``metadata_mime_type`` says, by
+    default composite."""
+    if options.get("auth") is None and options.get("setup_route") is None:
+        check_composite(options.get("metadata_mime_type", EngineOptions.metadata_mime_type))
 
 
 class CompositeCheck:

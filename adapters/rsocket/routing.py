@@ -37,11 +37,21 @@ per-stream data MIME spec requires.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
 import logging
-from collections.abc import AsyncIterable, Callable, Coroutine, Iterable, Mapping
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Mapping,
+)
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from sansrs.rsocket import ErrorCode
 from sansrs.rsocket.extensions import (
@@ -58,9 +68,10 @@ from sansrs.streams import MapProcessor
 
 from .errors import ApplicationError, RSocketError
 from .fast import as_payload, new_routed_request
+from .peer import check_prefetch
 from .responder import CHANNEL_PREFETCH
 from .routes import NO_VARIABLES, RouteTable
-from .types import Payload, Request, RoutedRequest
+from .types import Payload, Request, RoutedRequest, is_single_value
 
 __all__ = ["KINDS", "Route", "Router", "RouterConnection"]
 
@@ -90,6 +101,9 @@ class Route:
     handler: Callable[..., Any]
     produces: str | None
     authenticated: bool
+    #: A channel route's inbound window (None: the router's).
+    prefetch: int | None = None
+    batch: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +118,15 @@ class _Lookup:
     variables: Mapping[str, str]
 
 
+#: A request's route and what its handler gets; None: the fallback's; a
+#: coroutine giving either: an async ``authenticate`` must run first.
+Routed: TypeAlias = (
+    "tuple[Route, RoutedRequest]"
+    " | Coroutine[Any, Any, tuple[Route, RoutedRequest] | None]"
+    " | None"
+)
+
+
 class Router:
     """Routes requests to handlers by the route in their composite metadata.
 
@@ -112,14 +135,18 @@ class Router:
     ``CustomAuth``) from SETUP or a request; raising (an ``RSocketError``'s
     message is sent, any other exception is logged and answered "authentication
     failed") or returning None refuses them. It runs on the connection's
-    thread (or event loop): keep it quick. ``require_auth`` (default: True
+    thread (or event loop): keep it quick. It may be ``async def`` under
+    the asyncio server, which awaits it (a SETUP waits for its verdict; a
+    request's answer too); such a router is :attr:`asyncio_only`, refused
+    by the synchronous servers. ``require_auth`` (default: True
     when ``authenticate`` is given): every route needs a principal unless
     registered with ``authenticated=False``.
     ``fallback`` / ``fallback_factory(peer)``: the handler for requests
     without a route (today's handler style). ``cache_size``: decoded
     metadata kept per interaction model (requests to the same route repeat
     the same bytes; entries with credentials are never kept).
-    ``channel_prefetch`` / ``channel_batch``: a channel's inbound window.
+    ``channel_prefetch`` / ``channel_batch``: a channel's inbound window
+    (per route: ``channel(route, prefetch=, batch=)``).
     """
 
     def __init__(
@@ -137,9 +164,10 @@ class Router:
             raise TypeError("pass fallback or fallback_factory, not both")
         if cache_size < 0:
             raise ValueError("cache_size must be >= 0")
-        if authenticate is not None and inspect.iscoroutinefunction(authenticate):
-            raise TypeError("authenticate must be a plain function (it runs on the connection)")
         self.authenticate = authenticate
+        #: ``async def authenticate``: awaited (asyncio servers only).
+        self._async_auth = _is_async(authenticate)
+        self._async_setup = False
         self.require_auth = authenticate is not None if require_auth is None else require_auth
         self._fallback = fallback
         self._fallback_factory = fallback_factory
@@ -159,19 +187,33 @@ class Router:
         *,
         produces: str | None = None,
         authenticated: bool | None = None,
+        prefetch: int | None = None,
+        batch: int | None = None,
     ) -> None:
         """Register ``handler`` for ``route`` (a template) and ``kind`` (one of
         :data:`KINDS`). ``produces``: the data MIME type it answers in.
         ``authenticated``: whether it needs a principal (default: the
-        router's ``require_auth``)."""
+        router's ``require_auth``). ``prefetch`` / ``batch``: a channel
+        route's inbound window (REQUEST_N with the request, then ``batch``
+        more each time that many were consumed; default: the router's
+        ``channel_prefetch`` / ``channel_batch``)."""
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        if (prefetch is not None or batch is not None) and kind != "request_channel":
+            raise ValueError("prefetch and batch are a channel route's inbound window")
+        if prefetch is not None:
+            check_prefetch(prefetch)
+        if batch is not None and batch < 1:
+            raise ValueError("batch must be >= 1")
         if not callable(handler):
             raise TypeError(f"handler for {route!r} is not callable")
         needs = self.require_auth if authenticated is None else authenticated
         if needs and self.authenticate is None:
             raise ValueError(f"route {route!r} needs authentication: pass authenticate=")
-        self._tables[kind].add(route, Route(kind, route, handler, produces, needs))
+        entry = Route(kind, route, handler, produces, needs, prefetch, batch)
+        self._tables[kind].add(route, entry)
+        if kind == "setup" and _is_async(handler):
+            self._async_setup = True
         for cache in self._caches.values():
             cache.clear()
 
@@ -197,10 +239,30 @@ class Router:
         return self._decorator("request_stream", route, produces, authenticated)
 
     def channel(
-        self, route: str, *, produces: str | None = None, authenticated: bool | None = None
+        self,
+        route: str,
+        *,
+        produces: str | None = None,
+        authenticated: bool | None = None,
+        prefetch: int | None = None,
+        batch: int | None = None,
     ) -> Callable[[F], F]:
-        """Decorator: ``handler(request, inbound)`` returns the outbound stream."""
-        return self._decorator("request_channel", route, produces, authenticated)
+        """Decorator: ``handler(request, inbound)`` returns the outbound stream;
+        ``prefetch`` / ``batch``: this route's inbound window (see :meth:`add`)."""
+
+        def register(handler: F) -> F:
+            self.add(
+                "request_channel",
+                route,
+                handler,
+                produces=produces,
+                authenticated=authenticated,
+                prefetch=prefetch,
+                batch=batch,
+            )
+            return handler
+
+        return register
 
     def fnf(self, route: str, *, authenticated: bool | None = None) -> Callable[[F], F]:
         """Decorator: ``handler(request)`` takes fire-and-forgets on ``route``."""
@@ -221,43 +283,88 @@ class Router:
         """Registered routes per interaction model."""
         return {k: t.routes() for k, t in self._tables.items() if t}
 
+    @property
+    def asyncio_only(self) -> bool:
+        """An ``async def authenticate`` or ``setup`` route handler: only the
+        asyncio server can await them (the synchronous ``serve`` and
+        ``connect`` refuse this router with ``TypeError``)."""
+        return self._async_auth or self._async_setup
+
     # -- connections ------------------------------------------------------------
     def accept_setup(self, setup: Any, peer: object) -> object:
         """The engine's SETUP hook: this connection's router, or an exception
-        that rejects the SETUP (see :func:`~.errors.setup_rejection`)."""
+        that rejects the SETUP (see :func:`~.errors.setup_rejection`). With
+        async hooks (:attr:`asyncio_only`): a coroutine the asyncio server
+        awaits before it accepts the SETUP."""
+        if self.asyncio_only:
+            return self._accept_setup_later(setup, peer)
+        connection, meta = self._new_connection(setup, peer)
+        if meta is None:
+            return connection
+        assert isinstance(connection, RouterConnection)
+        if meta.auth is not None and self.authenticate is not None:
+            connection.principal = self._authenticate(meta.auth, ErrorCode.REJECTED_SETUP)
+        outcome = self._setup_route(connection, setup, meta)
+        if inspect.isawaitable(outcome):  # an async handler registered some other way
+            return _then(outcome, connection)
+        return connection
+
+    async def _accept_setup_later(self, setup: Any, peer: object) -> object:
+        connection, meta = self._new_connection(setup, peer)
+        if meta is None:
+            return connection
+        assert isinstance(connection, RouterConnection)
+        if meta.auth is not None and self.authenticate is not None:
+            auth = meta.auth
+            connection.principal = await self._authenticate_later(auth, ErrorCode.REJECTED_SETUP)
+        outcome = self._setup_route(connection, setup, meta)
+        if inspect.isawaitable(outcome):
+            await outcome
+        return connection
+
+    def _new_connection(
+        self, setup: Any, peer: object
+    ) -> tuple[object, CompositeMetadata | None]:
+        """This connection's handler, and the SETUP's metadata when there are
+        credentials or a route to look at (None: the handler is final)."""
         composite = setup.metadata_mime_type == COMPOSITE_METADATA
         connection = RouterConnection(self, peer, setup.data_mime_type, composite)
         if not composite and not self.require_auth:
             # Nothing to route on this connection: the fallback answers
             # directly, at no cost to today's handlers.
             fallback = connection.fallback()
-            return connection if fallback is None else fallback
+            return (connection if fallback is None else fallback), None
         if not composite or not setup.metadata:
-            return connection
+            return connection, None
         try:
             meta = decode_metadata(setup.metadata)
         except MetadataDecodeError as exc:
             raise RSocketError(ErrorCode.INVALID_SETUP, f"malformed metadata: {exc}") from None
-        if meta.auth is not None and self.authenticate is not None:
-            connection.principal = self._authenticate(meta.auth, ErrorCode.REJECTED_SETUP)
-        if meta.route is not None:
-            found = self._tables["setup"].match(meta.route)
-            if found is not None:
-                route, variables = found
-                if route.authenticated and connection.principal is None:
-                    raise RSocketError(ErrorCode.REJECTED_SETUP, "authentication required")
-                request = Request(setup.data, setup.metadata, peer)
-                route.handler(
-                    new_routed_request(
-                        request,
-                        meta.route,
-                        variables,
-                        connection.principal,
-                        effective_data_mime(meta, setup.data_mime_type),
-                        meta,
-                    )
-                )
-        return connection
+        return connection, meta
+
+    def _setup_route(
+        self, connection: RouterConnection, setup: Any, meta: CompositeMetadata
+    ) -> Any:
+        """The SETUP's route handler, if any; its result (an awaitable to await)."""
+        if meta.route is None:
+            return None
+        found = self._tables["setup"].match(meta.route)
+        if found is None:
+            return None
+        route, variables = found
+        if route.authenticated and connection.principal is None:
+            raise RSocketError(ErrorCode.REJECTED_SETUP, "authentication required")
+        request = Request(setup.data, setup.metadata, connection.peer)
+        return route.handler(
+            new_routed_request(
+                request,
+                meta.route,
+                variables,
+                connection.principal,
+                effective_data_mime(meta, setup.data_mime_type),
+                meta,
+            )
+        )
 
     def _connection(self) -> RouterConnection:
         """The state of a connection that had no SETUP hook (a client's own
@@ -267,21 +374,27 @@ class Router:
         return self._default
 
     def _authenticate(self, auth: Authentication, code: int) -> Any:
+        """The principal for ``auth`` (a plain ``authenticate``), or the
+        refusal (``RSocketError`` with ``code``)."""
         assert self.authenticate is not None
         try:
             principal = self.authenticate(auth)
-        except RSocketError as exc:
-            raise RSocketError(code, exc.message) from None
-        except Exception:
-            log.warning("authentication hook failed", exc_info=True)
-            raise RSocketError(code, "authentication failed") from None
+        except Exception as exc:
+            raise _refusal(exc, code) from None
         if inspect.isawaitable(principal):  # never a principal: refuse, loudly
             getattr(principal, "close", lambda: None)()
-            log.error("authenticate returned an awaitable; it must return the principal")
+            log.error("authenticate returned an awaitable; declare it async def")
             raise RSocketError(code, "authentication failed")
-        if principal is None:
-            raise RSocketError(code, "authentication failed")
-        return principal
+        return _principal(principal, code)
+
+    async def _authenticate_later(self, auth: Authentication, code: int) -> Any:
+        """:meth:`_authenticate` for an ``async def authenticate``: awaited."""
+        assert self.authenticate is not None
+        try:
+            principal = await self.authenticate(auth)
+        except Exception as exc:
+            raise _refusal(exc, code) from None
+        return _principal(principal, code)
 
     def _lookup(self, kind: str, metadata: bytes) -> _Lookup:
         """Decode and resolve (cached unless the metadata carries credentials)."""
@@ -320,6 +433,9 @@ class Router:
     def request_channel(self, request: Request, inbound: Any) -> Any:
         return self._connection().request_channel(request, inbound)
 
+    def channel_window(self, metadata: bytes | None) -> tuple[int, int | None]:
+        return self._connection().channel_window(metadata)
+
     def fire_and_forget(self, request: Request) -> Any:
         return self._connection().fire_and_forget(request)
 
@@ -344,13 +460,21 @@ class RouterConnection:
         self.principal: Any = None
         self._fallback: object = None
 
-    @property
-    def channel_prefetch(self) -> int:
-        return self.router.channel_prefetch
-
-    @property
-    def channel_batch(self) -> int | None:
-        return self.router.channel_batch
+    def channel_window(self, metadata: bytes | None) -> tuple[int, int | None]:
+        """The inbound window of a channel with ``metadata`` (the engine asks
+        before it grants the first REQUEST_N): its route's ``prefetch`` /
+        ``batch``, else the router's. Metadata that does not resolve gets
+        the router's; the request's own answer says why."""
+        router = self.router
+        found = None
+        if self.composite and metadata:
+            kind = "request_channel"
+            with contextlib.suppress(RSocketError):
+                found = (router._caches[kind].get(metadata) or router._lookup(kind, metadata)).found
+        if found is None or (found.prefetch is None and found.batch is None):
+            return router.channel_prefetch, router.channel_batch
+        prefetch = router.channel_prefetch if found.prefetch is None else found.prefetch
+        return prefetch, found.batch
 
     def fallback(self) -> object:
         if self._fallback is None:
@@ -359,7 +483,7 @@ class RouterConnection:
             self._fallback = factory(self.peer) if factory is not None else router._fallback
         return self._fallback
 
-    def _routed(self, kind: str, request: Request) -> tuple[Route, RoutedRequest] | None:
+    def _routed(self, kind: str, request: Request) -> Routed:
         """The route and the request its handler gets; None: the fallback's
         (which, when the router requires authentication, needs a principal too)."""
         metadata = request.metadata
@@ -372,7 +496,22 @@ class RouterConnection:
         meta = hit.composite
         principal = self.principal
         if meta.auth is not None and router.authenticate is not None:
+            if router._async_auth:  # the answer waits for the awaited check
+                return self._routed_later(kind, request, hit, meta.auth)
             principal = router._authenticate(meta.auth, ErrorCode.REJECTED)
+        return self._resolve(kind, request, hit, principal)
+
+    async def _routed_later(
+        self, kind: str, request: Request, hit: _Lookup, auth: Authentication
+    ) -> tuple[Route, RoutedRequest] | None:
+        principal = await self.router._authenticate_later(auth, ErrorCode.REJECTED)
+        return self._resolve(kind, request, hit, principal)
+
+    def _resolve(
+        self, kind: str, request: Request, hit: _Lookup, principal: Any
+    ) -> tuple[Route, RoutedRequest] | None:
+        router = self.router
+        meta = hit.composite
         found = hit.found
         if principal is None and (found.authenticated if found else router.require_auth):
             raise RSocketError(ErrorCode.REJECTED, "authentication required")
@@ -406,6 +545,21 @@ class RouterConnection:
 
     def _respond(self, kind: str, request: Request, *inbound: Any) -> Any:
         routed = self._routed(kind, request)
+        if isinstance(routed, Coroutine):  # an async authenticate, awaited first
+            later = routed
+            answer = lambda r: self._handle(kind, request, r, inbound)  # noqa: E731
+            if kind == "request_response":
+                return _single_later(later, answer)
+            return _items_later(later, answer)
+        return self._handle(kind, request, routed, inbound)
+
+    def _handle(
+        self,
+        kind: str,
+        request: Request,
+        routed: tuple[Route, RoutedRequest] | None,
+        inbound: tuple[Any, ...],
+    ) -> Any:
         if routed is None:
             return self._no_route(kind)(request, *inbound)  # type: ignore[operator]
         route, req = routed
@@ -428,6 +582,28 @@ class RouterConnection:
         except RSocketError as exc:
             log.warning("%s dropped: %s", _DASHED[kind], exc)
             return None
+        if isinstance(routed, Coroutine):  # an async authenticate: a task runs it
+            return self._fire_later(kind, routed, fallback_argument)
+        return self._fire_routed(kind, routed, fallback_argument)
+
+    async def _fire_later(
+        self,
+        kind: str,
+        later: Coroutine[Any, Any, tuple[Route, RoutedRequest] | None],
+        fallback_argument: object,
+    ) -> None:
+        try:
+            routed = await later
+        except RSocketError as exc:
+            log.warning("%s dropped: %s", _DASHED[kind], exc)
+            return
+        result = self._fire_routed(kind, routed, fallback_argument)
+        if inspect.isawaitable(result):
+            await result
+
+    def _fire_routed(
+        self, kind: str, routed: tuple[Route, RoutedRequest] | None, fallback_argument: object
+    ) -> Any:
         if routed is None:
             method = getattr(self.fallback(), kind, None)
             return method(fallback_argument) if callable(method) else None
@@ -439,6 +615,116 @@ class RouterConnection:
 
     def metadata_push(self, metadata: bytes) -> Any:
         return self._fire("metadata_push", Request(b"", metadata, self.peer), metadata)
+
+
+# -- refusals and answers that wait for an async authenticate -------------------------
+
+
+def _is_async(fn: object) -> bool:
+    """An ``async def`` function, or an object whose ``__call__`` is one."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 (the method itself is examined)
+    )
+
+
+def _refusal(exc: Exception, code: int) -> RSocketError:
+    """The error an ``authenticate`` that raised becomes: an ``RSocketError``'s
+    message is sent (with ``code``), anything else is logged."""
+    if isinstance(exc, RSocketError):
+        return RSocketError(code, exc.message)
+    log.warning("authentication hook failed", exc_info=exc)
+    return RSocketError(code, "authentication failed")
+
+
+def _principal(principal: Any, code: int) -> Any:
+    if principal is None:
+        raise RSocketError(code, "authentication failed")
+    return principal
+
+
+async def _then(outcome: Awaitable[Any], connection: object) -> object:
+    await outcome
+    return connection
+
+
+async def _single_later(later: Awaitable[Any], answer: Callable[[Any], Any]) -> Any:
+    """A request-response answered once ``later`` (the awaited check) says
+    who asks: the handler's value (awaited if it is a coroutine, the first
+    item if it is a Publisher)."""
+    result = answer(await later)
+    if inspect.isawaitable(result):
+        return await result
+    if result is not None and callable(getattr(result, "subscribe", None)):
+        async for item in _publisher_items(result):
+            return item
+        return None
+    return result
+
+
+async def _items_later(later: Awaitable[Any], answer: Callable[[Any], Any]) -> AsyncIterator[Any]:
+    """A stream or channel whose handler runs once ``later`` (the awaited
+    check) said who asks: its items, whatever shape they come in."""
+    result = answer(await later)
+    if inspect.isawaitable(result):  # as an async def stream handler: one item
+        value = await result
+        if value is not None:
+            yield value
+    elif is_single_value(result):
+        yield result
+    elif callable(getattr(result, "subscribe", None)):
+        async for item in _publisher_items(result):
+            yield item
+    elif isinstance(result, AsyncIterable):
+        async for item in result:
+            yield item
+    elif result is not None:
+        for item in result:
+            yield item
+
+
+async def _publisher_items(publisher: Any) -> AsyncIterator[Any]:
+    """A Reactive Streams Publisher's items, one requested at a time; its
+    signals (from any thread) cross to the event loop."""
+    loop = asyncio.get_running_loop()
+    signals: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+
+    def signal(kind: str, value: Any = None) -> None:
+        loop.call_soon_threadsafe(signals.put_nowait, (kind, value))
+
+    class Subscriber:
+        def on_subscribe(self, subscription: Any) -> None:
+            signal("subscribe", subscription)
+
+        def on_next(self, item: Any) -> None:
+            signal("next", item)
+
+        def on_error(self, error: BaseException) -> None:
+            signal("error", error)
+
+        def on_complete(self) -> None:
+            signal("complete")
+
+    publisher.subscribe(Subscriber())
+    subscription: Any = None
+    ended = False
+    try:
+        while True:
+            kind, value = await signals.get()
+            if kind == "subscribe":
+                subscription = value
+                subscription.request(1)
+            elif kind == "next":
+                yield value
+                subscription.request(1)
+            elif kind == "error":
+                ended = True
+                raise value
+            else:
+                ended = True
+                return
+    finally:
+        if not ended and subscription is not None:
+            subscription.cancel()
 
 
 # -- declaring the response data MIME type ------------------------------------------

@@ -14,8 +14,8 @@ from ..drive.peer import PeersServer
 from ..transport import Transport
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
-from .engine import RSocketEngine
-from .options import EngineOptions
+from .engine import RSocketEngine, refuse_async_hooks
+from .options import options_for
 from .peer import RSocketPeer
 
 __all__ = ["Server", "serve"]
@@ -53,7 +53,8 @@ def serve(
     :class:`~..transport.websocket.WebSocketOptions`."""
     if handler is not None and handler_factory is not None:
         raise TypeError("pass handler or handler_factory, not both")
-    engine_options = EngineOptions(**options)
+    refuse_async_hooks(handler)
+    engine_options = options_for(serve, options)
 
     def new_engine(transport: Transport) -> RSocketEngine:
         return RSocketEngine.server(engine_options, message_framed=message_framed(transport))

@@ -70,10 +70,37 @@ class RoutedRequest:
 
 
 class Handler(Protocol):
-    """Optional methods of a responder; a missing one answers REJECTED.
+    """The methods a responder may have, each optional: a missing request
+    method answers REJECTED (docs/adapters.md, "Handlers" and "The SETUP
+    hook").
 
-    Each may return a value, an iterable, a generator or a Publisher (streams),
-    and is called on the connection's thread except as noted in docs/adapters.md.
+    Each request method may return a value, an iterable, a generator or a
+    Publisher (streams); under asyncio also a coroutine or an async
+    iterable. They are called on the connection's thread (the event loop
+    under asyncio) except as noted in docs/adapters.md.
     """
 
     def request_response(self, request: Request) -> Any: ...
+
+    def request_stream(self, request: Request) -> Any: ...
+
+    def request_channel(self, request: Request, inbound: Any) -> Any: ...
+
+    def fire_and_forget(self, request: Request) -> Any: ...
+
+    def metadata_push(self, metadata: bytes) -> Any: ...
+
+    def accept_setup(self, setup: Any, peer: Any) -> Any:
+        """Server: called with the client's SETUP (``SetupReceived``: MIME
+        types, data, metadata, keepalive, lease and resume flags) before it
+        is accepted. Return the handler for this connection (None: keep
+        this one); raise to refuse it (ERROR[REJECTED_SETUP], or the setup
+        code of an ``RSocketError``; the connection closes). ``async def``
+        only under the asyncio server, which awaits it (the synchronous
+        ones refuse such a handler with ``TypeError``)."""
+
+    def channel_window(self, metadata: bytes | None) -> tuple[int, int | None]:
+        """A channel's inbound window for a request with ``metadata``:
+        (prefetch, batch). Without it: the ``channel_prefetch`` (default
+        256) and ``channel_batch`` (default half the window) attributes."""
+        ...

@@ -24,7 +24,7 @@ from ._wire import (
     encode_rows,
 )
 from .auth import SECRET_ENV, Access, ClientTls, new_secret
-from .errors import SinkError, SourceError
+from .errors import SinkError, SourceError, StagingLimitError
 from .local import MASTER_ENV, local_session
 from .partitions import (
     PartitionReader,
@@ -44,7 +44,7 @@ from .remote import (
     write_partition,
 )
 from .service import RowSource, Service, SparkServer, serve
-from .sink import JsonLinesSink, MemorySink, Sink, Stage
+from .sink import JsonLinesSink, MemorySink, Sink, SinkConfig, Stage
 
 __all__ = [
     "MASTER_ENV",
@@ -62,10 +62,12 @@ __all__ = [
     "RowSource",
     "Service",
     "Sink",
+    "SinkConfig",
     "SinkError",
     "SourceError",
     "SparkServer",
     "Stage",
+    "StagingLimitError",
     "WireError",
     "WriteHeader",
     "WriteTarget",

@@ -133,6 +133,14 @@ class ClientTls:
                 ctx.load_cert_chain(certfile, keyfile)
         return ctx
 
+    def connect_options(self) -> dict[str, Any]:
+        """``connect()`` keyword arguments of a TLS client (RSocket over
+        ``tls://``, Ditto over ``wss://``): the context, the name to check."""
+        options: dict[str, Any] = {"ssl_context": self.context()}
+        if self.server_hostname is not None:
+            options["server_hostname"] = self.server_hostname
+        return options
+
 
 def _is_pem(text: str) -> bool:
     return "-----BEGIN " in text
@@ -181,7 +189,5 @@ class Access:
         if self.secret is not None:
             options["setup_data"] = bearer(self.secret)
         if url.startswith(("tls://", "wss://")) and self.tls is not None:
-            options["ssl_context"] = self.tls.context()
-            if self.tls.server_hostname is not None:
-                options["server_hostname"] = self.tls.server_hostname
+            options.update(self.tls.connect_options())
         return options

@@ -153,7 +153,11 @@ class _Reader(DataSourceReader):
 
             arrow_schema = to_arrow_schema(self.schema)
             columns = open_partition_columns(
-                *share, prefetch=self.prefetch, timeout=self.timeout, fields=self.fields
+                *share,
+                prefetch=self.prefetch,
+                timeout=self.timeout,
+                fields=self.fields,
+                access=self.access,
             )
             if columns is not None:  # Ditto: the columns without a dict per row
                 for named in columns:
@@ -258,7 +262,8 @@ class _DittoStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from .ditto import latest_revisions
 
         r = self.batch_reader
-        return latest_revisions(r.url, r.route, r.query, r.timeout)
+        tls = r.access.tls if r.access is not None else None
+        return latest_revisions(r.url, r.route, r.query, r.timeout, tls)
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.target = self._latest()

@@ -35,6 +35,7 @@ from ..ditto import DittoConnection, connect
 from ..ditto.batches import EventBatches
 from ..drive.errors import ConnectionClosed
 from ._wire import ReadRequest
+from .auth import ClientTls
 from .errors import SourceError
 
 __all__ = [
@@ -177,11 +178,18 @@ def _topic_of(event: Mapping[str, Any]) -> str:
     return topic if type(topic) is str else str(topic)
 
 
-def _connect(url: str, options: Mapping[str, Any], timeout: float) -> DittoConnection:
+def _connect(
+    url: str, options: Mapping[str, Any], timeout: float, tls: ClientTls | None
+) -> DittoConnection:
+    """A Ditto session as the options say (auth); ``wss://`` with ``tls``'s
+    CA, client certificate and host name check (None: the system's CAs)."""
     user, password, token = (
         None if options.get(k) is None else str(options[k]) for k in _AUTH_OPTIONS
     )
-    return connect(url, user=user, password=password, token=token, connect_timeout=timeout)
+    secure = tls.connect_options() if tls is not None and url.startswith("wss://") else {}
+    return connect(
+        url, user=user, password=password, token=token, connect_timeout=timeout, **secure
+    )
 
 
 def _source_error(url: str, request: ReadRequest | None, what: str) -> Exception:
@@ -226,6 +234,7 @@ def open_ditto_stream(
     timeout: float,
     *,
     columns: Collection[str] | None = None,
+    tls: ClientTls | None = None,
 ) -> Iterator[list[Any]]:
     """The stream opener for ``ws://`` / ``wss://`` (``STREAM_OPENERS``):
     the events of this partition's things, as row batches of at most
@@ -238,24 +247,30 @@ def open_ditto_stream(
     ``password`` / ``token``, and for streaming reads ``start`` / ``end``
     (thing ID -> last revision read: events ``start < revision <= end``).
     ``columns``: the columns the caller reads, if it knows (without
-    ``value`` among them, rows carry no JSON text of the value)."""
+    ``value`` among them, rows carry no JSON text of the value). ``tls``:
+    for ``wss://``, the CA to trust and a client certificate."""
     row = event_row if columns is None or "value" in columns else _row_without_value_text
-    for events in _event_batches(url, request, prefetch, timeout):
+    for events in _event_batches(url, request, prefetch, timeout, tls):
         yield list(map(row, events))  # a C loop per batch
 
 
 def open_ditto_columns(
-    url: str, request: ReadRequest, prefetch: int, timeout: float, fields: Sequence[str]
+    url: str,
+    request: ReadRequest,
+    prefetch: int,
+    timeout: float,
+    fields: Sequence[str],
+    tls: ClientTls | None = None,
 ) -> Iterator[dict[str, list[Any]]]:
     """:func:`open_ditto_stream`'s batches as columns: ``fields`` of the
     rows (:func:`event_columns`), for a reader that builds Arrow record
     batches from columns instead of rows."""
-    for events in _event_batches(url, request, prefetch, timeout):
+    for events in _event_batches(url, request, prefetch, timeout, tls):
         yield event_columns(events, fields)
 
 
 def _event_batches(
-    url: str, request: ReadRequest, prefetch: int, timeout: float
+    url: str, request: ReadRequest, prefetch: int, timeout: float, tls: ClientTls | None
 ) -> Iterator[list[Any]]:
     """The events of this partition's things, a batch at a time (see
     :func:`open_ditto_stream`)."""
@@ -263,7 +278,7 @@ def _event_batches(
     start: Mapping[str, int] | None = options.get("start")
     end: Mapping[str, int] | None = options.get("end")
     base = {k: options[k] for k in _SUBSCRIBE_OPTIONS if options.get(k) is not None}
-    with _connect(url, options, timeout) as ditto:
+    with _connect(url, options, timeout, tls) as ditto:
         try:
             if end is not None:
                 things = sorted(t for t in end if _in_namespace(t, request.route))
@@ -355,13 +370,17 @@ def _reads(
 
 
 def latest_revisions(
-    url: str, namespace: str, options: Mapping[str, Any], timeout: float
+    url: str,
+    namespace: str,
+    options: Mapping[str, Any],
+    timeout: float,
+    tls: ClientTls | None = None,
 ) -> dict[str, int]:
     """Thing ID -> latest revision, for the things the reader reads (the
     streaming reader's latest offset). One ``fromHistoricalRevision: -1``
     subscription per thing: it answers with exactly the latest event."""
     out: dict[str, int] = {}
-    with _connect(url, options, timeout) as ditto:
+    with _connect(url, options, timeout, tls) as ditto:
         try:
             for thing in list_things(ditto, namespace, options, timeout):
                 with ditto.subscribe_for_persisted_events(

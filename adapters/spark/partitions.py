@@ -65,6 +65,10 @@ class PartitionWriter:
         self.write(rows)
 
     def write(self, rows: Iterable[Any], partition: int | None = None) -> Ack:
+        """Write ``rows`` as one partition: inside a Spark task the task's
+        (``partition`` overrides its index); outside Spark partition
+        ``partition`` (default 0), once: the sink refuses the same partition
+        again (a ``SinkError``), as it cannot be a Spark retry."""
         info = task_info()
         if info is None:
             return write_partition(self.target, rows, partition=partition or 0)
@@ -132,7 +136,9 @@ def partition_writer(
 
     In commit mode ``partition`` each Spark action using the writer is a
     write of its own; in mode ``job`` a writer serves one action (the sink
-    refuses partitions of a second one: make a writer per action)."""
+    refuses partitions of a second one: make a writer per action). Outside
+    Spark, :meth:`PartitionWriter.write` writes each partition once (the
+    sink refuses it again rather than drop its rows as a retry's)."""
     target = WriteTarget(
         url=url,
         route=route,

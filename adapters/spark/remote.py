@@ -122,10 +122,12 @@ def _ditto_stream(
 ) -> Iterator[list[Any]]:
     """Ditto history over WebSocket (:mod:`.ditto`, imported only when used:
     it needs the ``ws`` extra). Ditto authenticates by its own options
-    (``user`` / ``password`` / ``token``); ``access`` is not used."""
+    (``user`` / ``password`` / ``token``): of ``access`` only the TLS
+    settings are used (``wss://``)."""
     from .ditto import open_ditto_stream
 
-    return open_ditto_stream(url, request, prefetch, timeout, columns=columns)
+    tls = access.tls if access is not None else None
+    return open_ditto_stream(url, request, prefetch, timeout, columns=columns, tls=tls)
 
 
 STREAM_OPENERS: dict[str, StreamOpener] = {
@@ -175,7 +177,7 @@ def open_partition_stream(
         raise ValueError(f"no Spark stream reader for {scheme}:// URLs")
     request = _read_request(route, partition, partitions, options)
     if opener is _ditto_stream and columns is not None:
-        return _ditto_stream(url, request, prefetch, timeout, columns=columns)
+        return _ditto_stream(url, request, prefetch, timeout, access, columns=columns)
     if access is None:
         return opener(url, request, prefetch, timeout)
     return opener(url, request, prefetch, timeout, access=access)
@@ -191,17 +193,19 @@ def open_partition_columns(
     prefetch: int,
     timeout: float,
     fields: Sequence[str],
+    access: Access | None = None,
 ) -> Iterator[dict[str, list[Any]]] | None:
     """:func:`open_partition_stream` as column batches (``fields``: a list
     of values each) for the sources that build those without rows (the
     Ditto reader: each event would otherwise become a dict first); None for
-    the others."""
+    the others. ``access``: its TLS settings are used for ``wss://``."""
     if STREAM_OPENERS.get(_scheme(url)) is not _ditto_stream:
         return None
     from .ditto import open_ditto_columns
 
     request = _read_request(route, partition, partitions, options)
-    return open_ditto_columns(url, request, prefetch, timeout, fields)
+    tls = access.tls if access is not None else None
+    return open_ditto_columns(url, request, prefetch, timeout, fields, tls)
 
 
 def _scheme(url: str) -> str:

@@ -163,9 +163,15 @@ class SparkServer(Server):
     secret (as the URL's password, like a token URL: treat it as a
     credential); ``address`` is the same without it, for logs."""
 
-    def __init__(self, server: Server, secret: str | None) -> None:
+    def __init__(self, server: Server, secret: str | None, service: Service | None = None) -> None:
         super().__init__(server._accept, server._peers)
         self.secret = secret
+        self._expiry = _Expiry(service) if service is not None and service.sinks else None
+
+    def close(self, timeout: float = 5.0, *, abort: bool = False) -> None:
+        if self._expiry is not None:
+            self._expiry.stop(timeout)
+        super().close(timeout, abort=abort)
 
     @property
     def address(self) -> str:
@@ -203,10 +209,43 @@ def serve(
     if not authenticate:
         if secret is not None:
             raise ValueError("secret= needs authenticate=True")
-        return SparkServer(rsocket_serve(url, service, ssl_context=ssl_context, **options), None)
+        return SparkServer(
+            rsocket_serve(url, service, ssl_context=ssl_context, **options), None, service
+        )
     secret = new_secret() if secret is None else secret
     guarded = _Guarded(service, authenticator(secret))
-    return SparkServer(rsocket_serve(url, guarded, ssl_context=ssl_context, **options), secret)
+    return SparkServer(
+        rsocket_serve(url, guarded, ssl_context=ssl_context, **options), secret, service
+    )
+
+
+class _Expiry:
+    """Runs the expiry of a served service's sinks every
+    ``SinkConfig.expiry_interval`` (the smallest of its sinks'), so the
+    stages of a driver that went away are freed on time even when nothing
+    else reaches the sink (every write, commit and abort runs it too)."""
+
+    def __init__(self, service: Service) -> None:
+        self._service = service
+        self._interval = min(s.config.expiry_interval for s in service.sinks.values())
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name="sansrs-spark-sink-expiry", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stopped.wait(self._interval):
+            for sink in list(self._service.sinks.values()):
+                try:
+                    sink.expire()
+                except Exception:  # a subclass's bug must not end expiry for all
+                    log.exception("expiry of a Spark sink failed")
+
+    def stop(self, timeout: float) -> None:
+        self._stopped.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)
 
 
 class _Guarded:

@@ -15,7 +15,31 @@ from .unix import UnixListener, open_unix
 from .urls import Endpoint, parse_url
 from .websocket.options import WebSocketOptions
 
-__all__ = ["Listener", "Transport", "listen", "open_transport"]
+__all__ = ["Listener", "MissingExtraError", "Transport", "listen", "open_transport"]
+
+
+class MissingExtraError(ImportError):
+    """A feature needs an optional dependency that is not installed; the
+    message names the extra that brings it (``pip install 'sansrs[ws]'``)."""
+
+    def __init__(self, feature: str, extra: str, missing: str) -> None:
+        super().__init__(
+            f"{feature} needs the {extra!r} extra ({missing} is not installed): "
+            f"pip install 'sansrs[{extra}]'",
+            name=missing,
+        )
+        self.extra = extra
+
+
+def _require_websocket(endpoint: Endpoint) -> None:
+    """``ws://`` and ``wss://`` run on h11 and wsproto (the ``ws`` extra)."""
+    for module in ("h11", "wsproto"):
+        try:
+            __import__(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise  # broken inside the package itself: not a missing extra
+            raise MissingExtraError(f"{endpoint.scheme}://", "ws", module) from None
 
 
 def _endpoint(url: str | Endpoint) -> Endpoint:
@@ -36,7 +60,8 @@ def open_transport(
     host). ``ws://`` / ``wss://``: ``websocket`` options (path, headers, ...)."""
     endpoint = _endpoint(url)
     if endpoint.scheme in ("ws", "wss"):
-        from .websocket.handshake import open_websocket  # needs the "ws" extra
+        _require_websocket(endpoint)
+        from .websocket.handshake import open_websocket
 
         return open_websocket(
             endpoint, timeout, websocket, ssl_context=ssl_context, server_hostname=server_hostname
@@ -65,7 +90,8 @@ def listen(
     ``ws://`` / ``wss://`` take ``websocket`` options."""
     endpoint = _endpoint(url)
     if endpoint.scheme in ("ws", "wss"):
-        from .websocket.transport import WebSocketListener  # needs the "ws" extra
+        _require_websocket(endpoint)
+        from .websocket.transport import WebSocketListener
 
         return WebSocketListener(endpoint, websocket, ssl_context=ssl_context)
     if websocket is not None:

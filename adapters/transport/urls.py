@@ -56,7 +56,9 @@ def parse_url(url: str) -> Endpoint:
         raise UnsupportedScheme(f"{scheme}:// is reserved but not implemented yet: {url!r}")
     if scheme not in SUPPORTED_SCHEMES:
         raise UnsupportedScheme(
-            f"unknown URL scheme {parts.scheme!r} in {url!r}; expected tcp://host:port"
+            f"unknown URL scheme {parts.scheme!r} in {url!r}; expected one of "
+            "tcp://host:port, tls://host:port, unix:///path, ws://host:port/path, "
+            "wss://host:port/path"
         )
     if scheme == "unix":
         return _parse_unix(url, parts.netloc, parts.path, parts.query or parts.fragment)

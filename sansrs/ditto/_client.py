@@ -20,6 +20,7 @@ from .._errors import LocalProtocolError, RemoteProtocolError
 from ..streams import MAX_DEMAND, add_demand
 from . import _envelope as env
 from ._config import DittoClientConfig
+from ._error_responses import error_of, error_scope, in_scope
 from ._fast import message_text, new_items, new_next, next_prefix, plain_message, topic_base
 from ._messages import (
     SUBSCRIBE_PERSISTED,
@@ -27,8 +28,9 @@ from ._messages import (
     Kind,
     SearchOptions,
     SubscribeOptions,
+    check_instant,
     classify,
-    format_instant,
+    of_kind,
     subscription_id_of,
 )
 from ._tables import CLIENT_TRANSITIONS, ClientInput, ClientState
@@ -104,10 +106,18 @@ class DittoClient:
         self.config = config or DittoClientConfig()
         self._keys = 0
         self._pending: dict[int, _ClientSubscription] = {}  # subscribed, awaiting created
-        self._by_id: dict[str, _ClientSubscription] = {}
+        # Ditto numbers persisted-events and search subscriptions with a
+        # counter each, both from "0": a subscription is its kind and its ID.
+        self._streams: dict[str, _ClientSubscription] = {}
+        self._searches: dict[str, _ClientSubscription] = {}
         # Cancelled subscriptions still accept late events, but Ditto may send
-        # none: remember at most max_subscriptions of them, oldest forgotten first.
-        self._cancelled: dict[str, None] = {}
+        # none: remember at most max_subscriptions of them, oldest forgotten
+        # first (or sooner: when Ditto ends them or gives their ID to another).
+        self._cancelled: dict[tuple[Kind, str], None] = {}
+        # Subscribes failed by an error Ditto sent without their correlation-id
+        # (_on_error_response): one of them may still get its created, which
+        # is then cancelled at once. At most max_subscriptions, oldest first.
+        self._orphans: dict[int, _ClientSubscription] = {}
         self._events: deque[Event] = deque()
         self._out: list[str] = []
         #: Newest first, at most _MAX_SHORTCUTS (see _next_shortcut).
@@ -139,9 +149,17 @@ class DittoClient:
     def handle_timeout(self, now: float) -> None:
         return None
 
-    def state_of(self, subscription_id: str) -> ClientState:
-        sub = self._by_id.get(subscription_id)
+    def state_of(self, subscription_id: str, kind: Kind | None = None) -> ClientState:
+        """The state of subscription ``subscription_id`` (of ``kind``, which
+        may be left out when no subscription of the other kind has that ID)."""
+        sub = self._find(subscription_id, kind)
         return ClientState.DONE if sub is None else sub.state
+
+    def _ids(self, kind: Kind) -> dict[str, _ClientSubscription]:
+        return self._streams if kind is Kind.STREAMING else self._searches
+
+    def _find(self, sid: str, kind: Kind | None) -> _ClientSubscription | None:
+        return of_kind(self._streams, self._searches, sid, kind, _waits_for_late_events)
 
     # -- intents ----------------------------------------------------------------
 
@@ -180,8 +198,12 @@ class DittoClient:
         options = SubscribeOptions(
             from_historical_revision=from_historical_revision,
             to_historical_revision=to_historical_revision,
-            from_historical_timestamp=_instant(from_historical_timestamp),
-            to_historical_timestamp=_instant(to_historical_timestamp),
+            from_historical_timestamp=check_instant(
+                "from_historical_timestamp", from_historical_timestamp
+            ),
+            to_historical_timestamp=check_instant(
+                "to_historical_timestamp", to_historical_timestamp
+            ),
             filter=filter,
         )
         _check_names(namespace, entity_name)
@@ -227,7 +249,9 @@ class DittoClient:
         headers: Mapping[str, Any] | None,
         fields: str | None,
     ) -> int:
-        open_now = len(self._pending) + len(self._by_id) - len(self._cancelled)
+        open_now = (
+            len(self._pending) + len(self._streams) + len(self._searches) - len(self._cancelled)
+        )
         if open_now >= self.config.max_subscriptions:
             raise LocalProtocolError(f"at most {self.config.max_subscriptions} subscriptions")
         out_headers = env.Headers(headers)
@@ -243,26 +267,43 @@ class DittoClient:
         return key
 
     def request(
-        self, subscription_id: str, demand: int, *, headers: Mapping[str, Any] | None = None
+        self,
+        subscription_id: str,
+        demand: int,
+        *,
+        headers: Mapping[str, Any] | None = None,
+        kind: Kind | None = None,
     ) -> None:
-        """Queue ``request``; ``demand`` in 1..2**63-1 (rule 3.9 is the caller's duty here)."""
+        """Queue ``request``; ``demand`` in 1..2**63-1 (rule 3.9 is the caller's duty here).
+
+        ``kind``: the subscription's (``SubscriptionCreated`` answers subscribe
+        ``key``, whose kind the caller knows); needed only when a history
+        and a search subscription have the same ID, as Ditto numbers each
+        kind from "0"."""
         if type(demand) is not int or not 1 <= demand <= MAX_DEMAND:
             raise LocalProtocolError(
                 f"demand must be in 1..{MAX_DEMAND} (rule 3.9), got {demand!r}"
             )
-        sub = self._local_target(subscription_id, ClientInput.REQUEST)
+        sub = self._local_target(subscription_id, ClientInput.REQUEST, kind)
         sub.state = CLIENT_TRANSITIONS[(sub.state, ClientInput.REQUEST)]
         sub.demand = add_demand(sub.demand, demand)
         value = {"subscriptionId": subscription_id, "demand": demand}
         self._send(sub.base, "request", _headers_json(headers), value, None)
 
-    def cancel(self, subscription_id: str, *, headers: Mapping[str, Any] | None = None) -> None:
-        """Queue ``cancel`` (no answer comes; late events may still arrive)."""
-        sub = self._local_target(subscription_id, ClientInput.CANCEL)
+    def cancel(
+        self,
+        subscription_id: str,
+        *,
+        headers: Mapping[str, Any] | None = None,
+        kind: Kind | None = None,
+    ) -> None:
+        """Queue ``cancel`` (no answer comes; late events may still arrive);
+        ``kind`` as for ``request``."""
+        sub = self._local_target(subscription_id, ClientInput.CANCEL, kind)
         if sub.state is ClientState.CANCELLED:
             return  # rule 3.7: idempotent
         sub.state = CLIENT_TRANSITIONS[(sub.state, ClientInput.CANCEL)]
-        self._remember_cancelled(subscription_id)
+        self._remember_cancelled(sub.kind, subscription_id)
         self._send(
             sub.base, "cancel", _headers_json(headers), {"subscriptionId": subscription_id}, None
         )
@@ -274,15 +315,17 @@ class DittoClient:
             raise LocalProtocolError(f"no subscribe {key} awaits its created")
         sub.state = CLIENT_TRANSITIONS[(sub.state, ClientInput.CANCEL)]
 
-    def _remember_cancelled(self, sid: str) -> None:
-        self._cancelled[sid] = None
+    def _remember_cancelled(self, kind: Kind, sid: str) -> None:
+        self._cancelled[(kind, sid)] = None
         if len(self._cancelled) > self.config.max_subscriptions:
-            oldest = next(iter(self._cancelled))
-            del self._cancelled[oldest]
-            del self._by_id[oldest]
+            oldest_kind, oldest = next(iter(self._cancelled))
+            del self._cancelled[(oldest_kind, oldest)]
+            del self._ids(oldest_kind)[oldest]
 
-    def _local_target(self, sid: str, what: ClientInput) -> _ClientSubscription:
-        sub = self._by_id.get(sid)
+    def _local_target(
+        self, sid: str, what: ClientInput, kind: Kind | None
+    ) -> _ClientSubscription:
+        sub = self._find(sid, kind)
         if sub is None:
             raise LocalProtocolError(f"no open subscription {sid!r}")
         if (sub.state, what) not in CLIENT_TRANSITIONS:
@@ -445,33 +488,37 @@ class DittoClient:
         sid = value.get("subscriptionId")
         if type(sid) is not str:
             return False
-        found = self._by_id.get(sid)
-        if found is None:  # a created (or a message the full path answers)
-            # The oldest pending subscribe: _match_pending's answer when the
-            # correlation-id is its own, or none (then the first of the
-            # topic's entity, which it is).
-            sub = next(iter(self._pending.values()), None)
-            if sub is None or topic != sub.base + "created":
-                return False
-            parsed = env.headers_from_json(headers)
-            correlation = parsed.correlation_id
-            if correlation is not None and correlation != sub.correlation_id:
-                return False
-            self._created(sub, sid, parsed)
-            return True
-        base = found.base
-        if topic == base + "next" and found.kind is Kind.STREAMING:
-            self._on_next(found, sid, value)
-            self._learn_shortcut(topic, env.headers_from_json(headers), sid)
-            return True
-        if topic == base + "complete":
+        found = self._streams.get(sid)
+        if found is not None:
+            base = found.base
+            if topic == base + "next":
+                self._on_next(found, sid, value)
+                self._learn_shortcut(topic, env.headers_from_json(headers), sid)
+                return True
+            if topic == base + "complete":
+                self._completed(found, sid)
+                return True
+        found = self._searches.get(sid)
+        if found is not None and topic == found.base + "complete":
             self._completed(found, sid)
             return True
-        return False
+        # A created (or a message the full path answers). The oldest pending
+        # subscribe: _match_pending's answer when the correlation-id is its
+        # own, or none (then the first of the topic's entity, which it is);
+        # an ID its kind already has is the full path's (_on_created).
+        sub = next(iter(self._pending.values()), None)
+        if sub is None or topic != sub.base + "created" or sid in self._ids(sub.kind):
+            return False
+        parsed = env.headers_from_json(headers)
+        correlation = parsed.correlation_id
+        if correlation is not None and correlation != sub.correlation_id:
+            return False
+        self._created(sub, sid, parsed)
+        return True
 
     def _learn_shortcut(self, topic: str, headers: env.Headers, sid: str) -> None:
         """After a history ``next`` took the full path: its prefix, for the next ones."""
-        sub = self._by_id.get(sid)
+        sub = self._streams.get(sid)
         if sub is None or sub.state is not ClientState.ACTIVE:
             return
         kept = []
@@ -499,7 +546,7 @@ class DittoClient:
             raise RemoteProtocolError(exc.error.message, exc.error.status) from None
         if isinstance(classified, env.Topic):
             if classified.criterion == "errors" or classified.action == "errors":
-                self._on_error_response(envelope)
+                self._on_error_response(envelope, classified)
             else:
                 self._events.append(OtherMessageReceived(envelope=envelope))
             return
@@ -518,8 +565,8 @@ class DittoClient:
         if action == "created":
             self._on_created(envelope, msg, sid)
             return
-        sub = self._by_id.get(sid)
-        if sub is None or sub.kind is not msg.kind:
+        sub = self._ids(msg.kind).get(sid)
+        if sub is None:
             self._events.append(StrayMessageReceived(envelope=envelope))
             return
         value = envelope.value
@@ -535,18 +582,33 @@ class DittoClient:
 
     def _on_created(self, envelope: env.Envelope, msg: Classified, sid: str) -> None:
         sub = self._match_pending(envelope, msg)
-        if sub is None or sid in self._by_id:
+        if sub is None:
             self._events.append(StrayMessageReceived(envelope=envelope))
             return
+        ids = self._ids(msg.kind)
+        holder = ids.get(sid)
+        if holder is not None:
+            if holder.state is not ClientState.CANCELLED:
+                raise RemoteProtocolError(
+                    f"created gives {msg.kind.value} subscription ID {sid!r}, "
+                    "which a live one has",
+                    400,
+                )
+            # Ditto gave a cancelled subscription's ID to a new one: the old
+            # one has ended there, so nothing more comes for it.
+            del ids[sid]
+            del self._cancelled[(msg.kind, sid)]
+            holder.state = ClientState.DONE
         self._created(sub, sid, envelope.headers)
 
     def _created(self, sub: _ClientSubscription, sid: str, headers: env.Headers) -> None:
-        del self._pending[sub.key]
+        if self._pending.pop(sub.key, None) is None:
+            del self._orphans[sub.key]
         sub.sid = sid
-        self._by_id[sid] = sub
+        self._ids(sub.kind)[sid] = sub
         if sub.state is ClientState.CANCELLED:
             # cancelled before the ID was known: tell Ditto now
-            self._remember_cancelled(sid)
+            self._remember_cancelled(sub.kind, sid)
             self._send(sub.base, "cancel", {}, {"subscriptionId": sid}, None)
             return
         sub.state = CLIENT_TRANSITIONS[(sub.state, ClientInput.CREATED)]
@@ -557,14 +619,20 @@ class DittoClient:
         self._events.append(SubscriptionCompleted(key=sub.key, subscription_id=sid))
 
     def _match_pending(self, envelope: env.Envelope, msg: Classified) -> _ClientSubscription | None:
+        """The subscribe a ``created`` answers: by correlation-id, else the
+        oldest pending one of the topic's kind and entity; failing both, a
+        subscribe an uncorrelated error failed (``_orphans``), alike."""
         correlation_id = envelope.headers.correlation_id
-        fallback = None
-        for sub in self._pending.values():
-            if correlation_id is not None and sub.correlation_id == correlation_id:
-                return sub
-            if fallback is None and sub.kind is msg.kind and _same_entity(sub.topic, msg.topic):
-                fallback = sub
-        return fallback
+        for subs in (self._pending, self._orphans):
+            fallback = None
+            for sub in subs.values():
+                if correlation_id is not None and sub.correlation_id == correlation_id:
+                    return sub
+                if fallback is None and sub.kind is msg.kind and _same_entity(sub.topic, msg.topic):
+                    fallback = sub
+            if fallback is not None:
+                return fallback
+        return None
 
     def _on_next(self, sub: _ClientSubscription, sid: str, value: dict[str, Any]) -> None:
         cancelled = sub.state is ClientState.CANCELLED
@@ -594,24 +662,46 @@ class DittoClient:
             )
         sub.state = following
         if following is ClientState.DONE and sub.sid is not None:
-            del self._by_id[sub.sid]
-            self._cancelled.pop(sub.sid, None)
+            del self._ids(sub.kind)[sub.sid]
+            self._cancelled.pop((sub.kind, sub.sid), None)
 
-    def _on_error_response(self, envelope: env.Envelope) -> None:
-        error = (
-            env.DittoError.from_json(envelope.value) if isinstance(envelope.value, dict) else None
-        )
-        if error is None:
-            raise RemoteProtocolError("error response without an error object", 400)
-        key = None
+    def _on_error_response(self, envelope: env.Envelope, topic: env.Topic) -> None:
+        error = error_of(envelope)
         correlation_id = envelope.headers.correlation_id
         if correlation_id is not None:
             for sub in self._pending.values():
                 if sub.correlation_id == correlation_id:
-                    key = sub.key
-                    del self._pending[key]
-                    break
-        self._events.append(ErrorResponseReceived(key=key, error=error, envelope=envelope))
+                    del self._pending[sub.key]
+                    self._events.append(
+                        ErrorResponseReceived(key=sub.key, error=error, envelope=envelope)
+                    )
+                    return
+        # Uncorrelated: Ditto loses the command's headers on some errors
+        # (a 500 for a timestamp it cannot parse). It answers a subscribe
+        # instead of its created, so it fails every pending subscribe that
+        # may have caused it: those of the topic's kind and entity (all for
+        # Ditto's "unknown" topic), and, when the error has a correlation-id
+        # (someone else's), only those sent without one. None waits forever.
+        scope = error_scope(topic)
+        failed = [
+            sub
+            for sub in self._pending.values()
+            if (correlation_id is None or sub.correlation_id is None)
+            and in_scope(sub.kind, sub.topic, scope)
+        ]
+        if not failed:
+            self._events.append(ErrorResponseReceived(key=None, error=error, envelope=envelope))
+            return
+        limit = self.config.max_subscriptions
+        for sub in failed:
+            del self._pending[sub.key]
+            if sub.state is not ClientState.CANCELLED:
+                sub.state = CLIENT_TRANSITIONS[(sub.state, ClientInput.CANCEL)]
+            # A good one among them gets its created later: cancelled then.
+            self._orphans[sub.key] = sub
+            if len(self._orphans) > limit:
+                del self._orphans[next(iter(self._orphans))]
+            self._events.append(ErrorResponseReceived(key=sub.key, error=error, envelope=envelope))
 
     # -- output -----------------------------------------------------------------
 
@@ -627,15 +717,8 @@ def _headers_json(headers: Mapping[str, Any] | None) -> dict[str, Any]:
     return {} if headers is None else env.Headers(headers).to_json()
 
 
-def _instant(value: datetime | str | None) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, datetime):
-        try:
-            return format_instant(value)
-        except ValueError as exc:
-            raise LocalProtocolError(str(exc)) from None
-    raise LocalProtocolError(f"a timestamp must be a datetime or ISO-8601 string, got {value!r}")
+def _waits_for_late_events(sub: _ClientSubscription) -> bool:
+    return sub.state is ClientState.CANCELLED  # only waiting for late events
 
 
 def _check_names(namespace: str, entity_name: str) -> None:

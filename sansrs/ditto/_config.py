@@ -25,7 +25,16 @@ class DittoServerConfig:
     - ``content_type_header``: add ``content-type: application/json`` to every
       event, as Ditto does. Default True.
     - ``id_factory``: makes subscription IDs; default a decimal counter per
-      connection ("0", "1", ...), as Ditto's WebSocket does.
+      connection and kind of subscription ("0", "1", ... for histories and
+      again for searches), as Ditto's WebSocket does.
+    - ``correlation_id_header``: give a subscribe without a
+      ``correlation-id`` a generated one, which its ``created`` (and the
+      events until a request) carry, as Ditto does. Default True; False
+      (with ``content_type_header=False``) writes the documentation's
+      abbreviated examples byte for byte.
+    - ``correlation_ids``: makes those correlation-ids; default
+      ``sansrs-0``, ``sansrs-1``, ... per connection (the adapters pass a
+      UUID-based factory).
     """
 
     max_message_size: int = 1024 * 1024
@@ -35,6 +44,8 @@ class DittoServerConfig:
     zombie_timeout: float = 10.0
     content_type_header: bool = True
     id_factory: Callable[[], str] | None = None
+    correlation_id_header: bool = True
+    correlation_ids: Callable[[], str] | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_message_size", "max_subscriptions", "max_zombies"):

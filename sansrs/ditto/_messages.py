@@ -6,11 +6,14 @@ Field names and error payloads follow docs/protocols/ditto.md (messages, errors)
 from __future__ import annotations
 
 import enum
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
+from .._errors import LocalProtocolError
 from . import _envelope as env
 
 __all__ = [
@@ -20,9 +23,11 @@ __all__ = [
     "Kind",
     "SearchOptions",
     "SubscribeOptions",
+    "check_instant",
     "classify",
     "classify_topic",
     "format_instant",
+    "valid_instant",
 ]
 
 STREAMING: Final = "streaming"
@@ -98,14 +103,73 @@ def format_instant(moment: datetime) -> str:
     return text + "Z"
 
 
-def _valid_instant(text: str) -> bool:
-    if not text.endswith(("Z", "z")):
+#: What Java's ``Instant.parse`` (ISO_INSTANT) reads: a date, a time with
+#: optional seconds and up to 9 fraction digits, in UTC (``Z``).
+_INSTANT: Final = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?[Zz]", re.ASCII
+)
+
+
+def valid_instant(text: str) -> bool:
+    """Whether Ditto can read ``text`` as an instant (a real date and time:
+    ``2022-13-45T...`` is not)."""
+    match = _INSTANT.fullmatch(text)
+    if match is None:
         return False
+    year, month, day, hour, minute, second = (int(g or 0) for g in match.groups())
     try:
-        datetime.fromisoformat(text[:-1] + "+00:00")
+        datetime(year, month, day, hour, minute, second)
     except ValueError:
         return False
     return True
+
+
+def check_instant(name: str, value: datetime | str | None) -> str | None:
+    """``value`` as Ditto reads an instant, checked here: Ditto answers one
+    it cannot parse with a 500 that names no subscribe (docs/protocols/ditto.md)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if not valid_instant(value):
+            raise LocalProtocolError(
+                f"{name} must be an ISO-8601 instant in UTC such as "
+                f"'2022-10-25T14:00:00Z' (Java's Instant.parse), got {value!r}"
+            )
+        return value
+    if isinstance(value, datetime):
+        try:
+            return format_instant(value)
+        except ValueError as exc:
+            raise LocalProtocolError(f"{name}: {exc}") from None
+    raise LocalProtocolError(f"{name} must be a datetime or ISO-8601 string, got {value!r}")
+
+
+S = TypeVar("S")
+
+
+def of_kind(
+    streams: Mapping[str, S],
+    searches: Mapping[str, S],
+    sid: str,
+    kind: Kind | None,
+    ended: Callable[[S], bool],
+) -> S | None:
+    """The subscription ``sid`` of ``kind``: Ditto numbers histories and
+    searches apart, so an ID alone (``kind`` None) names one only while the
+    other kind has no open (not ``ended``) subscription with it; else
+    ``LocalProtocolError``. Both roles' ``state_of``, ``request``, ..."""
+    if kind is not None:
+        return (streams if kind is Kind.STREAMING else searches).get(sid)
+    stream, search = streams.get(sid), searches.get(sid)
+    if stream is None or search is None:
+        return stream if stream is not None else search
+    if ended(stream) and not ended(search):
+        return search
+    if ended(search) and not ended(stream):
+        return stream
+    raise LocalProtocolError(
+        f"a history and a search subscription both have ID {sid!r}: name its kind"
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -155,7 +219,7 @@ class SubscribeOptions:
             item = value.get(key)
             if item is not None and not isinstance(item, str):
                 raise env.MessageError(env.json_invalid(f"Value for <{key}> is not a string."))
-            if item is not None and key != "filter" and not _valid_instant(item):
+            if item is not None and key != "filter" and not valid_instant(item):
                 raise env.MessageError(
                     env.json_invalid(f"Value <{item}> for <{key}> is no instant.")
                 )
@@ -276,7 +340,8 @@ def classify_topic(text: str) -> Classified | env.Topic:
     except env.TopicError:
         raise env.MessageError(env.unknown_topic_path(text)) from None
     if topic.criterion == STREAMING:
-        if topic.channel == "live" or topic.action is None:
+        # things: twin only (Ditto answers live, and no channel, as unknown)
+        if (topic.group == "things" and topic.channel != "twin") or topic.action is None:
             raise env.MessageError(env.unknown_topic_path(text))
         action = topic.action
         if action == SUBSCRIBE_PERSISTED:

@@ -39,6 +39,7 @@ from ._messages import (
     classify,
     demand_of,
     not_found_error,
+    of_kind,
     protocol_error,
     subscription_id_of,
     timeout_error,
@@ -146,8 +147,10 @@ class _Relay:
             )
 
 
+#: Where Ditto answers what it cannot attribute to an entity (text that is
+#: not JSON, a message too large to read).
 _FALLBACK_TOPIC: Final = env.Topic(
-    namespace="_", entity_name="_", group="things", channel="twin", criterion="errors"
+    namespace="unknown", entity_name="unknown", group="things", channel="twin", criterion="errors"
 )
 
 
@@ -156,13 +159,24 @@ class DittoServer:
 
     def __init__(self, config: DittoServerConfig | None = None) -> None:
         self.config = config or DittoServerConfig()
-        self._subs: dict[str, _Subscription] = {}
-        self._zombies: dict[str, None] = {}  # insertion-ordered: oldest first
+        # Ditto numbers persisted-events subscriptions (its
+        # StreamingSubscriptionManager) and search subscriptions (the search
+        # SubscriptionManager) with a counter each, both from "0": a
+        # subscription is its kind and its ID.
+        self._streams: dict[str, _Subscription] = {}
+        self._searches: dict[str, _Subscription] = {}
+        self._by_kind: dict[str, dict[str, _Subscription]] = {
+            Kind.STREAMING.value: self._streams,
+            Kind.SEARCH.value: self._searches,
+        }
+        self._counters = {Kind.STREAMING: 0, Kind.SEARCH: 0}
+        # insertion-ordered: oldest first
+        self._zombies: dict[tuple[Kind, str], None] = {}
         self._events: deque[Event] = deque()
         self._out: list[str] = []
-        self._timers: list[tuple[float, str]] = []
+        self._timers: list[tuple[float, str, str]] = []  # (deadline, kind value, ID)
         self._now = 0.0
-        self._counter = 0
+        self._correlations = 0  # correlation-ids made without a factory
 
     # -- sans-IO plumbing ---------------------------------------------------------
 
@@ -177,15 +191,27 @@ class DittoServer:
         out, self._out = self._out, []
         return out
 
-    def state_of(self, subscription_id: str) -> ServerState:
-        sub = self._subs.get(subscription_id)
+    def state_of(self, subscription_id: str, kind: Kind | None = None) -> ServerState:
+        """The state of subscription ``subscription_id`` of ``kind`` (which
+        may be left out when no subscription of the other kind has that ID)."""
+        sub = self._find(subscription_id, kind)
         return ServerState.GONE if sub is None else sub.state
+
+    def _ids(self, kind: Kind) -> dict[str, _Subscription]:
+        return self._streams if kind is Kind.STREAMING else self._searches
+
+    def _find(self, sid: str, kind: Kind | None) -> _Subscription | None:
+        return of_kind(self._streams, self._searches, sid, kind, _ended)
+
+    def _open_now(self) -> int:
+        return len(self._streams) + len(self._searches)
 
     def next_deadline(self) -> float | None:
         timers = self._timers
+        by_kind = self._by_kind
         while timers:
-            deadline, sid = timers[0]
-            sub = self._subs.get(sid)
+            deadline, kind, sid = timers[0]
+            sub = by_kind[kind].get(sid)
             if sub is not None and sub.deadline == deadline:
                 return deadline
             heapq.heappop(timers)  # stale entry
@@ -194,8 +220,8 @@ class DittoServer:
     def handle_timeout(self, now: float) -> None:
         self._now = now
         while self._timers and self._timers[0][0] <= now:
-            deadline, sid = heapq.heappop(self._timers)
-            sub = self._subs.get(sid)
+            deadline, kind, sid = heapq.heappop(self._timers)
+            sub = self._by_kind[kind].get(sid)
             if sub is None or sub.deadline != deadline:
                 continue
             if sub.state is ServerState.ZOMBIE:
@@ -229,9 +255,11 @@ class DittoServer:
         sid, demand = value.get("subscriptionId"), value.get("demand")
         if type(sid) is not str or type(demand) is not int or not 0 < demand <= env.MAX_LONG:
             return False
-        sub = self._subs.get(sid)
+        sub = self._streams.get(sid)
         if sub is None or topic != sub.base + "request":
-            return False
+            sub = self._searches.get(sid)
+            if sub is None or topic != sub.base + "request":
+                return False
         self._command(sub, "request", env.headers_from_json(headers), demand)
         return True
 
@@ -267,7 +295,7 @@ class DittoServer:
             return
         sid = subscription_id_of(envelope)
         demand = demand_of(envelope) if action == "request" else 0
-        sub = self._subs.get(sid)
+        sub = self._ids(msg.kind).get(sid)
         headers = envelope.headers
         if sub is None:
             error = not_found_error(msg.kind, sid)
@@ -312,7 +340,7 @@ class DittoServer:
                 )
         else:
             options = SearchOptions.from_envelope(envelope)
-        if len(self._subs) - len(self._zombies) >= self.config.max_subscriptions:
+        if self._open_now() - len(self._zombies) >= self.config.max_subscriptions:
             error = env.DittoError(
                 status=429,
                 error=msg.kind.error_code("limit.exceeded"),
@@ -320,11 +348,14 @@ class DittoServer:
             )
             self._error_response(envelope, envelope.headers, error)
             return
-        sid = self._new_id()
-        sub = _Subscription(
-            sid, msg.kind, msg.topic.with_action(msg.kind.value, None), envelope.headers
-        )
-        self._subs[sid] = sub
+        sid = self._new_id(msg.kind)
+        headers = envelope.headers
+        if headers.correlation_id is None and self.config.correlation_id_header:
+            # Ditto gives a command without one a generated correlation-id,
+            # which its created (and the events until a request) carry.
+            headers = headers.with_header("correlation-id", self._new_correlation_id())
+        sub = _Subscription(sid, msg.kind, msg.topic.with_action(msg.kind.value, None), headers)
+        self._ids(msg.kind)[sid] = sub
         self._touch(sub)
         self._send(sub, "created", {"subscriptionId": sid})
         self._events.append(
@@ -332,7 +363,7 @@ class DittoServer:
                 subscription_id=sid,
                 kind=msg.kind,
                 topic=msg.topic,
-                headers=envelope.headers,
+                headers=headers,
                 options=options,
             )
         )
@@ -358,12 +389,17 @@ class DittoServer:
 
     # -- application intents ------------------------------------------------------
 
-    def accept(self, subscription_id: str, publisher: Publisher[Any]) -> None:
+    def accept(
+        self, subscription_id: str, publisher: Publisher[Any], *, kind: Kind | None = None
+    ) -> None:
         """Serve ``subscription_id`` from ``publisher`` (subscribed at the first request).
 
-        A subscription that already ended (cancel, timeout) ignores this.
+        ``kind``: the subscription's (``SubscribeReceived.kind``), needed when
+        a history and a search subscription have the same ID (Ditto numbers
+        each kind from "0"). A subscription that already ended (cancel,
+        timeout) ignores this.
         """
-        sub = self._application_target(subscription_id, ServerInput.ACCEPT)
+        sub = self._application_target(subscription_id, ServerInput.ACCEPT, kind)
         if sub is None:
             return
         if publisher is None:
@@ -373,9 +409,12 @@ class DittoServer:
         if sub.state is ServerState.ACTIVE:
             self._start(sub)
 
-    def reject(self, subscription_id: str, error: env.DittoError) -> None:
-        """Fail ``subscription_id`` with ``error`` (sent after the first request, as Ditto does)."""
-        sub = self._application_target(subscription_id, ServerInput.REJECT)
+    def reject(
+        self, subscription_id: str, error: env.DittoError, *, kind: Kind | None = None
+    ) -> None:
+        """Fail ``subscription_id`` with ``error`` (sent after the first
+        request, as Ditto does); ``kind`` as for ``accept``."""
+        sub = self._application_target(subscription_id, ServerInput.REJECT, kind)
         if sub is None:
             return
         if sub.state is ServerState.PENDING_REQUESTED:
@@ -384,10 +423,12 @@ class DittoServer:
             sub.failure = error
             self._transition(sub, ServerInput.REJECT)
 
-    def _application_target(self, sid: str, what: ServerInput) -> _Subscription | None:
-        sub = self._subs.get(sid)
+    def _application_target(
+        self, sid: str, what: ServerInput, kind: Kind | None
+    ) -> _Subscription | None:
+        sub = self._find(sid, kind)
         if sub is None:
-            if not self._issued(sid):
+            if not self._issued(sid, kind):
                 raise LocalProtocolError(f"no subscription {sid!r} was created")
             return None  # ended and forgotten
         if sub.state is ServerState.ZOMBIE:
@@ -396,10 +437,13 @@ class DittoServer:
             raise LocalProtocolError(f"{what.value} not allowed for {sid!r} in {sub.state.value}")
         return sub
 
-    def _issued(self, sid: str) -> bool:
+    def _issued(self, sid: str, kind: Kind | None) -> bool:
         if self.config.id_factory is not None:
             return True  # cannot tell: treat as ended
-        return sid.isascii() and sid.isdigit() and len(sid) <= 20 and int(sid) < self._counter
+        if not (sid.isascii() and sid.isdigit() and len(sid) <= 20):
+            return False
+        kinds = (kind,) if kind is not None else tuple(self._counters)
+        return any(int(sid) < self._counters[k] for k in kinds)
 
     # -- state changes --------------------------------------------------------------
 
@@ -537,13 +581,15 @@ class DittoServer:
         relay = sub.relay
         sub.relay = None
         sub.publisher = None
-        self._zombies[sub.id] = None
+        self._zombies[(sub.kind, sub.id)] = None
         sub.deadline = self._now + self.config.zombie_timeout
-        heapq.heappush(self._timers, (sub.deadline, sub.id))
+        heapq.heappush(self._timers, (sub.deadline, sub.kind.value, sub.id))
         if len(self._zombies) > self.config.max_zombies:
-            oldest = next(iter(self._zombies))
-            self._forget(self._subs[oldest])
-        self._events.append(SubscriptionClosed(subscription_id=sub.id, reason=reason, error=error))
+            oldest_kind, oldest = next(iter(self._zombies))
+            self._forget(self._ids(oldest_kind)[oldest])
+        self._events.append(
+            SubscriptionClosed(subscription_id=sub.id, reason=reason, error=error, kind=sub.kind)
+        )
         if relay is not None and relay.upstream is not None and not upstream_done:
             # rule 3.15: cancel returns normally; if it does not, nothing is left to signal
             with contextlib.suppress(Exception):
@@ -551,8 +597,8 @@ class DittoServer:
 
     def _forget(self, sub: _Subscription) -> None:
         self._transition(sub, ServerInput.EXPIRE)
-        del self._subs[sub.id]
-        self._zombies.pop(sub.id, None)
+        del self._ids(sub.kind)[sub.id]
+        self._zombies.pop((sub.kind, sub.id), None)
 
     def _touch(self, sub: _Subscription) -> None:
         deadline = self._now + self.config.idle_timeout
@@ -564,20 +610,32 @@ class DittoServer:
             return
         sub.deadline = deadline
         timers = self._timers
-        heapq.heappush(timers, (deadline, sub.id))
-        if len(timers) > 4 * len(self._subs) + 64:  # drop stale entries now and then
-            subs = self._subs
-            self._timers = [(d, s) for d, s in timers if s in subs and subs[s].deadline == d]
+        heapq.heappush(timers, (deadline, sub.kind.value, sub.id))
+        if len(timers) > 4 * self._open_now() + 64:  # drop stale entries now and then
+            by_kind = self._by_kind
+            self._timers = [
+                (d, k, s) for d, k, s in timers if s in by_kind[k] and by_kind[k][s].deadline == d
+            ]
             heapq.heapify(self._timers)
 
-    def _new_id(self) -> str:
+    def _new_id(self, kind: Kind) -> str:
         factory = self.config.id_factory
-        sid = factory() if factory is not None else str(self._counter)
-        self._counter += 1
-        while sid in self._subs:  # an injected factory repeated itself
-            sid = f"{sid}-{self._counter}"
-            self._counter += 1
+        counter = self._counters[kind]
+        sid = factory() if factory is not None else str(counter)
+        counter += 1
+        ids = self._ids(kind)
+        while sid in ids:  # an injected factory repeated itself
+            sid = f"{sid}-{counter}"
+            counter += 1
+        self._counters[kind] = counter
         return sid
+
+    def _new_correlation_id(self) -> str:
+        factory = self.config.correlation_ids
+        if factory is not None:
+            return factory()
+        self._correlations += 1
+        return f"sansrs-{self._correlations - 1}"
 
     # -- output -----------------------------------------------------------------
 
@@ -640,6 +698,10 @@ class DittoServer:
             ).to_text()
         )
         self._events.append(InvalidMessage(error=error))
+
+
+def _ended(sub: _Subscription) -> bool:
+    return sub.state is ServerState.ZOMBIE
 
 
 def _item_json(item: Any) -> Any:

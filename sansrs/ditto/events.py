@@ -47,11 +47,14 @@ class SubscribeReceived:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SubscriptionClosed:
-    """Server: the subscription ended; ``reason`` is cancelled, completed, failed or timeout."""
+    """Server: the subscription ended; ``reason`` is cancelled, completed,
+    failed or timeout. ``kind`` with ``subscription_id`` names it (Ditto
+    numbers history and search subscriptions apart)."""
 
     subscription_id: str
     reason: str
     error: DittoError | None = None
+    kind: Kind
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

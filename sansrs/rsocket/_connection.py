@@ -125,6 +125,17 @@ class Connection:
         return self._ctx.state
 
     @property
+    def setup_confirmed(self) -> bool:
+        """Client: a frame from the server has shown it took our SETUP."""
+        return self._ctx.setup_confirmed
+
+    @property
+    def pending_input(self) -> bytes:
+        """The bytes of an incomplete frame received so far (what an
+        adapter shows when a peer's opening was not RSocket)."""
+        return bytes(self._ctx.inbuf)
+
+    @property
     def lease_enabled(self) -> bool:
         return self._leases.enabled
 

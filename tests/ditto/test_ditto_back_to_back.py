@@ -39,9 +39,10 @@ class Pair:
                         self.server.reject(
                             event.subscription_id,
                             DittoError(status=404, error="things:thing.notfound", message="no"),
+                            kind=event.kind,
                         )
                     else:
-                        self.server.accept(event.subscription_id, publisher)
+                        self.server.accept(event.subscription_id, publisher, kind=event.kind)
             for text in self.server.messages_to_send():
                 self.client.receive_message(text)
                 moved = True
@@ -175,7 +176,7 @@ def test_ditto_server_never_raises_on_arbitrary_text(texts: list[str], now: floa
         server.receive_message(text, now=now)
         for event in server.events():
             if isinstance(event, SubscribeReceived):
-                server.accept(event.subscription_id, range_publisher(0, 3))
+                server.accept(event.subscription_id, range_publisher(0, 3), kind=event.kind)
         server.handle_timeout(now)
     for message in server.messages_to_send():
         message.encode("utf-8")

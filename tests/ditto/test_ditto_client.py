@@ -280,7 +280,6 @@ def test_ditto_client_error_response_matched_to_pending_subscribe() -> None:
         '{"topic":"a/b/things/twin/streaming/request","value":{"subscriptionId":"0"}}',
         '{"topic":"a/b/things/twin/streaming/next","value":{}}',
         '{"topic":"a/b/things/twin/streaming/failed","value":{"subscriptionId":"0","error":1}}',
-        '{"topic":"a/b/things/twin/errors","value":[]}',
     ],
 )
 def test_ditto_client_malformed_input_raises_remote_protocol_error_only(text: str) -> None:

@@ -170,7 +170,7 @@ def test_ditto_client_shortcut_stops_learning_when_headers_change_per_message() 
         head = prefix(headers={"correlation-id": f"c-{r}"})
         client.receive_message(head + compact({**ITEM, "revision": r}) + "}}")
     assert client._shortcuts == [] or client._shortcuts[0].hits == 0
-    assert client._by_id["0"].misses == 4
+    assert client._streams["0"].misses == 4
     assert len([e for e in client.events() if isinstance(e, NextReceived)]) == 20
 
 
@@ -200,7 +200,7 @@ def _chunk_outcome(
                 client.receive_message(text)
     except RemoteProtocolError as exc:
         error = (exc.message, exc.error_code)
-    subs = [client._by_id.get(sid) for sid in sids]
+    subs = [client._streams.get(sid) for sid in sids]
     return (error, _flat(list(client.events())), client.messages_to_send(),
             [client.state_of(sid) for sid in sids],
             [None if sub is None else sub.demand for sub in subs])

@@ -59,11 +59,12 @@ _topics = st.one_of(
     st.sampled_from([
         "_/_/things/twin/search/", "ns/t/things/streaming/", "ns/t/things/live/streaming/",
         "ns/t/policies/streaming/", "ns/t/things/twin/streaming/x/", "ns//things/twin/streaming/",
-        "ns/t/things/twin/", "", "ns/t/things/twin/events/",
+        "ns/t/things/twin/", "", "ns/t/things/twin/events/", "unknown/unknown/things/twin/",
+        "_/_/things/",
     ]),
 )
 _actions = st.sampled_from(["created", "next", "complete", "failed", "request", "subscribe",
-                            "nope", ""])
+                            "nope", "", "errors", "search/errors"])
 _header_sets = st.one_of(
     st.sampled_from([{}, CT]),
     st.builds(lambda name, cid, more: {name: cid, **more},
@@ -78,7 +79,8 @@ _values = st.one_of(
                                {"items": [{"thingId": "a"}]}, {"items": 3},
                                {"error": {"status": 404, "error": "x", "message": "gone"}},
                                {"error": 3}])),
-    st.sampled_from([None, [], "0", 1]),
+    st.sampled_from([None, [], "0", 1,
+                     {"status": 500, "error": "gateway:internalerror", "message": "m"}]),
 )
 _extra_fields = st.sampled_from([{}, {}, {}, {"path": "/"}, {"path": "/x"}, {"path": 3},
                                  {"status": 200}, {"revision": 2}, {"extra": {}},
@@ -129,13 +131,22 @@ _intents = st.one_of(
 )
 
 
+def _created(client: DittoClient) -> list[tuple[msg.Kind, str, Any]]:
+    """(kind, ID, subscription) of every created subscription, histories first."""
+    return [(kind, sid, sub) for kind, ids in ((msg.Kind.STREAMING, client._streams),
+                                               (msg.Kind.SEARCH, client._searches))
+            for sid, sub in ids.items()]
+
+
 def _resolve(client: DittoClient, intent: tuple[str, Any, Any]) -> tuple[str, Any, Any]:
     """A request's or cancel's target: the n'th created subscription (any
-    ID, then, if there is none)."""
+    ID, then, if there is none), named by kind and ID, or (n >= 6) by its
+    ID alone."""
     what, target, arg = intent
     if what in ("request", "cancel"):
-        created = list(client._by_id) or SIDS
-        target = created[target % len(created)]
+        created = [(kind, sid) for kind, sid, _ in _created(client)] or [(None, s) for s in SIDS]
+        kind, sid = created[target % len(created)]
+        target = (None if target >= 6 else kind, sid)
     elif what == "cancel_pending" and client._pending:
         target = list(client._pending)[target % len(client._pending)]
     return what, target, arg
@@ -150,9 +161,9 @@ def _intent(client: DittoClient, intent: tuple[str, Any, Any]) -> Any:
         if what == "search":
             return client.subscribe_search(filter="exists(thingId)")
         if what == "request":
-            client.request(target, arg)
+            client.request(target[1], arg, kind=target[0])
         elif what == "cancel":
-            client.cancel(target)
+            client.cancel(target[1], kind=target[0])
         else:
             client.cancel_pending(target)
     except LocalProtocolError as exc:
@@ -161,12 +172,11 @@ def _intent(client: DittoClient, intent: tuple[str, Any, Any]) -> Any:
 
 
 def _state(client: DittoClient) -> tuple[Any, ...]:
-    subs = [client._by_id.get(sid) for sid in SIDS]
     return (
-        [client.state_of(sid) for sid in SIDS],
-        [None if sub is None else (sub.demand, sub.key) for sub in subs],
+        [(kind, sid, sub.state, sub.demand, sub.key) for kind, sid, sub in _created(client)],
         [(key, sub.state, sub.sid) for key, sub in client._pending.items()],
-        sorted(client._cancelled),
+        [(key, sub.state) for key, sub in client._orphans.items()],
+        list(client._cancelled),
     )
 
 
@@ -207,7 +217,7 @@ def _histories(draw: st.DrawFn) -> list[Any]:
 
     k = draw(st.integers(1, 3))
     steps: list[Any] = [("subscribe", draw(st.integers(0, len(ENTITIES) - 1)), None)
-                        for _ in range(k)]
+                        if draw(st.integers(0, 3)) else ("search", 0, None) for _ in range(k)]
     if draw(st.integers(0, 5)) == 0:
         steps.append(("cancel_pending", draw(st.integers(0, k - 1)), None))
     steps.append([answer("created", draw(st.integers(0, k - j - 1))) for j in range(k)])
@@ -256,12 +266,14 @@ def _answers(client: DittoClient, answers: list[tuple[Any, ...]]) -> list[str]:
             if sub.correlation_id is not None:
                 headers = {"correlation-id": sub.correlation_id, **headers}
         else:
-            created = list(client._by_id.items())
+            created = _created(client)
             if not created:
                 continue
-            sid, sub = created[pick % len(created)]
+            _, sid, sub = created[pick % len(created)]
         value: dict[str, Any] = {"subscriptionId": sid}
-        if action == "next":
+        if action == "next" and sub.kind is msg.Kind.SEARCH:
+            value["items"] = [{"thingId": f"ns:{pick}"}]
+        elif action == "next":
             value["item"] = {"revision": pick}
         text = _compact({"topic": sub.base + action, "headers": headers, "path": "/",
                          "value": value})
@@ -403,11 +415,19 @@ class _Upstream:
         self.asked.append("cancel")
 
 
+def _server_subs(server: Any) -> list[tuple[Any, str, Any]]:
+    """(kind, ID, subscription) of every subscription, histories first: the
+    two kinds are numbered apart, so IDs repeat across them."""
+    return [(kind, sid, sub) for kind, ids in ((msg.Kind.STREAMING, server._streams),
+                                               (msg.Kind.SEARCH, server._searches))
+            for sid, sub in ids.items()]
+
+
 def _server_step(server: Any, step: tuple[Any, ...], fast: bool,
-                 upstreams: dict[str, _Upstream]) -> tuple[Any, ...]:
-    sids = list(server._subs)
+                 upstreams: dict[Any, _Upstream]) -> tuple[Any, ...]:
+    subs = _server_subs(server)
     what = step[0]
-    pick = sids[step[1] % len(sids)] if sids and what not in ("subscribe", "time") else None
+    pick = subs[step[1] % len(subs)][:2] if subs and what not in ("subscribe", "time") else None
     error = None
     if what == "subscribe":
         action = "search/subscribe" if step[1] == 3 else "streaming/subscribeForPersistedEvents"
@@ -415,18 +435,21 @@ def _server_step(server: Any, step: tuple[Any, ...], fast: bool,
         server.receive_message(_compact({"topic": topic, "headers": step[2], "path": "/",
                                          "value": {}}))
     elif what == "accept" and pick is not None:
+        kind, sid = pick
         try:
             if step[2]:
                 upstreams[pick] = _Upstream()
-                server.accept(pick, upstreams[pick])
+                server.accept(sid, upstreams[pick], kind=kind)
             else:
-                server.reject(pick, env.DittoError(status=404, error="x", message="gone"))
+                server.reject(sid, env.DittoError(status=404, error="x", message="gone"),
+                              kind=kind)
         except LocalProtocolError as exc:
             error = str(exc)
     elif what == "request" and pick is not None:
-        sub = server._subs[pick]
+        kind, sid = pick
+        sub = server._streams[sid] if kind is msg.Kind.STREAMING else server._searches[sid]
         text = _compact({"topic": sub.base + "request", "headers": step[3], "path": "/",
-                         "value": {"subscriptionId": pick, "demand": step[2]}})
+                         "value": {"subscriptionId": sid, "demand": step[2]}})
         text = _request_mutations[step[4]](text) if step[4] else text
         if fast:
             server.receive_message(text)
@@ -440,11 +463,10 @@ def _server_step(server: Any, step: tuple[Any, ...], fast: bool,
             subscriber.on_complete()
     elif what == "time":
         server.handle_timeout(step[1])
-    subs = list(server._subs.values())
     return (error, server.messages_to_send(), list(server.events()),
-            [(s.id, s.state, s.outstanding, s.pending_demand, s.headers, s.deadline)
-             for s in subs],
-            {sid: up.asked for sid, up in upstreams.items()}, sorted(server._timers))
+            [(k, s.id, s.state, s.outstanding, s.pending_demand, s.headers, s.deadline)
+             for k, _, s in _server_subs(server)],
+            {key: up.asked for key, up in upstreams.items()}, sorted(server._timers))
 
 
 @settings(max_examples=400, deadline=None)
@@ -453,8 +475,8 @@ def test_ditto_server_control_path_agrees_with_the_full_path(steps: list[Any]) -
     from sansrs.ditto import DittoServer
 
     fast, full = DittoServer(), DittoServer()
-    fast_up: dict[str, _Upstream] = {}
-    full_up: dict[str, _Upstream] = {}
+    fast_up: dict[Any, _Upstream] = {}
+    full_up: dict[Any, _Upstream] = {}
     for step in [("subscribe", 0, {}), ("accept", 0, True), *steps]:
         assert _server_step(fast, step, True, fast_up) == _server_step(full, step, False,
                                                                         full_up), step

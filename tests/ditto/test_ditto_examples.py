@@ -52,7 +52,9 @@ def test_ditto_example_parses_and_rewrites_in_dittos_compact_form(path: Path) ->
 def _server_with_subscription(
     subscribe: str = "code-subscribe-timestamps", *, content_type: bool = True
 ) -> tuple[DittoServer, str]:
-    server = DittoServer(DittoServerConfig(content_type_header=content_type))
+    # The docs abbreviate headers: without content-type nor a generated correlation-id.
+    server = DittoServer(DittoServerConfig(content_type_header=content_type,
+                                           correlation_id_header=content_type))
     server.receive_message(ditto_text(subscribe))
     event = server.next_event()
     assert isinstance(event, SubscribeReceived)

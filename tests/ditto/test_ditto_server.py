@@ -16,6 +16,7 @@ from sansrs.ditto import (
     DittoServerConfig,
     Envelope,
     Headers,
+    Kind,
     ServerState,
     SubscribeOptions,
 )
@@ -95,12 +96,17 @@ def test_ditto_subscribe_without_value_streams_full_history() -> None:
     assert event.options == SubscribeOptions()
 
 
-def test_ditto_subscribe_for_policy_and_things_without_channel_answers_on_twin() -> None:
+def test_ditto_subscribe_for_policy_and_things_only_with_the_twin_channel() -> None:
+    """Policies take no channel; a things streaming topic without one is
+    answered as Ditto answers it: unknown topic path (issue #32, finding 3)."""
     server = DittoServer()
     _open(server, entity="ns/p/policies")
-    _open(server, entity="ns/t/things")
-    topics = [m["topic"] for m in sent(server)]
-    assert topics == ["ns/p/policies/streaming/created", "ns/t/things/twin/streaming/created"]
+    server.receive_message(subscribe_text(entity="ns/t/things", headers={"correlation-id": "c"}))
+    created, refused = sent(server)
+    assert created["topic"] == "ns/p/policies/streaming/created"
+    assert (refused["value"]["error"], refused["status"], refused["headers"]) == (
+        "protocoladapter:unknown.topicpath", 400, {"correlation-id": "c"})
+    assert not [e for e in drain(server) if isinstance(e, SubscribeReceived)]
 
 
 @pytest.mark.parametrize(
@@ -324,7 +330,8 @@ def test_ditto_publisher_plain_exception_becomes_internal_error() -> None:
     assert _error(sent(server)[1])["status"] == 500
     closed = [e for e in drain(server) if isinstance(e, SubscriptionClosed)]
     assert closed == [
-        SubscriptionClosed(subscription_id=sid, reason="failed", error=INTERNAL_ERROR)
+        SubscriptionClosed(subscription_id=sid, reason="failed", error=INTERNAL_ERROR,
+                           kind=Kind.STREAMING)
     ]
 
 
@@ -549,8 +556,55 @@ def test_ditto_created_echoes_subscribe_headers_and_later_events_follow_latest_r
 
 def test_ditto_content_type_header_replaced_case_insensitively() -> None:
     server = DittoServer()
-    _open(server, headers={"Content-Type": "text/plain"})
-    assert sent(server)[0]["headers"] == {"Content-Type": "application/json"}
+    _open(server, headers={"Content-Type": "text/plain", "correlation-id": "c"})
+    assert sent(server)[0]["headers"] == {"Content-Type": "application/json",
+                                          "correlation-id": "c"}
+
+
+def test_ditto_created_carries_a_generated_correlation_id_when_the_subscribe_had_none() -> None:
+    """Ditto gives a command without a correlation-id a generated one, which
+    its created echoes (issue #32, finding 3); a given one is kept."""
+    ids = iter(["gen-1", "gen-2"])
+    server = DittoServer(DittoServerConfig(correlation_ids=lambda: next(ids)))
+    _open(server)
+    _open(server, headers={"Correlation-Id": "mine"})
+    assert [m["headers"] for m in sent(server)] == [
+        {"correlation-id": "gen-1", "content-type": "application/json"},
+        {"Correlation-Id": "mine", "content-type": "application/json"},
+    ]
+    plain = DittoServer()
+    _open(plain)
+    _open(plain)
+    assert [m["headers"]["correlation-id"] for m in sent(plain)] == ["sansrs-0", "sansrs-1"]
+
+
+def test_ditto_server_numbers_history_and_search_subscriptions_apart() -> None:
+    """Two counters per connection, as Ditto's WebSocket (its
+    StreamingSubscriptionManager and the search SubscriptionManager): both
+    from "0", each subscription told apart by its kind (issue #32, finding 1)."""
+    server = DittoServer()
+    history = _open(server)
+    server.receive_message(
+        '{"topic":"_/_/things/twin/search/subscribe","headers":{},"path":"/","value":{}}')
+    search = [e for e in drain(server) if isinstance(e, SubscribeReceived)][-1]
+    second = _open(server)
+    assert (history, search.subscription_id, second) == ("0", "0", "1")
+    sent(server)
+    server.accept("0", from_iterable([{"revision": 1}]), kind=Kind.STREAMING)
+    server.reject("0", DittoError(status=400, error="x", message="m"), kind=Kind.SEARCH)
+    with pytest.raises(LocalProtocolError, match="name its kind"):
+        server.state_of("0")
+    server.receive_message(
+        '{"topic":"_/_/things/twin/search/request","headers":{},"path":"/",'
+        '"value":{"subscriptionId":"0","demand":1}}')
+    server.receive_message(
+        '{"topic":"org.eclipse.ditto/thing-2/things/twin/streaming/request","headers":{},'
+        '"path":"/","value":{"subscriptionId":"0","demand":5}}')
+    answers = [(m["topic"].split("/", 4)[-1], m["value"].get("item")) for m in sent(server)]
+    assert answers == [("search/failed", None), ("streaming/next", {"revision": 1}),
+                       ("streaming/complete", None)]
+    assert server.state_of("0", Kind.SEARCH) is ServerState.ZOMBIE
+    assert server.state_of("1", Kind.STREAMING) is ServerState.PENDING
 
 
 # -- malformed input: Ditto's error response, never an exception ------------------------
@@ -602,7 +656,8 @@ def test_ditto_error_response_for_invalid_json_is_dittos_json_invalid() -> None:
     server.receive_message("{nope")
     (answer,) = server.messages_to_send()
     assert answer == (
-        '{"topic":"_/_/things/twin/errors","headers":{},"path":"/","value":{"status":400,'
+        '{"topic":"unknown/unknown/things/twin/errors","headers":{},"path":"/",'
+        '"value":{"status":400,'
         '"error":"json.invalid","message":"Failed to parse JSON string \'{nope\'!",'
         '"description":"Check if the JSON was valid (e.g. on https://jsonlint.com) and if '
         'it was in required format."},"status":400}'
@@ -743,7 +798,7 @@ def test_ditto_search_subscribe_with_bad_fields_is_json_invalid() -> None:
     server = DittoServer()
     server.receive_message('{"topic":"_/_/things/twin/search/subscribe","fields":1}')
     (answer,) = sent(server)
-    assert answer["topic"] == "_/_/things/twin/errors"
+    assert answer["topic"] == "unknown/unknown/things/twin/errors"
     assert answer["value"]["error"] == "json.invalid"
 
 

@@ -50,11 +50,13 @@ class AsyncReconnector:
         self,
         session: Session,
         policy: ReconnectPolicy,
-        reopen: Callable[[], Awaitable[Transport]],
+        reopen: Callable[[float], Awaitable[Transport]],
         make_driver: Callable[[Transport, EngineLink], Any],
         loop: asyncio.AbstractEventLoop,
+        connect_timeout: float,
     ) -> None:
         self._session = session
+        self._connect_timeout = connect_timeout
         self._policy = policy
         self._reopen = reopen
         self._make_driver = make_driver
@@ -77,9 +79,9 @@ class AsyncReconnector:
         while (delay := outage.next_delay(time.monotonic())) is not None:
             if delay:
                 await asyncio.sleep(delay)
-            outage.attempt()
+            timeout = outage.attempt(time.monotonic(), self._connect_timeout)
             try:
-                transport = await self._reopen()
+                transport = await self._reopen(timeout)
             except OSError as exc:
                 outage.failed(exc)
                 continue
@@ -187,11 +189,11 @@ async def connect_resumable(
     resume = resume if resume is not None else ResumeOptions()
     reactor = AsyncioReactor.current(loop_config)
 
-    async def reopen() -> Transport:
+    async def reopen(timeout: float) -> Transport:
         return await asyncio.to_thread(
             open_transport,
             url,
-            connect_timeout,
+            timeout,
             ssl_context=ssl_context,
             server_hostname=server_hostname,
         )
@@ -200,14 +202,16 @@ async def connect_resumable(
         return reactor.add_connection(transport, link, on_exit=lambda _: link.exited())
 
     byte_stream_only(url)
-    transport = await reopen()
+    transport = await reopen(connect_timeout)
     engine, session, policy = new_client_session(options, resume, _wrap_handler(handler))
     session.home = lambda: reactor.in_loop_thread
     driver = make_driver(transport, engine.link)
     session.attach_first(engine.link, driver)
     client = AsyncResumableClient(session, engine)
     engine.attach(driver, client)
-    reconnector = AsyncReconnector(session, policy, reopen, make_driver, reactor.loop)
+    reconnector = AsyncReconnector(
+        session, policy, reopen, make_driver, reactor.loop, connect_timeout
+    )
     session.add_exit_callback(reconnector.stop)
     driver.start()
     return client

@@ -29,6 +29,7 @@ from ...transport import Transport, open_transport
 from ...transport.urls import Endpoint
 from .. import core
 from ..client import Client
+from ..engine import refuse_async_hooks
 from ..options import EngineOptions
 from .engine import EngineLink, SessionEngine, resume_timeout
 from .options import ResumeOptions, SessionLoss, byte_stream_only
@@ -68,6 +69,13 @@ class ReconnectPolicy:
     def resumed(self) -> None:
         """RESUME_OK: the outage is over."""
         self._since = None
+
+    def ends_at(self) -> float | None:
+        """When the current outage must be over (None: no outage): every
+        wait within it (a delay, a connect, a RESUME) ends by then."""
+        if self._since is None:
+            return None
+        return self._since + self._options.reconnect_timeout
 
     def next_delay(self, now: float) -> float | None:
         """Seconds to wait before the next attempt (0 for the first of an
@@ -138,10 +146,16 @@ class Outage:
             return None
         return delay
 
-    def attempt(self) -> None:
-        """The runner is about to open a transport."""
+    def attempt(self, now: float, connect_timeout: float) -> float:
+        """The runner is about to open a transport: how long it may take
+        (``connect_timeout``, capped by what is left of the outage)."""
         self._policy.attempts += 1
         self._session.options.step("client:reconnect")
+        with self._session.cond:
+            ends = self._policy.ends_at()
+        if ends is None:
+            return connect_timeout
+        return max(0.001, min(connect_timeout, ends - now))
 
     def failed(self, error: OSError) -> None:
         self._policy.last_error = str(error) or type(error).__name__
@@ -167,10 +181,12 @@ class ThreadReconnector:
         self,
         session: Session,
         policy: ReconnectPolicy,
-        reopen: Callable[[], Transport],
+        reopen: Callable[[float], Transport],
         make_driver: Callable[[Transport, EngineLink], NewDriver],
+        connect_timeout: float,
     ) -> None:
         self._session = session
+        self._connect_timeout = connect_timeout
         self._policy = policy
         self._reopen = reopen
         self._make_driver = make_driver
@@ -188,9 +204,9 @@ class ThreadReconnector:
         while (delay := outage.next_delay(time.monotonic())) is not None:
             if delay and self._stop.wait(delay):
                 return
-            outage.attempt()
+            timeout = outage.attempt(time.monotonic(), self._connect_timeout)
             try:
-                transport = self._reopen()
+                transport = self._reopen(timeout)
             except OSError as exc:
                 outage.failed(exc)
                 continue
@@ -254,21 +270,22 @@ def connect_resumable(
     byte-stream transport (TCP, TLS, Unix). ``resume``:
     :class:`~.options.ResumeOptions` (reconnect policy, ``resume_timeout``,
     callbacks)."""
+    refuse_async_hooks(handler)
     options = EngineOptions(**setup)
     resume = resume if resume is not None else ResumeOptions()
     driver_loop = pick_loop(loop)
     name = f"sansrs-client {url}"
 
-    def reopen() -> Transport:
+    def reopen(timeout: float) -> Transport:
         return open_transport(
-            url, connect_timeout, ssl_context=ssl_context, server_hostname=server_hostname
+            url, timeout, ssl_context=ssl_context, server_hostname=server_hostname
         )
 
     def make_driver(transport: Transport, link: EngineLink) -> NewDriver:
         return new_driver(driver_loop, transport, link, name, lambda _: link.exited(), loop_config)
 
     byte_stream_only(url)
-    transport = reopen()
+    transport = reopen(connect_timeout)
     engine, session, policy = new_client_session(options, resume, handler)
     if driver_loop is not None:
         session.home = lambda: driver_loop.in_loop_thread
@@ -278,7 +295,7 @@ def connect_resumable(
         session.attach_first(engine.link, driver)
         client = ResumableClient(session, engine)
         engine.attach(driver, client)
-        reconnector = ThreadReconnector(session, policy, reopen, make_driver)
+        reconnector = ThreadReconnector(session, policy, reopen, make_driver, connect_timeout)
         session.add_exit_callback(reconnector.stop)
         undo.pop_all()
     driver.start()

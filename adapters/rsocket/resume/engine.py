@@ -64,7 +64,7 @@ class Registry(Protocol):
     """What a fresh server connection needs from its server's sessions (:mod:`.server`)."""
 
     def first_frame(
-        self, engine: SessionEngine, token: bytes | None, feed: Callable[[], bytes]
+        self, engine: SessionEngine, frame: bytes, feed: Callable[[], bytes]
     ) -> bytes: ...
 
     def setup(self, engine: SessionEngine) -> None: ...
@@ -184,6 +184,11 @@ class SessionEngine(RSocketEngine):
         self._gone: str | None = None
         self._resume_armed = False
         self._resume_deadline: float | None = None
+        #: Client: when the current outage must be over (``reconnect_timeout``
+        #: after the loss): no RESUME waits past it.
+        self._outage_ends: float | None = None
+        #: What the armed RESUME's deadline says when it passes.
+        self._resume_waits = ""
         self.unconfirmed = Unconfirmed()
         #: Server, fresh connection: the session it handed its transport to.
         self.adopted: object = None
@@ -207,14 +212,32 @@ class SessionEngine(RSocketEngine):
             self._gone = None
             self._peer_closed = False
 
-    def arm_resume_deadline(self) -> None:
-        """Client: a RESUME goes out on the transport attached now."""
+    def arm_resume_deadline(self, outage_ends: float | None = None) -> None:
+        """Client: a RESUME goes out on the transport attached now; it waits
+        ``resume_timeout`` for RESUME_OK, and never past ``outage_ends``
+        (monotonic seconds: the reconnect policy's end of the outage)."""
         self._resume_armed = True
         self._resume_deadline = None  # anchored at the first turn's ``now``
+        self._outage_ends = outage_ends
 
     @property
     def resume_timeout(self) -> float:
         return resume_timeout(self.options, self.resume)
+
+    def _anchor_resume_deadline(self, now: float) -> None:
+        wait = self.resume_timeout
+        ends = self._outage_ends
+        if ends is not None and ends - now < wait:
+            # What is left of the outage caps this RESUME's wait: the
+            # session ends within reconnect_timeout of the loss, as promised.
+            wait = max(0.0, ends - now)
+            self._resume_waits = (
+                "RESUME not answered when reconnect_timeout "
+                f"({self.resume.reconnect_timeout:g} s) ran out"
+            )
+        else:
+            self._resume_waits = f"RESUME not answered within {wait:g} s"
+        self._resume_deadline = now + wait
 
     def _transport_gone(self, reason: str) -> None:
         """This transport is done; the session may resume on another. Unsent
@@ -237,11 +260,11 @@ class SessionEngine(RSocketEngine):
     def handle_timeout(self, now: float) -> None:
         if self._resume_armed:
             if self._resume_deadline is None:
-                self._resume_deadline = now + self.resume_timeout
+                self._anchor_resume_deadline(now)
             elif now >= self._resume_deadline and self.conn.state is _State.RESUMING:
                 self._resume_armed = False
                 self.resume.step("client:resume-timeout")
-                self._transport_gone(f"RESUME not answered within {self.resume_timeout:g} s")
+                self._transport_gone(self._resume_waits)
         super().handle_timeout(now)
 
     def receive_data(self, data: bytes, now: float) -> None:
@@ -390,12 +413,11 @@ class SessionEngine(RSocketEngine):
             return b""
         buf = bytes(pending)
         pending.clear()
-        token = core.resume_token_of(buf[3 : 3 + int.from_bytes(buf[:3], "big")])
 
         def feed() -> bytes:
             return RSocketEngine._feed_setup_first(self, buf, now)
 
-        rest = registry.first_frame(self, token, feed)
+        rest = registry.first_frame(self, buf[3 : 3 + int.from_bytes(buf[:3], "big")], feed)
         target = self.link.target
         if target is not self:  # handed over to a resumed session: the rest is its input
             if rest:

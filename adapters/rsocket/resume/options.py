@@ -56,16 +56,19 @@ class ResumeOptions:
 
     Server: ``keep_detached`` (how long a session without a transport waits
     for a RESUME), ``max_sessions`` (resumable sessions held at once, any
-    phase; a SETUP beyond it is rejected), ``max_retained`` (bytes all the
+    phase; a SETUP with R beyond it evicts the session detached the longest,
+    and is rejected only when none is detached), ``max_retained`` (bytes all the
     sessions retain together; a session growing past it can no longer
     resume: docs/security.md), ``handover_timeout`` (how long a RESUME waits
     for the session's previous transport to let go).
 
     Client: ``reconnect_initial`` / ``reconnect_max`` (backoff, doubled per
     failed attempt, jitter from ``rng``), ``reconnect_timeout`` (give up when
-    the session is not resumed within this long of the loss),
-    ``resume_timeout`` (a RESUME not answered within it is a failed attempt;
-    ``None``: the session's ``max_lifetime`` plus its ``keepalive_interval``).
+    the session is not resumed within this long of the loss: it bounds the
+    whole outage, every connect and RESUME in it included),
+    ``resume_timeout`` (a RESUME not answered within it, or within what is
+    left of ``reconnect_timeout`` if less, is a failed attempt; ``None``: the
+    session's ``max_lifetime`` plus its ``keepalive_interval``).
 
     Callbacks (on a driver or helper thread; they must not block):
     ``on_loss(SessionLoss)`` when a session ends having lost something,

@@ -10,11 +10,15 @@ driver to do so) before the core touches the session, so the session the
 core hands the new transport to is always one the registry holds: the "no
 engine" case cannot arise, and if it did the RESUME would be answered
 ERROR[REJECTED_RESUME] and the connection closed, never left in silence.
+Of two RESUMEs for one session the newer wins; the older is answered
+ERROR[REJECTED_RESUME] at once (:meth:`.session.Session.let_go_for_resume`).
 
-Sessions are bounded (``max_sessions``, any phase) and expire whatever their
-phase: a detached one after ``keep_detached`` (a sweeper: a thread, or the
-event loop's timers under asyncio), an attached one as soon as its driver
-ends (its exit lets go of it even if its ``connection_lost`` failed).
+Sessions are bounded (``max_sessions``, any phase: a SETUP with R at the cap
+evicts the session detached the longest, so a flood of dropped sessions
+never locks a new client out) and expire whatever their phase: a detached
+one after ``keep_detached`` (a sweeper: a thread, or the event loop's timers
+under asyncio), an attached one as soon as its driver ends (its exit lets go
+of it even if its ``connection_lost`` failed). docs/resumption.md.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from ...drive.listener import LoopServer
 from ...transport import Transport, listen
 from ...transport.urls import Endpoint
 from .. import core
+from ..engine import refuse_async_hooks
 from ..options import EngineOptions
 from ..peer import RSocketPeer
 from ..server import Server
@@ -73,7 +78,12 @@ class RegistryStats:
     started: int = 0
     resumed: int = 0
     expired: int = 0
+    #: Detached sessions ended to make room for a new one (``max_sessions``).
+    evicted: int = 0
     rejected: int = 0
+    #: RESUMEs refused because a newer RESUME for the same session came (the
+    #: session went on with that one).
+    superseded: int = 0
     finished: int = 0
     #: Fire-and-forgets the server sent that clients never confirmed (sessions that ended).
     unconfirmed: int = 0
@@ -93,6 +103,9 @@ class SessionRegistry:
         self.cond = threading.Condition(self.lock)
         self.stats = RegistryStats()
         self._sessions: dict[object, Session] = {}  # session core -> session
+        #: The detached sessions, the one detached the longest first (expiry
+        #: and eviction take them in this order).
+        self._detached: dict[Session, None] = {}
         self._peers = peers if peers is not None else []
         #: Wakes the sweeper (set by it): a session detached.
         self.wake_sweeper: Callable[[], None] = lambda: None
@@ -104,29 +117,42 @@ class SessionRegistry:
 
     def new_session(self, engine: SessionEngine) -> Session:
         """The lifecycle of a fresh connection's engine (registered at SETUP)."""
-        return Session(engine, self.lock, on_detached=self._detached, on_finished=self._forget)
+        return Session(
+            engine,
+            self.lock,
+            on_detached=self._on_detached,
+            on_finished=self._forget,
+            on_phase=self._on_phase,
+        )
 
     # -- fresh connections: the first frame ---------------------------------------
-    def first_frame(
-        self, engine: SessionEngine, token: bytes | None, feed: Callable[[], bytes]
-    ) -> bytes:
-        """Under the lock: the core handles the first frame (``feed``); a
-        RESUME's session (``token``) lets go of its old transport first."""
+    def first_frame(self, engine: SessionEngine, frame: bytes, feed: Callable[[], bytes]) -> bytes:
+        """Under the lock: the core handles the first frame (``frame``,
+        without its length) through ``feed``. A RESUME's session lets go of
+        its old transport first; a SETUP with R finds room (evicting) first."""
+        token = core.resume_token_of(frame)
+        work: list[Work | None] = []
         if token is None:
             with self.lock:
-                return feed()
+                if core.is_resumable_setup(frame):
+                    work += self._make_room()
+                rest = feed()
+            run_all(work)
+            return rest
         step = self.options.step
         step("resume:enter")
-        work: list[Work | None] = []
         rest = b""
         with self.cond:
             session = self._find(token)
             if session is not None:
-                ok, let_go = session.let_go_for_resume(self.options.handover_timeout)
+                refused, let_go = session.let_go_for_resume(self.options.handover_timeout)
                 work.append(let_go)
-                if not ok:
-                    self.stats.rejected += 1
-                    engine.refuse_resume(session.doomed or "the session is busy")
+                if refused is not None:
+                    if refused.superseded:
+                        self.stats.superseded += 1  # the session goes on with the newer RESUME
+                    else:
+                        self.stats.rejected += 1
+                    engine.refuse_resume(refused.reason)
                     session = None
             if engine._closing is None:
                 step("resume:locked")
@@ -156,6 +182,27 @@ class SessionRegistry:
             conn.close("session without an engine", error_code=0x101)
         return session
 
+    def _make_room(self) -> list[Work | None]:
+        """Under the lock, before a SETUP with R: while the server holds
+        ``max_sessions``, end the session detached the longest (a flood of
+        SETUPs whose connections drop makes only detached sessions: they go
+        first, so a new client is never refused for them). Attached sessions
+        are never evicted: with every session attached the SETUP is refused
+        (ERROR[REJECTED_SETUP])."""
+        work: list[Work | None] = []
+        store = self.store
+        detached = self._detached
+        while len(store) >= store.max_sessions and detached:
+            oldest = next(iter(detached))
+            del detached[oldest]
+            reason = (
+                f"evicted: the server holds max_sessions ({store.max_sessions}) and this "
+                "session was the one without a transport for the longest"
+            )
+            work.append(oldest.finish_locked(ConnectionClosed(reason), reason))
+            self.stats.evicted += 1
+        return work
+
     def setup(self, engine: SessionEngine) -> None:
         """Under the lock: a SETUP was accepted; with R, hold its session."""
         session = engine.session
@@ -168,7 +215,9 @@ class SessionRegistry:
 
     def adopt(self, engine: SessionEngine, conn: object) -> None:
         """Under the lock: the core accepted a RESUME on ``engine``'s
-        transport for the session of ``conn``: its driver drives it now."""
+        transport for the session of ``conn``: its driver drives it now (if
+        the session can be attached; else the RESUME is answered
+        ERROR[REJECTED_RESUME] and counts as no resume)."""
         session = self._sessions.get(conn)
         if session is None or engine.thread is None:
             # Unreachable (see _find); answered rather than left silent.
@@ -177,19 +226,40 @@ class SessionRegistry:
                 conn.close("session without an engine", error_code=0x101)
             engine.refuse_resume("the session has no engine on this server")
             return
+        if not session.attach(engine.link, engine.thread):
+            # Unreachable (first_frame hands the core only a detached
+            # session): the core took this transport for a session that is
+            # finished, closing, or driven by another connection. Answered,
+            # and a session left in that state ends as its driver lets go.
+            log.error("a resumed session could not be attached: refusing the RESUME")
+            engine.refuse_resume(f"the session is {session.phase.value}, it cannot be resumed")
+            self.stats.rejected += 1
+            if session.doomed is None:
+                session.doomed = "a RESUME was accepted for it while it was not detached"
+            driver = session.driver
+            if driver is not None:
+                driver.abort(timeout=0)
+            return
         engine.adopted = session
-        session.attach(engine.link, engine.thread)
         self.stats.resumed += 1
 
     # -- lifecycle callbacks ----------------------------------------------------------
-    def _detached(self, session: Session) -> None:
+    def _on_detached(self, session: Session) -> None:
         self.wake_sweeper()
+
+    def _on_phase(self, session: Session) -> None:
+        """Under the lock: keep ``_detached`` in the order sessions detached."""
+        if session.phase is Phase.DETACHED and session.engine.conn in self._sessions:
+            self._detached[session] = None
+        else:
+            self._detached.pop(session, None)
 
     def _forget(self, session: Session) -> None:
         """Under the lock: ``session`` finished."""
         peer = session.engine.peer
         if peer in self._peers:
             self._peers.remove(peer)
+        self._detached.pop(session, None)
         if self._sessions.pop(session.engine.conn, None) is None:
             return  # a plain connection, or a fresh one that never held a session
         self.stats.finished += 1
@@ -203,25 +273,28 @@ class SessionRegistry:
 
     # -- expiry -------------------------------------------------------------------
     def sweep(self, now: float) -> float | None:
-        """Expire the detached sessions due at ``now``; when to sweep next."""
+        """Expire the detached sessions due at ``now``; when to sweep next.
+        They are taken in the order they detached and ``keep_detached`` is
+        the same for all, so the walk stops at the first one not due (a
+        sweep costs the sessions it expires, not all the sessions held)."""
         work: list[Work | None] = []
         next_at: float | None = None
         keep = self.options.keep_detached
         with self.cond:
-            for session in list(self._sessions.values()):
-                if session.phase is not Phase.DETACHED:
-                    continue
-                conn = session.engine.conn
-                due = conn.next_deadline()
+            due_now: list[Session] = []
+            for session in self._detached:
+                due = session.engine.conn.next_deadline()
                 if due is None:
                     due = session.life.since + keep
-                if due <= now:
-                    conn.handle_timeout(now)  # the core ends it (ConnectionLost)
-                    reason = f"not resumed within {keep:g} s of the transport loss"
-                    work.append(session.finish_locked(ConnectionClosed(reason), reason))
-                    self.stats.expired += 1
-                elif next_at is None or due < next_at:
+                if due > now:
                     next_at = due
+                    break
+                due_now.append(session)
+            for session in due_now:
+                session.engine.conn.handle_timeout(now)  # the core ends it (ConnectionLost)
+                reason = f"not resumed within {keep:g} s of the transport loss"
+                work.append(session.finish_locked(ConnectionClosed(reason), reason))
+                self.stats.expired += 1
         run_all(work)
         return next_at
 
@@ -349,6 +422,7 @@ def serve_resumable(
     (a detached one included: its calls wait for a RESUME)."""
     if handler is not None and handler_factory is not None:
         raise TypeError("pass handler or handler_factory, not both")
+    refuse_async_hooks(handler)
     byte_stream_only(url)
     engine_options = EngineOptions(**options)
     resume = resume if resume is not None else ResumeOptions()

@@ -28,6 +28,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ...drive.engine import Call, Driver
@@ -38,7 +39,7 @@ from .engine import EngineLink, SessionEngine
 from .lifecycle import Lifecycle, Phase, Step
 from .options import SessionLoss, SessionLost
 
-__all__ = ["NewDriver", "Session", "SessionDriver", "Work"]
+__all__ = ["NewDriver", "Refusal", "Session", "SessionDriver", "Work"]
 
 log = logging.getLogger("sansrs.adapters.rsocket")
 
@@ -56,9 +57,23 @@ class NewDriver(Driver, Protocol):
 
 
 class Outage(Protocol):
-    """A client's reconnect policy: told when an outage is over."""
+    """A client's reconnect policy: told when an outage is over, asked when
+    it must be over (each RESUME's wait is capped by that)."""
 
     def resumed(self) -> None: ...
+
+    def ends_at(self) -> float | None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refusal:
+    """Why a RESUME is answered ERROR[REJECTED_RESUME] before its session's
+    core sees it."""
+
+    reason: str
+    #: A newer RESUME for the session took its place: the session goes on
+    #: (else the session ends: its old transport never let go).
+    superseded: bool
 
 
 def run_all(work: list[Work | None]) -> None:
@@ -77,6 +92,7 @@ class Session:
         *,
         on_detached: Callable[[Session], None] | None = None,
         on_finished: Callable[[Session], None] | None = None,
+        on_phase: Callable[[Session], None] | None = None,
     ) -> None:
         self.engine = engine
         self.options = engine.resume
@@ -88,6 +104,12 @@ class Session:
         self.transport: Transport | None = None
         self.on_detached = on_detached
         self.on_finished = on_finished
+        #: Under the lock, after every phase change (a server's registry
+        #: keeps its detached sessions in the order they detached).
+        self.on_phase = on_phase
+        #: Server: RESUMEs received for this session so far; the newest one
+        #: is the only one that may take it over (see let_go_for_resume).
+        self.resume_tickets = 0
         #: No more resumption: the application (or the server) is closing it.
         self.closing = False
         #: Finish instead of detaching: a RESUME gave up waiting for the old driver.
@@ -166,9 +188,11 @@ class Session:
             engine = self.engine
             engine.drive_with(driver, link)
             self.transport = driver.transport
+            self._phase_changed()
             if resume:
                 engine.conn.resume()  # no driver runs the core: safe under the lock
-                engine.arm_resume_deadline()
+                policy = self.policy
+                engine.arm_resume_deadline(None if policy is None else policy.ends_at())
             if start is not None:
                 start()
             self._hand_deferred(driver)
@@ -239,11 +263,16 @@ class Session:
         if not resumable:
             return self._finish(error, self.doomed or reason)
         self.life.take(Step.DETACH, now)
+        self._phase_changed()
         self.detached_at = now
         self.detach_reason = reason
         self.disconnects += 1
         self.cond.notify_all()
         return lambda: self._detached(reason)
+
+    def _phase_changed(self) -> None:
+        if self.on_phase is not None:
+            self.on_phase(self)
 
     def _detached(self, reason: str) -> None:
         options = self.options
@@ -254,18 +283,29 @@ class Session:
         options.step("detached")
 
     # -- server: a RESUME on a new transport ---------------------------------------
-    def let_go_for_resume(self, timeout: float) -> tuple[bool, Work | None]:
+    def let_go_for_resume(self, timeout: float) -> tuple[Refusal | None, Work | None]:
         """Under the lock, on the new transport's thread: make the session
         DETACHED (or see it FINISHED) before its core is touched. An attached
         session's driver is reset; on the same thread it lets go here, on
-        another this waits (up to ``timeout``) for it to. False: it did not
-        let go in time; the session finishes when it does."""
+        another this waits (up to ``timeout``) for it to.
+
+        The newest RESUME for the session wins: one arriving while an older
+        one waits here takes its place, and the older one returns refused
+        (its client gave that transport up before sending the newer RESUME;
+        rsocket-java likewise lets RESUMEs for one session take it over one
+        after the other, the latest keeping it). Returns why this RESUME is
+        refused (answer it ERROR[REJECTED_RESUME]; None: go on) and work to
+        run once the lock is released."""
+        self.resume_tickets += 1
+        ticket = self.resume_tickets
+        self.cond.notify_all()  # an older RESUME waiting below has lost
         life = self.life
         work = None
         if life.phase is Phase.ATTACHED:
             driver = self.driver
             link = self.link
             life.take(Step.SUPERSEDE, time.monotonic())
+            self._phase_changed()
             self.options.step("resume:supersede")
             if driver is None or driver.is_owner:
                 # The same thread runs both transports: the old one is not
@@ -278,13 +318,27 @@ class Session:
                 driver.abort(timeout=0)  # its thread lets go as it ends (link_lost)
         if life.phase is Phase.HANDING_OVER:
             self.options.step("resume:handover-wait")
-            if not self.cond.wait_for(lambda: life.phase is not Phase.HANDING_OVER, timeout):
+            let_go = self.cond.wait_for(
+                lambda: life.phase is not Phase.HANDING_OVER or self.resume_tickets != ticket,
+                timeout,
+            )
+            if self.resume_tickets != ticket:
+                self.options.step("resume:superseded")
+                reason = "superseded by a newer RESUME for this session"
+                return Refusal(reason=reason, superseded=True), work
+            if not let_go:
                 self.doomed = (
                     f"the previous transport did not let go within {timeout:g} s of a RESUME"
                 )
                 self.options.step("resume:handover-timeout")
-                return False, work
-        return True, work
+                return Refusal(reason=self.doomed, superseded=False), work
+        if life.phase not in (Phase.DETACHED, Phase.FINISHED):
+            # Unreachable: only the newest RESUME gets here, and only it
+            # attaches. Refused rather than hand a driven core to the core.
+            log.error("a RESUME found its session %s: refusing it", life.phase.value)
+            reason = f"the session is {life.phase.value} on another connection"
+            return Refusal(reason=reason, superseded=False), work
+        return None, work
 
     # -- finishing ---------------------------------------------------------------
     def finish(self, error: BaseException, reason: str) -> None:
@@ -301,6 +355,7 @@ class Session:
     def _finish(self, error: BaseException, reason: str) -> Work | None:
         if not self.life.take(Step.FINISH, time.monotonic()):
             return None
+        self._phase_changed()
         self.closing = True
         engine = self.engine
         if self.link is not None:

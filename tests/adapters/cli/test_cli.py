@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -84,6 +85,8 @@ def test_bad_url_is_a_usage_error() -> None:
     result = sansrs("request", "gopher://127.0.0.1:1", "--rr", "x")
     assert result.returncode == 1
     assert result.stderr.startswith("error:") and "unknown URL scheme" in result.stderr
+    for scheme in ("tcp://", "tls://", "unix://", "ws://", "wss://"):
+        assert scheme in result.stderr  # every scheme the command takes, named
     result = sansrs("serve", "tcp://127.0.0.1")
     assert result.returncode == 1 and "missing port" in result.stderr
 
@@ -121,3 +124,88 @@ def test_serve_refuses_an_option_the_protocol_does_not_have() -> None:
     result = sansrs("serve", "--protocol", "rsio", "--lease", "tcp://127.0.0.1:0")
     assert result.returncode == 1
     assert "--lease applies to --protocol rsocket" in result.stderr
+
+
+def test_cli_version_is_the_installed_distribution_version() -> None:
+    from importlib.metadata import version
+
+    result = sansrs("--version")
+    assert result.returncode == 0
+    assert result.stdout == f"sansrs {version('sansrs')}\n"
+
+
+@pytest.mark.parametrize("args", [(), ("ditto",), ("serve",), ("subscribe",), ("request",)])
+def test_cli_help_is_plain_text(args: tuple[str, ...]) -> None:
+    """No reST markup from docstrings in what users read."""
+    result = sansrs(*args, "--help")
+    assert result.returncode == 0
+    for markup in ("``", ":mod:", ":data:", ":class:", ":func:"):
+        assert markup not in result.stdout, markup
+
+
+def test_cli_help_lists_the_exit_codes_and_the_ws_extra() -> None:
+    out = sansrs("--help").stdout
+    assert "exit status:" in out and "130" in out
+    assert "pip install 'sansrs[ws]'" in out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("request",),  # URL and kind missing
+        ("request", "tcp://127.0.0.1:1"),  # no --rr/--stream/...
+        ("request", "tcp://127.0.0.1:1", "--rr", "x", "--prefetch", "many"),
+        ("frobnicate",),
+        ("ditto", "history"),
+    ],
+)
+def test_cli_usage_errors_exit_1_not_the_peer_error_status(args: tuple[str, ...]) -> None:
+    """argparse's own exit status is 2, which these commands give to the
+    peer's error: a usage error exits 1 (the documented usage status)."""
+    result = sansrs(*args)
+    assert result.returncode == 1, result.stderr
+    assert "usage: sansrs" in result.stderr and "error:" in result.stderr
+
+
+_WITHOUT_WS = (
+    "import sys; sys.modules['wsproto'] = None; "
+    "from sansrs.adapters.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("request", "ws://127.0.0.1:1/rsocket", "--rr", "x"),
+        ("serve", "ws://127.0.0.1:0/rsocket"),
+        ("subscribe", "ws://127.0.0.1:1/rsio", "counter"),
+        ("ditto", "history", "ws://127.0.0.1:1/ws/2", "a:b"),
+    ],
+)
+def test_cli_missing_ws_extra_names_it_without_a_traceback(args: tuple[str, ...]) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_WS, *args], capture_output=True, text=True, timeout=WAIT
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: ws:// needs the 'ws' extra")
+    assert "pip install 'sansrs[ws]'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_python_m_sansrs_in_an_uninstalled_source_tree_says_what_to_do() -> None:
+    """``python -m sansrs`` from a checkout, without sansrs installed (``-S``:
+    no site-packages, the current directory's sansrs/ only)."""
+    import sansrs
+
+    root = Path(sansrs.__file__).parent.parent
+    result = subprocess.run(
+        [sys.executable, "-S", "-m", "sansrs", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        cwd=root,
+    )
+    assert result.returncode == 1
+    assert "sansrs.adapters is not importable" in result.stderr
+    assert "pip install ." in result.stderr and ".venv/bin/sansrs" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -122,11 +122,17 @@ def test_client_rejects_binary_that_is_not_text() -> None:
 
 
 def test_server_answers_garbage_and_keeps_the_session() -> None:
+    # The garbage goes out once the subscription has started: Ditto's answer
+    # to it names no subscribe, so one still waiting for its created would
+    # be failed by it (DittoClient._on_error_response).
     with back_to_back(default_source()) as link:
+        events = link.client.subscribe_for_persisted_events(
+            f"{NS}:thing-2", prefetch=1, timeout=10)
+        got = [next(events)]
         link.client_thread.call_soon(
             lambda: link.client_engine._out.append(encode_text("{broken"))
         )
-        got = list(link.client.subscribe_for_persisted_events(f"{NS}:thing-2", timeout=10))
+        got += list(events)
     assert [e["revision"] for e in got] == [1, 2]
 
 

@@ -478,6 +478,20 @@ def test_search_pages(server: DittoHistoryServer) -> None:
     assert kitchen == [[{"thingId": f"{NS}:thing-1"}]]
 
 
+def test_histories_inside_a_search_on_one_connection() -> None:
+    """sansrs's server numbers histories and searches apart as Ditto does
+    (both from "0"), so the client reading each found thing's history
+    while the search is open is tested library to library too (issue #32)."""
+    things = {f"thing-{i}": counter_history(f"thing-{i}", i + 1) for i in range(5)}
+    history = InMemoryHistory([e for events in things.values() for e in events])
+    got = {}
+    with serve(URL, history) as srv, connect(srv.url) as conn:
+        for page in conn.search(options="size(1)", prefetch=1, timeout=WAIT):
+            for thing in (t["thingId"] for t in page):
+                got[thing] = revisions(conn.subscribe_for_persisted_events(thing, timeout=WAIT))
+    assert got == {f"{NS}:{t}": revisions(events) for t, events in things.items()}
+
+
 def test_search_invalid_option_and_publisher(server: DittoHistoryServer) -> None:
     with connect(server.url) as conn:
         with pytest.raises(DittoRemoteError) as info:
@@ -619,7 +633,7 @@ def test_threaded_sources_pull_on_a_worker_within_demand() -> None:
         assert next(events)["revision"] == 1
         assert history.pulled <= 1 + 4 + 1
         assert revisions(events) == list(range(2, 201))
-    assert pulled_on == {"sansrs-ditto-source-0"}
+    assert pulled_on == {"sansrs-ditto-source-streaming-0"}
 
 
 def test_client_vanishing_releases_the_server_sources() -> None:

@@ -9,11 +9,14 @@ stored session without an engine is answered, never left silent
 from __future__ import annotations
 
 import asyncio
+import os
+import re
+import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from sansrs.adapters.drive.errors import ConnectionClosed
@@ -22,8 +25,9 @@ from sansrs.adapters.rsocket import EngineOptions, ResumeOptions, SessionLoss, S
 from sansrs.adapters.rsocket import resume as resume_api
 from sansrs.adapters.rsocket.resume import aio as resume_aio
 from sansrs.adapters.rsocket.resume.server import new_server_engine
+from sansrs.adapters.rsocket.resume.session import Session
 
-from sansrs.rsocket import ErrorCode, ErrorFrame, decode_frame
+from sansrs.rsocket import ErrorCode, ErrorFrame, SetupFrame, decode_frame, encode_frame_prefixed
 from tests.adapters.rsocket.chaos import ChaosProxy, Fault
 from tests.adapters.rsocket.chaos_workload import ChaosHandler, Progress, Sizes, item
 from tests.adapters.rsocket.steps import Steps
@@ -75,6 +79,23 @@ def sync_pair(
 # -- a RESUME or a SETUP never answered ----------------------------------------------
 
 
+def unanswered_resume(driver: str, options: ResumeOptions) -> tuple[BaseException, float]:
+    """A stream, a cut, then every new transport accepted and never
+    answered: the error the stream ends with, and how long after the cut."""
+    if driver == "asyncio":
+        return asyncio.run(unanswered_resume_async(options))
+    with sync_pair(driver, ResumeOptions(), options) as (_, proxy, client, _h):
+        stream = client.request_stream(b"1000000", prefetch=8, timeout=WAIT)
+        assert next(stream).data == item(b"s", 0)
+        proxy.silence(1000)
+        proxy.inject(Fault.RESET)
+        cut = time.monotonic()
+        with pytest.raises(ConnectionClosed) as info:
+            for _ in stream:
+                pass
+        return info.value, time.monotonic() - cut
+
+
 @pytest.mark.parametrize("driver", DRIVERS)
 def test_rsocket_resume_unanswered_resume_ends_in_an_error_within_the_deadlines(
     driver: str,
@@ -82,28 +103,34 @@ def test_rsocket_resume_unanswered_resume_ends_in_an_error_within_the_deadlines(
     """Every new transport after the cut is accepted and never answered: each
     RESUME times out (``resume_timeout``), the attempts go on within the
     reconnect policy, and the call fails within ``reconnect_timeout`` of the
-    loss plus one RESUME's deadline, saying why."""
+    loss (the last RESUME's wait is cut to what is left of it), saying why."""
     steps = Steps()
     options = deadline_options(steps)
-    bound = options.reconnect_timeout + (options.resume_timeout or 0) + 1.0
-    if driver == "asyncio":
-        error, elapsed = asyncio.run(unanswered_resume_async(options))
-    else:
-        with sync_pair(driver, ResumeOptions(), options) as (_, proxy, client, _h):
-            stream = client.request_stream(b"1000000", prefetch=8, timeout=WAIT)
-            assert next(stream).data == item(b"s", 0)
-            proxy.silence(1000)
-            proxy.inject(Fault.RESET)
-            cut = time.monotonic()
-            with pytest.raises(ConnectionClosed) as info:
-                for _ in stream:
-                    pass
-            error, elapsed = info.value, time.monotonic() - cut
+    error, elapsed = unanswered_resume(driver, options)
     assert "not resumed within 1 s" in str(error)
-    assert "RESUME not answered within 0.3 s" in str(error)
-    assert elapsed < bound
+    assert re.search(r"RESUME not answered (within 0\.3 s|when reconnect_timeout)", str(error))
+    assert elapsed < options.reconnect_timeout + 0.5
     if driver != "asyncio":
         assert steps.count("client:resume-timeout") >= 2
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_rsocket_resume_reconnect_timeout_bounds_the_outage_whatever_resume_timeout(
+    driver: str,
+) -> None:
+    """``resume_timeout`` (3 s) longer than ``reconnect_timeout`` (0.6 s):
+    the RESUME's wait is cut to what is left of the outage, so the session
+    ends within ``reconnect_timeout`` of the loss and the error says that
+    bound (each RESUME used to wait its whole ``resume_timeout``: the error
+    came after it, saying "not resumed within 0.6 s")."""
+    options = ResumeOptions(
+        reconnect_initial=0.01, reconnect_max=0.05, reconnect_timeout=0.6, resume_timeout=3.0
+    )
+    error, elapsed = unanswered_resume(driver, options)
+    assert 0.5 < elapsed < 0.6 + 0.4
+    assert "not resumed within 0.6 s of the loss" in str(error)
+    assert "RESUME not answered when reconnect_timeout (0.6 s) ran out" in str(error)
 
 
 async def unanswered_resume_async(options: ResumeOptions) -> tuple[BaseException, float]:
@@ -294,6 +321,67 @@ def test_rsocket_resume_max_sessions_from_the_public_options_rejects_setup_beyon
         assert server.registry.wait_empty(WAIT)
 
 
+def drop_resumable_setups(port: int, count: int, steps: Steps) -> None:
+    """What a flood looks like: ``count`` connections, each a SETUP with R
+    and a fresh token, then closed; each waits until the server holds its
+    session detached (so the order is fixed: no sleeps)."""
+    for i in range(count):
+        setup = SetupFrame(
+            keepalive_interval=20_000,
+            max_lifetime=90_000,
+            metadata_mime_type="application/octet-stream",
+            data_mime_type="application/octet-stream",
+            resume_token=os.urandom(16),
+        )
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(encode_frame_prefixed(setup))
+        assert steps.wait("detached", i + 1, timeout=5.0), f"SETUP {i + 1} was not kept"
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("driver", ("thread", "selector"))
+def test_rsocket_resume_flood_of_dropped_sessions_evicts_them_and_never_refuses_a_client(
+    driver: str,
+) -> None:
+    """``max_sessions`` filled three times over by SETUPs whose connections
+    drop: each SETUP beyond the cap evicts the session detached the longest
+    (never refused), so a legitimate resumable client that comes next is
+    accepted and resumes across a cut. (The cap used to answer every SETUP
+    REJECTED_SETUP until the flood's sessions expired.)"""
+    cap = 8
+    steps = Steps()
+    handler = ChaosHandler(Sizes(), Progress())
+    loop = Loop(name="flood").start() if driver == "selector" else None
+    server = resume_api.serve_resumable(
+        "tcp://127.0.0.1:0",
+        handler,
+        loop=loop or "thread",
+        resume=ResumeOptions(max_sessions=cap, on_step=steps),
+    )
+    try:
+        drop_resumable_setups(server.endpoint.port, 3 * cap, steps)
+        registry = server.registry
+        assert len(registry) == cap and registry.stats.evicted == 2 * cap
+        assert {s.phase for s in registry.snapshot()} == {"detached"}
+        with ChaosProxy(("127.0.0.1", server.endpoint.port)) as proxy:
+            client = resume_api.connect_resumable(
+                proxy.url, loop=loop or "thread", resume=ResumeOptions(reconnect_initial=0.01)
+            )
+            stream = client.request_stream(b"2000", prefetch=32, timeout=WAIT)
+            got = [next(stream).data for _ in range(100)]
+            proxy.inject(Fault.RESET)
+            got += [p.data for p in stream]
+            assert got == [item(b"s", i) for i in range(2000)]
+            assert client.resumes == 1
+            client.close()
+        assert registry.stats.evicted == 2 * cap + 1  # the client's SETUP made room too
+        assert registry.stats.rejected == 0
+    finally:
+        server.close()
+        if loop is not None:
+            loop.stop(5.0)
+
+
 def test_rsocket_resume_session_whose_driver_never_let_go_is_detached_and_expires() -> None:
     """A driver whose ``connection_lost`` fails would leave its session
     attached to nothing: its exit lets go instead, and the session expires
@@ -353,6 +441,45 @@ def test_rsocket_resume_adopting_an_unknown_session_refuses_with_an_error_frame(
     frame = decode_frame(out[3:])
     assert isinstance(frame, ErrorFrame)
     assert frame.stream_id == 0 and frame.error_code == ErrorCode.REJECTED_RESUME
+
+
+class AbortRecorder:
+    """A driver standing for another connection's thread: records abort()."""
+
+    transport = None
+    is_owner = False
+
+    def __init__(self) -> None:
+        self.aborted = 0
+
+    def abort(self, timeout: float | None = 5.0) -> None:
+        self.aborted += 1
+
+
+def test_rsocket_resume_adopt_refuses_a_session_it_cannot_attach_and_counts_no_resume() -> None:
+    """The core accepted a RESUME for a session still attached to another
+    connection (first_frame never lets that happen): ``adopt`` sees
+    ``attach()`` refuse, answers ERROR[REJECTED_RESUME], counts no resume,
+    and dooms the session (its driver is reset; it ends as that lets go)
+    rather than leave two connections believing they hold it."""
+    opts = ResumeOptions()
+    registry = resume_api.SessionRegistry(opts)
+    held = new_server_engine(EngineOptions(), opts, registry)
+    other = AbortRecorder()
+    session = held.session
+    assert isinstance(session, Session)
+    session.attach_first(held.link, cast(Any, other))  # ATTACHED to the other connection
+    registry._sessions[held.conn] = session
+    fresh = new_server_engine(EngineOptions(), opts, registry)
+    fresh.drive_with(cast(Any, AbortRecorder()))
+    registry.adopt(fresh, held.conn)
+    assert fresh.adopted is None
+    assert registry.stats.resumed == 0 and registry.stats.rejected == 1
+    frame = decode_frame(fresh.data_to_send()[3:])
+    assert isinstance(frame, ErrorFrame) and frame.error_code == ErrorCode.REJECTED_RESUME
+    assert fresh.wants_close()
+    assert session.doomed is not None and other.aborted == 1
+    assert session.phase.value == "attached" and session.driver is other
 
 
 def test_rsocket_resume_limits_are_public_options_and_tokens_never_shown() -> None:

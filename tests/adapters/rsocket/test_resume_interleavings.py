@@ -9,6 +9,7 @@ RESUME went unanswered forever). docs/resumption.md."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from sansrs.adapters.drive.selector import Loop
 from sansrs.adapters.rsocket.resume import ResumeOptions, connect_resumable, serve_resumable
 from sansrs.adapters.rsocket.resume import aio as resume_aio
 
+from sansrs.rsocket import ErrorCode, ErrorFrame, ResumeFrame, decode_frame, encode_frame_prefixed
 from tests.adapters.rsocket.chaos import ChaosProxy, Fault
 from tests.adapters.rsocket.chaos_workload import ChaosHandler, Progress, Sizes, item
 from tests.adapters.rsocket.steps import Steps
@@ -44,9 +46,15 @@ class Scenario:
 
 
 @contextmanager
-def scenario(driver: str, steps: Steps, *, handover_timeout: float = 5.0) -> Iterator[Scenario]:
-    """A server (hooks: ``steps``), the proxy, a resumable client; threads or
-    a selector loop per side."""
+def scenario(
+    driver: str,
+    steps: Steps,
+    *,
+    handover_timeout: float = 5.0,
+    client_steps: Steps | None = None,
+) -> Iterator[Scenario]:
+    """A server (hooks: ``steps``), the proxy, a resumable client (hooks:
+    ``client_steps``); threads or a selector loop per side."""
     handler = ChaosHandler(Sizes(), Progress())
     loops = (Loop(name="il-server").start(), Loop(name="il-client").start())
     server_loop: Any = loops[0] if driver == "selector" else "thread"
@@ -55,7 +63,9 @@ def scenario(driver: str, steps: Steps, *, handover_timeout: float = 5.0) -> Ite
     server = serve_resumable("tcp://127.0.0.1:0", handler, loop=server_loop, resume=server_opts)
     proxy = ChaosProxy(("127.0.0.1", server.endpoint.port))
     client = connect_resumable(
-        proxy.url, loop=client_loop, resume=ResumeOptions(reconnect_initial=0.01)
+        proxy.url,
+        loop=client_loop,
+        resume=ResumeOptions(reconnect_initial=0.01, on_step=client_steps),
     )
     try:
         yield Scenario(server, client, proxy, handler, steps)
@@ -189,6 +199,70 @@ def test_rsocket_resume_rejected_when_the_old_transport_does_not_let_go_in_time(
                 pass
         assert sc.server.registry.wait_empty(WAIT)
         assert sc.server.registry.stats.rejected == 1
+
+
+# -- two RESUMEs for one session: the newest wins, the older is answered --------------
+
+
+def resume_like(client: Any) -> bytes:
+    """The RESUME the client sends now (same token, same positions), for a
+    scripted connection to send first."""
+    conn = client.session.engine.conn
+    first_available = conn.sent_position - conn.retained_bytes
+    frame = ResumeFrame(conn.resume_token, conn.received_position, first_available)
+    return encode_frame_prefixed(frame)
+
+
+def read_frame(sock: socket.socket) -> Any:
+    """One length-prefixed frame from ``sock`` (bounded by its timeout)."""
+    data = b""
+    while len(data) < 3 or len(data) < 3 + int.from_bytes(data[:3], "big"):
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError(f"closed after {len(data)} bytes, before a whole frame")
+        data += chunk
+    return decode_frame(data[3 : 3 + int.from_bytes(data[:3], "big")])
+
+
+@pytest.mark.timeout(40)
+def test_rsocket_resume_newer_resume_supersedes_an_older_one_waiting_for_the_same_session() -> None:
+    """Two RESUMEs for one token wait for the old transport's thread to let
+    go (held at the start of its teardown). The newer one wins: the older is
+    answered ERROR[REJECTED_RESUME] naming why and closed at once, without
+    waiting for the hand-over; the newer resumes the session exactly once,
+    and only it counts as a resume. (Both used to wait; the second to get
+    the lock fed its RESUME to a core another connection's thread had just
+    taken, and its connection got no answer and stayed open.)"""
+    steps = Steps()
+    client_steps = Steps()
+    with scenario("thread", steps, client_steps=client_steps) as sc:
+        stream = sc.client.request_stream(str(N), prefetch=32, timeout=WAIT)
+        got = take(stream, 100)
+        steps.hold("detach:enter")  # the old transport's thread will not let go yet
+        sc.proxy.gate()  # the client's RESUME waits at the proxy
+        sc.proxy.inject(Fault.HALF_OPEN_CLIENT)
+        assert client_steps.wait("attach")  # its RESUME is queued: positions are fixed
+        with socket.create_connection(("127.0.0.1", sc.server.endpoint.port)) as older:
+            older.settimeout(10.0)
+            older.sendall(resume_like(sc.client))  # the older RESUME, on its own thread
+            assert steps.wait("resume:handover-wait")
+            sc.proxy.release()  # the client's RESUME, the newer one, arrives
+            assert steps.wait("resume:handover-wait", 2)
+            answer = read_frame(older)  # while the old thread still holds the session
+            assert isinstance(answer, ErrorFrame)
+            assert answer.stream_id == 0 and answer.error_code == ErrorCode.REJECTED_RESUME
+            assert b"superseded by a newer RESUME" in answer.data
+            assert older.recv(1) == b""  # and closed
+        assert steps.count("resume:attached") == 0
+        steps.release("detach:enter")
+        assert steps.wait("resume:attached")
+        got += [p.data for p in stream]
+        assert got == expected()
+        stats = sc.server.registry.stats
+        assert (stats.resumed, stats.superseded, stats.rejected) == (1, 1, 0)
+        state = sc.only_session()
+        assert (state.phase, state.generation, state.resumes) == ("attached", 2, 1)
+        assert sc.client.resumes == 1
 
 
 # -- every driver: the two orders a loop thread can see ------------------------------

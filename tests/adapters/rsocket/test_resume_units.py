@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import threading
+from typing import Any, cast
 
 import pytest
 from sansrs.adapters.rsocket import core
@@ -16,6 +17,7 @@ from sansrs.adapters.rsocket.resume import (
     ResumeOptions,
     SessionEngine,
 )
+from sansrs.adapters.rsocket.resume.client import Outage
 from sansrs.adapters.rsocket.resume.lifecycle import TRANSITIONS, Lifecycle, Phase, Step
 from sansrs.adapters.rsocket.resume.session import Session
 from sansrs.adapters.rsocket.types import Payload
@@ -147,6 +149,65 @@ def test_rsocket_resume_client_resume_deadline_disarmed_by_resume_ok() -> None:
     assert engine.next_deadline() != 53.0
     engine.handle_timeout(60.0)
     assert not engine.wants_close()
+
+
+class NoDriver:
+    """A transport's driver that is never started: the test passes time in
+    and sees the engine reset its transport (``abort``)."""
+
+    transport = None
+    aborted = False
+
+    def abort(self, timeout: float | None = 5.0) -> None:
+        self.aborted = True
+
+
+def test_rsocket_resume_client_resume_wait_capped_by_what_is_left_of_reconnect_timeout() -> None:
+    """The outage began at 50.0 with ``reconnect_timeout`` 2 s; a RESUME
+    sent at 51.0 waits until 52.0, not its ``resume_timeout`` (8 s), and
+    says so: the session ends within ``reconnect_timeout`` of the loss."""
+    resume = ResumeOptions(resume_timeout=8.0, reconnect_timeout=2.0)
+    engine = detached_client(resume)
+    session = Session(engine, threading.RLock())
+    policy = ReconnectPolicy(resume, random.Random(3))
+    session.policy = policy
+    session.life.take(Step.DETACH, 50.0)
+    policy.lost(50.0)
+    assert policy.ends_at() == 52.0
+    driver = NoDriver()
+    assert session.attach(EngineLink(engine), cast(Any, driver), resume=True)
+    engine.handle_timeout(51.0)  # the first turn anchors the deadline
+    assert engine.next_deadline() == 52.0
+    engine.handle_timeout(51.99)
+    assert not engine.wants_close()
+    engine.handle_timeout(52.0)
+    assert engine.wants_close() and driver.aborted
+    reason = engine.close_reason()
+    assert reason is not None
+    assert "RESUME not answered when reconnect_timeout (2 s) ran out" in str(reason)
+    # With more of the outage left than resume_timeout: the whole wait.
+    relaxed = detached_client(ResumeOptions(resume_timeout=1.0, reconnect_timeout=2.0))
+    resend(relaxed)
+    relaxed.arm_resume_deadline(102.0)
+    relaxed.handle_timeout(100.0)
+    assert relaxed.next_deadline() == 101.0
+
+
+def test_rsocket_resume_client_connect_capped_by_what_is_left_of_reconnect_timeout() -> None:
+    """Opening a transport within an outage may take ``connect_timeout``
+    only while that much of ``reconnect_timeout`` is left."""
+    resume = ResumeOptions(reconnect_timeout=2.0)
+    engine = detached_client(resume)
+    session = Session(engine, threading.RLock())
+    policy = ReconnectPolicy(resume, random.Random(3))
+    session.life.take(Step.DETACH, 0.0)
+    outage = Outage(session, policy, lambda transport, link: cast(Any, None))
+    ends = policy.ends_at()
+    assert ends is not None
+    assert outage.attempt(ends - 2.0, 10.0) == 2.0
+    assert outage.attempt(ends - 0.25, 10.0) == 0.25
+    assert outage.attempt(ends - 1.5, 0.5) == 0.5
+    assert policy.attempts == 3
 
 
 # -- unconfirmed fire-and-forgets ----------------------------------------------------

@@ -429,18 +429,42 @@ def test_routed_request_metadata_is_composite_with_extra_entries(
     assert [bytes(e.content) for e in meta.all("text/x-note")] == [b"n"]
 
 
-def test_router_refuses_an_async_authenticate_hook() -> None:
+def test_router_with_async_hooks_is_refused_by_the_synchronous_drivers(loop: str) -> None:
     async def check(auth: object) -> str:
         return "anyone"
 
-    with pytest.raises(TypeError, match="plain function"):
-        Router(authenticate=check)  # type: ignore[arg-type]
-    # a hook returning an awaitable some other way is never a principal
+    router = Router(authenticate=check)
+    router.response("r")(lambda r: b"in")
+    assert router.asyncio_only
+    with pytest.raises(TypeError, match=r"aio\.serve"):
+        serve("tcp://127.0.0.1:0", router, loop=loop)
+    with pytest.raises(TypeError, match=r"aio\.serve"):
+        connect("tcp://127.0.0.1:1", handler=router, loop=loop)
+    setup_only = Router()
+
+    @setup_only.setup("hello")
+    async def hello(request: RoutedRequest) -> None: ...
+
+    with pytest.raises(TypeError, match=r"aio\.serve"):
+        serve("tcp://127.0.0.1:0", setup_only, loop=loop)
+    # A factory's router cannot be seen up front: its SETUP is refused.
+    with (
+        serve("tcp://127.0.0.1:0", handler_factory=lambda peer: router, loop=loop) as server,
+        connect(server.url, auth=ANN, loop=loop) as c,
+        pytest.raises(ConnectionClosed, match=r"REJECTED_SETUP.*aio\.serve"),
+    ):
+        c.route("r").request_response(b"", timeout=WAIT)
+
+
+def test_router_plain_authenticate_returning_an_awaitable_is_refused(loop: str) -> None:
+    async def check(auth: object) -> str:
+        return "anyone"
+
     router = Router(authenticate=lambda auth: check(auth))
     router.response("r")(lambda r: b"in")
     with (
-        serve("tcp://127.0.0.1:0", router) as server,
-        connect(server.url, auth=ANN) as c,
+        serve("tcp://127.0.0.1:0", router, loop=loop) as server,
+        connect(server.url, auth=ANN, loop=loop) as c,
         pytest.raises(ConnectionClosed, match=r"REJECTED_SETUP.*authentication failed"),
     ):
         c.route("r").request_response(b"", timeout=WAIT)

@@ -5,12 +5,16 @@ synchronous drivers."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
 
 import pytest
 from sansrs.adapters.drive import ConnectionClosed
 from sansrs.adapters.rsocket import (
     COMPOSITE_METADATA,
+    ApplicationError,
+    BearerAuth,
+    CustomAuth,
     Payload,
     RoutedRequest,
     Router,
@@ -21,7 +25,8 @@ from sansrs.adapters.rsocket import (
 )
 
 from sansrs.rsocket import ErrorCode
-from sansrs.rsocket.extensions import response_data_mime
+from sansrs.rsocket.extensions import Authentication, response_data_mime
+from sansrs.streams import IterablePublisher
 from tests.adapters.rsocket.routed_service import Seen, make_router
 
 #: Raw metadata bytes, declared as such (connect's default is composite).
@@ -138,5 +143,163 @@ def test_async_route_needs_composite_metadata() -> None:
         ):
             with pytest.raises(ValueError, match="composite metadata"):
                 client.route("health")
+
+    run(main)
+
+
+# -- an async authenticate, awaited --------------------------------------------------------
+
+
+class AsyncChecks:
+    """An ``async def authenticate``: ann's password, or a bearer token;
+    every call is recorded once it has been awaited past a suspension."""
+
+    def __init__(self) -> None:
+        self.checked: list[str] = []
+
+    async def __call__(self, auth: Authentication) -> str | None:
+        await asyncio.sleep(0)  # a real check awaits (a database, a token service)
+        if isinstance(auth, SimpleAuth):
+            self.checked.append(auth.username)
+            if auth.password == "pw-" + auth.username:
+                return auth.username
+            raise ApplicationError(f"wrong password for {auth.username}")
+        if isinstance(auth, BearerAuth):
+            self.checked.append("bearer")
+            return "service" if auth.token == "t0ken" else None
+        raise ValueError("unexpected credentials")  # logged, answered generically
+
+
+def async_auth_router(checks: AsyncChecks, published: list[bytes]) -> Router:
+    router = Router(authenticate=checks)
+
+    @router.response("whoami")
+    def whoami(request: RoutedRequest) -> bytes:
+        return request.principal.encode()
+
+    @router.response("whoami.async")
+    async def whoami_async(request: RoutedRequest) -> bytes:
+        return b"async " + request.principal.encode()
+
+    @router.response("whoami.published")
+    def whoami_published(request: RoutedRequest) -> Any:
+        return IterablePublisher(lambda: [request.principal.encode()])
+
+    @router.stream("count")
+    def count(request: RoutedRequest) -> Iterator[bytes]:
+        for i in range(3):
+            yield b"%d:%s" % (i, request.principal.encode())
+
+    @router.stream("published")
+    def publish(request: RoutedRequest) -> Any:
+        return IterablePublisher(lambda: [b"p1", b"p2"])
+
+    @router.channel("echo")
+    async def echo(
+        request: RoutedRequest, inbound: AsyncIterator[Payload]
+    ) -> AsyncIterator[bytes]:
+        yield request.principal.encode()
+        async for item in inbound:
+            yield item.data
+
+    @router.fnf("note")
+    async def note(request: RoutedRequest) -> None:
+        published.append(request.principal.encode() + b":" + request.data)
+
+    return router
+
+
+def test_router_async_authenticate_is_awaited_at_setup() -> None:
+    async def main() -> None:
+        checks = AsyncChecks()
+        async with await aio.serve("tcp://127.0.0.1:0", async_auth_router(checks, [])) as server:
+            async with await aio.connect(server.url, auth=ANN) as client:
+                reply = await client.route("whoami").request_response(b"", timeout=WAIT)
+                assert reply == Payload(b"ann")
+            assert checks.checked == ["ann"]
+            for auth, refusal in (
+                (SimpleAuth("ann", "bad"), "wrong password for ann"),
+                (BearerAuth("nope"), "authentication failed"),  # None: refused
+                (CustomAuth("x/y", b""), "authentication failed"),  # raised: logged
+            ):
+                async with await aio.connect(server.url, auth=auth) as client:
+                    with pytest.raises(ConnectionClosed, match=f"REJECTED_SETUP.*{refusal}"):
+                        await client.route("whoami").request_response(b"", timeout=WAIT)
+
+    run(main)
+
+
+def test_router_async_authenticate_is_awaited_per_request() -> None:
+    async def main() -> None:
+        checks = AsyncChecks()
+        notes: list[bytes] = []
+        router = async_auth_router(checks, notes)
+        async with (
+            await aio.serve("tcp://127.0.0.1:0", router) as server,
+            await aio.connect(server.url, metadata_mime_type=COMPOSITE_METADATA) as client,
+        ):
+            bearer = BearerAuth("t0ken")
+            reply = await client.route("whoami", auth=bearer).request_response(b"", timeout=WAIT)
+            assert reply == Payload(b"service")
+            reply = await client.route("whoami.async", auth=ANN).request_response(
+                b"", timeout=WAIT
+            )
+            assert reply == Payload(b"async ann")
+            reply = await client.route("whoami.published", auth=ANN).request_response(
+                b"", timeout=WAIT
+            )
+            assert reply == Payload(b"ann")
+            items = client.route("count", auth=ANN).request_stream(b"", timeout=WAIT)
+            assert [p.data async for p in items] == [b"0:ann", b"1:ann", b"2:ann"]
+            items = client.route("published", auth=ANN).request_stream(b"", timeout=WAIT)
+            assert [p.data async for p in items] == [b"p1", b"p2"]
+            channel = client.route("echo", auth=ANN).request_channel([b"x", b"y"], timeout=WAIT)
+            assert [p.data async for p in channel] == [b"ann", b"y"]
+            assert checks.checked == ["bearer", "ann", "ann", "ann", "ann", "ann"]
+            # refused: REJECTED, the handler never runs
+            for route in ("whoami", "count", "echo"):
+                bad = client.route(route, auth=SimpleAuth("ann", "bad"))
+                with pytest.raises(RSocketError) as info:
+                    if route == "whoami":
+                        await bad.request_response(b"", timeout=WAIT)
+                    elif route == "count":
+                        [p async for p in bad.request_stream(b"", timeout=WAIT)]
+                    else:
+                        [p async for p in bad.request_channel([b"z"], timeout=WAIT)]
+                assert info.value.error_code == ErrorCode.REJECTED
+                assert info.value.message == "wrong password for ann"
+            await client.route("note", auth=SimpleAuth("ann", "bad")).fire_and_forget(b"no")
+            await client.route("note", auth=ANN).fire_and_forget(b"yes")
+            while not notes:  # the refused one came first on the same connection
+                await asyncio.sleep(0.01)
+            assert notes == [b"ann:yes"]
+            with pytest.raises(RSocketError) as info:  # no credentials: none required met
+                await client.route("whoami").request_response(b"", timeout=WAIT)
+            assert info.value.message == "authentication required"
+
+    run(main)
+
+
+def test_router_async_setup_route_handler_is_awaited_and_can_reject() -> None:
+    async def main() -> None:
+        router = Router()
+        connected: list[str] = []
+
+        @router.setup("client.{name}")
+        async def on_connect(request: RoutedRequest) -> None:
+            await asyncio.sleep(0)
+            if request.variables["name"] == "evil":
+                raise PermissionError("go away")
+            connected.append(request.variables["name"])
+
+        router.response("hello")(lambda r: b"hello")
+        async with await aio.serve("tcp://127.0.0.1:0", router) as server:
+            async with await aio.connect(server.url, setup_route="client.a") as client:
+                reply = await client.route("hello").request_response(b"", timeout=WAIT)
+                assert reply == Payload(b"hello") and connected == ["a"]
+            async with await aio.connect(server.url, setup_route="client.evil") as client:
+                with pytest.raises(ConnectionClosed, match=r"REJECTED_SETUP.*go away"):
+                    await client.route("hello").request_response(b"", timeout=WAIT)
+            assert connected == ["a"]
 
     run(main)

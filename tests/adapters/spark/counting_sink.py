@@ -5,14 +5,15 @@ tests of the write protocol's bookkeeping: every stage opened ends in
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from sansrs.adapters.spark import MemorySink, WriteHeader
 from sansrs.adapters.spark.sink import Ack, Stage
 
 
 class CountingSink(MemorySink):
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
         self.opened = 0
         self.finished = 0
         self._ended = threading.Condition()

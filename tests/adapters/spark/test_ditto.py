@@ -5,6 +5,7 @@ and streaming readers (offsets = revisions) on the shared SparkSession."""
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -16,7 +17,14 @@ from hypothesis import strategies as st
 from sansrs.adapters import ditto as ditto_sync
 from sansrs.adapters.ditto import DittoConnection
 from sansrs.adapters.ditto.history import HistoryRequest, InMemoryHistory
-from sansrs.adapters.spark import SourceError, open_partition_stream, partition_reader, read_rdd
+from sansrs.adapters.spark import (
+    Access,
+    ClientTls,
+    SourceError,
+    open_partition_stream,
+    partition_reader,
+    read_rdd,
+)
 from sansrs.adapters.spark.ditto import (
     AHEAD,
     HEAD_START,
@@ -25,8 +33,10 @@ from sansrs.adapters.spark.ditto import (
     event_row,
     latest_revisions,
 )
+from sansrs.adapters.spark.remote import open_partition_columns
 
 from sansrs.ditto import DittoError, DittoException
+from tests.adapters.transport.tls_certs import certs
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -436,3 +446,76 @@ def test_data_source_arrow_columns_and_rows_read_the_same(spark: Any, ditto_url:
     columns, rows = read("true"), read("false")
     assert columns == rows
     assert len(columns) == len(THINGS) * REVISIONS
+
+
+# -- wss:// with the reader's TLS settings ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def wss_url() -> Iterator[str]:
+    context = certs().server_context()
+    with ditto_sync.serve("wss://127.0.0.1:0/ws/2", SOURCE, ssl_context=context) as server:
+        yield server.url
+
+
+def _pem(ca: Any) -> str:
+    return str(ca.cert_pem.bytes().decode())
+
+
+WSS_OPTIONS = {"things": [THINGS[0], THINGS[3]], "from_revision": 29}
+WSS_EVENTS = [(THINGS[0], 29), (THINGS[0], 30), (THINGS[3], 29), (THINGS[3], 30)]
+
+
+@pytest.fixture
+def only_the_given_ca(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A self-signed server must be trusted through ClientTls / tls_ca, not
+    # through the process's CA environment.
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+
+
+@pytest.mark.usefixtures("only_the_given_ca")
+def test_spark_wss_ditto_reads_trust_client_tls(wss_url: str) -> None:
+    tls = ClientTls(ca=_pem(certs().ca))
+    reader = partition_reader(wss_url, route=NS, partitions=1, options=WSS_OPTIONS, tls=tls,
+                              fields=["thingId", "revision"])
+    assert list(reader.read(0)) == WSS_EVENTS
+    rows = open_partition_stream(wss_url, NS, 0, 1, WSS_OPTIONS, access=Access(tls=tls))
+    assert [(r["thingId"], r["revision"]) for b in rows for r in b] == WSS_EVENTS
+    columns = open_partition_columns(wss_url, NS, 0, 1, WSS_OPTIONS, prefetch=8, timeout=10,
+                                     fields=["thingId", "revision"], access=Access(tls=tls))
+    assert columns is not None
+    got = [pair for c in columns for pair in zip(c["thingId"], c["revision"], strict=True)]
+    assert got == WSS_EVENTS
+    assert latest_revisions(wss_url, NS, WSS_OPTIONS, 10, tls) == {THINGS[0]: 30, THINGS[3]: 30}
+
+
+@pytest.mark.usefixtures("only_the_given_ca")
+@pytest.mark.parametrize("arrow", ["true", "false"])
+def test_spark_wss_ditto_data_source_honours_tls_ca(wss_url: str, arrow: str) -> None:
+    # The data source's reader and streaming reader as Spark calls them on
+    # the executors and the driver (no JVM needed for these calls).
+    from pyspark.sql.datasource import InputPartition
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+    from sansrs.adapters.spark.datasource import SansrsDataSource
+
+    options = {"url": wss_url, "route": NS, "query": json.dumps(WSS_OPTIONS),
+               "arrow": arrow, "tls_ca": _pem(certs().ca)}
+    schema = StructType([StructField("thingId", StringType()), StructField("revision", LongType())])
+    source = SansrsDataSource(options)
+    got: list[tuple[Any, ...]] = []
+    for item in source.reader(schema).read(InputPartition(0)):
+        if arrow == "true":
+            got.extend(zip(*item.to_pydict().values(), strict=True))
+        else:
+            got.append(tuple(item))
+    assert got == WSS_EVENTS
+    stream = source.streamReader(schema)
+    assert stream.latestOffset() == {"revisions": {THINGS[0]: 30, THINGS[3]: 30}}
+
+
+@pytest.mark.usefixtures("only_the_given_ca")
+def test_spark_wss_ditto_reads_refuse_a_server_they_do_not_trust(wss_url: str) -> None:
+    stranger = Access(tls=ClientTls(ca=_pem(certs().stranger_ca)))
+    with pytest.raises(ssl.SSLCertVerificationError):
+        list(open_partition_stream(wss_url, NS, 0, 1, WSS_OPTIONS, access=stranger))

@@ -254,6 +254,22 @@ def test_data_source_failed_job_publishes_nothing(spark: Any, services: Any) -> 
     assert sink.rows_received >= 1000
 
 
+def test_data_source_write_over_the_sinks_budget_fails_the_job_loudly(spark: Any) -> None:
+    # Each partition stages ~70 KiB until the job commit; the writer's budget
+    # holds one: the other partition's task is refused, Spark fails the job
+    # with the sink's message, the job abort frees what was staged.
+    sink = CountingSink(max_writer_staged=100 * 1024)
+    with serve("tcp://127.0.0.1:0", Service(sinks={"s": sink})) as server:
+        df = spark.range(0, 4000, numPartitions=2).selectExpr("id", "repeat('x', 20) AS pad")
+        with pytest.raises(Exception, match=r"SinkConfig\.max_writer_staged \(102400\)"):
+            df.write.format("sansrs").option("url", server.url).option("route", "s").mode(
+                "append"
+            ).save()
+        assert sink.settled(30)
+    assert sink.partitions == {} and sink.rows_published == 0
+    assert (sink.staged_bytes, sink.stages) == (0, 0)
+
+
 def test_streaming_reader_resumes_from_its_checkpointed_offset(
     spark: Any, services: Any, tmp_path: Path
 ) -> None:

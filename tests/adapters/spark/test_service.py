@@ -233,7 +233,8 @@ def test_json_lines_sink_stores_whole_partitions(tmp_path: Path) -> None:
     with serve("tcp://127.0.0.1:0", Service(sinks={"out": sink})) as server:
         writer = partition_writer(server.url, route="out", app="x", rows_per_payload=3)
         writer.write(rows(10), partition=0)
-        writer.write(rows(10), partition=0)  # a duplicate attempt
+        # a retried attempt
+        assert write_partition(writer.target, rows(10), partition=0, attempt=1).duplicate
         writer.write(rows(5, 10), partition=1)
     sink.close_file()
     lines = (tmp_path / "out.jsonl").read_text().splitlines()

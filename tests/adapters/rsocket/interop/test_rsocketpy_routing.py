@@ -19,10 +19,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from sansrs.adapters.drive import ConnectionClosed
 from sansrs.adapters.rsocket import (
     BearerAuth,
     Client,
@@ -167,3 +169,18 @@ def test_rsocketpy_routing_client_against_sansrs_router() -> None:
     }
     assert seen["after_errors"] == "still"
     assert seen["setup_rejected"] == [[ErrorCode.REJECTED_SETUP, "unknown credentials"]]
+
+
+@pytest.mark.timeout(30)
+def test_default_setup_rejected_by_rsocketpy_fails_the_request_at_once(
+    rsocketpy_router: str,
+) -> None:
+    # #31 finding 1, against a real peer: rsocket-py's router rejects a
+    # SETUP without composite metadata and keeps the socket a while; the
+    # request fails with its REJECTED_SETUP at once, never after its timeout.
+    for _ in range(10):
+        with connect(rsocketpy_router) as c:
+            started = time.monotonic()
+            with pytest.raises(ConnectionClosed, match="REJECTED_SETUP"):
+                c.request_response(b"x", timeout=5)
+            assert time.monotonic() - started < 2.5
