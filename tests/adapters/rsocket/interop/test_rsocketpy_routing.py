@@ -172,14 +172,15 @@ def test_rsocketpy_routing_client_against_sansrs_router() -> None:
 
 
 @pytest.mark.timeout(30)
-def test_default_setup_rejected_by_rsocketpy_fails_the_request_at_once(
+def test_raw_metadata_setup_rejected_by_rsocketpy_fails_the_request_at_once(
     rsocketpy_router: str,
 ) -> None:
     # #31 finding 1, against a real peer: rsocket-py's router rejects a
-    # SETUP without composite metadata and keeps the socket a while; the
-    # request fails with its REJECTED_SETUP at once, never after its timeout.
+    # SETUP without composite metadata (connect's default before #33) and
+    # keeps the socket a while; the request fails with its REJECTED_SETUP at
+    # once, never after its timeout.
     for _ in range(10):
-        with connect(rsocketpy_router) as c:
+        with connect(rsocketpy_router, metadata_mime_type="application/octet-stream") as c:
             started = time.monotonic()
             with pytest.raises(ConnectionClosed, match="REJECTED_SETUP"):
                 c.request_response(b"x", timeout=5)
