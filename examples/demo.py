@@ -35,7 +35,14 @@ def run(items: int, size: int, channel_items: int) -> int:
     started = time.perf_counter()
     with serve("tcp://127.0.0.1:0", handler_factory=DemoHandler) as server:
         print(f"demo responder listening on {server.url}", flush=True)
-        with connect(server.url, keepalive_interval=5.0, max_lifetime=30.0) as client:
+        # The demo's metadata is raw bytes (b"meta", b"tenant=demo"): declared so,
+        # connect's default being composite metadata (docs/rsocket.md, Metadata).
+        with connect(
+            server.url,
+            keepalive_interval=5.0,
+            max_lifetime=30.0,
+            metadata_mime_type="application/octet-stream",
+        ) as client:
             print("request-response", flush=True)
             reply = client.request_response(b"hello", b"meta", timeout=10)
             checks.check(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import configparser
+import re
 import shutil
 import subprocess
 import sys
@@ -48,7 +50,7 @@ def test_built_wheel_contains_and_imports_core_and_adapters(tmp_path: Path) -> N
         ROOT,
         src,
         ignore=shutil.ignore_patterns(
-            ".venv", ".git", "build", "dist", "*.egg-info", "__pycache__", ".*_cache",
+            ".venv*", ".git", "build", "dist", "*.egg-info", "__pycache__", ".*_cache",
             ".hypothesis", "fuzz", "tests", "benchmarks",
         ),
     )
@@ -77,3 +79,25 @@ def test_built_wheel_contains_and_imports_core_and_adapters(tmp_path: Path) -> N
         [sys.executable, "-c", probe], check=True, timeout=60, capture_output=True, text=True
     ).stdout.strip()
     assert Path(out).resolve().is_relative_to(site.resolve())
+
+
+def test_supported_pythons_are_declared_alike_and_ci_runs_the_oldest_and_newest() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    minors = sorted(
+        int(m[1])
+        for c in config["project"]["classifiers"]
+        if (m := re.fullmatch(r"Programming Language :: Python :: 3\.(\d+)", c))
+    )
+    oldest, newest = minors[0], minors[-1]
+    assert minors == list(range(oldest, newest + 1))
+    assert config["project"]["requires-python"] == f">=3.{oldest}"
+    assert config["tool"]["mypy"]["python_version"] == f"3.{oldest}"
+    tox = configparser.ConfigParser()
+    tox.read(ROOT / "tox.ini")
+    envs = {e.strip() for e in tox["tox"]["envlist"].split(",")}
+    assert {e for e in envs if e.startswith("py")} == {f"py3{m}" for m in minors}
+    # CI: `make test` (.venv, the oldest) and the newest's own target.
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    target = f"test-py3{newest}"
+    assert "make test" in ci and f"make {target}" in ci
+    assert f"\n{target}:" in (ROOT / "Makefile").read_text()

@@ -62,6 +62,9 @@ def run_request(args: argparse.Namespace) -> int:
     def body() -> None:
         routing = _routing(args)
         options = routing[0] if routing else {}
+        if routing is None and (metadata is not None or args.metadata_push is not None):
+            # Raw metadata text, declared as such (connect's default is composite).
+            options = {"metadata_mime_type": "application/octet-stream"}
         with connect(args.url, **options) as plain:
             client: Any = plain
             if routing is not None:

@@ -55,7 +55,14 @@ from .engine import RequestHandle, RSocketEngine
 from .fast import as_payload
 from .options import options_for
 from .peer import DEFAULT_PREFETCH, check_prefetch
-from .routed import AsyncRoutedRequester, RouteOptions, check_composite, route_metadata
+from .routed import (
+    AsyncRoutedRequester,
+    RouteOptions,
+    check_composite,
+    checked_payload,
+    composite_check,
+    route_metadata,
+)
 from .types import Payload
 
 __all__ = [
@@ -78,6 +85,8 @@ class AsyncRSocketPeer(AsyncPeer):
     def __init__(self, driver: LoopConnection, engine: RSocketEngine) -> None:
         super().__init__(driver)
         self._engine = engine
+        #: Raw metadata on a client that declared composite metadata fails at the call.
+        self._composite = composite_check(engine)
 
     # The requests below keep RSocketPeer's signatures by choice (the asyncio twin).
 
@@ -88,6 +97,8 @@ class AsyncRSocketPeer(AsyncPeer):
         ``RSocketError``, ``ConnectionClosed``, or ``TimeoutError`` (after
         cancelling). Cancelling the awaiting task cancels the request."""
         self._check_open()
+        if metadata is not None and self._composite is not None:
+            checked_payload(self._composite, b"", metadata)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Payload | None] = loop.create_future()
         handle = RequestHandle("rr", cast(Any, FutureSink(future)))
@@ -151,12 +162,12 @@ class AsyncRSocketPeer(AsyncPeer):
 
     async def fire_and_forget(self, data: bytes | str, metadata: bytes | str | None = None) -> None:
         self._check_open()
-        payload = as_payload(data, metadata)
+        payload = checked_payload(self._composite, data, metadata)
         self._submit(lambda: self._engine.fire_and_forget(payload))
 
     async def metadata_push(self, metadata: bytes | str) -> None:
         self._check_open()
-        md = as_payload(b"", metadata).metadata or b""
+        md = checked_payload(self._composite, b"", metadata).metadata or b""
         self._submit(lambda: self._engine.metadata_push(md))
 
     def request_stream(
@@ -169,7 +180,7 @@ class AsyncRSocketPeer(AsyncPeer):
         """REQUEST_STREAM as an async iterator with a prefetch window;
         ``timeout`` bounds each wait for an item."""
         self._check_open()
-        payload = as_payload(data, metadata)
+        payload = checked_payload(self._composite, data, metadata)
         prefetch = check_prefetch(prefetch)
         stream, handle = self._stream("stream", prefetch, timeout)
         self._submit(lambda: self._engine.start_request(handle, payload, prefetch))
@@ -197,14 +208,14 @@ class AsyncRSocketPeer(AsyncPeer):
                 except StopAsyncIteration:
                     raise ValueError("a channel needs at least one payload") from None
                 rest = AsyncIterablePublisher(_rest(iterator))
-                payload = as_payload(first, metadata)
+                payload = checked_payload(self._composite, first, metadata)
                 self._submit(lambda: engine.start_request(handle, payload, prefetch, rest))  # type: ignore[arg-type]
 
             stream, handle = self._stream("channel", prefetch, timeout, start())
             return stream
         sync_items = iter(items)
         try:
-            first = as_payload(next(sync_items), metadata)
+            first = checked_payload(self._composite, next(sync_items), metadata)
         except StopIteration:
             raise ValueError("a channel needs at least one payload") from None
         stream, handle = self._stream("channel", prefetch, timeout)

@@ -34,7 +34,7 @@ from .balancer_pool import NoTargetAvailable, Target, TargetPool
 from .balancer_strategy import BalancerConfig, RoundRobinStrategy, Strategy, WeightedStrategy
 from .errors import RSocketError
 from .peer import DEFAULT_PREFETCH
-from .routed import AsyncRoutedRequester, RouteOptions, check_composite, route_metadata
+from .routed import AsyncRoutedRequester, RouteOptions, check_connect_options, route_metadata
 from .types import Payload
 
 __all__ = [
@@ -211,8 +211,7 @@ class LoadBalancedClient:
     ) -> AsyncRoutedRequester:
         """Routed requests, each placed on a chosen connection (as
         ``AsyncClient.route``; connect with composite metadata)."""
-        if self._options.get("auth") is None and self._options.get("setup_route") is None:
-            check_composite(self._options.get("metadata_mime_type", "application/octet-stream"))
+        check_connect_options(self._options)
         return AsyncRoutedRequester(self, route_metadata(route, variables, **options))
 
     # -- lifecycle --------------------------------------------------------------------

@@ -41,7 +41,7 @@ from .balancer_strategy import BalancerConfig, RoundRobinStrategy, Strategy, Wei
 from .client import Client, connect
 from .errors import RSocketError
 from .peer import DEFAULT_PREFETCH
-from .routed import RoutedRequester, RouteOptions, check_composite, route_metadata
+from .routed import RoutedRequester, RouteOptions, check_connect_options, route_metadata
 from .types import Payload
 
 __all__ = [
@@ -224,8 +224,7 @@ class LoadBalancedClient:
     ) -> RoutedRequester:
         """Routed requests, each placed on a chosen connection (as
         ``Client.route``; connect with composite metadata)."""
-        if self._options.get("auth") is None and self._options.get("setup_route") is None:
-            check_composite(self._options.get("metadata_mime_type", "application/octet-stream"))
+        check_connect_options(self._options)
         return RoutedRequester(self, route_metadata(route, variables, **options))
 
     # -- lifecycle --------------------------------------------------------------------

@@ -54,7 +54,10 @@ def connect(
     (headers, subprotocols, max message size).
     ``setup`` options (see :class:`~.options.EngineOptions`):
     ``keepalive_interval``, ``max_lifetime`` (seconds), ``lease``,
-    ``data_mime_type``, ``metadata_mime_type``, ``setup_data``,
+    ``data_mime_type``, ``metadata_mime_type`` (default: composite metadata,
+    what routing peers expect; metadata passed to requests must then be
+    composite, raw bytes raise ValueError: declare e.g.
+    ``"application/octet-stream"`` for them), ``setup_data``,
     ``setup_metadata``, ``fragment_size``.
     """
     refuse_async_hooks(handler)

@@ -28,7 +28,14 @@ class EngineOptions:
     lease_ttl: float = 30.0
     lease_requests: int = 0x7FFFFFFF
     data_mime_type: str = OCTET_STREAM
-    metadata_mime_type: str = OCTET_STREAM
+    #: What a client's SETUP declares for all metadata on the connection.
+    #: Composite metadata by default: what routing peers expect (Spring's
+    #: default, rsocket-py's router) and what ``client.route(...)`` sends; a
+    #: plain request without metadata is unaffected. Metadata a client passes
+    #: must then be composite (raw bytes raise ValueError at the call:
+    #: ``routed.CompositeCheck``); for raw bytes declare another MIME type,
+    #: e.g. ``"application/octet-stream"`` (docs/rsocket.md, Metadata).
+    metadata_mime_type: str = COMPOSITE_METADATA
     setup_data: bytes = b""
     setup_metadata: bytes | None = None
     fragment_size: int | None = None

@@ -32,7 +32,14 @@ from ..transport import Transport
 from .engine import RequestHandle, RSocketEngine
 from .fast import as_payload, new_tuple
 from .pipeline import Answer, ResponsePipeline
-from .routed import RoutedRequester, RouteOptions, check_composite, route_metadata
+from .routed import (
+    RoutedRequester,
+    RouteOptions,
+    check_composite,
+    checked_payload,
+    composite_check,
+    route_metadata,
+)
 from .types import Payload
 
 __all__ = ["DEFAULT_PREFETCH", "RSocketPeer", "RemotePublisher", "check_prefetch"]
@@ -70,6 +77,8 @@ class RSocketPeer(DrivenPeer):
     def __init__(self, thread: Driver, engine: RSocketEngine) -> None:
         super().__init__(thread)
         self._engine = engine
+        #: Raw metadata on a client that declared composite metadata fails at the call.
+        self._composite = composite_check(engine)
         # Fire-and-forgets cross to the connection thread many per hand-off.
         self._fnf: Batcher[Payload] = Batcher(
             self._submit, engine.fire_and_forget_many, lambda: self._thread.is_owner
@@ -97,6 +106,8 @@ class RSocketPeer(DrivenPeer):
         :class:`TimeoutError` (after cancelling the request) on timeout.
         """
         engine = self._engine
+        if metadata is not None and self._composite is not None:
+            checked_payload(self._composite, b"", metadata)
         direct: LoopConnection | None = getattr(self._thread, "direct", None)
         if direct is not None and engine.takes_whole_reads:
             # (Never on the connection's own thread: direct_begin declines.)
@@ -240,6 +251,7 @@ class RSocketPeer(DrivenPeer):
         return_exceptions: bool,
     ) -> Iterator[Payload | None]:
         window = pipeline.window
+        check, checked = self._composite, checked_payload
         ahead = 2 * window  # handed over but not yet consumed, at most
         refill_at = max(1, window // 2)  # hand over in batches, not one by one
         submitted = consumed = 0
@@ -250,7 +262,7 @@ class RSocketPeer(DrivenPeer):
                 room = ahead - (submitted - consumed)
                 if not exhausted and room >= refill_at:
                     batch = [
-                        new_tuple(Payload, (x, None)) if type(x) is bytes else as_payload(x)
+                        new_tuple(Payload, (x, None)) if type(x) is bytes else checked(check, x)
                         for x in islice(requests, room)
                     ]
                     exhausted = len(batch) < room
@@ -287,11 +299,11 @@ class RSocketPeer(DrivenPeer):
         if type(data) is bytes and metadata is None:
             payload = new_tuple(Payload, (data, None))  # Payload(data) minus its __new__
         else:
-            payload = as_payload(data, metadata)
+            payload = checked_payload(self._composite, data, metadata)
         self._fnf.put(payload, timeout)
 
     def metadata_push(self, metadata: bytes | str, timeout: float | None = None) -> None:
-        md = as_payload(b"", metadata).metadata or b""
+        md = checked_payload(self._composite, b"", metadata).metadata or b""
         self._submit(lambda: self._engine.metadata_push(md), timeout)
 
     def request_stream(
@@ -304,7 +316,7 @@ class RSocketPeer(DrivenPeer):
         """REQUEST_STREAM as an iterator of payloads that keeps ``prefetch``
         requested ahead and replenishes as items are consumed. ``timeout``
         bounds each wait for the next item. Closing it cancels the stream."""
-        payload = as_payload(data, metadata)
+        payload = checked_payload(self._composite, data, metadata)
         return self._inbound_iterator("stream", payload, check_prefetch(prefetch), timeout, None)
 
     def request_channel(
@@ -320,7 +332,7 @@ class RSocketPeer(DrivenPeer):
         credit. Returns the inbound iterator, as :meth:`request_stream`."""
         items = iter(data)
         try:
-            first = as_payload(next(items), metadata)
+            first = checked_payload(self._composite, next(items), metadata)
         except StopIteration:
             raise ValueError("a channel needs at least one payload") from None
         return self._inbound_iterator("channel", first, check_prefetch(prefetch), timeout, items)
@@ -360,21 +372,21 @@ class RSocketPeer(DrivenPeer):
     ) -> RemotePublisher:
         """REQUEST_RESPONSE as a Publisher of at most one payload; the request is
         sent on the first ``request(n)``. Signals arrive on the connection thread."""
-        return self._publisher("rr", as_payload(data, metadata), None)
+        return self._publisher("rr", checked_payload(self._composite, data, metadata), None)
 
     def stream_publisher(
         self, data: bytes | str, metadata: bytes | str | None = None
     ) -> RemotePublisher:
         """REQUEST_STREAM as a Publisher: the first ``request(n)`` sends the request
         with initial n, later ones REQUEST_N; ``cancel()`` sends CANCEL."""
-        return self._publisher("stream", as_payload(data, metadata), None)
+        return self._publisher("stream", checked_payload(self._composite, data, metadata), None)
 
     def channel_publisher(
         self, data: Iterable[object], metadata: bytes | str | None = None
     ) -> RemotePublisher:
         items = iter(data)
         try:
-            first = as_payload(next(items), metadata)
+            first = checked_payload(self._composite, next(items), metadata)
         except StopIteration:
             raise ValueError("a channel needs at least one payload") from None
         return self._publisher("channel", first, items)

@@ -18,24 +18,28 @@ route's: composite metadata bytes, or ``(mime, content)`` pairs.
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any, TypedDict
 
+from sansrs.rsocket import Role
 from sansrs.rsocket.extensions import (
     COMPOSITE_METADATA,
     Authentication,
     CompositeEntry,
     ZipkinTrace,
     compose,
+    composite_framing_error,
     encode_composite,
 )
 
 from .fast import as_payload, new_tuple
+from .options import EngineOptions
 from .routes import expand
 from .types import Payload
 
 __all__ = [
     "AsyncRoutedRequester",
+    "CompositeCheck",
     "ExtraMetadata",
     "RouteOptions",
     "RoutedRequester",
@@ -98,6 +102,62 @@ def check_composite(metadata_mime_type: str) -> None:
             f" metadata_mime_type={COMPOSITE_METADATA!r} (or auth= / setup_route=);"
             f" this connection declared {metadata_mime_type!r}"
         )
+
+
+def check_connect_options(options: Mapping[str, Any]) -> None:
+    """:func:`check_composite` for ``connect`` keywords not yet used (a
+    balancer's, before it has a connection): ``auth=`` or ``setup_route=``
+    make the metadata composite; otherwise ``metadata_mime_type`` says, by
+    default composite."""
+    if options.get("auth") is None and options.get("setup_route") is None:
+        check_composite(options.get("metadata_mime_type", EngineOptions.metadata_mime_type))
+
+
+class CompositeCheck:
+    """A client whose SETUP declared composite metadata (the default) sends
+    only composite metadata: a peer that routes (Spring, rsocket-py, a
+    sansrs :class:`~.routing.Router`) would reject anything else, far from
+    the call that sent it. The framing of the metadata of a frame that
+    starts an interaction (and a METADATA_PUSH's) is checked before anything
+    is sent (``composite_framing_error``); raw bytes raise
+    :class:`ValueError` naming the way out. The last
+    metadata that passed is remembered by identity, so a route view's
+    metadata (one bytes object) is walked once, not per request."""
+
+    __slots__ = ("_passed",)
+
+    def __init__(self) -> None:
+        self._passed: object = None
+
+    def check(self, metadata: bytes | None) -> None:
+        if metadata is None or metadata is self._passed:
+            return
+        error = composite_framing_error(metadata)
+        if error is not None:
+            raise ValueError(
+                f"this connection declared {COMPOSITE_METADATA} metadata (connect's default)"
+                f" and this metadata is not composite ({error}): build it with"
+                " sansrs.rsocket.extensions.compose() / encode_composite() or use"
+                " client.route(...); for raw metadata bytes connect with"
+                " metadata_mime_type='application/octet-stream' (or your own MIME type)"
+            )
+        self._passed = metadata
+
+
+def composite_check(engine: Any) -> CompositeCheck | None:
+    """The check a requester applies: only a client that declared composite
+    metadata (a server's requests follow whatever its client declared)."""
+    if engine.conn.role is Role.CLIENT and engine.options.metadata_mime_type == COMPOSITE_METADATA:
+        return CompositeCheck()
+    return None
+
+
+def checked_payload(check: CompositeCheck | None, data: object, metadata: object = None) -> Payload:
+    """``as_payload``, its metadata checked by ``check`` (None: not checked)."""
+    payload = as_payload(data, metadata)
+    if check is not None:
+        check.check(payload.metadata)
+    return payload
 
 
 class _Routed:

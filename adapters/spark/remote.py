@@ -58,8 +58,13 @@ __all__ = [
 #: Seconds without progress after which a read or write gives up (a stalled
 #: remote side must not hang a Spark task forever).
 DEFAULT_TIMEOUT = 60.0
-#: RSocket connection options for Spark tasks: keepalive notices a dead peer.
-CONNECTION_OPTIONS: dict[str, Any] = {"keepalive_interval": 5.0, "max_lifetime": 30.0}
+#: RSocket connection options for Spark tasks: keepalive notices a dead peer;
+#: the service's metadata (what a request names) is its own raw bytes.
+CONNECTION_OPTIONS: dict[str, Any] = {
+    "keepalive_interval": 5.0,
+    "max_lifetime": 30.0,
+    "metadata_mime_type": "application/octet-stream",
+}
 #: URL schemes the services are reached on (RSocket over TCP, TLS, Unix sockets).
 RSOCKET_SCHEMES = ("tcp", "tls", "unix")
 

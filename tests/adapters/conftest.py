@@ -1,5 +1,6 @@
 """Fixtures shared by the RSocket adapter tests: the demo responder over TCP
-on 127.0.0.1 and a client connected to it."""
+on 127.0.0.1 and a client connected to it (declaring raw metadata: the demo's
+contract echoes and counts metadata bytes as they are)."""
 
 from __future__ import annotations
 
@@ -19,5 +20,5 @@ def demo() -> Iterator[Server]:
 
 @pytest.fixture
 def client(demo: Server) -> Iterator[Client]:
-    with connect(demo.url) as c:
+    with connect(demo.url, metadata_mime_type="application/octet-stream") as c:
         yield c

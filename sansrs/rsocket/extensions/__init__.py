@@ -21,7 +21,13 @@ from .auth import (
     decode_authentication,
     encode_authentication,
 )
-from .composite import MAX_CONTENT_LENGTH, CompositeEntry, encode_composite, iter_composite
+from .composite import (
+    MAX_CONTENT_LENGTH,
+    CompositeEntry,
+    composite_framing_error,
+    encode_composite,
+    iter_composite,
+)
 from .data_mime import (
     decode_accept_mimes,
     decode_data_mime,
@@ -81,6 +87,7 @@ __all__ = [
     "WellKnownMimeType",
     "ZipkinTrace",
     "compose",
+    "composite_framing_error",
     "decode_accept_mimes",
     "decode_authentication",
     "decode_data_mime",

@@ -19,7 +19,13 @@ from dataclasses import dataclass
 from .errors import MetadataDecodeError, MetadataEncodeError
 from .mime import ID_BY_MIME, MIME_BY_ID, decode_name, encode_name
 
-__all__ = ["MAX_CONTENT_LENGTH", "CompositeEntry", "encode_composite", "iter_composite"]
+__all__ = [
+    "MAX_CONTENT_LENGTH",
+    "CompositeEntry",
+    "composite_framing_error",
+    "encode_composite",
+    "iter_composite",
+]
 
 EXTENSION = "composite metadata"
 #: Largest entry content (24-bit length).
@@ -75,6 +81,31 @@ def iter_composite(metadata: bytes | bytearray | memoryview) -> Iterator[Composi
             )
         yield CompositeEntry(mime, view[offset:stop], well_known)
         offset = stop
+
+
+def composite_framing_error(metadata: bytes | bytearray | memoryview) -> str | None:
+    """Why ``metadata`` is not framed as composite metadata (None: it is):
+    every entry's type header, its 24-bit length and that many bytes must
+    fit. Only the framing: a well-known id this table lacks (a newer
+    extension's) passes, as does any content. A sender's check that the
+    bytes it is about to declare composite are composite (raw bytes fail
+    it but by rare chance; a peer decoding them would fail the same way)."""
+    end = len(metadata)
+    offset = 0
+    while offset < end:
+        head = metadata[offset]
+        if head & 0x80:
+            offset += 1
+        else:
+            offset += 2 + head
+            if offset > end:
+                return f"entry type name of {head + 1} bytes runs past the end"
+        if offset + 3 > end:
+            return "entry has no complete 24-bit length"
+        offset += 3 + int.from_bytes(metadata[offset : offset + 3], "big")
+        if offset > end:
+            return "entry content runs past the end"
+    return None
 
 
 def entry_bytes(mime: str | int, content: bytes | bytearray | memoryview) -> bytes:

@@ -59,7 +59,13 @@ def pair(transport: str, loop_choice: str | Loop) -> Iterator[tuple[Server, Clie
         url, server_opts, client_opts = _url_and_options(transport, tmp)
         with (
             serve(url, handler_factory=DemoHandler, loop=loop_choice, **server_opts) as server,
-            connect(server.url, loop=loop_choice, **client_opts) as client,
+            # The demo's raw metadata, declared so (connect's default is composite).
+            connect(
+                server.url,
+                loop=loop_choice,
+                metadata_mime_type="application/octet-stream",
+                **client_opts,
+            ) as client,
         ):
             yield server, client
         if transport == "unix":

@@ -22,6 +22,9 @@ from sansrs.adapters.rsocket.types import Payload, Request
 
 from tests.adapters.transport.tls_certs import certs
 
+#: Raw metadata bytes, declared as such (connect's default is composite).
+RAW = "application/octet-stream"
+
 WAIT = 10.0
 
 
@@ -49,7 +52,7 @@ def test_every_interaction_model(transport: str, tmp_path: Path) -> None:
     async def main() -> None:
         async with (
             await aio.serve(url, handler_factory=DemoHandler, **server_opts) as server,
-            await aio.connect(server.url, **client_opts) as client,
+            await aio.connect(server.url, metadata_mime_type=RAW, **client_opts) as client,
         ):
             assert await client.request_response(b"hi", b"md", timeout=WAIT) == Payload(
                 b"hi", b"md"

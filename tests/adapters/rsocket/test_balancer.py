@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 from sansrs.adapters.drive import ConnectionClosed
 from sansrs.adapters.rsocket import (
-    COMPOSITE_METADATA,
     AsyncRoutedRequester,
     BalancerConfig,
     LoadBalancedClient,
@@ -36,6 +35,9 @@ from sansrs.adapters.rsocket import (
     connect,
     serve,
 )
+
+#: Raw metadata bytes, declared as such (connect's default is composite).
+RAW = "application/octet-stream"
 
 WAIT = 10.0
 
@@ -347,7 +349,8 @@ def test_balancer_streams_channels_and_fire_and_forget(flavour: Flavour) -> None
             stack.enter_context(serve("tcp://127.0.0.1:0", handler_factory=DemoHandler)).url
             for _ in range(2)
         ]
-        with flavour.balancer(urls, strategy=WeightedStrategy()) as client:
+        balanced = flavour.balancer(urls, strategy=WeightedStrategy(), metadata_mime_type=RAW)
+        with balanced as client:
             with client.request_stream('{"n": 3, "size": 1}', timeout=WAIT) as items:
                 assert [p.data for p in items] == [b"0", b"1", b"2"]
             with client.request_channel([b"x", b"y"], timeout=WAIT) as items:
@@ -365,12 +368,15 @@ def test_balancer_routed_requests(flavour: Flavour) -> None:
     router.response("who.{n}")(lambda r: b"%s:%s" % (r.variables["n"].encode(), r.data))
     with ExitStack() as stack:
         urls = [stack.enter_context(serve("tcp://127.0.0.1:0", router)).url for _ in range(2)]
-        with flavour.balancer(urls, metadata_mime_type=COMPOSITE_METADATA) as client:
+        with flavour.balancer(urls) as client:  # composite metadata by default
             who = client.route("who.{n}", 7)
             assert [who.request_response(b"d", timeout=WAIT) for _ in range(2)] == [
                 Payload(b"7:d")
             ] * 2
-        with flavour.balancer(urls) as plain, pytest.raises(ValueError, match="composite"):
+        with (
+            flavour.balancer(urls, metadata_mime_type=RAW) as plain,
+            pytest.raises(ValueError, match="composite"),
+        ):
             plain.route("who.1")
 
 

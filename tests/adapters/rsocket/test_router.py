@@ -4,6 +4,7 @@ data MIME types, the errors the issue and the specs ask for."""
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterator
 
@@ -25,7 +26,8 @@ from sansrs.adapters.rsocket import (
 )
 from sansrs.adapters.rsocket.demo import DemoHandler
 
-from sansrs.rsocket import ErrorCode
+from sansrs.rsocket import Connection, ConnectionConfig, ErrorCode, Role
+from sansrs.rsocket.events import ErrorReceived
 from sansrs.rsocket.extensions import (
     ROUTING,
     compose,
@@ -35,6 +37,9 @@ from sansrs.rsocket.extensions import (
 )
 from sansrs.streams import CollectingSubscriber
 from tests.adapters.rsocket.routed_service import Seen, make_router
+
+#: Raw metadata bytes, declared as such (connect's default is composite).
+RAW = "application/octet-stream"
 
 WAIT = 10.0
 ANN = SimpleAuth("ann", "pw-ann")
@@ -161,10 +166,30 @@ def test_router_malformed_composite_metadata_is_invalid_and_connection_stays(
     error = _error(lambda: client.request_response(b"", bad, timeout=WAIT))
     assert error.error_code == ErrorCode.INVALID
     assert "reserved well-known id 0x2b" in error.message
-    truncated = compose("users.1.get")[:-2]
-    error = _error(lambda: client.request_response(b"", truncated, timeout=WAIT))
-    assert error.error_code == ErrorCode.INVALID and "truncated" in error.message
+    truncated = compose("users.1.get")[:-2]  # our client refuses to send it: the check
+    with pytest.raises(ValueError, match="not composite"):
+        client.request_response(b"", truncated, timeout=WAIT)
     assert client.route("users.me.get").request_response(b"", timeout=WAIT) == Payload(b"me:ann")
+
+
+def test_router_truncated_composite_metadata_from_a_scripted_peer_is_invalid(
+    server: Server,
+) -> None:
+    # A peer that declared composite metadata and sends a truncated one (a
+    # sansrs client checks its metadata first, so the sans-IO core plays it).
+    conn = Connection(Role.CLIENT, ConnectionConfig())
+    conn.setup(metadata_mime_type=COMPOSITE_METADATA, metadata=compose(auth=ANN))
+    sid = conn.request_response(b"", compose("users.1.get")[:-2])
+    with socket.create_connection(("127.0.0.1", server.endpoint.port), timeout=WAIT) as sock:
+        sock.sendall(conn.data_to_send())
+        errors: list[ErrorReceived] = []
+        while not errors:
+            data = sock.recv(65536)
+            assert data, "closed before the ERROR frame"
+            conn.receive_data(data)
+            errors += [e for e in conn.events() if isinstance(e, ErrorReceived)]
+    assert (errors[0].stream_id, errors[0].error_code) == (sid, ErrorCode.INVALID)
+    assert "truncated" in errors[0].message
 
 
 def test_router_request_without_route_and_no_fallback_is_application_error(
@@ -259,7 +284,10 @@ def test_rsocket_data_mime_responder_other_type_must_be_declared_in_answers(
 
 def test_router_fallback_answers_connections_without_composite_metadata(loop: str) -> None:
     router = make_router(Seen(), fallback_factory=DemoHandler, require_auth=False)
-    with serve("tcp://127.0.0.1:0", router, loop=loop) as server, connect(server.url) as c:
+    with (
+        serve("tcp://127.0.0.1:0", router, loop=loop) as server,
+        connect(server.url, metadata_mime_type=RAW) as c,
+    ):
         assert c.request_response(b"hi", b"md", timeout=WAIT) == Payload(b"hi", b"md")
         with c.request_stream('{"n": 3, "size": 2}', timeout=WAIT) as items:
             assert [p.data for p in items] == [b"00", b"01", b"02"]
@@ -287,7 +315,10 @@ def test_router_fallback_needs_a_principal_when_auth_is_required(loop: str) -> N
 def test_router_without_fallback_tells_a_plain_client_to_send_routes(loop: str) -> None:
     router = Router()
     router.response("r")(lambda r: b"")
-    with serve("tcp://127.0.0.1:0", router, loop=loop) as server, connect(server.url) as c:
+    with (
+        serve("tcp://127.0.0.1:0", router, loop=loop) as server,
+        connect(server.url, metadata_mime_type=RAW) as c,
+    ):
         error = _error(lambda: c.request_response(b"x", timeout=WAIT))
     assert COMPOSITE_METADATA in error.message and error.error_code == ErrorCode.APPLICATION_ERROR
 

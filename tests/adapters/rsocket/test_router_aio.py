@@ -29,6 +29,9 @@ from sansrs.rsocket.extensions import Authentication, response_data_mime
 from sansrs.streams import IterablePublisher
 from tests.adapters.rsocket.routed_service import Seen, make_router
 
+#: Raw metadata bytes, declared as such (connect's default is composite).
+RAW = "application/octet-stream"
+
 WAIT = 10.0
 ANN = SimpleAuth("ann", "pw-ann")
 
@@ -136,7 +139,7 @@ def test_async_route_needs_composite_metadata() -> None:
     async def main() -> None:
         async with (
             await aio.serve("tcp://127.0.0.1:0", make_router(Seen())) as server,
-            await aio.connect(server.url) as client,
+            await aio.connect(server.url, metadata_mime_type=RAW) as client,
         ):
             with pytest.raises(ValueError, match="composite metadata"):
                 client.route("health")

@@ -56,6 +56,9 @@ from sansrs.rsocket import (
 from tests.adapters.transport.test_websocket import read_to_eof, send_all
 from tests.adapters.transport.tls_certs import certs
 
+#: Raw metadata bytes, declared as such (connect's default is composite).
+RAW = "application/octet-stream"
+
 WAIT = 10.0
 URL = "ws://127.0.0.1:0/rsocket"
 
@@ -73,7 +76,7 @@ def demo_server(loop: str) -> Iterator[Server]:
 
 def test_rsocket_every_interaction_model_over_ws(demo_server: Server, loop: str) -> None:
     assert demo_server.url.startswith("ws://127.0.0.1:") and demo_server.url.endswith("/rsocket")
-    with connect(demo_server.url, loop=loop) as c:
+    with connect(demo_server.url, loop=loop, metadata_mime_type=RAW) as c:
         assert c.request_response(b"hello", b"meta", timeout=WAIT) == Payload(b"hello", b"meta")
         for _ in range(3):
             c.fire_and_forget(b"fnf")
@@ -95,7 +98,7 @@ def test_rsocket_every_interaction_model_over_ws(demo_server: Server, loop: str)
 
 
 def test_rsocket_fragmented_payloads_over_ws(demo_server: Server, loop: str) -> None:
-    with connect(demo_server.url, loop=loop, fragment_size=1024) as c:
+    with connect(demo_server.url, loop=loop, fragment_size=1024, metadata_mime_type=RAW) as c:
         data = bytes(range(256)) * 64  # 16 KiB: 17 fragments, one message each
         assert c.request_response(data, b"m" * 3000, timeout=WAIT) == Payload(data, b"m" * 3000)
 

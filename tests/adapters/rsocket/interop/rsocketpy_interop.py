@@ -87,8 +87,13 @@ def check_rsocketpy_observations(seen: dict[str, object]) -> None:
     assert seen["big_ok"] is True
 
 
+#: What a client of the demo contract declares: its metadata is raw bytes.
+RAW_METADATA = "application/octet-stream"
+
+
 def check_against_demo(c: Client) -> None:
-    """Every interaction model of our client against rsocket-py's demo responder."""
+    """Every interaction model of our client (connected with ``metadata_mime_type=
+    RAW_METADATA``) against rsocket-py's demo responder."""
     assert c.request_response(b"hello", b"meta", timeout=WAIT) == Payload(b"hello", b"meta")
     for _ in range(3):
         c.fire_and_forget(b"fnf")

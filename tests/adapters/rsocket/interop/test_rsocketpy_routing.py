@@ -36,7 +36,7 @@ from sansrs.adapters.rsocket import (
 from sansrs.adapters.transport.urls import parse_url
 
 from sansrs.rsocket import ErrorCode
-from sansrs.rsocket.extensions import COMPOSITE_METADATA, compose
+from sansrs.rsocket.extensions import compose
 from tests.adapters.rsocket.interop.rsocketpy_interop import ROOT, WAIT, process, sansrs_server
 
 pytestmark = pytest.mark.interop
@@ -54,8 +54,18 @@ def rsocketpy_router() -> Iterator[str]:
 
 @pytest.fixture
 def client(rsocketpy_router: str) -> Iterator[Client]:
-    with connect(rsocketpy_router, metadata_mime_type=COMPOSITE_METADATA) as c:
+    with connect(rsocketpy_router) as c:  # composite metadata: connect's default
         yield c
+
+
+def test_default_connect_is_routed_by_rsocketpy_router(rsocketpy_router: str) -> None:
+    # No metadata option at all: the SETUP declares composite metadata, which
+    # rsocket-py's RoutingRequestHandler requires, and route() works at once.
+    with connect(rsocketpy_router) as c:
+        assert c.route("echo", auth=ANN).request_response(b"hi", timeout=WAIT) == Payload(b"hi")
+        request = b'{"n": 3, "size": 2}'
+        with c.route("stream", auth=ANN).request_stream(request, timeout=WAIT) as items:
+            assert [p.data for p in items] == [b"00", b"01", b"02"]
 
 
 # -- sansrs routed client -> rsocket-py RequestRouter ----------------------------------
@@ -162,14 +172,15 @@ def test_rsocketpy_routing_client_against_sansrs_router() -> None:
 
 
 @pytest.mark.timeout(30)
-def test_default_setup_rejected_by_rsocketpy_fails_the_request_at_once(
+def test_raw_metadata_setup_rejected_by_rsocketpy_fails_the_request_at_once(
     rsocketpy_router: str,
 ) -> None:
     # #31 finding 1, against a real peer: rsocket-py's router rejects a
-    # SETUP without composite metadata and keeps the socket a while; the
-    # request fails with its REJECTED_SETUP at once, never after its timeout.
+    # SETUP without composite metadata (connect's default before #33) and
+    # keeps the socket a while; the request fails with its REJECTED_SETUP at
+    # once, never after its timeout.
     for _ in range(10):
-        with connect(rsocketpy_router) as c:
+        with connect(rsocketpy_router, metadata_mime_type="application/octet-stream") as c:
             started = time.monotonic()
             with pytest.raises(ConnectionClosed, match="REJECTED_SETUP"):
                 c.request_response(b"x", timeout=5)

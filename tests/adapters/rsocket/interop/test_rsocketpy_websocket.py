@@ -13,6 +13,7 @@ import pytest
 from sansrs.adapters.rsocket.client import connect
 
 from tests.adapters.rsocket.interop.rsocketpy_interop import (
+    RAW_METADATA,
     check_against_demo,
     check_rsocketpy_observations,
     rsocketpy_server,
@@ -49,15 +50,21 @@ def test_rsocketpy_websocket_client_with_lease_against_sansrs_serve() -> None:
 
 
 def test_sansrs_websocket_client_against_rsocketpy_responder() -> None:
-    with rsocketpy_server(ws_path=PATH) as url, connect(url) as c:
+    with rsocketpy_server(ws_path=PATH) as url, connect(url, metadata_mime_type=RAW_METADATA) as c:
         check_against_demo(c)
 
 
 def test_sansrs_websocket_client_fragmenting_against_rsocketpy_responder() -> None:
-    with rsocketpy_server(ws_path=PATH) as url, connect(url, fragment_size=65536) as c:
+    with (
+        rsocketpy_server(ws_path=PATH) as url,
+        connect(url, fragment_size=65536, metadata_mime_type=RAW_METADATA) as c,
+    ):
         check_against_demo(c)
 
 
 def test_sansrs_websocket_client_with_lease_against_rsocketpy_responder() -> None:
-    with rsocketpy_server("--lease", ws_path=PATH) as url, connect(url, lease=True) as c:
+    with (
+        rsocketpy_server("--lease", ws_path=PATH) as url,
+        connect(url, lease=True, metadata_mime_type=RAW_METADATA) as c,
+    ):
         check_against_demo(c)
