@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from sansrs.rsocket import ErrorCode, Role
+from sansrs.rsocket.extensions import COMPOSITE_METADATA, decode_metadata
 
 from .errors import RSocketError
-from .responder import route_of
 
 __all__ = [
     "ConnectionInfo",
@@ -45,6 +45,7 @@ __all__ = [
     "RequestInfo",
     "RequestInterceptor",
     "install",
+    "route_of",
 ]
 
 log = logging.getLogger("sansrs.adapters.rsocket")
@@ -201,6 +202,19 @@ class Interceptors:
             level = logging.ERROR if first else logging.DEBUG
             log.log(level, "interceptor %r failed in %s (the connection goes on)",
                     interceptor, method, exc_info=first)
+
+
+def route_of(conn: Any, metadata: bytes | None) -> str | None:
+    """A request's route: only when the connection's metadata (``conn``: the
+    core connection) is composite, and never failing (None for malformed
+    metadata)."""
+    setup = conn.setup_frame
+    if not metadata or setup is None or setup.metadata_mime_type != COMPOSITE_METADATA:
+        return None
+    try:
+        return decode_metadata(metadata).route
+    except Exception:  # malformed: no route to tell
+        return None
 
 
 # -- the engine's part ------------------------------------------------------------

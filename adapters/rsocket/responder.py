@@ -12,33 +12,21 @@ from collections.abc import Callable
 from typing import Any
 
 from sansrs.rsocket import ErrorCode
-from sansrs.rsocket.extensions import COMPOSITE_METADATA, decode_metadata
 
 from ..drive.queues import CreditQueue
 from ..drive.streams import Outbound, StreamIterator, make_source
 from . import core
 from .errors import RSocketError, error_for_exception
 from .fast import as_payload, new_request
+from .interceptors import route_of
 from .types import Payload, Request, is_single_value
 
-__all__ = ["CHANNEL_PREFETCH", "Responder", "route_of"]
+__all__ = ["CHANNEL_PREFETCH", "Responder"]
 
 log = logging.getLogger("sansrs.adapters.rsocket")
 
 #: Channel inbound requested at a time unless the handler sets ``channel_prefetch``.
 CHANNEL_PREFETCH = 256
-
-
-def route_of(conn: core.Connection, metadata: bytes | None) -> str | None:
-    """A request's route: only when the connection's metadata is composite,
-    and never failing (None for malformed metadata)."""
-    setup = conn.setup_frame
-    if not metadata or setup is None or setup.metadata_mime_type != COMPOSITE_METADATA:
-        return None
-    try:
-        return decode_metadata(metadata).route
-    except Exception:  # malformed: no route to tell
-        return None
 
 
 class Responder:
