@@ -504,8 +504,20 @@ def _observe_responder(engine: Any, observer: _Observer) -> None:
         if info is not None:  # the requester of a channel failed its side
             observer.end(info, outcome_of(RSocketError(code, message)))
 
+    on_payload = engine.on_payload
+
+    def observed_payload(
+        sid: int, data: bytes, metadata: bytes | None, next_: bool, complete: bool
+    ) -> None:
+        info = serving.get(sid)
+        if info is not None and next_:  # a channel's inbound item
+            info.items_in += 1
+            info.bytes_in += len(data) + len(metadata or b"")
+        on_payload(sid, data, metadata, next_, complete)
+
     engine.on_cancel = observed_cancel
     engine.on_error = observed_error
+    engine.on_payload = observed_payload
 
 
 def _observe_connection(engine: Any, observer: _Observer) -> None:
