@@ -23,8 +23,8 @@ import argparse
 import contextlib
 import sys
 import threading
-import time
 from collections.abc import Iterator
+from typing import Any
 
 import prometheus_client
 from sansrs.adapters.rsocket import (
@@ -128,6 +128,14 @@ def run_workload(url: str, metrics: RSocketMetrics) -> None:
             client.route("log").fire_and_forget(b"line")
 
 
+def scrape_endpoint(
+    registry: prometheus_client.CollectorRegistry, port: int
+) -> tuple[Any, threading.Thread]:
+    """Prometheus' scrape endpoint for ``registry`` on 127.0.0.1:``port``
+    (0: any free port; ``server.server_port`` says which), on a thread."""
+    return prometheus_client.start_http_server(port, addr="127.0.0.1", registry=registry)
+
+
 def main(argv: list[str] | None = None) -> prometheus_client.CollectorRegistry:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--serve", type=int, metavar="PORT",
@@ -146,13 +154,11 @@ def main(argv: list[str] | None = None) -> prometheus_client.CollectorRegistry:
             raise RuntimeError("the server did not see the connection close")
     sys.stdout.write(prometheus_client.generate_latest(registry).decode())
     if args.serve is not None:
-        httpd, thread = prometheus_client.start_http_server(
-            args.serve, addr="127.0.0.1", registry=registry
-        )
+        httpd, thread = scrape_endpoint(registry, args.serve)
         print(f"serving the metrics on http://127.0.0.1:{httpd.server_port}/metrics", flush=True)
         try:
             if args.serve_for is not None:
-                time.sleep(args.serve_for)
+                thread.join(args.serve_for)
             else:
                 thread.join()
         except KeyboardInterrupt:
