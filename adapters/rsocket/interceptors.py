@@ -186,31 +186,49 @@ class Interceptors:
     _failed: set[int] = field(default_factory=set, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        for name in ("connection", "requests"):
+        for name, methods in (("connection", _CONNECTION), ("requests", _REQUEST)):
             value = getattr(self, name)
             if not isinstance(value, Sequence) or isinstance(value, (str, bytes)):
                 raise TypeError(f"Interceptors({name}=...) takes a list, not {value!r}")
+            for interceptor in value:
+                missing = [m for m in methods if not callable(getattr(interceptor, m, None))]
+                if missing:
+                    raise TypeError(
+                        f"Interceptors({name}=...): {interceptor!r} has no {', '.join(missing)}"
+                    )
             object.__setattr__(self, name, tuple(value))
 
     def call(self, interceptor: object, method: str, *args: Any) -> None:
-        """``interceptor.method(*args)``; an exception is logged (the first
-        of each interceptor with its traceback) and goes no further."""
+        """``interceptor.method(*args)``; an exception is logged (:meth:`failed`)
+        and goes no further."""
         try:
             getattr(interceptor, method)(*args)
         except Exception:
-            first = id(interceptor) not in self._failed
-            self._failed.add(id(interceptor))
-            level = logging.ERROR if first else logging.DEBUG
-            log.log(level, "interceptor %r failed in %s (the connection goes on)",
-                    interceptor, method, exc_info=first)
+            self.failed(interceptor, method)
+
+    def failed(self, interceptor: object, method: str) -> None:
+        """In an ``except`` block: ``interceptor.method`` raised. The first
+        failure of each interceptor is logged with its traceback, later ones
+        at DEBUG (no flood at the request rate)."""
+        first = id(interceptor) not in self._failed
+        self._failed.add(id(interceptor))
+        level = logging.ERROR if first else logging.DEBUG
+        log.log(level, "interceptor %r failed in %s (the connection goes on)",
+                interceptor, method, exc_info=first)
+
+
+_REQUEST = ("on_start", "on_end")
+_CONNECTION = ("on_open", "on_close")
 
 
 def route_of(conn: Any, metadata: bytes | None) -> str | None:
     """A request's route: only when the connection's metadata (``conn``: the
     core connection) is composite, and never failing (None for malformed
     metadata)."""
+    if not metadata:
+        return None
     setup = conn.setup_frame
-    if not metadata or setup is None or setup.metadata_mime_type != COMPOSITE_METADATA:
+    if setup is None or setup.metadata_mime_type != COMPOSITE_METADATA:
         return None
     try:
         return decode_metadata(metadata).route
@@ -247,7 +265,7 @@ class _Observed:
         self.inner.put_many(items)
 
     def finish(self, error: BaseException | None = None) -> None:
-        self._observer.end(self.info, outcome_of(error))
+        self._observer.end(self.info, COMPLETE if error is None else outcome_of(error))
         self.inner.finish(error)
 
     def close(self, error: BaseException | None = None) -> None:
@@ -283,7 +301,9 @@ class _Observer:
     def __init__(self, interceptors: Interceptors, engine: Any) -> None:
         self.interceptors = interceptors
         self.engine = engine
-        self.requests = interceptors.requests
+        #: (interceptor, its bound method): looked up once, called per request.
+        self._on_start = tuple((i, i.on_start) for i in interceptors.requests)
+        self._on_end = tuple((i, i.on_end) for i in interceptors.requests)
         self.clock = interceptors.clock
         #: Responder requests still running, by stream id.
         self.serving: dict[int, RequestInfo] = {}
@@ -300,9 +320,11 @@ class _Observer:
             info.bytes_out, info.items_out = size, 1
         else:
             info.bytes_in, info.items_in = size, 1
-        call = self.interceptors.call
-        for interceptor in self.requests:
-            call(interceptor, "on_start", info)
+        for interceptor, on_start in self._on_start:
+            try:
+                on_start(info)
+            except Exception:
+                self.interceptors.failed(interceptor, "on_start")
         return info
 
     def end(self, info: RequestInfo, outcome: Outcome) -> None:
@@ -311,9 +333,11 @@ class _Observer:
         info.ended = self.clock()
         if info.side == "responder":
             self.serving.pop(info.stream_id, None)
-        call = self.interceptors.call
-        for interceptor in self.requests:
-            call(interceptor, "on_end", info, outcome)
+        for interceptor, on_end in self._on_end:
+            try:
+                on_end(info, outcome)
+            except Exception:
+                self.interceptors.failed(interceptor, "on_end")
 
     def route(self, metadata: bytes | None) -> str | None:
         return route_of(self.engine.conn, metadata)

@@ -343,3 +343,14 @@ def test_interceptors_none_installed_leaves_the_engine_undecorated() -> None:
 def test_interceptors_takes_lists_only() -> None:
     with pytest.raises(TypeError, match="takes a list"):
         Interceptors(requests=Recorder())  # type: ignore[arg-type]
+
+
+def test_interceptors_refuses_one_without_its_methods_up_front() -> None:
+    class StartOnly:
+        def on_start(self, info: RequestInfo) -> None:
+            pass
+
+    with pytest.raises(TypeError, match="has no on_end"):
+        Interceptors(requests=[StartOnly()])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="has no on_open, on_close"):
+        Interceptors(connection=[Recorder(), StartOnly()])  # type: ignore[list-item]
