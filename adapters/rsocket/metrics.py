@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 try:
     import prometheus_client
@@ -83,55 +84,36 @@ class RSocketMetrics:
         self._routes: set[str] = set()
         self._lock = threading.Lock()
         p = prometheus_client
-        self.started = p.Counter(
-            "requests_started", "Requests started", _REQUEST, namespace=namespace, registry=reg
+
+        def metric(kind: Any, name: str, doc: str, labels: Sequence[str], **more: Any) -> Any:
+            return kind(name, doc, tuple(labels), namespace=namespace, registry=reg, **more)
+
+        by_outcome = (*_REQUEST, "outcome")
+        by_direction = (*_REQUEST, "direction")
+        self.started = metric(p.Counter, "requests_started", "Requests started", _REQUEST)
+        self.ended = metric(
+            p.Counter, "requests_ended", "Requests ended, by outcome", (*by_outcome, "error")
         )
-        self.ended = p.Counter(
-            "requests_ended",
-            "Requests ended, by outcome",
-            (*_REQUEST, "outcome", "error"),
-            namespace=namespace,
-            registry=reg,
-        )
-        self.in_flight = p.Gauge(
-            "requests_in_flight", "Requests running", _REQUEST, namespace=namespace, registry=reg
-        )
-        self.duration = p.Histogram(
+        self.in_flight = metric(p.Gauge, "requests_in_flight", "Requests running", _REQUEST)
+        self.duration = metric(
+            p.Histogram,
             "request_duration_seconds",
             "Request duration, start to end (the last item, an error or a cancel)",
-            (*_REQUEST, "outcome"),
-            namespace=namespace,
-            registry=reg,
+            by_outcome,
             buckets=tuple(buckets),
         )
-        self.bytes = p.Counter(
-            "request_bytes",
-            "Payload bytes (data + metadata) of requests",
-            (*_REQUEST, "direction"),
-            namespace=namespace,
-            registry=reg,
+        self.bytes = metric(
+            p.Counter, "request_bytes", "Payload bytes (data + metadata) of requests", by_direction
         )
-        self.payloads = p.Counter(
-            "request_payloads",
-            "Payloads of requests",
-            (*_REQUEST, "direction"),
-            namespace=namespace,
-            registry=reg,
-        )
-        self.opened = p.Counter(
-            "connections_opened", "Connections opened", ("side",), namespace=namespace,
-            registry=reg,
-        )
-        self.closed = p.Counter(
+        self.payloads = metric(p.Counter, "request_payloads", "Payloads of requests", by_direction)
+        self.opened = metric(p.Counter, "connections_opened", "Connections opened", ("side",))
+        self.closed = metric(
+            p.Counter,
             "connections_closed",
             "Connections closed: clean (CONNECTION_CLOSE, or closed by the application) or error",
             ("side", "outcome"),
-            namespace=namespace,
-            registry=reg,
         )
-        self.open = p.Gauge(
-            "connections_open", "Connections open", ("side",), namespace=namespace, registry=reg
-        )
+        self.open = metric(p.Gauge, "connections_open", "Connections open", ("side",))
 
     def interceptors(self, *, clock: Callable[[], float] | None = None) -> Interceptors:
         """What ``connect`` / ``serve`` take: ``interceptors=metrics.interceptors()``."""
