@@ -82,6 +82,7 @@ class RSocketMetrics:
         self.registry = reg
         self.max_routes = max_routes
         self._routes: set[str] = set()
+        self._by_request: dict[tuple[str, str, str], _Series] = {}
         self._lock = threading.Lock()
         p = prometheus_client
 
@@ -132,26 +133,37 @@ class RSocketMetrics:
             self._routes.add(route)
         return route
 
+    def _series(self, labels: tuple[str, str, str]) -> _Series:
+        """The children of one (side, model, route), made once: a child's
+        ``inc`` is cheap, ``labels()`` is not (validation, a lock)."""
+        series = self._by_request.get(labels)
+        if series is None:
+            with self._lock:
+                series = self._by_request.get(labels)
+                if series is None:
+                    series = self._by_request[labels] = _Series(self, labels)
+        return series
+
     # -- RequestInterceptor --------------------------------------------------------
     def on_start(self, info: RequestInfo) -> None:
-        labels = (info.side, info.model, self._route(info.route))
-        info.context[_KEY] = labels
-        self.started.labels(*labels).inc()
-        self.in_flight.labels(*labels).inc()
+        series = self._series((info.side, info.model, self._route(info.route)))
+        info.context[_KEY] = series
+        series.started.inc()
+        series.in_flight.inc()
 
     def on_end(self, info: RequestInfo, outcome: Outcome) -> None:
-        labels = info.context.get(_KEY)
-        if labels is None:  # started before this interceptor was there
+        series = info.context.get(_KEY)
+        if series is None:  # started before this interceptor was there
             return
-        self.in_flight.labels(*labels).dec()
-        self.ended.labels(*labels, outcome.kind, outcome.error or "").inc()
-        duration = info.duration
-        if duration is not None:
-            self.duration.labels(*labels, outcome.kind).observe(duration)
-        self.bytes.labels(*labels, "in").inc(info.bytes_in)
-        self.bytes.labels(*labels, "out").inc(info.bytes_out)
-        self.payloads.labels(*labels, "in").inc(info.items_in)
-        self.payloads.labels(*labels, "out").inc(info.items_out)
+        series.in_flight.dec()
+        ended, duration = series.ended(outcome)
+        ended.inc()
+        if info.duration is not None:
+            duration.observe(info.duration)
+        series.bytes_in.inc(info.bytes_in)
+        series.bytes_out.inc(info.bytes_out)
+        series.payloads_in.inc(info.items_in)
+        series.payloads_out.inc(info.items_out)
 
     # -- ConnectionInterceptor ---------------------------------------------------
     def on_open(self, info: ConnectionInfo) -> None:
@@ -161,3 +173,34 @@ class RSocketMetrics:
     def on_close(self, info: ConnectionInfo, error: BaseException | None) -> None:
         self.closed.labels(info.side, "clean" if error is None else "error").inc()
         self.open.labels(info.side).dec()
+
+
+class _Series:
+    """The metrics' children for one (side, model, route)."""
+
+    __slots__ = (
+        "_by_outcome", "_labels", "_metrics", "bytes_in", "bytes_out", "in_flight",
+        "payloads_in", "payloads_out", "started",
+    )
+
+    def __init__(self, metrics: RSocketMetrics, labels: tuple[str, str, str]) -> None:
+        self._metrics = metrics
+        self._labels = labels
+        self.started = metrics.started.labels(*labels)
+        self.in_flight = metrics.in_flight.labels(*labels)
+        self.bytes_in = metrics.bytes.labels(*labels, "in")
+        self.bytes_out = metrics.bytes.labels(*labels, "out")
+        self.payloads_in = metrics.payloads.labels(*labels, "in")
+        self.payloads_out = metrics.payloads.labels(*labels, "out")
+        self._by_outcome: dict[tuple[str, str], tuple[Any, Any]] = {}
+
+    def ended(self, outcome: Outcome) -> tuple[Any, Any]:
+        """The ended counter and the duration histogram of ``outcome``."""
+        key = (outcome.kind, outcome.error or "")
+        found = self._by_outcome.get(key)
+        if found is None:  # (a race makes the same children twice: harmless)
+            labels, m = self._labels, self._metrics
+            found = self._by_outcome[key] = (
+                m.ended.labels(*labels, *key), m.duration.labels(*labels, outcome.kind)
+            )
+        return found
