@@ -27,6 +27,9 @@ log = logging.getLogger("sansrs.adapters.rsocket")
 
 #: Channel inbound requested at a time unless the handler sets ``channel_prefetch``.
 CHANNEL_PREFETCH = 256
+#: What a fire-and-forget or a metadata push without a handler ends with (never sent).
+_NO_FIRE_AND_FORGET = RSocketError(ErrorCode.REJECTED, "no handler for fire_and_forget")
+_NO_METADATA_PUSH = RSocketError(ErrorCode.REJECTED, "no handler for metadata_push")
 
 
 class Responder:
@@ -152,8 +155,8 @@ class Responder:
 
     def on_fire_and_forget(self, data: bytes, metadata: bytes | None) -> BaseException | None:
         method = self._handler_method("fire_and_forget")
-        if method is None:
-            return None
+        if method is None:  # dropped (nothing to answer): REJECTED for interceptors
+            return _NO_FIRE_AND_FORGET
         try:
             method(self._request(data, metadata))
         except Exception as exc:
@@ -166,7 +169,7 @@ class Responder:
     def on_metadata_push(self, metadata: bytes) -> BaseException | None:
         method = self._handler_method("metadata_push")
         if method is None:
-            return None
+            return _NO_METADATA_PUSH
         try:
             method(metadata)
         except Exception as exc:

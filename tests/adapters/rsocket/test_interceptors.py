@@ -232,10 +232,16 @@ def test_interceptors_a_model_without_a_handler_ends_rejected_on_both_sides(loop
     ) as client:
         with pytest.raises(RSocketError, match="no handler for request_stream"):
             list(client.request_stream(b"", timeout=WAIT))
-        c.wait_ended(1)
-        s.wait_ended(1)
-    reject = {("request_stream", "reject", "REJECTED"): 1}
-    assert c.ends() == s.ends() == collections.Counter(reject)
+        client.fire_and_forget(b"dropped")
+        c.wait_ended(2)
+        s.wait_ended(2)
+    assert c.ends() == collections.Counter({
+        ("request_stream", "reject", "REJECTED"): 1, ("fire_and_forget", "complete", None): 1
+    })
+    # The responder dropped the fire-and-forget: no handler, so REJECTED (never sent).
+    assert s.ends() == collections.Counter({
+        ("request_stream", "reject", "REJECTED"): 1, ("fire_and_forget", "reject", "REJECTED"): 1
+    })
 
 
 def test_interceptors_see_the_route_of_composite_metadata() -> None:
