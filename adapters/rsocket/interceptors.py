@@ -183,7 +183,7 @@ class Interceptors:
     requests: Sequence[RequestInterceptor] = ()
     clock: Callable[[], float] = time.monotonic
     #: Interceptors whose failure was logged already (log once each).
-    _failed: set[int] = field(default_factory=set, compare=False, repr=False)
+    _failed: set[int] = field(default_factory=set, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for name, methods in (("connection", _CONNECTION), ("requests", _REQUEST)):
