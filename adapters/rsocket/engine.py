@@ -39,6 +39,7 @@ from ..transport.websocket import messages as ws
 from . import core
 from .errors import RSocketError, setup_rejection
 from .fast import new_tuple
+from .interceptors import install as install_interceptors
 from .leases import Leases
 from .options import EngineOptions
 from .outbound import stream_outbound
@@ -161,6 +162,12 @@ class RSocketEngine:
         self.on_metadata_push = r.on_metadata_push
         self.on_request_stream = r.on_request_stream
         self.on_request_channel = r.on_request_channel
+        #: A byte-stream transport: the core can take a read that is exactly
+        #: an answer (``Connection.take_answer``; not over WebSocket records,
+        #: nor with interceptors, which see every request pass the engine).
+        self.takes_whole_reads = True
+        if options.interceptors is not None:  # (decorates this instance's entry points)
+            install_interceptors(self, options.interceptors)
 
     @property
     def handler(self) -> object:
@@ -182,6 +189,7 @@ class RSocketEngine:
         engine.handler = handler
         if message_framed:
             engine._records = ws.MessageReader(keep_runs=True)
+            engine.takes_whole_reads = False
         return engine
 
     @classmethod
@@ -190,6 +198,7 @@ class RSocketEngine:
         engine._before_setup = b""
         if message_framed:
             engine._records = ws.MessageReader(keep_runs=True)
+            engine.takes_whole_reads = False
         return engine
 
     def attach(self, thread: Driver, peer: object, handler: object = None) -> None:
@@ -651,12 +660,6 @@ class RSocketEngine:
         handle.sid = sid
         self._requests[sid] = handle
 
-    @property
-    def takes_whole_reads(self) -> bool:
-        """A byte-stream transport: the core can take a read that is exactly
-        an answer (``Connection.take_answer``; not over WebSocket records)."""
-        return self._records is None
-
     def adopt_response(self, handle: RequestHandle, sid: int) -> None:
         """A request-response (``handle``) the core started with
         ``request_response_frame`` (the express latency path, the frame
@@ -751,9 +754,10 @@ class RSocketEngine:
             thread.wake()
 
     def _new_outbound(
-        self, sid: int, source: IteratorSource[Any] | Any, credit: int
+        self, sid: int, source: IteratorSource[Any] | Any, credit: int, watch: Any = None
     ) -> Outbound[Any]:
-        out = stream_outbound(self.conn, sid, source, credit)
+        """``watch``: an interceptor's view of the stream (.interceptors)."""
+        out = stream_outbound(self.conn, sid, source, credit, watch)
         self._outbounds.add(sid, out, runnable=credit > 0)
         return out
 

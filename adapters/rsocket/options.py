@@ -12,6 +12,7 @@ from typing import Any
 from sansrs.rsocket.extensions import COMPOSITE_METADATA, Authentication, compose
 
 from ..drive.keywords import check_keywords
+from .interceptors import Interceptors
 
 __all__ = ["EngineOptions", "options_for"]
 
@@ -47,6 +48,9 @@ class EngineOptions:
     #: and puts ``setup_metadata`` (composite bytes, if given) after them.
     auth: Authentication | None = None
     setup_route: str | None = None
+    #: Connection and request interceptors (docs/interceptors.md); None: none,
+    #: at no cost.
+    interceptors: Interceptors | None = None
 
     def __post_init__(self) -> None:
         if self.keepalive_interval <= 0 or self.max_lifetime <= 0:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from ..drive.streams import IteratorSource, Outbound
@@ -30,10 +31,15 @@ _BYTES = {bytes}  # the items Connection.send_payloads takes
 
 
 def stream_outbound(
-    conn: core.Connection, sid: int, source: IteratorSource[Any] | Any, credit: int
+    conn: core.Connection,
+    sid: int,
+    source: IteratorSource[Any] | Any,
+    credit: int,
+    watch: Any = None,
 ) -> Outbound[Any]:
     """The outbound flow of stream ``sid`` on ``conn``, pulling from
-    ``source``, with ``credit`` items allowed so far."""
+    ``source``, with ``credit`` items allowed so far. ``watch``: told of
+    what is sent and how the flow ends (interceptors, :mod:`.interceptors`)."""
     send_payload = conn.send_payload
 
     def emit(item: object, last: bool) -> None:
@@ -75,4 +81,53 @@ def stream_outbound(
             sent += 1
         return sent
 
+    if watch is not None:
+        return _watched(watch, source, credit, ready, emit, complete, fail, emit_many)
     return Outbound(source, emit, complete, fail, credit, ready, emit_many)
+
+
+def _watched(
+    watch: Any,
+    source: Any,
+    credit: int,
+    ready: Callable[[], bool],
+    emit: Callable[[object, bool], None],
+    complete: Callable[[], None],
+    fail: Callable[[BaseException], None],
+    emit_many: Callable[[list[Any]], int],
+) -> Outbound[Any]:
+    """The same flow, each step told to ``watch`` (``sent(items, bytes)``,
+    ``done(error)``): only for a connection with interceptors."""
+
+    def watched_emit(item: object, last: bool) -> None:
+        emit(item, last)
+        watch.sent(1, _size(item))
+        if last:
+            watch.done(None)
+
+    def watched_emit_many(items: list[Any]) -> int:
+        sent = emit_many(items)
+        done = items[:sent]
+        # Plain bytes (what the batch path sends): summed in C.
+        size = sum(map(len, done)) if set(map(type, done)) == _BYTES else sum(map(_size, done))
+        watch.sent(sent, size)
+        return sent
+
+    def watched_complete() -> None:
+        complete()
+        watch.done(None)
+
+    def watched_fail(exc: BaseException) -> None:
+        fail(exc)
+        watch.done(exc)
+
+    return Outbound(
+        source, watched_emit, watched_complete, watched_fail, credit, ready, watched_emit_many
+    )
+
+
+def _size(item: object) -> int:
+    if type(item) is bytes:
+        return len(item)
+    p = as_payload(item)
+    return len(p.data) + len(p.metadata or b"")

@@ -12,13 +12,13 @@ from collections.abc import Callable
 from typing import Any
 
 from sansrs.rsocket import ErrorCode
-from sansrs.rsocket.extensions import COMPOSITE_METADATA, decode_metadata
 
 from ..drive.queues import CreditQueue
 from ..drive.streams import Outbound, StreamIterator, make_source
 from . import core
 from .errors import RSocketError, error_for_exception
 from .fast import as_payload, new_request
+from .interceptors import route_of
 from .types import Payload, Request, is_single_value
 
 __all__ = ["CHANNEL_PREFETCH", "Responder"]
@@ -27,6 +27,9 @@ log = logging.getLogger("sansrs.adapters.rsocket")
 
 #: Channel inbound requested at a time unless the handler sets ``channel_prefetch``.
 CHANNEL_PREFETCH = 256
+#: What a fire-and-forget or a metadata push without a handler ends with (never sent).
+_NO_FIRE_AND_FORGET = RSocketError(ErrorCode.REJECTED, "no handler for fire_and_forget")
+_NO_METADATA_PUSH = RSocketError(ErrorCode.REJECTED, "no handler for metadata_push")
 
 
 class Responder:
@@ -88,19 +91,14 @@ class Responder:
     def _request(self, data: bytes, metadata: bytes | None) -> Request:
         return new_request(data, metadata, self.peer)
 
-    def _reject_missing(self, sid: int, name: str) -> None:
-        self._answer_error(sid, RSocketError(ErrorCode.REJECTED, f"no handler for {name}"))
+    def _reject_missing(self, sid: int, name: str) -> RSocketError:
+        error = RSocketError(ErrorCode.REJECTED, f"no handler for {name}")
+        self._answer_error(sid, error)
+        return error
 
     def _route_of(self, metadata: bytes | None) -> str | None:
-        """The request's route, for a log line: only when the connection's
-        metadata is composite, and never failing (the request has failed already)."""
-        setup = self.conn.setup_frame
-        if not metadata or setup is None or setup.metadata_mime_type != COMPOSITE_METADATA:
-            return None
-        try:
-            return decode_metadata(metadata).route
-        except Exception:  # malformed: the log line goes without a route
-            return None
+        """The request's route, for a log line (the request has failed already)."""
+        return route_of(self.conn, metadata)
 
     def _handler_failed(
         self, kind: str, sid: int, metadata: bytes | None, exc: BaseException
@@ -125,7 +123,11 @@ class Responder:
         code, message = error_for_exception(exc)
         self.conn.send_error(sid, code, message)
 
-    def on_request_response(self, sid: int, data: bytes, metadata: bytes | None) -> None:
+    def on_request_response(
+        self, sid: int, data: bytes, metadata: bytes | None
+    ) -> BaseException | None:
+        """None: answered, or its answer opened as an outbound stream; the
+        exception it failed with (for interceptors, docs/interceptors.md)."""
         method = self._handler_method("request_response")
         if method is None:
             return self._reject_missing(sid, "request_response")
@@ -133,13 +135,13 @@ class Responder:
             result = method(self._request(data, metadata))
             if type(result) is Payload:  # the common answer, first
                 self.conn.send_payload(sid, result[0], result[1], complete=True)
-                return
+                return None
             if result is not None and callable(getattr(result, "subscribe", None)):
                 source = make_source(
                     result, is_single=is_single_value, notify=lambda: self._poke(sid)
                 )
                 self._new_outbound(sid, source, 1)
-                return
+                return None
             if result is None:
                 self.conn.send_complete(sid)
             else:
@@ -148,28 +150,36 @@ class Responder:
         except Exception as exc:
             self._handler_failed("request_response", sid, metadata, exc)
             self._answer_error(sid, exc)
+            return exc
+        return None
 
-    def on_fire_and_forget(self, data: bytes, metadata: bytes | None) -> None:
+    def on_fire_and_forget(self, data: bytes, metadata: bytes | None) -> BaseException | None:
         method = self._handler_method("fire_and_forget")
-        if method is None:
-            return
+        if method is None:  # dropped (nothing to answer): REJECTED for interceptors
+            return _NO_FIRE_AND_FORGET
         try:
             method(self._request(data, metadata))
         except Exception as exc:
             route = self._route_of(metadata)
             on = f" (route {route!r})" if route is not None else ""
             log.error("fire_and_forget%s: the handler raised", on, exc_info=exc)
+            return exc
+        return None
 
-    def on_metadata_push(self, metadata: bytes) -> None:
+    def on_metadata_push(self, metadata: bytes) -> BaseException | None:
         method = self._handler_method("metadata_push")
         if method is None:
-            return
+            return _NO_METADATA_PUSH
         try:
             method(metadata)
-        except Exception:
+        except Exception as exc:
             log.exception("metadata_push handler failed")
+            return exc
+        return None
 
-    def on_request_stream(self, sid: int, data: bytes, metadata: bytes | None, n: int) -> None:
+    def on_request_stream(
+        self, sid: int, data: bytes, metadata: bytes | None, n: int
+    ) -> BaseException | None:
         method = self._handler_method("request_stream")
         if method is None:
             return self._reject_missing(sid, "request_stream")
@@ -181,8 +191,9 @@ class Responder:
         except Exception as exc:
             self._handler_failed("request_stream", sid, metadata, exc)
             self._answer_error(sid, exc)
-            return
+            return exc
         self._new_outbound(sid, source, n)
+        return None
 
     def _channel_window(self, metadata: bytes | None) -> tuple[int, int | None]:
         """A channel's inbound window: the handler's ``channel_window(metadata)``
@@ -200,7 +211,7 @@ class Responder:
 
     def on_request_channel(
         self, sid: int, data: bytes, metadata: bytes | None, n: int, complete: bool
-    ) -> None:
+    ) -> BaseException | None:
         method = self._handler_method("request_channel")
         if method is None:
             return self._reject_missing(sid, "request_channel")
@@ -252,5 +263,6 @@ class Responder:
             queue.close()
             self._handler_failed("request_channel", sid, metadata, exc)
             self._answer_error(sid, exc)
-            return
+            return exc
         self._new_outbound(sid, source, n)
+        return None
