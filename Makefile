@@ -56,7 +56,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) -m mypy
 
-pytest: $(STAMP)
+pytest: $(STAMP) interop-js
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest
