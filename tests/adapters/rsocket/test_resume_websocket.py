@@ -11,7 +11,7 @@ import asyncio
 import selectors
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from sansrs.adapters.drive.selector import Loop
@@ -77,15 +77,22 @@ def _through(proxy: FaultProxy, scheme: str = "ws") -> str:
 
 
 def _workload_sync(
-    server: ResumableServer, handler: ChaosHandler, url: str, **kw: object
+    server: ResumableServer,
+    handler: ChaosHandler,
+    url: str,
+    done: Callable[[], object] | None = None,
+    **kw: object,
 ) -> int:
     """The chaos workload on a client of ``url``; checks exactly once, in
-    order; returns the client's resumes."""
+    order; returns the client's resumes. ``done`` is called once the last
+    answer is in, before the client closes."""
     progress = handler.progress
     client = connect_resumable(url, resume=client_options(), **SETUP, **kw)  # type: ignore[arg-type]
     try:
         results = run_sync(client, handler, SIZES, progress, WAIT)
         assert client.request_response(b"last", timeout=WAIT) is not None
+        if done is not None:
+            done()
     finally:
         client.close()
     results.check(SIZES)
@@ -181,15 +188,22 @@ def test_rsocket_resume_wss_survives_cuts_inside_tls_records() -> None:
     try:
         with FaultProxy(("127.0.0.1", server.endpoint.port)) as proxy:
             proxy.cut_at_random(8_000, 60_000, cuts=4)
+            # The cuts the workload met: a link cut while the client closes
+            # (after its last answer) is not resumed, and need not be. A cut
+            # can also end a reconnection before its RESUME_OK got through (a
+            # new link carries a TLS handshake, the upgrade and the frames
+            # sent again): the next one resumes for both, so resumes may be
+            # fewer than cuts; the workload's exactly-once checks are the proof.
+            met: list[int] = []
             resumes = _workload_sync(
                 server,
                 handler,
                 _through(proxy, "wss"),
+                lambda: met.append(proxy.stats.cuts),
                 ssl_context=c.client_context(),
                 server_hostname="localhost",
             )
-            cuts = proxy.stats.cuts
-        assert cuts >= 1 and resumes >= cuts
+        assert met[0] >= 1 and resumes >= 1
     finally:
         server.close()
 
