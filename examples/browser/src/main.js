@@ -117,6 +117,9 @@ export class Demo {
         tokenGenerator: randomToken,
         // Called after each loss (attempt 0, 1, ...): back off up to 2 s.
         reconnectFunction: (attempt) => {
+          // Closed by the user: never reconnect (a rejection here would only
+          // make rsocket-js call this again at once).
+          if (this.status === "closed") return new Promise(() => {});
           this.reconnectAttempts += 1;
           this.status = "reconnecting";
           this.note(`reconnecting, attempt ${attempt + 1}`);
@@ -132,16 +135,23 @@ export class Demo {
       this.note(`connect failed: ${error && error.message}`);
       throw error;
     }
+    // rsocket-js calls this for every lost connection, also one it is about
+    // to resume: only a close the user asked for ends the session here (a
+    // session that cannot resume fails its streams: onError).
     this.rsocket.onClose((error) => {
-      this.status = "closed";
-      this.rsocket = null;
-      this.note(`session closed${error ? `: ${error.message}` : ""}`);
+      if (this.status !== "closed") this.note(`transport closed${error ? `: ${error.message}` : ""}`);
     });
     return this.snapshot();
   }
 
   close() {
-    if (this.rsocket) this.rsocket.close();
+    if (!this.rsocket) return;
+    const rsocket = this.rsocket;
+    this.rsocket = null;
+    this.status = "closed";
+    this.cancel();
+    rsocket.close();
+    this.note("session closed");
   }
 
   // A stream of `n` items of `size` bytes ({"n": N, "size": S}, the demo

@@ -1,0 +1,204 @@
+"""The browser demo (examples/browser) in a real headless Chromium: the page's
+rsocket-js client against ``serve_resumable`` over ``ws://``, through the
+fault proxy where a link is cut. What arrived is read from the page's
+``window.sansrsDemo``.
+
+Needs the system's Chromium (Debian's ``chromium``) and node; the page's
+packages (playwright-core among them) and bundle come from ``make browser``
+(CI runs both). Skipped only where Chromium or node is not installed."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import IO, Any
+
+import pytest
+from sansrs.adapters.tools.faults import FaultProxy
+
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "browser"
+NODE = shutil.which("node")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+pytestmark = [
+    pytest.mark.skipif(NODE is None, reason="node is not installed"),
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed"),
+]
+
+
+def _load_serve() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("browser_demo_serve", DEMO / "serve.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _items(n: int, start: int = 0) -> list[str]:
+    return ["%08d" % i for i in range(start, n)]
+
+
+class Browser:
+    """``drive.mjs`` in a subprocess: one JSON command a line, one answer each."""
+
+    def __init__(self) -> None:
+        assert NODE is not None and CHROMIUM is not None
+        self._stderr: IO[str] = tempfile.TemporaryFile("w+")
+        self._proc = subprocess.Popen(
+            [NODE, str(DEMO / "drive.mjs"), CHROMIUM],
+            cwd=DEMO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+        )
+        self.version = self._answer()
+
+    def _answer(self) -> Any:
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        if not line:
+            raise AssertionError(f"the browser driver exited: {self.stderr()}")
+        answer = json.loads(line)
+        if not answer["ok"]:
+            raise AssertionError(f"{answer['error']}\n{self.stderr()}")
+        return answer["value"]
+
+    def stderr(self) -> str:
+        self._stderr.seek(0)
+        return self._stderr.read()
+
+    def command(self, **command: str) -> Any:
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(json.dumps(command) + "\n")
+        self._proc.stdin.flush()
+        return self._answer()
+
+    def goto(self, url: str) -> None:
+        self.command(goto=url)
+
+    def js(self, expression: str) -> Any:
+        return self.command(eval=expression)
+
+    def wait(self, predicate: str, timeout_ms: int = 20_000) -> dict[str, Any]:
+        """The page's state once ``predicate`` (JS, of the state ``s``) holds."""
+        state: dict[str, Any] = self.js(f"sansrsDemo.waitFor(s => {predicate}, {timeout_ms})")
+        return state
+
+    def settled(self) -> dict[str, Any]:
+        """The page's state after a request-response round trip on the same
+        session: whatever the server sent before answering it has arrived."""
+        assert self.js("sansrsDemo.ping('barrier')") == "barrier"
+        state: dict[str, Any] = self.js("sansrsDemo.snapshot()")
+        return state
+
+    def received(self) -> list[str]:
+        items: list[str] = self.js("sansrsDemo.snapshot({items: true}).received")
+        return items
+
+    def close(self) -> None:
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        try:
+            self._proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._stderr.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not (DEMO / "node_modules" / "playwright-core").is_dir() or not (
+        DEMO / "dist" / "demo.js"
+    ).is_file():
+        pytest.fail("the browser demo is not built: run `make browser` (CI does)")
+    driver = Browser()
+    try:
+        yield driver
+    finally:
+        driver.close()
+
+
+@pytest.fixture
+def site() -> Iterator[Any]:
+    with _load_serve().DemoSite() as demo_site:
+        yield demo_site
+
+
+@pytest.mark.timeout(40)
+def test_browser_stream_delivers_n_items_exactly_once_in_order(browser: Browser, site: Any) -> None:
+    browser.goto(site.page_url())
+    assert browser.js("sansrsDemo.connect(document.getElementById('url').value)")["status"] == (
+        "connected"
+    )
+    browser.js("sansrsDemo.stream({n: 5000, size: 8, auto: true, batch: 256})")
+    state = browser.wait("s.stream !== 'open'")
+    assert state["stream"] == "complete", state
+    assert browser.received() == _items(5000)
+    assert state["overDemand"] == 0
+    assert state["connections"] == 1
+    assert site.rsocket.registry.stats.resumed == 0
+
+
+@pytest.mark.timeout(40)
+def test_browser_stream_resumes_through_cuts_mid_stream_without_loss_or_duplicate(
+    browser: Browser, site: Any
+) -> None:
+    with FaultProxy(("127.0.0.1", site.rsocket.endpoint.port), websocket=True) as proxy:
+        # Each of the first two links dies inside or right after one of its
+        # 300th..1500th WebSocket messages, while the items flow.
+        proxy.cut_messages_at_random(300, 1500, cuts=2)
+        browser.goto(site.page_url(f"ws://127.0.0.1:{proxy.port}/rsocket"))
+        browser.js("sansrsDemo.connect(document.getElementById('url').value)")
+        browser.js("sansrsDemo.stream({n: 5000, size: 8, auto: true, batch: 256})")
+        state = browser.wait("s.stream !== 'open'")
+        assert state["stream"] == "complete", state
+        assert browser.received() == _items(5000)
+        assert state["overDemand"] == 0
+        assert proxy.stats.cuts == 2
+        assert state["connections"] == 3  # the first and one per cut
+    assert site.rsocket.registry.stats.resumed == 2
+    assert site.rsocket.registry.stats.rejected == 0
+
+
+@pytest.mark.timeout(40)
+def test_browser_request_n_is_honoured_and_a_cut_while_stalled_resumes(
+    browser: Browser, site: Any
+) -> None:
+    with FaultProxy(("127.0.0.1", site.rsocket.endpoint.port), websocket=True) as proxy:
+        browser.goto(site.page_url(f"ws://127.0.0.1:{proxy.port}/rsocket"))
+        browser.js("sansrsDemo.connect(document.getElementById('url').value)")
+        browser.js("sansrsDemo.stream({n: 100, size: 8, initial: 5})")
+        browser.wait("s.count >= 5")
+        state = browser.settled()  # the stream stalls at the demand
+        assert (state["count"], state["requested"], state["outstanding"]) == (5, 5, 0)
+
+        browser.js("sansrsDemo.request(10)")
+        browser.wait("s.count >= 15")
+        state = browser.settled()
+        assert (state["count"], state["requested"], state["outstanding"]) == (15, 15, 0)
+
+        proxy.cut_now()
+        browser.wait("s.connections === 2 && s.status === 'connected'")
+        state = browser.settled()  # the resumed session: still stalled, nothing replayed twice
+        assert (state["count"], state["outstanding"]) == (15, 0)
+
+        browser.js("sansrsDemo.request(30)")
+        browser.wait("s.count >= 45")
+        state = browser.settled()
+        assert (state["count"], state["requested"], state["outstanding"]) == (45, 45, 0)
+
+        browser.js("sansrsDemo.request(1000)")
+        state = browser.wait("s.stream !== 'open'")
+        assert state["stream"] == "complete", state
+        assert state["count"] == 100 and state["overDemand"] == 0
+        assert browser.received() == _items(100)
+        assert proxy.stats.cuts == 1
+    assert site.rsocket.registry.stats.resumed == 1
