@@ -10,6 +10,7 @@ and open the printed page URL. Both listen on 127.0.0.1 only.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import http.server
 import threading
@@ -95,10 +96,8 @@ def main() -> None:
     with DemoSite(args.ws, args.http_port) as site:
         print(f"RSocket over WebSocket (resumable): {site.ws_url}")
         print(f"open the page: {site.page_url()}", flush=True)
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             threading.Event().wait()
-        except KeyboardInterrupt:
-            pass
 
 
 if __name__ == "__main__":

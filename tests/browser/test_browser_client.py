@@ -41,7 +41,7 @@ def _load_serve() -> ModuleType:
 
 
 def _items(n: int, start: int = 0) -> list[str]:
-    return ["%08d" % i for i in range(start, n)]
+    return [f"{i:08d}" for i in range(start, n)]
 
 
 class Browser:
@@ -49,7 +49,7 @@ class Browser:
 
     def __init__(self) -> None:
         assert NODE is not None and CHROMIUM is not None
-        self._stderr: IO[str] = tempfile.TemporaryFile("w+")
+        self._stderr: IO[str] = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed in close())
         self._proc = subprocess.Popen(
             [NODE, str(DEMO / "drive.mjs"), CHROMIUM],
             cwd=DEMO,
