@@ -169,7 +169,7 @@ def test_browser_stream_resumes_through_cuts_mid_stream_without_loss_or_duplicat
 
 
 @pytest.mark.timeout(40)
-def test_browser_request_n_is_honoured_and_a_cut_while_stalled_resumes(
+def test_browser_request_n_is_honoured_also_when_given_while_disconnected(
     browser: Browser, site: Any
 ) -> None:
     with FaultProxy(("127.0.0.1", site.rsocket.endpoint.port), websocket=True) as proxy:
@@ -185,15 +185,16 @@ def test_browser_request_n_is_honoured_and_a_cut_while_stalled_resumes(
         state = browser.settled()
         assert (state["count"], state["requested"], state["outstanding"]) == (15, 15, 0)
 
+        browser.js("sansrsDemo.offline()")  # the page holds its reconnection
         proxy.cut_now()
-        browser.wait("s.connections === 2 && s.status === 'connected'")
-        state = browser.settled()  # the resumed session: still stalled, nothing replayed twice
-        assert (state["count"], state["outstanding"]) == (15, 0)
-
-        browser.js("sansrsDemo.request(30)")
+        browser.wait("s.status === 'reconnecting' && s.reconnectAttempts === 1")
+        browser.js("sansrsDemo.request(30)")  # demand given with no connection
+        assert browser.js("sansrsDemo.snapshot()")["count"] == 15
+        browser.js("sansrsDemo.online()")
         browser.wait("s.count >= 45")
-        state = browser.settled()
+        state = browser.settled()  # the REQUEST_N went out after the RESUME, once
         assert (state["count"], state["requested"], state["outstanding"]) == (45, 45, 0)
+        assert state["connections"] == 2
 
         browser.js("sansrsDemo.request(1000)")
         state = browser.wait("s.stream !== 'open'")

@@ -40,6 +40,7 @@ export class Demo {
     this.connections = 0;
     this.reconnectAttempts = 0;
     this.log = [];
+    this.held = null; // while set: reconnections wait for it (offline mode)
   }
 
   reset() {
@@ -69,6 +70,7 @@ export class Demo {
       overDemand: this.overDemand,
       stream: this.streamState,
       error: this.error,
+      offline: this.held !== null,
     };
     if (items) state.received = this.received.slice();
     return state;
@@ -124,7 +126,8 @@ export class Demo {
           this.status = "reconnecting";
           this.note(`reconnecting, attempt ${attempt + 1}`);
           const delay = Math.min(2000, 50 * 2 ** attempt);
-          return new Promise((resolve) => setTimeout(resolve, delay));
+          const pause = new Promise((resolve) => setTimeout(resolve, delay));
+          return this.held ? Promise.all([pause, this.held.promise]) : pause;
         },
       },
     });
@@ -142,6 +145,25 @@ export class Demo {
       if (this.status !== "closed") this.note(`transport closed${error ? `: ${error.message}` : ""}`);
     });
     return this.snapshot();
+  }
+
+  // Offline mode: a lost connection is not reconnected until online() (to
+  // see demand given meanwhile go out after the RESUME).
+  offline() {
+    if (!this.held) {
+      let release;
+      const promise = new Promise((resolve) => { release = resolve; });
+      this.held = { promise, release };
+      this.note("offline: reconnections held");
+    }
+  }
+
+  online() {
+    if (this.held) {
+      this.held.release();
+      this.held = null;
+      this.note("online: reconnecting");
+    }
   }
 
   close() {
@@ -276,6 +298,7 @@ function bindPage(demo) {
 
   $("connect").onclick = guard(() => demo.connect($("url").value));
   $("disconnect").onclick = guard(() => demo.close());
+  $("offline").onchange = guard(() => ($("offline").checked ? demo.offline() : demo.online()));
   $("start").onclick = guard(() => {
     const auto = $("auto").checked;
     demo.stream({ n: number("n"), size: number("size"), auto, batch: number("batch"),
