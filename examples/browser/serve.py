@@ -28,8 +28,10 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     """Static files from this directory; one line per request on stderr is
     noise in a demo."""
 
-    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
-                      ".js": "text/javascript"}
+    extensions_map = {
+        **http.server.SimpleHTTPRequestHandler.extensions_map,
+        ".js": "text/javascript",
+    }
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -88,10 +90,14 @@ class DemoSite:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ws", default="ws://127.0.0.1:7878/rsocket",
-                        help="where the RSocket/WebSocket server listens (port 0: any)")
-    parser.add_argument("--http-port", type=int, default=8000,
-                        help="the page's HTTP port on 127.0.0.1 (0: any)")
+    parser.add_argument(
+        "--ws",
+        default="ws://127.0.0.1:7878/rsocket",
+        help="where the RSocket/WebSocket server listens (port 0: any)",
+    )
+    parser.add_argument(
+        "--http-port", type=int, default=8000, help="the page's HTTP port on 127.0.0.1 (0: any)"
+    )
     args = parser.parse_args()
     with DemoSite(args.ws, args.http_port) as site:
         print(f"RSocket over WebSocket (resumable): {site.ws_url}")

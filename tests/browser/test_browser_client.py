@@ -14,12 +14,14 @@ import json
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import IO, Any
 
 import pytest
+from sansrs.adapters.rsocket import ResumeOptions
 from sansrs.adapters.tools.faults import FaultProxy
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "browser"
@@ -115,9 +117,10 @@ class Browser:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    if not (DEMO / "node_modules" / "playwright-core").is_dir() or not (
-        DEMO / "dist" / "demo.js"
-    ).is_file():
+    if (
+        not (DEMO / "node_modules" / "playwright-core").is_dir()
+        or not (DEMO / "dist" / "demo.js").is_file()
+    ):
         pytest.fail("the browser demo is not built: run `make browser` (CI does)")
     driver = Browser()
     try:
@@ -203,3 +206,35 @@ def test_browser_request_n_is_honoured_also_when_given_while_disconnected(
         assert browser.received() == _items(100)
         assert proxy.stats.cuts == 1
     assert site.rsocket.registry.stats.resumed == 1
+
+
+@pytest.mark.timeout(40)
+def test_browser_resume_of_a_session_the_server_forgot_ends_it_on_the_page(
+    browser: Browser,
+) -> None:
+    expired = threading.Event()
+
+    def step(name: str) -> None:
+        if name == "finish":
+            expired.set()
+
+    options = ResumeOptions(keep_detached=0.2, on_step=step)
+    with (
+        _load_serve().DemoSite(resume=options) as site,
+        FaultProxy(("127.0.0.1", site.rsocket.endpoint.port), websocket=True) as proxy,
+    ):
+        browser.goto(site.page_url(f"ws://127.0.0.1:{proxy.port}/rsocket"))
+        browser.js("sansrsDemo.connect(document.getElementById('url').value)")
+        browser.js("sansrsDemo.stream({n: 100, size: 8, initial: 5})")
+        browser.wait("s.count >= 5")
+        browser.js("sansrsDemo.offline()")
+        proxy.cut_now()
+        assert expired.wait(20)  # keep_detached passed: the server forgot the session
+        browser.js("sansrsDemo.online()")  # now the page reconnects and sends RESUME
+        state = browser.wait("s.status === 'closed'")
+        # rsocket-js reads ERROR[REJECTED_RESUME] (frame type 11) in place of
+        # RESUME_OK and fails the stream; the page says the session ended.
+        assert state["stream"] == "error" and "RESUME" in state["error"], state
+        assert (state["count"], state["connections"]) == (5, 2)
+        assert site.rsocket.registry.stats.expired == 1
+        assert site.rsocket.registry.stats.resumed == 0

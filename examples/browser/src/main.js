@@ -40,6 +40,7 @@ export class Demo {
     this.connections = 0;
     this.reconnectAttempts = 0;
     this.log = [];
+    this.attemptsAtLinkUp = 0;
     this.held = null; // while set: reconnections wait for it (offline mode)
   }
 
@@ -93,6 +94,7 @@ export class Demo {
 
   linkUp() {
     this.connections += 1;
+    this.attemptsAtLinkUp = this.reconnectAttempts;
     this.status = "connected";
     this.note(this.connections === 1 ? "connected" : `reconnected (connection ${this.connections}): resuming`);
   }
@@ -101,6 +103,17 @@ export class Demo {
     if (this.status === "closed") return;
     this.status = "reconnecting";
     this.note(`connection lost${error ? `: ${error.message}` : ""}`);
+    // rsocket-js asks reconnectFunction for a new connection as it handles
+    // the loss (before or after this listener); when it does not, the session
+    // is over (a RESUME the server rejected): nothing else tells the page.
+    const attempts = this.attemptsAtLinkUp;
+    setTimeout(() => {
+      if (this.status === "reconnecting" && this.reconnectAttempts === attempts) {
+        this.status = "closed";
+        this.rsocket = null;
+        this.note("session ended: it cannot be resumed");
+      }
+    }, 0);
   }
 
   async connect(url) {
