@@ -238,3 +238,49 @@ def test_browser_resume_of_a_session_the_server_forgot_ends_it_on_the_page(
         assert (state["count"], state["connections"]) == (5, 2)
         assert site.rsocket.registry.stats.expired == 1
         assert site.rsocket.registry.stats.resumed == 0
+
+
+def _painted(browser: Browser, *ids: str) -> list[str]:
+    """The text of the page's elements ``ids`` once two frames were painted."""
+    names = json.dumps(list(ids))
+    texts: list[str] = browser.js(
+        "new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() =>"
+        f" done({names}.map(id => document.getElementById(id).textContent)))))"
+    )
+    return texts
+
+
+@pytest.mark.timeout(40)
+def test_browser_page_controls_drive_the_stream_and_show_the_demand(
+    browser: Browser, site: Any
+) -> None:
+    browser.goto(site.page_url())
+    browser.js("document.getElementById('connect').click()")
+    browser.wait("s.status === 'connected'")
+    browser.js(
+        "(() => { const auto = document.getElementById('auto'); auto.checked = false;"
+        " auto.dispatchEvent(new Event('change'));"
+        " document.getElementById('n').value = '50'; document.getElementById('reqn').value = '3';"
+        " document.getElementById('start').click(); })()"
+    )
+    browser.wait("s.count >= 3")
+    browser.settled()
+    browser.js("document.querySelector('button.req[data-n=\"10\"]').click()")
+    browser.wait("s.count >= 13")
+    browser.settled()
+    assert _painted(browser, "status", "received", "requested", "outstanding", "stream") == [
+        "connected",
+        "13",
+        "13",
+        "0",
+        "open",
+    ]
+    assert _painted(browser, "items")[0].split("\n")[-2:] == ["00000011", "00000012"]
+    browser.js(  # auto-request on: the page asks for the rest itself
+        "(() => { const auto = document.getElementById('auto'); auto.checked = true;"
+        " auto.dispatchEvent(new Event('change')); })()"
+    )
+    state = browser.wait("s.stream !== 'open'")
+    assert (state["stream"], state["count"], state["overDemand"]) == ("complete", 50, 0)
+    assert browser.received() == _items(50)
+    assert _painted(browser, "received", "stream") == ["50", "complete"]
