@@ -42,6 +42,11 @@ def _load_serve() -> ModuleType:
     return module
 
 
+def _proxy(site: Any) -> FaultProxy:
+    """A fault proxy in front of ``site``'s WebSocket server."""
+    return FaultProxy(("127.0.0.1", site.rsocket.endpoint.port), websocket=True)
+
+
 def _items(n: int, start: int = 0) -> list[str]:
     return [f"{i:08d}" for i in range(start, n)]
 
@@ -84,6 +89,13 @@ class Browser:
 
     def goto(self, url: str) -> None:
         self.command(goto=url)
+
+    def open(self, site: Any, proxy: FaultProxy | None = None) -> dict[str, Any]:
+        """A fresh page of ``site`` connected to it (through ``proxy``)."""
+        ws = f"ws://127.0.0.1:{proxy.port}/rsocket" if proxy is not None else None
+        self.goto(site.page_url(ws))
+        state: dict[str, Any] = self.js("sansrsDemo.connect(document.getElementById('url').value)")
+        return state
 
     def js(self, expression: str) -> Any:
         return self.command(eval=expression)
@@ -135,17 +147,21 @@ def site() -> Iterator[Any]:
         yield demo_site
 
 
-@pytest.mark.timeout(40)
-def test_browser_stream_delivers_n_items_exactly_once_in_order(browser: Browser, site: Any) -> None:
-    browser.goto(site.page_url())
-    assert browser.js("sansrsDemo.connect(document.getElementById('url').value)")["status"] == (
-        "connected"
-    )
-    browser.js("sansrsDemo.stream({n: 5000, size: 8, auto: true, batch: 256})")
+def _stream_all(browser: Browser, n: int) -> dict[str, Any]:
+    """A stream of ``n`` items with auto-request, to its end: each arrived
+    once, in order, none beyond the demand."""
+    browser.js(f"sansrsDemo.stream({{n: {n}, size: 8, auto: true, batch: 256}})")
     state = browser.wait("s.stream !== 'open'")
     assert state["stream"] == "complete", state
-    assert browser.received() == _items(5000)
+    assert browser.received() == _items(n)
     assert state["overDemand"] == 0
+    return state
+
+
+@pytest.mark.timeout(40)
+def test_browser_stream_delivers_n_items_exactly_once_in_order(browser: Browser, site: Any) -> None:
+    assert browser.open(site)["status"] == "connected"
+    state = _stream_all(browser, 5000)
     assert state["connections"] == 1
     assert site.rsocket.registry.stats.resumed == 0
 
@@ -154,17 +170,12 @@ def test_browser_stream_delivers_n_items_exactly_once_in_order(browser: Browser,
 def test_browser_stream_resumes_through_cuts_mid_stream_without_loss_or_duplicate(
     browser: Browser, site: Any
 ) -> None:
-    with FaultProxy(("127.0.0.1", site.rsocket.endpoint.port), websocket=True) as proxy:
+    with _proxy(site) as proxy:
         # Each of the first two links dies inside or right after one of its
         # 300th..1500th WebSocket messages, while the items flow.
         proxy.cut_messages_at_random(300, 1500, cuts=2)
-        browser.goto(site.page_url(f"ws://127.0.0.1:{proxy.port}/rsocket"))
-        browser.js("sansrsDemo.connect(document.getElementById('url').value)")
-        browser.js("sansrsDemo.stream({n: 5000, size: 8, auto: true, batch: 256})")
-        state = browser.wait("s.stream !== 'open'")
-        assert state["stream"] == "complete", state
-        assert browser.received() == _items(5000)
-        assert state["overDemand"] == 0
+        browser.open(site, proxy)
+        state = _stream_all(browser, 5000)
         assert proxy.stats.cuts == 2
         assert state["connections"] == 3  # the first and one per cut
     assert site.rsocket.registry.stats.resumed == 2
@@ -175,9 +186,8 @@ def test_browser_stream_resumes_through_cuts_mid_stream_without_loss_or_duplicat
 def test_browser_request_n_is_honoured_also_when_given_while_disconnected(
     browser: Browser, site: Any
 ) -> None:
-    with FaultProxy(("127.0.0.1", site.rsocket.endpoint.port), websocket=True) as proxy:
-        browser.goto(site.page_url(f"ws://127.0.0.1:{proxy.port}/rsocket"))
-        browser.js("sansrsDemo.connect(document.getElementById('url').value)")
+    with _proxy(site) as proxy:
+        browser.open(site, proxy)
         browser.js("sansrsDemo.stream({n: 100, size: 8, initial: 5})")
         browser.wait("s.count >= 5")
         state = browser.settled()  # the stream stalls at the demand
@@ -221,10 +231,9 @@ def test_browser_resume_of_a_session_the_server_forgot_ends_it_on_the_page(
     options = ResumeOptions(keep_detached=0.2, on_step=step)
     with (
         _load_serve().DemoSite(resume=options) as site,
-        FaultProxy(("127.0.0.1", site.rsocket.endpoint.port), websocket=True) as proxy,
+        _proxy(site) as proxy,
     ):
-        browser.goto(site.page_url(f"ws://127.0.0.1:{proxy.port}/rsocket"))
-        browser.js("sansrsDemo.connect(document.getElementById('url').value)")
+        browser.open(site, proxy)
         browser.js("sansrsDemo.stream({n: 100, size: 8, initial: 5})")
         browser.wait("s.count >= 5")
         browser.js("sansrsDemo.offline()")
@@ -254,9 +263,11 @@ def _painted(browser: Browser, *ids: str) -> list[str]:
 def test_browser_page_controls_drive_the_stream_and_show_the_demand(
     browser: Browser, site: Any
 ) -> None:
-    browser.goto(site.page_url())
+    browser.goto(site.page_url())  # connected by its button this time
     browser.js("document.getElementById('connect').click()")
     browser.wait("s.status === 'connected'")
+    # The buttons are enabled when the page paints the new status, a frame later.
+    assert _painted(browser, "status") == ["connected"]
     browser.js(
         "(() => { const auto = document.getElementById('auto'); auto.checked = false;"
         " auto.dispatchEvent(new Event('change'));"
