@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 from sansrs.adapters.rsocket import ResumableServer, ResumeOptions, serve_resumable
 from sansrs.adapters.rsocket.demo import DemoHandler
+from sansrs.adapters.transport.websocket import HandshakeRequest, WebSocketOptions
 
 HERE = Path(__file__).resolve().parent
 BUNDLE = HERE / "dist" / "demo.js"
@@ -39,7 +40,12 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 class DemoSite:
     """The page (``http_url``) and the resumable demo responder (``ws_url``);
-    ``page_url(ws)`` is the page pointed at ``ws`` (default: ``ws_url``)."""
+    ``page_url(ws)`` is the page pointed at ``ws`` (default: ``ws_url``).
+
+    A browser lets any page it shows open a WebSocket to any address, this
+    one included, and says which page in ``Origin``: the upgrade is refused
+    (403) unless ``Origin`` is the page's own origin or absent (a client
+    that is not a browser)."""
 
     def __init__(
         self,
@@ -49,20 +55,31 @@ class DemoSite:
     ) -> None:
         if not BUNDLE.is_file():
             raise FileNotFoundError(f"{BUNDLE} is missing: run `make browser` first")
-        self.rsocket: ResumableServer = serve_resumable(
-            ws, handler_factory=DemoHandler, resume=resume
-        )
         handler = functools.partial(_QuietHandler, directory=str(HERE))
-        try:
-            self._http = http.server.ThreadingHTTPServer(("127.0.0.1", http_port), handler)
-        except OSError:
-            self.rsocket.close()
-            raise
+        self._http = http.server.ThreadingHTTPServer(("127.0.0.1", http_port), handler)
         self._http.daemon_threads = True
+        try:
+            self.rsocket: ResumableServer = serve_resumable(
+                ws,
+                handler_factory=DemoHandler,
+                resume=resume,
+                websocket=WebSocketOptions(authorize=self._same_origin),
+            )
+        except (OSError, ValueError):
+            self._http.server_close()
+            raise
         self._thread = threading.Thread(
             target=self._http.serve_forever, name="demo-http", daemon=True
         )
         self._thread.start()
+
+    @property
+    def origin(self) -> str:
+        return self.http_url.rstrip("/")
+
+    def _same_origin(self, request: HandshakeRequest) -> int | None:
+        origin = request.header("origin")
+        return None if origin is None or origin == self.origin else 403
 
     @property
     def ws_url(self) -> str:

@@ -295,3 +295,20 @@ def test_browser_page_controls_drive_the_stream_and_show_the_demand(
     assert (state["stream"], state["count"], state["overDemand"]) == ("complete", 50, 0)
     assert browser.received() == _items(50)
     assert _painted(browser, "received", "stream") == ["50", "complete"]
+
+
+@pytest.mark.timeout(40)
+def test_browser_page_of_another_origin_is_refused_the_websocket(
+    browser: Browser, site: Any
+) -> None:
+    # The same page from http://localhost:<port> is another origin than
+    # http://127.0.0.1:<port>: any site a user visits could try the same.
+    browser.goto(site.page_url().replace("127.0.0.1", "localhost", 1))
+    outcome = browser.js(
+        "sansrsDemo.connect(document.getElementById('url').value)"
+        ".then(() => 'connected', () => 'refused')"
+    )
+    assert outcome == "refused"
+    assert site.rsocket.registry.stats.started == 0
+    browser.open(site)  # the page's own origin is let in
+    assert site.rsocket.registry.stats.started == 1
