@@ -259,24 +259,35 @@ def _painted(browser: Browser, *ids: str) -> list[str]:
     return texts
 
 
+def _click(browser: Browser, selector: str) -> None:
+    """Click the button once the page painted its latest state (a button is
+    enabled or disabled when the page paints, a frame after the change)."""
+    outcome = browser.js(
+        "new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() => {"
+        f" const button = document.querySelector({json.dumps(selector)});"
+        " if (button.disabled) done('disabled'); else { button.click(); done('clicked'); }"
+        " })))"
+    )
+    assert outcome == "clicked", selector
+
+
 @pytest.mark.timeout(40)
 def test_browser_page_controls_drive_the_stream_and_show_the_demand(
     browser: Browser, site: Any
 ) -> None:
     browser.goto(site.page_url())  # connected by its button this time
-    browser.js("document.getElementById('connect').click()")
+    _click(browser, "#connect")
     browser.wait("s.status === 'connected'")
-    # The buttons are enabled when the page paints the new status, a frame later.
-    assert _painted(browser, "status") == ["connected"]
     browser.js(
         "(() => { const auto = document.getElementById('auto'); auto.checked = false;"
         " auto.dispatchEvent(new Event('change'));"
-        " document.getElementById('n').value = '50'; document.getElementById('reqn').value = '3';"
-        " document.getElementById('start').click(); })()"
+        " document.getElementById('n').value = '50';"
+        " document.getElementById('reqn').value = '3'; })()"
     )
+    _click(browser, "#start")
     browser.wait("s.count >= 3")
     browser.settled()
-    browser.js("document.querySelector('button.req[data-n=\"10\"]').click()")
+    _click(browser, 'button.req[data-n="10"]')
     browser.wait("s.count >= 13")
     browser.settled()
     assert _painted(browser, "status", "received", "requested", "outstanding", "stream") == [
@@ -311,4 +322,5 @@ def test_browser_page_of_another_origin_is_refused_the_websocket(
     assert outcome == "refused"
     assert site.rsocket.registry.stats.started == 0
     browser.open(site)  # the page's own origin is let in
+    browser.settled()  # (a SETUP has no answer: a round trip after it)
     assert site.rsocket.registry.stats.started == 1
