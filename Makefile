@@ -9,15 +9,15 @@ EXTRAS ?= test,dev,fuzz,ws,spark
 EDITABLE_MODE ?=
 STAMP  := $(VENV)/.installed$(if $(EDITABLE_MODE),-$(EDITABLE_MODE))
 
-.PHONY: help venv test lint typecheck pytest demo demo-rsocket fuzz fuzz-ci bench clean interop-js browser
+.PHONY: help venv test lint typecheck pytest demo demo-rsocket fuzz fuzz-ci bench clean interop-js
 
 help:
 	@echo "make demo   - run the end-to-end Spark pipeline on embedded defaults"
 	@echo "             (SANSRS_SPARK_MASTER=spark://host:7077 for a cluster)"
 	@echo "make demo-rsocket - the RSocket-only demo (every interaction model)"
 	@echo "make test   - bootstrap .venv, run ruff, mypy --strict and pytest"
-	@echo "make interop-js - install rsocket-js for tests/interop (CI does)"
 	@echo "make browser - install and bundle the browser demo, examples/browser (CI does)"
+	@echo "make interop-js - install rsocket-js for tests/interop (CI does)"
 	@echo "make fuzz   - run every atheris fuzz target (FUZZ_SECONDS each, default 300)"
 	@echo "make bench  - run the benchmarks in benchmarks/"
 
@@ -63,6 +63,7 @@ $(BROWSER_STAMP): $(BROWSER_DIR)/package-lock.json
 $(BROWSER_BUNDLE): $(BROWSER_STAMP) $(wildcard $(BROWSER_DIR)/src/*.js)
 	cd $(BROWSER_DIR) && npm run --silent build
 
+.PHONY: browser
 browser:
 	@if command -v node >/dev/null && command -v npm >/dev/null; then \
 		$(MAKE) --no-print-directory $(BROWSER_BUNDLE); \
