@@ -17,6 +17,7 @@ help:
 	@echo "             (SANSRS_SPARK_MASTER=spark://host:7077 for a cluster)"
 	@echo "make demo-rsocket - the RSocket-only demo (every interaction model)"
 	@echo "make test   - bootstrap .venv, run ruff, mypy --strict and pytest"
+	@echo "make browser - install and bundle the browser demo, examples/browser (CI does)"
 	@echo "make interop-js - install rsocket-js for tests/interop (CI does)"
 	@echo "make test-py313 - the test suite under CPython 3.13 in .venv313 (the newest"
 	@echo "             supported; skipped with a notice when no 3.13 is installed)"
@@ -49,6 +50,28 @@ interop-js:
 	@if command -v node >/dev/null && command -v npm >/dev/null; then \
 		$(MAKE) --no-print-directory $(JS_STAMP); \
 	else echo "node/npm not found: the rsocket-js interop tests will skip"; fi
+
+# The browser demo (examples/browser) and its test (tests/browser): esbuild,
+# rsocket-js and playwright-core (which drives the system's Chromium; it
+# downloads no browser), pinned by its package-lock.json and installed again
+# only when that changes; then the page's bundle, built again when its
+# sources change. Without node the browser tests skip.
+BROWSER_DIR    := examples/browser
+BROWSER_STAMP  := $(BROWSER_DIR)/node_modules/.installed
+BROWSER_BUNDLE := $(BROWSER_DIR)/dist/demo.js
+
+$(BROWSER_STAMP): $(BROWSER_DIR)/package-lock.json
+	cd $(BROWSER_DIR) && npm ci --no-audit --no-fund
+	@touch $(BROWSER_STAMP)
+
+$(BROWSER_BUNDLE): $(BROWSER_STAMP) $(wildcard $(BROWSER_DIR)/src/*.js)
+	cd $(BROWSER_DIR) && npm run --silent build
+
+.PHONY: browser
+browser:
+	@if command -v node >/dev/null && command -v npm >/dev/null; then \
+		$(MAKE) --no-print-directory $(BROWSER_BUNDLE); \
+	else echo "node/npm not found: the browser tests will skip"; fi
 
 lint: $(STAMP)
 	$(PY) -m ruff check sansrs adapters tck tests fuzz benchmarks examples
