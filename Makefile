@@ -79,7 +79,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) -m mypy
 
-pytest: $(STAMP) interop-js
+pytest: $(STAMP) interop-js browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest
