@@ -60,7 +60,8 @@ def test_listener_forgets_a_connection_when_it_ends_so_its_handler_goes(driver: 
     old = weakref.WeakSet(o for o in gc.get_objects() if type(o) is DemoHandler)
     with serving(driver, "rsocket", LoopConfig()) as running:
         for i in range(5):
-            with rsocket.connect(running.url) as client:
+            raw = {"metadata_mime_type": "application/octet-stream"}  # raw pushes
+            with rsocket.connect(running.url, **raw) as client:
                 client.metadata_push(bytes([i]) * PUSH)
                 assert client.request_response(b"ok", timeout=WAIT).data == b"ok"
         assert _handlers_left(old) == 0
