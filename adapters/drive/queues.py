@@ -362,6 +362,11 @@ class Inbox(Generic[T]):
     def __len__(self) -> int:
         return len(self._items)
 
+    @property
+    def capacity(self) -> int:
+        """Commands pending at most before producers wait."""
+        return self._capacity
+
     def put(self, item: T, timeout: float | None = None) -> None:
         """Any thread. Raises :class:`QueueClosed` once closed, :class:`TimeoutError`
         if no room appears within ``timeout`` seconds."""
@@ -372,7 +377,20 @@ class Inbox(Generic[T]):
         self._items.append(item)
         self._wakeup.wake()
 
-    def _wait_for_space(self, timeout: float | None) -> None:
+    def put_many(self, items: list[T], timeout: float | None = None) -> None:
+        """:meth:`put` for each of ``items`` in order, one wake-up per part:
+        parts of at most half the capacity, each waiting for its room."""
+        part = max(1, self._capacity // 2)
+        for start in range(0, len(items), part):
+            chunk = items[start : start + part]
+            if self._closed:
+                raise self._closed_exception()
+            if len(self._items) + len(chunk) > self._capacity:
+                self._wait_for_space(timeout, len(chunk))
+            self._items.extend(chunk)
+            self._wakeup.wake()
+
+    def _wait_for_space(self, timeout: float | None, room: int = 1) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._waiters_lock:
             self._space_waiters += 1
@@ -381,7 +399,7 @@ class Inbox(Generic[T]):
                 self._space.clear()
                 if self._closed:
                     raise self._closed_exception()
-                if len(self._items) < self._capacity:
+                if len(self._items) + room <= self._capacity:
                     return
                 self._wakeup.wake()
                 if not self._space.wait(_remaining(deadline)):
@@ -450,6 +468,16 @@ class Batcher(Inbox[T]):
             self.run()
             return
         super().put(item, timeout)
+
+    def put_many(self, items: list[T], timeout: float | None = None) -> None:
+        """:meth:`put` for each of ``items``, in order, many per hand-off."""
+        if self._is_owner():
+            if self._closed:
+                raise self._closed_exception()
+            self._items.extend(items)
+            self.run()
+            return
+        super().put_many(items, timeout)
 
     def wake(self) -> None:
         """(Called by ``put``.) Schedule a drain unless one is pending."""

@@ -51,6 +51,7 @@ __all__ = [
     "Sink",
     "Source",
     "SourceBudget",
+    "StreamBatches",
     "StreamIterator",
     "ThreadedSource",
     "check_prefetch",
@@ -142,6 +143,42 @@ class StreamIterator(Generic[T]):
             self._ready.extend(batch[1:])
         return item
 
+    def next_batch(self) -> list[T]:
+        """Every item that has arrived and not been taken (at least one;
+        waits as ``next`` does), in order; the items count as consumed, so the
+        window is replenished exactly as if they were taken one by one.
+        Raises what ``next`` raises: :class:`StopIteration` at the end, the
+        stream's error after its last items, :class:`TimeoutError`."""
+        ready = self._ready
+        if ready:
+            batch = list(ready)
+            ready.clear()
+        else:
+            if self._finished:
+                raise StopIteration
+            try:
+                batch = self._queue.get_batch(self._timeout, _ALL)
+            except EndOfStream:
+                self._finished = True
+                raise StopIteration from None
+            except TimeoutError:
+                raise
+            except BaseException:
+                self._finished = True
+                raise
+        units = self._units
+        self._consumed += len(batch) if units is None else sum(map(units, batch))
+        if self._consumed >= self._batch:
+            n, self._consumed = self._consumed, 0
+            if not self._queue.done:
+                self._queue.grant(n)
+                self._request_more(n)
+        return batch
+
+    def batches(self) -> StreamBatches[T]:
+        """This stream as an iterator of lists of items (:meth:`next_batch`)."""
+        return StreamBatches(self)
+
     def close(self) -> None:
         """Cancel the stream if it is still running; idempotent."""
         if self._finished:
@@ -153,6 +190,40 @@ class StreamIterator(Generic[T]):
             self._cancel()
 
     def __enter__(self) -> StreamIterator[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+#: A batch takes every item queued (the queue never holds more than the window).
+_ALL = 1 << 62
+
+
+class StreamBatches(Generic[T]):
+    """A :class:`StreamIterator` as an iterator of lists: each list is what
+    arrived since the last one (one queue operation per list, not per
+    item), within the same prefetch window and the same replenishing. The
+    items, their order and the errors are those of the item iterator; a
+    list is never empty. ``close()`` (or leaving a ``with`` block, e.g. by
+    ``break``) cancels a stream still running, as the item iterator's does."""
+
+    __slots__ = ("_stream",)
+
+    def __init__(self, stream: StreamIterator[T]) -> None:
+        self._stream = stream
+
+    def __iter__(self) -> StreamBatches[T]:
+        return self
+
+    def __next__(self) -> list[T]:
+        return self._stream.next_batch()
+
+    def close(self) -> None:
+        """Cancel the stream if it is still running; idempotent."""
+        self._stream.close()
+
+    def __enter__(self) -> StreamBatches[T]:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -29,6 +29,7 @@ from collections.abc import (
     Coroutine,
     Iterable,
 )
+from itertools import islice
 from typing import Any, cast
 
 from typing_extensions import Unpack
@@ -40,6 +41,7 @@ from ..drive.aio import (
     AsyncPeer,
     AsyncServer,
     AsyncStream,
+    AsyncStreamBatches,
     FutureSink,
     asyncify,
 )
@@ -50,7 +52,7 @@ from ..transport import Transport
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .engine import RequestHandle, RSocketEngine
-from .fast import as_payload
+from .fast import as_payload, new_tuple
 from .options import EngineOptions
 from .peer import DEFAULT_PREFETCH, check_prefetch
 from .routed import AsyncRoutedRequester, RouteOptions, check_composite, route_metadata
@@ -61,11 +63,15 @@ __all__ = [
     "AsyncRSocketPeer",
     "AsyncServer",
     "AsyncStream",
+    "AsyncStreamBatches",
     "connect",
     "serve",
 ]
 
 _END: Any = object()
+#: Fire-and-forgets :meth:`AsyncRSocketPeer.fire_and_forget_many` hands the
+#: engine per turn of the loop (the thread drivers' pending budget, halved).
+FNF_PART = 2048
 log = logging.getLogger("sansrs.adapters.rsocket")
 
 
@@ -152,6 +158,33 @@ class AsyncRSocketPeer(AsyncPeer):
         payload = as_payload(data, metadata)
         self._submit(lambda: self._engine.fire_and_forget(payload))
 
+    async def fire_and_forget_many(self, items: Iterable[object]) -> int:
+        """REQUEST_FNF for each of ``items`` (payloads, bytes, str or (data,
+        metadata) pairs), in order, handed to the engine many at a time
+        (:data:`FNF_PART`, then the loop runs a turn that writes them, as
+        far as the socket takes them, before the next part is pulled);
+        returns how many were queued. An item that is not a payload raises after the ones
+        before it were queued."""
+        self._check_open()
+        engine = self._engine
+        source = iter(items)
+        sent = 0
+        while True:
+            batch: list[Payload] = []
+            try:
+                for x in islice(source, FNF_PART):
+                    batch.append(
+                        new_tuple(Payload, (x, None)) if type(x) is bytes else as_payload(x)
+                    )
+            finally:  # what was converted before a bad item still goes
+                if batch:
+                    self._check_open()
+                    self._submit(lambda batch=batch: engine.fire_and_forget_many(batch))  # type: ignore[misc]
+                    sent += len(batch)
+            if len(batch) < FNF_PART:
+                return sent
+            await asyncio.sleep(0)  # the loop writes this part before the next
+
     async def metadata_push(self, metadata: bytes | str) -> None:
         self._check_open()
         md = as_payload(b"", metadata).metadata or b""
@@ -172,6 +205,18 @@ class AsyncRSocketPeer(AsyncPeer):
         stream, handle = self._stream("stream", prefetch, timeout)
         self._submit(lambda: self._engine.start_request(handle, payload, prefetch))
         return stream
+
+    def request_stream_batches(
+        self,
+        data: bytes | str,
+        metadata: bytes | str | None = None,
+        prefetch: int = DEFAULT_PREFETCH,
+        timeout: float | None = None,
+    ) -> AsyncStreamBatches[Payload]:
+        """REQUEST_STREAM as an async iterator of lists of payloads (each
+        what arrived since the previous one): the window, items, order and
+        errors of :meth:`request_stream`, one wake-up per list."""
+        return self.request_stream(data, metadata, prefetch, timeout).batches()
 
     def request_channel(
         self,
