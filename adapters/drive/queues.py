@@ -26,6 +26,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from itertools import repeat, starmap
 from typing import Generic, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -230,8 +231,9 @@ class CreditQueue(Generic[T]):
         items = self._items
         if not items:
             self._wait(timeout)
-        popleft = items.popleft
-        return [popleft() for _ in range(min(len(items), max_items))]
+        # popleft n times by C calls alone (no bytecode per item); safe
+        # against puts meanwhile, which only append behind the n taken.
+        return list(starmap(items.popleft, repeat((), min(len(items), max_items))))
 
     def _wait(self, timeout: float | None) -> None:
         """Return once an item is queued; raise at the end, on close or timeout."""
@@ -411,7 +413,7 @@ class Inbox(Generic[T]):
     def drain(self) -> list[T]:
         """I/O thread: take every pending command, never blocking."""
         items = self._items
-        batch = [items.popleft() for _ in range(len(items))]
+        batch = list(starmap(items.popleft, repeat((), len(items))))  # C calls alone
         if self._space_waiters:
             self._space.set()
         return batch

@@ -18,6 +18,8 @@ import contextlib
 import inspect
 import logging
 from collections.abc import Callable, Iterable
+from itertools import repeat
+from operator import itemgetter
 from typing import Any, ClassVar
 
 from sansrs.rsocket import MAX_FRAME_LENGTH, ErrorCode
@@ -339,6 +341,7 @@ class RSocketEngine:
         if not events:  # most calls (every pump): nothing to set up
             return
         payload_event = core.PayloadReceived
+        run_event = core.PayloadRunReceived
         rr_event = core.RequestResponseReceived
         fnf_event = core.FireAndForgetReceived
         requests = self._requests
@@ -353,6 +356,23 @@ class RSocketEngine:
             batch_sid = -1
             batch_handle: RequestHandle | None = None
             for event in events:
+                if type(event) is run_event:  # a run of items, made Payloads by C calls
+                    sid = event.stream_id
+                    payloads = list(map(new, repeat(Payload), zip(event.data, repeat(None))))
+                    if sid == batch_sid:
+                        batch += payloads
+                        continue
+                    if batch_handle is not None:
+                        batch_handle.sink.put_many(batch)
+                        batch_sid, batch_handle = -1, None
+                    handle = requests.get(sid)
+                    if handle is not None:
+                        batch = payloads
+                        append = batch.append
+                        batch_sid, batch_handle = sid, handle
+                    else:
+                        self._on_payloads(sid, payloads)
+                    continue
                 if type(event) is payload_event and event.next and not event.complete:
                     sid = event.stream_id
                     if sid == batch_sid:
@@ -628,8 +648,12 @@ class RSocketEngine:
             for payload in payloads:  # leases: each may have to wait its turn
                 self.fire_and_forget(payload)
             return
-        request_fnf = self.conn.request_fnf
-        for payload in payloads:
+        conn = self.conn
+        sent = 0
+        if set(map(itemgetter(1), payloads)) == {None}:  # no metadata: one piece
+            sent = conn.request_fnf_many(list(map(itemgetter(0), payloads)))
+        request_fnf = conn.request_fnf
+        for payload in payloads[sent:] if sent else payloads:
             request_fnf(payload.data, payload.metadata)
 
     def metadata_push(self, metadata: bytes) -> None:
@@ -713,6 +737,13 @@ class RSocketEngine:
             if complete:
                 queue.finish()
                 del self._inbound[sid]
+
+    def _on_payloads(self, sid: int, payloads: list[Payload]) -> None:
+        """:meth:`on_payload` for a run of items (none completing) on a
+        stream not requested here: a responder channel's inbound."""
+        queue = self._inbound.get(sid)
+        if queue is not None:
+            queue.put_many(payloads)
 
     def on_request_n(self, sid: int, n: int) -> None:
         self._outbounds.credit(sid, n)

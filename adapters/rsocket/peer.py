@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterable, Iterator
-from itertools import islice
+from itertools import islice, repeat
 from typing import NamedTuple
 
 from typing_extensions import Unpack
@@ -306,17 +306,21 @@ class RSocketPeer(DrivenPeer):
         new = new_tuple
         sent = 0
         while True:
+            chunk = list(islice(source, part))
             batch: list[Payload] = []
             try:
-                for x in islice(source, part):
-                    batch.append(
-                        new(Payload, (x, None)) if type(x) is bytes else as_payload(x)
-                    )
+                if set(map(type, chunk)) == {bytes}:  # data alone: made by C calls
+                    batch = list(map(new, repeat(Payload), zip(chunk, repeat(None))))
+                else:
+                    for x in chunk:
+                        batch.append(
+                            new(Payload, (x, None)) if type(x) is bytes else as_payload(x)
+                        )
             finally:  # what was converted before a bad item still goes
                 if batch:
                     fnf.put_many(batch, timeout)
                     sent += len(batch)
-            if len(batch) < part:
+            if len(chunk) < part:
                 return sent
 
     def metadata_push(self, metadata: bytes | str, timeout: float | None = None) -> None:
