@@ -276,7 +276,9 @@ def payload_run_data(
         # Byte k of every header in the span equals byte k of the first.
         same = all(buf[off + k : last : stride] == head[k : k + 1] * count for k in range(9))
         if same:
-            cuts = map(slice, range(off + 9, last, stride), range(off + stride, last + 1, stride))
+            span = count * stride  # (data may be empty: bound by the count, not by ``last``)
+            cuts = map(slice, range(off + 9, off + 9 + span, stride),
+                       range(off + stride, off + stride + span, stride))
             data = list(map(buf.__getitem__, cuts))
             return last, credit - count, count * length, data
     # Frame by frame: lengths differ (or a foreign frame is in the span).

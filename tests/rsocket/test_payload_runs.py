@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sansrs.rsocket import Connection, ConnectionConfig, LocalProtocolError
@@ -92,6 +92,8 @@ uniform_st = st.integers(0, 300).map(lambda n: [(b"y" * 16, None)] * n)
     end=st.sampled_from(["complete", "error", "none"]),
     cut=st.integers(0, 200),
 )
+# Empty items: frames of 9 bytes, the data cut at each frame's very end.
+@example(items=[(b"", None)] * 3, initial_n=1, more=2, end="complete", cut=0)
 def test_rsocket_payload_runs_carry_what_payload_events_carry(
     items: list[Item], initial_n: int, more: int, end: str, cut: int
 ) -> None:
