@@ -52,7 +52,7 @@ from ..transport import Transport
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .engine import RequestHandle, RSocketEngine
-from .fast import as_payload, new_tuple
+from .fast import as_payload, as_payloads
 from .options import EngineOptions
 from .peer import DEFAULT_PREFETCH, check_prefetch
 from .routed import AsyncRoutedRequester, RouteOptions, check_composite, route_metadata
@@ -170,18 +170,16 @@ class AsyncRSocketPeer(AsyncPeer):
         source = iter(items)
         sent = 0
         while True:
+            chunk = list(islice(source, FNF_PART))
             batch: list[Payload] = []
             try:
-                for x in islice(source, FNF_PART):
-                    batch.append(
-                        new_tuple(Payload, (x, None)) if type(x) is bytes else as_payload(x)
-                    )
+                as_payloads(chunk, batch)
             finally:  # what was converted before a bad item still goes
                 if batch:
                     self._check_open()
                     self._submit(lambda batch=batch: engine.fire_and_forget_many(batch))  # type: ignore[misc]
                     sent += len(batch)
-            if len(batch) < FNF_PART:
+            if len(chunk) < FNF_PART:
                 return sent
             await asyncio.sleep(0)  # the loop writes this part before the next
 

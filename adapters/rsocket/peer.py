@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterable, Iterator
-from itertools import islice, repeat
+from itertools import islice
 from typing import NamedTuple
 
 from typing_extensions import Unpack
@@ -30,7 +30,7 @@ from ..drive.streams import StreamBatches, StreamIterator
 from ..drive.streams import check_prefetch as _check_prefetch
 from ..transport import Transport
 from .engine import RequestHandle, RSocketEngine
-from .fast import as_payload, new_tuple
+from .fast import as_payload, as_payloads, new_tuple
 from .pipeline import Answer, ResponsePipeline
 from .routed import RoutedRequester, RouteOptions, check_composite, route_metadata
 from .types import Payload
@@ -303,19 +303,12 @@ class RSocketPeer(DrivenPeer):
         source = iter(items)
         fnf = self._fnf
         part = max(1, fnf.capacity // 2)
-        new = new_tuple
         sent = 0
         while True:
             chunk = list(islice(source, part))
             batch: list[Payload] = []
             try:
-                if set(map(type, chunk)) == {bytes}:  # data alone: made by C calls
-                    batch = list(map(new, repeat(Payload), zip(chunk, repeat(None))))
-                else:
-                    for x in chunk:
-                        batch.append(
-                            new(Payload, (x, None)) if type(x) is bytes else as_payload(x)
-                        )
+                as_payloads(chunk, batch)
             finally:  # what was converted before a bad item still goes
                 if batch:
                     fnf.put_many(batch, timeout)

@@ -282,6 +282,7 @@ def payload_run_data(
             data = list(map(buf.__getitem__, cuts))
             return last, credit - count, count * length, data
     # Frame by frame: lengths differ (or a foreign frame is in the span).
+    # payload_run's loop, appending data instead of events (a hot loop each).
     unpack = unpack_prefix_header
     data = []
     append = data.append
