@@ -356,23 +356,6 @@ class RSocketEngine:
             batch_sid = -1
             batch_handle: RequestHandle | None = None
             for event in events:
-                if type(event) is run_event:  # a run of items, made Payloads by C calls
-                    sid = event.stream_id
-                    payloads = list(map(new, repeat(Payload), zip(event.data, repeat(None))))
-                    if sid == batch_sid:
-                        batch += payloads
-                        continue
-                    if batch_handle is not None:
-                        batch_handle.sink.put_many(batch)
-                        batch_sid, batch_handle = -1, None
-                    handle = requests.get(sid)
-                    if handle is not None:
-                        batch = payloads
-                        append = batch.append
-                        batch_sid, batch_handle = sid, handle
-                    else:
-                        self._on_payloads(sid, payloads)
-                    continue
                 if type(event) is payload_event and event.next and not event.complete:
                     sid = event.stream_id
                     if sid == batch_sid:
@@ -400,6 +383,9 @@ class RSocketEngine:
                     served += 1
                 elif type(event) is fnf_event:  # likewise, but not an exchange
                     self.on_fire_and_forget(event.data, event.metadata)
+                    continue
+                elif type(event) is run_event:  # a stream's run of items, in one list
+                    self._on_payloads(event.stream_id, event.data)
                     continue
                 else:
                     dispatch[type(event)](self, event)
@@ -738,9 +724,15 @@ class RSocketEngine:
                 queue.finish()
                 del self._inbound[sid]
 
-    def _on_payloads(self, sid: int, payloads: list[Payload]) -> None:
-        """:meth:`on_payload` for a run of items (none completing) on a
-        stream not requested here: a responder channel's inbound."""
+    def _on_payloads(self, sid: int, data: list[bytes]) -> None:
+        """:meth:`on_payload` for a run of items (none completing; the
+        core's ``PayloadRunReceived``): their Payloads made by C calls,
+        put in one call (docs/performance.md, "Items at the application's end")."""
+        payloads = list(map(new_tuple, repeat(Payload), zip(data, repeat(None))))
+        handle = self._requests.get(sid)
+        if handle is not None:
+            handle.sink.put_many(payloads)
+            return
         queue = self._inbound.get(sid)
         if queue is not None:
             queue.put_many(payloads)
