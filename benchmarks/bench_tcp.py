@@ -19,8 +19,12 @@ medians.
 ``sansrs-ws`` / ``rsocketpy-ws``: the same over WebSocket (``ws://``, one
 frame per binary message), compared with TCP in the ``ws/tcp`` column.
 ``sansrs-selector``: both ends on the selector loop. ``sansrs-asyncio`` /
-``raw-asyncio`` (``rr_seq`` only): the asyncio client against ``sansrs
-serve``, and a ping-pong over asyncio streams against the raw server.
+``raw-asyncio`` (``rr_seq``, ``stream16``, ``stream16b``): the asyncio
+client against ``sansrs serve``, and asyncio streams against the raw server.
+``stream16b`` / ``stream1kb`` / ``fnf16m``: sansrs's batch APIs
+(``request_stream_batches``, ``fire_and_forget_many``) against the same raw
+and rsocket-py clients as ``stream16`` / ``stream1k`` / ``fnf16``
+(docs/performance.md, "Items at the application's end").
 
 Servers: ``python -m sansrs serve`` (the demo responder), ``rsocketpy_peer.py
 serve`` (the same contract on rsocket-py) and ``raw_peer.py serve``.

@@ -213,6 +213,8 @@ class StreamIterator(Generic[T]):
         if self._finished:
             return
         self._finished = True
+        # Exhausted, not dropped: a loop delegating to it ends at its next item.
+        deque(self._rest, maxlen=0)
         self._local = []
         self._rest = iter(())
         self._counted = 0
