@@ -23,6 +23,7 @@ wake-up; ``bench_tcp.py --stretch-costs`` measures what either costs).
 
     .venv/bin/python benchmarks/bench_opcodes.py             # every side, top 12 functions
     .venv/bin/python benchmarks/bench_opcodes.py --top 40 --side sansrs-client
+    .venv/bin/python benchmarks/bench_opcodes.py --items stream16 --items fnf16m --count 50000
 """
 
 from __future__ import annotations
@@ -233,13 +234,74 @@ def _without_warm_up(tracer: Tracer, count: int) -> SideCounts:
     return scaled(tracer.counts), scaled(tracer.critical)
 
 
+#: ``--items``: what the sansrs client does per item (docs/performance.md,
+#: "Items at the application's end").
+ITEM_KINDS = ("stream16", "stream16b", "fnf16", "fnf16m", "rr64")
+
+
+def count_items(kind: str, count: int) -> Counts:
+    """Bytecode of the sansrs client (every thread) for ``count`` items of
+    ``kind`` against ``sansrs serve`` in a process of its own: a stream
+    item taken by ``for`` (``stream16``) or in lists (``stream16b``), a
+    fire-and-forget one at a time (``fnf16``) or by ``fire_and_forget_many``
+    (``fnf16m``), a round trip of ``request_response_many`` (``rr64``)."""
+    import json
+
+    from sansrs.adapters.rsocket import connect
+
+    proc = subprocess.Popen([sys.executable, "-m", "sansrs", "serve", "tcp://127.0.0.1:0"],
+                            stdout=subprocess.PIPE, text=True)
+    tracer = Tracer()
+    tracer.install()  # before the connection's thread starts
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().split()[1]
+        with connect(url) as client:
+            request = json.dumps({"n": count, "size": 16})
+            for _ in client.request_stream(json.dumps({"n": 1000, "size": 16})):
+                pass  # warm: imports, first calls
+            tracer.on = True
+            if kind == "stream16":
+                for _ in client.request_stream(request, prefetch=8192, timeout=60):
+                    pass
+            elif kind == "stream16b":
+                for _ in client.request_stream_batches(request, prefetch=8192, timeout=60):
+                    pass
+            elif kind == "fnf16":
+                for _ in range(count):
+                    client.fire_and_forget(b"x" * 16)
+            elif kind == "fnf16m":
+                client.fire_and_forget_many([b"x" * 16] * count)
+            else:
+                for _ in client.request_response_many([b"x" * 16] * count, timeout=60):
+                    pass
+            if kind.startswith("fnf"):
+                client.request_response(b"fnf-count", timeout=60)  # all handed over
+            tracer.on = False
+    finally:
+        tracer.remove()
+        proc.terminate()
+        proc.wait(10)
+    return tracer.counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", action="append", choices=ITEM_KINDS,
+                        help="instead: the sansrs client's bytecode per item of these")
     parser.add_argument("--side", action="append", choices=SIDES,
                         help="measure only these sides (default: all)")
     parser.add_argument("--count", type=int, default=2000, help="round trips counted")
     parser.add_argument("--top", type=int, default=12, help="functions listed per side")
     args = parser.parse_args()
+    if args.items:
+        print("| scenario | bytecode per item (client, every thread) |\n| --- | ---: |")
+        for kind in args.items:
+            counts = count_items(kind, args.count)
+            print(f"| {kind} | {sum(counts.values()) / args.count:,.1f} |", flush=True)
+            for (module, name), n in counts.most_common(args.top):
+                print(f"  {n / args.count:7.2f}  {module}:{name}", file=sys.stderr)
+        return
     sides = args.side or list(SIDES)
     totals = {}
     for side in sides:

@@ -19,8 +19,12 @@ medians.
 ``sansrs-ws`` / ``rsocketpy-ws``: the same over WebSocket (``ws://``, one
 frame per binary message), compared with TCP in the ``ws/tcp`` column.
 ``sansrs-selector``: both ends on the selector loop. ``sansrs-asyncio`` /
-``raw-asyncio`` (``rr_seq`` only): the asyncio client against ``sansrs
-serve``, and a ping-pong over asyncio streams against the raw server.
+``raw-asyncio`` (``rr_seq``, ``stream16``, ``stream16b``): the asyncio
+client against ``sansrs serve``, and asyncio streams against the raw server.
+``stream16b`` / ``stream1kb`` / ``fnf16m``: sansrs's batch APIs
+(``request_stream_batches``, ``fire_and_forget_many``) against the same raw
+and rsocket-py clients as ``stream16`` / ``stream1k`` / ``fnf16``
+(docs/performance.md, "Items at the application's end").
 
 Servers: ``python -m sansrs serve`` (the demo responder), ``rsocketpy_peer.py
 serve`` (the same contract on rsocket-py) and ``raw_peer.py serve``.
@@ -54,12 +58,22 @@ SCENARIOS: dict[str, tuple[str, int, int, int]] = {
     "rr_seq_pub": ("rrc", 20_000, 1, 2_000),
     "rr64": ("rr", 200_000, 64, 10_000),
     "fnf16": ("fnf", 1_000_000, 16, 50_000),
+    # sansrs: the batch APIs (request_stream_batches, fire_and_forget_many);
+    # raw and rsocket-py run their stream16 / stream1k / fnf16 client
+    # (docs/performance.md, "Items at the application's end").
+    "stream16b": ("streamb", 1_000_000, 16, 50_000),
+    "stream1kb": ("streamb", 300_000, 1024, 30_000),
+    "fnf16m": ("fnfm", 1_000_000, 16, 50_000),
 }
 TARGETS = {"stream16": 400_000, "stream1k": 300_000, "rr_seq": 15_000, "rr_seq_pub": 15_000,
-           "rr64": 100_000, "fnf16": 400_000}
+           "rr64": 100_000, "fnf16": 400_000, "stream16b": 1_000_000, "stream1kb": 800_000,
+           "fnf16m": 1_000_000}
+#: What a client other than sansrs runs for a sansrs-only kind.
+PLAIN_KIND = {"rrc": "rr", "streamb": "stream", "fnfm": "fnf"}
 IMPLS = ("sansrs", "rsocketpy", "raw", "sansrs-ws", "rsocketpy-ws", "sansrs-selector")
-#: Sequential request-response only: the asyncio client and its raw baseline.
+#: The asyncio client and its raw baseline (asyncio streams), on these scenarios.
 ASYNCIO_IMPLS = ("sansrs-asyncio", "raw-asyncio")
+ASYNCIO_SCENARIOS = ("rr_seq", "stream16", "stream16b")
 WS_PATH = "/rsocket"
 
 
@@ -105,8 +119,8 @@ def server_process(command: list[str], name: str) -> Iterator[tuple[int, subproc
 
 
 def client_command(impl: str, port: int, kind: str, count: int, arg: int) -> list[str]:
-    if not impl.startswith("sansrs") and kind == "rrc":
-        kind = "rr"
+    if not impl.startswith("sansrs"):
+        kind = PLAIN_KIND.get(kind, kind)
     if impl.startswith("rsocketpy"):
         ws = ["--ws", WS_PATH] if impl.endswith("-ws") else []
         return [PY, str(HERE / "rsocketpy_peer.py"), "bench", str(port), kind, str(count),
@@ -132,7 +146,10 @@ def client_main(impl: str, port: int, kind: str, count: int, arg: int) -> None:
         import raw_peer
 
         start = time.perf_counter()
-        done = raw_peer.request_response_asyncio(port, count)
+        if kind in ("stream", "streamb"):
+            done = raw_peer.stream_asyncio(port, count, arg)
+        else:
+            done = raw_peer.request_response_asyncio(port, count)
     elif impl == "sansrs-asyncio":
         sys.path.insert(0, str(HERE))
         from sansrs_client import run_asyncio
@@ -356,22 +373,25 @@ def _vm_hwm_kib(pid: int) -> int:
 
 
 def memory_check(items: int) -> None:
-    """A slow consumer of ``items`` 16-byte stream items; peak RSS of both sides."""
-    with server("sansrs") as (port, proc):
-        cmd = [PY, str(Path(__file__)), "slow-client", str(port), str(items)]
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, check=True)
-        client = json.loads(out.stdout.strip().splitlines()[-1])
-        server_kib = _vm_hwm_kib(proc.pid)
-    print(f"memory: {client['count']} items in {client['seconds']:.1f} s; peak RSS "
-          f"client {client['max_rss_kib'] / 1024:.1f} MiB, server {server_kib / 1024:.1f} MiB")
+    """A slow consumer of ``items`` 16-byte stream items, item at a time and
+    a list at a time (``request_stream_batches``); peak RSS of both sides."""
+    for how in ("items", "batches"):
+        with server("sansrs") as (port, proc):
+            cmd = [PY, str(Path(__file__)), "slow-client", str(port), str(items), how]
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, check=True)
+            client = json.loads(out.stdout.strip().splitlines()[-1])
+            server_kib = _vm_hwm_kib(proc.pid)
+        print(f"memory ({how}): {client['count']} items in {client['seconds']:.1f} s; peak "
+              f"RSS client {client['max_rss_kib'] / 1024:.1f} MiB, server "
+              f"{server_kib / 1024:.1f} MiB", flush=True)
 
 
-def slow_client_main(port: int, items: int) -> None:
+def slow_client_main(port: int, items: int, how: str = "items") -> None:
     sys.path.insert(0, str(HERE))
     from sansrs_client import consume_slowly
 
     start = time.perf_counter()
-    count = consume_slowly(f"tcp://127.0.0.1:{port}", items)
+    count = consume_slowly(f"tcp://127.0.0.1:{port}", items, batches=how == "batches")
     print(json.dumps({
         "count": count,
         "seconds": time.perf_counter() - start,
@@ -395,7 +415,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--only", action="append", choices=sorted(SCENARIOS))
     parser.add_argument("--impl", action="append", choices=IMPLS + ASYNCIO_IMPLS,
-                        help="implementations (the asyncio pair runs rr_seq only)")
+                        help="implementations (the asyncio pair runs "
+                             f"{', '.join(ASYNCIO_SCENARIOS)} only)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply message counts")
     parser.add_argument("--verbose", action="store_true", help="every run's rate, on stderr")
     parser.add_argument("--memory", type=int, metavar="ITEMS",
@@ -423,7 +444,7 @@ def main() -> None:
         rr_cpu_client_main(rest[1], int(rest[2]), int(rest[3]))
         return
     if rest[:1] == ["slow-client"]:
-        slow_client_main(int(rest[1]), int(rest[2]))
+        slow_client_main(int(rest[1]), int(rest[2]), *rest[3:4])
         return
     if rest:
         parser.error(f"unexpected arguments {rest}")
@@ -450,7 +471,7 @@ def main() -> None:
     print("| --- " * (len(impls) + 6) + "|")
     for name in names:
         kind, count, arg, rp_count = SCENARIOS[name]
-        here = [i for i in impls if i not in ASYNCIO_IMPLS or name == "rr_seq"]
+        here = [i for i in impls if i not in ASYNCIO_IMPLS or name in ASYNCIO_SCENARIOS]
         rates: dict[str, list[float]] = {impl: [] for impl in here}
         with ExitStack() as stack:
             # Every server up at once; the runs alternate between them (the

@@ -166,6 +166,40 @@ def request_response_asyncio(port: int, n: int, size: int = 16) -> int:
     return asyncio.run(main())
 
 
+def stream_asyncio(port: int, n: int, size: int) -> int:
+    """:func:`stream` over asyncio streams: reads of up to 256 KiB, records
+    cut from them as :func:`records` does (the asyncio stream baseline)."""
+    import asyncio
+
+    async def main() -> int:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 20)
+        writer.write(record(b"S" + STREAM_REQ.pack(n, size)))
+        unpack = HEADER.unpack_from
+        buf = b""
+        pos = count = 0
+        try:
+            while count < n:
+                chunk = await reader.read(256 * 1024)
+                if not chunk:
+                    break
+                buf = buf[pos:] + chunk
+                pos = 0
+                end = len(buf)
+                while end - pos >= 4:
+                    (length,) = unpack(buf, pos)
+                    if end - pos - 4 < length:
+                        break
+                    _ = buf[pos + 4 : pos + 4 + length]
+                    pos += 4 + length
+                    count += 1
+            return count
+        finally:
+            writer.close()
+            await writer.wait_closed()
+
+    return asyncio.run(main())
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "serve":
         settle_allocator()

@@ -13,7 +13,7 @@ from sansrs.adapters.rsocket import Client, connect
 WAIT = 120.0
 
 
-def _stream(client: Client, count: int, size: int) -> int:
+def _stream(client: Client, count: int, size: int, batches: bool = False) -> int:
     done = 0
     request = json.dumps({"n": count, "size": size})
     # The window must cover the replenish round trip (REQUEST_N handed to the
@@ -21,6 +21,12 @@ def _stream(client: Client, count: int, size: int) -> int:
     # consumed (docs/performance.md, "Choosing prefetch"): 8192 small items,
     # 4096 of 1 KiB.
     prefetch = 8192 if size < 1024 else 4096
+    if batches:  # a list per hand-over (stream16b, stream1kb)
+        with client.request_stream_batches(request, prefetch=prefetch, timeout=WAIT) as lists:
+            for batch in lists:
+                for _ in batch:
+                    done += 1
+        return done
     with client.request_stream(request, prefetch=prefetch, timeout=WAIT) as items:
         for _ in items:
             done += 1
@@ -91,11 +97,14 @@ def _request_response(client: Client, count: int, in_flight: int, chain: bool = 
     return requests.done
 
 
-def _fire_and_forget(client: Client, count: int, size: int) -> int:
+def _fire_and_forget(client: Client, count: int, size: int, many: bool = False) -> int:
     payload = b"x" * size
-    fnf = client.fire_and_forget
-    for _ in range(count):
-        fnf(payload, timeout=WAIT)
+    if many:  # fnf16m: one call for all of them
+        client.fire_and_forget_many(itertools.repeat(payload, count), timeout=WAIT)
+    else:
+        fnf = client.fire_and_forget
+        for _ in range(count):
+            fnf(payload, timeout=WAIT)
     deadline = time.monotonic() + WAIT
     while time.monotonic() < deadline:
         reply = client.request_response(b"fnf-count", timeout=WAIT)
@@ -106,8 +115,10 @@ def _fire_and_forget(client: Client, count: int, size: int) -> int:
 
 def run(url: str, kind: str, count: int, arg: int, loop: str = "thread") -> int:
     with connect(url, loop=loop) as client:
-        if kind == "stream":
-            return _stream(client, count, arg)
+        if kind in ("stream", "streamb"):
+            return _stream(client, count, arg, batches=kind == "streamb")
+        if kind == "fnfm":
+            return _fire_and_forget(client, count, arg, many=True)
         if kind == "rr":
             return _request_response(client, count, arg)
         if kind == "rrc":
@@ -115,16 +126,26 @@ def run(url: str, kind: str, count: int, arg: int, loop: str = "thread") -> int:
         return _fire_and_forget(client, count, arg)
 
 
-def consume_slowly(url: str, items: int, pause_every: int = 10_000, pause: float = 0.005) -> int:
+def consume_slowly(
+    url: str, items: int, pause_every: int = 10_000, pause: float = 0.005, batches: bool = False
+) -> int:
     """Consume a stream of 16-byte items, pausing now and then: the server
-    must wait for credit rather than buffer."""
+    must wait for credit rather than buffer (``batches``: a list at a time)."""
     done = 0
     request = json.dumps({"n": items, "size": 16})
-    with connect(url) as client, client.request_stream(request, timeout=WAIT) as stream:
-        for _ in stream:
-            done += 1
-            if done % pause_every == 0:
-                time.sleep(pause)
+    with connect(url) as client:
+        if batches:
+            with client.request_stream_batches(request, timeout=WAIT) as lists:
+                for batch in lists:
+                    before, done = done, done + len(batch)
+                    if done // pause_every != before // pause_every:
+                        time.sleep(pause)
+            return done
+        with client.request_stream(request, timeout=WAIT) as stream:
+            for _ in stream:
+                done += 1
+                if done % pause_every == 0:
+                    time.sleep(pause)
     return done
 
 
@@ -134,8 +155,10 @@ def run_asyncio(url: str, kind: str, count: int, arg: int) -> int:
 
     from sansrs.adapters.rsocket.aio import connect as connect_async
 
+    if kind in ("stream", "streamb"):
+        return asyncio.run(_stream_asyncio(url, count, arg, batches=kind == "streamb"))
     if kind != "rr" or arg != 1:
-        raise ValueError("the asyncio client runs rr_seq only")
+        raise ValueError("the asyncio client runs rr_seq and streams only")
 
     async def main() -> int:
         client = await connect_async(url)
@@ -148,6 +171,32 @@ def run_asyncio(url: str, kind: str, count: int, arg: int) -> int:
             await client.close()
 
     return asyncio.run(main())
+
+
+async def _stream_asyncio(url: str, count: int, size: int, batches: bool) -> int:
+    """The asyncio client consuming a stream: ``async for`` item by item,
+    or a list at a time (``request_stream_batches``)."""
+    from sansrs.adapters.rsocket.aio import connect as connect_async
+
+    request = json.dumps({"n": count, "size": size})
+    prefetch = 8192 if size < 1024 else 4096
+    done = 0
+    client = await connect_async(url)
+    try:
+        if batches:
+            async with client.request_stream_batches(
+                request, prefetch=prefetch, timeout=WAIT
+            ) as lists:
+                async for batch in lists:
+                    for _ in batch:
+                        done += 1
+        else:
+            async with client.request_stream(request, prefetch=prefetch, timeout=WAIT) as items:
+                async for _ in items:
+                    done += 1
+        return done
+    finally:
+        await client.close()
 
 
 def rr_cpu(url: str, count: int, loop: str = "thread") -> tuple[float, float, float]:

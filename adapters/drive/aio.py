@@ -397,6 +397,28 @@ class AsyncStream(Generic[T]):
         why = self._explain() if self._explain is not None else ""
         return f"no item within {seconds(timeout)}" + (f": {why}" if why else "")
 
+    async def next_batch(self) -> list[T]:
+        """Every item that has arrived and not been taken (at least one;
+        waits as ``__anext__`` does), in order; they count as consumed, so
+        the window is replenished as if they were taken one by one. Raises
+        what ``__anext__`` raises (``StopAsyncIteration`` at the end)."""
+        first = await self.__anext__()  # waits, ends and fails as one item does
+        items = self._items
+        if not items:
+            return [first]
+        batch = [first, *items]
+        items.clear()
+        units = self._units
+        self._consumed += len(batch) - 1 if units is None else sum(map(units, batch[1:]))
+        if self._consumed >= self._batch and not self._done:
+            n, self._consumed = self._consumed, 0
+            self._request_more(n)
+        return batch
+
+    def batches(self) -> AsyncStreamBatches[T]:
+        """This stream as an async iterator of lists (:meth:`next_batch`)."""
+        return AsyncStreamBatches(self)
+
     async def aclose(self) -> None:
         """Cancel the stream if it is still running; idempotent."""
         if self._starting is not None:
@@ -408,6 +430,33 @@ class AsyncStream(Generic[T]):
             self._cancelled = True
             self._items.clear()
             self._cancel()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class AsyncStreamBatches(Generic[T]):
+    """An :class:`AsyncStream` as an async iterator of lists: each list is
+    what arrived since the previous one (never empty), within the same
+    window; the items, their order and the errors are the item iterator's.
+    ``aclose()`` (or leaving ``async with``) cancels a stream still running."""
+
+    __slots__ = ("_stream",)
+
+    def __init__(self, stream: AsyncStream[T]) -> None:
+        self._stream = stream
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> list[T]:
+        return await self._stream.next_batch()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
 
     async def __aenter__(self) -> Self:
         return self

@@ -22,7 +22,9 @@ from typing import Any, Generic, TypeVar
 
 from sansrs.streams import MAX_DEMAND, RULE_3_9, IllegalArgumentError, add_demand
 
-__all__ = ["RemoteStreamPublisher", "SubscriberSink"]
+from .queues import refill_batch
+
+__all__ = ["BatchSubscriberSink", "RemoteStreamPublisher", "SubscriberSink"]
 
 T = TypeVar("T")
 H = TypeVar("H")
@@ -79,6 +81,66 @@ class SubscriberSink(Generic[T]):
         self._done = True
 
 
+class BatchSubscriberSink(SubscriberSink[list[T]]):
+    """Delivers a remote stream to a Subscriber of lists (a Publisher of
+    batches): each ``on_next`` carries every item that arrived and was not
+    delivered yet, and the Subscriber's demand counts lists. The remote
+    demand is a window of ``prefetch`` items of its own, replenished through
+    ``request_more(n)`` (set by the binding) as the lists are delivered: at
+    most ``prefetch`` items wait here for the Subscriber's demand. The end
+    (completion or error) follows the last list. Connection thread only."""
+
+    __slots__ = ("_consumed", "_demand", "_ended", "_error", "_pending", "_refill",
+                 "request_more")
+
+    def __init__(self, subscriber: Any, prefetch: int) -> None:
+        super().__init__(subscriber)
+        self._pending: list[T] = []
+        self._demand = 0
+        self._refill = refill_batch(prefetch, None)
+        self._consumed = 0
+        self._ended = False
+        self._error: BaseException | None = None
+        self.request_more: Callable[[int], None] | None = None
+
+    def add_demand(self, n: int) -> None:
+        """The Subscriber asked for ``n`` more lists."""
+        self._demand = add_demand(self._demand, n)
+        self._deliver()
+
+    # Fed items (the engine's side), it delivers lists: not a substitutable override.
+    def put(self, item: T) -> None:  # type: ignore[override]
+        self.put_many([item])
+
+    def put_many(self, items: Iterable[T]) -> None:  # type: ignore[override]
+        if self._done or self._ended:
+            return
+        self._pending.extend(items)
+        self._deliver()
+
+    def finish(self, error: BaseException | None = None) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        self._error = error
+        self._deliver()
+
+    def _deliver(self) -> None:
+        if self._done:
+            return
+        if self._demand and self._pending:
+            batch, self._pending = self._pending, []
+            self._demand -= 1
+            self._consumed += len(batch)
+            SubscriberSink.put(self, batch)
+            if self._consumed >= self._refill and not self._ended and not self._done:
+                n, self._consumed = self._consumed, 0
+                if self.request_more is not None:
+                    self.request_more(n)
+        if self._ended and not self._pending:
+            SubscriberSink.finish(self, self._error)
+
+
 class RemoteStreamPublisher(Generic[T, H]):
     """A remote stream as a Reactive Streams Publisher (one Subscriber).
 
@@ -89,7 +151,9 @@ class RemoteStreamPublisher(Generic[T, H]):
     ``cancel(handle)``. The request is sent at the first ``request(n)``.
     Every signal, ``on_subscribe`` included, arrives on the connection thread,
     so signals are serialized (rule 1.3); ``request(n <= 0)`` signals
-    ``IllegalArgumentError`` and cancels (rule 3.9)."""
+    ``IllegalArgumentError`` and cancels (rule 3.9). ``sink(subscriber)``
+    makes the sink ``start`` is given (a :class:`BatchSubscriberSink` for a
+    Publisher of batches)."""
 
     def __init__(
         self,
@@ -97,7 +161,9 @@ class RemoteStreamPublisher(Generic[T, H]):
         start: Callable[[SubscriberSink[T], int], H],
         more: Callable[[H, int], None],
         cancel: Callable[[H], None],
+        sink: Callable[[Any], SubscriberSink[T]] = SubscriberSink,
     ) -> None:
+        self._new_sink = sink
         self._submit = submit
         self._start = start
         self._more = more
@@ -114,7 +180,7 @@ class RemoteStreamPublisher(Generic[T, H]):
             subscriber.on_subscribe(_NoSubscription())
             subscriber.on_error(RuntimeError("this request was already subscribed"))  # 1.9
             return
-        sink: SubscriberSink[T] = SubscriberSink(subscriber)
+        sink = self._new_sink(subscriber)
         subscription = _RemoteSubscription(self, sink)
         sink.on_broken = subscription.cancel_now
 

@@ -26,6 +26,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from itertools import repeat, starmap
 from typing import Generic, Protocol, TypeVar
 
 from .errors import seconds
@@ -232,8 +233,9 @@ class CreditQueue(Generic[T]):
         items = self._items
         if not items:
             self._wait(timeout)
-        popleft = items.popleft
-        return [popleft() for _ in range(min(len(items), max_items))]
+        # popleft n times by C calls alone (no bytecode per item); safe
+        # against puts meanwhile, which only append behind the n taken.
+        return list(starmap(items.popleft, repeat((), min(len(items), max_items))))
 
     def _wait(self, timeout: float | None) -> None:
         """Return once an item is queued; raise at the end, on close or timeout."""
@@ -364,6 +366,11 @@ class Inbox(Generic[T]):
     def __len__(self) -> int:
         return len(self._items)
 
+    @property
+    def capacity(self) -> int:
+        """Commands pending at most before producers wait."""
+        return self._capacity
+
     def put(self, item: T, timeout: float | None = None) -> None:
         """Any thread. Raises :class:`QueueClosed` once closed, :class:`TimeoutError`
         if no room appears within ``timeout`` seconds."""
@@ -374,7 +381,20 @@ class Inbox(Generic[T]):
         self._items.append(item)
         self._wakeup.wake()
 
-    def _wait_for_space(self, timeout: float | None) -> None:
+    def put_many(self, items: list[T], timeout: float | None = None) -> None:
+        """:meth:`put` for each of ``items`` in order, one wake-up per part:
+        parts of at most half the capacity, each waiting for its room."""
+        part = max(1, self._capacity // 2)
+        for start in range(0, len(items), part):
+            chunk = items[start : start + part]
+            if self._closed:
+                raise self._closed_exception()
+            if len(self._items) + len(chunk) > self._capacity:
+                self._wait_for_space(timeout, len(chunk))
+            self._items.extend(chunk)
+            self._wakeup.wake()
+
+    def _wait_for_space(self, timeout: float | None, room: int = 1) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._waiters_lock:
             self._space_waiters += 1
@@ -383,7 +403,7 @@ class Inbox(Generic[T]):
                 self._space.clear()
                 if self._closed:
                     raise self._closed_exception()
-                if len(self._items) < self._capacity:
+                if len(self._items) + room <= self._capacity:
                     return
                 self._wakeup.wake()
                 if not self._space.wait(_remaining(deadline)):
@@ -395,7 +415,7 @@ class Inbox(Generic[T]):
     def drain(self) -> list[T]:
         """I/O thread: take every pending command, never blocking."""
         items = self._items
-        batch = [items.popleft() for _ in range(len(items))]
+        batch = list(starmap(items.popleft, repeat((), len(items))))  # C calls alone
         if self._space_waiters:
             self._space.set()
         return batch
@@ -452,6 +472,16 @@ class Batcher(Inbox[T]):
             self.run()
             return
         super().put(item, timeout)
+
+    def put_many(self, items: list[T], timeout: float | None = None) -> None:
+        """:meth:`put` for each of ``items``, in order, many per hand-off."""
+        if self._is_owner():
+            if self._closed:
+                raise self._closed_exception()
+            self._items.extend(items)
+            self.run()
+            return
+        super().put_many(items, timeout)
 
     def wake(self) -> None:
         """(Called by ``put``.) Schedule a drain unless one is pending."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Generic, Protocol, TypeVar
 
 from sansrs.streams import MAX_DEMAND, add_demand
@@ -51,6 +51,7 @@ __all__ = [
     "Sink",
     "Source",
     "SourceBudget",
+    "StreamBatches",
     "StreamIterator",
     "ThreadedSource",
     "check_prefetch",
@@ -84,6 +85,15 @@ class StreamIterator(Generic[T]):
     then stays above what the peer may send). ``close()`` (or leaving a
     ``with`` block) cancels a stream that has not ended. Consume from one
     thread at a time.
+
+    Items leave the queue a local batch at a time (at most ``batch``, one
+    queue operation each); a ``for`` loop takes them from that batch by a
+    generator delegating to it (``yield from``: no bytecode of ours per
+    item), ``next()`` one call each. Both draw on the same local batch, so
+    they can be mixed and a loop left by ``break`` loses nothing. A local
+    batch counts as consumed once it has all been handed out: the window
+    (what the queue may hold) stays ``prefetch``. :meth:`next_batch` hands
+    out everything that arrived as one list (:class:`StreamBatches`).
     """
 
     # The keywords of its asyncio twin, drive.aio.AsyncStream, by choice.
@@ -112,31 +122,54 @@ class StreamIterator(Generic[T]):
         self._cancel = cancel
         self._timeout = timeout
         self._finished = False
-        # Items taken from the queue in one batch, handed out one by one.
-        self._ready: deque[T] = deque()
+        # The local batch taken from the queue, and what of it is still to
+        # be handed out (an iterator over it, shared by next() and loops).
+        self._local: list[T] = []
+        self._rest: Iterator[T] = iter(self._local)
+        self._counted = 0  # items of the local batch counted already (by next())
 
-    def __iter__(self) -> StreamIterator[T]:
-        return self
+    def __iter__(self) -> Iterator[T]:
+        return self._items()
+
+    def _items(self) -> Iterator[T]:
+        while True:
+            yield from self._rest
+            if not self._refill(self._batch):
+                return
 
     def __next__(self) -> T:
-        ready = self._ready
-        item = ready.popleft() if ready else self._take()
+        item = next(self._rest, _NONE)
+        while item is _NONE:
+            if not self._refill(self._batch):
+                raise StopIteration
+            item = next(self._rest, _NONE)
+        # Counted at once (a loop's items count when their batch is done).
+        self._counted += 1
         self._consumed += 1 if self._units is None else self._units(item)
         if self._consumed >= self._batch:
-            n, self._consumed = self._consumed, 0
-            if not self._queue.done:
-                self._queue.grant(n)
-                self._request_more(n)
+            self._grant()
         return item
 
-    def _take(self) -> T:
+    def _settle(self) -> None:
+        """Count what of the local batch was handed out and not counted yet."""
+        done = self._local
+        if done:
+            counted, self._counted, self._local = self._counted, 0, []
+            self._count(done[counted:] if counted else done)
+
+    def _refill(self, most: int) -> bool:
+        """The local batch was all handed out: count it consumed (granting
+        what the window asks for) and take the next one, of at most
+        ``most`` items, waiting for it; False at the end. Raises the
+        stream's error after its last item, :class:`TimeoutError`."""
+        self._settle()
         if self._finished:
-            raise StopIteration
+            return False
         try:
-            batch = self._queue.get_batch(self._timeout, self._batch)
+            batch = self._queue.get_batch(self._timeout, most)
         except EndOfStream:
             self._finished = True
-            raise StopIteration from None
+            return False
         except TimeoutError as exc:
             why = self._explain() if self._explain is not None else ""
             if why:
@@ -145,22 +178,94 @@ class StreamIterator(Generic[T]):
         except BaseException:
             self._finished = True
             raise
-        item = batch[0]
-        if len(batch) > 1:
-            self._ready.extend(batch[1:])
-        return item
+        self._local = batch
+        self._rest = iter(batch)
+        return True
+
+    def _count(self, items: list[T]) -> None:
+        """``items`` were handed out: grant again once ``batch`` units were."""
+        units = self._units
+        self._consumed += len(items) if units is None else sum(map(units, items))
+        if self._consumed >= self._batch:
+            self._grant()
+
+    def _grant(self) -> None:
+        n, self._consumed = self._consumed, 0
+        if not self._queue.done:
+            self._queue.grant(n)
+            self._request_more(n)
+
+    def next_batch(self) -> list[T]:
+        """Every item that has arrived and not been handed out (at least
+        one; waits as ``next`` does), in order; they count as consumed, so
+        the window is replenished as if they were taken one by one. Raises
+        what ``next`` raises: :class:`StopIteration` at the end, the
+        stream's error after its last items, :class:`TimeoutError`."""
+        rest = list(self._rest)
+        if rest:  # what next() or a loop left of the local batch
+            self._settle()  # (counts the part handed out before too)
+            return rest
+        if not self._refill(_ALL):
+            raise StopIteration
+        batch = self._local
+        self._rest = iter(())
+        self._settle()
+        return batch
+
+    def batches(self) -> StreamBatches[T]:
+        """This stream as an iterator of lists of items (:meth:`next_batch`)."""
+        return StreamBatches(self)
 
     def close(self) -> None:
         """Cancel the stream if it is still running; idempotent."""
         if self._finished:
             return
         self._finished = True
-        self._ready.clear()
+        # Exhausted, not dropped: a loop delegating to it ends at its next item.
+        deque(self._rest, maxlen=0)
+        self._local = []
+        self._rest = iter(())
+        self._counted = 0
         if not self._queue.done:
             self._queue.close()
             self._cancel()
 
     def __enter__(self) -> StreamIterator[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+#: A batch takes every item queued (the queue never holds more than the window).
+_ALL = 1 << 62
+_NONE: Any = object()
+
+
+class StreamBatches(Generic[T]):
+    """A :class:`StreamIterator` as an iterator of lists: each list is what
+    arrived since the last one (one queue operation per list, not per
+    item), within the same prefetch window and the same replenishing. The
+    items, their order and the errors are those of the item iterator; a
+    list is never empty. ``close()`` (or leaving a ``with`` block, e.g. by
+    ``break``) cancels a stream still running, as the item iterator's does."""
+
+    __slots__ = ("_stream",)
+
+    def __init__(self, stream: StreamIterator[T]) -> None:
+        self._stream = stream
+
+    def __iter__(self) -> StreamBatches[T]:
+        return self
+
+    def __next__(self) -> list[T]:
+        return self._stream.next_batch()
+
+    def close(self) -> None:
+        """Cancel the stream if it is still running; idempotent."""
+        self._stream.close()
+
+    def __enter__(self) -> StreamBatches[T]:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -41,7 +41,7 @@ from .client import Client, connect
 from .errors import ApplicationError, RSocketError
 from .fast import as_payload
 from .options import EngineOptions
-from .peer import DEFAULT_PREFETCH, RemotePublisher, RSocketPeer
+from .peer import DEFAULT_PREFETCH, RemoteBatchPublisher, RemotePublisher, RSocketPeer
 from .resume import (
     ResumableClient,
     ResumableServer,
@@ -73,6 +73,7 @@ __all__ = [
     "Payload",
     "RSocketError",
     "RSocketPeer",
+    "RemoteBatchPublisher",
     "RemotePublisher",
     "Request",
     "ResumableClient",

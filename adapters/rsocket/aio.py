@@ -30,6 +30,7 @@ from collections.abc import (
     Coroutine,
     Iterable,
 )
+from itertools import islice
 from typing import Any, cast
 
 from typing_extensions import Unpack
@@ -41,6 +42,7 @@ from ..drive.aio import (
     AsyncPeer,
     AsyncServer,
     AsyncStream,
+    AsyncStreamBatches,
     FutureSink,
     asyncify,
 )
@@ -52,12 +54,13 @@ from ..transport import Transport
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .engine import RequestHandle, RSocketEngine
-from .fast import as_payload
+from .fast import as_payload, as_payloads
 from .options import options_for
 from .peer import DEFAULT_PREFETCH, check_prefetch
 from .routed import (
     AsyncRoutedRequester,
     RouteOptions,
+    check_batch,
     check_composite,
     checked_payload,
     composite_check,
@@ -70,11 +73,15 @@ __all__ = [
     "AsyncRSocketPeer",
     "AsyncServer",
     "AsyncStream",
+    "AsyncStreamBatches",
     "connect",
     "serve",
 ]
 
 _END: Any = object()
+#: Fire-and-forgets :meth:`AsyncRSocketPeer.fire_and_forget_many` hands the
+#: engine per turn of the loop (the thread drivers' pending budget, halved).
+FNF_PART = 2048
 log = logging.getLogger("sansrs.adapters.rsocket")
 
 
@@ -165,6 +172,32 @@ class AsyncRSocketPeer(AsyncPeer):
         payload = checked_payload(self._composite, data, metadata)
         self._submit(lambda: self._engine.fire_and_forget(payload))
 
+    async def fire_and_forget_many(self, items: Iterable[object]) -> int:
+        """REQUEST_FNF for each of ``items`` (payloads, bytes, str or (data,
+        metadata) pairs), in order, handed to the engine many at a time
+        (:data:`FNF_PART`, then the loop runs a turn that writes them, as
+        far as the socket takes them, before the next part is pulled);
+        returns how many were queued. An item that is not a payload raises after the ones
+        before it were queued."""
+        self._check_open()
+        engine = self._engine
+        source = iter(items)
+        sent = 0
+        while True:
+            chunk = list(islice(source, FNF_PART))
+            batch: list[Payload] = []
+            try:
+                as_payloads(chunk, batch)
+                check_batch(self._composite, batch)
+            finally:  # what was converted and checked before a bad item still goes
+                if batch:
+                    self._check_open()
+                    self._submit(lambda batch=batch: engine.fire_and_forget_many(batch))  # type: ignore[misc]
+                    sent += len(batch)
+            if len(chunk) < FNF_PART:
+                return sent
+            await asyncio.sleep(0)  # the loop writes this part before the next
+
     async def metadata_push(self, metadata: bytes | str) -> None:
         self._check_open()
         md = checked_payload(self._composite, b"", metadata).metadata or b""
@@ -185,6 +218,18 @@ class AsyncRSocketPeer(AsyncPeer):
         stream, handle = self._stream("stream", prefetch, timeout)
         self._submit(lambda: self._engine.start_request(handle, payload, prefetch))
         return stream
+
+    def request_stream_batches(
+        self,
+        data: bytes | str,
+        metadata: bytes | str | None = None,
+        prefetch: int = DEFAULT_PREFETCH,
+        timeout: float | None = None,
+    ) -> AsyncStreamBatches[Payload]:
+        """REQUEST_STREAM as an async iterator of lists of payloads (each
+        what arrived since the previous one): the window, items, order and
+        errors of :meth:`request_stream`, one wake-up per list."""
+        return self.request_stream(data, metadata, prefetch, timeout).batches()
 
     def request_channel(
         self,

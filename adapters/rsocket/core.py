@@ -28,6 +28,7 @@ from sansrs.rsocket import (
 from .options import EngineOptions
 
 PayloadReceived = events.PayloadReceived
+PayloadRunReceived = events.PayloadRunReceived
 RequestResponseReceived = events.RequestResponseReceived
 FireAndForgetReceived = events.FireAndForgetReceived
 
@@ -37,6 +38,7 @@ __all__ = [
     "FireAndForgetReceived",
     "LocalProtocolError",
     "PayloadReceived",
+    "PayloadRunReceived",
     "RemoteProtocolError",
     "RequestResponseReceived",
     "Role",
@@ -58,7 +60,9 @@ def _config(options: EngineOptions) -> ConnectionConfig:
     # (WebSocket) the engine exchanges runs of frames behind their lengths,
     # and the transport makes each frame one message (spec: Framing Protocol
     # Usage; docs/adapters.md).
-    limits: dict[str, Any] = {}
+    # payload_runs: a stream's items reach the sinks a list per read
+    # (docs/performance.md, "Items at the application's end").
+    limits: dict[str, Any] = {"payload_runs": True}
     if options.fragment_size is not None:
         limits["fragment_size"] = options.fragment_size
     if options.max_frame_size is not None:

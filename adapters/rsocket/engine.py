@@ -18,6 +18,8 @@ import contextlib
 import inspect
 import logging
 from collections.abc import Callable, Iterable
+from itertools import repeat
+from operator import itemgetter
 from typing import Any, ClassVar
 
 from sansrs.rsocket import MAX_FRAME_LENGTH, ErrorCode
@@ -414,6 +416,7 @@ class RSocketEngine:
         if not events:  # most calls (every pump): nothing to set up
             return
         payload_event = core.PayloadReceived
+        run_event = core.PayloadRunReceived
         rr_event = core.RequestResponseReceived
         fnf_event = core.FireAndForgetReceived
         requests = self._requests
@@ -455,6 +458,9 @@ class RSocketEngine:
                     served += 1
                 elif type(event) is fnf_event:  # likewise, but not an exchange
                     self.on_fire_and_forget(event.data, event.metadata)
+                    continue
+                elif type(event) is run_event:  # a stream's run of items, in one list
+                    self._on_payloads(event.stream_id, event.data)
                     continue
                 else:
                     dispatch[type(event)](self, event)
@@ -703,8 +709,12 @@ class RSocketEngine:
             for payload in payloads:  # leases: each may have to wait its turn
                 self.fire_and_forget(payload)
             return
-        request_fnf = self.conn.request_fnf
-        for payload in payloads:
+        conn = self.conn
+        sent = 0
+        if set(map(itemgetter(1), payloads)) == {None}:  # no metadata: one piece
+            sent = conn.request_fnf_many(list(map(itemgetter(0), payloads)))
+        request_fnf = conn.request_fnf
+        for payload in payloads[sent:] if sent else payloads:
             request_fnf(payload.data, payload.metadata)
 
     def metadata_push(self, metadata: bytes) -> None:
@@ -789,6 +799,19 @@ class RSocketEngine:
             if complete:
                 queue.finish()
                 del self._inbound[sid]
+
+    def _on_payloads(self, sid: int, data: list[bytes]) -> None:
+        """:meth:`on_payload` for a run of items (none completing; the
+        core's ``PayloadRunReceived``): their Payloads made by C calls,
+        put in one call (docs/performance.md, "Items at the application's end")."""
+        payloads = list(map(new_tuple, repeat(Payload), zip(data, repeat(None))))
+        handle = self._requests.get(sid)
+        if handle is not None:
+            handle.sink.put_many(payloads)
+            return
+        queue = self._inbound.get(sid)
+        if queue is not None:
+            queue.put_many(payloads)
 
     def on_request_n(self, sid: int, n: int) -> None:
         self._outbounds.credit(sid, n)

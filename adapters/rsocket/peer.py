@@ -24,17 +24,18 @@ from ..drive.connection import LoopConnection
 from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
 from ..drive.peer import DrivenPeer
-from ..drive.publishers import RemoteStreamPublisher, SubscriberSink
+from ..drive.publishers import BatchSubscriberSink, RemoteStreamPublisher, SubscriberSink
 from ..drive.queues import Batcher, CreditQueue, EndOfStream
-from ..drive.streams import StreamIterator
+from ..drive.streams import StreamBatches, StreamIterator
 from ..drive.streams import check_prefetch as _check_prefetch
 from ..transport import Transport
 from .engine import RequestHandle, RSocketEngine
-from .fast import as_payload, new_tuple
+from .fast import as_payload, as_payloads, new_tuple
 from .pipeline import Answer, ResponsePipeline
 from .routed import (
     RoutedRequester,
     RouteOptions,
+    check_batch,
     check_composite,
     checked_payload,
     composite_check,
@@ -42,11 +43,19 @@ from .routed import (
 )
 from .types import Payload
 
-__all__ = ["DEFAULT_PREFETCH", "RSocketPeer", "RemotePublisher", "check_prefetch"]
+__all__ = [
+    "DEFAULT_PREFETCH",
+    "RSocketPeer",
+    "RemoteBatchPublisher",
+    "RemotePublisher",
+    "check_prefetch",
+]
 
 #: One remote request as a Reactive Streams Publisher (subscribe once): the
 #: protocol-neutral :class:`~..drive.publishers.RemoteStreamPublisher` bound to RSocket.
 RemotePublisher = RemoteStreamPublisher[Payload, RequestHandle]
+#: One remote stream as a Publisher of lists of payloads (see :meth:`RSocketPeer.batch_publisher`).
+RemoteBatchPublisher = RemoteStreamPublisher[list[Payload], RequestHandle]
 
 DEFAULT_PREFETCH = 256
 #: Largest REQUEST_N (31 bits): the largest prefetch window and in-flight count.
@@ -302,6 +311,31 @@ class RSocketPeer(DrivenPeer):
             payload = checked_payload(self._composite, data, metadata)
         self._fnf.put(payload, timeout)
 
+    def fire_and_forget_many(self, items: Iterable[object], timeout: float | None = None) -> int:
+        """REQUEST_FNF for each of ``items`` (payloads, bytes, str or (data,
+        metadata) pairs), in order, handed to the connection many at a time;
+        returns how many were queued. ``items`` is pulled lazily, at most
+        half the connection's pending budget ahead of what was handed over
+        (an endless iterable is fine); ``timeout`` bounds each wait for room
+        (the loop is behind), as :meth:`fire_and_forget`'s. An item that is
+        not a payload raises after the ones before it were queued."""
+        source = iter(items)
+        fnf = self._fnf
+        part = max(1, fnf.capacity // 2)
+        sent = 0
+        while True:
+            chunk = list(islice(source, part))
+            batch: list[Payload] = []
+            try:
+                as_payloads(chunk, batch)
+                check_batch(self._composite, batch)
+            finally:  # what was converted and checked before a bad item still goes
+                if batch:
+                    fnf.put_many(batch, timeout)
+                    sent += len(batch)
+            if len(chunk) < part:
+                return sent
+
     def metadata_push(self, metadata: bytes | str, timeout: float | None = None) -> None:
         md = checked_payload(self._composite, b"", metadata).metadata or b""
         self._submit(lambda: self._engine.metadata_push(md), timeout)
@@ -318,6 +352,20 @@ class RSocketPeer(DrivenPeer):
         bounds each wait for the next item. Closing it cancels the stream."""
         payload = checked_payload(self._composite, data, metadata)
         return self._inbound_iterator("stream", payload, check_prefetch(prefetch), timeout, None)
+
+    def request_stream_batches(
+        self,
+        data: bytes | str,
+        metadata: bytes | str | None = None,
+        prefetch: int = DEFAULT_PREFETCH,
+        timeout: float | None = None,
+    ) -> StreamBatches[Payload]:
+        """REQUEST_STREAM as an iterator of lists of payloads: each list is
+        what arrived since the previous one (never empty). The same window,
+        replenishing, items, order and errors as :meth:`request_stream`;
+        one hand-over per list instead of one per item. Closing it (or
+        leaving its ``with`` block) cancels the stream."""
+        return self.request_stream(data, metadata, prefetch, timeout).batches()
 
     def request_channel(
         self,
@@ -380,6 +428,44 @@ class RSocketPeer(DrivenPeer):
         """REQUEST_STREAM as a Publisher: the first ``request(n)`` sends the request
         with initial n, later ones REQUEST_N; ``cancel()`` sends CANCEL."""
         return self._publisher("stream", checked_payload(self._composite, data, metadata), None)
+
+    def batch_publisher(
+        self,
+        data: bytes | str,
+        metadata: bytes | str | None = None,
+        prefetch: int = DEFAULT_PREFETCH,
+    ) -> RemoteBatchPublisher:
+        """REQUEST_STREAM as a Publisher of lists of payloads: ``request(n)``
+        asks for ``n`` lists, each carrying every item that arrived and was
+        not delivered yet. The stream's own demand is a window of
+        ``prefetch`` items, replenished as lists are delivered, so at most
+        ``prefetch`` items wait for the Subscriber. The first ``request(n)``
+        sends the request; ``cancel()`` sends CANCEL; signals arrive on the
+        connection thread."""
+        engine = self._engine
+        payload = as_payload(data, metadata)
+        window = check_prefetch(prefetch)
+
+        def start(sink: SubscriberSink[list[Payload]], n: int) -> RequestHandle:
+            assert isinstance(sink, BatchSubscriberSink)
+            handle = RequestHandle("stream", sink)
+            sink.request_more = lambda k: engine.request_more(handle, k)
+            sink.add_demand(n)
+            engine.start_request(handle, payload, window)
+            return handle
+
+        def more(handle: RequestHandle, n: int) -> None:
+            sink = handle.sink
+            assert isinstance(sink, BatchSubscriberSink)
+            sink.add_demand(n)
+
+        return RemoteStreamPublisher(
+            self._submit,
+            start,
+            more,
+            engine.cancel,
+            lambda subscriber: BatchSubscriberSink(subscriber, window),
+        )
 
     def channel_publisher(
         self, data: Iterable[object], metadata: bytes | str | None = None

@@ -152,6 +152,20 @@ def composite_check(engine: Any) -> CompositeCheck | None:
     return None
 
 
+def check_batch(check: CompositeCheck | None, batch: list[Payload]) -> None:
+    """Each payload's metadata checked by ``check``, in order; at the first
+    that fails, ``batch`` is cut to the payloads before it (they still go)
+    and the error raised."""
+    if check is None:
+        return
+    for i, payload in enumerate(batch):
+        try:
+            check.check(payload.metadata)
+        except ValueError:
+            del batch[i:]
+            raise
+
+
 def checked_payload(check: CompositeCheck | None, data: object, metadata: object = None) -> Payload:
     """``as_payload``, its metadata checked by ``check`` (None: not checked)."""
     payload = as_payload(data, metadata)

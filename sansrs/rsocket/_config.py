@@ -96,6 +96,11 @@ class ConnectionConfig:
       (it still works while its transport lasts). Default 8 MiB.
     - ``resume_token_source``: client: makes the resume identification
       token of ``setup(resume=True)``. Default ``secrets.token_bytes(16)``.
+    - ``payload_runs``: report consecutive whole PAYLOAD(N) items without
+      metadata on one stream as one ``PayloadRunReceived`` (their data in a
+      list) instead of one ``PayloadReceived`` each: the same items in the
+      same order, the same state, a fraction of the work per item. Default
+      False.
     - ``resume_timeout``: client: seconds a RESUME may wait for RESUME_OK;
       then the session detaches again (resume on another transport). Default
       None: the SETUP's max lifetime plus its keepalive interval.
@@ -116,6 +121,7 @@ class ConnectionConfig:
     resume_buffer_size: int = 8 * 1024 * 1024
     resume_token_source: Callable[[], bytes] = field(default=default_resume_token, repr=False)
     resume_timeout: float | None = None
+    payload_runs: bool = False
 
     def __post_init__(self) -> None:
         if not 6 <= self.max_frame_size <= MAX_FRAME_LENGTH:

@@ -37,6 +37,7 @@ from ._fast import (
     T_REQUEST_FNF,
     T_REQUEST_RESPONSE,
     pack_prefix_header,
+    queue_fnf_run,
     queue_payload_run,
 )
 from ._fragmentation import Fragmenter
@@ -487,6 +488,33 @@ class Connection:
         if not self._queue_whole_request(sid, T_REQUEST_FNF, data, metadata):
             self._fragments.queue_request(fr.RequestFnfFrame(sid, data, metadata))
         return sid
+
+    def request_fnf_many(self, items: list[bytes]) -> int:
+        """``request_fnf`` for each of ``items`` (data, no metadata), the
+        same frames on the same stream IDs, or nothing: returns how many
+        were queued, ``len(items)`` or 0 where the one-by-one path is needed
+        (an item not ``bytes`` or too large for one frame, leases, a
+        resumable session, stream IDs about to wrap); the caller then sends
+        them with ``request_fnf``. Raises as ``request_fnf`` would for the
+        first item when no request can be made. The batch form of
+        ``request_fnf``'s first path: ``_fast.queue_fnf_run``."""
+        if not items:
+            return 0
+        out = self._out
+        if (
+            self._resume.detached
+            or self._leases.enabled
+            or out.retain is not None
+            or set(map(type, items)) != {bytes}
+            or max(map(len, items)) > out.fast_request_max
+        ):
+            return 0
+        self._ctx.check_can_request("request_fnf")
+        stream_ids = self._streams.ids.take_run(len(items))
+        if stream_ids is None:
+            return 0
+        queue_fnf_run(out, stream_ids, items)
+        return len(items)
 
     def request_stream(self, data: bytes, metadata: bytes | None = None, *, initial_n: int) -> int:
         _check_n("request_stream: initial_n", initial_n)

@@ -32,6 +32,20 @@ say so where they do.
   docs/performance.md). Each copy says which row pays for it; the plain
   paths (``_encode.encode_payload``, ``_codec._dec_payload``) stay the
   reference the fuzz and codec tests compare them with.
+- ``payload_run_data``: the receiving twin of ``queue_payload_run``, with
+  ``ConnectionConfig.payload_runs``: a run of PAYLOAD(N) frames on one stream
+  becomes one list of data; frames of one length are checked and cut by C
+  calls alone (nine strided slices compared with the first header, one
+  ``map`` of slices), no bytecode per item (``bench_tcp.py`` rows
+  ``stream16``, ``stream16b``, ``stream1k``, ``stream1kb``; "Items at the
+  application's end" in docs/performance.md). ``payload_run`` (one event
+  per item) stays the reference the differential tests compare it with.
+- ``queue_fnf_run``: fire-and-forgets sent as a batch
+  (``Connection.request_fnf_many``): their headers packed and interleaved
+  with the data by C calls alone, one piece for the batch (``bench_tcp.py``
+  row ``fnf16m``; "Items at the application's end" in docs/performance.md).
+  ``request_fnf`` one by one stays the reference the differential tests
+  compare it with.
 - ``queue_payload_run``: a stream's items sent as a batch
   (``Connection.send_payloads``): items of one length share one header and
   are joined behind it in one call, a fraction of a ``send_payload`` each
@@ -43,6 +57,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from itertools import chain, repeat
+from operator import add, and_, rshift
 from struct import Struct
 from typing import Any, Protocol
 
@@ -236,6 +252,61 @@ def payload_run(
             return off, credit, position  # the caller takes this frame
 
 
+def payload_run_data(
+    buf: bytes,
+    off: int,
+    stop: int,
+    length: int,
+    end: int,
+    limit: int,
+    sid: int,
+    credit: int,
+) -> tuple[int, int, int, list[bytes]]:
+    """:func:`payload_run` as one list: the data of the PAYLOAD(N) frame at
+    ``off`` and of each whole PAYLOAD(N) on the same stream right behind it,
+    within ``credit`` (> 0) and ``limit``. Returns where the run ended, the
+    credit left, the bytes of the run and the data. Frames whose 9-byte
+    header is the first one's (same length, stream, flags) are checked and
+    cut by C calls alone; the rest of a run goes frame by frame."""
+    stride = length + 3
+    count = min(credit, (end - off) // stride)
+    if count > 1:
+        last = off + count * stride
+        head = buf[off : off + 9]
+        # Byte k of every header in the span equals byte k of the first.
+        same = all(buf[off + k : last : stride] == head[k : k + 1] * count for k in range(9))
+        if same:
+            span = count * stride  # (data may be empty: bound by the count, not by ``last``)
+            cuts = map(slice, range(off + 9, off + 9 + span, stride),
+                       range(off + stride, off + stride + span, stride))
+            data = list(map(buf.__getitem__, cuts))
+            return last, credit - count, count * length, data
+    # Frame by frame: lengths differ (or a foreign frame is in the span).
+    # payload_run's loop, appending data instead of events (a hot loop each).
+    unpack = unpack_prefix_header
+    data = []
+    append = data.append
+    position = 0
+    while True:
+        credit -= 1
+        append(buf[off + 9 : stop])
+        position += length
+        off = stop
+        if not credit or end - off < 9:
+            return off, credit, position, data
+        hi, lo, next_sid, tf = unpack(buf, off)
+        length = hi << 16 | lo
+        stop = off + 3 + length
+        if (
+            next_sid != sid
+            or tf & PAYLOAD_PLAIN_ITEM_MASK != PAYLOAD_ITEM
+            or stop > end
+            or length > limit
+            or length < 6
+        ):
+            return off, credit, position, data
+
+
 # ----------------------------------------------------------------------------
 # PAYLOAD frames without the dataclass __init__ (rsocket_frame_new)
 
@@ -274,6 +345,25 @@ class _Queued(Protocol):
     limit: int
     sent_position: int
     fast_payload_max: int
+
+
+def queue_fnf_run(out: _Queued, stream_ids: range, items: list[bytes]) -> None:
+    """Queue a REQUEST_FNF frame (no metadata) for each of ``items`` (bytes,
+    each within ``fast_request_max``: checked by the caller) on
+    ``stream_ids``, byte for byte as ``request_fnf`` would one by one, as one
+    piece (the output retains nothing: not resumable)."""
+    lengths = list(map(add, map(len, items), repeat(6)))
+    if len(set(lengths)) == 1:
+        n = lengths[0]
+        heads = map(pack_prefix_header, repeat(n >> 16), repeat(n & 0xFFFF), stream_ids,
+                    repeat(T_REQUEST_FNF))
+    else:
+        heads = map(pack_prefix_header, map(rshift, lengths, repeat(16)),
+                    map(and_, lengths, repeat(0xFFFF)), stream_ids, repeat(T_REQUEST_FNF))
+    out.pieces.append(b"".join(chain.from_iterable(zip(heads, items, strict=True))))
+    total = sum(lengths)
+    out.size += total + 3 * len(items)
+    out.sent_position += total
 
 
 def queue_payload_run(out: _Queued, stream_id: int, items: list[bytes], credit: int) -> int:

@@ -28,6 +28,7 @@ from ._fast import (
     fnf_event,
     payload_event,
     payload_run,
+    payload_run_data,
     rr_event,
     unpack_frame_header,
     unpack_prefix_header,
@@ -50,6 +51,7 @@ from .events import (
     KeepaliveReceived,
     LeaseReceived,
     MetadataPushReceived,
+    PayloadRunReceived,
     SetupReceived,
 )
 
@@ -192,6 +194,7 @@ class Receiver:
         max_streams = ctx.config.max_concurrent_streams
         fast = ctx.state is _ESTABLISHED
         fast_requests = fast and not leases.enabled
+        runs = ctx.config.payload_runs
         while end - off >= 9:
             hi, lo, sid, tf = unpack(buf, off)
             length = hi << 16 | lo
@@ -212,9 +215,15 @@ class Receiver:
                             # whole PAYLOAD(N) on the same ID within credit.
                             # Items answer a request: the SETUP was accepted.
                             ctx.setup_confirmed = True
-                            off, s.in_credit, run = payload_run(
-                                buf, off, stop, length, end, limit, sid, s.in_credit, append
-                            )
+                            if runs:  # one event for the run (payload_runs)
+                                off, s.in_credit, run, data = payload_run_data(
+                                    buf, off, stop, length, end, limit, sid, s.in_credit
+                                )
+                                append(PayloadRunReceived(stream_id=sid, data=data))
+                            else:
+                                off, s.in_credit, run = payload_run(
+                                    buf, off, stop, length, end, limit, sid, s.in_credit, append
+                                )
                             position += run
                             continue
                     elif s.requester:

@@ -211,6 +211,15 @@ class StreamIdAllocator:
         self._reuse = reuse
         self._wrapped = False
 
+    def take_run(self, n: int) -> range | None:
+        """``n`` consecutive IDs (what ``n`` calls of :meth:`next_id` give
+        before IDs wrap), or None once they would wrap (use ``next_id``)."""
+        first = self._next
+        if self._wrapped or first + 2 * (n - 1) > MAX_STREAM_ID:
+            return None
+        self._next = first + 2 * n
+        return range(first, first + 2 * n, 2)
+
     def next_id(self, in_use: dict[int, Stream] | set[int]) -> int | None:
         """The next ID, or None when none is free (a new connection is needed)."""
         sid = self._next

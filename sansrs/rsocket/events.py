@@ -25,6 +25,7 @@ __all__ = [
     "LeaseReceived",
     "MetadataPushReceived",
     "PayloadReceived",
+    "PayloadRunReceived",
     "RequestChannelReceived",
     "RequestNReceived",
     "RequestResponseReceived",
@@ -111,6 +112,17 @@ class PayloadReceived:
     metadata: bytes | None
     complete: bool
     next: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PayloadRunReceived:
+    """Consecutive PAYLOAD (NEXT, no metadata, not complete, whole) frames on
+    one stream, their data in order: what as many ``PayloadReceived`` events
+    (``metadata=None``, ``complete=False``, ``next=True``) would carry.
+    Reported only with ``ConnectionConfig.payload_runs``."""
+
+    stream_id: int
+    data: list[bytes]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -235,6 +247,7 @@ Event = (
     | RequestStreamReceived
     | RequestChannelReceived
     | PayloadReceived
+    | PayloadRunReceived
     | RequestNReceived
     | CancelReceived
     | ErrorReceived

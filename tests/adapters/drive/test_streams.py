@@ -431,3 +431,43 @@ def test_outbound_batches_empty_source_sends_a_bare_complete() -> None:
     out = sink.outbound(IteratorSource(()), credit=5)
     assert out.pump(10) is False
     assert sink.completed == 1 and not sink.items and out.finished
+
+
+def test_iterator_closed_inside_a_for_loop_ends_the_loop() -> None:
+    q, it, rec = _iterator(8)
+    for i in range(6):
+        q.put(i)
+    seen = []
+    for item in it:  # the loop takes the six as one local batch
+        seen.append(item)
+        if item == 1:
+            it.close()
+    assert seen == [0, 1]
+    assert rec.cancelled == 1
+
+
+def test_iterator_loop_left_by_break_loses_no_item() -> None:
+    q, it, rec = _iterator(8)
+    for i in range(6):
+        q.put(i)
+    q.finish()
+    for item in it:
+        if item == 2:
+            break
+    assert next(it) == 3
+    assert it.next_batch() == [4, 5]
+    assert list(it) == []
+    assert rec.cancelled == 0
+
+
+def test_iterator_loop_counts_items_once_with_next_and_batches_mixed() -> None:
+    q, it, rec = _iterator(8)
+    for i in range(8):
+        q.put(i)
+    assert next(it) == 0  # counted at once
+    for item in it:
+        if item == 3:
+            break
+    assert it.next_batch() == [4, 5, 6, 7]  # the rest of the local batch
+    # Eight handed out: the window is granted back in half-windows, no more.
+    assert sum(rec.requested) == 8 and q.granted == 16

@@ -101,6 +101,7 @@ def _raw_calls(c: Client) -> dict[str, Callable[[], object]]:
         "request_response": lambda: c.request_response(b"x", b"raw", timeout=WAIT),
         "request_response str": lambda: c.request_response("x", "raw", timeout=WAIT),
         "fire_and_forget": lambda: c.fire_and_forget(b"x", b"raw"),
+        "fire_and_forget_many": lambda: c.fire_and_forget_many([(b"x", b"raw")]),
         "metadata_push": lambda: c.metadata_push(b"raw"),
         "request_stream": lambda: c.request_stream(b"x", b"raw"),
         "request_channel": lambda: c.request_channel([b"x"], b"raw"),
@@ -175,6 +176,8 @@ def test_rsocket_async_raw_metadata_with_the_default_raises_at_the_call(
                 await client.fire_and_forget(b"x", b"raw")
             with pytest.raises(ValueError, match="not composite"):
                 await client.metadata_push(b"raw")
+            with pytest.raises(ValueError, match="not composite"):
+                await client.fire_and_forget_many([(b"x", b"raw")])
             with pytest.raises(ValueError, match="not composite"):
                 client.request_stream(b"x", b"raw")
             with pytest.raises(ValueError, match="not composite"):

@@ -1,0 +1,185 @@
+"""The batch fast paths of the core held to the plain ones they replace.
+
+- ``ConnectionConfig.payload_runs``: a run of plain items reported as one
+  ``PayloadRunReceived`` must carry exactly what the ``PayloadReceived``
+  events of the plain path carry (same items, same order, the other events
+  alike and in place), with the same credit and implied position, however
+  the bytes are cut.
+- ``Connection.request_fnf_many``: the same bytes and stream IDs as
+  ``request_fnf`` one by one, or nothing (the caller goes one by one).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from sansrs.rsocket import Connection, ConnectionConfig, LocalProtocolError
+from sansrs.rsocket.events import Event, PayloadReceived, PayloadRunReceived
+from tests.rsocket.pair import Chunker, Pair, sized, whole
+
+Item = tuple[bytes, bytes | None]
+
+
+def _flatten(events: list[Event]) -> list[Event]:
+    """Each run as the PayloadReceived events of the plain path."""
+    out: list[Event] = []
+    for ev in events:
+        if isinstance(ev, PayloadRunReceived):
+            out += [
+                PayloadReceived(stream_id=ev.stream_id, data=d, metadata=None, complete=False,
+                                next=True)
+                for d in ev.data
+            ]
+        else:
+            out.append(ev)
+    return out
+
+
+def _run(runs: bool, items: list[Item], initial_n: int, end: str, chunker: Chunker,
+         more: int) -> tuple[list[Event], int, int, bytes]:
+    """A client requesting a stream (``initial_n``, then ``more`` once the
+    first events are in), the server sending ``items`` within the credit
+    and ending with ``end``; the client's events, received position, the
+    server's credit left (items it could still send) and the client's
+    output after a keepalive."""
+    pair = Pair.established(ConnectionConfig(payload_runs=runs), chunker=chunker)
+    sid_c = pair.client.request_stream(b"q", initial_n=initial_n)
+    pair.pump()
+    sid = pair.take()[1][0].stream_id  # type: ignore[attr-defined]
+    sent = 0
+    events: list[Event] = []
+    for step, credit in enumerate((initial_n, more)):
+        if step:
+            if not more:
+                break
+            pair.client.request_n(sid_c, more)
+            pair.pump()
+            pair.take()
+        batch = items[sent : sent + credit]
+        for data, metadata in batch:
+            pair.server.send_payload(sid, data, metadata)
+        sent += len(batch)
+        pair.pump()
+        events += pair.take()[0]
+    if end == "complete":
+        pair.server.send_complete(sid)
+    elif end == "error":
+        pair.server.send_error(sid, 0x201, "boom")
+    pair.pump()
+    events += pair.take()[0]
+    pair.client.send_keepalive()
+    return events, pair.client.received_position, sent, pair.client.data_to_send()
+
+
+items_st = st.lists(
+    st.tuples(st.binary(max_size=40), st.none() | st.binary(max_size=5)).map(
+        lambda t: (t[0], t[1])
+    )
+    | st.just((b"x" * 16, None)),
+    max_size=300,
+)
+# Runs of one length are the common case: many items alike, some varied.
+uniform_st = st.integers(0, 300).map(lambda n: [(b"y" * 16, None)] * n)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    items=items_st | uniform_st,
+    initial_n=st.integers(1, 400),
+    more=st.integers(0, 300),
+    end=st.sampled_from(["complete", "error", "none"]),
+    cut=st.integers(0, 200),
+)
+# Empty items: frames of 9 bytes, the data cut at each frame's very end.
+@example(items=[(b"", None)] * 3, initial_n=1, more=2, end="complete", cut=0)
+def test_rsocket_payload_runs_carry_what_payload_events_carry(
+    items: list[Item], initial_n: int, more: int, end: str, cut: int
+) -> None:
+    chunker = whole if cut == 0 else sized(cut)
+    plain = _run(False, items, initial_n, end, chunker, more)
+    runs = _run(True, items, initial_n, end, chunker, more)
+    assert _flatten(runs[0]) == plain[0]
+    assert runs[1:] == plain[1:]
+
+
+def test_rsocket_payload_runs_one_event_per_run_of_plain_items() -> None:
+    items: list[Item] = [(b"a" * 16, None)] * 100 + [(b"m", b"md")] + [(b"%d" % i, None)
+                                                                        for i in range(50)]
+    events = _run(True, items, 1000, "complete", whole, 0)[0]
+    kinds = [type(ev).__name__ for ev in events]
+    assert kinds == ["PayloadRunReceived", "PayloadReceived", "PayloadRunReceived",
+                     "PayloadReceived"]
+    assert len(events[0].data) == 100  # type: ignore[union-attr]
+    assert events[2].data == [b"%d" % i for i in range(50)]  # type: ignore[union-attr]
+
+
+def test_rsocket_payload_runs_off_by_default() -> None:
+    assert ConnectionConfig().payload_runs is False
+    events = _run(False, [(b"x", None)] * 10, 10, "none", whole, 0)[0]
+    assert all(isinstance(ev, PayloadReceived) for ev in events)
+
+
+# -- request_fnf_many -----------------------------------------------------------
+
+
+def _client(**config: object) -> Connection:
+    pair = Pair.established(
+        ConnectionConfig(**config) if config else None  # type: ignore[arg-type]
+    )
+    return pair.client
+
+
+FNF_BATCHES = [
+    [b"x" * 16] * 200,
+    [b"%d" % i for i in range(200)],
+    [b""] * 3,
+    [b"a" * 70_000] * 2,
+]
+
+
+@pytest.mark.parametrize("items", FNF_BATCHES)
+def test_rsocket_request_fnf_many_writes_what_request_fnf_writes(items: list[bytes]) -> None:
+    batch, single = _client(), _client()
+    assert batch.request_fnf_many(items) == len(items)
+    ids = [single.request_fnf(x) for x in items]
+    assert ids == list(range(1, 2 * len(items), 2))
+    assert batch.sent_position == single.sent_position
+    assert batch.queued_output == single.queued_output
+    assert batch.data_to_send() == single.data_to_send()
+    assert batch.request_fnf(b"next") == single.request_fnf(b"next")  # IDs go on alike
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        [b"ok", "text", b"ok"],  # not bytes
+        [b"ok", bytearray(b"ba")],
+        [b"big" * 30],  # beyond one frame of fragment_size 64
+    ],
+)
+def test_rsocket_request_fnf_many_leaves_what_it_cannot_take_to_request_fnf(
+    items: list[bytes],
+) -> None:
+    conn = _client(fragment_size=64)
+    before = conn.sent_position
+    assert conn.request_fnf_many(items) == 0
+    assert conn.sent_position == before and conn.data_to_send() == b""
+
+
+def test_rsocket_request_fnf_many_near_stream_id_wrap_goes_one_by_one() -> None:
+    conn = _client()
+    conn._streams.ids._next = 0x7FFFFFFF - 2  # type: ignore[attr-defined]
+    assert conn.request_fnf_many([b"a"] * 3) == 0  # 2**31 - 3, 2**31 - 1, then wrap
+    assert conn.request_fnf_many([b"a"] * 2) == 2
+
+
+def test_rsocket_request_fnf_many_refused_as_request_fnf_when_closed() -> None:
+    conn = _client()
+    conn.close()
+    with pytest.raises(LocalProtocolError) as many:
+        conn.request_fnf_many([b"a"])
+    with pytest.raises(LocalProtocolError) as one:
+        conn.request_fnf(b"a")
+    assert str(many.value) == str(one.value)
