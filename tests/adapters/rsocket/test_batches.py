@@ -21,6 +21,8 @@ from sansrs.adapters.rsocket.errors import RSocketError
 from sansrs.adapters.rsocket.server import Server, serve
 from sansrs.adapters.rsocket.types import Payload, Request
 
+from sansrs.rsocket.extensions import compose
+
 WAIT = 10.0
 SCHEMES = ("tcp://127.0.0.1:0", "ws://127.0.0.1:0/rs")
 SYNC_LOOPS = ("thread", "selector")
@@ -368,7 +370,7 @@ def _received(client: Client, producer: Producer, count: int) -> list[tuple[byte
 def test_rsocket_fire_and_forget_many_sends_what_one_at_a_time_sends(
     server: tuple[Server, Producer], producer: Producer, loop: str
 ) -> None:
-    with connect(server[0].url, loop=loop) as client:
+    with connect(server[0].url, loop=loop, metadata_mime_type=RAW) as client:
         for x in FNF_ITEMS:
             client.fire_and_forget(x)  # type: ignore[arg-type]
         one_by_one = _received(client, producer, len(FNF_ITEMS))
@@ -378,6 +380,22 @@ def test_rsocket_fire_and_forget_many_sends_what_one_at_a_time_sends(
             (b"a", None), (b"text", None), (b"data", b"md"), (b"s", b"m"), (b"p", None),
             (b"q", b"r"),
         ]
+
+
+#: FNF_ITEMS carry raw metadata bytes: declared as such (connect's default
+#: is composite metadata, which refuses bytes that are not).
+RAW = "application/octet-stream"
+
+
+@pytest.mark.parametrize("loop", SYNC_LOOPS)
+def test_rsocket_fire_and_forget_many_raw_metadata_with_the_default_raises_after_the_ones_before(
+    server: tuple[Server, Producer], producer: Producer, loop: str
+) -> None:
+    items: list[object] = [b"a", (b"b", compose("r")), (b"c", b"raw"), b"never"]
+    with connect(server[0].url, loop=loop) as client:
+        with pytest.raises(ValueError, match="not composite"):
+            client.fire_and_forget_many(items)
+        assert _received(client, producer, 2) == [(b"a", None), (b"b", compose("r"))]
 
 
 @pytest.mark.parametrize("loop", SYNC_LOOPS)
@@ -395,7 +413,7 @@ def test_rsocket_fire_and_forget_many_asyncio_sends_what_one_at_a_time_sends(
     server: tuple[Server, Producer], producer: Producer
 ) -> None:
     async def main() -> None:
-        async with await aio.connect(server[0].url) as client:
+        async with await aio.connect(server[0].url, metadata_mime_type=RAW) as client:
             for x in FNF_ITEMS:
                 await client.fire_and_forget(x)  # type: ignore[arg-type]
             one_by_one = await _count(client, len(FNF_ITEMS))
