@@ -21,6 +21,7 @@ import contextlib
 import inspect
 import io
 import re
+import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +55,7 @@ def snippets(page: Path) -> Iterator[Snippet]:
             end = next(j for j in range(i + 1, len(lines)) if lines[j].strip() == "```")
             before = lines[i - 1].strip() if i else ""
             skip = SKIP.fullmatch(before)
-            code = "\n".join(lines[i + 1 : end])
+            code = textwrap.dedent("\n".join(lines[i + 1 : end]))  # a block in a list
             yield Snippet(page, i + 1, code, skip.group("reason") if skip else None)
             i = end
         i += 1
