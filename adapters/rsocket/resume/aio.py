@@ -22,12 +22,13 @@ from typing import Any, cast
 
 from ...drive.aio import AsyncioReactor, AsyncServer
 from ...drive.config import LoopConfig
+from ...drive.connecting import awaitable_context
 from ...drive.listener import LoopServer
 from ...transport import Transport, listen, open_transport
 from ...transport.urls import Endpoint
 from ...transport.websocket.options import WebSocketOptions
 from ..aio import AsyncClient, AsyncRSocketPeer, _wrap_handler
-from ..options import EngineOptions
+from ..options import options_for
 from .client import Outage, ReconnectPolicy, new_client_session
 from .engine import EngineLink
 from .options import ResumeOptions, SessionLoss
@@ -174,6 +175,7 @@ class AsyncResumableServer(AsyncServer[AsyncRSocketPeer]):
 
 
 # Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
+@awaitable_context
 async def connect_resumable(
     url: str | Endpoint,
     *,
@@ -187,7 +189,7 @@ async def connect_resumable(
     **setup: Any,
 ) -> AsyncResumableClient:
     """:func:`~.client.connect_resumable` under asyncio (``handler`` may be async)."""
-    options = EngineOptions(**setup)
+    options = options_for(connect_resumable, setup)
     resume = resume if resume is not None else ResumeOptions()
     reactor = AsyncioReactor.current(loop_config)
 
@@ -220,6 +222,7 @@ async def connect_resumable(
 
 
 # Keywords written out where users read them, forwarded: alike by choice (drive/endpoints.py).
+@awaitable_context
 async def serve_resumable(
     url: str | Endpoint,
     handler: object = None,
@@ -234,7 +237,7 @@ async def serve_resumable(
     """:func:`~.server.serve_resumable` under asyncio (handlers may be async)."""
     if handler is not None and handler_factory is not None:
         raise TypeError("pass handler or handler_factory, not both")
-    engine_options = EngineOptions(**options)
+    engine_options = options_for(serve_resumable, options)
     resume = resume if resume is not None else ResumeOptions()
     reactor = AsyncioReactor.current(loop_config)
     peers: list[AsyncRSocketPeer] = []

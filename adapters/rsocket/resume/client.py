@@ -31,7 +31,7 @@ from ...transport.websocket.options import WebSocketOptions
 from .. import core
 from ..client import Client
 from ..engine import refuse_async_hooks
-from ..options import EngineOptions
+from ..options import EngineOptions, options_for
 from .engine import EngineLink, SessionEngine, resume_timeout
 from .options import ResumeOptions, SessionLoss
 from .session import NewDriver, Session, SessionDriver
@@ -275,7 +275,7 @@ def connect_resumable(
     :class:`~.options.ResumeOptions` (reconnect policy, ``resume_timeout``,
     callbacks)."""
     refuse_async_hooks(handler)
-    options = EngineOptions(**setup)
+    options = options_for(connect_resumable, setup)
     resume = resume if resume is not None else ResumeOptions()
     driver_loop = pick_loop(loop)
     name = f"sansrs-client {url}"

@@ -40,7 +40,7 @@ from ...transport.urls import Endpoint
 from ...transport.websocket.options import WebSocketOptions
 from .. import core
 from ..engine import refuse_async_hooks
-from ..options import EngineOptions
+from ..options import EngineOptions, options_for
 from ..peer import RSocketPeer
 from ..server import Server
 from .engine import SessionEngine
@@ -426,7 +426,7 @@ def serve_resumable(
     if handler is not None and handler_factory is not None:
         raise TypeError("pass handler or handler_factory, not both")
     refuse_async_hooks(handler)
-    engine_options = EngineOptions(**options)
+    engine_options = options_for(serve_resumable, options)
     resume = resume if resume is not None else ResumeOptions()
     peers: list[RSocketPeer] = []
     registry = SessionRegistry(resume, peers)

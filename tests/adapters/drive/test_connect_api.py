@@ -18,6 +18,7 @@ from sansrs.adapters.ditto import aio as ditto_aio
 from sansrs.adapters.rsio import aio as rsio_aio
 from sansrs.adapters.rsocket import aio as rsocket_aio
 from sansrs.adapters.rsocket.demo import DemoHandler
+from sansrs.adapters.rsocket.resume import aio as resume_aio
 
 from sansrs.streams import from_iterable
 
@@ -45,6 +46,45 @@ def test_connect_aio_rsocket_every_form() -> None:
         await server.close()
 
     run(main)
+
+
+def test_connect_aio_resumable_every_form() -> None:
+    async def main() -> None:
+        async with resume_aio.serve_resumable("tcp://127.0.0.1:0", DemoHandler()) as server:
+            url = f"tcp://127.0.0.1:{server.endpoint.port}"
+            async with resume_aio.connect_resumable(url) as client:
+                assert (await client.request_response(b"a", timeout=WAIT)).data == b"a"
+            async with await resume_aio.connect_resumable(url) as client:
+                assert (await client.request_response(b"b", timeout=WAIT)).data == b"b"
+            client = await resume_aio.connect_resumable(url)
+            try:
+                assert (await client.request_response(b"c", timeout=WAIT)).data == b"c"
+            finally:
+                await client.close()
+
+    run(main)
+
+
+@pytest.mark.parametrize(
+    "connect",
+    [rsocket.connect_resumable, resume_aio.connect_resumable],
+    ids=["threads", "asyncio"],
+)
+def test_connect_resumable_wrong_keyword_names_connect_resumable(
+    connect: Callable[..., Any],
+) -> None:
+    async def enter() -> None:
+        async with connect("tcp://127.0.0.1:1", timeout=5):
+            pass
+
+    with pytest.raises(TypeError) as info:
+        if connect is resume_aio.connect_resumable:
+            run(enter)
+        else:
+            connect("tcp://127.0.0.1:1", timeout=5)
+    message = str(info.value)
+    assert message.startswith("connect_resumable() got an") and "connect_timeout" in message
+    assert "Options" not in message  # no internal class named
 
 
 def test_connect_aio_rsio_every_form() -> None:
