@@ -547,9 +547,19 @@ def _observe_responder(engine: Any, observer: _Observer) -> None:
             info.bytes_in += len(data) + len(metadata or b"")
         on_payload(sid, data, metadata, next_, complete)
 
+    on_payloads = engine._on_payloads
+
+    def observed_payloads(sid: int, data: list[bytes]) -> None:
+        info = serving.get(sid)
+        if info is not None:  # a run of a channel's inbound items
+            info.items_in += len(data)
+            info.bytes_in += sum(map(len, data))
+        on_payloads(sid, data)
+
     engine.on_cancel = observed_cancel
     engine.on_error = observed_error
     engine.on_payload = observed_payload
+    engine._on_payloads = observed_payloads
 
 
 def _observe_connection(engine: Any, observer: _Observer) -> None:

@@ -365,3 +365,24 @@ def test_interceptors_refuses_one_without_its_methods_up_front() -> None:
         Interceptors(requests=[StartOnly()])  # type: ignore[list-item]
     with pytest.raises(TypeError, match="has no on_open, on_close"):
         Interceptors(connection=[Recorder(), StartOnly()])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize("loop", ["thread", "selector"])
+def test_interceptors_count_a_channels_inbound_items_that_arrive_as_a_run(loop: str) -> None:
+    """Many small channel items arrive several to a read: the core hands the
+    responder a run of them at once (``PayloadRunReceived``); each counts."""
+    c, s = Recorder(), Recorder()
+    items = [b"%04d" % i for i in range(2000)]
+    with (
+        serve("tcp://127.0.0.1:0", Handler(), loop=loop, interceptors=s.interceptors()) as server,
+        connect(server.url, loop=loop, interceptors=c.interceptors()) as client,
+    ):
+        got = list(client.request_channel(items, prefetch=512, timeout=WAIT))
+        assert [p.data for p in got] == items  # echoed
+        c.wait_ended(1)
+        s.wait_ended(1)
+        ch_c = c.end_of("request_channel", "complete")
+        ch_s = s.end_of("request_channel", "complete")
+    assert (ch_c.items_out, ch_c.bytes_out) == (len(items), 4 * len(items))
+    assert (ch_s.items_in, ch_s.bytes_in) == (len(items), 4 * len(items))
+    assert (ch_s.items_out, ch_c.items_in) == (len(got), len(got))
