@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import inspect
 import io
+import os
 import re
 import textwrap
 from collections.abc import Iterator
@@ -189,10 +190,13 @@ def test_readme_editable_strict_mode_reaches_pip(tmp_path: Path) -> None:
     shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
     (tmp_path / "pyproject.toml").touch()
 
+    # Not the variables of a make this test runs under (test-py313 passes VENV=).
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+
     def plan(*args: str) -> str:
         return subprocess.run(
             ["make", "-n", "venv", *args], cwd=tmp_path, capture_output=True, text=True,
-            timeout=30, check=True,
+            timeout=30, check=True, env=env,
         ).stdout
 
     assert "--config-settings editable_mode=strict" in plan("EDITABLE_MODE=strict")
