@@ -63,6 +63,7 @@ def fail(request: RoutedRequest) -> bytes:
 
 @router.channel("echo")
 def echo(request: RoutedRequest, inbound: Iterator[Payload]) -> Iterator[bytes]:
+    yield request.data  # the first item travels in the request
     for item in inbound:
         yield item.data
 

@@ -14,6 +14,7 @@ sampled, undecided, ids missing), and what the requester writes."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import socket
 import subprocess
@@ -121,7 +122,7 @@ class Handler:
 
     def request_channel(self, request: Request, inbound: Iterator[Payload]) -> Iterator[bytes]:
         self._saw()
-        return (item.data for item in inbound)
+        return itertools.chain([request.data], (item.data for item in inbound))
 
     def fire_and_forget(self, request: Request) -> None:
         self._saw()
@@ -240,7 +241,9 @@ def test_tracing_a_routed_request_keeps_its_route_and_names_the_span_after_it(
     ):
         answer = client.route("users.{id}.get", 7).request_response(b"", timeout=WAIT)
         assert answer is not None and answer.data == b"user 7"
-        client_span, server_span = sorted(spans.wait(2), key=lambda s: s.kind.value)
+        spans.wait(2)
+    (client_span,) = spans.of(SpanKind.CLIENT)
+    (server_span,) = spans.of(SpanKind.SERVER)
     for span in (client_span, server_span):
         assert span.name == "users.7.get"
         assert span.attributes is not None and span.attributes["rpc.method"] == "users.7.get"
@@ -460,7 +463,9 @@ def _info(side: str, metadata: bytes | None, composite: bool = True) -> RequestI
     return RequestInfo("request_response", side, 1, None, 0.0, metadata, composite)  # type: ignore[arg-type]
 
 
-def _serve_one(tracing: RSocketTracing, metadata: bytes | None, composite: bool = True) -> RequestInfo:
+def _serve_one(
+    tracing: RSocketTracing, metadata: bytes | None, composite: bool = True
+) -> RequestInfo:
     info = _info("responder", metadata, composite)
     tracing.on_start(info)
     info.ended = 1.0
@@ -545,7 +550,7 @@ def test_tracing_requester_appends_its_span_as_zipkin_metadata_after_the_route(
     sent = decoded.tracing
     assert sent is not None and sent.sampling is Sampling.SAMPLED
     tracing.on_end(info, COMPLETE)
-    (span,) = spans.spans
+    (span,) = spans.of(SpanKind.CLIENT)
     assert span.context is not None
     assert (sent.trace_id, sent.span_id) == (span.context.trace_id, span.context.span_id)
     assert sent.parent_span_id == app.get_span_context().span_id
