@@ -296,6 +296,38 @@ def test_tracing_a_cancelled_stream_ends_each_span_once_as_cancel(
     assert len(spans.spans) == 4
 
 
+def test_tracing_failure_and_cancel_end_spans_once_under_asyncio(
+    tracing: RSocketTracing, spans: Spans
+) -> None:
+    async def main() -> None:
+        async with aio.serve(
+            "tcp://127.0.0.1:0", Handler(), interceptors=tracing.interceptors()
+        ) as server, aio.connect(server.url, interceptors=tracing.interceptors()) as client:
+            with pytest.raises(RSocketError, match="boom"):
+                await client.request_response(b"boom", timeout=WAIT)
+            stream = client.request_stream(b"1000000", prefetch=2, timeout=WAIT)
+            await anext(stream)
+            await stream.aclose()
+            await asyncio.to_thread(spans.wait, 4)
+            assert await client.request_response(b"x", timeout=WAIT) == Payload(b"X")
+            await asyncio.to_thread(spans.wait, 6)
+
+    asyncio.run(main())
+    ends = sorted(
+        (s.kind.name, str(s.attributes["rsocket.request_type"]),
+         str(s.attributes["rsocket.outcome"]), s.status.status_code.name)
+        for s in spans.spans if s.attributes is not None
+    )
+    assert ends == [
+        ("CLIENT", "request_response", "complete", "UNSET"),
+        ("CLIENT", "request_response", "error", "ERROR"),
+        ("CLIENT", "request_stream", "cancel", "UNSET"),
+        ("SERVER", "request_response", "complete", "UNSET"),
+        ("SERVER", "request_response", "error", "ERROR"),
+        ("SERVER", "request_stream", "cancel", "UNSET"),
+    ]
+
+
 @pytest.mark.timeout(20)
 def test_tracing_a_timeout_then_a_lost_connection_each_end_a_span_once(
     tracing: RSocketTracing, spans: Spans
@@ -422,6 +454,30 @@ def test_tracing_malformed_tracing_metadata_from_a_peer_never_breaks_the_request
     assert joined.parent is not None and joined.context is not None
     assert (joined.parent.span_id, joined.context.trace_id) == (9, 7)
     assert joined.attributes is not None and "rsocket.tracing.invalid" not in joined.attributes
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("loop", ["thread", "selector"])
+def test_tracing_a_peer_gone_mid_stream_ends_the_server_span_once_as_an_error(
+    loop: str, tracing: RSocketTracing, spans: Spans
+) -> None:
+    """A scripted client asks for an endless stream with a credit of 1, reads
+    the one item, and drops the socket without CONNECTION_CLOSE."""
+    request_stream = _frame(1, 0x06, 0, (1).to_bytes(4, "big") + b"1000000")
+    with serve("tcp://127.0.0.1:0", Handler(), loop=loop,
+               interceptors=tracing.interceptors()) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(_setup(b"message/x.rsocket.composite-metadata.v0") + request_stream)
+            item = _read_frame(sock)
+            assert item[4] >> 2 == 0x0A and item.endswith(b"0000")
+        (span,) = spans.wait(1)
+    assert span.kind is SpanKind.SERVER and span.parent is None and span.attributes is not None
+    assert (span.attributes["rsocket.outcome"], span.attributes["error.type"]) == (
+        "error", "ConnectionClosed"
+    )
+    assert span.attributes["rsocket.payloads_sent"] == 1
+    assert len(spans.spans) == 1
 
 
 # -- rsocket-py: no Zipkin metadata, a root span -----------------------------------------------
