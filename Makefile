@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-EXTRAS ?= test,dev,fuzz,ws,spark,plot,metrics
+EXTRAS ?= test,dev,fuzz,ws,spark,plot,metrics,tracing
 # Editable mode (setuptools): empty = the default import hook (new modules
 # seen at once; static tools such as mypy and help() miss sansrs.adapters);
 # strict = a tree of links static tools read (re-run after adding a module).

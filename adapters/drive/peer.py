@@ -6,14 +6,15 @@ protocol."""
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable
-from typing import Generic, Protocol, Self, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar, cast
 
 from ..transport.urls import Endpoint
 from .engine import Driver
 from .listener import LoopServer
 
-__all__ = ["DrivenPeer", "ListeningServer", "PeersServer"]
+__all__ = ["DrivenPeer", "ListeningServer", "PeersServer", "carrying_context"]
 
 
 class _Peer(Protocol):
@@ -64,6 +65,40 @@ class DrivenPeer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _CarryingContext:
+    """A driver whose ``call_soon`` runs each call in the calling thread's
+    ``contextvars`` context (copied at the call); everything else is the
+    driver's own."""
+
+    __slots__ = ("driver",)
+
+    def __init__(self, driver: Driver) -> None:
+        self.driver = driver
+
+    def call_soon(self, fn: Callable[[], object], timeout: float | None = None) -> None:
+        self.driver.call_soon(_in_context(contextvars.copy_context(), fn), timeout)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.driver, name)
+
+
+def _in_context(context: contextvars.Context, fn: Callable[[], object]) -> Callable[[], None]:
+    def run() -> None:
+        context.run(fn)
+
+    return run
+
+
+def carrying_context(driver: Driver) -> Driver:
+    """``driver``, its hand-overs carrying the caller's ``contextvars``: what
+    the connection's thread runs for a call made on another thread sees the
+    caller's context variables (e.g. the current tracing span). Calls run
+    inline on the owning thread keep its context as they are."""
+    if isinstance(driver, _CarryingContext):
+        return driver
+    return cast(Driver, _CarryingContext(driver))
 
 
 class ListeningServer:

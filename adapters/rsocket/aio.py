@@ -427,8 +427,10 @@ async def connect(
     **setup: Any,
 ) -> AsyncClient:
     """Connect to ``url`` and send SETUP; options as for the synchronous
-    ``connect`` (``handler`` may be async). The TCP connect and any TLS or
-    WebSocket handshake run on a worker thread."""
+    ``connect`` (``handler`` may be async), ``interceptors`` included
+    (:class:`~.interceptors.Interceptors`, run on the event loop;
+    docs/interceptors.md). The TCP connect and any TLS or WebSocket
+    handshake run on a worker thread."""
     options = options_for(connect, setup)
     wrapped = _wrap_handler(handler)
 
@@ -465,7 +467,8 @@ async def serve(
     **options: Any,
 ) -> AsyncServer[AsyncRSocketPeer]:
     """Listen on ``url`` and answer with ``handler`` (or ``handler_factory(peer)``
-    per connection); options as for the synchronous ``serve``. Handler methods
+    per connection); options as for the synchronous ``serve``, ``interceptors``
+    included (:class:`~.interceptors.Interceptors`; docs/interceptors.md). Handler methods
     may be ``async def`` or return async iterables (see the module notes);
     an ``async def accept_setup`` (a Router's async ``authenticate``) is
     awaited before the SETUP is accepted, its exception rejecting it
