@@ -120,6 +120,11 @@ class ResumableRead:
         return connection.subscribe_for_persisted_events(
             self.entity, prefetch=self.prefetch, timeout=self.timeout, **query)
 
+    def close(self, drop: Steps[None]) -> Steps[None]:
+        """Closed: ``drop`` the current subscriptions; no more items."""
+        self.closed = True
+        yield from drop
+
     def lost(self, error: BaseException, drop: Steps[None]) -> Steps[None]:
         """A subscription ended with ``error``: ``drop`` the current ones,
         then restore the connection if it was lost (else re-raise), for the
@@ -173,8 +178,7 @@ class HistoryRead:
             yield Close(stream=it)
 
     def close(self) -> Steps[None]:
-        self.read.closed = True
-        yield from self.drop()
+        return self.read.close(self.drop())
 
 
 class FollowRead:
@@ -268,8 +272,7 @@ class FollowRead:
                 yield Close(stream=it)
 
     def close(self) -> Steps[None]:
-        self.read.closed = True
-        yield from self.drop()
+        return self.read.close(self.drop())
 
 
 class SearchRead:

@@ -50,31 +50,31 @@ class Scripted:
         self.items = list(items)
         self.closed = False
 
-    def __iter__(self) -> Scripted:
-        return self
-
-    def __next__(self) -> Any:
+    def _take(self, end: type[Exception]) -> Any:
         if not self.items:
-            raise StopIteration
+            raise end
         item = self.items.pop(0)
         if isinstance(item, BaseException):
             raise item
         return item
 
-    def close(self) -> None:
-        self.closed = True
+    def __iter__(self) -> Scripted:
+        return self
+
+    def __next__(self) -> Any:
+        return self._take(StopIteration)
 
     def __aiter__(self) -> Scripted:
         return self
 
     async def __anext__(self) -> Any:
-        try:
-            return self.__next__()
-        except StopIteration:
-            raise StopAsyncIteration from None
+        return self._take(StopAsyncIteration)
+
+    def close(self) -> None:
+        self.closed = True
 
     async def aclose(self) -> None:
-        self.close()
+        self.closed = True
 
 
 class Connection:
