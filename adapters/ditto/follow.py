@@ -144,13 +144,14 @@ class HistoryRead:
                  timeout: float | None) -> None:
         self.read = ResumableRead(entity, query, prefetch, timeout)
         self.position = self.read.position
-        self._it: Any = None
+        self._it: Pull | None = None
 
-    def start(self) -> Steps[None]:
+    def start(self) -> Steps[Pull]:
         """Subscribe on the current connection after the last revision."""
         read = self.read
         connection, read.generation = yield CURRENT
-        self._it = read.history(connection, read.position.history())
+        self._it = Pull(stream=read.history(connection, read.position.history()))
+        return self._it
 
     def next(self) -> Steps[Any]:
         """The next event not handed out yet, or :data:`~.steps.END`."""
@@ -159,9 +160,7 @@ class HistoryRead:
             if self._it is None and (read.closed or read.position.ended()):
                 return END
             try:
-                if self._it is None:
-                    yield from self.start()
-                item = yield Pull(stream=self._it)
+                item = yield self._it or (yield from self.start())
             except (ConnectionClosed, DittoRemoteError) as exc:
                 yield from read.lost(exc, self.drop())
                 continue
@@ -175,7 +174,7 @@ class HistoryRead:
     def drop(self) -> Steps[None]:
         it, self._it = self._it, None
         if it is not None:
-            yield Close(stream=it)
+            yield Close(stream=it.stream)
 
     def close(self) -> Steps[None]:
         return self.read.close(self.drop())
@@ -190,8 +189,8 @@ class FollowRead:
         check_follow(query)
         self.read = ResumableRead(entity, query, prefetch, timeout)
         self.position = self.read.position
-        self._live: Any = None
-        self._past: Any = None
+        self._live: Pull | None = None
+        self._past: Pull | None = None
         #: a live event waiting for the history of the gap before it
         self._held: Any = None
 
@@ -201,11 +200,11 @@ class FollowRead:
         read = self.read
         connection, read.generation = yield CURRENT
         wait = ack_wait(read.timeout)
-        self._live = connection.live_events(
+        self._live = Pull(stream=connection.live_events(
             read.entity, filter=read.position.query.get("filter"), prefetch=read.prefetch,
-            timeout=wait)
+            timeout=wait))
         try:
-            first = yield Pull(stream=self._live)
+            first = yield self._live
         except TimeoutError:
             yield from self.drop()
             raise not_acknowledged(wait) from None
@@ -216,7 +215,7 @@ class FollowRead:
             yield from self.drop()
             return END
         check_started(first)
-        self._past = read.history(connection, read.position.history())
+        self._past = Pull(stream=read.history(connection, read.position.history()))
         return None
 
     def next(self) -> Steps[Any]:
@@ -233,21 +232,21 @@ class FollowRead:
                         return END
                     continue
                 if self._past is not None:
-                    item = yield Pull(stream=self._past)
+                    item = yield self._past
                     if item is END:
                         self._past = None
                         item, self._held = self._held, None
                         if item is None:
                             continue
                 else:
-                    item = yield Pull(stream=self._live)
+                    item = yield self._live
                     if item is END:
                         return END
                     gap = position.gap(item)
                     if gap is not None:  # read it before this live event
                         self._held = item
                         connection, _ = yield CURRENT
-                        self._past = read.history(connection, gap)
+                        self._past = Pull(stream=read.history(connection, gap))
                         continue
             except LiveOverflow:
                 yield from self.drop()  # the rest is in the history: start again from last
@@ -269,7 +268,7 @@ class FollowRead:
         self._past = self._live = self._held = None
         for it in its:
             if it is not None:
-                yield Close(stream=it)
+                yield Close(stream=it.stream)
 
     def close(self) -> Steps[None]:
         return self.read.close(self.drop())
@@ -285,12 +284,13 @@ class SearchRead:
         self.timeout = timeout
         self.generation = 0
         self.closed = False
-        self._it: Any = None
+        self._it: Pull | None = None
 
-    def start(self) -> Steps[None]:
+    def start(self) -> Steps[Pull]:
         connection, self.generation = yield CURRENT
-        self._it = connection.search(prefetch=self.prefetch, timeout=self.timeout,
-                                     **self.position.search())
+        self._it = Pull(stream=connection.search(prefetch=self.prefetch, timeout=self.timeout,
+                                                 **self.position.search()))
+        return self._it
 
     def next(self) -> Steps[Any]:
         """The next page's things after the last one handed out (a page
@@ -299,13 +299,11 @@ class SearchRead:
             if self.closed:
                 return END
             try:
-                if self._it is None:
-                    yield from self.start()
-                page = yield Pull(stream=self._it)
+                page = yield self._it or (yield from self.start())
             except (ConnectionClosed, DittoRemoteError) as exc:
                 it, self._it = self._it, None
                 if it is not None:
-                    yield Close(stream=it)
+                    yield Close(stream=it.stream)
                 if self.closed:
                     raise
                 if self.position.must_reconnect(exc):
@@ -321,7 +319,7 @@ class SearchRead:
     def close(self) -> Steps[None]:
         self.closed = True
         if self._it is not None:
-            yield Close(stream=self._it)
+            yield Close(stream=self._it.stream)
 
 
 # -- the read-outs of both forms (the same property objects on each) -----------------

@@ -11,7 +11,8 @@ So the decisions (what to subscribe next, what to drop as a duplicate,
 when to resume and from where) have one home, and a form keeps only how
 it waits. A step generator holds no state of its own between calls: its
 object's fields do, so an error raised to the caller leaves the object as
-the synchronous loop it replaces left it.
+the synchronous loop it replaces left it. A read holds a :class:`Pull` per
+subscription and yields that same op for each item (nothing made per item).
 """
 
 from __future__ import annotations
@@ -110,33 +111,39 @@ Steps: TypeAlias = Generator[Op, Any, T]
 # run and arun: the one place each way of waiting is written, alike by choice.
 def run(steps: Steps[T], perform: Callable[[Op], Any]) -> T:
     """Run ``steps`` to its result, each op done by ``perform`` (blocking)."""
-    result: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            op = steps.send(result) if error is None else steps.throw(error)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        finally:
-            error = None  # no cycle through the frame
-        try:
-            result = perform(op)
-        except BaseException as exc:  # the generator decides; what it lets go is raised
-            result, error = None, exc
+    try:
+        op = steps.send(None)
+        while True:
+            try:
+                result = perform(op)
+            except BaseException as exc:  # the generator decides; what it lets go is raised
+                error: BaseException | None = exc
+            else:
+                op = steps.send(result)
+                continue
+            try:
+                op = steps.throw(error)  # type: ignore[arg-type]
+            finally:
+                error = None  # no cycle through this frame
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
 
 
 async def arun(steps: Steps[T], perform: Callable[[Op], Awaitable[Any]]) -> T:
     """:func:`run`, each op awaited (``CancelledError`` is thrown in, as any error)."""
-    result: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            op = steps.send(result) if error is None else steps.throw(error)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        finally:
-            error = None
-        try:
-            result = await perform(op)
-        except BaseException as exc:
-            result, error = None, exc
+    try:
+        op = steps.send(None)
+        while True:
+            try:
+                result = await perform(op)
+            except BaseException as exc:
+                error: BaseException | None = exc
+            else:
+                op = steps.send(result)
+                continue
+            try:
+                op = steps.throw(error)  # type: ignore[arg-type]
+            finally:
+                error = None
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
