@@ -47,7 +47,7 @@ from .engine import (
     history_request,
     search_request,
 )
-from .follow import LAST, POSITION, RESUMES, Core, FollowRead, HistoryRead, SearchRead
+from .follow import Core, FollowRead, HistoryRead, SearchRead
 from .history import HistorySource
 from .live import LiveTap
 from .peer import DEFAULT_PREFETCH, DEFAULT_SEARCH_PREFETCH, MAX_PREFETCH, subscription_publisher
@@ -467,9 +467,20 @@ class AsyncResuming(Generic[Core]):
         self._core = core
         self._perform = awaiting(current, reconnect)
 
-    position = POSITION
-    last = LAST
-    resumes = RESUMES
+    @property
+    def position(self) -> Any:
+        """Where the read is (:class:`~.resume.Position`, :class:`~.resume.SearchPosition`)."""
+        return self._core.position
+
+    @property
+    def last(self) -> Any:
+        """The last revision (a search: ``thingId``) handed out (None: none yet)."""
+        return self._core.position.last
+
+    @property
+    def resumes(self) -> int:
+        """Connections lost and resumed, subscriptions renewed after a 408."""
+        return self._core.position.resumes  # type: ignore[no-any-return]
 
     async def start(self) -> None:
         """Subscribe now (a follow: once Ditto acknowledged the live events),

@@ -35,9 +35,6 @@ from .resume import Position, SearchPosition
 from .steps import CURRENT, END, Close, CurrentConnection, Op, Pull, Restore, Steps, run
 
 __all__ = [
-    "LAST",
-    "POSITION",
-    "RESUMES",
     "Connection",
     "FollowEvents",
     "FollowRead",
@@ -322,19 +319,6 @@ class SearchRead:
             yield Close(stream=self._it.stream)
 
 
-# -- the read-outs of both forms (the same property objects on each) -----------------
-
-POSITION = property(
-    lambda self: self._core.position,
-    doc="Where the read is (:class:`~.resume.Position`, :class:`~.resume.SearchPosition`).")
-LAST = property(
-    lambda self: self._core.position.last,
-    doc="The last revision (a search: ``thingId``) handed out (None: none yet).")
-RESUMES = property(
-    lambda self: self._core.position.resumes,
-    doc="Connections lost and resumed, subscriptions renewed after a 408.")
-
-
 # -- the synchronous form: blocking waits ---------------------------------------------
 
 
@@ -364,9 +348,20 @@ class Resuming(Generic[Core]):
         self._core = core
         self._perform = blocking(current, reconnect)
 
-    position = POSITION
-    last = LAST
-    resumes = RESUMES
+    @property
+    def position(self) -> Any:
+        """Where the read is (:class:`~.resume.Position`, :class:`~.resume.SearchPosition`)."""
+        return self._core.position
+
+    @property
+    def last(self) -> Any:
+        """The last revision (a search: ``thingId``) handed out (None: none yet)."""
+        return self._core.position.last
+
+    @property
+    def resumes(self) -> int:
+        """Connections lost and resumed, subscriptions renewed after a 408."""
+        return self._core.position.resumes  # type: ignore[no-any-return]
 
     def _start(self) -> None:
         # Subscribed now, so the window fills while the caller gets ready;
