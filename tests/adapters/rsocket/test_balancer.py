@@ -406,3 +406,58 @@ def test_aio_balancer_request_cancelled_while_connecting_counts_against_no_targe
             assert (stats["pending"], stats["failures"], stats["failed"]) == (0, 0, 0)
 
     asyncio.run(asyncio.wait_for(main(), 40))
+
+
+class HeldStream:
+    """A responder whose streams stay open and silent (a Publisher that
+    never emits) once it has signalled ``held``."""
+
+    def __init__(self) -> None:
+        self.held = threading.Event()
+
+    def request_stream(self, request: Request) -> Any:
+        self.held.set()
+        return _Never()
+
+
+def _in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
+    outcome: list[Any] = []
+    thread = threading.Thread(target=lambda: outcome.append(_catch(fn)))
+    thread.start()
+    return thread, outcome
+
+
+def test_balancer_stream_on_a_dying_connection_fails_naming_it_and_releases_its_target(
+    flavour: Flavour,
+) -> None:
+    handler = HeldStream()
+    with serve("tcp://127.0.0.1:0", handler) as server, flavour.balancer([server.url]) as client:
+        thread, outcome = _in_thread(lambda: list(client.request_stream(b"s", timeout=WAIT)))
+        assert handler.held.wait(WAIT)
+        assert client.stats()[server.url]["pending"] == 1
+        (peer,) = server.peers
+        peer.abort()
+        thread.join(WAIT)
+        (error,) = outcome
+        assert isinstance(error, ConnectionClosed)
+        assert str(error).startswith(server.url + ": ")
+        assert isinstance(error.__cause__, ConnectionClosed)  # the connection's own error
+        stats = client.stats()[server.url]
+        assert (stats["pending"], stats["failed"]) == (0, 1)
+
+
+def test_balancer_request_on_a_dying_connection_chains_the_connections_own_error(
+    servers: list[tuple[Server, Named]],
+    flavour: Flavour,
+) -> None:
+    (server, handler), *_ = servers
+    with flavour.balancer([server.url]) as client:
+        thread, outcome = _in_thread(lambda: client.request_response(b"hold"))
+        assert handler.held.wait(WAIT)
+        (peer,) = server.peers
+        peer.abort()
+        thread.join(WAIT)
+        (error,) = outcome
+        assert str(error).startswith(server.url + ": ")
+        cause = error.__cause__
+        assert isinstance(cause, ConnectionClosed) and not str(cause).startswith(server.url)
