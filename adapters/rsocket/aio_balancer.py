@@ -225,9 +225,9 @@ def _close_soon(client: AsyncClient) -> None:
 class TrackedStream:
     """A stream from one target, as an async iterator: the target is chosen
     (its connection opened if need be) at the first step; the balancer
-    learns when it ends (:class:`~.balancer_pool.StreamAccount`: here a
-    ``TimeoutError`` ends it too). Errors of a lost connection name the
-    target."""
+    learns when it ends (:class:`~.balancer_pool.StreamAccount`; a
+    ``TimeoutError`` bounds one wait and ends nothing, as on a plain
+    client's stream). Errors of a lost connection name the target."""
 
     __slots__ = ("_account", "_items", "_start")
 
@@ -237,7 +237,7 @@ class TrackedStream:
         release: Release[AsyncClient],
     ) -> None:
         self._start: Callable[[], Awaitable[Started]] | None = start
-        self._account = StreamAccount(release, (ConnectionClosed, RSocketError, TimeoutError))
+        self._account = StreamAccount(release, (ConnectionClosed, RSocketError))
         self._items: AsyncStream[Payload] | None = None
 
     def __aiter__(self) -> Self:

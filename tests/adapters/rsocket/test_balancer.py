@@ -461,3 +461,74 @@ def test_balancer_request_on_a_dying_connection_chains_the_connections_own_error
         assert str(error).startswith(server.url + ": ")
         cause = error.__cause__
         assert isinstance(cause, ConnectionClosed) and not str(cause).startswith(server.url)
+
+
+class GatedStream:
+    """A responder whose stream sends ``one`` at once, then ``two`` and its
+    end only when the test calls :meth:`release`."""
+
+    def __init__(self) -> None:
+        self.subscriber: Any = None
+        self.first_sent = threading.Event()
+
+    def request_stream(self, request: Request) -> Any:
+        return _GatedPublisher(self)
+
+    def release(self) -> None:
+        self.subscriber.on_next(Payload(b"two"))
+        self.subscriber.on_complete()
+
+
+class _GatedPublisher:
+    def __init__(self, owner: GatedStream) -> None:
+        self.owner = owner
+
+    def subscribe(self, subscriber: Any) -> None:
+        self.owner.subscriber = subscriber
+        subscriber.on_subscribe(_FirstItemOnly(self.owner))
+
+
+class _FirstItemOnly:
+    def __init__(self, owner: GatedStream) -> None:
+        self.owner = owner
+
+    def request(self, n: int) -> None:
+        if not self.owner.first_sent.is_set():
+            self.owner.first_sent.set()
+            self.owner.subscriber.on_next(Payload(b"one"))
+
+    def cancel(self) -> None:
+        pass
+
+
+def test_balancer_stream_timeout_is_not_its_end_the_rest_still_arrives(flavour: Flavour) -> None:
+    """A ``timeout=`` per item bounds a wait; it does not end the stream (as
+    a plain client's stream): iterating on after the TimeoutError gets the
+    items that come later, and the target is released at the real end. The
+    asyncio balancer used to count the timeout as the end: the next step
+    said "no more items" while the stream ran on (silent loss)."""
+    handler = GatedStream()
+    with serve("tcp://127.0.0.1:0", handler) as server:
+        if flavour.run is None:
+            with flavour.balancer([server.url]) as client:
+                items = iter(client.request_stream(b"s", timeout=0.2))
+                assert next(items).data == b"one"
+                with pytest.raises(TimeoutError):
+                    next(items)
+                handler.release()
+                assert [p.data for p in items] == [b"two"]
+                stats = client.stats()[server.url]
+        else:
+
+            async def steps() -> dict[str, Any]:
+                async with aio_balancer.LoadBalancedClient([server.url]) as client:
+                    stream = client.request_stream(b"s", timeout=0.2)
+                    assert (await stream.__anext__()).data == b"one"
+                    with pytest.raises(TimeoutError):
+                        await stream.__anext__()
+                    handler.release()
+                    assert [p.data async for p in stream] == [b"two"]
+                    return client.stats()[server.url]
+
+            stats = flavour.run(steps())
+        assert (stats["pending"], stats["failed"]) == (0, 0)
