@@ -38,7 +38,7 @@ from typing import Any
 from ..transport import Transport
 from .config import LoopConfig
 from .engine import Call, Engine, Startable
-from .errors import ConnectionClosed, LoopClosed
+from .errors import ConnectionClosed, LoopClosed, seconds
 from .queues import Inbox, QueueClosed, Wakeup
 from .reactor import READ, WRITE, Reactor
 
@@ -50,6 +50,9 @@ _NO_EXTRAS = (None, None, None)  # no handshake, close or idle deadline
 #: Longest wait of a direct call between checks that nothing else needs the
 #: connection (a safety net: the reactor and other threads wake it at once).
 _DIRECT_SLICE = 1.0
+#: How long ``close(timeout)`` waits for the reset it falls back on once
+#: ``timeout`` has passed: one turn of the driving thread.
+RESET_WAIT = 1.0
 _wakers = threading.local()
 
 
@@ -202,21 +205,57 @@ class LoopConnection:
         self._loop.wake(self)
 
     def close(self, timeout: float | None = 5.0) -> None:
-        """Graceful: let the engine finish, flush queued bytes, then close."""
+        """Graceful: let the engine finish, flush queued bytes, then close.
+
+        From another thread it returns once the connection has ended, within
+        ``timeout`` seconds (``None``: however long it takes; ``0``: it does
+        not wait). One still open then (a peer that reads nothing of the
+        goodbye, an engine that does not finish) is reset, its error saying
+        so; :class:`TimeoutError` if even the reset did not end it within
+        ``RESET_WAIT`` (the thread that drives it runs no turn: blocked by a
+        handler, or gone). On the driving thread itself it cannot wait: the
+        close happens after the current turn."""
         self._stopping = True
         self.wake()
-        if not self.is_owner:
-            self.join(timeout)
-
-    def abort(self, timeout: float | None = 5.0) -> None:
-        """Abrupt: drop unsent bytes and reset the connection."""
+        waited = self._wait_end(timeout)
+        if not waited:
+            return
+        self._lost = ConnectionClosed(
+            f"connection reset: the graceful close did not end within {seconds(waited)}"
+        )
         self._abort = True
         self.wake()
-        if not self.is_owner:
-            self.join(timeout)
+        if not self._exited.wait(RESET_WAIT):
+            raise TimeoutError(
+                f"connection not closed within {seconds(waited)}, nor reset within"
+                f" {seconds(RESET_WAIT)} after: its driving thread runs no turn"
+            )
+
+    def abort(self, timeout: float | None = 5.0) -> None:
+        """Abrupt: drop unsent bytes and reset the connection. From another
+        thread it waits for the end, ``timeout`` seconds at most (``None``:
+        however long; ``0``: not at all): :class:`TimeoutError` if it has not
+        ended by then (the thread that drives it runs no turn)."""
+        self._abort = True
+        self.wake()
+        waited = self._wait_end(timeout)
+        if waited:
+            raise TimeoutError(
+                f"connection not reset within {seconds(waited)}: its driving thread runs no turn"
+            )
 
     def join(self, timeout: float | None = None) -> bool:
         return self._exited.wait(timeout)
+
+    def _wait_end(self, timeout: float | None) -> float:
+        """``close`` / ``abort`` from another thread: wait for the end; the
+        seconds waited in vain (0.0: ended, or nothing to wait for)."""
+        if self.is_owner or not self._started or (timeout is not None and timeout <= 0):
+            return 0.0
+        if timeout is None:
+            self._exited.wait()
+            return 0.0
+        return 0.0 if self._exited.wait(timeout) else timeout
 
     def add_exit_callback(self, fn: Callable[[LoopConnection], None]) -> None:
         """Owner: also call ``fn(self)`` when the connection ends (at once if it has)."""
@@ -323,6 +362,9 @@ class LoopConnection:
             # Answers the input caused leave now, before the rest of the turn
             # (which follows at once): the latency path of a request-response.
             self.write_now()
+        except Exception as exc:
+            # As in service(): this connection fails, not its reactor.
+            self._fail(exc)
         finally:
             self._drive.release()
 
@@ -788,6 +830,11 @@ class LoopConnection:
             self._loop.set_timer(self, deadline)
 
     def _finish(self, error: BaseException) -> None:
+        """End the connection with ``error``. Runs to the end whatever fails
+        on the way, and raises nothing: once ``_done`` is set no turn runs
+        again, so a step left out here would leave the connection ended for
+        its reactor and alive for everyone waiting on it (``close()``,
+        ``join()``)."""
         if self._done:
             return
         self._done = True
@@ -795,25 +842,29 @@ class LoopConnection:
             error = self._lost  # e.g. closed for idleness: say so
         self.error = error
         loop = self._loop
-        if self._interest:
-            with contextlib.suppress(Exception):
-                loop.watch(self._fd, 0, self)
-            self._interest = 0
-        for fn in self._inbox.close(ConnectionClosed(str(error))):
-            try:
-                fn()
-            except Exception:
-                log.debug("call dropped at close", exc_info=True)
         try:
-            self.engine.connection_lost(error)
+            if self._interest:
+                with contextlib.suppress(Exception):
+                    loop.watch(self._fd, 0, self)
+                self._interest = 0
+            for fn in self._inbox.close(ConnectionClosed(str(error))):
+                try:
+                    fn()
+                except Exception:
+                    log.debug("call dropped at close", exc_info=True)
+            try:
+                self.engine.connection_lost(error)
+            except Exception:
+                log.exception("engine.connection_lost failed")
+            self._close_transport()
+            # A new buffer rather than clear(): a view of the old one may
+            # still be held (a transport's failed send, kept alive by the
+            # error's traceback), and resizing it would raise BufferError.
+            self._out = bytearray()
         except Exception:
-            log.exception("engine.connection_lost failed")
-        if self._abort:
-            self.transport.abort()
-        else:
-            self.transport.shutdown_write()
-            self.transport.close()
-        self._out.clear()
+            # Never out of here: a caller in its own ``except`` (``_fail``)
+            # would carry it to the reactor, and end every connection on it.
+            log.exception("ending the connection failed")
         loop.discard(self)
         self._exited.set()
         if self._on_exit is not None:
@@ -821,6 +872,21 @@ class LoopConnection:
                 self._on_exit(self)
             except Exception:
                 log.exception("on_exit callback failed")
+
+    def _close_transport(self) -> None:
+        """Close the transport (reset it if aborting); a failure to close it
+        gracefully still releases the socket."""
+        transport = self.transport
+        try:
+            if self._abort:
+                transport.abort()
+            else:
+                transport.shutdown_write()
+                transport.close()
+        except Exception:
+            log.exception("closing the transport failed")
+            with contextlib.suppress(Exception):
+                transport.abort()
 
 
 def close_all(conns: Iterable[Startable], *, abort: bool) -> None:

@@ -50,7 +50,10 @@ class DrivenPeer:
 
     def close(self, timeout: float | None = 5.0) -> None:
         """Graceful: the protocol's goodbye (RSocket ERROR[CONNECTION_CLOSE], rsio
-        goodbye, WebSocket close), flush, close. Outstanding requests fail."""
+        goodbye, WebSocket close), flush, close. Outstanding requests fail.
+        Returns once closed, within ``timeout`` seconds: a connection the
+        graceful close could not end by then is reset (``TimeoutError`` if
+        even that cannot happen: the thread driving it runs no turn)."""
         self._thread.close(timeout)
 
     def abort(self, timeout: float | None = 5.0) -> None:

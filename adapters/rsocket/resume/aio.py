@@ -148,8 +148,8 @@ class AsyncResumableClient(AsyncClient):
     def loss(self) -> SessionLoss | None:
         return self._session.loss
 
-    async def close(self) -> None:
-        await super().close()
+    async def close(self, timeout: float | None = 5.0) -> None:
+        await super().close(timeout)
         self._session.raise_loss_once()
 
 
