@@ -18,7 +18,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from sansrs.adapters.drive import ConnectionClosed, Loop
+from sansrs.adapters.drive import ConnectionClosed, Loop, LoopConnection
 from sansrs.adapters.drive import streams as streams_module
 from sansrs.adapters.drive.queues import CreditQueue
 from sansrs.adapters.drive.streams import StreamIterator
@@ -144,6 +144,49 @@ def test_a_stream_consumer_asks_for_more_on_its_own_thread(
             assert handler.cancelled.wait(WAIT)
         finally:
             held.release()
+
+
+def test_a_reactor_that_finds_the_connection_taken_stops_watching_until_it_is_back(
+    loop_kind: str | Loop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = serve("tcp://127.0.0.1:0", Endless())
+    with server, connect(server.url, loop=loop_kind) as client:
+        driver = driver_of(client)
+        client.request_response(b"warm", timeout=WAIT)
+        settle(driver)
+        missed = threading.Event()
+        misses: list[int] = []
+        miss = LoopConnection._miss
+
+        def hooked_miss(self: LoopConnection) -> None:
+            misses.append(1)
+            miss(self)
+            missed.set()
+
+        monkeypatch.setattr(LoopConnection, "_miss", hooked_miss)
+        release = threading.Event()
+        taken = threading.Event()
+
+        def hold() -> None:  # a direct call that waits for nothing: the socket stays watched
+            taken.set()
+            release.wait(WAIT)
+
+        holder = threading.Thread(target=driver.call_direct, args=(hold, lambda: True, 0.0))
+        holder.start()
+        try:
+            assert taken.wait(WAIT)
+            # The peer writes: the client's socket is readable while it is taken.
+            server.peers[0].fire_and_forget(b"readable")
+            assert missed.wait(WAIT)
+            passes = threading.Event()
+            driver.loop.call_soon(passes.set)  # another pass of the reactor (it polls first)
+            assert passes.wait(WAIT)
+            assert len(misses) == 1  # not once per pass: it no longer watches the socket
+        finally:
+            release.set()
+            holder.join(WAIT)
+        # Back: the reactor watches (and reads) the socket again.
+        assert client.request_response(b"after", timeout=WAIT) is None
 
 
 def _one_item_then_garbage(wire: Wire) -> None:
