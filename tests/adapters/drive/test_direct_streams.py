@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from sansrs.adapters.drive import ConnectionClosed, Loop, LoopConnection
 from sansrs.adapters.drive import streams as streams_module
+from sansrs.adapters.drive.peer import DrivenPeer
 from sansrs.adapters.drive.queues import CreditQueue
 from sansrs.adapters.drive.streams import StreamIterator
 from sansrs.adapters.rsocket import Payload, Request, aio, connect, serve
@@ -309,3 +310,41 @@ def test_stream_iterator_timeout_counts_the_direct_read_and_names_the_callers_ti
     with pytest.raises(TimeoutError, match=r"^no item within 0\.2 s$"):
         next(items)
     assert queue.timeouts == [0.0]  # the queue is not waited on for the timeout again
+
+
+class Driver:
+    """A driver that records how a call reached it (``direct``: its
+    ``call_direct`` answer; None: it has none, as under asyncio)."""
+
+    def __init__(self, direct: bool | None) -> None:
+        self.calls: list[tuple[str, float | None]] = []
+        self.is_owner = False
+        if direct is not None:
+
+            def call_direct(call: Any, until: Callable[[], bool], timeout: float | None) -> bool:
+                self.calls.append(("direct", timeout))
+                if direct:
+                    call()
+                return direct
+
+            self.call_direct = call_direct
+
+    def call_soon(self, fn: Callable[[], object], timeout: float | None = None) -> None:
+        self.calls.append(("soon", timeout))
+        fn()
+
+
+@pytest.mark.parametrize(
+    ("direct", "path"),
+    [(True, [("direct", 0.0)]), (False, [("direct", 0.0), ("soon", 2.0)]), (None, [("soon", 2.0)])],
+    ids=["idle", "busy", "no-direct-calls"],
+)
+def test_submit_direct_runs_here_when_idle_and_hands_over_otherwise(
+    direct: bool | None, path: list[tuple[str, float | None]]
+) -> None:
+    driver = Driver(direct)
+    ran: list[int] = []
+    DrivenPeer(driver)._submit_direct(lambda: ran.append(1), 2.0)  # type: ignore[arg-type]
+    assert ran == [1]  # exactly once, whichever way
+    assert driver.calls == path
+
