@@ -130,6 +130,10 @@ class LoopConnection:
         self._direct_ident: int | None = None  # the thread in a direct call
         self._direct_waker: Wakeup | None = None  # wakes it while it waits
         self._missed = False  # the reactor wanted a turn during a direct call
+        #: The reactor stopped watching the socket when it found the
+        #: connection taken (reactor thread only; see _miss).
+        self._miss_paused = False
+        self._pause_on_miss: bool = getattr(loop, "idempotent_pause", False)
         self._direct_ok: bool = getattr(loop, "direct_calls", False)
         #: Itself when its reactor allows direct calls: what a peer's express
         #: latency path takes (``direct_begin`` ... ``direct_end``).
@@ -358,6 +362,8 @@ class LoopConnection:
             self._miss()
             return
         try:
+            if self._miss_paused:
+                self._watch_again()
             self._read(now)
             # Answers the input caused leave now, before the rest of the turn
             # (which follows at once): the latency path of a request-response.
@@ -411,6 +417,8 @@ class LoopConnection:
             self._miss()
             return
         try:
+            if self._miss_paused:
+                self._watch_again()
             if read:
                 self._read(now)
                 if self._done or not self.needs_turn():
@@ -423,11 +431,24 @@ class LoopConnection:
 
     def _miss(self) -> None:
         """The reactor found a thread in a direct call: it hands over (the
-        turn runs once the connection is back, see _end_direct)."""
-        self._missed = True
+        turn runs once the connection is back, see _end_direct). Until then
+        the reactor stops watching the socket: readable all along (a
+        stream's items), it would otherwise find the connection taken on
+        every pass, spinning for the GIL the other thread needs to let go."""
+        self._missed = True  # (before the pause: _end_direct wakes the reactor for it)
+        # (Each time: a direct call that ends resumes the socket itself.)
+        if self._pause_on_miss and self._interest & READ:
+            self._miss_paused = True
+            self._loop.pause(self._fd)  # type: ignore[attr-defined]
         waker = self._direct_waker
         if waker is not None:
             waker.wake()
+
+    def _watch_again(self) -> None:
+        """Reactor, the connection back: watch the socket again after _miss."""
+        self._miss_paused = False
+        if not self._done:
+            self._loop.resume(self._fd, self._interest, self)  # type: ignore[attr-defined]
 
     def kill(self, error: BaseException) -> None:
         """The reactor is going away: reset at once."""
@@ -470,10 +491,11 @@ class LoopConnection:
                 self._run_calls()
             # The reactor stops watching the socket before the request goes:
             # the answer is this thread's to read (a reactor woken by it would
-            # find the connection taken and have to hand it back).
+            # find the connection taken and have to hand it back). Not for a
+            # call that waits for nothing (``timeout`` 0: a stream's REQUEST_N).
             loop: Any = self._loop
             now = time.monotonic()
-            wait = bool(interest & READ) and self._idle_for_direct(now)
+            wait = timeout != 0 and bool(interest & READ) and self._idle_for_direct(now)
             if wait:
                 loop.pause(self._fd)
             try:

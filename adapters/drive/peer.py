@@ -17,6 +17,10 @@ from .listener import LoopServer
 __all__ = ["DrivenPeer", "ListeningServer", "PeersServer", "carrying_context"]
 
 
+def _answered() -> bool:
+    return True  # a direct call that waits for nothing
+
+
 class _Peer(Protocol):
     @property
     def closed(self) -> bool: ...
@@ -38,6 +42,27 @@ class DrivenPeer:
             fn()  # called from the connection thread itself (a handler, a publisher)
         else:
             self._thread.call_soon(fn, timeout)
+
+    def _submit_direct(self, fn: Callable[[], object], timeout: float | None = None) -> None:
+        """:meth:`_submit`, but while the connection is idle ``fn`` runs on
+        this thread and what it queued is written at once (a direct call
+        that waits for nothing): no hand-over to the connection's thread,
+        no wake-up of it. A stream's consumer asks for more this way."""
+        thread = self._thread
+        if thread.is_owner:
+            fn()
+        elif not self._call_direct(fn, _answered, 0.0):
+            thread.call_soon(fn, timeout)
+
+    def _call_direct(
+        self, fn: Callable[[], object], until: Callable[[], bool], timeout: float | None
+    ) -> bool:
+        """Run ``fn`` on this thread and read the connection here until
+        ``until()`` or ``timeout`` (:meth:`.LoopConnection.call_direct`), if
+        the driver allows it and the connection is idle; False: nothing was
+        done (hand ``fn`` over instead)."""
+        direct = getattr(self._thread, "call_direct", None)  # (the driver of the moment)
+        return direct is not None and bool(direct(fn, until, timeout))
 
     def move_to(self, driver: Driver) -> None:
         """From now on ``driver`` drives this connection (a resumed RSocket

@@ -278,7 +278,10 @@ class AsyncRSocketPeer(AsyncPeer):
         box: list[RequestHandle] = []
         stream: AsyncStream[Payload] = AsyncStream(
             prefetch,
-            lambda n: self._submit(lambda: engine.request_more(box[0], n)),
+            # Written at once: a consumer that finds items queued does not
+            # yield, and the turn that would write the REQUEST_N waited for
+            # it to run dry, the producer for the REQUEST_N (stream16b).
+            lambda n: self._submit_and_write(lambda: engine.request_more(box[0], n)),
             lambda: self._submit(lambda: engine.cancel(box[0])),
             timeout=timeout,
             starting=starting,
