@@ -224,9 +224,13 @@ def test_browser_wss_stream_exactly_once_in_order_and_resumes_through_cuts(
         FaultProxy(("127.0.0.1", site.rsocket.endpoint.port)) as proxy,
     ):
         assert site.ws_url.startswith("wss://")
-        # At least 8 KB a link: its TLS handshake, upgrade and RESUME (about
-        # 4 KB) always get through, so every cut is resumed.
-        proxy.cut_at_random(8_000, 30_000, cuts=2)
+        # At least 22 KB into a link: its TLS handshake and upgrade (about
+        # 4 KB) and the TLS record (16 KB at most) carrying RESUME_OK always
+        # get through. rsocket-js waits for RESUME_OK with no deadline: a
+        # link lost before it arrives would never be replaced
+        # (docs/resumption.md, Interop). 5,000 items are about 80 KB: the
+        # stream outlasts both cuts.
+        proxy.cut_at_random(22_000, 32_000, cuts=2)
         assert browser.open(site, proxy, "wss")["status"] == "connected"
         state = _stream_all(browser, 5000)
         assert proxy.stats.cuts == 2
