@@ -204,11 +204,15 @@ class ChaosProxy:
         self._call(start)
 
     def stop_faults(self) -> None:
-        """No more scheduled faults (the links go on)."""
+        """No more scheduled faults (the links go on); a message cut injected
+        and not yet placed is dropped too (it would fall on whatever message
+        comes next, a goodbye included)."""
 
         def stop() -> None:
             self._next_at = None
             self._left = 0
+            for link in self._links.values():
+                link.plan = None
 
         self._call(stop)
 

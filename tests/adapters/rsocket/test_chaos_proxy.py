@@ -108,3 +108,28 @@ def test_chaos_proxy_message_cuts_need_a_websocket_proxy() -> None:
     assert set(kinds_for(websocket=True)) == set(Fault)
     with ChaosProxy(("127.0.0.1", 9)) as proxy, pytest.raises(ValueError, match="websocket"):
         proxy.schedule([Fault.RESET, Fault.MID_MESSAGE], every=(1, 2), limit=1)
+
+
+@pytest.mark.timeout(30)
+def test_chaos_proxy_stop_faults_drops_a_message_cut_not_yet_placed(
+    server: ScriptedServer,
+) -> None:
+    """A message cut is placed at the next message after it was injected; one
+    still waiting when the faults stop would otherwise fall on whatever
+    comes next (a test's goodbye: a cut nobody resumes)."""
+    with ChaosProxy(("127.0.0.1", server.port), websocket=True) as proxy:
+        client = socket.create_connection(("127.0.0.1", proxy.port), timeout=20)
+        with client:
+            client.sendall(b"GET /rsocket HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\r\n")
+            head = _read_head(client)
+            proxy.inject(Fault.MID_MESSAGE)
+            proxy.stop_faults()
+            server.go.set()
+            got = bytearray(head[head.index(b"\r\n\r\n") + 4 :])
+            want = b"".join(_message(i) for i in range(20))
+            while len(got) < len(want):
+                chunk = client.recv(65536)
+                assert chunk, f"the link ended after {len(got)} bytes"
+                got += chunk
+        assert bytes(got) == want
+        assert proxy.faults == []
