@@ -2,7 +2,8 @@
 breaks the links it carries the ways real networks do.
 
 Independent of ``sansrs.adapters.tools.faults`` on purpose (a second
-opinion on the same guarantees). One thread runs a ``selectors`` loop over
+opinion on the same guarantees), but for the WebSocket framing follower it
+borrows to place message cuts (below). One thread runs a ``selectors`` loop over
 every link; other threads control it through queued commands. Faults
 (:class:`Fault`):
 
