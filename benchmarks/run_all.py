@@ -46,6 +46,8 @@ _ARGS: dict[str, list[str]] = {
     "codec": ["--runs", "5"],
     "connection": ["--runs", "7"],
     "tcp": ["--runs", "5", "--scale", "0.5"],
+    # Resumption over TCP, WebSocket and WebSocket over TLS (docs/resumption.md).
+    "resume": ["--transport", "all"],
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import ssl
 import sys
 from collections.abc import Callable
 from types import FrameType
@@ -55,9 +56,29 @@ def serve_until_closed(start: Callable[[], CliServer]) -> int:
     return 0
 
 
+def _tls(args: argparse.Namespace) -> Callable[[], ssl.SSLContext | None]:
+    """What makes the server's TLS context from ``--certfile`` / ``--keyfile``
+    (called inside ``start``: a missing file is an ``OSError`` there)."""
+    if args.certfile is None:
+        return lambda: None
+
+    def context() -> ssl.SSLContext:
+        from ..transport.tls import server_context
+
+        return server_context(args.certfile, args.keyfile)
+
+    return context
+
+
 def run_serve(args: argparse.Namespace) -> int:
     """Exit status as :func:`serve_until_closed`; 1 for an option the protocol
     does not have."""
+    secure = args.url.split("://", 1)[0].lower() in ("tls", "wss")
+    if secure and args.certfile is None:
+        print("error: a tls:// or wss:// server needs --certfile (and --keyfile unless the "
+              "key is in it)", file=sys.stderr)
+        return 1
+    tls = _tls(args)
     if args.protocol == "rsio":
         if args.auth_simple or args.auth_bearer:
             print("error: --auth-simple / --auth-bearer apply to --protocol rsocket",
@@ -67,10 +88,15 @@ def run_serve(args: argparse.Namespace) -> int:
             print("error: --lease applies to --protocol rsocket (rsio has no leases)",
                   file=sys.stderr)
             return 1
+        if args.resumable:
+            print("error: --resumable applies to --protocol rsocket", file=sys.stderr)
+            return 1
         from ..rsio import serve as rsio_serve
         from ..rsio.demo import demo_publishers
 
-        return serve_until_closed(lambda: rsio_serve(args.url, demo_publishers, loop=args.loop))
+        return serve_until_closed(
+            lambda: rsio_serve(args.url, demo_publishers, loop=args.loop, ssl_context=tls())
+        )
     from ..rsocket import BearerAuth, SimpleAuth
     from ..rsocket import serve as rsocket_serve
     from ..rsocket.demo_routes import demo_router_factory
@@ -83,8 +109,23 @@ def run_serve(args: argparse.Namespace) -> int:
             return 1
         credentials.append(SimpleAuth(user, password))
     factory = demo_router_factory(credentials)
+    if args.resumable:
+        from ..rsocket.resume import serve_resumable
+
+        return serve_until_closed(
+            lambda: serve_resumable(
+                args.url,
+                handler_factory=factory,
+                lease=args.lease,
+                loop=args.loop,
+                ssl_context=tls(),
+            )
+        )
     return serve_until_closed(
-        lambda: rsocket_serve(args.url, handler_factory=factory, lease=args.lease, loop=args.loop)
+        lambda: rsocket_serve(
+            args.url, handler_factory=factory, lease=args.lease, loop=args.loop,
+            ssl_context=tls(),
+        )
     )
 
 
@@ -129,4 +170,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     serve.add_argument(
         "--auth-bearer", metavar="TOKEN", action="append", default=[], help="accept this token"
     )
+    serve.add_argument(
+        "--resumable",
+        action="store_true",
+        help="RSocket: accept resumable sessions too (a client that drops its connection "
+        "resumes the session: docs/resumption.md; default: sessions are kept 60 s)",
+    )
+    serve.add_argument("--certfile", help="tls:// and wss://: the server's certificate chain (PEM)")
+    serve.add_argument("--keyfile", help="tls:// and wss://: its private key (PEM), if not in "
+                       "certfile")
     serve.set_defaults(run=run_serve)

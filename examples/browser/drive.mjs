@@ -1,7 +1,10 @@
 // Drives the page in a headless Chromium (playwright-core, the system's
 // browser: no download) for tests/browser/test_browser_client.py:
 //
-//   node drive.mjs [/usr/bin/chromium]
+//   node drive.mjs [/usr/bin/chromium [CHROMIUM-FLAG ...]]
+//
+// extra flags go to Chromium as given (the wss:// test passes
+// --ignore-certificate-errors-spki-list=<its test key's hash>).
 //
 // reads one JSON command a line on stdin and answers one JSON line each:
 //   {"goto": "<page url>"}          opens the page (a fresh one each time)
@@ -12,12 +15,14 @@ import { chromium } from "playwright-core";
 import { createInterface } from "node:readline";
 
 const executablePath = process.argv[2] || "/usr/bin/chromium";
+const extraArgs = process.argv.slice(3);
 // Without the background-networking flags Chromium phones home at start, and
 // on a closed network those connections are refused (and slow the start).
 const browser = await chromium.launch({
   executablePath,
   args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         ...extraArgs],
 });
 let page = null;
 

@@ -4,7 +4,10 @@ browser``), then:
 
     .venv/bin/python examples/browser/serve.py [--ws ws://127.0.0.1:7878/rsocket] [--http-port 8000]
 
-and open the printed page URL. Both listen on 127.0.0.1 only.
+and open the printed page URL. Both listen on 127.0.0.1 only. Over TLS:
+``--ws wss://127.0.0.1:7878/rsocket --certfile cert.pem [--keyfile key.pem]``
+(a certificate the browser trusts for 127.0.0.1; README.md says how to
+trust a test certificate).
 """
 
 from __future__ import annotations
@@ -13,12 +16,14 @@ import argparse
 import contextlib
 import functools
 import http.server
+import ssl
 import threading
 from pathlib import Path
 from urllib.parse import quote
 
 from sansrs.adapters.rsocket import ResumableServer, ResumeOptions, serve_resumable
 from sansrs.adapters.rsocket.demo import DemoHandler
+from sansrs.adapters.transport.tls import server_context
 from sansrs.adapters.transport.websocket import HandshakeRequest, WebSocketOptions
 
 HERE = Path(__file__).resolve().parent
@@ -39,8 +44,9 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 class DemoSite:
-    """The page (``http_url``) and the resumable demo responder (``ws_url``);
-    ``page_url(ws)`` is the page pointed at ``ws`` (default: ``ws_url``).
+    """The page (``http_url``) and the resumable demo responder (``ws_url``,
+    ``wss://`` with ``ssl_context``); ``page_url(ws)`` is the page pointed at
+    ``ws`` (default: ``ws_url``).
 
     A browser lets any page it shows open a WebSocket to any address, this
     one included, and says which page in ``Origin``: the upgrade is refused
@@ -52,6 +58,7 @@ class DemoSite:
         ws: str = "ws://127.0.0.1:0/rsocket",
         http_port: int = 0,
         resume: ResumeOptions | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         if not BUNDLE.is_file():
             raise FileNotFoundError(f"{BUNDLE} is missing: run `make browser` first")
@@ -64,6 +71,7 @@ class DemoSite:
                 handler_factory=DemoHandler,
                 resume=resume,
                 websocket=WebSocketOptions(authorize=self._same_origin),
+                ssl_context=ssl_context,
             )
         except (OSError, ValueError):
             self._http.server_close()
@@ -115,8 +123,13 @@ def main() -> None:
     parser.add_argument(
         "--http-port", type=int, default=8000, help="the page's HTTP port on 127.0.0.1 (0: any)"
     )
+    parser.add_argument("--certfile", help="wss://: the server's certificate chain (PEM)")
+    parser.add_argument("--keyfile", help="wss://: its private key (PEM), if not in certfile")
     args = parser.parse_args()
-    with DemoSite(args.ws, args.http_port) as site:
+    if args.ws.startswith("wss://") != (args.certfile is not None):
+        parser.error("--certfile goes with a wss:// address, and a wss:// address needs it")
+    context = None if args.certfile is None else server_context(args.certfile, args.keyfile)
+    with DemoSite(args.ws, args.http_port, ssl_context=context) as site:
         print(f"RSocket over WebSocket (resumable): {site.ws_url}")
         print(f"open the page: {site.page_url()}", flush=True)
         with contextlib.suppress(KeyboardInterrupt):

@@ -1,7 +1,15 @@
 """The browser demo (examples/browser) in a real headless Chromium: the page's
-rsocket-js client against ``serve_resumable`` over ``ws://``, through the
-fault proxy where a link is cut. What arrived is read from the page's
-``window.sansrsDemo``.
+rsocket-js client against ``serve_resumable`` over ``ws://`` and ``wss://``,
+through the fault proxy where a link is cut. What arrived is read from the
+page's ``window.sansrsDemo``.
+
+Over ``wss://`` the server has a certificate of a throwaway test CA, and
+Chromium trusts exactly its key: ``--ignore-certificate-errors-spki-list``
+with the SHA-256 of the certificate's public key (honoured only with a
+``--user-data-dir``, which playwright passes). The blanket
+``--ignore-certificate-errors`` would accept any certificate at all, so a
+TLS setup that is wrong would still pass; adding the test CA to the
+system's or the profile's trust store would touch more than the test.
 
 Needs the system's Chromium (Debian's ``chromium``) and node; the page's
 packages (playwright-core among them) and bundle come from ``make browser``
@@ -9,6 +17,8 @@ packages (playwright-core among them) and bundle come from ``make browser``
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import importlib.util
 import json
 import shutil
@@ -21,8 +31,12 @@ from types import ModuleType
 from typing import IO, Any
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from sansrs.adapters.rsocket import ResumeOptions
 from sansrs.adapters.tools.faults import FaultProxy
+
+from tests.adapters.transport.tls_certs import certs
 
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "browser"
 NODE = shutil.which("node")
@@ -47,6 +61,14 @@ def _proxy(site: Any) -> FaultProxy:
     return FaultProxy(("127.0.0.1", site.rsocket.endpoint.port), websocket=True)
 
 
+def _spki_sha256(cert_pem: bytes) -> str:
+    """What ``--ignore-certificate-errors-spki-list`` takes: the base64 of
+    the SHA-256 of the certificate's SubjectPublicKeyInfo (DER)."""
+    key = x509.load_pem_x509_certificate(cert_pem).public_key()
+    spki = key.public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
+    return base64.b64encode(hashlib.sha256(spki).digest()).decode()
+
+
 def _items(n: int, start: int = 0) -> list[str]:
     return [f"{i:08d}" for i in range(start, n)]
 
@@ -54,11 +76,11 @@ def _items(n: int, start: int = 0) -> list[str]:
 class Browser:
     """``drive.mjs`` in a subprocess: one JSON command a line, one answer each."""
 
-    def __init__(self) -> None:
+    def __init__(self, *chromium_flags: str) -> None:
         assert NODE is not None and CHROMIUM is not None
         self._stderr: IO[str] = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed in close())
         self._proc = subprocess.Popen(
-            [NODE, str(DEMO / "drive.mjs"), CHROMIUM],
+            [NODE, str(DEMO / "drive.mjs"), CHROMIUM, *chromium_flags],
             cwd=DEMO,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -90,9 +112,11 @@ class Browser:
     def goto(self, url: str) -> None:
         self.command(goto=url)
 
-    def open(self, site: Any, proxy: FaultProxy | None = None) -> dict[str, Any]:
+    def open(
+        self, site: Any, proxy: FaultProxy | None = None, scheme: str = "ws"
+    ) -> dict[str, Any]:
         """A fresh page of ``site`` connected to it (through ``proxy``)."""
-        ws = f"ws://127.0.0.1:{proxy.port}/rsocket" if proxy is not None else None
+        ws = f"{scheme}://127.0.0.1:{proxy.port}/rsocket" if proxy is not None else None
         self.goto(site.page_url(ws))
         state: dict[str, Any] = self.js("sansrsDemo.connect(document.getElementById('url').value)")
         return state
@@ -134,7 +158,9 @@ def browser() -> Iterator[Browser]:
         or not (DEMO / "dist" / "demo.js").is_file()
     ):
         pytest.fail("the browser demo is not built: run `make browser` (CI does)")
-    driver = Browser()
+    # Trusts the test server certificate's key, and no other (module notes).
+    trusted = _spki_sha256(certs().server.cert_chain_pems[0].bytes())
+    driver = Browser(f"--ignore-certificate-errors-spki-list={trusted}")
     try:
         yield driver
     finally:
@@ -180,6 +206,37 @@ def test_browser_stream_resumes_through_cuts_mid_stream_without_loss_or_duplicat
         assert state["connections"] == 3  # the first and one per cut
     assert site.rsocket.registry.stats.resumed == 2
     assert site.rsocket.registry.stats.rejected == 0
+
+
+@pytest.mark.timeout(40)
+def test_browser_wss_stream_exactly_once_in_order_and_resumes_through_cuts(
+    browser: Browser,
+) -> None:
+    """Over ``wss://``: the page's certificate check passes for the test
+    certificate's key (nothing else is trusted), 5,000 items arrive once
+    each, in order, and two links cut at random bytes (inside TLS records,
+    so inside WebSocket messages) are each resumed over a new TLS handshake
+    and upgrade."""
+    with (
+        _load_serve().DemoSite(
+            "wss://127.0.0.1:0/rsocket", ssl_context=certs().server_context()
+        ) as site,
+        FaultProxy(("127.0.0.1", site.rsocket.endpoint.port)) as proxy,
+    ):
+        assert site.ws_url.startswith("wss://")
+        # At least 22 KB into a link: its TLS handshake and upgrade (about
+        # 4 KB) and the TLS record (16 KB at most) carrying RESUME_OK always
+        # get through. rsocket-js waits for RESUME_OK with no deadline: a
+        # link lost before it arrives would never be replaced
+        # (docs/resumption.md, Interop). 5,000 items are about 80 KB: the
+        # stream outlasts both cuts.
+        proxy.cut_at_random(22_000, 32_000, cuts=2)
+        assert browser.open(site, proxy, "wss")["status"] == "connected"
+        state = _stream_all(browser, 5000)
+        assert proxy.stats.cuts == 2
+        assert state["connections"] == 3  # the first and one per cut
+        assert site.rsocket.registry.stats.resumed == 2
+        assert site.rsocket.registry.stats.rejected == 0
 
 
 @pytest.mark.timeout(40)

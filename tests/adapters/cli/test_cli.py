@@ -209,3 +209,63 @@ def test_python_m_sansrs_in_an_uninstalled_source_tree_says_what_to_do() -> None
     assert "sansrs.adapters is not importable" in result.stderr
     assert "pip install ." in result.stderr and ".venv/bin/sansrs" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_serve_tls_or_wss_without_a_certificate_says_which_option() -> None:
+    result = sansrs("serve", "wss://127.0.0.1:0/rsocket")
+    assert result.returncode == 1
+    assert "needs --certfile" in result.stderr
+
+
+def test_serve_refuses_resumable_for_rsio() -> None:
+    result = sansrs("serve", "--protocol", "rsio", "--resumable", "tcp://127.0.0.1:0")
+    assert result.returncode == 1
+    assert "--resumable applies to --protocol rsocket" in result.stderr
+
+
+@pytest.mark.timeout(60)
+def test_serve_resumable_over_wss_with_a_certificate_resumes_a_cut_session(
+    tmp_path: Path,
+) -> None:
+    """``sansrs serve wss://... --certfile --keyfile --resumable``: the demo
+    responder over TLS with resumable sessions; a client checking the
+    certificate reads a stream across a cut link (it resumes)."""
+    from sansrs.adapters.rsocket.resume import ResumeOptions, connect_resumable
+    from sansrs.adapters.tools.faults import FaultProxy
+
+    from tests.adapters.transport.tls_certs import certs
+
+    c = certs()
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.write_bytes(b"".join(pem.bytes() for pem in c.server.cert_chain_pems))
+    c.server.private_key_pem.write_to_path(str(key))
+    argv = ["serve", "wss://127.0.0.1:0/rsocket", "--resumable"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sansrs", *argv, "--certfile", str(cert), "--keyfile", str(key)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        ready, address = proc.stdout.readline().split()
+        assert ready == "READY" and address.startswith("wss://127.0.0.1:")
+        port = int(address.split(":")[2].split("/")[0])
+        with FaultProxy(("127.0.0.1", port)) as proxy:
+            client = connect_resumable(
+                f"wss://127.0.0.1:{proxy.port}/rsocket",
+                ssl_context=c.client_context(),
+                resume=ResumeOptions(reconnect_initial=0.01, reconnect_timeout=WAIT),
+            )
+            try:
+                first = client.request_stream(b'{"n": 2000, "size": 6}', prefetch=16, timeout=WAIT)
+                got = [next(first).data for _ in range(10)]
+                proxy.cut_now()
+                assert proxy.wait_cuts(1, WAIT)
+                got += [p.data for p in first]
+                assert got == [b"%06d" % i for i in range(2000)]
+                assert client.resumes == 1
+            finally:
+                client.close()
+    finally:
+        proc.terminate()
+        assert proc.wait(WAIT) == 0

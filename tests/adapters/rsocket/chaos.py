@@ -2,7 +2,8 @@
 breaks the links it carries the ways real networks do.
 
 Independent of ``sansrs.adapters.tools.faults`` on purpose (a second
-opinion on the same guarantees). One thread runs a ``selectors`` loop over
+opinion on the same guarantees), but for the WebSocket framing follower it
+borrows to place message cuts (below). One thread runs a ``selectors`` loop over
 every link; other threads control it through queued commands. Faults
 (:class:`Fault`):
 
@@ -17,6 +18,16 @@ every link; other threads control it through queued commands. Faults
 - ``TRICKLE``: for a while, a few bytes at a time;
 - ``SILENT_ACCEPT``: the next link is accepted and never answered (a RESUME
   into the void), and the current one is reset.
+- ``MID_MESSAGE`` / ``AFTER_MESSAGE`` (``ChaosProxy(..., websocket=True)``
+  only, :data:`WEBSOCKET_ONLY`): both sides are reset inside the next
+  WebSocket data message either way (its header and half its payload
+  forwarded: the peer holds a partial message) or right after one (a clean
+  cut at a message boundary). The proxy follows each direction's HTTP
+  upgrade and framing with the scanner of ``sansrs.adapters.tools.faults``
+  (it only finds the place; cutting is this proxy's own); the fault is
+  recorded when the link is reset, a few bytes after it was injected.
+  Over TCP or TLS (``wss://``) a byte cut such as ``MID_FRAME`` falls
+  inside a message almost always, but nothing says where.
 
 ``schedule(kinds, every=(lo, hi), limit=n)`` injects a fault drawn from the
 seeded ``rng`` each time ``lo..hi`` more bytes were forwarded (both ways),
@@ -41,7 +52,9 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["ChaosProxy", "Fault", "FaultRecord"]
+from sansrs.adapters.tools.faults import MessageCut, _Plan, _WsScanner
+
+__all__ = ["CUTTING", "WEBSOCKET_ONLY", "ChaosProxy", "Fault", "FaultRecord", "kinds_for"]
 
 _READ = selectors.EVENT_READ
 _WRITE = selectors.EVENT_WRITE
@@ -60,10 +73,21 @@ class Fault(enum.Enum):
     MID_FRAME = "mid-frame"
     TRICKLE = "trickle"
     SILENT_ACCEPT = "silent-accept"
+    MID_MESSAGE = "mid-message"
+    AFTER_MESSAGE = "after-message"
 
 
 #: Faults after which the client must reconnect (the others only slow a link down).
 CUTTING = frozenset(Fault) - {Fault.STALL, Fault.TRICKLE}
+#: Faults that need a proxy following the WebSocket framing (``websocket=True``).
+WEBSOCKET_ONLY = frozenset({Fault.MID_MESSAGE, Fault.AFTER_MESSAGE})
+_WHERE = {Fault.MID_MESSAGE: "inside", Fault.AFTER_MESSAGE: "after"}
+
+
+def kinds_for(websocket: bool) -> list[Fault]:
+    """Every fault a proxy can inject: all of them for ``websocket=True``,
+    the byte-level ones otherwise (TCP, TLS, ``wss://``)."""
+    return [f for f in Fault if websocket or f not in WEBSOCKET_ONLY]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +113,13 @@ class _Link:
     #: Sides that sent FIN (their bytes are forwarded, then FIN to the other side).
     eof: set[str] = field(default_factory=set)
     fin_sent: set[str] = field(default_factory=set)
+    #: WebSocket links: a scanner per side, over what that side sends.
+    scanners: dict[str, _WsScanner] | None = None
+    plan: _Plan | None = None  # a message cut looked for
+    plan_kind: Fault | None = None
+    #: The side whose buffer ends where a message cut falls: once it is
+    #: written out, the link is reset (nothing more is read meanwhile).
+    cut_to: str | None = None
 
 
 def _reset(sock: socket.socket | None) -> None:
@@ -101,10 +132,18 @@ def _reset(sock: socket.socket | None) -> None:
 
 
 class ChaosProxy:
-    """See the module notes. ``target``: (host, port) the links go to."""
+    """See the module notes. ``target``: (host, port) the links go to;
+    ``websocket``: the links carry ``ws://`` (message cuts can be injected)."""
 
-    def __init__(self, target: tuple[str, int], *, rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        target: tuple[str, int],
+        *,
+        rng: random.Random | None = None,
+        websocket: bool = False,
+    ) -> None:
         self.target = target
+        self.websocket = websocket
         self.rng = rng if rng is not None else random.Random()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._listener.setblocking(False)
@@ -145,12 +184,19 @@ class ChaosProxy:
 
     def inject(self, kind: Fault) -> None:
         """Inject ``kind`` into the newest live link now."""
+        self._check([kind])
         self._call(lambda: self._inject(kind))
+
+    def _check(self, kinds: Iterable[Fault]) -> None:
+        wrong = sorted(k.value for k in kinds if k in WEBSOCKET_ONLY and not self.websocket)
+        if wrong:
+            raise ValueError(f"{', '.join(wrong)} need ChaosProxy(..., websocket=True)")
 
     def schedule(self, kinds: Iterable[Fault], *, every: tuple[int, int], limit: int) -> None:
         """Inject a fault drawn from ``kinds`` every ``every`` bytes (drawn
         between the bounds), ``limit`` times in all."""
         kinds = list(kinds)
+        self._check(kinds)
 
         def start() -> None:
             self._kinds, self._every, self._left = kinds, every, limit
@@ -159,11 +205,15 @@ class ChaosProxy:
         self._call(start)
 
     def stop_faults(self) -> None:
-        """No more scheduled faults (the links go on)."""
+        """No more scheduled faults (the links go on); a message cut injected
+        and not yet placed is dropped too (it would fall on whatever message
+        comes next, a goodbye included)."""
 
         def stop() -> None:
             self._next_at = None
             self._left = 0
+            for link in self._links.values():
+                link.plan = None
 
         self._call(stop)
 
@@ -298,7 +348,10 @@ class ChaosProxy:
         up.setblocking(False)
         for s in (sock, up):
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._links[self._ids] = _Link(self._ids, sock, up)
+        link = _Link(self._ids, sock, up)
+        if self.websocket:
+            link.scanners = {"c": _WsScanner(), "u": _WsScanner()}
+        self._links[self._ids] = link
         self._notify()
 
     def _io(self, link: _Link, side: str, mask: int) -> None:
@@ -320,8 +373,12 @@ class ChaosProxy:
                 link.eof.add(side)  # forward what it sent, then its FIN
                 self._forward_fins(link)
                 return
-            if data and not link.silent:
+            if data and not link.silent and link.cut_to is None:
+                data = self._scan(link, side, data)
                 (link.to_u if side == "c" else link.to_c).extend(data)
+                if link.cut_to is not None and not (link.to_c if link.cut_to == "c" else link.to_u):
+                    self._message_cut(link)  # nothing before the cut left to write
+                    return
         if mask & _WRITE and link.id in self._links:
             self._flush(link, side)
 
@@ -377,6 +434,9 @@ class ChaosProxy:
             return
         del buf[:sent]
         self.forwarded += sent
+        if link.cut_to == side and not buf:
+            self._message_cut(link)
+            return
         if link.eof and not buf:
             self._forward_fins(link)
             if link.id not in self._links:
@@ -426,9 +486,35 @@ class ChaosProxy:
         elif kind is Fault.SILENT_ACCEPT:
             self._silent_next += 1
             self._drop(link, reset=True)
+        elif kind in WEBSOCKET_ONLY:
+            # Recorded when the cut happens (_message_cut), at the next message.
+            link.plan = _Plan(MessageCut(where=_WHERE[kind]))
+            link.plan_kind = kind
+            return
+        self._record(kind, now, link)
+
+    def _record(self, kind: Fault, at: float, link: _Link) -> None:
         with self._cond:
-            self.faults.append(FaultRecord(kind=kind, at=now, link=link.id))
+            self.faults.append(FaultRecord(kind=kind, at=at, link=link.id))
             self._cond.notify_all()
+
+    def _scan(self, link: _Link, side: str, data: bytes) -> bytes:
+        """``data`` read from ``side`` of a WebSocket link, up to where a
+        planned message cut falls (then the link's ``cut_to`` is set)."""
+        if link.scanners is None:
+            return data
+        at = link.scanners[side].scan(data, link.plan)
+        if at is None:
+            return data
+        link.plan = None
+        link.cut_to = "u" if side == "c" else "c"
+        return data[:at]
+
+    def _message_cut(self, link: _Link) -> None:
+        kind = link.plan_kind
+        assert kind is not None
+        self._drop(link, reset=True)
+        self._record(kind, time.monotonic(), link)
 
     def _one_way(self, link: _Link, *, fin: str = "", reset: str = "") -> None:
         """One side ends (FIN or reset); the other stays open and hears nothing more."""

@@ -1,7 +1,8 @@
 """Resumption under a seeded chaos proxy (``chaos.py``: resets, one-way FINs,
 half-open links, stalls, cuts inside frames, trickling, RESUMEs into the
 void), on every driver and over TCP and WebSocket (where a byte cut falls
-inside a WebSocket message, or between two): a stream, a channel both ways, request-responses
+inside a WebSocket message, or between two, and the proxy also cuts inside
+and right after a message by its framing): a stream, a channel both ways, request-responses
 and fire-and-forgets at once arrive exactly once and in order, nothing
 hangs (a watchdog fails the run after ``WATCHDOG`` seconds without
 progress), and no resume token reaches any log (docs/resumption.md)."""
@@ -17,7 +18,7 @@ from sansrs.adapters.drive.selector import Loop
 from sansrs.adapters.rsocket.resume import ResumeOptions, connect_resumable, serve_resumable
 from sansrs.adapters.rsocket.resume import aio as resume_aio
 
-from tests.adapters.rsocket.chaos import ChaosProxy, Fault
+from tests.adapters.rsocket.chaos import ChaosProxy, kinds_for
 from tests.adapters.rsocket.chaos_workload import (
     ChaosHandler,
     LogCapture,
@@ -38,7 +39,6 @@ DRIVERS = ("thread", "selector", "asyncio")
 #: client connects through the proxy with the same scheme and path.
 CASES = [("tcp", seed) for seed in SEEDS] + [("ws", seed) for seed in WS_SEEDS]
 URLS = {"tcp": "tcp://127.0.0.1:0", "ws": "ws://127.0.0.1:0/rsocket"}
-FAULTS = list(Fault)
 #: Bytes forwarded between two faults (drawn per fault) and faults per run.
 EVERY = (6_000, 24_000)
 LIMIT = 12
@@ -74,6 +74,12 @@ class Run:
     logs: LogCapture
 
 
+def _proxy(transport: str, port: int, rng: random.Random) -> ChaosProxy:
+    """The chaos proxy in front of the server's ``port``; over WebSocket it
+    follows the framing (message cuts are among its faults)."""
+    return ChaosProxy(("127.0.0.1", port), rng=rng, websocket=transport == "ws")
+
+
 def via_proxy(transport: str, proxy: ChaosProxy) -> str:
     """The URL a client reaches the server at through ``proxy``."""
     return proxy.url if transport == "tcp" else f"ws://127.0.0.1:{proxy.port}/rsocket"
@@ -91,7 +97,7 @@ def run_threads(
             URLS[transport], handler, loop=server_loop, resume=server_options()
         )
         try:
-            with ChaosProxy(("127.0.0.1", server.endpoint.port), rng=rng) as proxy:
+            with _proxy(transport, server.endpoint.port, rng) as proxy:
                 client = connect_resumable(
                     via_proxy(transport, proxy),
                     loop=client_loop,
@@ -102,7 +108,7 @@ def run_threads(
                 token = client.session.engine.conn.resume_token
                 assert token is not None
                 try:
-                    proxy.schedule(FAULTS, every=EVERY, limit=LIMIT)
+                    proxy.schedule(kinds_for(transport == "ws"), every=EVERY, limit=LIMIT)
                     results = run_sync(client, handler, sizes, progress, WAIT)
                     proxy.stop_faults()
                     assert client.request_response(b"last", timeout=WAIT) is not None
@@ -129,7 +135,7 @@ def run_asyncio(transport: str, seed: int, sizes: Sizes) -> Run:
             URLS[transport], handler, resume=server_options()
         )
         try:
-            with ChaosProxy(("127.0.0.1", server.endpoint.port), rng=rng) as proxy:
+            with _proxy(transport, server.endpoint.port, rng) as proxy:
                 client = await resume_aio.connect_resumable(
                     via_proxy(transport, proxy),
                     connect_timeout=CONNECT_TIMEOUT,
@@ -139,7 +145,7 @@ def run_asyncio(transport: str, seed: int, sizes: Sizes) -> Run:
                 token = client.session.engine.conn.resume_token
                 assert token is not None
                 try:
-                    proxy.schedule(FAULTS, every=EVERY, limit=LIMIT)
+                    proxy.schedule(kinds_for(transport == "ws"), every=EVERY, limit=LIMIT)
                     results = await run_async(client, handler, sizes, progress, WAIT)
                     proxy.stop_faults()
                     assert await client.request_response(b"last", timeout=WAIT) is not None

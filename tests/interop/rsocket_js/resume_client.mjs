@@ -1,7 +1,10 @@
 // rsocket-js 1.0 (alpha) resumable client against a sansrs serve_resumable
 // server; driven by tests/interop/test_rsocket_js_resume.py.
 //
-//   node resume_client.mjs <ws://host:port/path | tcp://host:port> <mode> <items>
+//   node resume_client.mjs <ws://host:port/path | wss://... | tcp://host:port> <mode> <items> [ca.pem]
+//
+// wss://: the server's certificate is checked against ca.pem (the test's
+// throwaway CA, given to the `ws` package's TLS options), host name included.
 //
 // mode "stream": asks for a stream of <items> items (the test's proxy cuts
 // the links under it; each reconnection follows 20 ms after a loss), then
@@ -16,9 +19,11 @@ import { TcpClientTransport } from "rsocket-tcp-client";
 import { WebsocketClientTransport } from "rsocket-websocket-client";
 import WebSocket from "ws";
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 
-const [url, mode, items] = process.argv.slice(2);
+const [url, mode, items, caFile] = process.argv.slice(2);
+const tls = caFile ? { ca: readFileSync(caFile) } : {};
 const lines = createInterface({ input: process.stdin });
 const nextLine = () => new Promise((resolve) => lines.once("line", resolve));
 const parsed = new URL(url);
@@ -27,7 +32,7 @@ const transport =
     ? new TcpClientTransport({
         connectionOptions: { host: parsed.hostname, port: Number(parsed.port) },
       })
-    : new WebsocketClientTransport({ url, wsCreator: (u) => new WebSocket(u) });
+    : new WebsocketClientTransport({ url, wsCreator: (u) => new WebSocket(u, tls) });
 
 const connector = new RSocketConnector({
   setup: { keepAlive: 100, lifetime: 2000, dataMimeType: "application/octet-stream",
@@ -41,6 +46,9 @@ const connector = new RSocketConnector({
 });
 
 const print = (line) => process.stdout.write(line + "\n");
+// process.exit() drops what a pipe has not taken yet (over 64 KiB): exit
+// once the last line is written.
+const printAndExit = (line, code) => process.stdout.write(line + "\n", () => process.exit(code));
 const watchdog = setTimeout(() => { print(JSON.stringify({ error: "timed out" })); process.exit(2); }, 25000);
 
 function requestResponse(rsocket, data) {
@@ -70,9 +78,8 @@ if (mode === "stream") {
     });
   });
   const answer = await requestResponse(rsocket, "after");
-  print(JSON.stringify({ items: got, answer }));
   clearTimeout(watchdog);
-  process.exit(0);
+  printAndExit(JSON.stringify({ items: got, answer }), 0);
 } else {
   // A stream kept open (one item asked for, two to come): it outlives
   // transports while the session lives, and fails when the session ends.
