@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
+from itertools import repeat
 from typing import Any
 
 from sansrs.rsocket import ErrorCode
@@ -160,11 +161,51 @@ class Responder:
         try:
             method(self._request(data, metadata))
         except Exception as exc:
-            route = self._route_of(metadata)
-            on = f" (route {route!r})" if route is not None else ""
-            log.error("fire_and_forget%s: the handler raised", on, exc_info=exc)
+            self._fire_and_forget_failed(metadata, exc)
             return exc
         return None
+
+    def on_fire_and_forget_run(
+        self, data: list[bytes], metadata: list[bytes | None]
+    ) -> list[BaseException | None] | None:
+        """A run of fire-and-forgets (the core's ``FireAndForgetRunReceived``),
+        in order: the handler's ``fire_and_forget_many(requests)`` once; if
+        it has none, or returns ``NotImplemented`` (a Router whose run does
+        not go to one place that takes many), its ``fire_and_forget`` for
+        each, as :meth:`on_fire_and_forget` would. None: every one was
+        handled; else the outcome of each (None or the exception it failed
+        with: all of them when ``fire_and_forget_many`` raised), for
+        interceptors."""
+        many = self._handler_method("fire_and_forget_many")
+        requests = list(map(new_request, data, metadata, repeat(self.peer)))
+        if many is not None:
+            try:
+                if many(requests) is not NotImplemented:
+                    return None
+            except Exception as exc:
+                routes = sorted({r for r in map(self._route_of, metadata) if r is not None})
+                on = f" (routes {', '.join(map(repr, routes))})" if routes else ""
+                log.error("fire_and_forget_many of %d requests%s: the handler raised",
+                          len(requests), on, exc_info=exc)
+                return [exc] * len(requests)
+        method = self._handler_method("fire_and_forget")
+        if method is None:  # dropped (nothing to answer): REJECTED for interceptors
+            return [_NO_FIRE_AND_FORGET] * len(requests)
+        failed: list[BaseException | None] | None = None
+        for i, request in enumerate(requests):  # one by one: a failure stops none of the others
+            try:
+                method(request)
+            except Exception as exc:
+                self._fire_and_forget_failed(request.metadata, exc)
+                if failed is None:
+                    failed = [None] * len(requests)
+                failed[i] = exc
+        return failed
+
+    def _fire_and_forget_failed(self, metadata: bytes | None, exc: BaseException) -> None:
+        route = self._route_of(metadata)
+        on = f" (route {route!r})" if route is not None else ""
+        log.error("fire_and_forget%s: the handler raised", on, exc_info=exc)
 
     def on_metadata_push(self, metadata: bytes) -> BaseException | None:
         method = self._handler_method("metadata_push")

@@ -40,6 +40,14 @@ say so where they do.
   ``stream16``, ``stream16b``, ``stream1k``, ``stream1kb``; "Items at the
   application's end" in docs/performance.md). ``payload_run`` (one event
   per item) stays the reference the differential tests compare it with.
+- ``fnf_run``: the receiving twin of ``queue_fnf_run``, with
+  ``ConnectionConfig.fnf_runs``: consecutive REQUEST_FNF frames become one
+  event of three lists; frames of one length without metadata are checked
+  and cut by C calls alone (strided slices against the first header, the
+  stream IDs by one ``map``), no bytecode per request (``bench_tcp.py``
+  rows ``fnf16`` and ``fnf16m``: the server's end; "Items at the
+  application's end" in docs/performance.md). ``fnf_event`` (one event per
+  frame) stays the reference the differential tests compare it with.
 - ``queue_fnf_run``: fire-and-forgets sent as a batch
   (``Connection.request_fnf_many``): their headers packed and interleaved
   with the data by C calls alone, one piece for the batch (``bench_tcp.py``
@@ -58,7 +66,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 from itertools import chain, repeat
-from operator import add, and_, rshift
+from operator import add, and_, getitem, rshift
 from struct import Struct
 from typing import Any, Protocol
 
@@ -70,6 +78,7 @@ from ._frames import (
     FLAG_METADATA,
     FLAG_NEXT,
     FLAGS_MASK,
+    MAX_STREAM_ID,
     TYPE_SHIFT,
     FrameType,
     PayloadFrame,
@@ -89,6 +98,7 @@ __all__ = [
     "T_REQUEST_RESPONSE",
     "WHOLE_REQUEST_MASK",
     "fnf_event",
+    "fnf_run",
     "identity_hash",
     "new_object",
     "pack_frame_header",
@@ -127,6 +137,9 @@ PAYLOAD_LAST_ITEM = PAYLOAD_ITEM | FLAG_COMPLETE
 #: be set (a routed request's metadata).
 REQUEST_FNF_BIT = T_REQUEST_FNF ^ T_REQUEST_RESPONSE
 WHOLE_REQUEST_MASK = (_TYPE_MASK & ~REQUEST_FNF_BIT) | FLAG_FOLLOWS | FLAG_COMPLETE | FLAG_NEXT
+#: ``tf & WHOLE_FNF_MASK == T_REQUEST_FNF``: a REQUEST_FNF the fast path of a
+#: REQUEST_FNF takes (``WHOLE_REQUEST_MASK``'s rule, the type exactly).
+WHOLE_FNF_MASK = WHOLE_REQUEST_MASK | REQUEST_FNF_BIT
 
 # ----------------------------------------------------------------------------
 # Structs of the hot paths, as bound methods (rsocket_pack_bound): ``name.pack``
@@ -305,6 +318,77 @@ def payload_run_data(
             or length < 6
         ):
             return off, credit, position, data
+
+
+def fnf_run(
+    buf: bytes, off: int, end: int, limit: int, parity: int, in_use: dict[int, Any]
+) -> tuple[int, int, list[int], list[bytes], list[bytes | None]]:
+    """The REQUEST_FNF frames from ``off`` on that the receive loop's
+    fire-and-forget fast path would take one by one (``Receiver._parse``:
+    whole, within ``limit``, a stream ID in 1..2**31-1 of the peer's
+    ``parity`` not ``in_use``, well-formed metadata), as lists: returns
+    where the run ended, its bytes (its position), the stream IDs, the data
+    and the metadata. The frame at ``off`` is one (checked by the caller).
+    Frames whose length and type/flags are the first one's, without
+    metadata, are checked and cut by C calls alone; the rest frame by frame."""
+    hi, lo, _, tf = unpack_prefix_header(buf, off)
+    length = hi << 16 | lo
+    stride = length + 3
+    count = (end - off) // stride
+    if count > 1 and not tf & FLAG_METADATA:
+        last = off + count * stride
+        head = buf[off : off + 9]
+        # Bytes 0-2 (length) and 7-8 (type/flags) of every header in the
+        # span equal the first's; bytes 3-6 are each one's stream ID.
+        if all(buf[off + k : last : stride] == head[k : k + 1] * count for k in (0, 1, 2, 7, 8)):
+            ids = list(map(int.from_bytes, map(getitem, repeat(buf), map(
+                slice, range(off + 3, last, stride), range(off + 7, last + 4, stride)))))
+            if (
+                set(map(and_, ids, repeat(1))) == {parity}
+                and min(ids) > 0
+                and max(ids) <= MAX_STREAM_ID
+                and (not in_use or in_use.keys().isdisjoint(ids))
+            ):
+                span = count * stride  # (data may be empty: bound by the count)
+                cuts = map(slice, range(off + 9, off + 9 + span, stride),
+                           range(off + stride, off + stride + span, stride))
+                data = list(map(getitem, repeat(buf), cuts))
+                return last, count * length, ids, data, [None] * count
+    # Frame by frame: the receive loop's checks, each frame's fields to the lists.
+    unpack = unpack_prefix_header
+    ids, data, metadata = [], [], []
+    position = 0
+    while end - off >= 9:
+        hi, lo, sid, tf = unpack(buf, off)
+        length = hi << 16 | lo
+        stop = off + 3 + length
+        if (
+            tf & WHOLE_FNF_MASK != T_REQUEST_FNF
+            or stop > end
+            or length > limit
+            or length < 6
+            or sid & 1 != parity
+            or not 0 < sid <= MAX_STREAM_ID
+            or sid in in_use
+        ):
+            break
+        start = off + 9
+        md = None
+        if tf & FLAG_METADATA:  # a 24-bit metadata length, then the metadata
+            room = length - 9
+            if room < 0:
+                break
+            md_len = buf[start] << 16 | buf[start + 1] << 8 | buf[start + 2]
+            if md_len > room:
+                break
+            md = buf[start + 3 : start + 3 + md_len]
+            start += 3 + md_len
+        ids.append(sid)
+        data.append(buf[start:stop])
+        metadata.append(md)
+        position += length
+        off = stop
+    return off, position, ids, data, metadata
 
 
 # ----------------------------------------------------------------------------
