@@ -626,8 +626,14 @@ class RouterConnection:
         self, kind: str, routed: tuple[Route, RoutedRequest] | None, fallback_argument: object
     ) -> Any:
         if routed is None:
-            method = getattr(self.fallback(), kind, None)
-            return method(fallback_argument) if callable(method) else None
+            fallback = self.fallback()
+            method = getattr(fallback, kind, None)
+            if callable(method):
+                return method(fallback_argument)
+            many = getattr(fallback, "fire_and_forget_many", None)  # (a list of one)
+            if kind == "fire_and_forget" and callable(many):
+                return many([fallback_argument])
+            return None
         route, req = routed
         return route.handler([req]) if route.many else route.handler(req)
 
@@ -640,9 +646,10 @@ class RouterConnection:
         none carries routing (the fallback's ``fire_and_forget_many``), or
         all carry the same metadata, without credentials, resolving to a
         route registered with ``many=True`` (its handler gets the list).
-        Anything else: ``NotImplemented``, and the engine hands each to
-        :meth:`fire_and_forget`, in order (each routed, checked, refused
-        and logged as one)."""
+        Anything else: ``NotImplemented``; the engine then offers each span
+        of consecutive requests with the same metadata, and hands what is
+        declined again to :meth:`fire_and_forget` one by one, in order
+        (each routed, checked, refused and logged as one)."""
         metadata = set(map(_REQUEST_METADATA, requests))
         if len(metadata) != 1:
             return NotImplemented

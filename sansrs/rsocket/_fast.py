@@ -66,7 +66,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 from itertools import chain, repeat
-from operator import add, and_, getitem, rshift
+from operator import add, and_, rshift
 from struct import Struct
 from typing import Any, Protocol
 
@@ -320,6 +320,32 @@ def payload_run_data(
             return off, credit, position, data
 
 
+def _same_shape(buf: bytes, off: int, stride: int, count: int) -> int:
+    """How many of the ``count`` frames of ``stride`` bytes from ``off`` on
+    share the first one's length and type/flags (bytes 0-2 and 7-8 of each
+    prefixed header; 3-6 are its stream ID), by strided slices: prefixes of
+    2, 4, 8... frames, then halving between the last that held and the
+    first that did not. A span of m such frames costs O(m log m) C work and
+    one frame of another shape after them O(1), whatever follows."""
+    head = buf[off : off + 9]
+
+    def same(n: int) -> bool:
+        last = off + n * stride
+        return all(buf[off + k : last : stride] == head[k : k + 1] * n for k in (0, 1, 2, 7, 8))
+
+    good, n = 1, 2
+    while n <= count and same(n):
+        good, n = n, n * 2
+    bad = min(n, count + 1)
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if same(mid):
+            good = mid
+        else:
+            bad = mid
+    return good
+
+
 def fnf_run(
     buf: bytes, off: int, end: int, limit: int, parity: int, in_use: dict[int, Any]
 ) -> tuple[int, int, list[int], list[bytes], list[bytes | None]]:
@@ -329,35 +355,17 @@ def fnf_run(
     ``parity`` not ``in_use``, well-formed metadata), as lists: returns
     where the run ended, its bytes (its position), the stream IDs, the data
     and the metadata. The frame at ``off`` is one (checked by the caller).
-    Frames whose length and type/flags are the first one's, without
-    metadata, are checked and cut by C calls alone; the rest frame by frame."""
-    hi, lo, _, tf = unpack_prefix_header(buf, off)
-    length = hi << 16 | lo
-    stride = length + 3
-    count = (end - off) // stride
-    if count > 1 and not tf & FLAG_METADATA:
-        last = off + count * stride
-        head = buf[off : off + 9]
-        # Bytes 0-2 (length) and 7-8 (type/flags) of every header in the
-        # span equal the first's; bytes 3-6 are each one's stream ID.
-        if all(buf[off + k : last : stride] == head[k : k + 1] * count for k in (0, 1, 2, 7, 8)):
-            ids = list(map(int.from_bytes, map(getitem, repeat(buf), map(
-                slice, range(off + 3, last, stride), range(off + 7, last + 4, stride)))))
-            if (
-                set(map(and_, ids, repeat(1))) == {parity}
-                and min(ids) > 0
-                and max(ids) <= MAX_STREAM_ID
-                and (not in_use or in_use.keys().isdisjoint(ids))
-            ):
-                span = count * stride  # (data may be empty: bound by the count)
-                cuts = map(slice, range(off + 9, off + 9 + span, stride),
-                           range(off + stride, off + stride + span, stride))
-                data = list(map(getitem, repeat(buf), cuts))
-                return last, count * length, ids, data, [None] * count
-    # Frame by frame: the receive loop's checks, each frame's fields to the lists.
+    A span of frames of one length and type/flags without metadata is
+    checked and cut by C calls alone (``_same_shape``; its stream IDs by
+    one ``map``); other frames one by one."""
     unpack = unpack_prefix_header
-    ids, data, metadata = [], [], []
+    ids: list[int] = []
+    data: list[bytes] = []
+    metadata: list[bytes | None] = []
     position = 0
+    # Frames before this offset go one by one: a span whose stream IDs did
+    # not all pass (each span is looked at once: linear in the input).
+    one_by_one = off
     while end - off >= 9:
         hi, lo, sid, tf = unpack(buf, off)
         length = hi << 16 | lo
@@ -372,6 +380,29 @@ def fnf_run(
             or sid in in_use
         ):
             break
+        stride = length + 3
+        if off >= one_by_one and not tf & FLAG_METADATA and end - off >= 2 * stride:
+            count = _same_shape(buf, off, stride, (end - off) // stride)
+            if count > 1:
+                last = off + count * stride
+                span = list(map(int.from_bytes, map(buf.__getitem__, map(
+                    slice, range(off + 3, last, stride), range(off + 7, last + 4, stride)))))
+                if (
+                    set(map(and_, span, repeat(1))) == {parity}
+                    and min(span) > 0
+                    and max(span) <= MAX_STREAM_ID
+                    and (not in_use or in_use.keys().isdisjoint(span))
+                ):
+                    ids += span
+                    # (data may be empty, 9 + 0 bytes: the starts bound by ``last + 9``)
+                    starts = range(off + 9, last + 9, stride)
+                    data += map(buf.__getitem__, map(
+                        slice, starts, range(off + stride, last + 1, stride)))
+                    metadata += repeat(None, count)
+                    position += count * length
+                    off = last
+                    continue
+                one_by_one = last
         start = off + 9
         md = None
         if tf & FLAG_METADATA:  # a 24-bit metadata length, then the metadata

@@ -185,6 +185,17 @@ def run(runs: bool, stream: bytes, cut: int, lease: int | None, accept: str) -> 
          accept="first")
 @example(stream=b"".join(fnf(1 + 2 * i, b"x" * 16) for i in range(50)), cut=0, lease=3,
          accept="first")
+# A stream opened (ID 5 in use), then a run of one shape over it (the C path
+# must fall back at 5: spec 9.1, ignored); IDs of ours and 0 inside a span;
+# empty data (9-byte frames); a span, another shape, a span.
+@example(stream=frame(5, STREAM, 0, b"\x00\x00\x00\x05")
+         + b"".join(fnf(1 + 2 * i, b"x" * 4) for i in range(8)), cut=0, lease=None, accept="first")
+@example(stream=b"".join(fnf(i, b"y") for i in (1, 3, 4, 7, 0, 9)), cut=0, lease=None,
+         accept="first")
+@example(stream=b"".join(fnf(1 + 2 * i, b"") for i in range(30)), cut=0, lease=None,
+         accept="first")
+@example(stream=b"".join(fnf(1 + 2 * i, b"ab" if i % 7 else b"abc") for i in range(40)), cut=0,
+         lease=None, accept="first")
 def test_rsocket_fnf_runs_carry_what_fire_and_forget_events_carry(
     stream: bytes, cut: int, lease: int | None, accept: str
 ) -> None:
