@@ -12,6 +12,7 @@ the bytes are cut.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -234,3 +235,26 @@ def test_rsocket_fnf_runs_off_by_default() -> None:
     events = server.log[-2]
     assert isinstance(events, list) and len(events) == 10
     assert server.runs == 0
+
+
+@pytest.mark.parametrize("cut", [0, 4096, 1000])
+def test_rsocket_fnf_runs_long_spans_of_many_sizes(cut: int) -> None:
+    """Spans beyond the unpacking block (128 frames), of more data sizes
+    than the block structs kept (16), with a frame of another shape or an
+    ID in use inside: what the plain path reports."""
+    stream = b""
+    sid = 1
+    for size in [*range(20), 0, 3, 1000]:
+        for i in range(400):
+            stream += fnf(sid, bytes([65 + size % 26]) * size)
+            sid += 2
+            if i == 300:  # another shape, then the span again
+                stream += fnf(sid, b"", b"md")
+                sid += 2
+        stream += frame(sid, STREAM, 0, b"\x00\x00\x00\x05")  # in use from here on
+        stream += fnf(sid, b"z" * size) + fnf(sid + 2, b"z" * size)
+        sid += 4
+    plain = run(False, stream, cut, None, "first")
+    runs = run(True, stream, cut, None, "first")
+    assert runs.log == plain.log
+    assert runs.runs > 0
