@@ -311,7 +311,7 @@ with connect(url) as client:
 """
 
 
-def count_server_items(kind: str, count: int, loop: str = "thread") -> Counts:
+def count_server_items(kind: str, count: int) -> Counts:
     """Bytecode of the demo responder as ``sansrs serve`` runs it (every
     thread, in this process) for ``count`` fire-and-forgets a sansrs client
     (a process of its own) sends one at a time (``fnf16``) or by
@@ -321,8 +321,7 @@ def count_server_items(kind: str, count: int, loop: str = "thread") -> Counts:
 
     tracer = Tracer()
     tracer.install()  # before the server's threads start
-    server = serve("tcp://127.0.0.1:0", handler_factory=demo_router_factory(),
-                   loop=_loop(loop))
+    server = serve("tcp://127.0.0.1:0", handler_factory=demo_router_factory())
     proc = subprocess.Popen([sys.executable, "-c", _FNF_CLIENT, server.url, kind, str(count)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
@@ -353,18 +352,12 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=2000, help="round trips counted")
     parser.add_argument("--top", type=int, default=12, help="functions listed per side")
     args = parser.parse_args()
-    if args.server_items:
-        print("| scenario | bytecode per item (sansrs serve, every thread) |\n| --- | ---: |")
-        for kind in args.server_items:
-            counts = count_server_items(kind, args.count)
-            print(f"| {kind} | {sum(counts.values()) / args.count:,.1f} |", flush=True)
-            for (module, name), n in counts.most_common(args.top):
-                print(f"  {n / args.count:7.2f}  {module}:{name}", file=sys.stderr)
-        return
-    if args.items:
-        print("| scenario | bytecode per item (client, every thread) |\n| --- | ---: |")
-        for kind in args.items:
-            counts = count_items(kind, args.count)
+    if args.server_items or args.items:
+        who, count_fn = (("sansrs serve", count_server_items) if args.server_items
+                         else ("client", count_items))
+        print(f"| scenario | bytecode per item ({who}, every thread) |\n| --- | ---: |")
+        for kind in args.server_items or args.items:
+            counts = count_fn(kind, args.count)
             print(f"| {kind} | {sum(counts.values()) / args.count:,.1f} |", flush=True)
             for (module, name), n in counts.most_common(args.top):
                 print(f"  {n / args.count:7.2f}  {module}:{name}", file=sys.stderr)
