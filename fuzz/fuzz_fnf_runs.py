@@ -19,9 +19,8 @@ tests/traces/, and runs of fire-and-forgets; ``python -m fuzz.fuzz_fnf_runs
 from __future__ import annotations
 
 import random
-import sys
 
-from fuzz._harness import instrumented, run
+from fuzz._harness import instrumented, main
 
 with instrumented(__name__):
     from sansrs import LocalProtocolError, RemoteProtocolError
@@ -112,35 +111,25 @@ def _fnf(sid: int, data: bytes, metadata: bytes | None = None) -> bytes:
     return len(body).to_bytes(3, "big") + body
 
 
-def make_corpus() -> None:
-    """Write the seeds: the client's side of each trace (its SETUP cut off),
-    and runs of fire-and-forgets."""
-    import hashlib
+def seeds() -> list[bytes]:
+    """The client's side of each trace (its SETUP cut off), and runs of
+    fire-and-forgets."""
     from pathlib import Path
 
     from sansrs.trace import Direction, read_trace
 
-    root = Path(__file__).resolve().parent
-    folder = root / "corpus" / "fnf_runs"
-    folder.mkdir(parents=True, exist_ok=True)
-    for old in folder.iterdir():
-        old.unlink()
-    seeds = []
-    for path in sorted((root.parent / "tests" / "traces").glob("*.rstrace")):
+    out = []
+    traces = Path(__file__).resolve().parent.parent / "tests" / "traces"
+    for path in sorted(traces.glob("*.rstrace")):
         sent = read_trace(path).data(Direction.CLIENT_TO_SERVER)
         first = 3 + int.from_bytes(sent[:3], "big")  # the client's SETUP
-        seeds.append(b"\x00\x40" + sent[first:])
+        out.append(b"\x00\x40" + sent[first:])
     uniform = b"".join(_fnf(1 + 2 * i, b"x" * 16) for i in range(100))
     mixed = b"".join(_fnf(1 + 2 * i, b"y" * (i % 7), b"m" if i % 3 else None) for i in range(60))
     odd = uniform[:220] + _fnf(2, b"x" * 16) + _fnf(1, b"x" * 16) + uniform[220:]
-    seeds += [b"\x00\x10" + uniform, b"\x01\x03" + uniform, b"\x02\xff" + mixed,
-              b"\x00\x07" + odd]
-    for seed in seeds:
-        (folder / hashlib.sha1(seed).hexdigest()[:16]).write_bytes(seed)
+    return [*out, b"\x00\x10" + uniform, b"\x01\x03" + uniform, b"\x02\xff" + mixed,
+            b"\x00\x07" + odd]
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--make-corpus"]:
-        make_corpus()
-    else:
-        run(test_one_input)
+    main(test_one_input, "fnf_runs", seeds)
