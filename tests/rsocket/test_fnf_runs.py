@@ -80,10 +80,13 @@ class Server:
     def accept(self, lease: int | None) -> None:
         if self.conn.state is not ConnectionState.SETUP_RECEIVED:
             return
-        if lease is None:
-            self.conn.accept_setup()
-        else:
-            self.conn.accept_setup(lease_ttl=60_000, lease_number=lease)
+        try:  # (the frames held meanwhile are processed now: they may be bad)
+            if lease is None:
+                self.conn.accept_setup()
+            else:
+                self.conn.accept_setup(lease_ttl=60_000, lease_number=lease)
+        except RemoteProtocolError as exc:
+            self.log.append(("error", type(exc).__name__, str(exc)))
         self.log.append(("accepted", self.conn.data_to_send(), flatten(self.conn.events())))
 
     def feed(self, chunk: bytes) -> None:
