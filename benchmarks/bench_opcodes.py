@@ -24,6 +24,8 @@ wake-up; ``bench_tcp.py --stretch-costs`` measures what either costs).
     .venv/bin/python benchmarks/bench_opcodes.py             # every side, top 12 functions
     .venv/bin/python benchmarks/bench_opcodes.py --top 40 --side sansrs-client
     .venv/bin/python benchmarks/bench_opcodes.py --items stream16 --items fnf16m --count 50000
+    .venv/bin/python benchmarks/bench_opcodes.py --server-items fnf16 --server-items fnf16m \\
+        --count 50000    # the server's end: sansrs serve per fire-and-forget received
 """
 
 from __future__ import annotations
@@ -285,19 +287,77 @@ def count_items(kind: str, count: int) -> Counts:
     return tracer.counts
 
 
+#: ``--server-items``: what ``sansrs serve`` does per item received.
+SERVER_ITEM_KINDS = ("fnf16", "fnf16m")
+
+#: The client of ``--server-items`` (a process of its own): a warm-up, then
+#: ``count`` fire-and-forgets once told to go, then ``fnf-count`` (all taken).
+_FNF_CLIENT = """
+import sys
+from sansrs.adapters.rsocket import connect
+url, kind, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with connect(url) as client:
+    client.fire_and_forget_many([b"x" * 16] * 1000)
+    client.request_response(b"fnf-count", timeout=60)
+    print("WARM", flush=True)
+    sys.stdin.readline()
+    if kind == "fnf16m":
+        client.fire_and_forget_many([b"x" * 16] * count)
+    else:
+        for _ in range(count):
+            client.fire_and_forget(b"x" * 16)
+    reply = client.request_response(b"fnf-count", timeout=600)
+    print("DONE", reply.data.decode(), flush=True)
+"""
+
+
+def count_server_items(kind: str, count: int) -> Counts:
+    """Bytecode of the demo responder as ``sansrs serve`` runs it (every
+    thread, in this process) for ``count`` fire-and-forgets a sansrs client
+    (a process of its own) sends one at a time (``fnf16``) or by
+    ``fire_and_forget_many`` (``fnf16m``), and the ``fnf-count`` behind them."""
+    from sansrs.adapters.rsocket import serve
+    from sansrs.adapters.rsocket.demo_routes import demo_router_factory
+
+    tracer = Tracer()
+    tracer.install()  # before the server's threads start
+    server = serve("tcp://127.0.0.1:0", handler_factory=demo_router_factory())
+    proc = subprocess.Popen([sys.executable, "-c", _FNF_CLIENT, server.url, kind, str(count)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdout.readline().strip() == "WARM"
+        tracer.on = True
+        proc.stdin.write("GO\n")
+        proc.stdin.flush()
+        done = proc.stdout.readline().split()
+        tracer.on = False
+        assert done == ["DONE", str(count + 1000)], done
+    finally:
+        tracer.remove()
+        proc.kill()
+        proc.wait()
+        server.close()
+    return tracer.counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", action="append", choices=ITEM_KINDS,
                         help="instead: the sansrs client's bytecode per item of these")
+    parser.add_argument("--server-items", action="append", choices=SERVER_ITEM_KINDS,
+                        help="instead: sansrs serve's bytecode per item of these")
     parser.add_argument("--side", action="append", choices=SIDES,
                         help="measure only these sides (default: all)")
     parser.add_argument("--count", type=int, default=2000, help="round trips counted")
     parser.add_argument("--top", type=int, default=12, help="functions listed per side")
     args = parser.parse_args()
-    if args.items:
-        print("| scenario | bytecode per item (client, every thread) |\n| --- | ---: |")
-        for kind in args.items:
-            counts = count_items(kind, args.count)
+    if args.server_items or args.items:
+        who, count_fn = (("sansrs serve", count_server_items) if args.server_items
+                         else ("client", count_items))
+        print(f"| scenario | bytecode per item ({who}, every thread) |\n| --- | ---: |")
+        for kind in args.server_items or args.items:
+            counts = count_fn(kind, args.count)
             print(f"| {kind} | {sum(counts.values()) / args.count:,.1f} |", flush=True)
             for (module, name), n in counts.most_common(args.top):
                 print(f"  {n / args.count:7.2f}  {module}:{name}", file=sys.stderr)

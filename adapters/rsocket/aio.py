@@ -369,7 +369,7 @@ def _wrap_handler(handler: object) -> object:
         wrapped.request_channel = (  # type: ignore[attr-defined]
             lambda request, inbound: asyncify(channel(request, _AsyncInbound(inbound)))
         )
-    for name in ("fire_and_forget", "metadata_push"):
+    for name in ("fire_and_forget", "fire_and_forget_many", "metadata_push"):
         method = getattr(handler, name, None)
         if callable(method):
             setattr(wrapped, name, _fire(method))
@@ -398,12 +398,18 @@ async def _awaited_handler(result: Awaitable[object]) -> object:
     return _wrap_handler(await result)
 
 
-def _fire(method: Callable[[Any], Any]) -> Callable[[Any], None]:
-    def call(arg: Any) -> None:
+def _fire(method: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``method`` whose coroutine, if it returns one, runs as a task (its
+    failure logged); any other result is passed on (a Router's
+    ``fire_and_forget_many`` may decline a run with ``NotImplemented``)."""
+
+    def call(arg: Any) -> Any:
         result = method(arg)
         if isinstance(result, Coroutine):
             task = asyncio.get_running_loop().create_task(result)
             task.add_done_callback(_log_failure)
+            return None
+        return result
 
     return call
 

@@ -31,11 +31,13 @@ PayloadReceived = events.PayloadReceived
 PayloadRunReceived = events.PayloadRunReceived
 RequestResponseReceived = events.RequestResponseReceived
 FireAndForgetReceived = events.FireAndForgetReceived
+FireAndForgetRunReceived = events.FireAndForgetRunReceived
 
 __all__ = [
     "Connection",
     "ConnectionState",
     "FireAndForgetReceived",
+    "FireAndForgetRunReceived",
     "LocalProtocolError",
     "PayloadReceived",
     "PayloadRunReceived",
@@ -60,9 +62,10 @@ def _config(options: EngineOptions) -> ConnectionConfig:
     # (WebSocket) the engine exchanges runs of frames behind their lengths,
     # and the transport makes each frame one message (spec: Framing Protocol
     # Usage; docs/adapters.md).
-    # payload_runs: a stream's items reach the sinks a list per read
+    # payload_runs: a stream's items reach the sinks a list per read;
+    # fnf_runs: fire-and-forgets reach the handler a run per read
     # (docs/performance.md, "Items at the application's end").
-    limits: dict[str, Any] = {"payload_runs": True}
+    limits: dict[str, Any] = {"payload_runs": True, "fnf_runs": True}
     if options.fragment_size is not None:
         limits["fragment_size"] = options.fragment_size
     if options.max_frame_size is not None:

@@ -55,6 +55,11 @@ class DemoHandler:
     def fire_and_forget(self, request: Request) -> None:
         self.state.record_fire_and_forget()
 
+    def fire_and_forget_many(self, requests: list[Request]) -> None:
+        """A run of them, counted at once (``bench_tcp.py`` rows ``fnf16``,
+        ``fnf16m``)."""
+        self.state.record_fire_and_forget(len(requests))
+
     def metadata_push(self, metadata: bytes) -> None:
         self.state.record_metadata_push(metadata)
 

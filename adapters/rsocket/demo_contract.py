@@ -51,8 +51,8 @@ class DemoState:
     request_stream: int = 0
     request_channel: int = 0
 
-    def record_fire_and_forget(self) -> None:
-        self.fire_and_forget += 1
+    def record_fire_and_forget(self, count: int = 1) -> None:
+        self.fire_and_forget += count
 
     def record_metadata_push(self, metadata: bytes) -> None:
         self.metadata_push += 1

@@ -161,6 +161,7 @@ class RSocketEngine:
         # The responder's entry points, bound once (the dispatch hot path).
         self.on_request_response = r.on_request_response
         self.on_fire_and_forget = r.on_fire_and_forget
+        self.on_fire_and_forget_run = r.on_fire_and_forget_run
         self.on_metadata_push = r.on_metadata_push
         self.on_request_stream = r.on_request_stream
         self.on_request_channel = r.on_request_channel
@@ -419,6 +420,7 @@ class RSocketEngine:
         run_event = core.PayloadRunReceived
         rr_event = core.RequestResponseReceived
         fnf_event = core.FireAndForgetReceived
+        fnf_run_event = core.FireAndForgetRunReceived
         requests = self._requests
         dispatch = self.EVENTS
         new = new_tuple  # see fast.new_tuple
@@ -456,6 +458,9 @@ class RSocketEngine:
                 elif type(event) is rr_event:  # served one by one: skip the table
                     self.on_request_response(event.stream_id, event.data, event.metadata)
                     served += 1
+                elif type(event) is fnf_run_event:  # a run of them, in one call
+                    self.on_fire_and_forget_run(event.data, event.metadata)
+                    continue
                 elif type(event) is fnf_event:  # likewise, but not an exchange
                     self.on_fire_and_forget(event.data, event.metadata)
                     continue
@@ -989,6 +994,7 @@ EVENTS: dict[type, Callable[[Any, Any], None]] = {
         ev.stream_id, ev.data, ev.metadata
     ),
     _E.FireAndForgetReceived: lambda en, ev: en.on_fire_and_forget(ev.data, ev.metadata),
+    _E.FireAndForgetRunReceived: lambda en, ev: en.on_fire_and_forget_run(ev.data, ev.metadata),
     _E.RequestStreamReceived: lambda en, ev: en.on_request_stream(
         ev.stream_id, ev.data, ev.metadata, ev.initial_n
     ),

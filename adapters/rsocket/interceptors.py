@@ -32,6 +32,7 @@ import operator
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, Literal, Protocol
 
 from sansrs.rsocket import ErrorCode, Role
@@ -579,7 +580,22 @@ def _observe_responder(engine: Any, observer: _Observer) -> None:
         info = observer.start("metadata_push", "responder", 0, b"", metadata)
         observer.end(info, outcome_of(on_metadata_push(metadata)))
 
+    on_fire_and_forget_run = engine.on_fire_and_forget_run
+
+    def observed_fire_and_forget_run(data: list[bytes], metadata: list[bytes | None]) -> None:
+        # Each request of the run starts before the handler takes the run
+        # and ends after it, with its own outcome.
+        infos = [
+            observer.start("fire_and_forget", "responder", 0, d, m)
+            for d, m in zip(data, metadata, strict=True)
+        ]
+        failed = on_fire_and_forget_run(data, metadata)
+        outcomes = repeat(None) if failed is None else failed
+        for info, error in zip(infos, outcomes, strict=False):  # (repeat: endless)
+            observer.end(info, outcome_of(error))
+
     engine.on_fire_and_forget = observed_fire_and_forget
+    engine.on_fire_and_forget_run = observed_fire_and_forget_run
     engine.on_metadata_push = observed_metadata_push
 
     on_cancel = engine.on_cancel

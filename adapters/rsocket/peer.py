@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterable, Iterator
+from functools import partial
 from itertools import islice
+from operator import attrgetter
 from typing import NamedTuple
 
 from typing_extensions import Unpack
@@ -62,6 +64,10 @@ DEFAULT_PREFETCH = 256
 MAX_REQUEST_N = 0x7FFFFFFF
 
 
+#: ``peer._thread.is_owner``, the driver of the moment's (a resumed session moves).
+_THREAD_IS_OWNER = attrgetter("_thread.is_owner")
+
+
 def check_prefetch(prefetch: int) -> int:
     return _check_prefetch(prefetch, MAX_REQUEST_N)
 
@@ -92,8 +98,9 @@ class RSocketPeer(DrivenPeer):
         #: Raw metadata on a client that declared composite metadata fails at the call.
         self._composite = composite_check(engine)
         # Fire-and-forgets cross to the connection thread many per hand-off.
+        # (``is_owner`` through C calls, no lambda frame: asked per fire_and_forget.)
         self._fnf: Batcher[Payload] = Batcher(
-            self._submit, engine.fire_and_forget_many, lambda: self._thread.is_owner
+            self._submit, engine.fire_and_forget_many, partial(_THREAD_IS_OWNER, self)
         )
 
     def move_to(self, driver: Driver) -> None:

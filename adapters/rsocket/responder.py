@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
+from itertools import groupby, repeat
+from operator import attrgetter
 from typing import Any
 
 from sansrs.rsocket import ErrorCode
@@ -30,6 +32,7 @@ CHANNEL_PREFETCH = 256
 #: What a fire-and-forget or a metadata push without a handler ends with (never sent).
 _NO_FIRE_AND_FORGET = RSocketError(ErrorCode.REJECTED, "no handler for fire_and_forget")
 _NO_METADATA_PUSH = RSocketError(ErrorCode.REJECTED, "no handler for metadata_push")
+_METADATA = attrgetter("metadata")
 
 
 class Responder:
@@ -85,6 +88,11 @@ class Responder:
             return methods[name]
         method = getattr(self.handler, name, None)
         found = method if callable(method) else None
+        if found is None and name == "fire_and_forget":
+            # A handler that takes them many at a time takes one as a list of one.
+            many = getattr(self.handler, "fire_and_forget_many", None)
+            if callable(many):
+                found = lambda request: many([request])  # noqa: E731
         methods[name] = found
         return found
 
@@ -160,11 +168,78 @@ class Responder:
         try:
             method(self._request(data, metadata))
         except Exception as exc:
-            route = self._route_of(metadata)
-            on = f" (route {route!r})" if route is not None else ""
-            log.error("fire_and_forget%s: the handler raised", on, exc_info=exc)
+            self._fire_and_forget_failed(metadata, exc)
             return exc
         return None
+
+    def on_fire_and_forget_run(
+        self, data: list[bytes], metadata: list[bytes | None]
+    ) -> list[BaseException | None] | None:
+        """A run of fire-and-forgets (the core's ``FireAndForgetRunReceived``),
+        in order: the handler's ``fire_and_forget_many(requests)`` once. If
+        it returns ``NotImplemented`` (a Router whose run does not all go to
+        one place that takes lists), each span of consecutive requests with
+        the same metadata is offered to it the same way, and what it
+        declines again goes to ``fire_and_forget`` one by one, as does
+        everything for a handler without ``fire_and_forget_many``. None:
+        every one was handled; else the outcome of each (None or the
+        exception it failed with: all of a list whose call raised), for
+        interceptors."""
+        many = self._handler_method("fire_and_forget_many")
+        requests = list(map(new_request, data, metadata, repeat(self.peer)))
+        if many is None:
+            return self._one_by_one(requests)
+        taken, failed = self._many(many, requests)
+        if taken:
+            return failed
+        if len(set(metadata)) == 1:
+            return self._one_by_one(requests)
+        outcomes: list[BaseException | None] = []
+        for _, group in groupby(requests, _METADATA):
+            span = list(group)
+            taken, failed = self._many(many, span)
+            if not taken:
+                failed = self._one_by_one(span)
+            outcomes += repeat(None, len(span)) if failed is None else failed
+        return outcomes if any(outcomes) else None
+
+    def _many(
+        self, many: Callable[..., Any], requests: list[Request]
+    ) -> tuple[bool, list[BaseException | None] | None]:
+        """``many(requests)``: (False, None) if it declined them; else (True,
+        None), or (True, the exception for each) if it raised (logged once)."""
+        try:
+            if many(requests) is NotImplemented:
+                return False, None
+        except Exception as exc:
+            routes = sorted({r for r in map(self._route_of, map(_METADATA, requests)) if r})
+            on = f" (routes {', '.join(map(repr, routes))})" if routes else ""
+            log.error("fire_and_forget_many of %d requests%s: the handler raised",
+                      len(requests), on, exc_info=exc)
+            return True, [exc] * len(requests)
+        return True, None
+
+    def _one_by_one(self, requests: list[Request]) -> list[BaseException | None] | None:
+        """``fire_and_forget`` for each of ``requests``, in order: one that
+        raises is logged and stops none of the others."""
+        method = self._handler_method("fire_and_forget")
+        if method is None:  # dropped (nothing to answer): REJECTED for interceptors
+            return [_NO_FIRE_AND_FORGET] * len(requests)
+        failed: list[BaseException | None] | None = None
+        for i, request in enumerate(requests):
+            try:
+                method(request)
+            except Exception as exc:
+                self._fire_and_forget_failed(request.metadata, exc)
+                if failed is None:
+                    failed = [None] * len(requests)
+                failed[i] = exc
+        return failed
+
+    def _fire_and_forget_failed(self, metadata: bytes | None, exc: BaseException) -> None:
+        route = self._route_of(metadata)
+        on = f" (route {route!r})" if route is not None else ""
+        log.error("fire_and_forget%s: the handler raised", on, exc_info=exc)
 
     def on_metadata_push(self, metadata: bytes) -> BaseException | None:
         method = self._handler_method("metadata_push")

@@ -41,6 +41,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import operator
 from collections.abc import (
     AsyncIterable,
     AsyncIterator,
@@ -104,6 +105,8 @@ class Route:
     #: A channel route's inbound window (None: the router's).
     prefetch: int | None = None
     batch: int | None = None
+    #: A fire-and-forget route whose handler takes a list of requests.
+    many: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +192,7 @@ class Router:
         authenticated: bool | None = None,
         prefetch: int | None = None,
         batch: int | None = None,
+        many: bool = False,
     ) -> None:
         """Register ``handler`` for ``route`` (a template) and ``kind`` (one of
         :data:`KINDS`). ``produces``: the data MIME type it answers in.
@@ -196,11 +200,15 @@ class Router:
         router's ``require_auth``). ``prefetch`` / ``batch``: a channel
         route's inbound window (REQUEST_N with the request, then ``batch``
         more each time that many were consumed; default: the router's
-        ``channel_prefetch`` / ``channel_batch``)."""
+        ``channel_prefetch`` / ``channel_batch``). ``many``: a
+        fire-and-forget route whose handler takes a list of requests (see
+        :meth:`fnf`)."""
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
         if (prefetch is not None or batch is not None) and kind != "request_channel":
             raise ValueError("prefetch and batch are a channel route's inbound window")
+        if many and kind != "fire_and_forget":
+            raise ValueError("many=True is for fire-and-forget routes")
         if prefetch is not None:
             check_prefetch(prefetch)
         if batch is not None and batch < 1:
@@ -210,7 +218,7 @@ class Router:
         needs = self.require_auth if authenticated is None else authenticated
         if needs and self.authenticate is None:
             raise ValueError(f"route {route!r} needs authentication: pass authenticate=")
-        entry = Route(kind, route, handler, produces, needs, prefetch, batch)
+        entry = Route(kind, route, handler, produces, needs, prefetch, batch, many)
         self._tables[kind].add(route, entry)
         if kind == "setup" and _is_async(handler):
             self._async_setup = True
@@ -264,9 +272,19 @@ class Router:
 
         return register
 
-    def fnf(self, route: str, *, authenticated: bool | None = None) -> Callable[[F], F]:
-        """Decorator: ``handler(request)`` takes fire-and-forgets on ``route``."""
-        return self._decorator("fire_and_forget", route, None, authenticated)
+    def fnf(
+        self, route: str, *, authenticated: bool | None = None, many: bool = False
+    ) -> Callable[[F], F]:
+        """Decorator: ``handler(request)`` takes fire-and-forgets on ``route``;
+        with ``many=True``, ``handler(requests)`` takes a list of them: a run
+        that arrived together whose requests all carry the same metadata
+        (without credentials), else a list of one."""
+
+        def register(handler: F) -> F:
+            self.add("fire_and_forget", route, handler, authenticated=authenticated, many=many)
+            return handler
+
+        return register
 
     def push(self, route: str, *, authenticated: bool | None = None) -> Callable[[F], F]:
         """Decorator: ``handler(request)`` for a METADATA_PUSH whose composite
@@ -438,6 +456,9 @@ class Router:
 
     def fire_and_forget(self, request: Request) -> Any:
         return self._connection().fire_and_forget(request)
+
+    def fire_and_forget_many(self, requests: list[Request]) -> Any:
+        return self._connection().fire_and_forget_many(requests)
 
     def metadata_push(self, metadata: bytes) -> Any:
         return self._connection().metadata_push(metadata)
@@ -633,10 +654,16 @@ class RouterConnection:
         self, kind: str, routed: tuple[Route, RoutedRequest] | None, fallback_argument: object
     ) -> Any:
         if routed is None:
-            method = getattr(self.fallback(), kind, None)
-            return method(fallback_argument) if callable(method) else None
+            fallback = self.fallback()
+            method = getattr(fallback, kind, None)
+            if callable(method):
+                return method(fallback_argument)
+            many = getattr(fallback, "fire_and_forget_many", None)  # (a list of one)
+            if kind == "fire_and_forget" and callable(many):
+                return many([fallback_argument])
+            return None
         route, req = routed
-        return route.handler(req)
+        return route.handler([req]) if route.many else route.handler(req)
 
     def fire_and_forget(self, request: Request) -> Any:
         if not request.metadata and (self.principal is not None or not self.router.require_auth):
@@ -649,8 +676,50 @@ class RouterConnection:
             return fire(request)
         return self._fire("fire_and_forget", request, request)
 
+    def fire_and_forget_many(self, requests: list[Request]) -> Any:
+        """A run of fire-and-forgets (the engine's; docs/extensions.md),
+        taken at once where all of it goes to one place that takes many:
+        none carries routing (the fallback's ``fire_and_forget_many``), or
+        all carry the same metadata, without credentials, resolving to a
+        route registered with ``many=True`` (its handler gets the list).
+        Anything else: ``NotImplemented``; the engine then offers each span
+        of consecutive requests with the same metadata, and hands what is
+        declined again to :meth:`fire_and_forget` one by one, in order
+        (each routed, checked, refused and logged as one)."""
+        metadata = set(map(_REQUEST_METADATA, requests))
+        if len(metadata) != 1:
+            return NotImplemented
+        md = metadata.pop()
+        router = self.router
+        if not self.composite or not md:
+            if self.principal is None and router.require_auth:
+                return NotImplemented  # each refused (and logged) as one
+            many = getattr(self.fallback(), "fire_and_forget_many", None)
+            return many(requests) if callable(many) else NotImplemented
+        kind = "fire_and_forget"
+        try:
+            hit = router._caches[kind].get(md) or router._lookup(kind, md)
+            if hit.composite.auth is not None or hit.found is None or not hit.found.many:
+                return NotImplemented
+            routed = self._resolve(kind, requests[0], hit, self.principal)
+        except RSocketError:
+            return NotImplemented
+        assert routed is not None  # (a route was found)
+        route, first = routed
+        variables, principal, data_mime, meta = (
+            first.variables, first.principal, first.data_mime, first.composite
+        )
+        batch = [first] + [
+            new_routed_request(r, first.route, variables, principal, data_mime, meta)
+            for r in requests[1:]
+        ]
+        return route.handler(batch)
+
     def metadata_push(self, metadata: bytes) -> Any:
         return self._fire("metadata_push", Request(b"", metadata, self.peer), metadata)
+
+
+_REQUEST_METADATA = operator.attrgetter("metadata")
 
 
 # -- refusals and answers that wait for an async authenticate -------------------------

@@ -88,6 +88,14 @@ class Handler(Protocol):
 
     def fire_and_forget(self, request: Request) -> Any: ...
 
+    def fire_and_forget_many(self, requests: list[Request]) -> Any:
+        """Fire-and-forgets that arrived together (a run of REQUEST_FNF in
+        one read), in order: one call for them all. Without it each goes to
+        ``fire_and_forget``; returning ``NotImplemented`` asks for that too.
+        If it raises, the error is logged once and every request of the
+        list counts as failed (interceptors)."""
+        ...
+
     def metadata_push(self, metadata: bytes) -> Any: ...
 
     def accept_setup(self, setup: Any, peer: Any) -> Any:

@@ -101,6 +101,15 @@ class ConnectionConfig:
       list) instead of one ``PayloadReceived`` each: the same items in the
       same order, the same state, a fraction of the work per item. Default
       False.
+    - ``fnf_runs``: report consecutive whole REQUEST_FNF frames (metadata or
+      not, not fragmented) as one ``FireAndForgetRunReceived`` (stream IDs,
+      data and metadata in three lists) instead of one
+      ``FireAndForgetReceived`` each: the same requests in the same order,
+      the same state and positions. Frames the plain path would not take
+      as a fire-and-forget there and then (a fragment, a stream ID in use or
+      of our parity, a lease in force, before SETUP is accepted, while
+      closing) end the run and take the plain path. Length-prefixed framing
+      only (``receive_data``). Default False.
     - ``resume_timeout``: client: seconds a RESUME may wait for RESUME_OK;
       then the session detaches again (resume on another transport). Default
       None: the SETUP's max lifetime plus its keepalive interval.
@@ -122,6 +131,7 @@ class ConnectionConfig:
     resume_token_source: Callable[[], bytes] = field(default=default_resume_token, repr=False)
     resume_timeout: float | None = None
     payload_runs: bool = False
+    fnf_runs: bool = False
 
     def __post_init__(self) -> None:
         if not 6 <= self.max_frame_size <= MAX_FRAME_LENGTH:

@@ -40,6 +40,15 @@ say so where they do.
   ``stream16``, ``stream16b``, ``stream1k``, ``stream1kb``; "Items at the
   application's end" in docs/performance.md). ``payload_run`` (one event
   per item) stays the reference the differential tests compare it with.
+- ``fnf_run``: the receiving twin of ``queue_fnf_run``, with
+  ``ConnectionConfig.fnf_runs``: consecutive REQUEST_FNF frames become one
+  event of three lists; frames of one length without metadata are checked
+  and cut by C calls alone (strided slices against the first header, then
+  structs of whole frames giving each one's stream ID and data), no
+  bytecode per request (``bench_tcp.py``
+  rows ``fnf16`` and ``fnf16m``: the server's end; "Items at the
+  application's end" in docs/performance.md). ``fnf_event`` (one event per
+  frame) stays the reference the differential tests compare it with.
 - ``queue_fnf_run``: fire-and-forgets sent as a batch
   (``Connection.request_fnf_many``): their headers packed and interleaved
   with the data by C calls alone, one piece for the batch (``bench_tcp.py``
@@ -70,6 +79,7 @@ from ._frames import (
     FLAG_METADATA,
     FLAG_NEXT,
     FLAGS_MASK,
+    MAX_STREAM_ID,
     TYPE_SHIFT,
     FrameType,
     PayloadFrame,
@@ -89,6 +99,7 @@ __all__ = [
     "T_REQUEST_RESPONSE",
     "WHOLE_REQUEST_MASK",
     "fnf_event",
+    "fnf_run",
     "identity_hash",
     "new_object",
     "pack_frame_header",
@@ -127,6 +138,9 @@ PAYLOAD_LAST_ITEM = PAYLOAD_ITEM | FLAG_COMPLETE
 #: be set (a routed request's metadata).
 REQUEST_FNF_BIT = T_REQUEST_FNF ^ T_REQUEST_RESPONSE
 WHOLE_REQUEST_MASK = (_TYPE_MASK & ~REQUEST_FNF_BIT) | FLAG_FOLLOWS | FLAG_COMPLETE | FLAG_NEXT
+#: ``tf & WHOLE_FNF_MASK == T_REQUEST_FNF``: a REQUEST_FNF the fast path of a
+#: REQUEST_FNF takes (``WHOLE_REQUEST_MASK``'s rule, the type exactly).
+WHOLE_FNF_MASK = WHOLE_REQUEST_MASK | REQUEST_FNF_BIT
 
 # ----------------------------------------------------------------------------
 # Structs of the hot paths, as bound methods (rsocket_pack_bound): ``name.pack``
@@ -305,6 +319,141 @@ def payload_run_data(
             or length < 6
         ):
             return off, credit, position, data
+
+
+def _same_shape(buf: bytes, off: int, stride: int, count: int) -> int:
+    """How many of the ``count`` frames of ``stride`` bytes from ``off`` on
+    share the first one's length and type/flags (bytes 0-2 and 7-8 of each
+    prefixed header; 3-6 are its stream ID), by strided slices: prefixes of
+    2, 4, 8... frames, then halving between the last that held and the
+    first that did not. A span of m such frames costs O(m log m) C work and
+    one frame of another shape after them O(1), whatever follows."""
+    head = buf[off : off + 9]
+
+    def same(n: int) -> bool:
+        last = off + n * stride
+        return all(buf[off + k : last : stride] == head[k : k + 1] * n for k in (0, 1, 2, 7, 8))
+
+    good, n = 1, 2
+    while n <= count and same(n):
+        good, n = n, n * 2
+    bad = min(n, count + 1)
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if same(mid):
+            good = mid
+        else:
+            bad = mid
+    return good
+
+
+#: Frames a cached span struct unpacks at once (``_fnf_span``).
+_SPAN_BLOCK = 128
+#: Data size -> the struct of ``_SPAN_BLOCK`` frames of it (bounded: cleared
+#: when full, the sizes in use come back at once).
+_span_structs: dict[int, Struct] = {}
+
+
+def _span_struct(size: int, count: int) -> Struct:
+    """Each of ``count`` prefixed REQUEST_FNF frames of ``size`` data bytes
+    (no metadata) as its stream ID and its data: one C call for them all."""
+    return Struct(">" + f"3xI2x{size}s" * count)
+
+
+def _fnf_span(buf: bytes, off: int, count: int, size: int) -> tuple[list[int], list[bytes]]:
+    """The stream IDs and the data of ``count`` frames of one shape from
+    ``off`` on (``_same_shape``), unpacked by structs of whole frames, no
+    slice per frame (``bench_tcp.py`` rows ``fnf16``, ``fnf16m``)."""
+    block = _span_structs.get(size)
+    if block is None and count >= _SPAN_BLOCK:
+        if len(_span_structs) >= 16:
+            _span_structs.clear()
+        block = _span_structs[size] = _span_struct(size, _SPAN_BLOCK)
+    fields: list[Any] = []
+    full = count // _SPAN_BLOCK
+    if full:
+        assert block is not None
+        step = block.size
+        unpack = block.unpack_from
+        for i in range(full):
+            fields += unpack(buf, off + i * step)
+        off += full * step
+    rest = count - full * _SPAN_BLOCK
+    if rest:
+        fields += _span_struct(size, rest).unpack_from(buf, off)
+    return fields[0::2], fields[1::2]
+
+
+def fnf_run(
+    buf: bytes, off: int, end: int, limit: int, parity: int, in_use: dict[int, Any]
+) -> tuple[int, int, list[int], list[bytes], list[bytes | None]]:
+    """The REQUEST_FNF frames from ``off`` on that the receive loop's
+    fire-and-forget fast path would take one by one (``Receiver._parse``:
+    whole, within ``limit``, a stream ID in 1..2**31-1 of the peer's
+    ``parity`` not ``in_use``, well-formed metadata), as lists: returns
+    where the run ended, its bytes (its position), the stream IDs, the data
+    and the metadata. The frame at ``off`` is one (checked by the caller).
+    A span of frames of one length and type/flags without metadata is
+    checked and cut by C calls alone (``_same_shape``, ``_fnf_span``);
+    other frames one by one."""
+    unpack = unpack_prefix_header
+    ids: list[int] = []
+    data: list[bytes] = []
+    metadata: list[bytes | None] = []
+    position = 0
+    # Frames before this offset go one by one: a span whose stream IDs did
+    # not all pass (each span is looked at once: linear in the input).
+    one_by_one = off
+    while end - off >= 9:
+        hi, lo, sid, tf = unpack(buf, off)
+        length = hi << 16 | lo
+        stop = off + 3 + length
+        if (
+            tf & WHOLE_FNF_MASK != T_REQUEST_FNF
+            or stop > end
+            or length > limit
+            or length < 6
+            or sid & 1 != parity
+            or not 0 < sid <= MAX_STREAM_ID
+            or sid in in_use
+        ):
+            break
+        stride = length + 3
+        if off >= one_by_one and not tf & FLAG_METADATA and end - off >= 2 * stride:
+            count = _same_shape(buf, off, stride, (end - off) // stride)
+            if count > 1:
+                last = off + count * stride
+                span, span_data = _fnf_span(buf, off, count, length - 6)
+                if (
+                    set(map(and_, span, repeat(1))) == {parity}
+                    and min(span) > 0
+                    and max(span) <= MAX_STREAM_ID
+                    and (not in_use or in_use.keys().isdisjoint(span))
+                ):
+                    ids += span
+                    data += span_data
+                    metadata += repeat(None, count)
+                    position += count * length
+                    off = last
+                    continue
+                one_by_one = last
+        start = off + 9
+        md = None
+        if tf & FLAG_METADATA:  # a 24-bit metadata length, then the metadata
+            room = length - 9
+            if room < 0:
+                break
+            md_len = buf[start] << 16 | buf[start + 1] << 8 | buf[start + 2]
+            if md_len > room:
+                break
+            md = buf[start + 3 : start + 3 + md_len]
+            start += 3 + md_len
+        ids.append(sid)
+        data.append(buf[start:stop])
+        metadata.append(md)
+        position += length
+        off = stop
+    return off, position, ids, data, metadata
 
 
 # ----------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from ._fast import (
     T_REQUEST_RESPONSE,
     WHOLE_REQUEST_MASK,
     fnf_event,
+    fnf_run,
     payload_event,
     payload_run,
     payload_run_data,
@@ -48,6 +49,7 @@ from ._state import ConnectionInput, ConnectionState
 from ._streams import OPENING_STATES, Stream, StreamInput, StreamKind, StreamTable
 from .events import (
     ExtensionReceived,
+    FireAndForgetRunReceived,
     KeepaliveReceived,
     LeaseReceived,
     MetadataPushReceived,
@@ -176,7 +178,9 @@ class Receiver:
         with credit straight into their events: no frame object, no dispatch;
         likewise a request-response's answer, and a REQUEST_FNF or
         REQUEST_RESPONSE (metadata or not, no fragments) on a new stream ID
-        of the peer's parity (no lease, room for the stream). Everything else is
+        of the peer's parity (no lease, room for the stream); with
+        ``fnf_runs``, a REQUEST_FNF and the ones right behind it become one
+        event (``_fast.fnf_run``). Everything else is
         decoded by ``decode_frame`` and dispatched. The stream table is not
         looked up on the hot path: credit stands for it (see ``_streams.py``).
         """
@@ -197,6 +201,7 @@ class Receiver:
         fast = ctx.state is _ESTABLISHED
         fast_requests = fast and not leases.enabled
         runs = ctx.config.payload_runs
+        fnf_runs = ctx.config.fnf_runs
         while end - off >= 9:
             hi, lo, sid, tf = unpack(buf, off)
             length = hi << 16 | lo
@@ -261,6 +266,15 @@ class Receiver:
                 if start >= 0:
                     if tf & REQUEST_FNF_BIT:
                         ctx.setup_confirmed = True
+                        if fnf_runs:  # this one and those behind it: one event
+                            off, run, ids, data, mds = fnf_run(
+                                buf, off, end, limit, parity, streams
+                            )
+                            append(
+                                FireAndForgetRunReceived(stream_ids=ids, data=data, metadata=mds)
+                            )
+                            position += run
+                            continue
                         append(fnf_event(sid, buf[start:stop], metadata))
                         position += length
                         off = stop

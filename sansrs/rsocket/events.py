@@ -21,6 +21,7 @@ __all__ = [
     "Event",
     "ExtensionReceived",
     "FireAndForgetReceived",
+    "FireAndForgetRunReceived",
     "KeepaliveReceived",
     "LeaseReceived",
     "MetadataPushReceived",
@@ -123,6 +124,18 @@ class PayloadRunReceived:
 
     stream_id: int
     data: list[bytes]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FireAndForgetRunReceived:
+    """Consecutive whole REQUEST_FNF frames, in order, as three lists of one
+    length: what as many ``FireAndForgetReceived`` events would carry (item
+    ``i``: ``stream_ids[i]``, ``data[i]``, ``metadata[i]``). Reported only
+    with ``ConnectionConfig.fnf_runs``."""
+
+    stream_ids: list[int]
+    data: list[bytes]
+    metadata: list[bytes | None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -244,6 +257,7 @@ Event = (
     | LeaseReceived
     | RequestResponseReceived
     | FireAndForgetReceived
+    | FireAndForgetRunReceived
     | RequestStreamReceived
     | RequestChannelReceived
     | PayloadReceived
