@@ -67,8 +67,8 @@ def _run(size: int, batch: int) -> bytes:
 def _splitter(masked: bool) -> tuple[FrameSplitter, list[int]]:
     got = [0]
 
-    def on_run(kind: int, run: bytes | bytearray) -> None:
-        got[0] += len(run)
+    def on_record(record: bytes) -> None:
+        got[0] += len(record) - 5
 
     def on_message(opcode: int, payload: bytes) -> None:
         raise AssertionError("not a run")
@@ -76,7 +76,7 @@ def _splitter(masked: bool) -> tuple[FrameSplitter, list[int]]:
     def to_wsproto(data: bytes) -> None:
         raise AssertionError("not for wsproto")
 
-    return FrameSplitter(masked=masked, max_payload=1 << 24, on_run=on_run,
+    return FrameSplitter(masked=masked, max_payload=1 << 24, on_record=on_record,
                          on_message=on_message, to_wsproto=to_wsproto), got
 
 

@@ -336,8 +336,7 @@ def _frame_shaped(
         return None
     payloads = shape.run_payloads.unpack_from(data, start)
     if keys is None:
-        header = shape.header
-        return header + header.join(payloads)
+        return shape.header.join((b"", *payloads))
     frames = int.from_bytes(shape.masked_frames.pack(*payloads), "little")
     keyed = keys.spread(shape.key_fields, shape.stride, shape.frames)
     stream = keyed * shape.tile & shape.payload_fields | keyed | shape.heads
@@ -347,7 +346,8 @@ def _frame_shaped(
 def record_of_frames(data: bytes, shape: _Shape, masked: bool) -> bytes:
     """The BINARY_RUN record of ``data``: nothing but the frames of a shaped
     batch (headers checked by the caller), unmasked if ``masked``."""
-    return shape.record_head + shape.length.join(_shaped_payloads(data, 0, shape, masked))
+    payloads = _shaped_payloads(data, 0, shape, masked)
+    return shape.length.join((shape.record_head[:5], *payloads))  # (5: the record's own header)
 
 
 def _shaped_payloads(data: bytes, off: int, shape: _Shape, masked: bool) -> Sequence[bytes]:
@@ -371,9 +371,9 @@ def _shaped_payloads(data: bytes, off: int, shape: _Shape, masked: bool) -> Sequ
 def _batch_to_frames(
     data: bytes | bytearray, off: int, count: int, n: int, keys: KeySource | None
 ) -> bytes:
-    if keys is None:
+    if keys is None:  # (the empty first piece puts a header in front, without a copy)
         header = _HEADERS[n] if n < 126 else bytes((_BINARY_FIN, 126, n >> 8, n & 0xFF))
-        return header + header.join(_cut(data, off, f"3x{n}s", n + 3, count))
+        return header.join(chain((b"",), _cut(data, off, f"3x{n}s", n + 3, count)))
     # Masked (n < 126): frames with their keys in place, then one XOR of the
     # payloads (the stream cut to them: a tile must not touch a header). The
     # keys are picked out of the frames and tiled over their payloads.
@@ -413,18 +413,23 @@ def encode_batch(data: bytes | bytearray, start: int, keys: KeySource | None) ->
 
 
 def encode_run(
-    data: bytes | bytearray, keys: KeySource | None, *, text: bool = False, start: int = 0
+    data: bytes | bytearray,
+    keys: KeySource | None,
+    *,
+    text: bool = False,
+    start: int = 0,
+    stop: int | None = None,
 ) -> tuple[bytes, int]:
     """WebSocket frames (FIN binary, or text if ``text``; one per message;
     masked with keys from ``keys``, or not when ``None``) for the whole
-    messages of the run ``data[start:]`` from its start; returns them and
+    messages of the run ``data[start:stop]`` from its start; returns them and
     how many bytes of the run they took (a message cut off at the end is
     left). Text is checked (``UnicodeDecodeError``): a bad engine must not
     make us send invalid UTF-8."""
+    end = len(data) if stop is None else stop
     if text:
-        return _encode_text_run(data, keys, start)
+        return _encode_text_run(data, keys, start, end)
     parts: list[bytes] = []
-    end = len(data)
     off = start
     largest = MAX_BATCH if keys is None else MAX_MASKED_BATCH
     most = 1 << 62 if keys is None else MAX_MASKED_COUNT
@@ -453,11 +458,11 @@ def encode_run(
         key = keys.next() if keys is not None else None
         parts.append(encode_data_frame(2, data[off + 3 : stop], key))
         off = stop
-    return b"".join(parts), off - start
+    return parts[0] if len(parts) == 1 else b"".join(parts), off - start
 
 
 def _encode_text_run(
-    data: bytes | bytearray, keys: KeySource | None, start: int
+    data: bytes | bytearray, keys: KeySource | None, start: int, end: int
 ) -> tuple[bytes, int]:
     """:func:`encode_run` for text (text messages seldom share a length).
     Unmasked (a server's): one pass over the lengths cuts the payloads out
@@ -467,12 +472,11 @@ def _encode_text_run(
     as each must be valid alone) and one ``join``. Masked (a client's):
     one frame at a time (few text messages go that way)."""
     if keys is not None:
-        return _encode_masked_text_run(data, keys, start)
+        return _encode_masked_text_run(data, keys, start, end)
     heads: list[bytes | bytearray] = []
     payloads: list[bytes | bytearray] = []
     head, payload = heads.append, payloads.append
     short = _TEXT_HEADERS
-    end = len(data)
     off = start
     while end - off >= 3:
         n = data[off] << 16 | data[off + 1] << 8 | data[off + 2]
@@ -532,10 +536,9 @@ def frame_lines(lines: bytes, keys: KeySource | None) -> bytes:
 
 
 def _encode_masked_text_run(
-    data: bytes | bytearray, keys: KeySource, start: int
+    data: bytes | bytearray, keys: KeySource, start: int, end: int
 ) -> tuple[bytes, int]:
     parts: list[bytes] = []
-    end = len(data)
     off = start
     while end - off >= 3:
         stop = off + 3 + (data[off] << 16 | data[off + 1] << 8 | data[off + 2])
@@ -551,19 +554,23 @@ def _encode_masked_text_run(
 # -- receiving: WebSocket frames -> a run ----------------------------------------
 
 
-def frames_to_run(data: bytes, off: int, count: int, n: int, masked: bool) -> bytes:
-    """``count`` FIN binary frames of ``n`` payload bytes each (``4 <= n <
-    0x10000``; if ``masked``, ``n`` at most 125 and ``count`` at most
-    ``MAX_MASKED_COUNT``; headers checked by the caller, e.g.
-    with :func:`count_uniform`) at ``off``, as run messages; ``masked``: the
-    frames carry keys (we are the server) and are unmasked."""
+def frames_to_run(
+    data: bytes, off: int, count: int, n: int, masked: bool, head: bytes = b""
+) -> bytes:
+    """``head``, then ``count`` FIN binary frames of ``n`` payload bytes each
+    (``4 <= n < 0x10000``; if ``masked``, ``n`` at most 125 and ``count`` at
+    most ``MAX_MASKED_COUNT``; headers checked by the caller, e.g. with
+    :func:`count_uniform`) at ``off``, as run messages; ``masked``: the
+    frames carry keys (we are the server) and are unmasked. The payloads are
+    cut once and joined once, behind ``head`` (a record's header and the
+    messages before them: no copy of the whole run to put them in front)."""
     length = prefix(n)
     if n < 126 and count <= _SMALL:
-        return length + length.join(_shaped_payloads(data, off, shape_of(n, count), masked))
+        payloads = _shaped_payloads(data, off, shape_of(n, count), masked)
+        return length.join((head, *payloads))
     if not masked:
-        head = 2 if n < 126 else 4
-        payloads = _cut(data, off, f"{head}x{n}s", head + n, count)
-        return length + length.join(payloads)
+        size = 2 if n < 126 else 4
+        return length.join(chain((head,), _cut(data, off, f"{size}x{n}s", size + n, count)))
     plan = _masked(n, count)
     stride = n + 6
     size = count * stride
@@ -573,5 +580,4 @@ def frames_to_run(data: bytes, off: int, count: int, n: int, masked: bool) -> by
     # only spoils bytes that are not cut out.
     stream = _tile((whole & plan.keys) << 32, plan.words)
     plain = (whole ^ stream).to_bytes(size + 3, "little")
-    payloads = _cut(plain, 0, plan.frame_unit, stride, count)
-    return length + length.join(payloads)
+    return length.join(chain((head,), _cut(plain, 0, plan.frame_unit, stride, count)))

@@ -6,6 +6,7 @@ same-length messages as one at a time; anything unusual goes to wsproto."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import pytest
 from hypothesis import assume, given, settings
@@ -15,7 +16,12 @@ from sansrs.adapters.transport.websocket.frames import (
     encode_data_frame,
     mask,
 )
-from sansrs.adapters.transport.websocket.messages import RecordError, split_lines, split_run
+from sansrs.adapters.transport.websocket.messages import (
+    MessageKind,
+    RecordError,
+    split_lines,
+    split_run,
+)
 from sansrs.adapters.transport.websocket.runs import (
     MAX_MASKED_COUNT,
     MIN_BATCH,
@@ -27,7 +33,7 @@ from sansrs.adapters.transport.websocket.runs import (
 )
 from sansrs.adapters.transport.websocket.splitter import FrameSplitter
 from wsproto.connection import Connection, ConnectionType
-from wsproto.events import BytesMessage, Event, Message, Ping, TextMessage
+from wsproto.events import BytesMessage, CloseConnection, Event, Message, Ping, TextMessage
 from wsproto.frame_protocol import FrameProtocol
 
 
@@ -50,6 +56,8 @@ def _messages(events: list[Event]) -> list[tuple[int, bytes]]:
                 parts = []
         elif isinstance(ev, Ping):
             out.append((9, bytes(ev.payload)))
+        elif isinstance(ev, CloseConnection):  # wsproto's verdict (1002, 1007, ...) or a Close
+            out.append((8, int(ev.code).to_bytes(2, "big")))
     return out
 
 
@@ -67,19 +75,24 @@ class Collector:
         self.splitter = FrameSplitter(
             masked=role is ConnectionType.SERVER,
             max_payload=max_payload,
-            on_run=self._on_run,
+            on_record=self._on_record,
             on_message=lambda op, p: self.got.append((op, p)),
             to_wsproto=self._to_wsproto,
             text_lines=lines,
         )
 
-    def _on_run(self, kind: int, run: bytes | bytearray) -> None:
-        assert run, "no empty runs"
+    def _on_record(self, record: bytes) -> None:
+        assert type(record) is bytes  # what an engine reads
+        kind, length = record[0], int.from_bytes(record[1:5], "big")
+        assert length == len(record) - 5 and length, "one whole record, no empty runs"
         self.runs += 1
-        if kind == 1 and self.lines:  # text_lines: each message followed by 0xFF
-            self.got += [(1, line) for line in split_lines(bytes(run))]
+        if kind == MessageKind.TEXT_LINES:  # text_lines: each message followed by 0xFF
+            assert self.lines
+            self.got += [(1, line) for line in split_lines(record[5:])]
         else:
-            self.got += split_run(bytes(run), 0, len(run), kind)
+            text = kind == MessageKind.TEXT_RUN and not self.lines
+            assert kind == MessageKind.BINARY_RUN or text
+            self.got += split_run(record, 5, len(record), kind & 0x0F)
 
     def _to_wsproto(self, data: bytes) -> None:
         self.handed.append(data)
@@ -490,7 +503,7 @@ def test_a_text_frame_that_is_not_utf8_goes_to_wsproto_after_the_good_ones(
         wire += encode_data_frame(1, m, None) if i != at else bytes((0x81, len(m))) + m
     collector = Collector(ConnectionType.CLIENT, lines=lines)
     collector.splitter.feed(bytes(wire))
-    assert collector.got == [(1, m) for m in messages[:at]]
+    assert collector.got == [(1, m) for m in messages[:at]] + [(8, (1007).to_bytes(2, "big"))]
     assert collector.splitter.passthrough
     assert collector.handed and collector.handed[0].startswith(bytes((0x81, len(bad))) + bad)
 
@@ -557,4 +570,86 @@ def test_a_read_with_one_frame_unlike_the_others_is_not_taken_as_a_batch() -> No
     unmasked = b"".join(encode_data_frame(2, b"u" * 22, None) for _ in range(16))
     collector = Collector(ConnectionType.SERVER)  # expects masked frames
     collector.splitter.feed(unmasked)
-    assert collector.got == [] and collector.splitter.passthrough
+    assert collector.got == [(8, (1002).to_bytes(2, "big"))]  # wsproto's verdict
+    assert collector.splitter.passthrough
+
+
+def raw_frame(first: int, payload: bytes, masked: bool, *, wide: bool = False) -> bytes:
+    """One frame as a peer writes it, whatever it breaks: first byte
+    ``first`` (FIN, reserved bits, opcode), masked with a fixed key or not,
+    its length in the shortest form (``wide``: the 16-bit one)."""
+    n = len(payload)
+    bit = 0x80 if masked else 0
+    if wide or 126 <= n < 65536:
+        head = bytes((first, bit | 126)) + n.to_bytes(2, "big")
+    elif n < 126:
+        head = bytes((first, bit | n))
+    else:
+        head = bytes((first, bit | 127)) + n.to_bytes(8, "big")
+    if not masked:
+        return head + payload
+    key = b"\x37\xfa\x21\x3d"
+    return head + key + mask(key, payload)
+
+
+#: Frames that end the fast path (reserved bits, opcodes, mask bits, lengths,
+#: control frames, UTF-8, fragments), each as a sender of either role
+#: (``masked``) writes it; wsproto alone says what each means.
+UNUSUAL: dict[str, Callable[[bool], bytes]] = {
+    "reserved bit": lambda m: raw_frame(0xC2, b"rsv1", m),
+    "reserved data opcode": lambda m: raw_frame(0x83, b"op3", m),
+    "reserved control opcode": lambda m: raw_frame(0x8B, b"opB", m),
+    "mask bit the wrong way": lambda m: raw_frame(0x82, b"wrong mask", not m),
+    "non-minimal length": lambda m: raw_frame(0x82, b"x" * 5, m, wide=True),
+    "control frame too long": lambda m: raw_frame(0x89, b"p" * 126, m),
+    "fragmented control frame": lambda m: raw_frame(0x09, b"ping", m),
+    "continuation without a start": lambda m: raw_frame(0x80, b"cont", m),
+    "text that is not UTF-8": lambda m: raw_frame(0x81, b"ok\xc3(", m),
+    "a message in fragments, a ping between": lambda m: raw_frame(0x02, b"frag", m)
+    + raw_frame(0x89, b"between", m)
+    + raw_frame(0x80, b"ments", m),
+}
+
+# Messages around the unusual frame: batches of one length (both sizes of
+# header), a lone binary message, text, a ping.
+AROUND = st.lists(
+    st.one_of(
+        st.tuples(st.sampled_from([4, 22, 125, 126, 1030]), st.integers(1, 70)).map(
+            lambda nc: [BytesMessage(data=bytes([i % 7 + 48]) * nc[0]) for i in range(nc[1])]
+        ),
+        st.binary(max_size=200).map(lambda b: [BytesMessage(data=b)]),
+        st.text(max_size=20).map(lambda t: [TextMessage(data=t)]),
+        st.binary(max_size=20).map(lambda b: [Ping(payload=b)]),
+    ),
+    max_size=4,
+).map(lambda groups: [ev for group in groups for ev in group])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    AROUND,
+    st.sampled_from(sorted(UNUSUAL)),
+    AROUND,
+    st.data(),
+    st.sampled_from([ConnectionType.CLIENT, ConnectionType.SERVER]),
+)
+def test_splitter_fast_paths_give_what_wsproto_alone_gives_around_unusual_frames(
+    before: list[Event],
+    unusual: str,
+    after: list[Event],
+    data: st.DataObject,
+    receiver: ConnectionType,
+) -> None:
+    """The differential: messages, batches and one unusual frame, cut into
+    reads anywhere (a frame completed from the head of the next read, a
+    record cut out of a batch where it lies): the same messages in the same
+    order, and the same verdict on the unusual frame (wsproto's close code:
+    1002 for broken framing, 1007 for bad UTF-8), as wsproto alone, the
+    plain path."""
+    sender = ConnectionType.SERVER if receiver is ConnectionType.CLIENT else ConnectionType.CLIENT
+    masked = sender is ConnectionType.CLIENT
+    wire = frames_from(sender, before) + UNUSUAL[unusual](masked) + frames_from(sender, after)
+    expected = wsproto_messages(receiver, wire)
+    collector = fed_in_chunks(receiver, wire, data, 8)
+    assert collector.got == expected
+    assert collector.splitter.passthrough
