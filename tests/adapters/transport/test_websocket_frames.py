@@ -44,16 +44,18 @@ def wsproto_messages(role: ConnectionType, data: bytes) -> list[tuple[int, bytes
     return _messages(list(conn.events()))
 
 
-def _messages(events: list[Event]) -> list[tuple[int, bytes]]:
+def _messages(events: list[Event], parts: list[bytes] | None = None) -> list[tuple[int, bytes]]:
+    """Whole messages of ``events``; ``parts``: those of a message not
+    finished yet, kept across calls (a message wsproto reports in pieces)."""
     out: list[tuple[int, bytes]] = []
-    parts: list[bytes] = []
+    parts = [] if parts is None else parts
     for ev in events:
         if isinstance(ev, Message):
             chunk = ev.data.encode() if isinstance(ev.data, str) else bytes(ev.data)
             parts.append(chunk)
             if ev.message_finished:
                 out.append((1 if isinstance(ev, TextMessage) else 2, b"".join(parts)))
-                parts = []
+                parts.clear()
         elif isinstance(ev, Ping):
             out.append((9, bytes(ev.payload)))
         elif isinstance(ev, CloseConnection):  # wsproto's verdict (1002, 1007, ...) or a Close
@@ -70,6 +72,7 @@ class Collector:
         self.conn = Connection(role)
         self.got: list[tuple[int, bytes]] = []
         self.handed: list[bytes] = []
+        self.parts: list[bytes] = []  # of a message wsproto reported in part so far
         self.runs = 0
         self.lines = lines
         self.splitter = FrameSplitter(
@@ -97,7 +100,7 @@ class Collector:
     def _to_wsproto(self, data: bytes) -> None:
         self.handed.append(data)
         self.conn.receive_data(data)
-        self.got += _messages(list(self.conn.events()))
+        self.got += _messages(list(self.conn.events()), self.parts)
 
 
 def fed_in_chunks(
