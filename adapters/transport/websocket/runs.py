@@ -365,14 +365,26 @@ def _shaped_payloads(data: bytes, off: int, shape: _Shape, masked: bool) -> Sequ
     return shape.masked_frames.unpack_from(plain)
 
 
+def _column(byte: int, count: int) -> bytes:
+    """``count`` times ``byte``: a column of one header byte, written into
+    ``count`` records by one strided slice assignment."""
+    return bytes((byte,)) * count
+
+
 # -- sending: a run -> WebSocket frames ---------------------------------------
 
 
 def _batch_to_frames(
     data: bytes | bytearray, off: int, count: int, n: int, keys: KeySource | None
 ) -> bytes:
-    if keys is None:  # (the empty first piece puts a header in front, without a copy)
-        header = _HEADERS[n] if n < 126 else bytes((_BINARY_FIN, 126, n >> 8, n & 0xFF))
+    if keys is None:
+        if n < 126:  # each 3-byte length loses its first byte (0), the next becomes 0x82
+            frames = bytearray(memoryview(data)[off : off + count * (n + 3)])
+            del frames[:: n + 3]
+            frames[:: n + 2] = _column(_BINARY_FIN, count)
+            return bytes(frames)
+        # (the empty first piece puts a header in front, without a copy)
+        header = bytes((_BINARY_FIN, 126, n >> 8, n & 0xFF))
         return header.join(chain((b"",), _cut(data, off, f"3x{n}s", n + 3, count)))
     # Masked (n < 126): frames with their keys in place, then one XOR of the
     # payloads (the stream cut to them: a tile must not touch a header). The
@@ -554,6 +566,14 @@ def _encode_masked_text_run(
 # -- receiving: WebSocket frames -> a run ----------------------------------------
 
 
+#: Unmasked frames of at most this many payload bytes, at least
+#: ``_COLUMNS_FROM`` of them, become run messages a byte column at a time
+#: (one strided copy per byte of a frame, no object per message); longer
+#: payloads take fewer steps cut out one by one (benchmarks/bench_websocket.py).
+_COLUMNS_MAX = 32
+_COLUMNS_FROM = 512
+
+
 def frames_to_run(
     data: bytes, off: int, count: int, n: int, masked: bool, head: bytes = b""
 ) -> bytes:
@@ -561,23 +581,53 @@ def frames_to_run(
     (``4 <= n < 0x10000``; if ``masked``, ``n`` at most 125 and ``count`` at
     most ``MAX_MASKED_COUNT``; headers checked by the caller, e.g. with
     :func:`count_uniform`) at ``off``, as run messages; ``masked``: the
-    frames carry keys (we are the server) and are unmasked. The payloads are
-    cut once and joined once, behind ``head`` (a record's header and the
-    messages before them: no copy of the whole run to put them in front)."""
+    frames carry keys (we are the server) and are unmasked. ``head`` (a
+    record's header and the messages before them) goes in front without a
+    copy of the whole run to put it there.
+
+    Frames and run messages differ only in their headers, so the long
+    batches (a stream's reads: stream16, stream1k, fnf16m of bench_tcp.py)
+    are re-headed in place, by C passes over the whole batch and no object
+    per message: a header longer than the 3-byte length (16-bit lengths,
+    masked frames) loses its extra bytes by strided deletions
+    (``del out[i::stride]``, one column of every frame at a time) and gets
+    the length's bytes by strided assignments; a shorter one (unmasked,
+    under 126 bytes) gets its room by copying the frames' byte columns into
+    place, for payloads up to ``_COLUMNS_MAX`` bytes."""
     length = prefix(n)
     if n < 126 and count <= _SMALL:
         payloads = _shaped_payloads(data, off, shape_of(n, count), masked)
         return length.join((head, *payloads))
+    h = len(head)
     if not masked:
-        size = 2 if n < 126 else 4
-        return length.join(chain((head,), _cut(data, off, f"{size}x{n}s", size + n, count)))
+        if n >= 126:  # 82 7E hi lo -> 00 hi lo
+            out = bytearray(head)
+            out += memoryview(data)[off : off + count * (n + 4)]
+            del out[h :: n + 4]
+            out[h :: n + 3] = bytes(count)
+            return bytes(out)
+        if n <= _COLUMNS_MAX and count >= _COLUMNS_FROM:  # 82 n -> 00 00 n
+            out = bytearray(h + count * (n + 3))
+            out[:h] = head
+            end = off + count * (n + 2)
+            for i in range(1, n + 2):  # the length byte, then the payload's
+                out[h + 1 + i :: n + 3] = data[off + i : end : n + 2]
+            return bytes(out)
+        return length.join(chain((head,), _cut(data, off, f"2x{n}s", 2 + n, count)))
     plan = _masked(n, count)
     stride = n + 6
     size = count * stride
     frames = data if not off and len(data) == size else memoryview(data)[off : off + size]
     whole = int.from_bytes(frames, "little")
     # Each key tiled over its payload; a tile reaching into the next frame
-    # only spoils bytes that are not cut out.
+    # only spoils header and key bytes, which go.
     stream = _tile((whole & plan.keys) << 32, plan.words)
     plain = (whole ^ stream).to_bytes(size + 3, "little")
-    return length.join(chain((head,), _cut(plain, 0, plan.frame_unit, stride, count)))
+    out = bytearray(head)
+    out += memoryview(plain)[:size]
+    for step in range(stride, n + 3, -1):  # 82 8n k0 k1 k2 k3 -> k3 (3 bytes less)
+        del out[h::step]
+    out[h :: n + 3] = bytes(count)  # -> 00 00 n
+    out[h + 1 :: n + 3] = bytes(count)
+    out[h + 2 :: n + 3] = _column(n, count)
+    return bytes(out)
