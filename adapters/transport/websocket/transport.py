@@ -291,12 +291,14 @@ class WebSocketTransport:
         """:meth:`send` of a run longer than a batch (a stream's output: the
         whole credit's items in one record): from ``data[start:]``, the
         start of a BINARY_RUN or TEXT_RUN record or of the rest of the run
-        being sent, at most SEND_BATCH bytes of whole messages framed from
-        ``data`` as it is and written at once, without the copies of the
-        general path (the messages cut out to a chunk, the frames through
-        ``_out``; stream1k of bench_tcp.py). Returns what ``send`` returns,
-        or -1 when the general path must take it (another record, a
-        message longer than a batch, a broken run)."""
+        being sent, SEND_BATCH bytes of whole messages at a time framed from
+        ``data`` as it is and written at once, until the run is done or the
+        socket takes less (as TCP: the driver keeps the rest only when the
+        socket is full), without the copies of the general path (the
+        messages cut out to a chunk, the frames through ``_out``; stream1k
+        of bench_tcp.py). Returns what ``send`` returns, or -1 when the
+        general path must take it (another record, a message longer than a
+        batch, a broken run)."""
         left = self._run_left
         body = start
         if left:
@@ -310,20 +312,26 @@ class WebSocketTransport:
             text = kind == _RUNS[1]
         if body + left > len(data) or self._ws.state is not ConnectionState.OPEN:
             return -1  # (a driver offers whole records: the general path says what broke)
-        stop = min(body + left, body + SEND_BATCH)
-        frames, used = frame_run(data, self._keys, text=text, start=body, stop=stop)
-        if not used:
-            return -1
-        self._run_left = left - used
-        self._run_text = text
-        taken = body + used
-        sent = self._stream.send(frames)
-        if sent == len(frames):
-            return taken
-        # The rest waits in ``_out``; the messages count as written once it left.
-        self._out += memoryview(frames)[sent:]
-        self._framed = taken - start
-        return start
+        keys = self._keys
+        write = self._stream.send
+        first = body
+        while True:
+            stop = min(body + left, body + SEND_BATCH)
+            frames, used = frame_run(data, keys, text=text, start=body, stop=stop)
+            if not used:  # the general path frames a longer message, or says what broke
+                return -1 if body == first else body
+            left -= used
+            body += used
+            self._run_left = left
+            self._run_text = text
+            sent = write(frames)
+            if sent < len(frames):
+                # The rest waits in ``_out``; the messages count as written once it left.
+                self._out += memoryview(frames)[sent:]
+                self._framed = body - start
+                return start
+            if not left:
+                return body
 
     def shutdown_write(self) -> None:
         """Graceful end: Close 1000 (unless a Close was sent), then FIN."""
