@@ -656,3 +656,26 @@ def test_splitter_fast_paths_give_what_wsproto_alone_gives_around_unusual_frames
     collector = fed_in_chunks(receiver, wire, data, 8)
     assert collector.got == expected
     assert collector.splitter.passthrough
+
+
+@pytest.mark.parametrize("receiver", [ConnectionType.CLIENT, ConnectionType.SERVER])
+def test_long_batches_are_re_headed_in_place_as_wsproto_reads_them(
+    receiver: ConnectionType,
+) -> None:
+    """A stream's reads: hundreds of same-length frames (re-headed by
+    strided deletions and assignments, or a byte column at a time), a
+    frame before and after them of another length, whole or cut into two
+    reads anywhere in a frame: the messages, in order, every byte of each."""
+    sender = ConnectionType.SERVER if receiver is ConnectionType.CLIENT else ConnectionType.CLIENT
+    for n in (4, 5, 22, 31, 32, 33, 125, 126, 1030):
+        for count in (SHAPED + 1, 511, 512, 700):
+            messages = [b"first"] + [
+                bytes((i + j) % 251 + 1 for j in range(n)) for i in range(count)
+            ] + [b"last one"]
+            wire = frames_from(sender, [BytesMessage(data=m) for m in messages])
+            for cut in (len(wire), 7 + (n + 2) // 2, len(wire) - n):
+                collector = Collector(receiver)
+                collector.splitter.feed(wire[:cut])
+                collector.splitter.feed(wire[cut:])
+                assert collector.got == [(2, m) for m in messages], (n, count, cut)
+                assert collector.handed == [] and not collector.splitter.passthrough
