@@ -24,7 +24,14 @@ for them every step runs in C over the whole batch:
 * masking XORs all frames at once, as integers: the keys are picked out of
   the frames (an AND with a cached mask of the key fields) and tiled over
   their payloads by shifted copies (the tiles of two frames never overlap:
-  no carries); one conversion to an integer and one back per batch.
+  no carries); one conversion to an integer and one back per batch;
+* long batches (a stream's writes and reads: stream16, stream1k, fnf16m of
+  ``benchmarks/bench_tcp.py``) are re-headed in place, without an object
+  per message: a strided deletion (``del b[i::stride]``) takes a header
+  byte out of every frame at once, a strided assignment writes one, and a
+  header that grows (a short unmasked frame read into a run) gets its room
+  by copying the frames a byte column at a time (:func:`frames_to_run`,
+  :func:`_batch_to_frames`).
 
 *Shaped* batches (4-64 messages of one length under 126 bytes: what a
 request-response pipeline writes and reads, 16-64 a call) have one cached
@@ -627,7 +634,7 @@ def frames_to_run(
     plain = (whole ^ stream).to_bytes(size + 3, "little")
     out = bytearray(head)
     out += memoryview(plain)[:size]
-    for step in range(stride, n + 3, -1):  # 82 8n k0 k1 k2 k3 -> k3 (3 bytes less)
+    for step in range(stride, n + 3, -1):  # 82 8n k0 k1 k2 k3 -> k1 k2 k3
         del out[h::step]
     out[h :: n + 3] = bytes(count)  # -> 00 00 n
     out[h + 1 :: n + 3] = bytes(count)
