@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-EXTRAS ?= test,dev,fuzz,ws,spark,plot,metrics
+EXTRAS ?= test,dev,fuzz,ws,spark,plot,metrics,tracing
 # Editable mode (setuptools): empty = the default import hook (new modules
 # seen at once; static tools such as mypy and help() miss sansrs.adapters);
 # strict = a tree of links static tools read (re-run after adding a module).
@@ -79,16 +79,8 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) -m mypy
 
-# A failed run reruns only its failed tests, once, and fails if any fails
-# again. Known flake (2026-12-01, 1 in ~6 runs of one cell, CPython 3.13):
-# tests/adapters/peers/test_misbehaving_ditto_peers.py
-# [close-reset-inside-a-message-selector-ws]: close() on the selector loop
-# while the peer resets inside a message did not end within 5 s. Every rerun
-# prints the tests it reran: each is a bug to fix, not noise.
 pytest: $(STAMP) interop-js browser
-	$(PY) -m pytest $(PYTEST_ARGS) || { \
-		echo "pytest: FAILED; rerunning the failed tests once (see the failures above)"; \
-		$(PY) -m pytest --last-failed --last-failed-no-failures none $(PYTEST_ARGS); }
+	$(PY) -m pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest
 

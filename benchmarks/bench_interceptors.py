@@ -1,7 +1,10 @@
 """What interceptors cost, in bytecode: stream16 (a stream of 16-byte items)
 and rr64 (request-response, 64 in flight) with no interceptor, a no-op
-interceptor and the Prometheus metrics, client and server in this process
-(the thread driver), every thread traced (``bench_opcodes.Tracer``).
+interceptor, the Prometheus metrics and the OpenTelemetry tracing (the
+SDK's TracerProvider, every span sampled, each ended span handed by a
+SimpleSpanProcessor to an exporter that drops it: what a span costs up to
+the exporter), client and server in this process (the thread driver), every
+thread traced (``bench_opcodes.Tracer``).
 
 Bytecode counts do not depend on the machine's load, so they compare two
 versions of the code on a busy machine where wall-clock rates would not
@@ -31,7 +34,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_opcodes import Tracer  # noqa: E402
 
-MODES = ("none", "noop", "metrics")
+MODES = ("none", "noop", "metrics", "tracing")
 SCENARIOS = {"stream16": 20_000, "rr64": 5_000}
 
 
@@ -81,11 +84,31 @@ def _interceptors(mode: str) -> dict[str, Any]:
     if mode == "noop":
         noop = Noop()
         return {"interceptors": Interceptors(connection=[noop], requests=[noop])}
+    if mode == "tracing":
+        return {"interceptors": _tracing().interceptors()}
     import prometheus_client
     from sansrs.adapters.rsocket.metrics import RSocketMetrics
 
     metrics = RSocketMetrics(prometheus_client.CollectorRegistry())
     return {"interceptors": metrics.interceptors()}
+
+
+def _tracing() -> Any:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        SimpleSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
+    from sansrs.adapters.rsocket.tracing import RSocketTracing
+
+    class Drop(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(Drop()))
+    return RSocketTracing(provider)
 
 
 def _run(client: Any, scenario: str, count: int) -> None:

@@ -20,11 +20,11 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
-from typing import Any
+from typing import Any, Generic, Self, TypeVar
 
 from typing_extensions import Unpack
 
-from sansrs.ditto import DittoClientConfig, DittoRemoteError, DittoServerConfig
+from sansrs.ditto import DittoClientConfig, DittoServerConfig
 
 from ..drive.aio import AsyncPeer, AsyncServer, AsyncStream
 from ..drive.config import LoopConfig
@@ -47,19 +47,13 @@ from .engine import (
     history_request,
     search_request,
 )
-from .follow import (
-    ResumableRead,
-    ack_wait,
-    check_follow,
-    check_started,
-    not_acknowledged,
-    waits_on,
-)
+from .follow import Core, FollowRead, HistoryRead, SearchRead
 from .history import HistorySource
-from .live import LiveOverflow, LiveTap
+from .live import LiveTap
 from .peer import DEFAULT_PREFETCH, DEFAULT_SEARCH_PREFETCH, MAX_PREFETCH, subscription_publisher
-from .resume import Backoff, ReconnectPolicy, SearchPosition
+from .resume import Reconnecting, ReconnectPolicy
 from .server import server_config, server_websocket_options
+from .steps import END, Close, CurrentConnection, Op, Open, Pause, Pull, Restore, Retire, arun
 from .tokens import Deliver, Fetch, TokenPolicy, TokenProvider
 from .types import Authorize, ws_endpoint
 
@@ -319,20 +313,21 @@ def task_fetch(provider: Callable[[], Any], submit: Callable[[Callable[[], objec
     return fetch
 
 
-# -- reconnect and resume under asyncio (the synchronous session.py and follow.py) --
+# -- reconnect and resume under asyncio: the steps of session.py and follow.py, awaited --
 
 Current = Callable[[], Awaitable[tuple[AsyncDittoConnection, int]]]
 Reconnect = Callable[[int, BaseException], Awaitable[None]]
 
 
-# The methods and keywords of its synchronous twin, session.DittoSession, by choice.
+# The methods and keywords of session.DittoSession, by choice (its logic is resume's and follow's).
 class AsyncDittoSession:
-    """The asyncio twin of ``session.DittoSession``: a client whose
-    connection is restored when lost (``reconnect``: a ``ReconnectPolicy``)
-    and whose iterators resume after their last delivered revision. Open it
-    with ``async with AsyncDittoSession(url, ...) as ditto`` (or ``await
-    ditto.start()``); ``connect_options`` as for :func:`connect` (a token
-    provider is asked again on every reconnect)."""
+    """The asyncio form of ``session.DittoSession`` (the same methods and
+    keywords, the same reconnect: :class:`~.resume.Reconnecting`): a client
+    whose connection is restored when lost (``reconnect``: a
+    ``ReconnectPolicy``) and whose iterators resume after their last
+    delivered revision. Open it with ``async with AsyncDittoSession(url,
+    ...) as ditto`` (or ``await ditto.start()``); ``connect_options`` as for
+    :func:`connect` (a token provider is asked again on every reconnect)."""
 
     def __init__(
         self,
@@ -345,13 +340,14 @@ class AsyncDittoSession:
         self.policy = reconnect or ReconnectPolicy()
         self._url = url
         self._options = connect_options
-        self._clock = clock
+        self._state = Reconnecting(clock)
         self._lock = asyncio.Lock()
         self._connection: AsyncDittoConnection | None = None
-        self._generation = 0
-        self._closed = False
-        #: connections restored so far (inspection)
-        self.reconnects = 0
+
+    @property
+    def reconnects(self) -> int:
+        """Connections restored so far (inspection)."""
+        return self._state.reconnects
 
     async def start(self) -> AsyncDittoSession:
         if self._connection is None:
@@ -372,30 +368,26 @@ class AsyncDittoSession:
 
     async def current(self) -> tuple[AsyncDittoConnection, int]:
         async with self._lock:
-            return self.connection, self._generation
+            return self.connection, self._state.generation
 
     async def reconnect(self, generation: int, cause: BaseException) -> None:
-        """Restore the connection of ``generation`` (see the synchronous twin)."""
+        """Restore the connection of ``generation`` (see the synchronous
+        ``DittoSession.reconnect``)."""
         async with self._lock:
-            if generation != self._generation:
-                return
-            if self._closed:
-                raise cause
+            await arun(self._state.reconnect(generation, cause, self.policy), self._perform)
+
+    async def _perform(self, op: Op) -> Any:
+        """A reconnect's op, awaited (the lock held)."""
+        if isinstance(op, Pause):
+            await asyncio.sleep(op.seconds)
+            return self._state.closed
+        if isinstance(op, Open):
+            self._connection = await connect(self._url, **self._options)
+        elif isinstance(op, Retire):
             await self.connection.close()
-            backoff = Backoff(self.policy, self._clock())
-            error = cause
-            while True:
-                await asyncio.sleep(backoff.next_delay(self._clock(), error))
-                if self._closed:
-                    raise cause
-                try:
-                    self._connection = await connect(self._url, **self._options)
-                except (OSError, ConnectionError) as exc:
-                    error = exc
-                    continue
-                self._generation += 1
-                self.reconnects += 1
-                return
+        else:
+            raise AssertionError(f"not a reconnect's op: {op!r}")
+        return None
 
     async def subscribe_for_persisted_events(
         self,
@@ -406,11 +398,8 @@ class AsyncDittoSession:
         **query: Unpack[HistoryQuery],
     ) -> AsyncResumingHistory:
         """The history of ``entity``, resumed after the last delivered revision."""
-        history = AsyncResumingHistory(self.current, self.reconnect, entity, dict(query),
-                                       prefetch, timeout)
-        with contextlib.suppress(ConnectionClosed):  # the first __anext__ reconnects
-            await history.start()
-        return history
+        return await _started(AsyncResumingHistory(self.current, self.reconnect, entity,
+                                                   dict(query), prefetch, timeout))
 
     async def follow(
         self,
@@ -421,11 +410,8 @@ class AsyncDittoSession:
         **query: Unpack[HistoryQuery],
     ) -> AsyncFollowEvents:
         """The history of ``entity``, then its live events (no end)."""
-        follow = AsyncFollowEvents(self.current, self.reconnect, entity, dict(query),
-                                   prefetch, timeout)
-        with contextlib.suppress(ConnectionClosed):  # the first __anext__ reconnects
-            await follow.start()
-        return follow
+        return await _started(AsyncFollowEvents(self.current, self.reconnect, entity,
+                                                dict(query), prefetch, timeout))
 
     def search(
         self,
@@ -439,207 +425,109 @@ class AsyncDittoSession:
         return AsyncResumingSearch(self.current, self.reconnect, dict(query), prefetch, timeout)
 
     async def close(self) -> None:
-        self._closed = True
+        self._state.closed = True
         if self._connection is not None:
             await self._connection.close()
 
 
-class _AsyncResuming(ResumableRead[Current, Reconnect]):
-    """What both async iterators share (the synchronous ``follow._Resuming``)."""
+R = TypeVar("R", bound="AsyncResuming[Any]")
 
-    def __init__(self, current: Current, reconnect: Reconnect, entity: str,
-                 query: dict[str, Any], prefetch: int, timeout: float | None) -> None:
-        super().__init__(current, reconnect, entity, query, prefetch, timeout)
-        self._streams: list[AsyncStream[Any]] = []
 
-    def _history(self, connection: AsyncDittoConnection, query: dict[str, Any]
-                 ) -> AsyncStream[Any]:
-        stream = connection.subscribe_for_persisted_events(
-            self.entity, prefetch=self._prefetch, timeout=self._timeout, **query)
-        self._streams.append(stream)
-        return stream
+async def _started(read: R) -> R:
+    """``read`` subscribed now, so its window fills while the caller gets
+    ready (as the synchronous iterators do when made)."""
+    with contextlib.suppress(ConnectionClosed):  # the first __anext__ reconnects
+        await read.start()
+    return read
 
-    async def _lost(self, error: BaseException) -> None:
-        await self._drop()
-        if self._closed:
-            raise error
-        if self.position.must_reconnect(error):
-            await self._reconnect(self._generation, error)
 
-    async def _drop(self) -> None:
-        streams, self._streams = self._streams, []
-        for stream in streams:
-            await stream.aclose()
+def awaiting(current: Current, reconnect: Reconnect) -> Callable[[Op], Awaitable[Any]]:
+    """How the asyncio iterators wait: each op awaited on the event loop
+    (``perform`` for :func:`~.steps.arun`; ``follow.blocking`` blocks)."""
+
+    async def perform(op: Op) -> Any:
+        if isinstance(op, Pull):
+            return await anext(op.stream, END)
+        if isinstance(op, Close):
+            return await op.stream.aclose()
+        if isinstance(op, CurrentConnection):
+            return await current()
+        if isinstance(op, Restore):
+            return await reconnect(op.generation, op.cause)
+        raise AssertionError(f"not an iterator's op: {op!r}")
+
+    return perform
+
+
+class AsyncResuming(Generic[Core]):
+    """A resumable read as an async iterator: ``core``'s steps (those of
+    ``follow.Resuming``) awaited on the event loop."""
+
+    def __init__(self, current: Current, reconnect: Reconnect, core: Core) -> None:
+        self._core = core
+        self._perform = awaiting(current, reconnect)
+
+    @property
+    def position(self) -> Any:
+        """Where the read is (:class:`~.resume.Position`, :class:`~.resume.SearchPosition`)."""
+        return self._core.position
+
+    @property
+    def last(self) -> Any:
+        """The last revision (a search: ``thingId``) handed out (None: none yet)."""
+        return self._core.position.last
+
+    @property
+    def resumes(self) -> int:
+        """Connections lost and resumed, subscriptions renewed after a 408."""
+        return self._core.position.resumes  # type: ignore[no-any-return]
+
+    async def start(self) -> None:
+        """Subscribe now (a follow: once Ditto acknowledged the live events),
+        so the window fills while the caller gets ready (else the first step does)."""
+        await arun(self._core.start(), self._perform)
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> Any:
+        item = await arun(self._core.next(), self._perform)
+        if item is END:
+            raise StopAsyncIteration
+        return item
 
     async def aclose(self) -> None:
-        self._closed = True
-        await self._drop()
+        await arun(self._core.close(), self._perform)
 
-    async def __aenter__(self) -> Any:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
 
-# The loop of its synchronous twin, follow.ResumingHistory, by choice (await for next).
-class AsyncResumingHistory(_AsyncResuming):
-    """The asyncio twin of ``follow.ResumingHistory``."""
-
-    _it: AsyncStream[Any] | None = None
-
-    async def start(self) -> None:
-        connection, self._generation = await self._current()
-        self._it = self._history(connection, self.position.history())
-
-    def __aiter__(self) -> AsyncResumingHistory:
-        return self
-
-    async def __anext__(self) -> Any:
-        while True:
-            if self._it is None and (self._closed or self.position.ended()):
-                raise StopAsyncIteration
-            try:
-                if self._it is None:
-                    await self.start()
-                assert self._it is not None
-                item = await self._it.__anext__()
-            except StopAsyncIteration:
-                self._it, self._closed = None, True
-                raise
-            except (ConnectionClosed, DittoRemoteError) as exc:
-                self._it = None
-                await self._lost(exc)
-                continue
-            if self.position.fresh(item):
-                return item
-
-
-# The loop of its synchronous twin, follow.FollowEvents, by choice (await for next).
-class AsyncFollowEvents(_AsyncResuming):
-    """The asyncio twin of ``follow.FollowEvents``: history, then live."""
+class AsyncResumingHistory(AsyncResuming[HistoryRead]):
+    """The asyncio form of ``follow.ResumingHistory`` (its steps, awaited)."""
 
     def __init__(self, current: Current, reconnect: Reconnect, entity: str,
                  query: dict[str, Any], prefetch: int, timeout: float | None) -> None:
-        check_follow(query)
-        super().__init__(current, reconnect, entity, query, prefetch, timeout)
-        self._live: AsyncStream[Any] | None = None
-        self._past: AsyncStream[Any] | None = None
-        self._held: Any = None
-
-    async def start(self) -> None:
-        connection, self._generation = await self._current()
-        wait = ack_wait(self._timeout)
-        self._live = connection.live_events(
-            self.entity, filter=self.position.query.get("filter"), prefetch=self._prefetch,
-            timeout=wait)
-        self._streams.append(self._live)
-        try:
-            first = await self._live.__anext__()
-        except TimeoutError:
-            await self._drop()
-            raise not_acknowledged(wait) from None
-        except BaseException:
-            await self._drop()  # a tap that raised is over: the next start makes a new one
-            raise
-        check_started(first)
-        self._past = self._history(connection, self.position.history())
-
-    def __aiter__(self) -> AsyncFollowEvents:
-        return self
-
-    async def __anext__(self) -> Any:
-        while True:
-            if self._closed:
-                raise StopAsyncIteration
-            try:
-                if self._live is None:
-                    await self.start()
-                    continue
-                if self._past is not None:
-                    try:
-                        item = await self._past.__anext__()
-                    except StopAsyncIteration:
-                        self._past = None
-                        item, self._held = self._held, None
-                        if item is None:
-                            continue
-                else:
-                    item = await self._live.__anext__()
-                    gap = self.position.gap(item)
-                    if gap is not None:
-                        self._held = item
-                        self._past = self._history((await self._current())[0], gap)
-                        continue
-            except LiveOverflow:
-                await self._drop()
-                continue
-            except (ConnectionClosed, DittoRemoteError) as exc:
-                await self._lost(exc)
-                continue
-            except TimeoutError as exc:
-                if waits_on(exc, self._timeout):
-                    continue
-                raise
-            if self.position.fresh(item):
-                return item
-
-    async def _drop(self) -> None:
-        await super()._drop()
-        self._past = self._live = self._held = None
+        super().__init__(current, reconnect, HistoryRead(entity, query, prefetch, timeout))
+        self.entity = entity
 
 
-# The loop of its synchronous twin, follow.ResumingSearch, by choice (await for next).
-class AsyncResumingSearch:
-    """The asyncio twin of ``follow.ResumingSearch``."""
+class AsyncFollowEvents(AsyncResuming[FollowRead]):
+    """The asyncio form of ``follow.FollowEvents``: history, then live (its
+    steps, awaited)."""
+
+    def __init__(self, current: Current, reconnect: Reconnect, entity: str,
+                 query: dict[str, Any], prefetch: int, timeout: float | None) -> None:
+        super().__init__(current, reconnect, FollowRead(entity, query, prefetch, timeout))
+        self.entity = entity
+
+
+class AsyncResumingSearch(AsyncResuming[SearchRead]):
+    """The asyncio form of ``follow.ResumingSearch`` (its steps, awaited)."""
 
     def __init__(self, current: Current, reconnect: Reconnect, query: dict[str, Any],
                  prefetch: int, timeout: float | None) -> None:
-        self._current = current
-        self._reconnect = reconnect
-        self.position = SearchPosition(query)
-        self._prefetch = prefetch
-        self._timeout = timeout
-        self._generation = 0
-        self._it: AsyncStream[list[Any]] | None = None
-        self._closed = False
-
-    def __aiter__(self) -> AsyncResumingSearch:
-        return self
-
-    async def __anext__(self) -> list[Any]:
-        while True:
-            if self._closed:
-                raise StopAsyncIteration
-            try:
-                if self._it is None:
-                    connection, self._generation = await self._current()
-                    self._it = connection.search(prefetch=self._prefetch, timeout=self._timeout,
-                                                 **self.position.search())
-                page = await self._it.__anext__()
-            except StopAsyncIteration:
-                self._closed = True
-                raise
-            except (ConnectionClosed, DittoRemoteError) as exc:
-                if self._it is not None:
-                    await self._it.aclose()
-                self._it = None
-                if self._closed:
-                    raise
-                if self.position.must_reconnect(exc):
-                    await self._reconnect(self._generation, exc)
-                continue
-            fresh = self.position.fresh(page)
-            if fresh:
-                return fresh
-
-    async def aclose(self) -> None:
-        self._closed = True
-        if self._it is not None:
-            await self._it.aclose()
-
-    async def __aenter__(self) -> AsyncResumingSearch:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+        super().__init__(current, reconnect, SearchRead(query, prefetch, timeout))

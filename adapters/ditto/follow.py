@@ -1,20 +1,24 @@
 """The iterators that resume a history after its last delivered revision
-(:class:`ResumingHistory`) and that go from a thing's history to its live
-events (:class:`FollowEvents`), on a connection that a session may replace
+(:class:`ResumingHistory`), that go from a thing's history to its live
+events (:class:`FollowEvents`) and that resume a search
+(:class:`ResumingSearch`), on a connection that a session may replace
 (docs/protocols/ditto.md, "Reconnect, resume, follow").
 
-They run on the consumer's thread: each holds plain subscriptions of the
-current connection and, when one ends with ``ConnectionClosed``, asks
-``reconnect`` to restore the connection (once for all the iterators of a
-session: a generation number tells who came late), then subscribes again
-after its last delivered revision (:mod:`.resume`). On a lone connection
-(``DittoConnection.follow``) ``reconnect`` re-raises: the loss ends the
-iterator.
+Each holds plain subscriptions of the current connection and, when one ends
+with ``ConnectionClosed``, asks ``reconnect`` to restore the connection
+(once for all the iterators of a session: a generation number tells who
+came late), then subscribes again after its last delivered revision
+(:mod:`.resume`). On a lone connection (``DittoConnection.follow``)
+``reconnect`` re-raises: the loss ends the iterator.
+
+The decisions are written once, as step generators (:mod:`.steps`):
+:class:`HistoryRead`, :class:`FollowRead`, :class:`SearchRead`. The
+iterators here run them on the consumer's thread (blocking); the asyncio
+ones (``aio.AsyncResumingHistory``, ...) run the same steps awaited.
 """
 
 from __future__ import annotations
 
-import abc
 import contextlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, Protocol, TypeVar
@@ -28,20 +32,28 @@ from ..drive.streams import StreamIterator
 from .engine import HistoryQuery, SearchQuery
 from .live import ACK_TIMEOUT, STARTED, LiveNotAcknowledged, LiveOverflow
 from .resume import Position, SearchPosition
+from .steps import CURRENT, END, Close, CurrentConnection, Op, Pull, Restore, Steps, run
 
 __all__ = [
     "Connection",
     "FollowEvents",
+    "FollowRead",
+    "HistoryRead",
+    "ReadSteps",
     "ResumableRead",
+    "Resuming",
     "ResumingHistory",
     "ResumingSearch",
+    "SearchRead",
     "ack_wait",
+    "blocking",
     "check_follow",
     "check_started",
     "follow_connection",
     "not_acknowledged",
     "waits_on",
 ]
+
 
 class Connection(Protocol):
     """What the iterators use of a ``DittoConnection``."""
@@ -65,60 +77,309 @@ class Connection(Protocol):
 Current = Callable[[], tuple[Connection, int]]
 #: Restore the connection of a generation that was lost with the given error.
 Reconnect = Callable[[int, BaseException], None]
-C = TypeVar("C")
-R = TypeVar("R")
 
 
-class ResumableRead(Generic[C, R]):
-    """What the iterators of both APIs hold: how to reach the current
-    connection (``current``) and restore it (``reconnect``), the thing, the
-    :class:`~.resume.Position` (last delivered revision), the window."""
+class ReadSteps(Protocol):
+    """What the forms run of a read's steps (:class:`HistoryRead`,
+    :class:`FollowRead`, :class:`SearchRead`)."""
 
-    def __init__(self, current: C, reconnect: R, entity: str,
-                 query: dict[str, Any], prefetch: int, timeout: float | None) -> None:
-        self._current = current
-        self._reconnect = reconnect
+    position: Any
+
+    def start(self) -> Steps[Any]: ...
+
+    def next(self) -> Steps[Any]: ...
+
+    def close(self) -> Steps[None]: ...
+
+
+Core = TypeVar("Core", bound=ReadSteps)
+
+
+# -- the decisions, once for both forms (step generators: .steps) ------------------
+
+
+class ResumableRead:
+    """What a resumable read of one thing's history holds in either form:
+    the thing, the :class:`~.resume.Position` (last delivered revision),
+    the window, the generation of the connection it reads from."""
+
+    def __init__(self, entity: str, query: dict[str, Any], prefetch: int,
+                 timeout: float | None) -> None:
         self.entity = entity
         self.position = Position(query)
-        self._prefetch = prefetch
-        self._timeout = timeout
-        self._generation = 0
-        self._closed = False
+        self.prefetch = prefetch
+        self.timeout = timeout
+        self.generation = 0
+        self.closed = False
+
+    def history(self, connection: Any, query: dict[str, Any]) -> Any:
+        """Subscribe to the history on ``connection`` (its iterator)."""
+        return connection.subscribe_for_persisted_events(
+            self.entity, prefetch=self.prefetch, timeout=self.timeout, **query)
+
+    def close(self, drop: Steps[None]) -> Steps[None]:
+        """Closed: ``drop`` the current subscriptions; no more items."""
+        self.closed = True
+        yield from drop
+
+    def lost(self, error: BaseException, drop: Steps[None]) -> Steps[None]:
+        """A subscription ended with ``error``: ``drop`` the current ones,
+        then restore the connection if it was lost (else re-raise), for the
+        caller to subscribe again."""
+        yield from drop
+        if self.closed:
+            raise error
+        if self.position.must_reconnect(error):
+            yield Restore(generation=self.generation, cause=error)
+
+
+class HistoryRead:
+    """The steps of a history that resumes after its last delivered revision
+    (:class:`ResumingHistory`, ``aio.AsyncResumingHistory``)."""
+
+    def __init__(self, entity: str, query: dict[str, Any], prefetch: int,
+                 timeout: float | None) -> None:
+        self.read = ResumableRead(entity, query, prefetch, timeout)
+        self.position = self.read.position
+        self._it: Pull | None = None
+
+    def start(self) -> Steps[Pull]:
+        """Subscribe on the current connection after the last revision."""
+        read = self.read
+        connection, read.generation = yield CURRENT
+        self._it = Pull(stream=read.history(connection, read.position.history()))
+        return self._it
+
+    def next(self) -> Steps[Any]:
+        """The next event not handed out yet, or :data:`~.steps.END`."""
+        read = self.read
+        while True:
+            if self._it is None and (read.closed or read.position.ended()):
+                return END
+            try:
+                item = yield self._it or (yield from self.start())
+            except (ConnectionClosed, DittoRemoteError) as exc:
+                yield from read.lost(exc, self.drop())
+                continue
+            if item is END:
+                self._it = None
+                read.closed = True
+                return END
+            if read.position.fresh(item):
+                return item
+
+    def drop(self) -> Steps[None]:
+        it, self._it = self._it, None
+        if it is not None:
+            yield Close(stream=it.stream)
+
+    def close(self) -> Steps[None]:
+        return self.read.close(self.drop())
+
+
+class FollowRead:
+    """The steps of a thing's history, then its live events (:class:`FollowEvents`,
+    ``aio.AsyncFollowEvents``: the rules are theirs)."""
+
+    def __init__(self, entity: str, query: dict[str, Any], prefetch: int,
+                 timeout: float | None) -> None:
+        check_follow(query)
+        self.read = ResumableRead(entity, query, prefetch, timeout)
+        self.position = self.read.position
+        self._live: Pull | None = None
+        self._past: Pull | None = None
+        #: a live event waiting for the history of the gap before it
+        self._held: Any = None
+
+    def start(self) -> Steps[Any]:
+        """Ask for the live events, wait for Ditto's acknowledgement, then
+        subscribe to the history after the last revision."""
+        read = self.read
+        connection, read.generation = yield CURRENT
+        wait = ack_wait(read.timeout)
+        self._live = Pull(stream=connection.live_events(
+            read.entity, filter=read.position.query.get("filter"), prefetch=read.prefetch,
+            timeout=wait))
+        try:
+            first = yield self._live
+        except TimeoutError:
+            yield from self.drop()
+            raise not_acknowledged(wait) from None
+        except BaseException:
+            yield from self.drop()  # a tap that raised is over: the next start makes a new one
+            raise
+        if first is END:
+            yield from self.drop()
+            return END
+        check_started(first)
+        self._past = Pull(stream=read.history(connection, read.position.history()))
+        return None
+
+    def next(self) -> Steps[Any]:
+        """The next event not handed out yet (history first, then live, a
+        live gap read from the history), or :data:`~.steps.END`."""
+        read = self.read
+        position = read.position
+        while True:
+            if read.closed:
+                return END
+            try:
+                if self._live is None:
+                    if (yield from self.start()) is END:
+                        return END
+                    continue
+                if self._past is not None:
+                    item = yield self._past
+                    if item is END:
+                        self._past = None
+                        item, self._held = self._held, None
+                        if item is None:
+                            continue
+                else:
+                    item = yield self._live
+                    if item is END:
+                        return END
+                    gap = position.gap(item)
+                    if gap is not None:  # read it before this live event
+                        self._held = item
+                        connection, _ = yield CURRENT
+                        self._past = Pull(stream=read.history(connection, gap))
+                        continue
+            except LiveOverflow:
+                yield from self.drop()  # the rest is in the history: start again from last
+                continue
+            except (ConnectionClosed, DittoRemoteError) as exc:
+                yield from read.lost(exc, self.drop())
+                continue
+            except TimeoutError as exc:
+                if waits_on(exc, read.timeout):
+                    continue  # no timeout of the user's: live events may take forever
+                raise
+            if position.fresh(item):
+                return item
+
+    def drop(self) -> Steps[None]:
+        """Close the current subscriptions (the session's connection stays);
+        a held live event is read again with the history after ``last``."""
+        its = (self._past, self._live)
+        self._past = self._live = self._held = None
+        for it in its:
+            if it is not None:
+                yield Close(stream=it.stream)
+
+    def close(self) -> Steps[None]:
+        return self.read.close(self.drop())
+
+
+class SearchRead:
+    """The steps of a search that goes on after the last thing handed out
+    (:class:`ResumingSearch`, ``aio.AsyncResumingSearch``)."""
+
+    def __init__(self, query: dict[str, Any], prefetch: int, timeout: float | None) -> None:
+        self.position = SearchPosition(query)
+        self.prefetch = prefetch
+        self.timeout = timeout
+        self.generation = 0
+        self.closed = False
+        self._it: Pull | None = None
+
+    def start(self) -> Steps[Pull]:
+        connection, self.generation = yield CURRENT
+        self._it = Pull(stream=connection.search(prefetch=self.prefetch, timeout=self.timeout,
+                                                 **self.position.search()))
+        return self._it
+
+    def next(self) -> Steps[Any]:
+        """The next page's things after the last one handed out (a page
+        emptied at the seam is skipped), or :data:`~.steps.END`."""
+        while True:
+            if self.closed:
+                return END
+            try:
+                page = yield self._it or (yield from self.start())
+            except (ConnectionClosed, DittoRemoteError) as exc:
+                it, self._it = self._it, None
+                if it is not None:
+                    yield Close(stream=it.stream)
+                if self.closed:
+                    raise
+                if self.position.must_reconnect(exc):
+                    yield Restore(generation=self.generation, cause=exc)
+                continue
+            if page is END:
+                self.closed = True
+                return END
+            fresh = self.position.fresh(page)
+            if fresh:
+                return fresh
+
+    def close(self) -> Steps[None]:
+        self.closed = True
+        if self._it is not None:
+            yield Close(stream=self._it.stream)
+
+
+# -- the synchronous form: blocking waits ---------------------------------------------
+
+
+def blocking(current: Current, reconnect: Reconnect) -> Callable[[Op], Any]:
+    """How the synchronous iterators wait: each op done on the consumer's
+    thread (``perform`` for :func:`~.steps.run`)."""
+
+    def perform(op: Op) -> Any:
+        if isinstance(op, Pull):
+            return next(op.stream, END)
+        if isinstance(op, Close):
+            return op.stream.close()
+        if isinstance(op, CurrentConnection):
+            return current()
+        if isinstance(op, Restore):
+            return reconnect(op.generation, op.cause)
+        raise AssertionError(f"not an iterator's op: {op!r}")
+
+    return perform
+
+
+class Resuming(Generic[Core]):
+    """A resumable read as a blocking iterator: ``core``'s steps, run on the
+    consumer's thread."""
+
+    def __init__(self, current: Current, reconnect: Reconnect, core: Core) -> None:
+        self._core = core
+        self._perform = blocking(current, reconnect)
 
     @property
-    def last(self) -> int | None:
-        """The last revision handed out (None: none yet)."""
-        return self.position.last
+    def position(self) -> Any:
+        """Where the read is (:class:`~.resume.Position`, :class:`~.resume.SearchPosition`)."""
+        return self._core.position
+
+    @property
+    def last(self) -> Any:
+        """The last revision (a search: ``thingId``) handed out (None: none yet)."""
+        return self._core.position.last
 
     @property
     def resumes(self) -> int:
         """Connections lost and resumed, subscriptions renewed after a 408."""
-        return self.position.resumes
+        return self._core.position.resumes  # type: ignore[no-any-return]
 
+    def _start(self) -> None:
+        # Subscribed now, so the window fills while the caller gets ready;
+        # on a connection found closed, the first next() reconnects.
+        with contextlib.suppress(ConnectionClosed):
+            run(self._core.start(), self._perform)
 
-class _Resuming(ResumableRead[Current, Reconnect], abc.ABC):
-    """What both synchronous iterators share: the current subscriptions, closing."""
+    def __iter__(self) -> Iterator[Any]:
+        return self
 
-    def _history(self, connection: Connection, query: dict[str, Any]) -> StreamIterator[Any]:
-        return connection.subscribe_for_persisted_events(
-            self.entity, prefetch=self._prefetch, timeout=self._timeout, **query)
-
-    def _lost(self, error: BaseException) -> None:
-        """The subscription ended with ``error``: restore the connection if it
-        was lost (else re-raise), for the caller to subscribe again."""
-        self._drop()
-        if self._closed:
-            raise error
-        if self.position.must_reconnect(error):
-            self._reconnect(self._generation, error)
-
-    @abc.abstractmethod
-    def _drop(self) -> None:
-        """Close the current subscriptions (the session's connection stays)."""
+    def __next__(self) -> Any:
+        item = run(self._core.next(), self._perform)
+        if item is END:
+            raise StopIteration
+        return item
 
     def close(self) -> None:
-        self._closed = True
-        self._drop()
+        run(self._core.close(), self._perform)
 
     def __enter__(self) -> Any:
         return self
@@ -127,7 +388,7 @@ class _Resuming(ResumableRead[Current, Reconnect], abc.ABC):
         self.close()
 
 
-class ResumingHistory(_Resuming):
+class ResumingHistory(Resuming[HistoryRead]):
     """A history that resumes after its last delivered revision (exactly
     once, in order) when its connection is restored, or renews its
     subscription when Ditto ended it for lack of requests (408). Items,
@@ -135,44 +396,12 @@ class ResumingHistory(_Resuming):
 
     def __init__(self, current: Current, reconnect: Reconnect, entity: str,
                  query: dict[str, Any], prefetch: int, timeout: float | None) -> None:
-        super().__init__(current, reconnect, entity, query, prefetch, timeout)
-        self._it: StreamIterator[Any] | None = None
-        # Subscribed now, so the window fills while the caller gets ready;
-        # on a connection found closed, the first next() reconnects.
-        with contextlib.suppress(ConnectionClosed):
-            self._subscribe()
-
-    def _subscribe(self) -> StreamIterator[Any]:
-        connection, self._generation = self._current()
-        self._it = self._history(connection, self.position.history())
-        return self._it
-
-    def __iter__(self) -> Iterator[Any]:
-        return self
-
-    def __next__(self) -> Any:
-        while True:
-            if self._it is None and (self._closed or self.position.ended()):
-                raise StopIteration
-            try:
-                item = next(self._it or self._subscribe())
-            except StopIteration:
-                self._it = None
-                self._closed = True
-                raise
-            except (ConnectionClosed, DittoRemoteError) as exc:
-                self._lost(exc)
-                continue
-            if self.position.fresh(item):
-                return item
-
-    def _drop(self) -> None:
-        it, self._it = self._it, None
-        if it is not None:
-            it.close()
+        super().__init__(current, reconnect, HistoryRead(entity, query, prefetch, timeout))
+        self.entity = entity
+        self._start()
 
 
-class FollowEvents(_Resuming):
+class FollowEvents(Resuming[FollowRead]):
     """A thing's history, then its live events, with no gap and no
     duplicate at the seam (by revision).
 
@@ -192,80 +421,12 @@ class FollowEvents(_Resuming):
 
     def __init__(self, current: Current, reconnect: Reconnect, entity: str,
                  query: dict[str, Any], prefetch: int, timeout: float | None) -> None:
-        check_follow(query)
-        super().__init__(current, reconnect, entity, query, prefetch, timeout)
-        self._live: StreamIterator[Any] | None = None
-        self._past: StreamIterator[Any] | None = None
-        #: a live event waiting for the history of the gap before it
-        self._held: Any = None
-        with contextlib.suppress(ConnectionClosed):  # the first next() reconnects
-            self._start()
-
-    def _start(self) -> None:
-        connection, self._generation = self._current()
-        wait = ack_wait(self._timeout)
-        self._live = connection.live_events(
-            self.entity, filter=self.position.query.get("filter"), prefetch=self._prefetch,
-            timeout=wait)
-        try:
-            first = next(self._live)
-        except TimeoutError:
-            self._drop()
-            raise not_acknowledged(wait) from None
-        except BaseException:
-            self._drop()  # a tap that raised is over: the next start makes a new one
-            raise
-        check_started(first)
-        self._past = self._history(connection, self.position.history())
-
-    def __iter__(self) -> Iterator[Any]:
-        return self
-
-    def __next__(self) -> Any:
-        while True:
-            if self._closed:
-                raise StopIteration
-            try:
-                if self._live is None:
-                    self._start()
-                    continue
-                if self._past is not None:
-                    try:
-                        item = next(self._past)
-                    except StopIteration:
-                        self._past = None
-                        item, self._held = self._held, None
-                        if item is None:
-                            continue
-                else:
-                    item = next(self._live)
-                    gap = self.position.gap(item)
-                    if gap is not None:  # read it before this live event
-                        self._held = item
-                        self._past = self._history(self._current()[0], gap)
-                        continue
-            except LiveOverflow:
-                self._drop()  # the rest is in the history: start again from last
-                continue
-            except (ConnectionClosed, DittoRemoteError) as exc:
-                self._lost(exc)
-                continue
-            except TimeoutError as exc:
-                if waits_on(exc, self._timeout):
-                    continue  # no timeout of the user's: live events may take forever
-                raise
-            if self.position.fresh(item):
-                return item
-
-    def _drop(self) -> None:
-        for it in (self._past, self._live):
-            if it is not None:
-                it.close()
-        # A held live event is read again with the history after ``last``.
-        self._past = self._live = self._held = None
+        super().__init__(current, reconnect, FollowRead(entity, query, prefetch, timeout))
+        self.entity = entity
+        self._start()
 
 
-class ResumingSearch:
+class ResumingSearch(Resuming[SearchRead]):
     """A search whose pages go on after the last thing handed out when the
     connection is restored or Ditto ended it for lack of requests (408):
     see :class:`~.resume.SearchPosition` for when that is possible. Pages
@@ -273,54 +434,7 @@ class ResumingSearch:
 
     def __init__(self, current: Current, reconnect: Reconnect, query: dict[str, Any],
                  prefetch: int, timeout: float | None) -> None:
-        self._current = current
-        self._reconnect = reconnect
-        self.position = SearchPosition(query)
-        self._prefetch = prefetch
-        self._timeout = timeout
-        self._generation = 0
-        self._it: StreamIterator[list[Any]] | None = None
-        self._closed = False
-
-    def __iter__(self) -> Iterator[list[Any]]:
-        return self
-
-    def __next__(self) -> list[Any]:
-        while True:
-            if self._closed:
-                raise StopIteration
-            try:
-                if self._it is None:
-                    connection, self._generation = self._current()
-                    self._it = connection.search(prefetch=self._prefetch, timeout=self._timeout,
-                                                 **self.position.search())
-                page = next(self._it)
-            except StopIteration:
-                self._closed = True
-                raise
-            except (ConnectionClosed, DittoRemoteError) as exc:
-                if self._it is not None:
-                    self._it.close()
-                self._it = None
-                if self._closed:
-                    raise
-                if self.position.must_reconnect(exc):
-                    self._reconnect(self._generation, exc)
-                continue
-            fresh = self.position.fresh(page)
-            if fresh:
-                return fresh
-
-    def close(self) -> None:
-        self._closed = True
-        if self._it is not None:
-            self._it.close()
-
-    def __enter__(self) -> ResumingSearch:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().__init__(current, reconnect, SearchRead(query, prefetch, timeout))
 
 
 def check_follow(query: Mapping[str, Any]) -> None:

@@ -1,7 +1,8 @@
 """Reconnect and resume, the parts both APIs share (no I/O, no clock of
 their own): the backoff policy, the typed error when the outage lasts too
-long, and the arithmetic of resuming a history after its last delivered
-revision (docs/protocols/ditto.md, "Reconnect, resume, follow").
+long, a session's reconnect (:class:`Reconnecting`), and the arithmetic of
+resuming a history after its last delivered revision
+(docs/protocols/ditto.md, "Reconnect, resume, follow").
 
 Ditto numbers every event of a thing with its ``revision`` (1, 2, ...), so
 a history read that lost its connection is resumed by subscribing again
@@ -21,6 +22,7 @@ from sansrs.ditto import DittoRemoteError
 
 from ..drive.errors import ConnectionClosed
 from .live import rql_string
+from .steps import OPEN, RETIRE, Pause, Steps
 
 __all__ = [
     "IDLE_TIMEOUT_STATUS",
@@ -28,6 +30,7 @@ __all__ = [
     "Position",
     "ReconnectFailed",
     "ReconnectPolicy",
+    "Reconnecting",
     "SearchPosition",
     "must_reconnect",
     "resumed_query",
@@ -97,6 +100,49 @@ class Backoff:
             raise ReconnectFailed(cause, self.attempts, now - self.started) from cause
         self.attempts += 1
         return delay
+
+
+class Reconnecting:
+    """A session's connections and the decisions of its reconnect, for
+    ``DittoSession`` and ``aio.AsyncDittoSession`` (their lock held): which
+    generation of connection is current, whether a reconnect is still
+    needed (the first of the iterators that lost a generation does it, the
+    others find it done), the backoff between attempts, when to give up.
+    ``clock``: monotonic seconds."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        #: the current connection's generation (each reconnect adds one)
+        self.generation = 0
+        #: connections restored so far
+        self.reconnects = 0
+        self.closed = False
+
+    def reconnect(
+        self, generation: int, cause: BaseException, policy: ReconnectPolicy
+    ) -> Steps[None]:
+        """Restore the connection of ``generation`` (lost with ``cause``):
+        nothing if another iterator did it already; ``cause`` if the session
+        was closed; ``ReconnectFailed`` past ``policy``'s outage. Attempts
+        that fail to connect (refused upgrades included) are retried."""
+        if generation != self.generation:
+            return
+        if self.closed:
+            raise cause
+        yield RETIRE
+        backoff = Backoff(policy, self._clock())
+        error = cause
+        while True:
+            if (yield Pause(seconds=backoff.next_delay(self._clock(), error))):
+                raise cause  # closed while waiting
+            try:
+                yield OPEN
+            except (OSError, ConnectionError) as exc:  # refused upgrades included
+                error = exc
+                continue
+            self.generation += 1
+            self.reconnects += 1
+            return
 
 
 def revision_of(item: Any) -> int | None:

@@ -28,9 +28,11 @@ from .client import connect as _connect
 from .engine import HistoryQuery, SearchQuery
 from .follow import Connection, FollowEvents, ResumingHistory, ResumingSearch
 from .peer import DEFAULT_PREFETCH, DEFAULT_SEARCH_PREFETCH, DittoConnection
-from .resume import Backoff, ReconnectPolicy
+from .resume import Reconnecting, ReconnectPolicy
+from .steps import Op, Open, Pause, Retire, run
 
 __all__ = ["DittoSession"]
+
 
 # Keywords written out where users read them (DittoConnection's): alike by choice.
 class DittoSession:
@@ -54,14 +56,16 @@ class DittoSession:
         **connect_options: Any,
     ) -> None:
         self.policy = reconnect or ReconnectPolicy()
+        self._state = Reconnecting(clock)
         self._open: Callable[[], DittoConnection] = lambda: connect(url, **connect_options)
-        self._clock = clock
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._connection = self._open()
-        self._generation = 0
-        #: connections restored so far (inspection)
-        self.reconnects = 0
+
+    @property
+    def reconnects(self) -> int:
+        """Connections restored so far (inspection)."""
+        return self._state.reconnects
 
     @property
     def connection(self) -> DittoConnection:
@@ -70,7 +74,7 @@ class DittoSession:
 
     def current(self) -> tuple[Connection, int]:
         with self._lock:
-            return self._connection, self._generation
+            return self._connection, self._state.generation
 
     def reconnect(self, generation: int, cause: BaseException) -> None:
         """Restore the connection of ``generation`` (lost with ``cause``);
@@ -78,25 +82,19 @@ class DittoSession:
         policy's backoff; ``ReconnectFailed`` past its outage, ``cause`` if
         the session was closed."""
         with self._lock:
-            if generation != self._generation:
-                return
-            if self._stop.is_set():
-                raise cause
+            run(self._state.reconnect(generation, cause, self.policy), self._perform)
+
+    def _perform(self, op: Op) -> Any:
+        """A reconnect's op, blocking (the lock held)."""
+        if isinstance(op, Pause):
+            return self._stop.wait(op.seconds)  # close() ends the wait
+        if isinstance(op, Open):
+            self._connection = self._open()
+        elif isinstance(op, Retire):
             self._connection.close(timeout=1.0)
-            backoff = Backoff(self.policy, self._clock())
-            error = cause
-            while True:
-                delay = backoff.next_delay(self._clock(), error)
-                if self._stop.wait(delay):
-                    raise cause
-                try:
-                    self._connection = self._open()
-                except (OSError, ConnectionError) as exc:  # refused upgrades included
-                    error = exc
-                    continue
-                self._generation += 1
-                self.reconnects += 1
-                return
+        else:
+            raise AssertionError(f"not a reconnect's op: {op!r}")
+        return None
 
     def subscribe_for_persisted_events(
         self,
@@ -138,6 +136,7 @@ class DittoSession:
         return ResumingSearch(self.current, self.reconnect, dict(query), prefetch, timeout)
 
     def close(self) -> None:
+        self._state.closed = True
         self._stop.set()
         with self._lock:
             self._connection.close()

@@ -674,11 +674,21 @@ class AsyncPeer:
         """Something was handed to the engine: run a turn for it soon."""
         self._driver.wake()
 
-    async def close(self) -> None:
-        """Graceful: the protocol's goodbye, flush, close; waits until closed.
-        Outstanding requests fail with ``ConnectionClosed``."""
+    async def close(self, timeout: float | None = 5.0) -> None:
+        """Graceful: the protocol's goodbye, flush, close; waits until closed,
+        ``timeout`` seconds at most (``None``: however long it takes): one the
+        graceful close could not end by then (a peer that reads nothing of
+        the goodbye) is reset, as the synchronous ``close`` does. Outstanding
+        requests fail with ``ConnectionClosed``."""
         self._driver.close(timeout=0)
-        await self.wait_closed()
+        if timeout is None:
+            await self.wait_closed()
+            return
+        try:
+            await asyncio.wait_for(self.wait_closed(), timeout)
+        except TimeoutError:
+            self._driver.abort(timeout=0)  # ends on this event loop's next turn of it
+            await self.wait_closed()
 
     def abort(self) -> None:
         """Reset the connection at once."""

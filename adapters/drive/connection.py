@@ -38,7 +38,7 @@ from typing import Any
 from ..transport import Transport
 from .config import LoopConfig
 from .engine import Call, Engine, Startable
-from .errors import ConnectionClosed, LoopClosed
+from .errors import ConnectionClosed, LoopClosed, seconds
 from .queues import Inbox, QueueClosed, Wakeup
 from .reactor import READ, WRITE, Reactor
 
@@ -50,6 +50,9 @@ _NO_EXTRAS = (None, None, None)  # no handshake, close or idle deadline
 #: Longest wait of a direct call between checks that nothing else needs the
 #: connection (a safety net: the reactor and other threads wake it at once).
 _DIRECT_SLICE = 1.0
+#: How long ``close(timeout)`` waits for the reset it falls back on once
+#: ``timeout`` has passed: one turn of the driving thread.
+RESET_WAIT = 1.0
 _wakers = threading.local()
 
 
@@ -127,6 +130,10 @@ class LoopConnection:
         self._direct_ident: int | None = None  # the thread in a direct call
         self._direct_waker: Wakeup | None = None  # wakes it while it waits
         self._missed = False  # the reactor wanted a turn during a direct call
+        #: The reactor stopped watching the socket when it found the
+        #: connection taken (reactor thread only; see _miss).
+        self._miss_paused = False
+        self._pause_on_miss: bool = getattr(loop, "idempotent_pause", False)
         self._direct_ok: bool = getattr(loop, "direct_calls", False)
         #: Itself when its reactor allows direct calls: what a peer's express
         #: latency path takes (``direct_begin`` ... ``direct_end``).
@@ -202,21 +209,57 @@ class LoopConnection:
         self._loop.wake(self)
 
     def close(self, timeout: float | None = 5.0) -> None:
-        """Graceful: let the engine finish, flush queued bytes, then close."""
+        """Graceful: let the engine finish, flush queued bytes, then close.
+
+        From another thread it returns once the connection has ended, within
+        ``timeout`` seconds (``None``: however long it takes; ``0``: it does
+        not wait). One still open then (a peer that reads nothing of the
+        goodbye, an engine that does not finish) is reset, its error saying
+        so; :class:`TimeoutError` if even the reset did not end it within
+        ``RESET_WAIT`` (the thread that drives it runs no turn: blocked by a
+        handler, or gone). On the driving thread itself it cannot wait: the
+        close happens after the current turn."""
         self._stopping = True
         self.wake()
-        if not self.is_owner:
-            self.join(timeout)
-
-    def abort(self, timeout: float | None = 5.0) -> None:
-        """Abrupt: drop unsent bytes and reset the connection."""
+        waited = self._wait_end(timeout)
+        if not waited:
+            return
+        self._lost = ConnectionClosed(
+            f"connection reset: the graceful close did not end within {seconds(waited)}"
+        )
         self._abort = True
         self.wake()
-        if not self.is_owner:
-            self.join(timeout)
+        if not self._exited.wait(RESET_WAIT):
+            raise TimeoutError(
+                f"connection not closed within {seconds(waited)}, nor reset within"
+                f" {seconds(RESET_WAIT)} after: its driving thread runs no turn"
+            )
+
+    def abort(self, timeout: float | None = 5.0) -> None:
+        """Abrupt: drop unsent bytes and reset the connection. From another
+        thread it waits for the end, ``timeout`` seconds at most (``None``:
+        however long; ``0``: not at all): :class:`TimeoutError` if it has not
+        ended by then (the thread that drives it runs no turn)."""
+        self._abort = True
+        self.wake()
+        waited = self._wait_end(timeout)
+        if waited:
+            raise TimeoutError(
+                f"connection not reset within {seconds(waited)}: its driving thread runs no turn"
+            )
 
     def join(self, timeout: float | None = None) -> bool:
         return self._exited.wait(timeout)
+
+    def _wait_end(self, timeout: float | None) -> float:
+        """``close`` / ``abort`` from another thread: wait for the end; the
+        seconds waited in vain (0.0: ended, or nothing to wait for)."""
+        if self.is_owner or not self._started or (timeout is not None and timeout <= 0):
+            return 0.0
+        if timeout is None:
+            self._exited.wait()
+            return 0.0
+        return 0.0 if self._exited.wait(timeout) else timeout
 
     def add_exit_callback(self, fn: Callable[[LoopConnection], None]) -> None:
         """Owner: also call ``fn(self)`` when the connection ends (at once if it has)."""
@@ -319,10 +362,15 @@ class LoopConnection:
             self._miss()
             return
         try:
+            if self._miss_paused:
+                self._watch_again()
             self._read(now)
             # Answers the input caused leave now, before the rest of the turn
             # (which follows at once): the latency path of a request-response.
             self.write_now()
+        except Exception as exc:
+            # As in service(): this connection fails, not its reactor.
+            self._fail(exc)
         finally:
             self._drive.release()
 
@@ -369,6 +417,8 @@ class LoopConnection:
             self._miss()
             return
         try:
+            if self._miss_paused:
+                self._watch_again()
             if read:
                 self._read(now)
                 if self._done or not self.needs_turn():
@@ -381,11 +431,24 @@ class LoopConnection:
 
     def _miss(self) -> None:
         """The reactor found a thread in a direct call: it hands over (the
-        turn runs once the connection is back, see _end_direct)."""
-        self._missed = True
+        turn runs once the connection is back, see _end_direct). Until then
+        the reactor stops watching the socket: readable all along (a
+        stream's items), it would otherwise find the connection taken on
+        every pass, spinning for the GIL the other thread needs to let go."""
+        self._missed = True  # (before the pause: _end_direct wakes the reactor for it)
+        # (Each time: a direct call that ends resumes the socket itself.)
+        if self._pause_on_miss and self._interest & READ:
+            self._miss_paused = True
+            self._loop.pause(self._fd)  # type: ignore[attr-defined]
         waker = self._direct_waker
         if waker is not None:
             waker.wake()
+
+    def _watch_again(self) -> None:
+        """Reactor, the connection back: watch the socket again after _miss."""
+        self._miss_paused = False
+        if not self._done:
+            self._loop.resume(self._fd, self._interest, self)  # type: ignore[attr-defined]
 
     def kill(self, error: BaseException) -> None:
         """The reactor is going away: reset at once."""
@@ -428,10 +491,11 @@ class LoopConnection:
                 self._run_calls()
             # The reactor stops watching the socket before the request goes:
             # the answer is this thread's to read (a reactor woken by it would
-            # find the connection taken and have to hand it back).
+            # find the connection taken and have to hand it back). Not for a
+            # call that waits for nothing (``timeout`` 0: a stream's REQUEST_N).
             loop: Any = self._loop
             now = time.monotonic()
-            wait = bool(interest & READ) and self._idle_for_direct(now)
+            wait = timeout != 0 and bool(interest & READ) and self._idle_for_direct(now)
             if wait:
                 loop.pause(self._fd)
             try:
@@ -788,6 +852,11 @@ class LoopConnection:
             self._loop.set_timer(self, deadline)
 
     def _finish(self, error: BaseException) -> None:
+        """End the connection with ``error``. Runs to the end whatever fails
+        on the way, and raises nothing: once ``_done`` is set no turn runs
+        again, so a step left out here would leave the connection ended for
+        its reactor and alive for everyone waiting on it (``close()``,
+        ``join()``)."""
         if self._done:
             return
         self._done = True
@@ -795,25 +864,29 @@ class LoopConnection:
             error = self._lost  # e.g. closed for idleness: say so
         self.error = error
         loop = self._loop
-        if self._interest:
-            with contextlib.suppress(Exception):
-                loop.watch(self._fd, 0, self)
-            self._interest = 0
-        for fn in self._inbox.close(ConnectionClosed(str(error))):
-            try:
-                fn()
-            except Exception:
-                log.debug("call dropped at close", exc_info=True)
         try:
-            self.engine.connection_lost(error)
+            if self._interest:
+                with contextlib.suppress(Exception):
+                    loop.watch(self._fd, 0, self)
+                self._interest = 0
+            for fn in self._inbox.close(ConnectionClosed(str(error))):
+                try:
+                    fn()
+                except Exception:
+                    log.debug("call dropped at close", exc_info=True)
+            try:
+                self.engine.connection_lost(error)
+            except Exception:
+                log.exception("engine.connection_lost failed")
+            self._close_transport()
+            # A new buffer rather than clear(): a view of the old one may
+            # still be held (a transport's failed send, kept alive by the
+            # error's traceback), and resizing it would raise BufferError.
+            self._out = bytearray()
         except Exception:
-            log.exception("engine.connection_lost failed")
-        if self._abort:
-            self.transport.abort()
-        else:
-            self.transport.shutdown_write()
-            self.transport.close()
-        self._out.clear()
+            # Never out of here: a caller in its own ``except`` (``_fail``)
+            # would carry it to the reactor, and end every connection on it.
+            log.exception("ending the connection failed")
         loop.discard(self)
         self._exited.set()
         if self._on_exit is not None:
@@ -821,6 +894,21 @@ class LoopConnection:
                 self._on_exit(self)
             except Exception:
                 log.exception("on_exit callback failed")
+
+    def _close_transport(self) -> None:
+        """Close the transport (reset it if aborting); a failure to close it
+        gracefully still releases the socket."""
+        transport = self.transport
+        try:
+            if self._abort:
+                transport.abort()
+            else:
+                transport.shutdown_write()
+                transport.close()
+        except Exception:
+            log.exception("closing the transport failed")
+            with contextlib.suppress(Exception):
+                transport.abort()
 
 
 def close_all(conns: Iterable[Startable], *, abort: bool) -> None:

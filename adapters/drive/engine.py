@@ -84,9 +84,12 @@ class Driver(Protocol):
     def wake(self) -> None:
         """Make the owner run a turn for this connection (a source has items)."""
 
-    def close(self, timeout: float | None = 5.0) -> None: ...
+    def close(self, timeout: float | None = 5.0) -> None:
+        """Graceful; from another thread, returns once ended: reset after
+        ``timeout`` (``0``: no wait), ``TimeoutError`` if even that fails."""
 
-    def abort(self, timeout: float | None = 5.0) -> None: ...
+    def abort(self, timeout: float | None = 5.0) -> None:
+        """Reset; from another thread, ``TimeoutError`` if not ended within ``timeout``."""
 
     def join(self, timeout: float | None = None) -> bool: ...
 

@@ -6,14 +6,19 @@ protocol."""
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable
-from typing import Generic, Protocol, Self, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar, cast
 
 from ..transport.urls import Endpoint
 from .engine import Driver
 from .listener import LoopServer
 
-__all__ = ["DrivenPeer", "ListeningServer", "PeersServer"]
+__all__ = ["DrivenPeer", "ListeningServer", "PeersServer", "carrying_context"]
+
+
+def _answered() -> bool:
+    return True  # a direct call that waits for nothing
 
 
 class _Peer(Protocol):
@@ -38,6 +43,27 @@ class DrivenPeer:
         else:
             self._thread.call_soon(fn, timeout)
 
+    def _submit_direct(self, fn: Callable[[], object], timeout: float | None = None) -> None:
+        """:meth:`_submit`, but while the connection is idle ``fn`` runs on
+        this thread and what it queued is written at once (a direct call
+        that waits for nothing): no hand-over to the connection's thread,
+        no wake-up of it. A stream's consumer asks for more this way."""
+        thread = self._thread
+        if thread.is_owner:
+            fn()
+        elif not self._call_direct(fn, _answered, 0.0):
+            thread.call_soon(fn, timeout)
+
+    def _call_direct(
+        self, fn: Callable[[], object], until: Callable[[], bool], timeout: float | None
+    ) -> bool:
+        """Run ``fn`` on this thread and read the connection here until
+        ``until()`` or ``timeout`` (:meth:`.LoopConnection.call_direct`), if
+        the driver allows it and the connection is idle; False: nothing was
+        done (hand ``fn`` over instead)."""
+        direct = getattr(self._thread, "call_direct", None)  # (the driver of the moment)
+        return direct is not None and bool(direct(fn, until, timeout))
+
     def move_to(self, driver: Driver) -> None:
         """From now on ``driver`` drives this connection (a resumed RSocket
         session taken over by a new transport's driver)."""
@@ -49,7 +75,10 @@ class DrivenPeer:
 
     def close(self, timeout: float | None = 5.0) -> None:
         """Graceful: the protocol's goodbye (RSocket ERROR[CONNECTION_CLOSE], rsio
-        goodbye, WebSocket close), flush, close. Outstanding requests fail."""
+        goodbye, WebSocket close), flush, close. Outstanding requests fail.
+        Returns once closed, within ``timeout`` seconds: a connection the
+        graceful close could not end by then is reset (``TimeoutError`` if
+        even that cannot happen: the thread driving it runs no turn)."""
         self._thread.close(timeout)
 
     def abort(self, timeout: float | None = 5.0) -> None:
@@ -64,6 +93,40 @@ class DrivenPeer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _CarryingContext:
+    """A driver whose ``call_soon`` runs each call in the calling thread's
+    ``contextvars`` context (copied at the call); everything else is the
+    driver's own."""
+
+    __slots__ = ("driver",)
+
+    def __init__(self, driver: Driver) -> None:
+        self.driver = driver
+
+    def call_soon(self, fn: Callable[[], object], timeout: float | None = None) -> None:
+        self.driver.call_soon(_in_context(contextvars.copy_context(), fn), timeout)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.driver, name)
+
+
+def _in_context(context: contextvars.Context, fn: Callable[[], object]) -> Callable[[], None]:
+    def run() -> None:
+        context.run(fn)
+
+    return run
+
+
+def carrying_context(driver: Driver) -> Driver:
+    """``driver``, its hand-overs carrying the caller's ``contextvars``: what
+    the connection's thread runs for a call made on another thread sees the
+    caller's context variables (e.g. the current tracing span). Calls run
+    inline on the owning thread keep its context as they are."""
+    if isinstance(driver, _CarryingContext):
+        return driver
+    return cast(Driver, _CarryingContext(driver))
 
 
 class ListeningServer:

@@ -62,6 +62,13 @@ class Loop:
     #: system calls, its table under the GIL).
     direct_calls = True
 
+    @property
+    def idempotent_pause(self) -> bool:
+        """:meth:`pause` and :meth:`resume` may be repeated in any order by
+        the loop and a thread in a direct call (epoll: each sets the
+        kernel's interest; other selectors unregister and register)."""
+        return self._epoll is not None
+
     def __init__(self, config: LoopConfig | None = None, *, name: str = "sansrs-loop") -> None:
         self.config = config or LoopConfig()
         self.name = name

@@ -108,11 +108,12 @@ class ConnectionThread:
         self._conn.write_now()
 
     def close(self, timeout: float | None = 5.0) -> None:
-        """Graceful: let the engine finish, flush queued bytes, then close."""
+        """Graceful: let the engine finish, flush queued bytes, then close;
+        reset after ``timeout`` (:meth:`.LoopConnection.close`)."""
         self._conn.close(timeout)
 
     def abort(self, timeout: float | None = 5.0) -> None:
-        """Abrupt: drop unsent bytes and reset the connection."""
+        """Abrupt: drop unsent bytes and reset the connection (:meth:`.LoopConnection.abort`)."""
         self._conn.abort(timeout)
 
     def join(self, timeout: float | None = None) -> bool:

@@ -19,11 +19,18 @@
   (:class:`RoutedRequester`), ``connect(url, auth=..., setup_route=...)``;
   credentials :class:`SimpleAuth`, :class:`BearerAuth`, :class:`CustomAuth`;
   :class:`LoadBalancedClient` over N servers (round robin or weighted).
+- Interceptors (``docs/interceptors.md``): ``connect(url,
+  interceptors=Interceptors(connection=[...], requests=[...]))`` and the same
+  for ``serve``; :class:`RSocketMetrics` (Prometheus, the ``metrics`` extra)
+  and :class:`RSocketTracing` (OpenTelemetry spans, the ``tracing`` extra)
+  are imported on first use, so this module never loads their libraries.
 - Values and errors: :class:`Payload`, :class:`Request` (what a handler
   receives), :class:`Handler` (its optional methods), :class:`RSocketError`
   (an ERROR frame; :class:`ApplicationError` is the one to raise), and
   :class:`~sansrs.adapters.drive.ConnectionClosed` (the connection is gone).
 """
+
+from typing import TYPE_CHECKING
 
 from sansrs.rsocket.extensions import (
     COMPOSITE_METADATA,
@@ -40,6 +47,7 @@ from .balancer_strategy import BalancerConfig, RoundRobinStrategy, WeightedStrat
 from .client import Client, connect
 from .errors import ApplicationError, RSocketError
 from .fast import as_payload
+from .interceptors import ConnectionInfo, Interceptors, Outcome, RequestInfo
 from .options import EngineOptions
 from .peer import DEFAULT_PREFETCH, RemoteBatchPublisher, RemotePublisher, RSocketPeer
 from .resume import (
@@ -56,6 +64,10 @@ from .routing import Router, RouterConnection
 from .server import Server, serve
 from .types import Handler, Payload, Request, RoutedRequest
 
+if TYPE_CHECKING:  # imported on first use (below): optional extras
+    from .metrics import RSocketMetrics
+    from .tracing import RSocketTracing
+
 __all__ = [
     "COMPOSITE_METADATA",
     "DEFAULT_PREFETCH",
@@ -65,17 +77,23 @@ __all__ = [
     "BearerAuth",
     "Client",
     "ConnectionClosed",
+    "ConnectionInfo",
     "CustomAuth",
     "EngineOptions",
     "Handler",
+    "Interceptors",
     "LoadBalancedClient",
     "NoTargetAvailable",
+    "Outcome",
     "Payload",
     "RSocketError",
+    "RSocketMetrics",
     "RSocketPeer",
+    "RSocketTracing",
     "RemoteBatchPublisher",
     "RemotePublisher",
     "Request",
+    "RequestInfo",
     "ResumableClient",
     "ResumableServer",
     "ResumeOptions",
@@ -97,3 +115,21 @@ __all__ = [
     "serve",
     "serve_resumable",
 ]
+
+
+#: Names imported on first use: their modules need an optional extra.
+_LAZY = {
+    "RSocketMetrics": ".metrics",
+    "RSocketTracing": ".tracing",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value

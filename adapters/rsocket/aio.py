@@ -278,7 +278,10 @@ class AsyncRSocketPeer(AsyncPeer):
         box: list[RequestHandle] = []
         stream: AsyncStream[Payload] = AsyncStream(
             prefetch,
-            lambda n: self._submit(lambda: engine.request_more(box[0], n)),
+            # Written at once: a consumer that finds items queued does not
+            # yield, and the turn that would write the REQUEST_N waited for
+            # it to run dry, the producer for the REQUEST_N (stream16b).
+            lambda n: self._submit_and_write(lambda: engine.request_more(box[0], n)),
             lambda: self._submit(lambda: engine.cancel(box[0])),
             timeout=timeout,
             starting=starting,
@@ -427,8 +430,10 @@ async def connect(
     **setup: Any,
 ) -> AsyncClient:
     """Connect to ``url`` and send SETUP; options as for the synchronous
-    ``connect`` (``handler`` may be async). The TCP connect and any TLS or
-    WebSocket handshake run on a worker thread."""
+    ``connect`` (``handler`` may be async), ``interceptors`` included
+    (:class:`~.interceptors.Interceptors`, run on the event loop;
+    docs/interceptors.md). The TCP connect and any TLS or WebSocket
+    handshake run on a worker thread."""
     options = options_for(connect, setup)
     wrapped = _wrap_handler(handler)
 
@@ -465,7 +470,8 @@ async def serve(
     **options: Any,
 ) -> AsyncServer[AsyncRSocketPeer]:
     """Listen on ``url`` and answer with ``handler`` (or ``handler_factory(peer)``
-    per connection); options as for the synchronous ``serve``. Handler methods
+    per connection); options as for the synchronous ``serve``, ``interceptors``
+    included (:class:`~.interceptors.Interceptors`; docs/interceptors.md). Handler methods
     may be ``async def`` or return async iterables (see the module notes);
     an ``async def accept_setup`` (a Router's async ``authenticate``) is
     awaited before the SETUP is accepted, its exception rejecting it

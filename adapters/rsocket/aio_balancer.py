@@ -30,11 +30,19 @@ from typing_extensions import Unpack
 from ..drive.aio import AsyncStream
 from ..drive.errors import ConnectionClosed
 from .aio import AsyncClient, connect
-from .balancer_pool import NoTargetAvailable, Target, TargetPool
+from .balancer_pool import (
+    RETRY_ANOTHER,
+    Balancing,
+    NoTargetAvailable,
+    Release,
+    StreamAccount,
+    Target,
+    TargetPool,
+)
 from .balancer_strategy import BalancerConfig, RoundRobinStrategy, Strategy, WeightedStrategy
 from .errors import RSocketError
 from .peer import DEFAULT_PREFETCH
-from .routed import AsyncRoutedRequester, RouteOptions, check_connect_options, route_metadata
+from .routed import AsyncRoutedRequester, RouteOptions
 from .types import Payload
 
 __all__ = [
@@ -67,18 +75,14 @@ class LoadBalancedClient:
         rnd: _random.Random | None = None,
         **options: Any,
     ) -> None:
-        self._pool: TargetPool[AsyncClient] = TargetPool(
-            targets,
-            config=config,
-            strategy=strategy,
-            clock=clock,
-            rnd=rnd,
-            drop=_close_soon,
-            new_lock=asyncio.Lock,
+        pool: TargetPool[AsyncClient] = TargetPool(
+            targets, config=config, strategy=strategy, clock=clock, rnd=rnd,
+            drop=_close_soon, new_lock=asyncio.Lock,
         )
+        # A request cancelled while its connection opens: not the target's fault.
+        self._core = Balancing(pool, options, abandoned=(asyncio.CancelledError,))
+        self._pool = pool
         self._connector = connector
-        self._options = options
-        self._closing: list[AsyncClient] = []
 
     @property
     def config(self) -> BalancerConfig:
@@ -96,61 +100,40 @@ class LoadBalancedClient:
         """As the synchronous balancer's ``stats()``."""
         return self._pool.stats()
 
-    # -- choosing a connection -------------------------------------------------------
-    # The synchronous balancer's _choose and _open, awaited: alike by choice.
+    # -- choosing a connection (the decisions: Balancing; awaited here) -----------------
     async def _choose(self) -> tuple[Target[AsyncClient], AsyncClient]:
-        pool = self._pool
-        now = pool.begin()
-        tried: set[int] = set()
+        candidates = self._core.candidates()
         while True:
-            target = pool.pick(tried, now)
-            client = pool.open_client(target)
+            target, client = next(candidates)
             if client is not None:
                 return target, client
             try:
                 return target, await self._open(target)
-            except (OSError, ConnectionClosed, TimeoutError):
-                tried.add(id(target))  # backing off now; try another
+            except RETRY_ANOTHER:
+                continue
 
     async def _open(self, target: Target[AsyncClient]) -> AsyncClient:
-        pool = self._pool
         async with target.lock:  # others wanting this target await one attempt
-            client = pool.open_client(target)
+            client = self._pool.open_client(target)
             if client is not None:
                 return client
             try:
-                options = {"connect_timeout": self.config.connect_timeout, **self._options}
-                client = await self._connector(target.url, **options)
-            except asyncio.CancelledError:
-                pool.connect_abandoned(target)
+                client = await self._connector(target.url, **self._core.connect_options())
+            except BaseException as exc:
+                self._core.connect_failed(target, exc)
                 raise
-            except BaseException:
-                pool.connect_failed(target)
-                raise
-            pool.connected(target, client)
+            self._pool.connected(target, client)
             return client
-
-    def _failure(
-        self, target: Target[AsyncClient], started: float | None, exc: BaseException
-    ) -> BaseException:
-        """The request on ``target`` failed: released; the error to raise
-        (a lost connection's names the target)."""
-        self._pool.release(target, started, exc)
-        if isinstance(exc, ConnectionClosed):
-            named = ConnectionClosed(f"{target.url}: {exc}")
-            named.__cause__ = exc
-            return named
-        return exc
 
     async def _call(
         self, fn: Callable[[AsyncClient], Awaitable[T]], *, timed: bool = True
     ) -> T:
         target, client = await self._choose()
-        started = self._pool.clock() if timed else None
+        started = self._core.started(timed)
         try:
             result = await fn(client)
         except BaseException as exc:
-            raise self._failure(target, started, exc) from None
+            self._core.fail(target, started, exc)
         self._pool.release(target, started, None)
         return result
 
@@ -161,7 +144,7 @@ class LoadBalancedClient:
         try:
             return target, start(client)
         except BaseException as exc:
-            raise self._failure(target, None, exc) from None
+            self._core.fail(target, None, exc)
 
     # -- the asyncio client's API ---------------------------------------------------
     # AsyncClient's signatures by choice (a drop-in), each forwarded to a chosen connection.
@@ -211,8 +194,7 @@ class LoadBalancedClient:
     ) -> AsyncRoutedRequester:
         """Routed requests, each placed on a chosen connection (as
         ``AsyncClient.route``; connect with composite metadata)."""
-        check_connect_options(self._options)
-        return AsyncRoutedRequester(self, route_metadata(route, variables, **options))
+        return AsyncRoutedRequester(self, self._core.route(route, variables, options))
 
     # -- lifecycle --------------------------------------------------------------------
     async def close(self) -> None:
@@ -243,26 +225,20 @@ def _close_soon(client: AsyncClient) -> None:
 class TrackedStream:
     """A stream from one target, as an async iterator: the target is chosen
     (its connection opened if need be) at the first step; the balancer
-    learns when it ends. Errors of a lost connection name the target."""
+    learns when it ends (:class:`~.balancer_pool.StreamAccount`; a
+    ``TimeoutError`` bounds one wait and ends nothing, as on a plain
+    client's stream). Errors of a lost connection name the target."""
 
-    __slots__ = ("_done", "_items", "_release", "_start", "_target")
+    __slots__ = ("_account", "_items", "_start")
 
     def __init__(
         self,
         start: Callable[[], Awaitable[Started]],
-        release: Callable[[Target[AsyncClient], float | None, BaseException | None], None],
+        release: Release[AsyncClient],
     ) -> None:
         self._start: Callable[[], Awaitable[Started]] | None = start
-        self._release = release
-        self._target: Target[AsyncClient] | None = None
+        self._account = StreamAccount(release, (ConnectionClosed, RSocketError))
         self._items: AsyncStream[Payload] | None = None
-        self._done = False
-
-    def _finish(self, error: BaseException | None) -> None:
-        target, self._target = self._target, None
-        self._done = True
-        if target is not None:
-            self._release(target, None, error)
 
     def __aiter__(self) -> Self:
         return self
@@ -272,28 +248,21 @@ class TrackedStream:
             start, self._start = self._start, None
             if start is None:
                 raise StopAsyncIteration
-            self._target, self._items = await start()
-        if self._done:
+            target, self._items = await start()
+            self._account.place(target)
+        if self._account.ended:
             raise StopAsyncIteration
         try:
             return await self._items.__anext__()
-        except StopAsyncIteration:
-            self._finish(None)
-            raise
-        except ConnectionClosed as exc:
-            url = self._target.url if self._target is not None else "?"
-            self._finish(exc)
-            raise ConnectionClosed(f"{url}: {exc}") from exc
-        except (RSocketError, TimeoutError) as exc:
-            self._finish(exc)
-            raise
+        except BaseException as exc:
+            self._account.fail(exc)
 
     async def aclose(self) -> None:
         """Cancel the stream if it is still running; idempotent."""
         self._start = None
         if self._items is not None:
             await self._items.aclose()
-        self._finish(None)
+        self._account.finish(None)
 
     async def __aenter__(self) -> Self:
         return self

@@ -36,12 +36,18 @@ from typing import Any, TypeVar
 from typing_extensions import Unpack
 
 from ..drive.errors import ConnectionClosed
-from .balancer_pool import NoTargetAvailable, Target, TargetPool
+from .balancer_pool import (
+    RETRY_ANOTHER,
+    Balancing,
+    NoTargetAvailable,
+    StreamAccount,
+    Target,
+    TargetPool,
+)
 from .balancer_strategy import BalancerConfig, RoundRobinStrategy, Strategy, WeightedStrategy
 from .client import Client, connect
-from .errors import RSocketError
 from .peer import DEFAULT_PREFETCH
-from .routed import RoutedRequester, RouteOptions, check_connect_options, route_metadata
+from .routed import RoutedRequester, RouteOptions
 from .types import Payload
 
 __all__ = [
@@ -72,17 +78,13 @@ class LoadBalancedClient:
         rnd: _random.Random | None = None,
         **options: Any,
     ) -> None:
-        self._pool: TargetPool[Client] = TargetPool(
-            targets,
-            config=config,
-            strategy=strategy,
-            clock=clock,
-            rnd=rnd,
-            drop=_close_now,
-            new_lock=threading.Lock,
+        pool: TargetPool[Client] = TargetPool(
+            targets, config=config, strategy=strategy, clock=clock, rnd=rnd,
+            drop=_close_now, new_lock=threading.Lock,
         )
+        self._core = Balancing(pool, options)
+        self._pool = pool
         self._connector = connector
-        self._options = options
 
     @property
     def config(self) -> BalancerConfig:
@@ -102,22 +104,19 @@ class LoadBalancedClient:
         median round trip (µs), availability, weight."""
         return self._pool.stats()
 
-    # -- choosing a connection -------------------------------------------------------
+    # -- choosing a connection (the decisions: Balancing) --------------------------------
     def _choose(self) -> tuple[Target[Client], Client]:
         """A target and its open connection; connects lazily, skips closed
         connections and targets backing off."""
-        pool = self._pool
-        now = pool.begin()
-        tried: set[int] = set()
+        candidates = self._core.candidates()
         while True:
-            target = pool.pick(tried, now)
-            client = pool.open_client(target)
+            target, client = next(candidates)
             if client is not None:
                 return target, client
             try:
                 return target, self._open(target)
-            except (OSError, ConnectionClosed, TimeoutError):
-                tried.add(id(target))  # backing off now; try another
+            except RETRY_ANOTHER:
+                continue
 
     def _open(self, target: Target[Client]) -> Client:
         with target.lock:  # others wanting this target wait for one attempt
@@ -125,10 +124,9 @@ class LoadBalancedClient:
             if client is not None:
                 return client
             try:
-                options = {"connect_timeout": self.config.connect_timeout, **self._options}
-                client = self._connector(target.url, **options)
-            except BaseException:
-                self._pool.connect_failed(target)
+                client = self._connector(target.url, **self._core.connect_options())
+            except BaseException as exc:
+                self._core.connect_failed(target, exc)
                 raise
             self._pool.connected(target, client)
             return client
@@ -139,15 +137,11 @@ class LoadBalancedClient:
         """``fn`` on a chosen connection; if it raises, the request is over
         (a lost connection's error names the target)."""
         target, client = self._choose()
-        started = self._pool.clock() if timed else None
+        started = self._core.started(timed)
         try:
             return target, started, fn(client)
-        except ConnectionClosed as exc:
-            self._pool.release(target, started, exc)
-            raise ConnectionClosed(f"{target.url}: {exc}") from exc
         except BaseException as exc:
-            self._pool.release(target, started, exc)
-            raise
+            self._core.fail(target, started, exc)
 
     def _call(self, fn: Callable[[Client], T], *, timed: bool = True) -> T:
         target, started, result = self._start(fn, timed)
@@ -216,16 +210,16 @@ class LoadBalancedClient:
     def _stream(self, start: Callable[[Client], Iterator[T]]) -> _TrackedStream[T]:
         """A stream started on a chosen connection, tracked until it ends."""
         target, _, items = self._start(start, False)
-        release = self._pool.release
-        return _TrackedStream(items, lambda error: release(target, None, error), target.url)
+        account: StreamAccount[Client] = StreamAccount(self._pool.release)
+        account.place(target)
+        return _TrackedStream(items, account)
 
     def route(
         self, route: str, *variables: object, **options: Unpack[RouteOptions]
     ) -> RoutedRequester:
         """Routed requests, each placed on a chosen connection (as
         ``Client.route``; connect with composite metadata)."""
-        check_connect_options(self._options)
-        return RoutedRequester(self, route_metadata(route, variables, **options))
+        return RoutedRequester(self, self._core.route(route, variables, options))
 
     # -- lifecycle --------------------------------------------------------------------
     def close(self) -> None:
@@ -254,40 +248,26 @@ def _close_now(client: Client) -> None:
 
 
 class _TrackedStream(Iterator[T]):
-    """A stream from one target; tells the balancer once it ends. Errors of
-    a lost connection name the target."""
+    """A stream from one target; tells the balancer once it ends
+    (:class:`~.balancer_pool.StreamAccount`). Errors of a lost connection
+    name the target."""
 
-    __slots__ = ("_done", "_items", "_url")
+    __slots__ = ("_account", "_items")
 
-    def __init__(
-        self, items: Iterator[T], done: Callable[[BaseException | None], None], url: str
-    ) -> None:
+    def __init__(self, items: Iterator[T], account: StreamAccount[Client]) -> None:
         self._items = items
-        self._done: Callable[[BaseException | None], None] | None = done
-        self._url = url
-
-    def _finish(self, error: BaseException | None) -> None:
-        done, self._done = self._done, None
-        if done is not None:
-            done(error)
+        self._account = account
 
     def __next__(self) -> T:
         try:
             return next(self._items)
-        except StopIteration:
-            self._finish(None)
-            raise
-        except ConnectionClosed as exc:
-            self._finish(exc)
-            raise ConnectionClosed(f"{self._url}: {exc}") from exc
-        except RSocketError as exc:
-            self._finish(exc)
-            raise
+        except BaseException as exc:
+            self._account.fail(exc)
 
     def close(self) -> None:
         with contextlib.suppress(AttributeError):
             self._items.close()  # type: ignore[attr-defined]
-        self._finish(None)
+        self._account.finish(None)
 
     def __enter__(self) -> _TrackedStream[T]:
         return self
@@ -296,4 +276,4 @@ class _TrackedStream(Iterator[T]):
         self.close()
 
     def __del__(self) -> None:
-        self._finish(None)
+        self._account.finish(None)

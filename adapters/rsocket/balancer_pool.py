@@ -1,10 +1,14 @@
 """The targets of a load-balanced client and their bookkeeping, shared by the
-synchronous :class:`~.balancer.LoadBalancedClient` and its asyncio twin
+synchronous :class:`~.balancer.LoadBalancedClient` and its asyncio form
 (:class:`~.aio_balancer.LoadBalancedClient`): which targets are listed,
 which may be chosen now (a closed connection taken out before a request
 could reach it, a failed target backing off), the strategy's pick, and
-what a request's end tells the statistics. The clients add only how a
-connection is opened (blocking, or awaited) and the request methods.
+what a request's end tells the statistics (:class:`TargetPool`); the order
+in which a request tries the targets, what opening a connection and a
+request's failure tell the pool, the error that names a lost target
+(:class:`Balancing`), and a stream's account until it ends
+(:class:`StreamAccount`). The clients add only how they wait (blocking, or
+awaited) and the request methods.
 
 The clock and randomness are injected (``clock``, ``rnd``): tests move
 time by hand.
@@ -14,13 +18,23 @@ from __future__ import annotations
 
 import random as _random
 import threading
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Generic, Protocol, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Generic, NoReturn, Protocol, TypeVar
 
 from ..drive.errors import ConnectionClosed
 from .balancer_strategy import BalancerConfig, RoundRobinStrategy, Strategy, TargetStats
+from .errors import RSocketError
+from .routed import RouteOptions, check_connect_options, route_metadata
 
-__all__ = ["Connection", "NoTargetAvailable", "Target", "TargetPool"]
+__all__ = [
+    "RETRY_ANOTHER",
+    "Balancing",
+    "Connection",
+    "NoTargetAvailable",
+    "StreamAccount",
+    "Target",
+    "TargetPool",
+]
 
 
 class NoTargetAvailable(ConnectionClosed):
@@ -236,3 +250,114 @@ class TargetPool(Generic[C]):
             if client is not None:
                 clients.append(client)
         return clients
+
+
+#: A connection that could not be opened: its target backs off, the request
+#: tries another.
+RETRY_ANOTHER: tuple[type[BaseException], ...] = (OSError, ConnectionClosed, TimeoutError)
+
+Release = Callable[[Target[C], float | None, BaseException | None], None]
+
+
+class Balancing(Generic[C]):
+    """What both forms of the load-balanced client decide, whatever their
+    way of waiting: the :class:`TargetPool` (``pool``), the targets a request
+    tries in turn, the ``connect`` options of every connection, what opening
+    a connection and a request's end tell the pool, the error that names a
+    lost target. ``abandoned``: the errors of a connect that was given up
+    (not the target's fault: asyncio's cancellation); ``options``: the
+    connector's keywords."""
+
+    def __init__(
+        self,
+        pool: TargetPool[C],
+        options: Mapping[str, Any],
+        abandoned: tuple[type[BaseException], ...] = (),
+    ) -> None:
+        self.pool = pool
+        self.options = dict(options)
+        self._abandoned = abandoned
+
+    def candidates(self) -> Iterator[tuple[Target[C], C | None]]:
+        """For one request, the targets to try in turn, each with its open
+        connection (None: open one, under ``target.lock``). The next one is
+        asked for only when that failed (:data:`RETRY_ANOTHER`): the target
+        is then left out. ``NoTargetAvailable`` when none is left."""
+        pool = self.pool
+        now = pool.begin()
+        tried: set[int] = set()
+        while True:
+            target = pool.pick(tried, now)
+            yield target, pool.open_client(target)
+            tried.add(id(target))  # backing off now; try another
+
+    def connect_options(self) -> dict[str, Any]:
+        """The keywords of the connector for a target."""
+        return {"connect_timeout": self.pool.config.connect_timeout, **self.options}
+
+    def connect_failed(self, target: Target[C], error: BaseException) -> None:
+        """Opening ``target``'s connection raised ``error`` (the caller raises it on)."""
+        if isinstance(error, self._abandoned):
+            self.pool.connect_abandoned(target)
+        else:
+            self.pool.connect_failed(target)
+
+    def started(self, timed: bool) -> float | None:
+        """A request placed now: its start, if its latency is a sample."""
+        return self.pool.clock() if timed else None
+
+    def fail(self, target: Target[C], started: float | None, error: BaseException) -> NoReturn:
+        """The request on ``target`` raised ``error``: released, and raised
+        on (a lost connection's error names the target)."""
+        self.pool.release(target, started, error)
+        if isinstance(error, ConnectionClosed):
+            raise ConnectionClosed(f"{target.url}: {error}") from error
+        raise error
+
+    def route(self, route: str, variables: tuple[object, ...], options: RouteOptions) -> bytes:
+        """The metadata of routed requests (the connections' metadata must be
+        composite: checked before any is opened)."""
+        check_connect_options(self.options)
+        return route_metadata(route, variables, **options)
+
+
+class StreamAccount(Generic[C]):
+    """A stream's account with the balancer, once placed on a target
+    (:meth:`place`): the target is released once, when the stream ends.
+    ``ends``: the errors that end it besides its end (a lost connection's
+    is raised naming the target); any other error leaves it running."""
+
+    __slots__ = ("_ends", "_release", "ended", "target", "url")
+
+    def __init__(
+        self,
+        release: Release[C],
+        ends: tuple[type[BaseException], ...] = (ConnectionClosed, RSocketError),
+    ) -> None:
+        self._release = release
+        self._ends = ends
+        self.target: Target[C] | None = None
+        self.url = "?"
+        self.ended = False
+
+    def place(self, target: Target[C]) -> None:
+        self.target = target
+        self.url = target.url
+
+    def finish(self, error: BaseException | None) -> None:
+        """The stream ended (closed, completed, or failed with ``error``)."""
+        self.ended = True
+        target, self.target = self.target, None
+        if target is not None:
+            self._release(target, None, error)
+
+    def fail(self, error: BaseException) -> NoReturn:
+        """The stream's step raised ``error`` (its end included): accounted,
+        and raised on."""
+        if isinstance(error, (StopIteration, StopAsyncIteration)):
+            self.finish(None)
+        elif isinstance(error, self._ends):
+            self.finish(error)
+            if isinstance(error, ConnectionClosed):
+                raise ConnectionClosed(f"{self.url}: {error}") from error
+        raise error

@@ -58,7 +58,10 @@ def connect(
     what routing peers expect; metadata passed to requests must then be
     composite, raw bytes raise ValueError: declare e.g.
     ``"application/octet-stream"`` for them), ``setup_data``,
-    ``setup_metadata``, ``fragment_size``.
+    ``setup_metadata``, ``fragment_size``, ``interceptors``
+    (:class:`~.interceptors.Interceptors`: request and connection
+    interceptors, e.g. ``RSocketMetrics().interceptors()`` or
+    ``RSocketTracing().interceptors()``; docs/interceptors.md).
     """
     refuse_async_hooks(handler)
     options = options_for(connect, setup)

@@ -26,6 +26,7 @@ later ones at DEBUG.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import operator
 import time
@@ -37,6 +38,7 @@ from sansrs.rsocket import ErrorCode, Role
 from sansrs.rsocket.extensions import COMPOSITE_METADATA, decode_metadata
 
 from .errors import RSocketError
+from .types import Payload
 
 __all__ = [
     "ConnectionInfo",
@@ -73,10 +75,13 @@ class RequestInfo:
     __slots__ = (
         "bytes_in",
         "bytes_out",
+        "composite",
         "context",
         "ended",
+        "handler_context",
         "items_in",
         "items_out",
+        "metadata",
         "model",
         "route",
         "side",
@@ -85,7 +90,14 @@ class RequestInfo:
     )
 
     def __init__(
-        self, model: Model, side: Side, stream_id: int, route: str | None, started: float
+        self,
+        model: Model,
+        side: Side,
+        stream_id: int,
+        route: str | None,
+        started: float,
+        metadata: bytes | None = None,
+        composite: bool = False,
     ) -> None:
         self.model: Model = model
         self.side: Side = side
@@ -104,6 +116,17 @@ class RequestInfo:
         self.items_out = 0
         #: Free for interceptors (e.g. a span); the engine never reads it.
         self.context: dict[str, Any] = {}
+        #: The request's metadata. A requester's interceptor may replace it
+        #: in ``on_start`` (e.g. add tracing metadata): the request is sent
+        #: with what it holds after every ``on_start`` ran.
+        self.metadata = metadata
+        #: The connection declared composite metadata (its SETUP's metadata
+        #: MIME type): ``metadata`` is composite (docs/extensions.md).
+        self.composite = composite
+        #: Responder: the ``contextvars.Context`` the handler is called in
+        #: (None: the connection thread's own). An interceptor sets it in
+        #: ``on_start`` to make e.g. its span current while the handler runs.
+        self.handler_context: contextvars.Context | None = None
 
     @property
     def duration(self) -> float | None:
@@ -221,15 +244,23 @@ _REQUEST = ("on_start", "on_end")
 _CONNECTION = ("on_open", "on_close")
 
 
+def is_composite(conn: Any) -> bool:
+    """The connection (``conn``: the core connection) declared composite metadata."""
+    setup = conn.setup_frame
+    return setup is not None and setup.metadata_mime_type == COMPOSITE_METADATA
+
+
 def route_of(conn: Any, metadata: bytes | None) -> str | None:
     """A request's route: only when the connection's metadata (``conn``: the
     core connection) is composite, and never failing (None for malformed
     metadata)."""
-    if not metadata:
+    if not metadata or not is_composite(conn):
         return None
-    setup = conn.setup_frame
-    if setup is None or setup.metadata_mime_type != COMPOSITE_METADATA:
-        return None
+    return composite_route(metadata)
+
+
+def composite_route(metadata: bytes) -> str | None:
+    """The route of composite ``metadata``; None without one or when malformed."""
     try:
         return decode_metadata(metadata).route
     except Exception:  # malformed: no route to tell
@@ -314,7 +345,9 @@ class _Observer:
     def start(
         self, model: Model, side: Side, sid: int, data: bytes, metadata: bytes | None
     ) -> RequestInfo:
-        info = RequestInfo(model, side, sid, self.route(metadata), self.clock())
+        composite = is_composite(self.engine.conn)
+        route = composite_route(metadata) if composite and metadata else None
+        info = RequestInfo(model, side, sid, route, self.clock(), metadata, composite)
         size = len(data) + len(metadata or b"")
         if side == "requester":
             info.bytes_out, info.items_out = size, 1
@@ -325,6 +358,8 @@ class _Observer:
                 on_start(info)
             except Exception:
                 self.interceptors.failed(interceptor, "on_start")
+        if info.metadata is not metadata and side == "requester":  # rewritten: sent so
+            info.bytes_out = len(data) + len(info.metadata or b"")
         return info
 
     def end(self, info: RequestInfo, outcome: Outcome) -> None:
@@ -338,9 +373,6 @@ class _Observer:
                 on_end(info, outcome)
             except Exception:
                 self.interceptors.failed(interceptor, "on_end")
-
-    def route(self, metadata: bytes | None) -> str | None:
-        return route_of(self.engine.conn, metadata)
 
     # -- the connection ----------------------------------------------------------
     def opened(self, peer: object) -> None:
@@ -403,28 +435,38 @@ def install(engine: Any, interceptors: Interceptors) -> None:
 def _observe_requester(engine: Any, observer: _Observer) -> None:
     start_request = engine.start_request
     start_response = engine.start_response
+    cancel = engine.cancel
 
-    def observe(handle: Any, payload: Any) -> None:
-        if type(handle.sink) is not _Observed:  # (a lease-held request comes back)
-            model = _MODELS.get(handle.kind, "request_response")
-            info = observer.start(model, "requester", 0, payload[0], payload[1])
-            handle.sink = _Observed(handle.sink, info, observer)
+    def observe(handle: Any, payload: Any) -> Any:
+        """``payload``, with the metadata the interceptors left in ``info.metadata``."""
+        if type(handle.sink) is _Observed or handle.cancelled:
+            return payload  # a lease-held request comes back; a cancelled one goes no further
+        model = _MODELS.get(handle.kind, "request_response")
+        info = observer.start(model, "requester", 0, payload[0], payload[1])
+        handle.sink = _Observed(handle.sink, info, observer)
+        return _rewritten(payload, info)
 
     def observed_start_request(
         handle: Any, payload: Any, initial_n: int, outbound: Any = None
     ) -> None:
-        observe(handle, payload)
-        start_request(handle, payload, initial_n, outbound)
+        start_request(handle, observe(handle, payload), initial_n, outbound)
         _set_sid(handle)
 
     def observed_start_response(handle: Any, payload: Any) -> None:
-        observe(handle, payload)
-        start_response(handle, payload)
+        start_response(handle, observe(handle, payload))
         _set_sid(handle)
 
     def _set_sid(handle: Any) -> None:
         if handle.sid is not None and type(handle.sink) is _Observed:
             handle.sink.info.stream_id = handle.sid
+
+    def observed_cancel(handle: Any) -> None:
+        cancel(handle)
+        sink = handle.sink
+        if handle.sid is None and type(sink) is _Observed:
+            # Not on the wire (waiting for a lease): it ends here, cancelled;
+            # the engine never hears of it again.
+            observer.end(sink.info, CANCEL)
 
     fire_and_forget = engine.fire_and_forget
     metadata_push = engine.metadata_push
@@ -432,6 +474,7 @@ def _observe_requester(engine: Any, observer: _Observer) -> None:
     def observed_fire_and_forget(payload: Any) -> None:
         if not engine.leases.must_wait():  # (else it comes back here, in turn)
             info = observer.start("fire_and_forget", "requester", 0, payload[0], payload[1])
+            payload = _rewritten(payload, info)
             observer.end(info, COMPLETE)
         fire_and_forget(payload)
 
@@ -441,14 +484,23 @@ def _observe_requester(engine: Any, observer: _Observer) -> None:
 
     def observed_metadata_push(metadata: bytes) -> None:
         info = observer.start("metadata_push", "requester", 0, b"", metadata)
-        metadata_push(metadata)
+        metadata_push(metadata)  # (connection-level: not rewritten)
         observer.end(info, COMPLETE)
 
     engine.start_request = observed_start_request
     engine.start_response = observed_start_response
+    engine.cancel = observed_cancel
     engine.fire_and_forget = observed_fire_and_forget
     engine.fire_and_forget_many = observed_fire_and_forget_many
     engine.metadata_push = observed_metadata_push
+
+
+def _rewritten(payload: Any, info: RequestInfo) -> Any:
+    """``payload`` with ``info.metadata``, if an interceptor replaced it."""
+    metadata = info.metadata
+    if metadata is payload[1]:
+        return payload
+    return Payload(payload[0], metadata)
 
 
 class _CountingConn:
@@ -496,7 +548,11 @@ def _observe_responder(engine: Any, observer: _Observer) -> None:
         def observed(sid: int, data: bytes, metadata: bytes | None, *rest: Any) -> None:
             info = observer.start(model, "responder", sid, data, metadata)
             serving[sid] = info
-            failed = entry(sid, data, metadata, *rest)
+            context = info.handler_context
+            if context is None:
+                failed = entry(sid, data, metadata, *rest)
+            else:  # an interceptor's context (e.g. its span current) for the handler
+                failed = context.run(entry, sid, data, metadata, *rest)
             if failed is not None:
                 observer.end(info, outcome_of(failed))
             elif engine._outbounds.get(sid) is None:
@@ -512,7 +568,12 @@ def _observe_responder(engine: Any, observer: _Observer) -> None:
 
     def observed_fire_and_forget(data: bytes, metadata: bytes | None) -> None:
         info = observer.start("fire_and_forget", "responder", 0, data, metadata)
-        observer.end(info, outcome_of(on_fire_and_forget(data, metadata)))
+        context = info.handler_context
+        if context is None:
+            failed = on_fire_and_forget(data, metadata)
+        else:
+            failed = context.run(on_fire_and_forget, data, metadata)
+        observer.end(info, outcome_of(failed))
 
     def observed_metadata_push(metadata: bytes) -> None:
         info = observer.start("metadata_push", "responder", 0, b"", metadata)

@@ -23,7 +23,7 @@ from sansrs.rsocket import Role
 from ..drive.connection import LoopConnection
 from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
-from ..drive.peer import DrivenPeer
+from ..drive.peer import DrivenPeer, carrying_context
 from ..drive.publishers import BatchSubscriberSink, RemoteStreamPublisher, SubscriberSink
 from ..drive.queues import Batcher, CreditQueue, EndOfStream
 from ..drive.streams import StreamBatches, StreamIterator
@@ -84,7 +84,10 @@ class RSocketPeer(DrivenPeer):
     a connected client for server-initiated requests). Thread-safe."""
 
     def __init__(self, thread: Driver, engine: RSocketEngine) -> None:
-        super().__init__(thread)
+        interceptors = engine.options.interceptors
+        #: Request interceptors see the caller's contextvars (docs/interceptors.md).
+        self._carry_context = interceptors is not None and bool(interceptors.requests)
+        super().__init__(carrying_context(thread) if self._carry_context else thread)
         self._engine = engine
         #: Raw metadata on a client that declared composite metadata fails at the call.
         self._composite = composite_check(engine)
@@ -92,6 +95,9 @@ class RSocketPeer(DrivenPeer):
         self._fnf: Batcher[Payload] = Batcher(
             self._submit, engine.fire_and_forget_many, lambda: self._thread.is_owner
         )
+
+    def move_to(self, driver: Driver) -> None:
+        super().move_to(carrying_context(driver) if self._carry_context else driver)
 
     @property
     def peer_address(self) -> str:
@@ -403,16 +409,20 @@ class RSocketPeer(DrivenPeer):
             lambda: self._cancel(handle),
             timeout,
             explain=self._engine.unexpected_input,
+            drive=self._call_direct,
         )
 
     def _more(self, handle: RequestHandle, n: int) -> None:
+        # Written at once by this thread while the connection is idle: handed
+        # over, the REQUEST_N waited for the GIL until the consumer ran dry
+        # (milliseconds), and the producer for it (bench_tcp.py stream16b).
         # Once closed, the iterator sees the connection error next.
         with contextlib.suppress(ConnectionClosed):
-            self._submit(lambda: self._engine.request_more(handle, n))
+            self._submit_direct(lambda: self._engine.request_more(handle, n))
 
     def _cancel(self, handle: RequestHandle) -> None:
         with contextlib.suppress(ConnectionClosed):
-            self._submit(lambda: self._engine.cancel(handle))
+            self._submit_direct(lambda: self._engine.cancel(handle))
 
     # -- the same requests as Publishers -------------------------------------
     def response_publisher(

@@ -44,7 +44,9 @@ def serve(
     ``options``: ``lease`` (refuse clients that do not ask for leases; leases
     are granted to every client that asks), ``lease_ttl``, ``lease_requests``,
     ``fragment_size``, ``max_frame_size``, ``max_concurrent_streams``,
-    ``min_mean_fragment_size`` (the core's ``ConnectionConfig``, docs/security.md).
+    ``min_mean_fragment_size`` (the core's ``ConnectionConfig``, docs/security.md),
+    ``interceptors`` (:class:`~.interceptors.Interceptors`, for every
+    connection the server accepts; docs/interceptors.md).
     ``loop``: ``"thread"`` (default: an accept thread and a thread per
     connection), ``"selector"`` (the process-wide selector loop accepts and
     drives every connection) or a :class:`~..drive.selector.Loop`;

@@ -148,8 +148,8 @@ class AsyncResumableClient(AsyncClient):
     def loss(self) -> SessionLoss | None:
         return self._session.loss
 
-    async def close(self) -> None:
-        await super().close()
+    async def close(self, timeout: float | None = 5.0) -> None:
+        await super().close(timeout)
         self._session.raise_loss_once()
 
 
@@ -188,7 +188,8 @@ async def connect_resumable(
     resume: ResumeOptions | None = None,
     **setup: Any,
 ) -> AsyncResumableClient:
-    """:func:`~.client.connect_resumable` under asyncio (``handler`` may be async)."""
+    """:func:`~.client.connect_resumable` under asyncio (``handler`` may be
+    async); ``interceptors`` as there (docs/interceptors.md)."""
     options = options_for(connect_resumable, setup)
     resume = resume if resume is not None else ResumeOptions()
     reactor = AsyncioReactor.current(loop_config)
@@ -234,7 +235,8 @@ async def serve_resumable(
     resume: ResumeOptions | None = None,
     **options: Any,
 ) -> AsyncResumableServer:
-    """:func:`~.server.serve_resumable` under asyncio (handlers may be async)."""
+    """:func:`~.server.serve_resumable` under asyncio (handlers may be
+    async); ``interceptors`` as there (docs/interceptors.md)."""
     if handler is not None and handler_factory is not None:
         raise TypeError("pass handler or handler_factory, not both")
     engine_options = options_for(serve_resumable, options)

@@ -273,7 +273,10 @@ def connect_resumable(
     message, every reconnection a new upgrade with the same ``websocket``
     options). ``resume``:
     :class:`~.options.ResumeOptions` (reconnect policy, ``resume_timeout``,
-    callbacks)."""
+    callbacks). ``interceptors`` as for ``connect``
+    (:class:`~..interceptors.Interceptors`): docs/interceptors.md tells
+    what they see of a resumable session (built and tested for plain
+    connections only)."""
     refuse_async_hooks(handler)
     options = options_for(connect_resumable, setup)
     resume = resume if resume is not None else ResumeOptions()

@@ -422,7 +422,10 @@ def serve_resumable(
     ``resume``: :class:`~.options.ResumeOptions` (``keep_detached``,
     ``max_sessions``, ``resume_buffer_size``, ...). ``handler_factory(peer)``
     makes one handler per session; ``server.peers`` are the live sessions
-    (a detached one included: its calls wait for a RESUME)."""
+    (a detached one included: its calls wait for a RESUME). ``interceptors``
+    as for ``serve`` (:class:`~..interceptors.Interceptors`): docs/interceptors.md
+    tells what they see of a resumable session (built and tested for plain
+    connections only)."""
     if handler is not None and handler_factory is not None:
         raise TypeError("pass handler or handler_factory, not both")
     refuse_async_hooks(handler)

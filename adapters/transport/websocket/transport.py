@@ -237,14 +237,17 @@ class WebSocketTransport:
                 sent = self._send_long_run(data, acked)
             if sent >= 0:
                 return sent
-        view = memoryview(data)
-        if acked < len(view):
-            self._framed = self._frame(view[acked:])
-            if self._framed:
-                self._flush()
-                if not self._out:
-                    acked += self._framed
-                    self._framed = 0
+        # Released on the way out, raising or not: a failed write's error
+        # (which the driver keeps) must not hold a view of the caller's
+        # buffer, or the caller could never resize it (BufferError).
+        with memoryview(data) as view:
+            if acked < len(view):
+                self._framed = self._frame(view[acked:])
+                if self._framed:
+                    self._flush()
+                    if not self._out:
+                        acked += self._framed
+                        self._framed = 0
         return acked
 
     def _send_run(self, data: bytes | bytearray) -> int:

@@ -406,3 +406,129 @@ def test_aio_balancer_request_cancelled_while_connecting_counts_against_no_targe
             assert (stats["pending"], stats["failures"], stats["failed"]) == (0, 0, 0)
 
     asyncio.run(asyncio.wait_for(main(), 40))
+
+
+class HeldStream:
+    """A responder whose streams stay open and silent (a Publisher that
+    never emits) once it has signalled ``held``."""
+
+    def __init__(self) -> None:
+        self.held = threading.Event()
+
+    def request_stream(self, request: Request) -> Any:
+        self.held.set()
+        return _Never()
+
+
+def _in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
+    outcome: list[Any] = []
+    thread = threading.Thread(target=lambda: outcome.append(_catch(fn)))
+    thread.start()
+    return thread, outcome
+
+
+def test_balancer_stream_on_a_dying_connection_fails_naming_it_and_releases_its_target(
+    flavour: Flavour,
+) -> None:
+    handler = HeldStream()
+    with serve("tcp://127.0.0.1:0", handler) as server, flavour.balancer([server.url]) as client:
+        thread, outcome = _in_thread(lambda: list(client.request_stream(b"s", timeout=WAIT)))
+        assert handler.held.wait(WAIT)
+        assert client.stats()[server.url]["pending"] == 1
+        (peer,) = server.peers
+        peer.abort()
+        thread.join(WAIT)
+        (error,) = outcome
+        assert isinstance(error, ConnectionClosed)
+        assert str(error).startswith(server.url + ": ")
+        assert isinstance(error.__cause__, ConnectionClosed)  # the connection's own error
+        stats = client.stats()[server.url]
+        assert (stats["pending"], stats["failed"]) == (0, 1)
+
+
+def test_balancer_request_on_a_dying_connection_chains_the_connections_own_error(
+    servers: list[tuple[Server, Named]],
+    flavour: Flavour,
+) -> None:
+    (server, handler), *_ = servers
+    with flavour.balancer([server.url]) as client:
+        thread, outcome = _in_thread(lambda: client.request_response(b"hold"))
+        assert handler.held.wait(WAIT)
+        (peer,) = server.peers
+        peer.abort()
+        thread.join(WAIT)
+        (error,) = outcome
+        assert str(error).startswith(server.url + ": ")
+        cause = error.__cause__
+        assert isinstance(cause, ConnectionClosed) and not str(cause).startswith(server.url)
+
+
+class GatedStream:
+    """A responder whose stream sends ``one`` at once, then ``two`` and its
+    end only when the test calls :meth:`release`."""
+
+    def __init__(self) -> None:
+        self.subscriber: Any = None
+        self.first_sent = threading.Event()
+
+    def request_stream(self, request: Request) -> Any:
+        return _GatedPublisher(self)
+
+    def release(self) -> None:
+        self.subscriber.on_next(Payload(b"two"))
+        self.subscriber.on_complete()
+
+
+class _GatedPublisher:
+    def __init__(self, owner: GatedStream) -> None:
+        self.owner = owner
+
+    def subscribe(self, subscriber: Any) -> None:
+        self.owner.subscriber = subscriber
+        subscriber.on_subscribe(_FirstItemOnly(self.owner))
+
+
+class _FirstItemOnly:
+    def __init__(self, owner: GatedStream) -> None:
+        self.owner = owner
+
+    def request(self, n: int) -> None:
+        if not self.owner.first_sent.is_set():
+            self.owner.first_sent.set()
+            self.owner.subscriber.on_next(Payload(b"one"))
+
+    def cancel(self) -> None:
+        pass
+
+
+def test_balancer_stream_timeout_is_not_its_end_the_rest_still_arrives(flavour: Flavour) -> None:
+    """A ``timeout=`` per item bounds a wait; it does not end the stream (as
+    a plain client's stream): iterating on after the TimeoutError gets the
+    items that come later, and the target is released at the real end. The
+    asyncio balancer used to count the timeout as the end: the next step
+    said "no more items" while the stream ran on (silent loss)."""
+    handler = GatedStream()
+    with serve("tcp://127.0.0.1:0", handler) as server:
+        if flavour.run is None:
+            with flavour.balancer([server.url]) as client:
+                items = iter(client.request_stream(b"s", timeout=0.2))
+                assert next(items).data == b"one"
+                with pytest.raises(TimeoutError):
+                    next(items)
+                handler.release()
+                assert [p.data for p in items] == [b"two"]
+                stats = client.stats()[server.url]
+        else:
+
+            async def steps() -> dict[str, Any]:
+                async with aio_balancer.LoadBalancedClient([server.url]) as client:
+                    stream = client.request_stream(b"s", timeout=0.2)
+                    assert (await stream.__anext__()).data == b"one"
+                    with pytest.raises(TimeoutError):
+                        await stream.__anext__()
+                    handler.release()
+                    assert [p.data async for p in stream] == [b"two"]
+                    return client.stats()[server.url]
+
+            stats = flavour.run(steps())
+        assert (stats["pending"], stats["failed"]) == (0, 0)

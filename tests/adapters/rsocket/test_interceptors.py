@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import itertools
 import logging
 import socket
@@ -386,3 +387,55 @@ def test_interceptors_count_a_channels_inbound_items_that_arrive_as_a_run(loop: 
     assert (ch_c.items_out, ch_c.bytes_out) == (len(items), 4 * len(items))
     assert (ch_s.items_in, ch_s.bytes_in) == (len(items), 4 * len(items))
     assert (ch_s.items_out, ch_c.items_in) == (len(got), len(got))
+
+
+@pytest.mark.timeout(30)
+def test_interceptors_a_request_cancelled_while_waiting_for_a_lease_ends_at_once() -> None:
+    """The server leases one request: the second waits for a lease, times
+    out and is cancelled before it ever reached the wire. It ends then, as a
+    cancel (it ended only when the connection closed, as an error, and a
+    span or an in-flight gauge stayed open until then)."""
+    c = Recorder()
+    with (
+        serve("tcp://127.0.0.1:0", Handler(), lease=True, lease_requests=1,
+              lease_ttl=600) as server,
+        connect(server.url, lease=True, interceptors=c.interceptors()) as client,
+    ):
+        assert client.request_response(b"ok", timeout=WAIT) == Payload(b"OK")
+        with pytest.raises(TimeoutError):
+            client.request_response(b"waits", timeout=0.2)
+        c.wait_ended(2)
+        assert [o.kind for _, o in c.ended] == ["complete", "cancel"]
+    c.wait_closed()
+    assert len(c.ended) == 2  # the connection's end ends nothing twice
+
+
+def test_interceptors_carry_the_callers_context_only_with_request_interceptors() -> None:
+    """A request made on an application thread reaches ``on_start`` in that
+    thread's contextvars (copied at the hand-over); without request
+    interceptors the hand-over is the driver's own, untouched."""
+    seen: list[str | None] = []
+
+    class Reads(Recorder):
+        def on_start(self, info: RequestInfo) -> None:
+            seen.append(CALLER.get())
+            super().on_start(info)
+
+    with serve("tcp://127.0.0.1:0", Handler()) as server:
+        with connect(server.url) as plain, connect(
+            server.url, interceptors=Interceptors(connection=[Recorder()])
+        ) as connection_only:
+            for client in (plain, connection_only):
+                assert type(client._thread).__name__ != "_CarryingContext"
+        with connect(server.url, interceptors=Reads().interceptors()) as client:
+            assert type(client._thread).__name__ == "_CarryingContext"
+            token = CALLER.set("the caller's")
+            try:
+                client.request_response(b"ok", timeout=WAIT)
+                assert len(list(client.request_stream(b"2", timeout=WAIT))) == 2
+            finally:
+                CALLER.reset(token)
+    assert seen == ["the caller's", "the caller's"]
+
+
+CALLER: contextvars.ContextVar[str | None] = contextvars.ContextVar("CALLER", default=None)
