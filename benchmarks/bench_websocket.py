@@ -32,6 +32,17 @@ answers written as the driver writes them; microseconds of CPU per round
 trip, TCP against ws://, median of ``--runs`` alternating rounds::
 
     .venv/bin/python benchmarks/bench_websocket.py --engine --runs 7
+
+``--streams``: a stream's share of each side, without sockets or threads:
+the client's reads (unmasked frames of 16-byte and 1 KiB RSocket items, in
+reads of 120 KiB cut anywhere, the record as the engine reads it) and the
+server's writes (BINARY_RUN records of 100 KB and 500 KB offered as the
+driver offers them, to a socket taking 256 KiB a call); nanoseconds of CPU
+per item, median of ``--runs`` (``stream16`` / ``stream1k`` of
+``bench_tcp.py``). Like ``--transport``, it runs against another checkout
+with that checkout's code on ``PYTHONPATH``::
+
+    .venv/bin/python benchmarks/bench_websocket.py --streams --runs 5
 """
 
 from __future__ import annotations
@@ -67,8 +78,8 @@ def _run(size: int, batch: int) -> bytes:
 def _splitter(masked: bool) -> tuple[FrameSplitter, list[int]]:
     got = [0]
 
-    def on_run(kind: int, run: bytes | bytearray) -> None:
-        got[0] += len(run)
+    def on_record(record: bytes) -> None:
+        got[0] += len(record) - 5
 
     def on_message(opcode: int, payload: bytes) -> None:
         raise AssertionError("not a run")
@@ -76,7 +87,7 @@ def _splitter(masked: bool) -> tuple[FrameSplitter, list[int]]:
     def to_wsproto(data: bytes) -> None:
         raise AssertionError("not for wsproto")
 
-    return FrameSplitter(masked=masked, max_payload=1 << 24, on_run=on_run,
+    return FrameSplitter(masked=masked, max_payload=1 << 24, on_record=on_record,
                          on_message=on_message, to_wsproto=to_wsproto), got
 
 
@@ -276,6 +287,86 @@ def main_engine(runs: int) -> None:
     print(f"| {statistics.median(tcp):.3f} | {statistics.median(ws):.3f} | {ratio:.3f}x |")
 
 
+class _Reads(_Socket):
+    """Stand-in socket handing out ``reads`` in turn; takes at most ``room``
+    bytes per write."""
+
+    def __init__(self, reads: list[bytes], room: int) -> None:
+        super().__init__()
+        self.reads = reads[::-1]
+        self.room = room
+
+    def send(self, data: bytes | bytearray | memoryview) -> int:
+        return min(len(data), self.room)
+
+    def recv(self, max_bytes: int) -> bytes:
+        return self.reads.pop()
+
+
+def _stream_items(size: int, count: int) -> list[bytes]:
+    """PAYLOAD frames (stream 1, NEXT) of the demo stream's items."""
+    return [b"\x00\x00\x00\x01\x28\x20" + str(i).encode().zfill(size) for i in range(count)]
+
+
+def _stream_transport(client: bool, stream: _Socket) -> WebSocketTransport:
+    role = ConnectionType.CLIENT if client else ConnectionType.SERVER
+    ws = WSConnection(role)
+    ws.connection = Connection(role)  # past the upgrade
+    return WebSocketTransport(stream, ws, scheme="ws", path="/",  # type: ignore[arg-type]
+                              options=WebSocketOptions(), is_open=True)
+
+
+def measure_stream_reads(size: int, count: int, read: int = 120 * 1024) -> float:
+    """ns of CPU per item: a client's reads of a stream's frames, each read
+    to the record the engine takes (``MessageReader(keep_runs=True)``)."""
+    run = b"".join(prefix(len(m)) + m for m in _stream_items(size, count))
+    wire, _ = encode_run(run, None)
+    reads = [wire[i : i + read] for i in range(0, len(wire), read)]
+    transport = _stream_transport(True, _Reads(reads, 0))
+    reader = MessageReader(keep_runs=True)
+    got = 0
+    start = time.process_time()
+    for _ in reads:
+        try:
+            data = transport.recv(read)
+        except BlockingIOError:
+            continue
+        for _kind, payload in reader.feed(data):
+            got += len(payload)
+    seconds = time.process_time() - start
+    assert got == len(run), (got, len(run))
+    return seconds / count * 1e9
+
+
+def measure_stream_writes(size: int, count: int, write: int) -> float:
+    """ns of CPU per item: a server's writes of a stream's records of about
+    ``write`` bytes, the rest of each offered again as a driver does."""
+    items = _stream_items(size, count)
+    per = max(1, write // (size + 9))
+    records = [encode_record_run(b"".join(prefix(len(m)) + m for m in items[i : i + per]))
+               for i in range(0, count, per)]
+    transport = _stream_transport(False, _Reads([], 256 * 1024))
+    start = time.process_time()
+    for record in records:
+        sent = transport.send(record)
+        if sent < len(record):
+            rest = bytearray(memoryview(record)[sent:])
+            while rest:
+                del rest[: transport.send(rest)]
+    return (time.process_time() - start) / count * 1e9
+
+
+def main_streams(runs: int) -> None:
+    print(f"load average at start: {os.getloadavg()[0]:.2f}; ns of CPU per stream item")
+    print("| item | client reads | server writes of 100 KB | of 500 KB |")
+    print("| ---: | ---: | ---: | ---: |")
+    for size, count in ((16, 300_000), (1024, 60_000)):
+        rounds = [(measure_stream_reads(size, count), measure_stream_writes(size, count, 100_000),
+                   measure_stream_writes(size, count, 500_000)) for _ in range(runs)]
+        reads, small, large = (statistics.median(r[k] for r in rounds) for k in range(3))
+        print(f"| {size} B | {reads:.1f} | {small:.1f} | {large:.1f} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -284,7 +375,12 @@ def main() -> None:
                         help="per send/recv call through WebSocketTransport")
     parser.add_argument("--engine", action="store_true",
                         help="a server's CPU per pipelined round trip, TCP against ws://")
+    parser.add_argument("--streams", action="store_true",
+                        help="a stream's reads (client) and writes (server), ns per item")
     args = parser.parse_args()
+    if args.streams:
+        main_streams(args.runs)
+        return
     if args.engine:
         main_engine(args.runs)
         return

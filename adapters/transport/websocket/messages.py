@@ -45,6 +45,7 @@ __all__ = [
     "encode_record",
     "encode_run",
     "encode_text",
+    "record_head",
     "split_lines",
     "split_run",
 ]
@@ -103,6 +104,12 @@ def encode_record(kind: int, payload: bytes) -> bytes:
     if len(payload) > _MAX_LENGTH:
         raise ValueError(f"a record holds at most {_MAX_LENGTH} bytes, not {len(payload)}")
     return _HEADER.pack(kind, len(payload)) + payload
+
+
+def record_head(kind: int, length: int) -> bytes:
+    """The 5 bytes that start a record of ``kind`` holding ``length`` bytes
+    (for a producer that writes the payload behind them itself)."""
+    return _HEADER.pack(kind, length)
 
 
 def encode_binary(data: bytes) -> bytes:

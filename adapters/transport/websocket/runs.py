@@ -24,7 +24,14 @@ for them every step runs in C over the whole batch:
 * masking XORs all frames at once, as integers: the keys are picked out of
   the frames (an AND with a cached mask of the key fields) and tiled over
   their payloads by shifted copies (the tiles of two frames never overlap:
-  no carries); one conversion to an integer and one back per batch.
+  no carries); one conversion to an integer and one back per batch;
+* long batches (a stream's writes and reads: stream16, stream1k, fnf16m of
+  ``benchmarks/bench_tcp.py``) are re-headed in place, without an object
+  per message: a strided deletion (``del b[i::stride]``) takes a header
+  byte out of every frame at once, a strided assignment writes one, and a
+  header that grows (a short unmasked frame read into a run) gets its room
+  by copying the frames a byte column at a time (:func:`frames_to_run`,
+  :func:`_batch_to_frames`).
 
 *Shaped* batches (4-64 messages of one length under 126 bytes: what a
 request-response pipeline writes and reads, 16-64 a call) have one cached
@@ -117,10 +124,12 @@ def count_uniform(
     ``i`` sits at ``off + i * stride`` exactly when frames ``0..i-1`` had
     that length, so the count of leading matches in each header column is
     the answer. Windows (64 records, then growing fourfold) keep the work
-    proportional to the count."""
+    proportional to the count; records of 1 KiB and more start with 256
+    (a read holds at most a hundred or so: one window, stream1k of
+    bench_tcp.py)."""
     whole = min((end - off) // stride, most)
     count = 0
-    window = _GROUP
+    window = _GROUP if stride < 1024 else 4 * _GROUP
     columns = range(len(header))
     while count < whole:
         m = min(window, whole - count)
@@ -336,8 +345,7 @@ def _frame_shaped(
         return None
     payloads = shape.run_payloads.unpack_from(data, start)
     if keys is None:
-        header = shape.header
-        return header + header.join(payloads)
+        return shape.header.join((b"", *payloads))
     frames = int.from_bytes(shape.masked_frames.pack(*payloads), "little")
     keyed = keys.spread(shape.key_fields, shape.stride, shape.frames)
     stream = keyed * shape.tile & shape.payload_fields | keyed | shape.heads
@@ -347,7 +355,8 @@ def _frame_shaped(
 def record_of_frames(data: bytes, shape: _Shape, masked: bool) -> bytes:
     """The BINARY_RUN record of ``data``: nothing but the frames of a shaped
     batch (headers checked by the caller), unmasked if ``masked``."""
-    return shape.record_head + shape.length.join(_shaped_payloads(data, 0, shape, masked))
+    payloads = _shaped_payloads(data, 0, shape, masked)
+    return shape.length.join((shape.record_head[:5], *payloads))  # (5: the record's own header)
 
 
 def _shaped_payloads(data: bytes, off: int, shape: _Shape, masked: bool) -> Sequence[bytes]:
@@ -365,6 +374,12 @@ def _shaped_payloads(data: bytes, off: int, shape: _Shape, masked: bool) -> Sequ
     return shape.masked_frames.unpack_from(plain)
 
 
+def _column(byte: int, count: int) -> bytes:
+    """``count`` times ``byte``: a column of one header byte, written into
+    ``count`` records by one strided slice assignment."""
+    return bytes((byte,)) * count
+
+
 # -- sending: a run -> WebSocket frames ---------------------------------------
 
 
@@ -372,8 +387,14 @@ def _batch_to_frames(
     data: bytes | bytearray, off: int, count: int, n: int, keys: KeySource | None
 ) -> bytes:
     if keys is None:
-        header = _HEADERS[n] if n < 126 else bytes((_BINARY_FIN, 126, n >> 8, n & 0xFF))
-        return header + header.join(_cut(data, off, f"3x{n}s", n + 3, count))
+        if n < 126:  # each 3-byte length loses its first byte (0), the next becomes 0x82
+            frames = bytearray(memoryview(data)[off : off + count * (n + 3)])
+            del frames[:: n + 3]
+            frames[:: n + 2] = _column(_BINARY_FIN, count)
+            return bytes(frames)
+        # (the empty first piece puts a header in front, without a copy)
+        header = bytes((_BINARY_FIN, 126, n >> 8, n & 0xFF))
+        return header.join(chain((b"",), _cut(data, off, f"3x{n}s", n + 3, count)))
     # Masked (n < 126): frames with their keys in place, then one XOR of the
     # payloads (the stream cut to them: a tile must not touch a header). The
     # keys are picked out of the frames and tiled over their payloads.
@@ -413,18 +434,23 @@ def encode_batch(data: bytes | bytearray, start: int, keys: KeySource | None) ->
 
 
 def encode_run(
-    data: bytes | bytearray, keys: KeySource | None, *, text: bool = False, start: int = 0
+    data: bytes | bytearray,
+    keys: KeySource | None,
+    *,
+    text: bool = False,
+    start: int = 0,
+    stop: int | None = None,
 ) -> tuple[bytes, int]:
     """WebSocket frames (FIN binary, or text if ``text``; one per message;
     masked with keys from ``keys``, or not when ``None``) for the whole
-    messages of the run ``data[start:]`` from its start; returns them and
+    messages of the run ``data[start:stop]`` from its start; returns them and
     how many bytes of the run they took (a message cut off at the end is
     left). Text is checked (``UnicodeDecodeError``): a bad engine must not
     make us send invalid UTF-8."""
+    end = len(data) if stop is None else stop
     if text:
-        return _encode_text_run(data, keys, start)
+        return _encode_text_run(data, keys, start, end)
     parts: list[bytes] = []
-    end = len(data)
     off = start
     largest = MAX_BATCH if keys is None else MAX_MASKED_BATCH
     most = 1 << 62 if keys is None else MAX_MASKED_COUNT
@@ -453,11 +479,11 @@ def encode_run(
         key = keys.next() if keys is not None else None
         parts.append(encode_data_frame(2, data[off + 3 : stop], key))
         off = stop
-    return b"".join(parts), off - start
+    return parts[0] if len(parts) == 1 else b"".join(parts), off - start
 
 
 def _encode_text_run(
-    data: bytes | bytearray, keys: KeySource | None, start: int
+    data: bytes | bytearray, keys: KeySource | None, start: int, end: int
 ) -> tuple[bytes, int]:
     """:func:`encode_run` for text (text messages seldom share a length).
     Unmasked (a server's): one pass over the lengths cuts the payloads out
@@ -467,12 +493,11 @@ def _encode_text_run(
     as each must be valid alone) and one ``join``. Masked (a client's):
     one frame at a time (few text messages go that way)."""
     if keys is not None:
-        return _encode_masked_text_run(data, keys, start)
+        return _encode_masked_text_run(data, keys, start, end)
     heads: list[bytes | bytearray] = []
     payloads: list[bytes | bytearray] = []
     head, payload = heads.append, payloads.append
     short = _TEXT_HEADERS
-    end = len(data)
     off = start
     while end - off >= 3:
         n = data[off] << 16 | data[off + 1] << 8 | data[off + 2]
@@ -532,10 +557,9 @@ def frame_lines(lines: bytes, keys: KeySource | None) -> bytes:
 
 
 def _encode_masked_text_run(
-    data: bytes | bytearray, keys: KeySource, start: int
+    data: bytes | bytearray, keys: KeySource, start: int, end: int
 ) -> tuple[bytes, int]:
     parts: list[bytes] = []
-    end = len(data)
     off = start
     while end - off >= 3:
         stop = off + 3 + (data[off] << 16 | data[off + 1] << 8 | data[off + 2])
@@ -551,27 +575,68 @@ def _encode_masked_text_run(
 # -- receiving: WebSocket frames -> a run ----------------------------------------
 
 
-def frames_to_run(data: bytes, off: int, count: int, n: int, masked: bool) -> bytes:
-    """``count`` FIN binary frames of ``n`` payload bytes each (``4 <= n <
-    0x10000``; if ``masked``, ``n`` at most 125 and ``count`` at most
-    ``MAX_MASKED_COUNT``; headers checked by the caller, e.g.
-    with :func:`count_uniform`) at ``off``, as run messages; ``masked``: the
-    frames carry keys (we are the server) and are unmasked."""
+#: Unmasked frames of at most this many payload bytes, at least
+#: ``_COLUMNS_FROM`` of them, become run messages a byte column at a time
+#: (one strided copy per byte of a frame, no object per message); longer
+#: payloads take fewer steps cut out one by one (benchmarks/bench_websocket.py).
+_COLUMNS_MAX = 32
+_COLUMNS_FROM = 512
+
+
+def frames_to_run(
+    data: bytes, off: int, count: int, n: int, masked: bool, head: bytes = b""
+) -> bytes:
+    """``head``, then ``count`` FIN binary frames of ``n`` payload bytes each
+    (``4 <= n < 0x10000``; if ``masked``, ``n`` at most 125 and ``count`` at
+    most ``MAX_MASKED_COUNT``; headers checked by the caller, e.g. with
+    :func:`count_uniform`) at ``off``, as run messages; ``masked``: the
+    frames carry keys (we are the server) and are unmasked. ``head`` (a
+    record's header and the messages before them) goes in front without a
+    copy of the whole run to put it there.
+
+    Frames and run messages differ only in their headers, so the long
+    batches (a stream's reads: stream16, stream1k, fnf16m of bench_tcp.py)
+    are re-headed in place, by C passes over the whole batch and no object
+    per message: a header longer than the 3-byte length (16-bit lengths,
+    masked frames) loses its extra bytes by strided deletions
+    (``del out[i::stride]``, one column of every frame at a time) and gets
+    the length's bytes by strided assignments; a shorter one (unmasked,
+    under 126 bytes) gets its room by copying the frames' byte columns into
+    place, for payloads up to ``_COLUMNS_MAX`` bytes."""
     length = prefix(n)
     if n < 126 and count <= _SMALL:
-        return length + length.join(_shaped_payloads(data, off, shape_of(n, count), masked))
+        payloads = _shaped_payloads(data, off, shape_of(n, count), masked)
+        return length.join((head, *payloads))
+    h = len(head)
     if not masked:
-        head = 2 if n < 126 else 4
-        payloads = _cut(data, off, f"{head}x{n}s", head + n, count)
-        return length + length.join(payloads)
+        if n >= 126:  # 82 7E hi lo -> 00 hi lo
+            out = bytearray(head)
+            out += memoryview(data)[off : off + count * (n + 4)]
+            del out[h :: n + 4]
+            out[h :: n + 3] = bytes(count)
+            return bytes(out)
+        if n <= _COLUMNS_MAX and count >= _COLUMNS_FROM:  # 82 n -> 00 00 n
+            out = bytearray(h + count * (n + 3))
+            out[:h] = head
+            end = off + count * (n + 2)
+            for i in range(1, n + 2):  # the length byte, then the payload's
+                out[h + 1 + i :: n + 3] = data[off + i : end : n + 2]
+            return bytes(out)
+        return length.join(chain((head,), _cut(data, off, f"2x{n}s", 2 + n, count)))
     plan = _masked(n, count)
     stride = n + 6
     size = count * stride
     frames = data if not off and len(data) == size else memoryview(data)[off : off + size]
     whole = int.from_bytes(frames, "little")
     # Each key tiled over its payload; a tile reaching into the next frame
-    # only spoils bytes that are not cut out.
+    # only spoils header and key bytes, which go.
     stream = _tile((whole & plan.keys) << 32, plan.words)
     plain = (whole ^ stream).to_bytes(size + 3, "little")
-    payloads = _cut(plain, 0, plan.frame_unit, stride, count)
-    return length + length.join(payloads)
+    out = bytearray(head)
+    out += memoryview(plain)[:size]
+    for step in range(stride, n + 3, -1):  # 82 8n k0 k1 k2 k3 -> k1 k2 k3
+        del out[h::step]
+    out[h :: n + 3] = bytes(count)  # -> 00 00 n
+    out[h + 1 :: n + 3] = bytes(count)
+    out[h + 2 :: n + 3] = _column(n, count)
+    return bytes(out)

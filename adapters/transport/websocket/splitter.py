@@ -10,7 +10,11 @@ always sits at a frame boundary and its state stays right:
   consecutive text messages (each checked UTF-8) another kind of run (or,
   with ``text_lines``, lines: each message followed by 0xFF); a
   client's text frames (unmasked, under 64 KiB, of any lengths) are cut by a
-  loop of their own and checked all at once (``_texts``);
+  loop of their own and checked all at once (``_texts``); each run goes out
+  as one record (:mod:`.messages`), the first batch of a record cut
+  straight into it, and a frame that a read cut off is completed from the
+  head of the next read alone (the rest of that read is split where it
+  lies, not copied behind it);
 * a message too big for a run (16 MiB and more) is handed over alone, in
   order;
 * a complete control frame (ping, pong, close; at most 125 bytes) goes to
@@ -30,7 +34,7 @@ from itertools import chain, repeat
 from struct import Struct
 
 from .frames import mask
-from .messages import HEADER_LENGTH
+from .messages import MessageKind, record_head
 from .runs import (
     MAX_BATCH,
     MAX_MASKED_COUNT,
@@ -46,20 +50,22 @@ from .runs import (
     shape_of,
 )
 
-__all__ = ["FrameSplitter", "OnMessage", "OnOversized", "OnRun", "OnWsproto"]
+__all__ = ["FrameSplitter", "OnMessage", "OnOversized", "OnRecord", "OnWsproto"]
 
 _U16 = Struct(">H")
 _U64 = Struct(">Q")
 _MAX_CONTROL = 125
 _BINARY_FIN = 0x82
 _TEXT_FIN = 0x81
+_BINARY_RUN = MessageKind.BINARY_RUN
 
-#: What the splitter calls: consecutive messages of one kind as a run
-#: (opcode 2 binary or 1 text; their bytes, each behind its 3-byte length,
-#: or for text with ``text_lines`` each followed by 0xFF),
-#: a whole message too big for a run (opcode, payload), and whole frames or
-#: raw bytes for wsproto. Each in the order the frames arrived.
-OnRun = Callable[[int, bytes | bytearray], None]
+#: What the splitter calls: consecutive messages of one kind as one record
+#: (:mod:`.messages`: a BINARY_RUN or TEXT_RUN, each message behind its
+#: 3-byte length, or with ``text_lines`` a TEXT_LINES, each text message
+#: followed by 0xFF), a whole message too big for a run (opcode, payload),
+#: and whole frames or raw bytes for wsproto. Each in the order the frames
+#: arrived.
+OnRecord = Callable[[bytes], None]
 OnMessage = Callable[[int, bytes], None]
 OnWsproto = Callable[[bytes], None]
 OnOversized = Callable[[int], None]
@@ -77,14 +83,17 @@ class FrameSplitter:
     """
 
     __slots__ = (
+        "_before",
         "_buffer",
+        "_exact",
         "_lines",
         "_masked",
         "_max",
         "_need",
         "_on_message",
         "_on_oversized",
-        "_on_run",
+        "_on_record",
+        "_pending",
         "_run",
         "_run_kind",
         "_to_wsproto",
@@ -96,7 +105,7 @@ class FrameSplitter:
         *,
         masked: bool,
         max_payload: int,
-        on_run: OnRun,
+        on_record: OnRecord,
         on_message: OnMessage,
         to_wsproto: OnWsproto,
         on_oversized: OnOversized | None = None,
@@ -107,14 +116,21 @@ class FrameSplitter:
         #: each message behind its length (``WebSocketOptions.text_lines``).
         self._lines = text_lines
         self._max = max_payload
-        self._on_run = on_run
+        self._on_record = on_record
         self._on_message = on_message
         self._to_wsproto = to_wsproto
         self._on_oversized = on_oversized
         self._buffer = bytearray()
         self._need = 2  # bytes the buffer must hold before anything can complete
+        self._exact = False  # ``_need`` is the whole length of the frame buffered
         self._run = bytearray()  # messages of one kind, each behind its length
         self._run_kind = 2  # their opcode: 2 binary, 1 text
+        #: The first batch of same-length binary frames of the record being
+        #: built, (data, offset, count, length), cut out of ``data`` only
+        #: when the record is handed over, straight into it; ``_before``
+        #: holds the messages that came before it, ``_run`` those after.
+        self._pending: tuple[bytes, int, int, int] | None = None
+        self._before = bytearray()
         #: True once anything unusual was seen: wsproto gets every byte.
         self.passthrough = False
 
@@ -123,10 +139,31 @@ class FrameSplitter:
             self._to_wsproto(data)
             return
         buffer = self._buffer
+        start = 0
         if buffer:
-            buffer += data
-            if len(buffer) < self._need:
+            if len(buffer) + len(data) < self._need:
+                buffer += data
                 return
+            if self._exact:
+                # The buffered frame is completed alone from the head of
+                # ``data``, and the rest is split where it lies: a stream's
+                # every read ends inside a frame, and joining the read to it
+                # would copy the whole read twice (stream1k of bench_tcp.py).
+                start = self._need - len(buffer)
+                buffer += memoryview(data)[:start]
+                frame = bytes(buffer)
+                buffer.clear()
+                try:
+                    self._split(frame)
+                    if self.passthrough:  # that frame was unusual: the rest follows it
+                        if start < len(data):
+                            self._to_wsproto(data[start:])
+                        return
+                    self._split(data, start)
+                finally:
+                    self._flush()
+                return
+            buffer += data
             data = bytes(buffer)
             buffer.clear()
         elif self._whole_batch(data):
@@ -167,54 +204,82 @@ class FrameSplitter:
     def _whole_batch(self, data: bytes) -> bool:
         """The common read, handled without the frame loop: nothing
         buffered, and ``data`` is nothing but short FIN binary frames of one
-        length (one, or a batch); they go out as one run. False: anything
+        length (one, or a batch); they go out as one record. False: anything
         else, left to :meth:`_split`."""
-        end = len(data)
-        if end < 2 or data[0] != _BINARY_FIN:
-            return False
-        expect_mask = self._masked
-        n = data[1] ^ expect_mask
-        if n >= 126 or n > self._max:
-            return False
-        stride = n + (6 if expect_mask else 2)
-        if end == stride:  # one frame
-            payload = mask(data[2:6], data[6:]) if expect_mask else data[2:]
-            run = prefix(n) + payload
-        else:
-            count, rest = divmod(end, stride)
-            if rest or n < 4 or count < MIN_BATCH:
+        record = self.record(data)
+        if record is None:
+            end = len(data)
+            if end < 2 or data[0] != _BINARY_FIN:
                 return False
-            if count <= SHAPED:
-                record = self.record(data)
-                if record is None:
-                    return False
-                run = record[HEADER_LENGTH:]
-            elif (
-                count > (MAX_MASKED_COUNT if expect_mask else count)
+            expect_mask = self._masked
+            n = data[1] ^ expect_mask
+            stride = n + (6 if expect_mask else 2)
+            count, rest = divmod(end, stride)
+            if (
+                rest
+                or not 4 <= n < 126
+                or n > self._max
+                or count <= SHAPED  # (record() took those it could)
+                or count > (MAX_MASKED_COUNT if expect_mask else count)
                 or not all_alike(data, 0, end, stride, 2)
             ):
                 return False
-            else:
-                run = frames_to_run(data, 0, count, n, bool(expect_mask))
-        self._on_run(2, run)
+            head = record_head(_BINARY_RUN, count * (n + 3))
+            record = frames_to_run(data, 0, count, n, bool(expect_mask), head)
+        self._on_record(record)
         return True
 
-    def _flush(self) -> None:
-        """Hand over the run being built (its messages came before what follows)."""
-        run = self._run
-        if run:
-            self._run = bytearray()
-            self._on_run(self._run_kind, run)
+    def _batch(self, data: bytes, off: int, count: int, n: int) -> bytearray:
+        """Take ``count`` FIN binary frames of ``n`` bytes at ``off`` (checked
+        by the caller) into the record being built; returns the run to
+        append what follows to. The first batch of a record is only noted
+        (:meth:`_flush` cuts it straight into the record: no copy of the
+        messages into the run and out again, stream16 / stream1k of
+        bench_tcp.py); any other joins the run now."""
+        if self._pending is None:
+            self._pending = (data, off, count, n)
+            self._before, self._run = self._run, self._before
+            return self._run
+        self._run += frames_to_run(data, off, count, n, bool(self._masked))
+        return self._run
 
-    def _split(self, data: bytes) -> None:
+    def _flush(self) -> None:
+        """Hand over the record being built (its messages came before what follows)."""
+        run = self._run
+        pending = self._pending
+        if pending is not None:
+            self._pending = None
+            data, off, count, n = pending
+            before = self._before
+            head = record_head(_BINARY_RUN, len(before) + count * (n + 3) + len(run))
+            if before:
+                head += before
+                before.clear()
+            record = frames_to_run(data, off, count, n, bool(self._masked), head)
+            if run:
+                record += run
+                run.clear()
+            self._on_record(record)
+        elif run:
+            kind = self._run_kind
+            if kind == 1:
+                kind = MessageKind.TEXT_LINES if self._lines else MessageKind.TEXT_RUN
+            else:
+                kind = _BINARY_RUN
+            record = record_head(kind, len(run)) + run
+            run.clear()
+            self._on_record(record)
+
+    def _split(self, data: bytes, start: int = 0) -> None:
+        """The frames of ``data[start:]`` (``start``: a frame boundary)."""
         end = len(data)
-        off = 0
+        off = start
         expect_mask = self._masked
         head = 6 if expect_mask else 2
         limit = self._max
         most = MAX_MASKED_COUNT if expect_mask else 1 << 62  # frames unmasked at once
         last = -1  # the previous binary frame's length: a batch is tried when it repeats
-        tried = 0  # no batch before this offset (a try found too few)
+        tried = start  # no batch before this offset (a try found too few)
         run = self._run
         while end - off >= 2:
             b0 = data[off]
@@ -228,7 +293,7 @@ class FrameSplitter:
                     self._run_kind = 2
                 stride = head + n
                 if (
-                    (n == last or not off)  # a length repeats (or a chunk starts)
+                    (n == last or off == start)  # a length repeats (or a chunk starts)
                     and off >= tried
                     and n >= 4
                     and end - off >= MIN_BATCH * stride
@@ -236,7 +301,7 @@ class FrameSplitter:
                     # Mirrors runs.encode_run's scan (frames -> records): alike by choice.
                     count = count_uniform(data, off, end, stride, data[off : off + 2], most)
                     if count >= MIN_BATCH:
-                        run += frames_to_run(data, off, count, n, bool(expect_mask))
+                        run = self._batch(data, off, count, n)
                         off += count * stride
                         last = n
                         continue
@@ -246,6 +311,7 @@ class FrameSplitter:
                 if stop > end:
                     self._buffer += memoryview(data)[off:]
                     self._need = stop - off
+                    self._exact = True
                     return
                 run += prefix(n)
                 if expect_mask:
@@ -303,11 +369,12 @@ class FrameSplitter:
             if stop > end:
                 self._buffer += memoryview(data)[off:]
                 self._need = stop - off
+                self._exact = True
                 return
             if (  # unmasked, 126..65535 bytes, the length of the frame before
                 opcode == 2
                 and not expect_mask
-                and (length == last or not off)
+                and (length == last or off == start)
                 and off >= tried
                 and length <= MAX_BATCH
                 and end - off >= MIN_BATCH * (stop - off)
@@ -318,7 +385,7 @@ class FrameSplitter:
                         self._flush()
                         run = self._run
                         self._run_kind = 2
-                    run += frames_to_run(data, off, count, length, False)
+                    run = self._batch(data, off, count, length)
                     off += count * (stop - off)
                     continue
                 tried = off + count * (stop - off)
@@ -353,6 +420,7 @@ class FrameSplitter:
         if off < end:
             self._buffer += memoryview(data)[off:]
         self._need = 2 if end - off < 2 else end - off + 1
+        self._exact = False  # (a header cut off: its frame's length is not known yet)
 
     def _texts(self, data: bytes, off: int, end: int) -> int:
         """Consecutive whole FIN text frames from ``off`` (unmasked, shorter

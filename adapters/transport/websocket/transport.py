@@ -41,9 +41,7 @@ from .messages import (
     RecordError,
     decode_close,
     encode_close,
-    encode_lines,
     encode_record,
-    encode_run,
 )
 from .options import (
     HandshakeRequest,
@@ -227,14 +225,16 @@ class WebSocketTransport:
                 return 0
         acked, self._framed = self._framed, 0
         if (
-            not acked
-            and type(data) is not memoryview
-            and not self._run_left
+            type(data) is not memoryview
             and self._pong is None
             and self.close_sent is None
             and self._open
         ):
-            sent = self._send_run(data)
+            sent = -1
+            if not acked and not self._run_left:
+                sent = self._send_run(data)
+            if sent < 0:
+                sent = self._send_long_run(data, acked)
             if sent >= 0:
                 return sent
         # Released on the way out, raising or not: a failed write's error
@@ -290,6 +290,52 @@ class WebSocketTransport:
         self._framed = total
         return 0
 
+    def _send_long_run(self, data: bytes | bytearray, start: int) -> int:
+        """:meth:`send` of a run longer than a batch (a stream's output: the
+        whole credit's items in one record): from ``data[start:]``, the
+        start of a BINARY_RUN or TEXT_RUN record or of the rest of the run
+        being sent, SEND_BATCH bytes of whole messages at a time framed from
+        ``data`` as it is and written at once, until the run is done or the
+        socket takes less (as TCP: the driver keeps the rest only when the
+        socket is full), without the copies of the general path (the
+        messages cut out to a chunk, the frames through ``_out``; stream1k
+        of bench_tcp.py). Returns what ``send`` returns, or -1 when the
+        general path must take it (another record, a message longer than a
+        batch, a broken run)."""
+        left = self._run_left
+        body = start
+        if left:
+            text = self._run_text
+        else:
+            kind = data[start : start + 1]
+            if kind != _RUNS[0] and kind != _RUNS[1]:
+                return -1
+            left = int.from_bytes(data[start + 1 : start + 5], "big")
+            body = start + 5
+            text = kind == _RUNS[1]
+        if body + left > len(data) or self._ws.state is not ConnectionState.OPEN:
+            return -1  # (a driver offers whole records: the general path says what broke)
+        keys = self._keys
+        write = self._stream.send
+        first = body
+        while True:
+            stop = min(body + left, body + SEND_BATCH)
+            frames, used = frame_run(data, keys, text=text, start=body, stop=stop)
+            if not used:  # the general path frames a longer message, or says what broke
+                return -1 if body == first else body
+            left -= used
+            body += used
+            self._run_left = left
+            self._run_text = text
+            sent = write(frames)
+            if sent < len(frames):
+                # The rest waits in ``_out``; the messages count as written once it left.
+                self._out += memoryview(frames)[sent:]
+                self._framed = body - start
+                return start
+            if not left:
+                return body
+
     def shutdown_write(self) -> None:
         """Graceful end: Close 1000 (unless a Close was sent), then FIN."""
         if self._open and self.close_sent is None:
@@ -331,20 +377,17 @@ class WebSocketTransport:
         self._splitter = FrameSplitter(
             masked=not self._ws.client,
             max_payload=self._max,
-            on_run=self._on_run,
+            on_record=self._on_record,
             on_message=self._on_message,
             to_wsproto=self._receive,
             on_oversized=self._on_oversized,
             text_lines=self.options.text_lines,
         )
 
-    def _on_run(self, opcode: int, run: bytes | bytearray) -> None:
-        """Messages from the fast path, as one run (sizes checked, text valid)."""
+    def _on_record(self, record: bytes) -> None:
+        """Messages from the fast path, as one record (sizes checked, text valid)."""
         if self.close_sent is None and self.close_received is None:
-            if opcode == 1 and self.options.text_lines:
-                self._ready.append(encode_lines(run))
-            else:
-                self._ready.append(encode_run(run, text=opcode == 1))
+            self._ready.append(record)
 
     def _on_message(self, opcode: int, payload: bytes) -> None:
         """A whole data message from the fast path (size already checked)."""

@@ -6,6 +6,7 @@ same-length messages as one at a time; anything unusual goes to wsproto."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import pytest
 from hypothesis import assume, given, settings
@@ -15,7 +16,12 @@ from sansrs.adapters.transport.websocket.frames import (
     encode_data_frame,
     mask,
 )
-from sansrs.adapters.transport.websocket.messages import RecordError, split_lines, split_run
+from sansrs.adapters.transport.websocket.messages import (
+    MessageKind,
+    RecordError,
+    split_lines,
+    split_run,
+)
 from sansrs.adapters.transport.websocket.runs import (
     MAX_MASKED_COUNT,
     MIN_BATCH,
@@ -27,7 +33,7 @@ from sansrs.adapters.transport.websocket.runs import (
 )
 from sansrs.adapters.transport.websocket.splitter import FrameSplitter
 from wsproto.connection import Connection, ConnectionType
-from wsproto.events import BytesMessage, Event, Message, Ping, TextMessage
+from wsproto.events import BytesMessage, CloseConnection, Event, Message, Ping, TextMessage
 from wsproto.frame_protocol import FrameProtocol
 
 
@@ -38,18 +44,22 @@ def wsproto_messages(role: ConnectionType, data: bytes) -> list[tuple[int, bytes
     return _messages(list(conn.events()))
 
 
-def _messages(events: list[Event]) -> list[tuple[int, bytes]]:
+def _messages(events: list[Event], parts: list[bytes] | None = None) -> list[tuple[int, bytes]]:
+    """Whole messages of ``events``; ``parts``: those of a message not
+    finished yet, kept across calls (a message wsproto reports in pieces)."""
     out: list[tuple[int, bytes]] = []
-    parts: list[bytes] = []
+    parts = [] if parts is None else parts
     for ev in events:
         if isinstance(ev, Message):
             chunk = ev.data.encode() if isinstance(ev.data, str) else bytes(ev.data)
             parts.append(chunk)
             if ev.message_finished:
                 out.append((1 if isinstance(ev, TextMessage) else 2, b"".join(parts)))
-                parts = []
+                parts.clear()
         elif isinstance(ev, Ping):
             out.append((9, bytes(ev.payload)))
+        elif isinstance(ev, CloseConnection):  # wsproto's verdict (1002, 1007, ...) or a Close
+            out.append((8, int(ev.code).to_bytes(2, "big")))
     return out
 
 
@@ -62,29 +72,35 @@ class Collector:
         self.conn = Connection(role)
         self.got: list[tuple[int, bytes]] = []
         self.handed: list[bytes] = []
+        self.parts: list[bytes] = []  # of a message wsproto reported in part so far
         self.runs = 0
         self.lines = lines
         self.splitter = FrameSplitter(
             masked=role is ConnectionType.SERVER,
             max_payload=max_payload,
-            on_run=self._on_run,
+            on_record=self._on_record,
             on_message=lambda op, p: self.got.append((op, p)),
             to_wsproto=self._to_wsproto,
             text_lines=lines,
         )
 
-    def _on_run(self, kind: int, run: bytes | bytearray) -> None:
-        assert run, "no empty runs"
+    def _on_record(self, record: bytes) -> None:
+        assert type(record) is bytes  # what an engine reads
+        kind, length = record[0], int.from_bytes(record[1:5], "big")
+        assert length == len(record) - 5 and length, "one whole record, no empty runs"
         self.runs += 1
-        if kind == 1 and self.lines:  # text_lines: each message followed by 0xFF
-            self.got += [(1, line) for line in split_lines(bytes(run))]
+        if kind == MessageKind.TEXT_LINES:  # text_lines: each message followed by 0xFF
+            assert self.lines
+            self.got += [(1, line) for line in split_lines(record[5:])]
         else:
-            self.got += split_run(bytes(run), 0, len(run), kind)
+            text = kind == MessageKind.TEXT_RUN and not self.lines
+            assert kind == MessageKind.BINARY_RUN or text
+            self.got += split_run(record, 5, len(record), kind & 0x0F)
 
     def _to_wsproto(self, data: bytes) -> None:
         self.handed.append(data)
         self.conn.receive_data(data)
-        self.got += _messages(list(self.conn.events()))
+        self.got += _messages(list(self.conn.events()), self.parts)
 
 
 def fed_in_chunks(
@@ -490,7 +506,7 @@ def test_a_text_frame_that_is_not_utf8_goes_to_wsproto_after_the_good_ones(
         wire += encode_data_frame(1, m, None) if i != at else bytes((0x81, len(m))) + m
     collector = Collector(ConnectionType.CLIENT, lines=lines)
     collector.splitter.feed(bytes(wire))
-    assert collector.got == [(1, m) for m in messages[:at]]
+    assert collector.got == [(1, m) for m in messages[:at]] + [(8, (1007).to_bytes(2, "big"))]
     assert collector.splitter.passthrough
     assert collector.handed and collector.handed[0].startswith(bytes((0x81, len(bad))) + bad)
 
@@ -557,4 +573,109 @@ def test_a_read_with_one_frame_unlike_the_others_is_not_taken_as_a_batch() -> No
     unmasked = b"".join(encode_data_frame(2, b"u" * 22, None) for _ in range(16))
     collector = Collector(ConnectionType.SERVER)  # expects masked frames
     collector.splitter.feed(unmasked)
-    assert collector.got == [] and collector.splitter.passthrough
+    assert collector.got == [(8, (1002).to_bytes(2, "big"))]  # wsproto's verdict
+    assert collector.splitter.passthrough
+
+
+def raw_frame(first: int, payload: bytes, masked: bool, *, wide: bool = False) -> bytes:
+    """One frame as a peer writes it, whatever it breaks: first byte
+    ``first`` (FIN, reserved bits, opcode), masked with a fixed key or not,
+    its length in the shortest form (``wide``: the 16-bit one)."""
+    n = len(payload)
+    bit = 0x80 if masked else 0
+    if wide or 126 <= n < 65536:
+        head = bytes((first, bit | 126)) + n.to_bytes(2, "big")
+    elif n < 126:
+        head = bytes((first, bit | n))
+    else:
+        head = bytes((first, bit | 127)) + n.to_bytes(8, "big")
+    if not masked:
+        return head + payload
+    key = b"\x37\xfa\x21\x3d"
+    return head + key + mask(key, payload)
+
+
+#: Frames that end the fast path (reserved bits, opcodes, mask bits, lengths,
+#: control frames, UTF-8, fragments), each as a sender of either role
+#: (``masked``) writes it; wsproto alone says what each means.
+UNUSUAL: dict[str, Callable[[bool], bytes]] = {
+    "reserved bit": lambda m: raw_frame(0xC2, b"rsv1", m),
+    "reserved data opcode": lambda m: raw_frame(0x83, b"op3", m),
+    "reserved control opcode": lambda m: raw_frame(0x8B, b"opB", m),
+    "mask bit the wrong way": lambda m: raw_frame(0x82, b"wrong mask", not m),
+    "non-minimal length": lambda m: raw_frame(0x82, b"x" * 5, m, wide=True),
+    "control frame too long": lambda m: raw_frame(0x89, b"p" * 126, m),
+    "fragmented control frame": lambda m: raw_frame(0x09, b"ping", m),
+    "continuation without a start": lambda m: raw_frame(0x80, b"cont", m),
+    "text that is not UTF-8": lambda m: raw_frame(0x81, b"ok\xc3(", m),
+    "a message in fragments, a ping between": lambda m: raw_frame(0x02, b"frag", m)
+    + raw_frame(0x89, b"between", m)
+    + raw_frame(0x80, b"ments", m),
+}
+
+# Messages around the unusual frame: batches of one length (both sizes of
+# header), a lone binary message, text, a ping.
+AROUND = st.lists(
+    st.one_of(
+        st.tuples(st.sampled_from([4, 22, 125, 126, 1030]), st.integers(1, 70)).map(
+            lambda nc: [BytesMessage(data=bytes([i % 7 + 48]) * nc[0]) for i in range(nc[1])]
+        ),
+        st.binary(max_size=200).map(lambda b: [BytesMessage(data=b)]),
+        st.text(max_size=20).map(lambda t: [TextMessage(data=t)]),
+        st.binary(max_size=20).map(lambda b: [Ping(payload=b)]),
+    ),
+    max_size=4,
+).map(lambda groups: [ev for group in groups for ev in group])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    AROUND,
+    st.sampled_from(sorted(UNUSUAL)),
+    AROUND,
+    st.data(),
+    st.sampled_from([ConnectionType.CLIENT, ConnectionType.SERVER]),
+)
+def test_splitter_fast_paths_give_what_wsproto_alone_gives_around_unusual_frames(
+    before: list[Event],
+    unusual: str,
+    after: list[Event],
+    data: st.DataObject,
+    receiver: ConnectionType,
+) -> None:
+    """The differential: messages, batches and one unusual frame, cut into
+    reads anywhere (a frame completed from the head of the next read, a
+    record cut out of a batch where it lies): the same messages in the same
+    order, and the same verdict on the unusual frame (wsproto's close code:
+    1002 for broken framing, 1007 for bad UTF-8), as wsproto alone, the
+    plain path."""
+    sender = ConnectionType.SERVER if receiver is ConnectionType.CLIENT else ConnectionType.CLIENT
+    masked = sender is ConnectionType.CLIENT
+    wire = frames_from(sender, before) + UNUSUAL[unusual](masked) + frames_from(sender, after)
+    expected = wsproto_messages(receiver, wire)
+    collector = fed_in_chunks(receiver, wire, data, 8)
+    assert collector.got == expected
+    assert collector.splitter.passthrough
+
+
+@pytest.mark.parametrize("receiver", [ConnectionType.CLIENT, ConnectionType.SERVER])
+def test_long_batches_are_re_headed_in_place_as_wsproto_reads_them(
+    receiver: ConnectionType,
+) -> None:
+    """A stream's reads: hundreds of same-length frames (re-headed by
+    strided deletions and assignments, or a byte column at a time), a
+    frame before and after them of another length, whole or cut into two
+    reads anywhere in a frame: the messages, in order, every byte of each."""
+    sender = ConnectionType.SERVER if receiver is ConnectionType.CLIENT else ConnectionType.CLIENT
+    for n in (4, 5, 22, 31, 32, 33, 125, 126, 1030):
+        for count in (SHAPED + 1, 511, 512, 700):
+            messages = [b"first"] + [
+                bytes((i + j) % 251 + 1 for j in range(n)) for i in range(count)
+            ] + [b"last one"]
+            wire = frames_from(sender, [BytesMessage(data=m) for m in messages])
+            for cut in (len(wire), 7 + (n + 2) // 2, len(wire) - n):
+                collector = Collector(receiver)
+                collector.splitter.feed(wire[:cut])
+                collector.splitter.feed(wire[cut:])
+                assert collector.got == [(2, m) for m in messages], (n, count, cut)
+                assert collector.handed == [] and not collector.splitter.passthrough

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import random
 from itertools import pairwise
+from unittest.mock import patch
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from sansrs.adapters.transport.websocket import WebSocketOptions
+from sansrs.adapters.transport.websocket import transport as ws_transport
 from sansrs.adapters.transport.websocket.frames import KeySource, encode_data_frame
 from sansrs.adapters.transport.websocket.messages import (
     CloseCode,
@@ -55,7 +57,7 @@ def splitter(masked: bool, max_payload: int = 1 << 20) -> FrameSplitter:
         raise AssertionError(f"the record path handed something on: {args!r}")
 
     return FrameSplitter(
-        masked=masked, max_payload=max_payload, on_run=refuse, on_message=refuse,
+        masked=masked, max_payload=max_payload, on_record=refuse, on_message=refuse,
         to_wsproto=refuse,
     )
 
@@ -382,3 +384,71 @@ def test_a_closing_transport_leaves_shaped_records_to_the_general_path() -> None
         server.recv()  # data after the Close: not delivered
     assert server.send(bytearray(record)) == len(record)
     assert server_stream.written == b""
+
+
+class TrickleStream(FakeStream):
+    """A socket that takes at most the next of ``rooms`` bytes per write, in turn."""
+
+    def __init__(self, rooms: list[int]) -> None:
+        super().__init__()
+        self.rooms = rooms
+        self.turn = 0
+
+    def send(self, data: bytes | bytearray | memoryview) -> int:
+        room = self.rooms[self.turn % len(self.rooms)]
+        self.turn += 1
+        taken = bytes(data[:room])
+        self.written += taken
+        return len(taken)
+
+
+#: Messages of a long run: batches of one length (both header sizes, one
+#: longer than a send batch) and lone ones.
+LONG_RUNS = st.lists(
+    st.tuples(st.sampled_from([0, 5, 22, 125, 126, 1030, 3000]), st.integers(1, 90)),
+    min_size=1,
+    max_size=5,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    LONG_RUNS,
+    st.lists(st.integers(1, 4000), min_size=1, max_size=4),
+    st.booleans(),
+    st.booleans(),
+)
+def test_a_long_run_goes_out_as_the_plain_path_frames_it(
+    groups: list[tuple[int, int]], rooms: list[int], client: bool, behind: bool
+) -> None:
+    """The differential of the send side: a run longer than a send batch
+    (framed from the offered bytes a batch at a time, written at once),
+    then maybe more records, through a socket that takes a little at a
+    time: acknowledged part by part, never more than a batch waiting, and
+    on the wire what one frame per message gives (byte for byte unmasked;
+    masked, what wsproto reads)."""
+    batch_size = 700  # SEND_BATCH, small: every run here is longer
+    messages = [bytes([(7 * i + j) % 251]) * n for i, (n, count) in enumerate(groups)
+                for j in range(count)]
+    record = encode_record_run(run_of(messages))
+    more = [b"after", b"and the next run"]
+    if behind:
+        record += encode_record(MessageKind.BINARY, more[0]) + encode_record_run(run_of(more[1:]))
+        messages += more
+    assume(len(record) > batch_size)
+    transports = open_pair()
+    t = transports[0] if client else transports[2]
+    stream = TrickleStream(rooms)
+    t._stream = stream  # (past the upgrade)
+    out = bytearray(record)
+    with patch.object(ws_transport, "SEND_BATCH", batch_size):
+        while out:
+            sent = t.send(out)
+            del out[:sent]
+            # (a shaped record, 64 short messages at most, is framed whole)
+            assert t.buffered <= max(batch_size, SHAPED * (125 + 6)) + 3000 + 14
+    wire = bytes(stream.written)
+    if client:
+        assert wsproto_messages(ConnectionType.SERVER, wire) == [(2, m) for m in messages]
+    else:
+        assert wire == b"".join(encode_data_frame(2, m, None) for m in messages)
