@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, Protocol, TypeVar
@@ -27,8 +26,6 @@ from typing import Any, Generic, Protocol, TypeVar
 from sansrs.streams import MAX_DEMAND, add_demand
 
 from .config import LoopConfig
-from .engine import Call
-from .errors import seconds
 from .queues import CreditQueue, EndOfStream, refill_batch
 from .sources import (
     END,
@@ -97,12 +94,6 @@ class StreamIterator(Generic[T]):
     batch counts as consumed once it has all been handed out: the window
     (what the queue may hold) stays ``prefetch``. :meth:`next_batch` hands
     out everything that arrived as one list (:class:`StreamBatches`).
-
-    ``drive`` (optional; a driver's ``call_direct``): when nothing is queued,
-    the consuming thread reads the connection itself while it is idle,
-    instead of waiting for the connection's thread to read and wake it
-    (docs/architecture.md, "Threads"); otherwise, or when the connection is
-    busy, it waits on the queue.
     """
 
     # The keywords of its asyncio twin, drive.aio.AsyncStream, by choice.
@@ -117,12 +108,10 @@ class StreamIterator(Generic[T]):
         units: Callable[[T], int] | None = None,
         *,
         explain: Callable[[], str] | None = None,
-        drive: Callable[[Call, Callable[[], bool], float | None], bool] | None = None,
     ) -> None:
         if prefetch <= 0:
             raise ValueError("prefetch must be positive")
         self._queue = queue
-        self._drive = drive
         #: What a timeout's message adds, if anything (why nothing came:
         #: e.g. the peer's bytes were not the protocol expected).
         self._explain = explain
@@ -176,40 +165,22 @@ class StreamIterator(Generic[T]):
         self._settle()
         if self._finished:
             return False
-        queue = self._queue
-        timeout = self._timeout
         try:
-            if self._drive is not None and not queue.answered():
-                timeout = self._read_here(self._drive, timeout)
-            batch = queue.get_batch(timeout, most)
+            batch = self._queue.get_batch(self._timeout, most)
         except EndOfStream:
             self._finished = True
             return False
-        except TimeoutError:
-            message = f"no item within {seconds(self._timeout or 0.0)}"
+        except TimeoutError as exc:
             why = self._explain() if self._explain is not None else ""
-            raise TimeoutError(f"{message}: {why}" if why else message) from None
+            if why:
+                raise TimeoutError(f"{exc}: {why}") from None
+            raise
         except BaseException:
             self._finished = True
             raise
         self._local = batch
         self._rest = iter(batch)
         return True
-
-    def _read_here(
-        self, drive: Callable[[Call, Callable[[], bool], float | None], bool], timeout: float | None
-    ) -> float | None:
-        """Nothing queued: read the connection on this thread until
-        something is (a direct call), if it is idle; returns what is left
-        of ``timeout`` for the wait on the queue (which finds the items
-        read here, or those the connection's thread reads once it has the
-        connection back)."""
-        if timeout is None:
-            drive(_nothing, self._queue.answered, None)
-            return None
-        started = time.monotonic()
-        drive(_nothing, self._queue.answered, timeout)
-        return max(0.0, timeout - (time.monotonic() - started))
 
     def _count(self, items: list[T]) -> None:
         """``items`` were handed out: grant again once ``batch`` units were."""
@@ -269,10 +240,6 @@ class StreamIterator(Generic[T]):
 #: A batch takes every item queued (the queue never holds more than the window).
 _ALL = 1 << 62
 _NONE: Any = object()
-
-
-def _nothing() -> None:
-    """A direct call's call when it only reads (see ``StreamIterator._read_here``)."""
 
 
 class StreamBatches(Generic[T]):

@@ -416,7 +416,6 @@ class RSocketPeer(DrivenPeer):
             lambda: self._cancel(handle),
             timeout,
             explain=self._engine.unexpected_input,
-            drive=self._call_direct,
         )
 
     def _more(self, handle: RequestHandle, n: int) -> None:

@@ -1,32 +1,26 @@
-"""A stream's consumer drives its idle connection itself (docs/architecture.md,
-"Threads"): a blocking iterator that finds nothing queued reads the socket on
-its own thread, and asks for more (REQUEST_N) and cancels on its own thread,
-instead of handing each to the connection's thread and waiting to be woken.
-The connection's thread is held in a call of the test's (so it reads and
-writes nothing): what arrives, arrives only because the consumer drove the
-connection. No sleeps: events, hooks and the server's own counts."""
+"""A stream's consumer asks for more (REQUEST_N) and cancels on its own thread
+while its connection is idle (docs/architecture.md, "Threads"), instead of
+handing each to the connection's thread, where it waited for the GIL until
+the consumer ran dry. The connection's thread is held in a call of the
+test's (so it writes nothing): what the server sees, it sees only because
+the consumer wrote it. No sleeps: events, hooks and the server's own counts."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import queue
 import threading
-import time
 from collections.abc import Callable, Iterator
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from sansrs.adapters.drive import ConnectionClosed, Loop, LoopConnection
-from sansrs.adapters.drive import streams as streams_module
+from sansrs.adapters.drive import Loop, LoopConnection
 from sansrs.adapters.drive.peer import DrivenPeer
 from sansrs.adapters.drive.queues import CreditQueue
-from sansrs.adapters.drive.streams import StreamIterator
 from sansrs.adapters.rsocket import Payload, Request, aio, connect, serve
 
-from ..peers.scripted import Wire, payload_frame, scripted_peer
-from .direct import driver_of, reads_by_thread, settle
+from ..peers.scripted import Wire, payload_frame
+from .direct import driver_of, settle
 
 WAIT = 10.0
 
@@ -103,44 +97,28 @@ def items_of(batches: bool) -> Callable[[Any, int, int], list[Payload]]:
     return consume
 
 
-@pytest.mark.parametrize("batches", [False, True], ids=["items", "batches"])
-def test_a_waiting_stream_consumer_reads_its_items_on_its_own_thread(
-    endless: tuple[Endless, str],
-    loop_kind: str | Loop,
-    monkeypatch: pytest.MonkeyPatch,
-    batches: bool,
-) -> None:
-    _, url = endless
-    with connect(url, loop=loop_kind) as client:
-        held = Held(client)
-        try:
-            readers = reads_by_thread(monkeypatch, client)
-            # 1,000 items through a window of 64: the REQUEST_STREAM and every
-            # REQUEST_N written, and every item read, by this thread.
-            got = items_of(batches)(client, 1000, 64)
-        finally:
-            held.release()
-        assert got == [Payload(b"%d" % i) for i in range(1000)]
-        assert readers and set(readers) == {threading.get_ident()}
-        assert client.request_response(b"?", timeout=WAIT) is None  # the connection goes on
-
-
 def test_a_stream_consumer_asks_for_more_on_its_own_thread(
     endless: tuple[Endless, str], loop_kind: str | Loop
 ) -> None:
     handler, url = endless
-    with connect(url, loop=loop_kind) as client:
+    with (
+        connect(url, loop=loop_kind) as client,
+        client.request_stream(json.dumps({"n": -1}), prefetch=8, timeout=WAIT) as items,
+    ):
+        for _ in range(3):
+            next(items)
+        # The window's 8 items are queued (the warm-up's answer in Held
+        # came after them); the connection's thread is held from here.
         held = Held(client)
         try:
-            with client.request_stream(json.dumps({"n": -1}), prefetch=8, timeout=WAIT) as items:
-                for _ in range(4):  # half the window: REQUEST_N 4 is due
-                    next(items)
-                reached = threading.Event()
-                handler.reached = (12, reached)
-                if handler.pulled < 12:
-                    # Only a REQUEST_N written by this thread lets the server go
-                    # past the window: the connection's thread writes nothing.
-                    assert reached.wait(WAIT)
+            reached = threading.Event()
+            handler.reached = (12, reached)
+            next(items)  # the 4th: half the window, REQUEST_N 4 is due
+            if handler.pulled < 12:
+                # Only a REQUEST_N written by this thread lets the server go
+                # past the window: the connection's thread writes nothing.
+                assert reached.wait(WAIT)
+            items.close()
             # Closing the iterator cancels on this thread, too.
             assert handler.cancelled.wait(WAIT)
         finally:
@@ -199,51 +177,6 @@ def _one_item_then_garbage(wire: Wire) -> None:
     wire.hold()
 
 
-@pytest.mark.timeout(30)
-def test_a_protocol_error_read_by_the_consumer_ends_its_stream_with_that_error(
-    loop_kind: str | Loop, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    with scripted_peer(_one_item_then_garbage) as peer, connect(peer.url, loop=loop_kind) as client:
-        driver = driver_of(client)
-        got: list[Payload] = []
-        ended: queue.Queue[BaseException | None] = queue.Queue()
-
-        def consume() -> None:
-            try:
-                with client.request_stream(b"q", timeout=WAIT) as items:
-                    got.extend(items)
-                ended.put(None)
-            except BaseException as exc:
-                ended.put(exc)
-
-        consumer = threading.Thread(target=consume)
-        broken = threading.Event()
-        feed = driver._feed
-
-        def hooked(data: bytes, now: float) -> None:
-            feed(data, now)
-            if threading.get_ident() == consumer.ident and driver.engine.wants_close():
-                broken.set()  # the garbage was read on the consumer's thread
-
-        monkeypatch.setattr(driver, "_feed", hooked)
-        held = Held(client)
-        try:
-            consumer.start()
-            assert broken.wait(WAIT)
-        finally:
-            # The connection's thread finishes the connection (the consumer
-            # handed it back, asking for a turn): the stream ends with why.
-            released = time.monotonic()
-            held.release()
-        error = ended.get(timeout=WAIT)
-        consumer.join(WAIT)
-        assert isinstance(error, ConnectionClosed), error
-        assert "protocol error" in str(error)
-        assert time.monotonic() - released < WAIT / 2  # not the iterator's timeout
-        assert got == [Payload(b"first")]
-        assert client.wait_closed(WAIT)
-
-
 def test_asyncio_stream_consumer_request_n_leaves_without_yielding_to_the_loop(
     endless: tuple[Endless, str],
 ) -> None:
@@ -268,20 +201,6 @@ def test_asyncio_stream_consumer_request_n_leaves_without_yielding_to_the_loop(
 # -- StreamIterator with a driver's direct call, alone ---------------------------------
 
 
-def test_stream_iterator_waits_on_its_queue_when_the_connection_is_busy() -> None:
-    queue: CreditQueue[int] = CreditQueue(granted=4)
-    reactor = threading.Thread(target=queue.put_many, args=([1, 2],))
-
-    def busy(call: Any, until: Callable[[], bool], timeout: float | None) -> bool:
-        assert timeout == 5.0 and not until()
-        reactor.start()  # the connection's thread reads and delivers
-        return False  # (the connection was taken: nothing done here)
-
-    items = StreamIterator(queue, 4, lambda n: None, lambda: None, 5.0, drive=busy)
-    assert items.next_batch() == [1, 2]
-    reactor.join(WAIT)
-
-
 class Recording(CreditQueue[int]):
     """A queue that records the timeout of each wait for a batch."""
 
@@ -292,24 +211,6 @@ class Recording(CreditQueue[int]):
     def get_batch(self, timeout: float | None = None, max_items: int = 1024) -> list[int]:
         self.timeouts.append(timeout)
         return super().get_batch(timeout, max_items)
-
-
-def test_stream_iterator_timeout_counts_the_direct_read_and_names_the_callers_timeout(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    queue = Recording()
-    clock = [100.0]
-    monkeypatch.setattr(streams_module, "time", SimpleNamespace(monotonic=lambda: clock[0]))
-
-    def silent(call: Any, until: Callable[[], bool], timeout: float | None) -> bool:
-        assert timeout == 0.2 and not until()
-        clock[0] += 0.2  # the direct read waited its whole timeout: nothing came
-        return True
-
-    items = StreamIterator(queue, 4, lambda n: None, lambda: None, 0.2, drive=silent)
-    with pytest.raises(TimeoutError, match=r"^no item within 0\.2 s$"):
-        next(items)
-    assert queue.timeouts == [0.0]  # the queue is not waited on for the timeout again
 
 
 class Driver:
