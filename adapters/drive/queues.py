@@ -25,7 +25,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import repeat, starmap
 from typing import Generic, Protocol, TypeVar
 
@@ -381,7 +381,7 @@ class Inbox(Generic[T]):
         self._items.append(item)
         self._wakeup.wake()
 
-    def put_many(self, items: list[T], timeout: float | None = None) -> None:
+    def put_many(self, items: Sequence[T], timeout: float | None = None) -> None:
         """:meth:`put` for each of ``items`` in order, one wake-up per part:
         parts of at most half the capacity, each waiting for its room."""
         part = max(1, self._capacity // 2)
@@ -481,7 +481,7 @@ class Batcher(Inbox[T]):
         if not self._scheduled:
             self.wake()
 
-    def put_many(self, items: list[T], timeout: float | None = None) -> None:
+    def put_many(self, items: Sequence[T], timeout: float | None = None) -> None:
         """:meth:`put` for each of ``items``, in order, many per hand-off."""
         if self._is_owner():
             if self._closed:

@@ -45,6 +45,7 @@ from .reactor import READ, WRITE, Driven, Listening
 
 __all__ = ["Loop", "default_loop"]
 
+_get_ident = threading.get_ident  # (a global less per in_loop_thread: per fire_and_forget)
 _NOT_IN = ~select.EPOLLIN
 _NOT_OUT = ~select.EPOLLOUT
 
@@ -110,7 +111,7 @@ class Loop:
 
     @property
     def in_loop_thread(self) -> bool:
-        return threading.get_ident() == self._ident
+        return _get_ident() == self._ident
 
     @property
     def started(self) -> bool:

@@ -76,8 +76,8 @@ class ConnectionThread:
     @property
     def is_owner(self) -> bool:
         # Loop.in_loop_thread inlined: asked on every call an application makes.
-        ident = _get_ident()
-        return ident == self._loop._ident or ident == self._conn._direct_ident
+        # (One tuple test: 4 bytecodes less than two comparisons, per fire_and_forget.)
+        return _get_ident() in (self._loop._ident, self._conn._direct_ident)
 
     @property
     def alive(self) -> bool:

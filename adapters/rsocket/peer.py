@@ -32,7 +32,7 @@ from ..drive.streams import StreamBatches, StreamIterator
 from ..drive.streams import check_prefetch as _check_prefetch
 from ..transport import Transport
 from .engine import RequestHandle, RSocketEngine
-from .fast import as_payload, as_payloads, new_tuple
+from .fast import as_payload, as_payloads, new_tuple, payload_batches
 from .pipeline import Answer, ResponsePipeline
 from .routed import (
     RoutedRequester,
@@ -97,11 +97,15 @@ class RSocketPeer(DrivenPeer):
         self._engine = engine
         #: Raw metadata on a client that declared composite metadata fails at the call.
         self._composite = composite_check(engine)
-        # Fire-and-forgets cross to the connection thread many per hand-off.
+        # Fire-and-forgets cross to the connection thread many per hand-off,
+        # plain ``bytes`` data as is (made Payloads there: fast.payload_batches).
         # (``is_owner`` through C calls, no lambda frame: asked per fire_and_forget.)
-        self._fnf: Batcher[Payload] = Batcher(
-            self._submit, engine.fire_and_forget_many, partial(_THREAD_IS_OWNER, self)
+        self._fnf: Batcher[Payload | bytes] = Batcher(
+            self._submit,
+            payload_batches(engine.fire_and_forget_many),
+            partial(_THREAD_IS_OWNER, self),
         )
+        self._fnf_put = self._fnf.put  # (an attribute less per fire_and_forget)
 
     def move_to(self, driver: Driver) -> None:
         super().move_to(carrying_context(driver) if self._carry_context else driver)
@@ -318,11 +322,10 @@ class RSocketPeer(DrivenPeer):
     ) -> None:
         """Queue REQUEST_FNF. ``timeout`` bounds the wait only if the connection
         has a full batch of fire-and-forgets pending (the loop is behind)."""
-        if type(data) is bytes and metadata is None:
-            payload = new_tuple(Payload, (data, None))  # Payload(data) minus its __new__
+        if type(data) is bytes and metadata is None:  # made a Payload in its batch
+            self._fnf_put(data, timeout)
         else:
-            payload = checked_payload(self._composite, data, metadata)
-        self._fnf.put(payload, timeout)
+            self._fnf_put(checked_payload(self._composite, data, metadata), timeout)
 
     def fire_and_forget_many(self, items: Iterable[object], timeout: float | None = None) -> int:
         """REQUEST_FNF for each of ``items`` (payloads, bytes, str or (data,
