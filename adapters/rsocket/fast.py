@@ -20,24 +20,33 @@ on the project machine; the end-to-end effect in ``docs/performance.md``).
   queues the bytes themselves; the connection thread makes the batch's
   Payloads by C calls (``bench_tcp.py`` row ``fnf16``; ``bench_opcodes.py
   --items fnf16``: 8 bytecodes less per call on the application thread).
+- :class:`FireAndForgets` and :func:`delegate`: ``peer.fire_and_forget(data)``
+  is one Python frame, the queue's own :meth:`FireAndForgets.send`, reached
+  through a C-level property (``bench_tcp.py`` row ``fnf16``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from itertools import repeat
-from typing import Any
+from operator import attrgetter
+from typing import Any, TypeVar, cast
 
+from ..drive.queues import Batcher
 from .types import Payload, Request, RoutedRequest
 
 __all__ = [
+    "FireAndForgets",
     "as_payload",
     "as_payloads",
+    "delegate",
     "new_request",
     "new_routed_request",
     "new_tuple",
     "payload_batches",
 ]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 #: ``new_tuple(Payload, (data, metadata))``: a Payload without NamedTuple's
 #: ``__new__`` (bench_fast_paths: payload_new_tuple vs payload_call).
@@ -100,6 +109,50 @@ def payload_batches(
             consume(payloads)
 
     return consume_payloads
+
+
+class FireAndForgets(Batcher[Payload | bytes]):
+    """A connection's fire-and-forgets on their way to its thread (a
+    :class:`~..drive.queues.Batcher`), with the one-at-a-time call as a
+    method of its own (``bench_tcp.py`` row ``fnf16``): ``checked(data,
+    metadata)`` makes the Payload of anything but plain ``bytes`` data
+    (raising at the call); ``consume`` gets Payloads and ``bytes`` mixed
+    (:func:`payload_batches`)."""
+
+    def __init__(
+        self,
+        submit: Callable[[Callable[[], None]], None],
+        consume: Callable[[list[Payload | bytes]], None],
+        is_owner: Callable[[], bool],
+        checked: Callable[[object, object], Payload],
+    ) -> None:
+        super().__init__(submit, consume, is_owner)
+        self._checked = checked
+
+    def send(
+        self, data: bytes | str, metadata: bytes | str | None = None, timeout: float | None = None
+    ) -> None:
+        """Queue REQUEST_FNF. ``timeout`` bounds the wait only if the connection
+        has a full batch of fire-and-forgets pending (the loop is behind)."""
+        if type(data) is not bytes or metadata is not None:
+            self.put(self._checked(data, metadata), timeout)
+            return
+        items = self._items
+        # The common case inline: open, room, another thread than the owner.
+        if self._closed or len(items) >= self._capacity or self._is_owner():
+            self.put(data, timeout)  # raises, waits for room or drains at once
+            return
+        items.append(data)
+        if not self._scheduled:
+            self.wake()
+
+
+def delegate(method: F, path: str) -> F:
+    """``method`` replaced by a property that returns the bound method at
+    ``path`` (e.g. ``"_fnf.send"``, of the same signature): a call through it
+    runs that method's frame alone (C calls find it). Keeps ``method``'s
+    docstring; type checkers see ``method``."""
+    return cast(F, property(attrgetter(path), doc=method.__doc__))
 
 
 # Same layout as Request: filled with plain stores, then made a Request by

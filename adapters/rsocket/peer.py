@@ -27,12 +27,12 @@ from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
 from ..drive.peer import DrivenPeer, carrying_context
 from ..drive.publishers import BatchSubscriberSink, RemoteStreamPublisher, SubscriberSink
-from ..drive.queues import Batcher, CreditQueue, EndOfStream
+from ..drive.queues import CreditQueue, EndOfStream
 from ..drive.streams import StreamBatches, StreamIterator
 from ..drive.streams import check_prefetch as _check_prefetch
 from ..transport import Transport
 from .engine import RequestHandle, RSocketEngine
-from .fast import as_payload, as_payloads, new_tuple, payload_batches
+from .fast import FireAndForgets, as_payload, as_payloads, delegate, new_tuple, payload_batches
 from .pipeline import Answer, ResponsePipeline
 from .routed import (
     RoutedRequester,
@@ -100,12 +100,12 @@ class RSocketPeer(DrivenPeer):
         # Fire-and-forgets cross to the connection thread many per hand-off,
         # plain ``bytes`` data as is (made Payloads there: fast.payload_batches).
         # (``is_owner`` through C calls, no lambda frame: asked per fire_and_forget.)
-        self._fnf: Batcher[Payload | bytes] = Batcher(
+        self._fnf = FireAndForgets(
             self._submit,
             payload_batches(engine.fire_and_forget_many),
             partial(_THREAD_IS_OWNER, self),
+            partial(checked_payload, self._composite),
         )
-        self._fnf_put = self._fnf.put  # (an attribute less per fire_and_forget)
 
     def move_to(self, driver: Driver) -> None:
         super().move_to(carrying_context(driver) if self._carry_context else driver)
@@ -322,10 +322,10 @@ class RSocketPeer(DrivenPeer):
     ) -> None:
         """Queue REQUEST_FNF. ``timeout`` bounds the wait only if the connection
         has a full batch of fire-and-forgets pending (the loop is behind)."""
-        if type(data) is bytes and metadata is None:  # made a Payload in its batch
-            self._fnf_put(data, timeout)
-        else:
-            self._fnf_put(checked_payload(self._composite, data, metadata), timeout)
+        self._fnf.send(data, metadata, timeout)
+
+    # The call is FireAndForgets.send's frame alone (bench_tcp.py row fnf16).
+    fire_and_forget = delegate(fire_and_forget, "_fnf.send")
 
     def fire_and_forget_many(self, items: Iterable[object], timeout: float | None = None) -> int:
         """REQUEST_FNF for each of ``items`` (payloads, bytes, str or (data,
