@@ -125,8 +125,9 @@ class FireAndForgets(Batcher[Payload | bytes]):
         consume: Callable[[list[Payload | bytes]], None],
         is_owner: Callable[[], bool],
         checked: Callable[[object, object], Payload],
+        capacity: int = 4096,
     ) -> None:
-        super().__init__(submit, consume, is_owner)
+        super().__init__(submit, consume, is_owner, capacity)
         self._checked = checked
 
     def send(
