@@ -170,7 +170,8 @@ class LoopConnection:
     @property
     def is_owner(self) -> bool:
         """True on the reactor's thread, and on a thread in a direct call."""
-        return self._loop.in_loop_thread or _get_ident() == self._direct_ident
+        # (One tuple test, no in_loop_thread frame: asked per fire_and_forget.)
+        return _get_ident() in (self._loop._ident, self._direct_ident)
 
     @property
     def alive(self) -> bool:

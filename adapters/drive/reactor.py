@@ -71,6 +71,9 @@ class Reactor(Protocol):
 
     config: LoopConfig
     name: str
+    #: The reactor thread's ``threading.get_ident()`` (None while none runs it):
+    #: read by a connection's ``is_owner`` without a call (asked per fire_and_forget).
+    _ident: int | None
 
     @property
     def in_loop_thread(self) -> bool:
