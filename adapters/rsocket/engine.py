@@ -6,7 +6,10 @@ It turns core events into request completions and, through its
 intents (handed over by the peer objects, :mod:`.peer`) into core calls.
 Its other parts: :class:`~.leases.Leases` (requests waiting for the peer's
 lease, the renewal of ours) and :func:`~.outbound.stream_outbound` (our
-side of a stream as core calls). The protocol-neutral pieces (credit-bound
+side of a stream as core calls). Two of its concerns are methods kept in
+modules of their own: :mod:`.opening` (the first bytes, WebSocket message
+records) and :mod:`.lifecycle` (SETUP acceptance, leases received, the
+close). The protocol-neutral pieces (credit-bound
 outbound streams, prefetching inbound, sources) come from
 :mod:`..drive.streams`.
 """
@@ -15,18 +18,15 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import inspect
-import logging
 from collections.abc import Callable, Iterable
 from itertools import repeat
 from operator import itemgetter
 from typing import Any, ClassVar
 
-from sansrs.rsocket import MAX_FRAME_LENGTH, ErrorCode
+from sansrs.rsocket import ErrorCode
 
-from ..drive import streams
 from ..drive.engine import Driver
-from ..drive.errors import ConnectionClosed, seconds
+from ..drive.errors import ConnectionClosed
 from ..drive.queues import CreditQueue
 from ..drive.streams import (
     IteratorSource,
@@ -36,44 +36,20 @@ from ..drive.streams import (
     ThreadedSource,
     is_publisher,
 )
-from ..transport.sniff import describe_bytes, looks_like_http
 from ..transport.websocket import messages as ws
-from . import core
-from .errors import RSocketError, setup_rejection
+from . import core, lifecycle, opening
+from .engine_state import RequestHandle
+from .errors import RSocketError
 from .fast import new_tuple
 from .interceptors import install as install_interceptors
 from .leases import Leases
+from .lifecycle import ASYNC_HOOK_REFUSED, refuse_async_hooks
 from .options import EngineOptions
 from .outbound import stream_outbound
 from .responder import Responder
 from .types import Payload
 
 __all__ = ["ASYNC_HOOK_REFUSED", "RSocketEngine", "RequestHandle", "refuse_async_hooks"]
-
-log = logging.getLogger("sansrs.adapters.rsocket")
-
-_RUN = ws.MessageKind.BINARY_RUN.value
-_TEXT_RUN = ws.MessageKind.TEXT_RUN.value
-_BINARY = ws.MessageKind.BINARY.value
-_TEXT = ws.MessageKind.TEXT.value
-_CLOSE = ws.MessageKind.CLOSE.value
-
-#: The REJECTED_SETUP message when an ``async def accept_setup`` reaches a
-#: synchronous driver (the servers refuse such handlers up front when they can).
-ASYNC_HOOK_REFUSED = (
-    "an async accept_setup (or a Router's async authenticate) can only be awaited"
-    " by the asyncio server: use sansrs.adapters.rsocket.aio.serve"
-)
-
-
-def refuse_async_hooks(handler: object) -> None:
-    """A synchronous server or client: ``TypeError`` up front for a handler
-    whose hooks must be awaited (an ``async def accept_setup``, or one that
-    says ``asyncio_only``: a Router with an async ``authenticate``), rather
-    than rejecting every SETUP later."""
-    hook = getattr(handler, "accept_setup", None)
-    if inspect.iscoroutinefunction(hook) or getattr(handler, "asyncio_only", False) is True:
-        raise TypeError(f"{handler!r}: {ASYNC_HOOK_REFUSED}")
 
 
 #: Items one outbound stream may send per loop turn, so streams share the loop.
@@ -85,23 +61,6 @@ PUMP_BUDGET = 4096
 #: and lost a third of rr64 on a quiet one (bench_write_early.py --every 16
 #: --every 64; docs/performance.md, "Early writes").
 WRITE_EVERY = 16
-
-
-Sink = streams.Sink[Payload]
-
-
-class RequestHandle:
-    """One request this side started; ``sid`` is set once the core assigned it."""
-
-    __slots__ = ("cancelled", "inbound_done", "kind", "outbound", "sid", "sink")
-
-    def __init__(self, kind: str, sink: Sink) -> None:
-        self.kind = kind
-        self.sink = sink
-        self.sid: int | None = None
-        self.cancelled = False
-        self.inbound_done = False
-        self.outbound: Outbound[Any] | None = None
 
 
 class RSocketEngine:
@@ -267,150 +226,16 @@ class RSocketEngine:
             self._protocol_error(exc, data)
         self._dispatch_events()
 
-    def _protocol_error(self, exc: core.RemoteProtocolError, data: bytes = b"") -> None:
-        message = f"protocol error from peer: {exc.message}"
-        conn = self.conn
-        if data and conn.role is core.Role.CLIENT and not conn.setup_confirmed:
-            # The peer's very first frame was wrong: maybe no RSocket at all.
-            first = data[3:] if self._records is not None else data  # (no length on the wire)
-            message = f"{message}; its first bytes: {describe_bytes(first, _guess)}"
-        self._closing = ConnectionClosed(message)
-        if self._records is not None:
-            self._ws_close = (ws.CloseCode.PROTOCOL_ERROR, exc.message)
-
-    def _open(self, data: bytes, now: float) -> bytes:
-        """The first bytes: a server's SETUP goes in alone; a client whose
-        peer answers in HTTP (a WebSocket or HTTP server on a tcp:// URL)
-        stops at once, naming it, rather than waiting for a frame that
-        never completes. Returns what is left to feed."""
-        if self._before_setup is not None:
-            data = self._feed_setup_first(data, now)
-            self._opening = self._before_setup is not None
-            return data
-        self._opening = False
-        if self.conn.role is core.Role.CLIENT and looks_like_http(data):
-            self.conn.connection_lost()
-            self._dispatch_events()
-            self._closing = ConnectionClosed(
-                f"the peer does not speak RSocket: it sent {describe_bytes(data, _guess)}"
-            )
-            return b""
-        return data
-
-    def unexpected_input(self) -> str:
-        """Client: why nothing came, for a timeout's message: the peer sent
-        nothing at all, or bytes that are no whole RSocket frame (what
-        they look like); empty when frames did come."""
-        conn = self.conn
-        if (
-            conn.role is not core.Role.CLIENT
-            or conn.setup_confirmed
-            or self._peer_close
-            or self._closing is not None  # (it says why)
-        ):
-            return ""
-        pending = conn.pending_input
-        if not pending:
-            return (
-                "the peer has sent nothing since the connection opened"
-                " (an RSocket server? a WebSocket one needs a ws:// URL)"
-            )
-        return f"the peer sent no whole RSocket frame, only {describe_bytes(pending, _guess)}"
-
-    def no_answer(self, timeout: float) -> str:
-        """A request's timeout message: the whole ``timeout`` (not what
-        was left of it at the last wait), and :meth:`unexpected_input`."""
-        why = self.unexpected_input()
-        return f"no answer within {seconds(timeout)}" + (f": {why}" if why else "")
-
-    def _feed_setup_first(self, data: bytes, now: float) -> bytes:
-        """Server: hand the core the first frame (SETUP) alone and accept it
-        before the frames behind it. A client may pipeline thousands of
-        requests right after SETUP, and the core holds at most
-        ``max_early_frames`` of them while a SETUP awaits acceptance. The
-        frame's bytes go to the core as they arrive (it buffers a partial
-        frame, in linear time): a SETUP trickled in small pieces costs what
-        it weighs. Returns what follows the first frame."""
-        head = self._before_setup
-        assert head is not None
-        if len(head) < 3:  # the 24-bit length of the first frame
-            head = self._before_setup = head + data[: 3 - len(head)]
-            if len(head) == 3:
-                self._setup_left = 3 + int.from_bytes(head, "big") - self._setup_fed
-        if len(head) < 3 or len(data) < self._setup_left:
-            self._setup_fed += len(data)
-            if len(head) == 3:
-                self._setup_left -= len(data)
-            self._receive_partial(data, now)
-            return b""
-        first, rest = data[: self._setup_left], data[self._setup_left :]
-        self._before_setup = None
-        self._receive_partial(first, now)
-        self._dispatch_events()
-        return rest if self._closing is None else b""
-
-    def _receive_partial(self, data: bytes, now: float) -> None:
-        try:
-            self.conn.receive_data(data, now)
-        except core.RemoteProtocolError as exc:
-            self._protocol_error(exc)
-            self._dispatch_events()
-
-    def _receive_records(self, data: bytes, now: float) -> None:
-        """Message transport: each binary message is one frame. The core reads
-        length-prefixed frames, as over TCP: a run of binary messages
-        (``BINARY_RUN``) is exactly that, so it goes in as it is (the fast
-        paths of the core apply; docs/performance.md, "WebSocket near TCP").
-        A text message breaks the transport mapping (spec: Framing Protocol
-        Usage): ERROR [CONNECTION_ERROR], then Close 1003 (unsupported data)."""
-        assert self._records is not None
-        conn = self.conn
-        if not data:
-            conn.connection_lost()
-            self._dispatch_events()
-            return
-        # A bad message ends the connection: what follows it is ignored.
-        for kind, payload in self._records.feed(data):
-            if kind == _RUN:
-                self._receive_stream(payload, now)
-            elif kind == _BINARY:  # a message that came alone (e.g. fragmented)
-                if len(payload) > MAX_FRAME_LENGTH:
-                    self._refuse(
-                        f"frame of {len(payload)} bytes exceeds the maximum frame size",
-                        ws.CloseCode.PROTOCOL_ERROR,
-                    )
-                    break
-                self._receive_stream(len(payload).to_bytes(3, "big") + payload, now)
-            elif kind in (_TEXT, _TEXT_RUN):
-                message = "RSocket over WebSocket takes binary messages, got a text message"
-                self._refuse(message, ws.CloseCode.UNSUPPORTED_DATA)
-                break
-            elif kind == _CLOSE:
-                self._ws_closed(*ws.decode_close(payload))
-                break
-            if self._closing is not None:
-                break
-        self._dispatch_events()
-
-    def _ws_closed(self, code: int, reason: str) -> None:
-        """The WebSocket is closing (the peer's Close, or ours for its broken
-        framing): the transport is lost, and with it the connection."""
-        # The first reason stays: a Close that follows an ERROR (a rejected
-        # SETUP) must not hide the ERROR's text.
-        first = self._closing
-        self.conn.connection_lost()
-        self._dispatch_events()
-        detail = f" ({reason})" if reason else ""
-        self._closing = first or ConnectionClosed(f"connection closed: WebSocket {code}{detail}")
-
-    def _refuse(self, message: str, close_code: int) -> None:
-        """The peer broke the WebSocket mapping: ERROR [CONNECTION_ERROR],
-        then the WebSocket closes with ``close_code``."""
-        with contextlib.suppress(core.LocalProtocolError):
-            self.conn.close(message, error_code=ErrorCode.CONNECTION_ERROR)
-        self._dispatch_events()
-        self._closing = ConnectionClosed(f"protocol error from peer: {message}")
-        self._ws_close = (close_code, message)
+    # -- the first bytes, message records (.opening) ---------------------------
+    _protocol_error = opening.protocol_error
+    _open = opening.first_read
+    unexpected_input = opening.unexpected_input
+    no_answer = opening.no_answer
+    _feed_setup_first = opening.feed_setup_first
+    _receive_partial = opening.receive_partial
+    _receive_records = opening.receive_records
+    _ws_closed = opening.ws_closed
+    _refuse = opening.refuse
 
     def _dispatch_events(self) -> None:
         events = self.conn.events()
@@ -844,142 +669,15 @@ class RSocketEngine:
             queue.finish(error)
         self._outbounds.cancel(sid)
 
-    # -- connection-level signals ---------------------------------------
-    def on_setup(self, ev: Any) -> None:
-        """Server: accept the SETUP. If the client asked for leases, grant
-        them (the first LEASE is mandatory) and renew at half the TTL; a
-        server started with ``lease=True`` refuses clients that did not ask."""
-        if self.options.lease and not ev.lease:
-            self.conn.reject_setup(
-                ErrorCode.UNSUPPORTED_SETUP, "this server requires leases (SETUP L flag)"
-            )
-            return
-        if self._accept_setup_hook(ev):
-            self.leases.accept_setup(ev.lease, self._now)
-
-    def _accept_setup_hook(self, ev: Any) -> bool:
-        """The handler's optional ``accept_setup(setup, peer)`` (e.g. a
-        :class:`~.routing.Router` checking credentials): it may return the
-        handler for this connection, or raise to reject the SETUP. It may
-        also return a future (``add_done_callback``; the asyncio adapter
-        makes an ``async def`` hook's coroutine a task): the SETUP waits
-        for its outcome (:meth:`_setup_decided`), its early frames held by
-        the core. A bare awaitable nothing here can run is never taken for
-        a yes: the SETUP is rejected."""
-        hook = getattr(self.responder.handler, "accept_setup", None)
-        if not callable(hook):
-            return True
-        try:
-            handler = hook(ev, self.peer)
-        except Exception as exc:
-            code, message = setup_rejection(exc)
-            self.conn.reject_setup(code, message)
-            return False
-        if callable(getattr(handler, "add_done_callback", None)):
-            self._setup_pending = handler
-            handler.add_done_callback(  # any thread: decided on ours
-                lambda done: self._call_soon(lambda: self._setup_decided(ev, done))
-            )
-            return False
-        if inspect.isawaitable(handler):
-            getattr(handler, "close", lambda: None)()  # never run: no "never awaited" noise
-            log.error("accept_setup returned an awaitable: async hooks need the asyncio server")
-            self.conn.reject_setup(ErrorCode.REJECTED_SETUP, ASYNC_HOOK_REFUSED)
-            return False
-        if handler is not None:
-            self.responder.bind(handler, self.peer)
-        return True
-
-    def _setup_decided(self, ev: Any, done: Any) -> None:
-        """Owning thread: a deferred ``accept_setup`` ended; its result is the
-        handler (accept), its exception the rejection."""
-        self._setup_pending = None
-        if self.conn.state is not core.ConnectionState.SETUP_RECEIVED:
-            return  # the connection ended meanwhile
-        try:
-            handler = done.result()
-        except BaseException as exc:  # a cancelled task too: never a yes
-            code, message = setup_rejection(exc)
-            self.conn.reject_setup(code, message)
-        else:
-            if handler is not None:
-                self.responder.bind(handler, self.peer)
-            self.leases.accept_setup(ev.lease, self._now)
-        self._dispatch_events()  # the early frames the core held, now requests
-
-    def on_lease(self, ttl_ms: int, requests: int) -> None:
-        self.leases.release()
-
-    def on_closing(self, message: str) -> None:
-        """The peer sent CONNECTION_CLOSE while streams are open: they may
-        finish (spec: Error Codes, CONNECTION_CLOSE), within the driver's
-        ``close_timeout``: a peer that closes and then answers nothing must
-        not hold a request for ever (docs/adapters.md, "When the peer
-        misbehaves")."""
-        log.debug("peer is closing: %s", message)
-        config = getattr(self.thread, "config", None)
-        grace = config.close_timeout if config is not None else 2.0
-        self._drain_by = self._now + grace
-        self._peer_close = (message, grace)
-
-    def _drain_expired(self) -> None:
-        """The streams a peer's CONNECTION_CLOSE left open did not finish in
-        time: our requests are cancelled (CANCEL: they terminate, so the
-        close completes as the spec's "MUST wait for outstanding streams to
-        terminate" has it), each failing with the peer's reason; streams of
-        the peer's still open then end with the connection
-        (ERROR[CONNECTION_ERROR])."""
-        self._drain_by = None
-        message, grace = self._peer_close or ("", 0.0)
-        said = RSocketError(ErrorCode.CONNECTION_CLOSE, message)
-        reason = ConnectionClosed(
-            f"connection closed by peer: {said}; its open streams unfinished"
-            f" {seconds(grace)} later (close_timeout)"
-        )
-        conn = self.conn
-        for sid, handle in list(self._requests.items()):
-            del self._requests[sid]
-            handle.cancelled = True
-            if handle.outbound is not None:
-                self._outbounds.cancel(sid)
-            with contextlib.suppress(core.LocalProtocolError):  # (ended in the core)
-                conn.cancel(sid)
-            handle.sink.finish(reason)
-        if conn.state is not core.ConnectionState.CLOSED:
-            with contextlib.suppress(core.LocalProtocolError):
-                conn.close(
-                    f"streams unfinished {seconds(grace)} after CONNECTION_CLOSE",
-                    error_code=ErrorCode.CONNECTION_ERROR,
-                )
-        self._dispatch_events()
-        self._closing = reason
-
-    def on_closed(self, code: int, message: str, by_peer: bool) -> None:
-        who = "peer" if by_peer else "this end"
-        # The first reason stays (a protocol error of the peer's, said as such).
-        self._closing = self._closing or ConnectionClosed(
-            f"connection closed by {who}: {RSocketError(code, message)}"
-        )
-
-    def on_lost(self, reason: str, timed_out: bool) -> None:
-        if timed_out:
-            reason = f"peer silent beyond max lifetime (keepalive timeout): {reason}"
-            self._ws_close = (ws.CloseCode.GOING_AWAY, "keepalive timeout")
-        unexpected = self.unexpected_input()
-        if unexpected:  # e.g. another protocol's server that answered and left
-            reason = f"{reason}; {unexpected}"
-        elif self._peer_close is not None:  # what the peer said first
-            said = RSocketError(ErrorCode.CONNECTION_CLOSE, self._peer_close[0])
-            reason = f"{reason}, after {said}"
-        self._closing = self._closing or ConnectionClosed(f"connection lost: {reason}")
-
-
-
-def _guess(data: bytes) -> str | None:
-    """Another wire protocol's opening where RSocket frames were expected."""
-    if data[:3] == b"\x02\x00\x00":  # (docs/protocols/rsio.md: serverHello, version 0)
-        return "an rsio server hello: an rsio server? (sansrs.adapters.rsio)"
-    return None
+    # -- connection-level signals (.lifecycle) ---------------------------------
+    on_setup = lifecycle.on_setup
+    _accept_setup_hook = lifecycle.accept_setup_hook
+    _setup_decided = lifecycle.setup_decided
+    on_lease = lifecycle.on_lease
+    on_closing = lifecycle.on_closing
+    _drain_expired = lifecycle.drain_expired
+    on_closed = lifecycle.on_closed
+    on_lost = lifecycle.on_lost
 
 
 # -- core events -> engine ------------------------------------------------------

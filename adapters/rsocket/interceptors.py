@@ -589,6 +589,18 @@ def _observe_responder(engine: Any, observer: _Observer) -> None:
             observer.start("fire_and_forget", "responder", 0, d, m)
             for d, m in zip(data, metadata, strict=True)
         ]
+        if any(info.handler_context is not None for info in infos):
+            # An interceptor gave requests their own context (a span made
+            # current): one handler call for many cannot run in each, so
+            # the run is handled one request at a time, each in its own.
+            for info, d, m in zip(infos, data, metadata, strict=True):
+                context = info.handler_context
+                if context is None:
+                    error = on_fire_and_forget(d, m)
+                else:
+                    error = context.run(on_fire_and_forget, d, m)
+                observer.end(info, outcome_of(error))
+            return
         failed = on_fire_and_forget_run(data, metadata)
         outcomes = repeat(None) if failed is None else failed
         for info, error in zip(infos, outcomes, strict=False):  # (repeat: endless)

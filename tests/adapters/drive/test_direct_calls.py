@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from sansrs.adapters.drive import ConnectionClosed, Loop, LoopConnection
-from sansrs.adapters.drive import connection as connection_module
+from sansrs.adapters.drive import direct as direct_module
 from sansrs.adapters.rsocket import Payload, connect, serve
 
 from .direct import driver_of as _driver
@@ -137,7 +137,7 @@ def test_the_reactor_takes_the_connection_back_when_it_needs_it(
     handler, url = gate
     waiting = threading.Event()
     missed = threading.Event()
-    thread_poller, miss = connection_module._thread_poller, LoopConnection._miss
+    thread_poller, miss = direct_module._thread_poller, LoopConnection._miss
 
     def hooked_poller(fd: int) -> Any:
         waiting.set()  # a direct call is about to wait for its answer
@@ -147,7 +147,7 @@ def test_the_reactor_takes_the_connection_back_when_it_needs_it(
         miss(self)
         missed.set()
 
-    monkeypatch.setattr(connection_module, "_thread_poller", hooked_poller)
+    monkeypatch.setattr(direct_module, "_thread_poller", hooked_poller)
     monkeypatch.setattr(LoopConnection, "_miss", hooked_miss)
     with connect(url, loop=loop_kind) as client:
         driver = _driver(client)

@@ -512,12 +512,12 @@ def test_a_reactor_that_misses_before_the_waker_is_set_gets_the_connection_back(
     has set its waker (nothing to wake yet): the calling thread sees it
     missed before it waits, does not wait a slice out, and hands the
     connection back; the answer arrives the ordinary way."""
-    from sansrs.adapters.drive import connection as connection_module
+    from sansrs.adapters.drive import direct as direct_module
 
     with connect(raw_server.url, loop=loop_kind) as client:
         _warm(raw_server, client)
         driver = _driver(client)
-        original = connection_module._thread_poller
+        original = direct_module._thread_poller
         polls: list[float] = []
 
         class Poller:
@@ -534,7 +534,7 @@ def test_a_reactor_that_misses_before_the_waker_is_set_gets_the_connection_back(
                 driver._miss()  # as the reactor does, the waker not set yet
             return waker, Poller(poller)
 
-        monkeypatch.setattr(connection_module, "_thread_poller", thread_poller)
+        monkeypatch.setattr(direct_module, "_thread_poller", thread_poller)
         answering = _answering(raw_server)
         assert client.request_response(b"m", timeout=WAIT) == Payload(b"answer:m")
         answering.join(WAIT)
