@@ -567,14 +567,19 @@ def _observe_responder(engine: Any, observer: _Observer) -> None:
     on_fire_and_forget = engine.on_fire_and_forget
     on_metadata_push = engine.on_metadata_push
 
-    def observed_fire_and_forget(data: bytes, metadata: bytes | None) -> None:
-        info = observer.start("fire_and_forget", "responder", 0, data, metadata)
+    def fire_in_context(info: RequestInfo, data: bytes, metadata: bytes | None) -> None:
+        """The handler takes one fire-and-forget, in the context an
+        interceptor gave it if any; ``info`` ends with its outcome."""
         context = info.handler_context
         if context is None:
             failed = on_fire_and_forget(data, metadata)
         else:
             failed = context.run(on_fire_and_forget, data, metadata)
         observer.end(info, outcome_of(failed))
+
+    def observed_fire_and_forget(data: bytes, metadata: bytes | None) -> None:
+        info = observer.start("fire_and_forget", "responder", 0, data, metadata)
+        fire_in_context(info, data, metadata)
 
     def observed_metadata_push(metadata: bytes) -> None:
         info = observer.start("metadata_push", "responder", 0, b"", metadata)
@@ -594,12 +599,7 @@ def _observe_responder(engine: Any, observer: _Observer) -> None:
             # current): one handler call for many cannot run in each, so
             # the run is handled one request at a time, each in its own.
             for info, d, m in zip(infos, data, metadata, strict=True):
-                context = info.handler_context
-                if context is None:
-                    error = on_fire_and_forget(d, m)
-                else:
-                    error = context.run(on_fire_and_forget, d, m)
-                observer.end(info, outcome_of(error))
+                fire_in_context(info, d, m)
             return
         failed = on_fire_and_forget_run(data, metadata)
         outcomes = repeat(None) if failed is None else failed
