@@ -122,25 +122,25 @@ def _start(driver: str, transport: Transport, engine: Engine) -> tuple[Driver, L
     return conn, loop
 
 
-def _close_racing_a_reset(
-    driver: str, transport: Transport, engine: GoodbyeAfterReset
+def _timed_close(
+    driver: str, transport: Transport, engine: Engine, timeout: float = LONG
 ) -> tuple[float, Driver]:
-    """``engine`` on ``transport`` on ``driver``, closed (the peer resetting
-    inside the close turn): (seconds the close took, the driver)."""
+    """``engine`` on ``transport`` on ``driver``, closed with ``timeout``
+    (asyncio: ``await close(timeout)``): (seconds the close took, the driver)."""
     if driver == "asyncio":
 
         async def run() -> tuple[float, Driver]:
             conn = AsyncioReactor.current().add_connection(transport, engine)
             conn.start()
             started = time.monotonic()
-            await asyncio.wait_for(AsyncPeer(conn).close(), LONG)
+            await asyncio.wait_for(AsyncPeer(conn).close(timeout), LONG)
             return time.monotonic() - started, conn
 
         return asyncio.run(run())
     conn, loop = _start(driver, transport, engine)
     try:
         started = time.monotonic()
-        conn.close(LONG)
+        conn.close(timeout)
         return time.monotonic() - started, conn
     finally:
         if loop is not None:
@@ -161,7 +161,7 @@ def test_close_while_the_peer_resets_before_the_goodbye_is_written_ends_at_once(
     with scripted_peer(peer.script, websocket=True) as server:
         transport = peer.transport = open_transport(server.url, LONG)
         engine = GoodbyeAfterReset(peer.reset_now)
-        took, conn = _close_racing_a_reset(driver, transport, engine)
+        took, conn = _timed_close(driver, transport, engine)
     assert took < PROMPT, f"close() took {took:.2f} s"
     assert not conn.alive
     assert isinstance(conn.error, ConnectionClosed)
@@ -308,28 +308,6 @@ class NeverDone(LineEcho):
         return False
 
 
-def _close_never_done(driver: str, transport: Transport, engine: NeverDone) -> tuple[float, Driver]:
-    """``close(0.3)`` of ``engine`` on ``driver``: (seconds it took, the driver)."""
-    if driver == "asyncio":
-
-        async def run() -> tuple[float, Driver]:
-            conn = AsyncioReactor.current().add_connection(transport, engine)
-            conn.start()
-            started = time.monotonic()
-            await asyncio.wait_for(AsyncPeer(conn).close(0.3), LONG)
-            return time.monotonic() - started, conn
-
-        return asyncio.run(run())
-    conn, loop = _start(driver, transport, engine)
-    try:
-        started = time.monotonic()
-        conn.close(0.3)
-        return time.monotonic() - started, conn
-    finally:
-        if loop is not None:
-            assert loop.stop(LONG)
-
-
 @pytest.mark.timeout(20)
 @pytest.mark.parametrize("driver", DRIVERS)
 def test_close_that_does_not_end_within_its_timeout_resets_the_connection(
@@ -346,7 +324,7 @@ def test_close_that_does_not_end_within_its_timeout_resets_the_connection(
         with held:
             engine = NeverDone()
             engine.to_produce = 1 << 30
-            took, conn = _close_never_done(driver, transport, engine)
+            took, conn = _timed_close(driver, transport, engine, 0.3)
     assert not conn.alive
     assert 0.3 <= took < 0.3 + PROMPT, f"close() took {took:.2f} s"
     assert engine.lost is conn.error
