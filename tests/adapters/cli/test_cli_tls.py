@@ -6,22 +6,14 @@ that fails the check is named in one line (exit 3), not a traceback."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
 import trustme
 
-WAIT = 30.0
-
-
-def sansrs(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sansrs", *args], capture_output=True, text=True, timeout=WAIT
-    )
+from tests.adapters.cli.commands import sansrs, served
 
 
 class Pki:
@@ -52,22 +44,8 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return Pki(tmp_path_factory.mktemp("pki"))
 
 
-@contextmanager
-def _serve(pki: Pki, url: str, *extra: str) -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sansrs", "serve", url, *extra,
-         "--certfile", str(pki.cert), "--keyfile", str(pki.key)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        ready, address = proc.stdout.readline().split()
-        assert ready == "READY"
-        yield address
-    finally:
-        proc.terminate()
-        assert proc.wait(WAIT) == 0
+def _serve(pki: Pki, url: str, *extra: str) -> AbstractContextManager[str]:
+    return served(url, *extra, "--certfile", str(pki.cert), "--keyfile", str(pki.key))
 
 
 @pytest.fixture(scope="module", params=["tls://127.0.0.1:0", "wss://127.0.0.1:0/rsocket"])
