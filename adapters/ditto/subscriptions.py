@@ -13,9 +13,7 @@ from typing import Any, TypedDict
 
 from typing_extensions import Unpack
 
-from sansrs.ditto import (
-    Kind,
-)
+from sansrs.ditto import Kind
 
 from ..drive import streams
 
