@@ -33,6 +33,14 @@ the ``fallback`` handler (any handler of the usual shape), if there is one
 Routes whose handler answers in a data MIME type the requester did not ask
 for (``produces=``) declare it in each answer's composite metadata, as the
 per-stream data MIME spec requires.
+
+This module holds the :class:`Router` (registration, the SETUP hook, route
+lookup); its concerns apart: :mod:`.router_connection` (one connection's
+requests), :mod:`.router_fnf` (fire-and-forget and METADATA_PUSH),
+:mod:`.router_auth` (credentials), :mod:`.router_answers` (answers that wait
+for an async ``authenticate``; the declared data MIME type),
+:mod:`.router_state` (routes, lookups, the router as they see it) and
+:mod:`.routes` (templates and their matching).
 """
 
 from __future__ import annotations
