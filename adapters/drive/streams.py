@@ -94,20 +94,28 @@ class StreamIterator(Generic[T]):
     batch counts as consumed once it has all been handed out: the window
     (what the queue may hold) stays ``prefetch``. :meth:`next_batch` hands
     out everything that arrived as one list (:class:`StreamBatches`).
+
+    ``make(taken)`` (optional) turns what the queue holds into the items
+    handed out, as an iterator made as it is iterated (e.g. a protocol's
+    payloads kept in the queue as their bytes: nothing made ahead of the
+    consumer lives long enough for the garbage collector to see it). The
+    queue's entries are then what ``units`` and the window count.
     """
 
     # The keywords of its asyncio twin, drive.aio.AsyncStream, by choice.
     def __init__(
         self,
-        queue: CreditQueue[T],
+        # Any: with ``make``, the queue holds what ``make`` takes, not T.
+        queue: CreditQueue[Any],
         prefetch: int,
         request_more: Callable[[int], None],
         cancel: Callable[[], None],
         timeout: float | None = None,
         batch: int | None = None,
-        units: Callable[[T], int] | None = None,
+        units: Callable[[Any], int] | None = None,
         *,
         explain: Callable[[], str] | None = None,
+        make: Callable[[list[Any]], Iterator[T]] | None = None,
     ) -> None:
         if prefetch <= 0:
             raise ValueError("prefetch must be positive")
@@ -117,6 +125,7 @@ class StreamIterator(Generic[T]):
         self._explain = explain
         self._batch = refill_batch(prefetch, batch)
         self._units = units
+        self._make = make
         self._consumed = 0
         self._request_more = request_more
         self._cancel = cancel
@@ -124,7 +133,7 @@ class StreamIterator(Generic[T]):
         self._finished = False
         # The local batch taken from the queue, and what of it is still to
         # be handed out (an iterator over it, shared by next() and loops).
-        self._local: list[T] = []
+        self._local: list[Any] = []
         self._rest: Iterator[T] = iter(self._local)
         self._counted = 0  # items of the local batch counted already (by next())
 
@@ -179,10 +188,11 @@ class StreamIterator(Generic[T]):
             self._finished = True
             raise
         self._local = batch
-        self._rest = iter(batch)
+        make = self._make
+        self._rest = iter(batch) if make is None else make(batch)
         return True
 
-    def _count(self, items: list[T]) -> None:
+    def _count(self, items: list[Any]) -> None:
         """``items`` were handed out: grant again once ``batch`` units were."""
         units = self._units
         self._consumed += len(items) if units is None else sum(map(units, items))
@@ -210,7 +220,8 @@ class StreamIterator(Generic[T]):
         batch = self._local
         self._rest = iter(())
         self._settle()
-        return batch
+        make = self._make
+        return batch if make is None else list(make(batch))
 
     def batches(self) -> StreamBatches[T]:
         """This stream as an iterator of lists of items (:meth:`next_batch`)."""
@@ -221,8 +232,9 @@ class StreamIterator(Generic[T]):
         if self._finished:
             return
         self._finished = True
-        # Exhausted, not dropped: a loop delegating to it ends at its next item.
-        deque(self._rest, maxlen=0)
+        # Emptied, not dropped: a loop delegating to an iterator over it ends
+        # at its next item (nothing is made of what is left, with ``make``).
+        self._local.clear()
         self._local = []
         self._rest = iter(())
         self._counted = 0

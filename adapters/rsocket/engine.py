@@ -40,7 +40,7 @@ from ..transport.websocket import messages as ws
 from . import core, lifecycle, opening
 from .engine_state import RequestHandle
 from .errors import RSocketError
-from .fast import new_tuple
+from .fast import DataRuns, new_tuple
 from .interceptors import install as install_interceptors
 from .leases import Leases
 from .lifecycle import ASYNC_HOOK_REFUSED, refuse_async_hooks
@@ -633,15 +633,20 @@ class RSocketEngine:
     def _on_payloads(self, sid: int, data: list[bytes]) -> None:
         """:meth:`on_payload` for a run of items (none completing; the
         core's ``PayloadRunReceived``): their Payloads made by C calls,
-        put in one call (docs/performance.md, "Items at the application's end")."""
-        payloads = list(map(new_tuple, repeat(Payload), zip(data, repeat(None))))
+        put in one call (docs/performance.md, "Items at the application's end");
+        a blocking stream's queue takes the data itself (``fast.DataRuns``:
+        its consumer makes the Payloads as it hands them out)."""
         handle = self._requests.get(sid)
         if handle is not None:
-            handle.sink.put_many(payloads)
+            sink = handle.sink
+            if type(sink) is DataRuns:
+                sink.put_data(data)
+            else:
+                sink.put_many(list(map(new_tuple, repeat(Payload), zip(data, repeat(None)))))
             return
         queue = self._inbound.get(sid)
         if queue is not None:
-            queue.put_many(payloads)
+            queue.put_many(list(map(new_tuple, repeat(Payload), zip(data, repeat(None)))))
 
     def on_request_n(self, sid: int, n: int) -> None:
         self._outbounds.credit(sid, n)

@@ -20,6 +20,13 @@ on the project machine; the end-to-end effect in ``docs/performance.md``).
   queues the bytes themselves; the connection thread makes the batch's
   Payloads by C calls (``bench_tcp.py`` row ``fnf16``; ``bench_opcodes.py
   --items fnf16``: 8 bytecodes less per call on the application thread).
+- :class:`DataRuns`: a blocking stream's items without metadata wait in
+  its queue as their ``bytes`` (not tracked by the garbage collector; the
+  core's runs go in as they come, one ``put_many``), made Payloads by C
+  calls on the consumer's thread as they are handed out. Payloads made on
+  the connection thread and held up to ``prefetch`` survived collections,
+  were promoted and brought full ones (``bench_tcp.py`` rows ``stream16``,
+  ``stream16b``; the client's CPU per item in ``bench_cpu_per_op.py``).
 - :class:`FireAndForgets` and :func:`delegate`: ``peer.fire_and_forget(data)``
   is one Python frame, the queue's own :meth:`FireAndForgets.send`, reached
   through a C-level property (``bench_tcp.py`` row ``fnf16``).
@@ -27,15 +34,16 @@ on the project machine; the end-to-end effect in ``docs/performance.md``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import repeat
 from operator import attrgetter
 from typing import Any, TypeVar, cast
 
-from ..drive.queues import Batcher
+from ..drive.queues import Batcher, CreditQueue
 from .types import Payload, Request, RoutedRequest
 
 __all__ = [
+    "DataRuns",
     "FireAndForgets",
     "as_payload",
     "as_payloads",
@@ -109,6 +117,60 @@ def payload_batches(
             consume(payloads)
 
     return consume_payloads
+
+
+def _payload(item: Payload | bytes) -> Payload:
+    return new_tuple(Payload, (item, None)) if type(item) is bytes else item  # type: ignore[return-value]
+
+
+class DataRuns:
+    """The engine's side (a sink) of a blocking stream's :class:`CreditQueue`
+    whose items without metadata wait as their ``bytes``: :meth:`put_data`
+    takes a run of them as is, ``put``/``put_many`` take Payloads (one
+    without metadata goes in as its data). :meth:`payloads` (the consumer's
+    thread) turns what the queue handed out into Payloads, lazily: the same
+    items in the same order; the queue's accounting (one entry per item) is
+    untouched."""
+
+    __slots__ = ("plain", "queue")
+
+    def __init__(self, queue: CreditQueue[Payload | bytes]) -> None:
+        self.queue = queue
+        #: Only ``bytes`` were ever put: a run becomes Payloads by C calls
+        #: alone. Cleared (for good) *before* a Payload with metadata is put,
+        #: so a consumer that took it sees it cleared.
+        self.plain = True
+
+    def put(self, item: Payload) -> None:
+        if item[1] is None:
+            self.queue.put(item[0])
+        else:
+            self.plain = False
+            self.queue.put(item)
+
+    def put_many(self, items: list[Payload]) -> None:
+        if all(item[1] is None for item in items):
+            self.queue.put_many([item[0] for item in items])
+        else:
+            self.plain = False
+            self.queue.put_many(items)  # type: ignore[arg-type]
+
+    def put_data(self, data: list[bytes]) -> None:
+        """Items without metadata, by their data (a core's run)."""
+        self.queue.put_many(data)  # type: ignore[arg-type]
+
+    def finish(self, error: BaseException | None = None) -> None:
+        self.queue.finish(error)
+
+    def close(self, error: BaseException | None = None) -> None:
+        self.queue.close(error)
+
+    def payloads(self, taken: list[Payload | bytes]) -> Iterator[Payload]:
+        """What the queue handed out, as Payloads made one by one as they
+        are iterated (by C calls alone while :attr:`plain`)."""
+        if self.plain:
+            return map(new_tuple, repeat(Payload), zip(taken, repeat(None)))
+        return map(_payload, taken)
 
 
 class FireAndForgets(Batcher[Payload | bytes]):
