@@ -60,6 +60,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+B = TypeVar("B")
 H = TypeVar("H")
 _log = logging.getLogger("sansrs.adapters")
 
@@ -95,11 +96,12 @@ class StreamIterator(Generic[T]):
     (what the queue may hold) stays ``prefetch``. :meth:`next_batch` hands
     out everything that arrived as one list (:class:`StreamBatches`).
 
-    ``make(taken)`` (optional) turns what the queue holds into the items
-    handed out, as an iterator made as it is iterated (e.g. a protocol's
+    ``make(taken)`` (optional) turns an iterator over what the queue holds
+    into the items handed out, made as they are iterated (e.g. a protocol's
     payloads kept in the queue as their bytes: nothing made ahead of the
     consumer lives long enough for the garbage collector to see it). The
-    queue's entries are then what ``units`` and the window count.
+    queue's entries are then what ``units`` and the window count, and
+    :meth:`next_entries` hands out a batch of them as the queue held them.
     """
 
     # The keywords of its asyncio twin, drive.aio.AsyncStream, by choice.
@@ -115,7 +117,7 @@ class StreamIterator(Generic[T]):
         units: Callable[[Any], int] | None = None,
         *,
         explain: Callable[[], str] | None = None,
-        make: Callable[[list[Any]], Iterator[T]] | None = None,
+        make: Callable[[Iterator[Any]], Iterator[T]] | None = None,
     ) -> None:
         if prefetch <= 0:
             raise ValueError("prefetch must be positive")
@@ -132,9 +134,11 @@ class StreamIterator(Generic[T]):
         self._timeout = timeout
         self._finished = False
         # The local batch taken from the queue, and what of it is still to
-        # be handed out (an iterator over it, shared by next() and loops).
+        # be handed out (an iterator over it, shared by next() and loops:
+        # ``_rest`` the items, made of ``_raw``'s entries as it goes).
         self._local: list[Any] = []
-        self._rest: Iterator[T] = iter(self._local)
+        self._raw: Iterator[Any] = iter(self._local)
+        self._rest: Iterator[T] = self._raw
         self._counted = 0  # items of the local batch counted already (by next())
 
     def __iter__(self) -> Iterator[T]:
@@ -189,7 +193,8 @@ class StreamIterator(Generic[T]):
             raise
         self._local = batch
         make = self._make
-        self._rest = iter(batch) if make is None else make(batch)
+        self._raw = raw = iter(batch)
+        self._rest = raw if make is None else make(raw)
         return True
 
     def _count(self, items: list[Any]) -> None:
@@ -211,21 +216,26 @@ class StreamIterator(Generic[T]):
         the window is replenished as if they were taken one by one. Raises
         what ``next`` raises: :class:`StopIteration` at the end, the
         stream's error after its last items, :class:`TimeoutError`."""
-        rest = list(self._rest)
+        entries = self.next_entries()
+        make = self._make
+        return entries if make is None else list(make(iter(entries)))
+
+    def next_entries(self) -> list[Any]:
+        """:meth:`next_batch` as the queue held the items (before ``make``)."""
+        rest = list(self._raw)
         if rest:  # what next() or a loop left of the local batch
             self._settle()  # (counts the part handed out before too)
             return rest
         if not self._refill(_ALL):
             raise StopIteration
         batch = self._local
-        self._rest = iter(())
+        self._raw = self._rest = iter(())
         self._settle()
-        make = self._make
-        return batch if make is None else list(make(batch))
+        return batch
 
-    def batches(self) -> StreamBatches[T]:
+    def batches(self) -> StreamBatches[list[T]]:
         """This stream as an iterator of lists of items (:meth:`next_batch`)."""
-        return StreamBatches(self)
+        return StreamBatches(self, self.next_batch)
 
     def close(self) -> None:
         """Cancel the stream if it is still running; idempotent."""
@@ -236,7 +246,7 @@ class StreamIterator(Generic[T]):
         # at its next item (nothing is made of what is left, with ``make``).
         self._local.clear()
         self._local = []
-        self._rest = iter(())
+        self._raw = self._rest = iter(())
         self._counted = 0
         if not self._queue.done:
             self._queue.close()
@@ -254,30 +264,33 @@ _ALL = 1 << 62
 _NONE: Any = object()
 
 
-class StreamBatches(Generic[T]):
-    """A :class:`StreamIterator` as an iterator of lists: each list is what
-    arrived since the last one (one queue operation per list, not per
-    item), within the same prefetch window and the same replenishing. The
-    items, their order and the errors are those of the item iterator; a
-    list is never empty. ``close()`` (or leaving a ``with`` block, e.g. by
-    ``break``) cancels a stream still running, as the item iterator's does."""
+class StreamBatches(Generic[B]):
+    """A :class:`StreamIterator` as an iterator of batches: each is what
+    arrived since the last one (one queue operation per batch, not per
+    item), within the same prefetch window and the same replenishing; a
+    list of items (:meth:`StreamIterator.next_batch`) unless the protocol
+    hands out a sequence type of its own (``next_batch``). The items, their
+    order and the errors are those of the item iterator; a batch is never
+    empty. ``close()`` (or leaving a ``with`` block, e.g. by ``break``)
+    cancels a stream still running, as the item iterator's does."""
 
-    __slots__ = ("_stream",)
+    __slots__ = ("_next", "_stream")
 
-    def __init__(self, stream: StreamIterator[T]) -> None:
+    def __init__(self, stream: StreamIterator[Any], next_batch: Callable[[], B]) -> None:
         self._stream = stream
+        self._next = next_batch
 
-    def __iter__(self) -> StreamBatches[T]:
+    def __iter__(self) -> StreamBatches[B]:
         return self
 
-    def __next__(self) -> list[T]:
-        return self._stream.next_batch()
+    def __next__(self) -> B:
+        return self._next()
 
     def close(self) -> None:
         """Cancel the stream if it is still running; idempotent."""
         self._stream.close()
 
-    def __enter__(self) -> StreamBatches[T]:
+    def __enter__(self) -> StreamBatches[B]:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -40,6 +40,7 @@ from operator import attrgetter
 from typing import Any, TypeVar, cast
 
 from ..drive.queues import Batcher, CreditQueue
+from .batch import PayloadBatch, payloads_of
 from .types import Payload, Request, RoutedRequest
 
 __all__ = [
@@ -119,24 +120,20 @@ def payload_batches(
     return consume_payloads
 
 
-def _payload(item: Payload | bytes) -> Payload:
-    return new_tuple(Payload, (item, None)) if type(item) is bytes else item  # type: ignore[return-value]
-
-
 class DataRuns:
     """The engine's side (a sink) of a blocking stream's :class:`CreditQueue`
     whose items without metadata wait as their ``bytes``: :meth:`put_data`
     takes a run of them as is, ``put``/``put_many`` take Payloads (one
-    without metadata goes in as its data). :meth:`payloads` (the consumer's
-    thread) turns what the queue handed out into Payloads, lazily: the same
-    items in the same order; the queue's accounting (one entry per item) is
-    untouched."""
+    without metadata goes in as its data). On the consumer's thread,
+    :meth:`payloads` and :meth:`batch` turn what the queue handed out into
+    Payloads as they are read: the same items in the same order; the
+    queue's accounting (one entry per item) is untouched."""
 
     __slots__ = ("plain", "queue")
 
     def __init__(self, queue: CreditQueue[Payload | bytes]) -> None:
         self.queue = queue
-        #: Only ``bytes`` were ever put: a run becomes Payloads by C calls
+        #: Only ``bytes`` were ever put: entries become Payloads by C calls
         #: alone. Cleared (for good) *before* a Payload with metadata is put,
         #: so a consumer that took it sees it cleared.
         self.plain = True
@@ -165,12 +162,13 @@ class DataRuns:
     def close(self, error: BaseException | None = None) -> None:
         self.queue.close(error)
 
-    def payloads(self, taken: list[Payload | bytes]) -> Iterator[Payload]:
-        """What the queue handed out, as Payloads made one by one as they
-        are iterated (by C calls alone while :attr:`plain`)."""
-        if self.plain:
-            return map(new_tuple, repeat(Payload), zip(taken, repeat(None)))
-        return map(_payload, taken)
+    def payloads(self, taken: Iterator[Payload | bytes]) -> Iterator[Payload]:
+        """Entries taken from the queue, as Payloads made as they are iterated."""
+        return payloads_of(taken, self.plain)
+
+    def batch(self, taken: list[Payload | bytes]) -> PayloadBatch:
+        """Entries taken from the queue, as one batch."""
+        return PayloadBatch(taken, self.plain)
 
 
 class FireAndForgets(Batcher[Payload | bytes]):
