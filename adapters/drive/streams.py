@@ -102,6 +102,8 @@ class StreamIterator(Generic[T]):
     consumer lives long enough for the garbage collector to see it). The
     queue's entries are then what ``units`` and the window count, and
     :meth:`next_entries` hands out a batch of them as the queue held them.
+    ``make`` returns an iterator without ``close`` (e.g. a ``map``): a loop
+    left by ``break`` would close a generator it delegates to.
     """
 
     # The keywords of its asyncio twin, drive.aio.AsyncStream, by choice.
