@@ -40,7 +40,7 @@ from ..transport.websocket import messages as ws
 from . import core, lifecycle, opening
 from .engine_state import RequestHandle
 from .errors import RSocketError
-from .fast import DataRuns, new_tuple
+from .fast import new_tuple
 from .interceptors import install as install_interceptors
 from .leases import Leases
 from .lifecycle import ASYNC_HOOK_REFUSED, refuse_async_hooks
@@ -639,8 +639,10 @@ class RSocketEngine:
         handle = self._requests.get(sid)
         if handle is not None:
             sink = handle.sink
-            if type(sink) is DataRuns:
-                sink.put_data(data)
+            # A DataRuns, or an interceptor's observer in front of one.
+            put_data = getattr(sink, "put_data", None)
+            if put_data is not None:
+                put_data(data)
             else:
                 sink.put_many(list(map(new_tuple, repeat(Payload), zip(data, repeat(None)))))
             return

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from itertools import repeat
-from operator import attrgetter
+from operator import attrgetter, is_, itemgetter
 from typing import Any, TypeVar, cast
 
 from ..drive.queues import Batcher, CreditQueue
@@ -56,6 +56,9 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+_DATA = itemgetter(0)
+_METADATA = itemgetter(1)
 
 #: ``new_tuple(Payload, (data, metadata))``: a Payload without NamedTuple's
 #: ``__new__`` (bench_fast_paths: payload_new_tuple vs payload_call).
@@ -146,8 +149,9 @@ class DataRuns:
             self.queue.put(item)
 
     def put_many(self, items: list[Payload]) -> None:
-        if all(item[1] is None for item in items):
-            self.queue.put_many([item[0] for item in items])
+        # (C calls alone: e.g. every item of a stream under a lease comes here.)
+        if all(map(is_, repeat(None), map(_METADATA, items))):
+            self.queue.put_many(list(map(_DATA, items)))
         else:
             self.plain = False
             self.queue.put_many(items)  # type: ignore[arg-type]

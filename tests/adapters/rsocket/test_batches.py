@@ -24,6 +24,7 @@ from sansrs.adapters.rsocket.server import Server, serve
 from sansrs.adapters.rsocket.types import Payload, Request
 
 from sansrs.rsocket.extensions import compose
+from tests.adapters.rsocket.test_interceptors import Recorder
 
 WAIT = 10.0
 SCHEMES = ("tcp://127.0.0.1:0", "ws://127.0.0.1:0/rs")
@@ -282,6 +283,35 @@ def test_rsocket_stream_runs_reach_a_blocking_stream_as_bytes(
         got = [Payload(e) for e in entries] + list(it)
     assert got == [item(i, True) for i in range(2000)]
     assert "put_data" in calls and "put_many" not in calls
+
+
+@pytest.mark.parametrize("loop", SYNC_LOOPS)
+@pytest.mark.parametrize("plain", [True, False], ids=("plain", "metadata"))
+def test_rsocket_observed_stream_counts_its_runs_and_keeps_them_as_bytes(
+    server: tuple[Server, Producer], producer: Producer, loop: str, plain: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A request interceptor's observer in front of the queue counts what
+    # arrives and passes the runs on as bytes (as without interceptors).
+    runs: list[int] = []
+    put_data = DataRuns.put_data
+
+    def spy_data(self: DataRuns, data: list[bytes]) -> None:
+        runs.append(len(data))
+        put_data(self, data)
+
+    monkeypatch.setattr(DataRuns, "put_data", spy_data)
+    recorder = Recorder()
+    with connect(server[0].url, loop=loop, interceptors=recorder.interceptors()) as client:
+        got = sync_items(client, spec(2000, plain=plain), 256)
+    recorder.wait_ended(1)
+    expected = [item(i, plain) for i in range(2000)]
+    assert got == (expected, None)
+    info = recorder.end_of("request_stream", "complete")
+    assert info.items_in == 2000
+    assert info.bytes_in == sum(len(p.data) + len(p.metadata or b"") for p in expected)
+    # The runs reached the queue as bytes: items without metadata only.
+    assert 0 < sum(runs) <= sum(p.metadata is None for p in expected)
 
 
 @pytest.mark.parametrize(("request_", "prefetch"), CASES)
