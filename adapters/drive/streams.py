@@ -21,6 +21,7 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable, Iterator
+from itertools import chain
 from typing import Any, Generic, Protocol, TypeVar
 
 from sansrs.streams import MAX_DEMAND, add_demand
@@ -88,9 +89,9 @@ class StreamIterator(Generic[T]):
     thread at a time.
 
     Items leave the queue a local batch at a time (at most ``batch``, one
-    queue operation each); a ``for`` loop takes them from that batch by a
-    generator delegating to it (``yield from``: no bytecode of ours per
-    item), ``next()`` one call each. Both draw on the same local batch, so
+    queue operation each); a ``for`` loop takes them from that batch by
+    ``itertools.chain`` (no bytecode of ours per item), ``next()`` one
+    call each. Both draw on the same local batch, so
     they can be mixed and a loop left by ``break`` loses nothing. A local
     batch counts as consumed once it has all been handed out: the window
     (what the queue may hold) stays ``prefetch``. :meth:`next_batch` hands
@@ -102,8 +103,6 @@ class StreamIterator(Generic[T]):
     consumer lives long enough for the garbage collector to see it). The
     queue's entries are then what ``units`` and the window count, and
     :meth:`next_entries` hands out a batch of them as the queue held them.
-    ``make`` returns an iterator without ``close`` (e.g. a ``map``): a loop
-    left by ``break`` would close a generator it delegates to.
     """
 
     # The keywords of its asyncio twin, drive.aio.AsyncStream, by choice.
@@ -144,11 +143,14 @@ class StreamIterator(Generic[T]):
         self._counted = 0  # items of the local batch counted already (by next())
 
     def __iter__(self) -> Iterator[T]:
-        return self._items()
+        # chain takes each item from the local batch by C calls alone (a
+        # generator's ``yield from`` ran a frame per item: bench_opcodes.py
+        # --items stream16); Python runs once per local batch, to refill.
+        return chain.from_iterable(self._local_batches())
 
-    def _items(self) -> Iterator[T]:
+    def _local_batches(self) -> Iterator[Iterator[T]]:
         while True:
-            yield from self._rest
+            yield self._rest
             if not self._refill(self._batch):
                 return
 

@@ -482,8 +482,6 @@ class Made:
         self.made = 0
 
     def __call__(self, entries: Iterator[int]) -> Iterator[str]:
-        # A map, as make's contract asks: a generator would be closed by a
-        # loop left by break (``yield from`` closes what it delegates to).
         return map(self._tag, entries)
 
     def _tag(self, entry: int) -> str:
@@ -572,3 +570,24 @@ def test_iterator_with_make_hands_out_the_same_items_and_grants_as_without(
             assert make.made <= n
         results.append((out, rec.requested, q.granted))
     assert results[0] == results[1]
+
+
+def test_iterator_loop_left_by_break_keeps_a_generator_make_running() -> None:
+    # The loop takes items through itertools.chain, which closes nothing
+    # when left (a generator delegating with ``yield from`` closed a
+    # generator ``make`` at break, and the rest of its local batch was lost).
+    def tagged(entries: Iterator[int]) -> Iterator[str]:
+        for e in entries:
+            yield f"<{e}>"
+
+    q: CreditQueue[int] = CreditQueue(granted=8)
+    rec = Recorder()
+    it = StreamIterator(q, 8, rec.request, rec.cancel, timeout=1.0, make=tagged)
+    for i in range(6):
+        q.put(i)
+    q.finish()
+    for item in it:
+        if item == "<1>":
+            break
+    assert next(it) == "<2>"
+    assert list(it) == ["<3>", "<4>", "<5>"]
