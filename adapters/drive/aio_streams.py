@@ -1,0 +1,233 @@
+"""What the engines deliver inbound items to under asyncio (on the event
+loop's thread), as application coroutines take them:
+
+- :class:`AsyncStream`: an inbound stream as an async iterator with a
+  prefetch window (the engine's sink on one side, ``async for`` on the other),
+  and :class:`AsyncStreamBatches`, the same a list at a time;
+- :class:`FutureSink`: a single answer into a future.
+
+Re-exported by :mod:`.aio` (their import path of old).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Generic, Self, TypeVar
+
+from .errors import seconds
+from .queues import refill_batch
+
+__all__ = ["AsyncStream", "AsyncStreamBatches", "FutureSink"]
+
+T = TypeVar("T")
+
+
+class FutureSink(Generic[T]):
+    """At most one item (a request-response answer) into ``future``:
+    completion without an item gives ``None``, an error raises it."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, future: asyncio.Future[T | None]) -> None:
+        self.future = future
+
+    @property
+    def done(self) -> bool:
+        return self.future.done()
+
+    def put(self, item: T) -> None:
+        if not self.future.done():
+            self.future.set_result(item)
+
+    def put_many(self, items: list[T]) -> None:
+        self.put(items[0])
+
+    def finish(self, error: BaseException | None = None) -> None:
+        if not self.future.done():
+            if error is None:
+                self.future.set_result(None)
+            else:
+                self.future.set_exception(error)
+
+    def close(self, error: BaseException | None = None) -> None:
+        if not self.future.done():
+            self.future.cancel()
+
+
+class AsyncStream(Generic[T]):
+    """An inbound stream as an async iterator (``async for``) that keeps a
+    prefetch window: each time ``batch`` units (default half the window)
+    have been consumed, that many more are requested with ``request_more(n)``.
+    ``units(item)`` counts what one item is worth (1 by default; a packed
+    batch of fixed-size elements counts its elements). ``aclose()`` (or
+    leaving ``async with``) cancels with ``cancel()`` if the stream is still
+    running. ``timeout`` bounds each wait for an item (``TimeoutError``).
+
+    The engine feeds it as a sink (``put``, ``put_many``, ``finish``,
+    ``close``) on the event loop's thread; ``starting`` is awaited before the
+    first item (e.g. a channel's first outbound item)."""
+
+    # The keywords of its synchronous twin, drive.streams.StreamIterator, by choice.
+    def __init__(
+        self,
+        prefetch: int,
+        request_more: Callable[[int], None],
+        cancel: Callable[[], None],
+        *,
+        timeout: float | None = None,
+        batch: int | None = None,
+        units: Callable[[T], int] | None = None,
+        starting: Awaitable[None] | None = None,
+        explain: Callable[[], str] | None = None,
+    ) -> None:
+        self._request_more = request_more
+        self._cancel = cancel
+        self._timeout = timeout
+        self._explain = explain
+        self._batch = refill_batch(prefetch, batch)
+        self._units = units
+        self._consumed = 0
+        self._items: deque[T] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._done = False
+        self._error: BaseException | None = None
+        self._cancelled = False
+        self._starting = starting
+
+    # -- sink side (engine, loop thread) --------------------------------------
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def put(self, item: T) -> None:
+        self._items.append(item)
+        self._notify()
+
+    def put_many(self, items: list[T]) -> None:
+        self._items.extend(items)
+        self._notify()
+
+    def finish(self, error: BaseException | None = None) -> None:
+        if not self._done:
+            self._done = True
+            self._error = error
+        self._notify()
+
+    def close(self, error: BaseException | None = None) -> None:
+        self._done = True
+        self._items.clear()
+        self._notify()
+
+    def _notify(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # -- consumer side ----------------------------------------------------------
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> T:
+        if self._starting is not None:
+            starting, self._starting = self._starting, None
+            await starting
+        items = self._items
+        while not items:
+            if self._done:
+                error, self._error = self._error, None
+                if error is not None and not self._cancelled:
+                    self._cancelled = True  # raise once, then end
+                    raise error
+                raise StopAsyncIteration
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                if self._timeout is None:
+                    await self._waiter
+                else:
+                    try:
+                        await asyncio.wait_for(self._waiter, self._timeout)
+                    except TimeoutError:
+                        raise TimeoutError(self._no_item(self._timeout)) from None
+            finally:
+                self._waiter = None
+        item = items.popleft()
+        self._consumed += 1 if self._units is None else self._units(item)
+        if self._consumed >= self._batch and not self._done:
+            n, self._consumed = self._consumed, 0
+            self._request_more(n)
+        return item
+
+    def _no_item(self, timeout: float) -> str:
+        """A timeout's message, as ``CreditQueue`` says it, with ``explain``'s reason."""
+        why = self._explain() if self._explain is not None else ""
+        return f"no item within {seconds(timeout)}" + (f": {why}" if why else "")
+
+    async def next_batch(self) -> list[T]:
+        """Every item that has arrived and not been taken (at least one;
+        waits as ``__anext__`` does), in order; they count as consumed, so
+        the window is replenished as if they were taken one by one. Raises
+        what ``__anext__`` raises (``StopAsyncIteration`` at the end)."""
+        first = await self.__anext__()  # waits, ends and fails as one item does
+        items = self._items
+        if not items:
+            return [first]
+        batch = [first, *items]
+        items.clear()
+        units = self._units
+        self._consumed += len(batch) - 1 if units is None else sum(map(units, batch[1:]))
+        if self._consumed >= self._batch and not self._done:
+            n, self._consumed = self._consumed, 0
+            self._request_more(n)
+        return batch
+
+    def batches(self) -> AsyncStreamBatches[T]:
+        """This stream as an async iterator of lists (:meth:`next_batch`)."""
+        return AsyncStreamBatches(self)
+
+    async def aclose(self) -> None:
+        """Cancel the stream if it is still running; idempotent."""
+        if self._starting is not None:
+            starting, self._starting = self._starting, None
+            with contextlib.suppress(Exception):
+                await starting
+        if not self._done:
+            self._done = True
+            self._cancelled = True
+            self._items.clear()
+            self._cancel()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class AsyncStreamBatches(Generic[T]):
+    """An :class:`AsyncStream` as an async iterator of lists: each list is
+    what arrived since the previous one (never empty), within the same
+    window; the items, their order and the errors are the item iterator's.
+    ``aclose()`` (or leaving ``async with``) cancels a stream still running."""
+
+    __slots__ = ("_stream",)
+
+    def __init__(self, stream: AsyncStream[T]) -> None:
+        self._stream = stream
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> list[T]:
+        return await self._stream.next_batch()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
