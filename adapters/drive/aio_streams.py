@@ -15,14 +15,41 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Generic, Self, TypeVar
+from itertools import repeat, starmap
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 from .errors import seconds
 from .queues import refill_batch
 
-__all__ = ["AsyncStream", "AsyncStreamBatches", "FutureSink"]
+__all__ = ["PACKED_BATCH", "AsyncStream", "AsyncStreamBatches", "FutureSink", "Packing"]
 
 T = TypeVar("T")
+
+#: The most items of a packed stream (:class:`Packing`) one batch hands out:
+#: what it makes at once stays below the garbage collector's first threshold
+#: (700 allocations by default), so a batch dies young, never promoted and
+#: never the cause of a full collection (``bench_tcp.py`` row ``stream16b``,
+#: ``--impl sansrs-asyncio``).
+PACKED_BATCH = 512
+
+
+class Packing(Protocol[T]):
+    """How an :class:`AsyncStream`'s queue holds items until they are taken
+    (one per stream: it may keep state, e.g. whether every item so far
+    packed alike). ``unpack(pack(items)[i]) == items[i]`` for every ``i``,
+    and ``pack`` gives one entry per item (the window counts entries)."""
+
+    def pack(self, items: list[T]) -> list[Any]:
+        """The entries to queue for ``items`` (the sink's side)."""
+        ...
+
+    def unpack(self, entry: Any) -> T:
+        """One entry as the item it stands for (the consumer's side)."""
+        ...
+
+    def unpack_all(self, entries: list[Any]) -> list[T]:
+        """``[unpack(e) for e in entries]``, made as cheaply as it can be."""
+        ...
 
 
 class FutureSink(Generic[T]):
@@ -66,9 +93,15 @@ class AsyncStream(Generic[T]):
     leaving ``async with``) cancels with ``cancel()`` if the stream is still
     running. ``timeout`` bounds each wait for an item (``TimeoutError``).
 
-    The engine feeds it as a sink (``put``, ``put_many``, ``finish``,
-    ``close``) on the event loop's thread; ``starting`` is awaited before the
-    first item (e.g. a channel's first outbound item)."""
+    The engine feeds it as a sink (``put``, ``put_many``, ``put_packed``,
+    ``finish``, ``close``) on the event loop's thread; ``starting`` is awaited before the
+    first item (e.g. a channel's first outbound item).
+
+    ``packing`` (optional, one per stream) is how the queue holds what it is
+    given until the consumer takes it (:class:`Packing`: e.g. a protocol's
+    payloads as their bytes, which the garbage collector does not track):
+    the items handed out, their order, the window and the errors are the
+    same with it as without."""
 
     # The keywords of its synchronous twin, drive.streams.StreamIterator, by choice.
     def __init__(
@@ -82,6 +115,7 @@ class AsyncStream(Generic[T]):
         units: Callable[[T], int] | None = None,
         starting: Awaitable[None] | None = None,
         explain: Callable[[], str] | None = None,
+        packing: Packing[T] | None = None,
     ) -> None:
         self._request_more = request_more
         self._cancel = cancel
@@ -90,7 +124,9 @@ class AsyncStream(Generic[T]):
         self._batch = refill_batch(prefetch, batch)
         self._units = units
         self._consumed = 0
-        self._items: deque[T] = deque()
+        self._packing = packing
+        # What the consumer has not taken: items, or their packed form.
+        self._items: deque[Any] = deque()
         self._waiter: asyncio.Future[None] | None = None
         self._done = False
         self._error: BaseException | None = None
@@ -103,11 +139,22 @@ class AsyncStream(Generic[T]):
         return self._done
 
     def put(self, item: T) -> None:
-        self._items.append(item)
+        packing = self._packing
+        if packing is None:
+            self._items.append(item)
+        else:
+            self._items.extend(packing.pack([item]))
         self._notify()
 
     def put_many(self, items: list[T]) -> None:
-        self._items.extend(items)
+        packing = self._packing
+        self._items.extend(items if packing is None else packing.pack(items))
+        self._notify()
+
+    def put_packed(self, entries: list[Any]) -> None:
+        """Items already in the form the queue holds (what ``packing.pack``
+        gives, e.g. a protocol's run of payloads as their bytes)."""
+        self._items.extend(entries)
         self._notify()
 
     def finish(self, error: BaseException | None = None) -> None:
@@ -131,6 +178,22 @@ class AsyncStream(Generic[T]):
         return self
 
     async def __anext__(self) -> T:
+        items = self._items
+        if not items or self._starting is not None:
+            await self._arrival()  # returns with an item queued, or raises
+        item: T = items.popleft()
+        packing = self._packing
+        if packing is not None:
+            item = packing.unpack(item)
+        self._consumed += 1 if self._units is None else self._units(item)
+        if self._consumed >= self._batch and not self._done:
+            n, self._consumed = self._consumed, 0
+            self._request_more(n)
+        return item
+
+    async def _arrival(self) -> None:
+        """Until an item is queued (``starting`` awaited first): raises the
+        stream's error once, then ``StopAsyncIteration``, when it has ended."""
         if self._starting is not None:
             starting, self._starting = self._starting, None
             await starting
@@ -153,12 +216,6 @@ class AsyncStream(Generic[T]):
                         raise TimeoutError(self._no_item(self._timeout)) from None
             finally:
                 self._waiter = None
-        item = items.popleft()
-        self._consumed += 1 if self._units is None else self._units(item)
-        if self._consumed >= self._batch and not self._done:
-            n, self._consumed = self._consumed, 0
-            self._request_more(n)
-        return item
 
     def _no_item(self, timeout: float) -> str:
         """A timeout's message, as ``CreditQueue`` says it, with ``explain``'s reason."""
@@ -167,17 +224,25 @@ class AsyncStream(Generic[T]):
 
     async def next_batch(self) -> list[T]:
         """Every item that has arrived and not been taken (at least one;
-        waits as ``__anext__`` does), in order; they count as consumed, so
-        the window is replenished as if they were taken one by one. Raises
-        what ``__anext__`` raises (``StopAsyncIteration`` at the end)."""
-        first = await self.__anext__()  # waits, ends and fails as one item does
+        waits as ``__anext__`` does; with ``packing``, at most
+        :data:`PACKED_BATCH` of them), in order; they count as consumed, so
+        the window is replenished as if they were taken one by one (one
+        ``request_more`` for them all). Raises what ``__anext__`` raises
+        (``StopAsyncIteration`` at the end)."""
         items = self._items
-        if not items:
-            return [first]
-        batch = [first, *items]
-        items.clear()
+        if not items or self._starting is not None:
+            await self._arrival()  # waits, ends and fails as one item does
+        packing = self._packing
+        if packing is None:
+            batch: list[T] = list(items)
+            items.clear()
+        elif len(items) <= PACKED_BATCH:
+            batch = packing.unpack_all(list(items))
+            items.clear()
+        else:
+            batch = packing.unpack_all(list(starmap(items.popleft, repeat((), PACKED_BATCH))))
         units = self._units
-        self._consumed += len(batch) - 1 if units is None else sum(map(units, batch[1:]))
+        self._consumed += len(batch) if units is None else sum(map(units, batch))
         if self._consumed >= self._batch and not self._done:
             n, self._consumed = self._consumed, 0
             self._request_more(n)
@@ -208,8 +273,9 @@ class AsyncStream(Generic[T]):
 
 class AsyncStreamBatches(Generic[T]):
     """An :class:`AsyncStream` as an async iterator of lists: each list is
-    what arrived since the previous one (never empty), within the same
-    window; the items, their order and the errors are the item iterator's.
+    what arrived since the previous one (never empty; a packed stream's at
+    most :data:`PACKED_BATCH` long), within the same window; the items,
+    their order and the errors are the item iterator's.
     ``aclose()`` (or leaving ``async with``) cancels a stream still running."""
 
     __slots__ = ("_stream",)
