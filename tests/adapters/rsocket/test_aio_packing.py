@@ -1,0 +1,237 @@
+"""The asyncio client's streams hold plain payloads as their bytes
+(``fast.PayloadPacking``) and hand batches out at most ``PACKED_BATCH`` at a
+time, so nothing made for the consumer lives long enough for the garbage
+collector to promote it. Held to the plain queue (no packing): the same
+items, order, errors, end, cancel and window, whatever the mix of single
+items, runs, metadata, ``__anext__`` and ``next_batch``."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sansrs.adapters.drive.aio_streams import PACKED_BATCH, AsyncStream
+from sansrs.adapters.rsocket import aio
+from sansrs.adapters.rsocket.fast import PayloadPacking
+from sansrs.adapters.rsocket.types import Payload
+
+WAIT = 10.0
+
+
+def run(main: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(asyncio.wait_for(main(), 40))
+
+
+def plain(n: int, start: int = 0) -> list[Payload]:
+    return [Payload(b"%d" % i) for i in range(start, start + n)]
+
+
+def packed_stream(prefetch: int = 100_000) -> AsyncStream[Payload]:
+    return AsyncStream(prefetch, lambda n: None, lambda: None, packing=PayloadPacking())
+
+
+def test_rsocket_aio_packing_queues_plain_payloads_as_untracked_bytes() -> None:
+    packing = PayloadPacking()
+    entries = packing.pack(plain(3))
+    assert entries == [b"0", b"1", b"2"]
+    assert not any(map(gc.is_tracked, entries))
+    assert packing.unpack_all(entries) == plain(3)
+    assert [packing.unpack(e) for e in entries] == plain(3)
+
+
+def test_rsocket_aio_packing_keeps_a_run_with_metadata_as_payloads() -> None:
+    packing = PayloadPacking()
+    first = packing.pack(plain(2))
+    mixed = [Payload(b"a", b"m"), Payload(b"b"), Payload(b"c", b"")]
+    entries = packing.pack(mixed)
+    assert not packing.plain
+    assert packing.unpack_all(first + entries) == [*plain(2), *mixed]
+    # Empty metadata is metadata: it stays b"", never None.
+    assert packing.unpack_all(packing.pack([Payload(b"x", b"")])) == [Payload(b"x", b"")]
+
+
+def test_rsocket_aio_client_streams_are_packed() -> None:
+    """The client's streams use the packing (not only the stream type)."""
+
+    class Streamer:
+        def request_stream(self, request: Any) -> list[bytes]:
+            return [b"a", b"b"]
+
+    async def main() -> None:
+        async with (
+            aio.serve("tcp://127.0.0.1:0", Streamer()) as server,
+            aio.connect(server.url) as client,
+        ):
+            stream = client.request_stream(b"q", timeout=WAIT)
+            assert isinstance(stream._packing, PayloadPacking)
+            assert [p async for p in stream] == [Payload(b"a"), Payload(b"b")]
+
+    run(main)
+
+
+def test_rsocket_aio_packed_batches_are_at_most_packed_batch_long() -> None:
+    stream = packed_stream()
+    total = 2 * PACKED_BATCH + 10
+    stream.put_many(plain(total))
+    stream.finish()
+    sizes: list[int] = []
+    items: list[Payload] = []
+
+    async def main() -> None:
+        async for batch in stream.batches():
+            sizes.append(len(batch))
+            items.extend(batch)
+
+    run(main)
+    assert sizes == [PACKED_BATCH, PACKED_BATCH, 10]
+    assert items == plain(total)
+
+
+def test_rsocket_aio_packed_batches_bring_no_collection_past_the_youngest() -> None:
+    """A window of plain items put as their bytes (what the engine's runs
+    are) and taken in batches: each batch dies before the collector's first
+    threshold, so no collection of an older generation runs (one that did
+    promoted the batch's payloads and led to full collections)."""
+    stream = packed_stream()
+    stream.put_packed([b"%d" % i for i in range(20_000)])
+    stream.finish()
+    older: list[int] = []
+
+    def watch(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] > 0:
+            older.append(info["generation"])
+
+    taken: list[int] = []
+
+    async def main() -> None:
+        gc.collect()
+        gc.callbacks.append(watch)
+        try:
+            async for batch in stream.batches():
+                taken.append(len(batch))
+        finally:
+            gc.callbacks.remove(watch)
+
+    run(main)
+    assert sum(taken) == 20_000
+    assert older == []
+
+
+# -- differential: packed vs plain, under any mix of puts and takes --------------
+
+ITEM = st.tuples(st.binary(max_size=3), st.one_of(st.none(), st.binary(max_size=2)))
+OP = st.one_of(
+    st.tuples(st.just("put"), ITEM),
+    st.tuples(st.just("put_many"), st.lists(ITEM, max_size=40)),
+    st.tuples(st.just("put_plain_run"), st.integers(1, 1300)),
+    st.tuples(st.just("take"), st.integers(1, 5)),
+    st.tuples(st.just("batch"), st.just(0)),
+    st.tuples(st.just("cancel"), st.just(0)),
+)
+ENDING = st.sampled_from(["complete", "error", "close"])
+
+
+async def drive(
+    ops: list[tuple[str, Any]], ending: str, prefetch: int, packing: PayloadPacking | None
+) -> tuple[list[Payload], list[str], bool]:
+    """Runs ``ops`` against one stream: what the consumer saw (items, then
+    how it ended) and whether the stream ever asked for more than was
+    consumed (the window: a producer within credit then never has more than
+    ``prefetch`` items queued)."""
+    granted = [prefetch]
+    cancelled: list[bool] = []
+    stream: AsyncStream[Payload] = AsyncStream(
+        prefetch,
+        lambda n: granted.append(n),
+        lambda: cancelled.append(True),
+        packing=packing,
+    )
+    sent = taken = 0
+    seen: list[Payload] = []
+    over = False
+
+    def send(items: list[Payload]) -> None:
+        nonlocal sent
+        if len(items) == 1:
+            stream.put(items[0])
+        elif items:
+            stream.put_many(items)
+        sent += len(items)
+
+    for op, arg in ops:
+        if stream.done:
+            break
+        if op == "put":
+            send([Payload(*arg)])
+        elif op == "put_many":
+            send([Payload(*a) for a in arg])
+        elif op == "put_plain_run":
+            send(plain(arg, sent))
+        elif op == "take":
+            for _ in range(min(arg, sent - taken)):
+                seen.append(await stream.__anext__())
+                taken += 1
+        elif op == "batch" and sent > taken:
+            batch = await stream.next_batch()
+            seen.extend(batch)
+            taken += len(batch)
+        elif op == "cancel":
+            await stream.aclose()
+            return seen, ["cancelled", str(bool(cancelled))], over
+        over = over or sum(granted) - prefetch > taken
+    if ending == "close":
+        stream.close()
+    else:
+        stream.finish(ValueError("boom") if ending == "error" else None)
+    end: list[str] = []
+    while True:
+        try:
+            batch = await asyncio.wait_for(stream.next_batch(), WAIT)
+        except StopAsyncIteration:
+            end.append("end")
+            break
+        except ValueError as exc:
+            end.append(f"error {exc}")
+            continue  # raised once, then the end
+        seen.extend(batch)
+        taken += len(batch)
+        over = over or sum(granted) - prefetch > taken
+    return seen, end, over
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=st.lists(OP, max_size=25), ending=ENDING, prefetch=st.integers(1, 2000))
+def test_rsocket_aio_packed_stream_differential_same_items_order_errors_and_window(
+    ops: list[tuple[str, Any]], ending: str, prefetch: int
+) -> None:
+    packed = asyncio.run(drive(ops, ending, prefetch, PayloadPacking()))
+    reference = asyncio.run(drive(ops, ending, prefetch, None))
+    if any(op == "cancel" for op, _ in ops):
+        # A batch may stop short of the plain one's (PACKED_BATCH): what was
+        # taken before the cancel is the same items, in order, up to there.
+        shorter = min(len(packed[0]), len(reference[0]))
+        assert packed[0][:shorter] == reference[0][:shorter]
+        assert packed[1:] == reference[1:]
+    else:
+        assert packed == reference
+    assert not packed[2]  # never more asked for than consumed
+
+
+@pytest.mark.timeout(20)
+def test_rsocket_aio_packed_stream_timeout_names_the_wait() -> None:
+    stream: AsyncStream[Payload] = AsyncStream(
+        8, lambda n: None, lambda: None, timeout=0.01, packing=PayloadPacking()
+    )
+
+    async def main() -> None:
+        with pytest.raises(TimeoutError, match="no item within"):
+            await stream.__anext__()
+        stream.put(Payload(b"late", b"m"))
+        assert await stream.__anext__() == Payload(b"late", b"m")
+
+    run(main)
