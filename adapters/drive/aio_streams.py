@@ -25,7 +25,8 @@ __all__ = ["PACKED_BATCH", "AsyncStream", "AsyncStreamBatches", "FutureSink", "P
 
 T = TypeVar("T")
 
-#: The most items of a packed stream (:class:`Packing`) one batch hands out:
+#: The most items one batch hands out once anything was put packed
+#: (:meth:`AsyncStream.put_packed`, :class:`Packing`):
 #: what it makes at once stays below the garbage collector's first threshold
 #: (700 allocations by default), so a batch dies young, never promoted and
 #: never the cause of a full collection (``bench_tcp.py`` row ``stream16b``,
@@ -34,17 +35,14 @@ PACKED_BATCH = 512
 
 
 class Packing(Protocol[T]):
-    """How an :class:`AsyncStream`'s queue holds items until they are taken
-    (one per stream: it may keep state, e.g. whether every item so far
-    packed alike). ``unpack(pack(items)[i]) == items[i]`` for every ``i``,
-    and ``pack`` gives one entry per item (the window counts entries)."""
-
-    def pack(self, items: list[T]) -> list[Any]:
-        """The entries to queue for ``items`` (the sink's side)."""
-        ...
+    """How an :class:`AsyncStream` turns the entries its producer queued
+    packed (:meth:`AsyncStream.put_packed`: e.g. a protocol's run of items
+    as their bytes, which the garbage collector does not track) into items
+    as the consumer takes them. Items put as themselves (``put``,
+    ``put_many``) share the queue: ``unpack`` gives such an item back as is."""
 
     def unpack(self, entry: Any) -> T:
-        """One entry as the item it stands for (the consumer's side)."""
+        """One entry (packed, or an item) as the item it stands for."""
         ...
 
     def unpack_all(self, entries: list[Any]) -> list[T]:
@@ -97,11 +95,11 @@ class AsyncStream(Generic[T]):
     ``finish``, ``close``) on the event loop's thread; ``starting`` is awaited before the
     first item (e.g. a channel's first outbound item).
 
-    ``packing`` (optional, one per stream) is how the queue holds what it is
-    given until the consumer takes it (:class:`Packing`: e.g. a protocol's
-    payloads as their bytes, which the garbage collector does not track):
-    the items handed out, their order, the window and the errors are the
-    same with it as without."""
+    ``packing`` (optional) lets the producer queue items packed
+    (``put_packed``, :class:`Packing`: e.g. a protocol's payloads as their
+    bytes, which the garbage collector does not track), made items only as
+    the consumer takes them: the items handed out, their order, the window
+    and the errors are the same as if they had been put as items."""
 
     # The keywords of its synchronous twin, drive.streams.StreamIterator, by choice.
     def __init__(
@@ -125,7 +123,9 @@ class AsyncStream(Generic[T]):
         self._units = units
         self._consumed = 0
         self._packing = packing
-        # What the consumer has not taken: items, or their packed form.
+        #: Something was put packed: entries are unpacked as they are taken.
+        self._packed = False
+        # What the consumer has not taken: items, and entries put packed.
         self._items: deque[Any] = deque()
         self._waiter: asyncio.Future[None] | None = None
         self._done = False
@@ -139,21 +139,19 @@ class AsyncStream(Generic[T]):
         return self._done
 
     def put(self, item: T) -> None:
-        packing = self._packing
-        if packing is None:
-            self._items.append(item)
-        else:
-            self._items.extend(packing.pack([item]))
+        self._items.append(item)
         self._notify()
 
     def put_many(self, items: list[T]) -> None:
-        packing = self._packing
-        self._items.extend(items if packing is None else packing.pack(items))
+        self._items.extend(items)
         self._notify()
 
     def put_packed(self, entries: list[Any]) -> None:
-        """Items already in the form the queue holds (what ``packing.pack``
-        gives, e.g. a protocol's run of payloads as their bytes)."""
+        """Items packed, one entry each (what ``packing.unpack`` turns into
+        items): made items only as the consumer takes them."""
+        if self._packing is None:
+            raise TypeError("put_packed needs a stream made with packing=")
+        self._packed = True
         self._items.extend(entries)
         self._notify()
 
@@ -182,9 +180,8 @@ class AsyncStream(Generic[T]):
         if not items or self._starting is not None:
             await self._arrival()  # returns with an item queued, or raises
         item: T = items.popleft()
-        packing = self._packing
-        if packing is not None:
-            item = packing.unpack(item)
+        if self._packed:
+            item = self._packing.unpack(item)  # type: ignore[union-attr]
         self._consumed += 1 if self._units is None else self._units(item)
         if self._consumed >= self._batch and not self._done:
             n, self._consumed = self._consumed, 0
@@ -224,7 +221,7 @@ class AsyncStream(Generic[T]):
 
     async def next_batch(self) -> list[T]:
         """Every item that has arrived and not been taken (at least one;
-        waits as ``__anext__`` does; with ``packing``, at most
+        waits as ``__anext__`` does; once anything was put packed, at most
         :data:`PACKED_BATCH` of them), in order; they count as consumed, so
         the window is replenished as if they were taken one by one (one
         ``request_more`` for them all). Raises what ``__anext__`` raises
@@ -233,7 +230,7 @@ class AsyncStream(Generic[T]):
         if not items or self._starting is not None:
             await self._arrival()  # waits, ends and fails as one item does
         packing = self._packing
-        if packing is None:
+        if not self._packed or packing is None:
             batch: list[T] = list(items)
             items.clear()
         elif len(items) <= PACKED_BATCH:
@@ -273,8 +270,8 @@ class AsyncStream(Generic[T]):
 
 class AsyncStreamBatches(Generic[T]):
     """An :class:`AsyncStream` as an async iterator of lists: each list is
-    what arrived since the previous one (never empty; a packed stream's at
-    most :data:`PACKED_BATCH` long), within the same window; the items,
+    what arrived since the previous one (never empty; once anything was put
+    packed, at most :data:`PACKED_BATCH` long), within the same window; the items,
     their order and the errors are the item iterator's.
     ``aclose()`` (or leaving ``async with``) cancels a stream still running."""
 

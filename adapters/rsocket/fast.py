@@ -23,20 +23,21 @@ on the project machine; the end-to-end effect in ``docs/performance.md``).
 - :class:`FireAndForgets` and :func:`delegate`: ``peer.fire_and_forget(data)``
   is one Python frame, the queue's own :meth:`FireAndForgets.send`, reached
   through a C-level property (``bench_tcp.py`` row ``fnf16``).
-- :class:`PayloadPacking`: an asyncio stream's queue holds payloads without
-  metadata as their ``bytes`` (not tracked by the garbage collector), made
-  Payloads again by C calls as the consumer takes them. Payloads held in the
-  queue up to ``prefetch`` survived collections, were promoted, and brought
-  full collections: 0.3 µs of the asyncio client's 0.8 µs CPU per item
-  (``bench_tcp.py`` rows ``stream16`` / ``stream16b``, ``--impl sansrs-asyncio``;
-  ``bench_cpu_per_op.py --impl sansrs-asyncio``).
+- :class:`PayloadPacking`: an asyncio stream may hold a run of payloads
+  without metadata as their ``bytes`` (not tracked by the garbage
+  collector; ``AsyncStream.put_packed``), made Payloads by C calls as the
+  consumer takes them, batches at most ``PACKED_BATCH`` at a time. Payloads
+  made ahead and held up to ``prefetch`` survived collections, were promoted
+  and brought full ones: 0.3 µs of the asyncio client's 0.8 µs CPU per item
+  (``bench_tcp.py`` rows ``stream16`` / ``stream16b``, ``--impl
+  sansrs-asyncio``; ``bench_cpu_per_op.py --impl sansrs-asyncio``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from itertools import repeat
-from operator import attrgetter, countOf, itemgetter
+from operator import attrgetter, countOf
 from typing import Any, TypeVar, cast
 
 from ..drive.queues import Batcher
@@ -206,36 +207,25 @@ def new_routed_request(
     return routed  # type: ignore[no-any-return]
 
 
-_DATA = itemgetter(0)
-_METADATA = itemgetter(1)
-
-
 class PayloadPacking:
-    """How an asyncio stream's queue holds Payloads
-    (:class:`~..drive.aio_streams.Packing`): a run of them without metadata
-    as their data, any other as itself, until the consumer takes them (one
-    per stream)."""
+    """An asyncio stream's :class:`~..drive.aio_streams.Packing`: a run of
+    payloads without metadata may be queued as their data
+    (``AsyncStream.put_packed``), made Payloads as the consumer takes them;
+    a Payload put as itself comes back as is. Stateless: one serves all."""
 
-    __slots__ = ("plain",)
-
-    def __init__(self) -> None:
-        #: Every entry so far is data (no Payload kept as itself): the
-        #: consumer's batch is made by C calls alone.
-        self.plain = True
-
-    def pack(self, items: list[Payload]) -> list[Any]:
-        if countOf(map(_METADATA, items), None) == len(items):
-            return list(map(_DATA, items))
-        self.plain = False
-        return items
+    __slots__ = ()
 
     def unpack(self, entry: Any) -> Payload:
-        # Data is never a tuple: a tuple entry is a Payload kept as itself.
+        # Data is never a tuple: a tuple entry is a Payload put as itself.
         if isinstance(entry, tuple):
             return cast(Payload, entry)
         return new_tuple(Payload, (entry, None))
 
     def unpack_all(self, entries: list[Any]) -> list[Payload]:
-        if self.plain:
+        if countOf(map(type, entries), bytes) == len(entries):  # data alone: C calls
             return list(map(new_tuple, repeat(Payload), zip(entries, repeat(None))))
         return list(map(self.unpack, entries))
+
+
+#: The one :class:`PayloadPacking` (it keeps no state).
+PAYLOAD_PACKING = PayloadPacking()

@@ -1,9 +1,10 @@
-"""The asyncio client's streams hold plain payloads as their bytes
-(``fast.PayloadPacking``) and hand batches out at most ``PACKED_BATCH`` at a
-time, so nothing made for the consumer lives long enough for the garbage
-collector to promote it. Held to the plain queue (no packing): the same
-items, order, errors, end, cancel and window, whatever the mix of single
-items, runs, metadata, ``__anext__`` and ``next_batch``."""
+"""The asyncio client's streams may hold runs of plain payloads as their
+bytes (``AsyncStream.put_packed``, ``fast.PayloadPacking``) and then hand
+batches out at most ``PACKED_BATCH`` at a time, so nothing made for the
+consumer lives long enough for the garbage collector to promote it. Held to
+a stream given the same payloads as Payloads: the same items, order,
+errors, end, cancel and window, whatever the mix of single items, runs,
+metadata, ``__anext__`` and ``next_batch``."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sansrs.adapters.drive.aio_streams import PACKED_BATCH, AsyncStream
 from sansrs.adapters.rsocket import aio
-from sansrs.adapters.rsocket.fast import PayloadPacking
+from sansrs.adapters.rsocket.fast import PAYLOAD_PACKING, PayloadPacking
 from sansrs.adapters.rsocket.types import Payload
 
 WAIT = 10.0
@@ -32,27 +33,27 @@ def plain(n: int, start: int = 0) -> list[Payload]:
 
 
 def packed_stream(prefetch: int = 100_000) -> AsyncStream[Payload]:
-    return AsyncStream(prefetch, lambda n: None, lambda: None, packing=PayloadPacking())
+    return AsyncStream(prefetch, lambda n: None, lambda: None, packing=PAYLOAD_PACKING)
 
 
-def test_rsocket_aio_packing_queues_plain_payloads_as_untracked_bytes() -> None:
+def test_rsocket_aio_packing_makes_payloads_of_data_and_keeps_payloads_as_they_are() -> None:
     packing = PayloadPacking()
-    entries = packing.pack(plain(3))
-    assert entries == [b"0", b"1", b"2"]
-    assert not any(map(gc.is_tracked, entries))
-    assert packing.unpack_all(entries) == plain(3)
-    assert [packing.unpack(e) for e in entries] == plain(3)
-
-
-def test_rsocket_aio_packing_keeps_a_run_with_metadata_as_payloads() -> None:
-    packing = PayloadPacking()
-    first = packing.pack(plain(2))
-    mixed = [Payload(b"a", b"m"), Payload(b"b"), Payload(b"c", b"")]
-    entries = packing.pack(mixed)
-    assert not packing.plain
-    assert packing.unpack_all(first + entries) == [*plain(2), *mixed]
+    assert packing.unpack_all([b"0", b"1", b"2"]) == plain(3)
+    assert [packing.unpack(e) for e in [b"0", b"1"]] == plain(2)
+    mixed = [b"0", Payload(b"a", b"m"), Payload(b"b"), Payload(b"c", b""), b"1"]
+    assert packing.unpack_all(mixed) == [
+        Payload(b"0"), Payload(b"a", b"m"), Payload(b"b"), Payload(b"c", b""), Payload(b"1")
+    ]
     # Empty metadata is metadata: it stays b"", never None.
-    assert packing.unpack_all(packing.pack([Payload(b"x", b"")])) == [Payload(b"x", b"")]
+    assert packing.unpack(Payload(b"x", b"")) == Payload(b"x", b"")
+
+
+def test_rsocket_aio_stream_put_packed_queues_untracked_bytes_and_needs_a_packing() -> None:
+    stream = packed_stream()
+    stream.put_packed([b"a", b"b"])
+    assert not any(map(gc.is_tracked, stream._items))
+    with pytest.raises(TypeError, match="packing"):
+        AsyncStream(8, lambda n: None, lambda: None).put_packed([b"a"])
 
 
 def test_rsocket_aio_client_streams_are_packed() -> None:
@@ -68,7 +69,7 @@ def test_rsocket_aio_client_streams_are_packed() -> None:
             aio.connect(server.url) as client,
         ):
             stream = client.request_stream(b"q", timeout=WAIT)
-            assert isinstance(stream._packing, PayloadPacking)
+            assert stream._packing is PAYLOAD_PACKING
             assert [p async for p in stream] == [Payload(b"a"), Payload(b"b")]
 
     run(main)
@@ -77,7 +78,7 @@ def test_rsocket_aio_client_streams_are_packed() -> None:
 def test_rsocket_aio_packed_batches_are_at_most_packed_batch_long() -> None:
     stream = packed_stream()
     total = 2 * PACKED_BATCH + 10
-    stream.put_many(plain(total))
+    stream.put_packed([p.data for p in plain(total)])
     stream.finish()
     sizes: list[int] = []
     items: list[Payload] = []
@@ -137,7 +138,7 @@ ENDING = st.sampled_from(["complete", "error", "close"])
 
 
 async def drive(
-    ops: list[tuple[str, Any]], ending: str, prefetch: int, packing: PayloadPacking | None
+    ops: list[tuple[str, Any]], ending: str, prefetch: int, packed: bool
 ) -> tuple[list[Payload], list[str], bool]:
     """Runs ``ops`` against one stream: what the consumer saw (items, then
     how it ended) and whether the stream ever asked for more than was
@@ -149,7 +150,7 @@ async def drive(
         prefetch,
         lambda n: granted.append(n),
         lambda: cancelled.append(True),
-        packing=packing,
+        packing=PAYLOAD_PACKING if packed else None,
     )
     sent = taken = 0
     seen: list[Payload] = []
@@ -170,6 +171,9 @@ async def drive(
             send([Payload(*arg)])
         elif op == "put_many":
             send([Payload(*a) for a in arg])
+        elif op == "put_plain_run" and packed:  # as the engine's runs may come
+            stream.put_packed([b"%d" % i for i in range(sent, sent + arg)])
+            sent += arg
         elif op == "put_plain_run":
             send(plain(arg, sent))
         elif op == "take":
@@ -209,8 +213,8 @@ async def drive(
 def test_rsocket_aio_packed_stream_differential_same_items_order_errors_and_window(
     ops: list[tuple[str, Any]], ending: str, prefetch: int
 ) -> None:
-    packed = asyncio.run(drive(ops, ending, prefetch, PayloadPacking()))
-    reference = asyncio.run(drive(ops, ending, prefetch, None))
+    packed = asyncio.run(drive(ops, ending, prefetch, packed=True))
+    reference = asyncio.run(drive(ops, ending, prefetch, packed=False))
     if any(op == "cancel" for op, _ in ops):
         # A batch may stop short of the plain one's (PACKED_BATCH): what was
         # taken before the cancel is the same items, in order, up to there.
@@ -225,13 +229,15 @@ def test_rsocket_aio_packed_stream_differential_same_items_order_errors_and_wind
 @pytest.mark.timeout(20)
 def test_rsocket_aio_packed_stream_timeout_names_the_wait() -> None:
     stream: AsyncStream[Payload] = AsyncStream(
-        8, lambda n: None, lambda: None, timeout=0.01, packing=PayloadPacking()
+        8, lambda n: None, lambda: None, timeout=0.01, packing=PAYLOAD_PACKING
     )
 
     async def main() -> None:
         with pytest.raises(TimeoutError, match="no item within"):
             await stream.__anext__()
         stream.put(Payload(b"late", b"m"))
+        stream.put_packed([b"later"])
         assert await stream.__anext__() == Payload(b"late", b"m")
+        assert await stream.__anext__() == Payload(b"later")
 
     run(main)
