@@ -121,10 +121,14 @@ class AsyncStream(Generic[T]):
         self._explain = explain
         self._batch = refill_batch(prefetch, batch)
         self._units = units
-        self._consumed = 0
+        #: Units still to consume before ``request_more`` (``batch`` less
+        #: those consumed since the last one): one decrement per item.
+        self._left = self._batch
         self._packing = packing
         #: Something was put packed: entries are unpacked as they are taken.
         self._packed = False
+        #: An item taken needs more than a count (``units``, or unpacking).
+        self._special = units is not None
         # What the consumer has not taken: items, and entries put packed.
         self._items: deque[Any] = deque()
         self._waiter: asyncio.Future[None] | None = None
@@ -151,7 +155,7 @@ class AsyncStream(Generic[T]):
         items): made items only as the consumer takes them."""
         if self._packing is None:
             raise TypeError("put_packed needs a stream made with packing=")
-        self._packed = True
+        self._packed = self._special = True
         self._items.extend(entries)
         self._notify()
 
@@ -180,13 +184,27 @@ class AsyncStream(Generic[T]):
         if not items or self._starting is not None:
             await self._arrival()  # returns with an item queued, or raises
         item: T = items.popleft()
-        if self._packed:
-            item = self._packing.unpack(item)  # type: ignore[union-attr]
-        self._consumed += 1 if self._units is None else self._units(item)
-        if self._consumed >= self._batch and not self._done:
-            n, self._consumed = self._consumed, 0
-            self._request_more(n)
+        if self._special:
+            return self._counted(item)
+        self._left -= 1
+        if self._left <= 0:
+            self._consumed()
         return item
+
+    def _counted(self, entry: Any) -> T:
+        """``__anext__``'s item when taking it is more than a count: unpacked
+        if anything was put packed, counted in ``units``."""
+        item: T = self._packing.unpack(entry) if self._packed else entry  # type: ignore[union-attr]
+        self._left -= 1 if self._units is None else self._units(item)
+        if self._left <= 0:
+            self._consumed()
+        return item
+
+    def _consumed(self) -> None:
+        """``batch`` units (or more) were consumed: ask for that many more."""
+        if not self._done:
+            n, self._left = self._batch - self._left, self._batch
+            self._request_more(n)
 
     async def _arrival(self) -> None:
         """Until an item is queued (``starting`` awaited first): raises the
@@ -239,10 +257,9 @@ class AsyncStream(Generic[T]):
         else:
             batch = packing.unpack_all(list(starmap(items.popleft, repeat((), PACKED_BATCH))))
         units = self._units
-        self._consumed += len(batch) if units is None else sum(map(units, batch))
-        if self._consumed >= self._batch and not self._done:
-            n, self._consumed = self._consumed, 0
-            self._request_more(n)
+        self._left -= len(batch) if units is None else sum(map(units, batch))
+        if self._left <= 0:
+            self._consumed()
         return batch
 
     def batches(self) -> AsyncStreamBatches[T]:
