@@ -142,6 +142,11 @@ class AsyncStream(Generic[T]):
     def done(self) -> bool:
         return self._done
 
+    @property
+    def packing(self) -> Packing[T] | None:
+        """What ``put_packed`` entries are unpacked with (None: it takes none)."""
+        return self._packing
+
     def put(self, item: T) -> None:
         self._items.append(item)
         self._notify()

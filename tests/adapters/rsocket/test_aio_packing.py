@@ -69,7 +69,7 @@ def test_rsocket_aio_client_streams_are_packed() -> None:
             aio.connect(server.url) as client,
         ):
             stream = client.request_stream(b"q", timeout=WAIT)
-            assert stream._packing is PAYLOAD_PACKING
+            assert stream.packing is PAYLOAD_PACKING
             assert [p async for p in stream] == [Payload(b"a"), Payload(b"b")]
 
     run(main)
