@@ -16,12 +16,19 @@ import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable
 from itertools import repeat, starmap
-from typing import Any, Generic, Protocol, Self, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeGuard, TypeVar
 
 from .errors import seconds
 from .queues import refill_batch
 
-__all__ = ["PACKED_BATCH", "AsyncStream", "AsyncStreamBatches", "FutureSink", "Packing"]
+__all__ = [
+    "PACKED_BATCH",
+    "AsyncStream",
+    "AsyncStreamBatches",
+    "FutureSink",
+    "Packing",
+    "takes_packed",
+]
 
 T = TypeVar("T")
 
@@ -141,11 +148,6 @@ class AsyncStream(Generic[T]):
     @property
     def done(self) -> bool:
         return self._done
-
-    @property
-    def packing(self) -> Packing[T] | None:
-        """What ``put_packed`` entries are unpacked with (None: it takes none)."""
-        return self._packing
 
     def put(self, item: T) -> None:
         self._items.append(item)
@@ -288,6 +290,13 @@ class AsyncStream(Generic[T]):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def takes_packed(sink: object, packing: object) -> TypeGuard[AsyncStream[Any]]:
+    """``sink`` is an :class:`AsyncStream` itself (not a wrapper, e.g. an
+    interceptor's, that counts what it is given) unpacking with ``packing``:
+    a producer may hand it entries (``put_packed``) rather than items."""
+    return type(sink) is AsyncStream and sink._packing is packing
 
 
 class AsyncStreamBatches(Generic[T]):
