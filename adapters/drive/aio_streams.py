@@ -57,6 +57,10 @@ class Packing(Protocol[T]):
         ...
 
 
+def _as_is(item: Any) -> Any:
+    return item
+
+
 class FutureSink(Generic[T]):
     """At most one item (a request-response answer) into ``future``:
     completion without an item gives ``None``, an error raises it."""
@@ -136,6 +140,7 @@ class AsyncStream(Generic[T]):
         self._packed = False
         #: An item taken needs more than a count (``units``, or unpacking).
         self._special = units is not None
+        self._unpack: Callable[[Any], T] = _as_is
         # What the consumer has not taken: items, and entries put packed.
         self._items: deque[Any] = deque()
         self._waiter: asyncio.Future[None] | None = None
@@ -163,6 +168,7 @@ class AsyncStream(Generic[T]):
         if self._packing is None:
             raise TypeError("put_packed needs a stream made with packing=")
         self._packed = self._special = True
+        self._unpack = self._packing.unpack
         self._items.extend(entries)
         self._notify()
 
@@ -192,15 +198,17 @@ class AsyncStream(Generic[T]):
             await self._arrival()  # returns with an item queued, or raises
         item: T = items.popleft()
         if self._special:
-            return self._counted(item)
+            if self._units is not None:
+                return self._counted(item)
+            item = self._unpack(item)  # something was put packed
         self._left -= 1
         if self._left <= 0:
             self._consumed()
         return item
 
     def _counted(self, entry: Any) -> T:
-        """``__anext__``'s item when taking it is more than a count: unpacked
-        if anything was put packed, counted in ``units``."""
+        """``__anext__``'s item counted in ``units`` (unpacked first if
+        anything was put packed)."""
         item: T = self._packing.unpack(entry) if self._packed else entry  # type: ignore[union-attr]
         self._left -= 1 if self._units is None else self._units(item)
         if self._left <= 0:
