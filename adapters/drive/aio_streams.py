@@ -32,11 +32,12 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: The most items one batch hands out once anything was put packed
-#: (:meth:`AsyncStream.put_packed`, :class:`Packing`):
-#: what it makes at once stays below the garbage collector's first threshold
-#: (700 allocations by default), so a batch dies young, never promoted and
-#: never the cause of a full collection (``bench_tcp.py`` row ``stream16b``,
+#: The most packed entries made items at once (one ``unpack_all``), for
+#: ``async for`` and ``next_batch`` alike, once anything was put packed
+#: (:meth:`AsyncStream.put_packed`, :class:`Packing`): what is made at once
+#: stays below the garbage collector's first threshold (700 allocations by
+#: default), so it dies young, never promoted and never the cause of a full
+#: collection (``bench_tcp.py`` rows ``stream16`` / ``stream16b``,
 #: ``--impl sansrs-asyncio``).
 PACKED_BATCH = 512
 
@@ -55,10 +56,6 @@ class Packing(Protocol[T]):
     def unpack_all(self, entries: list[Any]) -> list[T]:
         """``[unpack(e) for e in entries]``, made as cheaply as it can be."""
         ...
-
-
-def _as_is(item: Any) -> Any:
-    return item
 
 
 class FutureSink(Generic[T]):
@@ -138,11 +135,10 @@ class AsyncStream(Generic[T]):
         self._packing = packing
         #: Something was put packed: entries are unpacked as they are taken.
         self._packed = False
-        #: An item taken needs more than a count (``units``, or unpacking).
-        self._special = units is not None
-        self._unpack: Callable[[Any], T] = _as_is
-        # What the consumer has not taken: items, and entries put packed.
+        # What the consumer has not taken: items and entries put packed
+        # (the sink's side), and items made ready, older than all of those.
         self._items: deque[Any] = deque()
+        self._ready: deque[T] = deque()
         self._waiter: asyncio.Future[None] | None = None
         self._done = False
         self._error: BaseException | None = None
@@ -167,8 +163,7 @@ class AsyncStream(Generic[T]):
         items): made items only as the consumer takes them."""
         if self._packing is None:
             raise TypeError("put_packed needs a stream made with packing=")
-        self._packed = self._special = True
-        self._unpack = self._packing.unpack
+        self._packed = True
         self._items.extend(entries)
         self._notify()
 
@@ -181,6 +176,7 @@ class AsyncStream(Generic[T]):
     def close(self, error: BaseException | None = None) -> None:
         self._done = True
         self._items.clear()
+        self._ready.clear()
         self._notify()
 
     def _notify(self) -> None:
@@ -193,27 +189,35 @@ class AsyncStream(Generic[T]):
         return self
 
     async def __anext__(self) -> T:
-        items = self._items
-        if not items or self._starting is not None:
-            await self._arrival()  # returns with an item queued, or raises
-        item: T = items.popleft()
-        if self._special:
-            if self._units is not None:
-                return self._counted(item)
-            item = self._unpack(item)  # something was put packed
-        self._left -= 1
+        ready = self._ready
+        if not ready:
+            ready = await self._refill()  # returns with items ready, or raises
+        item: T = ready.popleft()
+        if self._units is not None:
+            self._left -= self._units(item)
+        else:
+            self._left -= 1
         if self._left <= 0:
             self._consumed()
         return item
 
-    def _counted(self, entry: Any) -> T:
-        """``__anext__``'s item counted in ``units`` (unpacked first if
-        anything was put packed)."""
-        item: T = self._packing.unpack(entry) if self._packed else entry  # type: ignore[union-attr]
-        self._left -= 1 if self._units is None else self._units(item)
-        if self._left <= 0:
-            self._consumed()
-        return item
+    async def _refill(self) -> deque[T]:
+        """Items ready for the consumer, waiting for them (as
+        :meth:`_arrival`): everything queued, or once anything was put
+        packed at most :data:`PACKED_BATCH`, made by one ``unpack_all``."""
+        await self._arrival()
+        items = self._items
+        if not self._packed:  # the queue itself becomes the ready items
+            self._ready, self._items = items, self._ready
+            return items
+        ready = self._ready
+        packing: Packing[T] = self._packing  # type: ignore[assignment]  # put_packed checked it
+        if len(items) <= PACKED_BATCH:
+            ready.extend(packing.unpack_all(list(items)))
+            items.clear()
+        else:
+            ready.extend(packing.unpack_all(list(starmap(items.popleft, repeat((), PACKED_BATCH)))))
+        return ready
 
     def _consumed(self) -> None:
         """``batch`` units (or more) were consumed: ask for that many more."""
@@ -259,18 +263,14 @@ class AsyncStream(Generic[T]):
         the window is replenished as if they were taken one by one (one
         ``request_more`` for them all). Raises what ``__anext__`` raises
         (``StopAsyncIteration`` at the end)."""
-        items = self._items
-        if not items or self._starting is not None:
-            await self._arrival()  # waits, ends and fails as one item does
-        packing = self._packing
-        if not self._packed or packing is None:
-            batch: list[T] = list(items)
-            items.clear()
-        elif len(items) <= PACKED_BATCH:
-            batch = packing.unpack_all(list(items))
-            items.clear()
-        else:
-            batch = packing.unpack_all(list(starmap(items.popleft, repeat((), PACKED_BATCH))))
+        ready = self._ready
+        if not ready:
+            ready = await self._refill()  # waits, ends and fails as one item does
+        elif not self._packed and self._items:
+            ready.extend(self._items)
+            self._items.clear()
+        batch = list(ready)
+        ready.clear()
         units = self._units
         self._left -= len(batch) if units is None else sum(map(units, batch))
         if self._left <= 0:
@@ -291,6 +291,7 @@ class AsyncStream(Generic[T]):
             self._done = True
             self._cancelled = True
             self._items.clear()
+            self._ready.clear()
             self._cancel()
 
     async def __aenter__(self) -> Self:

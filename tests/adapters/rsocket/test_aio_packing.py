@@ -168,11 +168,13 @@ async def drive(
         packing=PAYLOAD_PACKING if packed else None,
     )
     sent = taken = 0
+    produced: list[Payload] = []
     seen: list[Payload] = []
     over = False
 
     def send(items: list[Payload]) -> None:
         nonlocal sent
+        produced.extend(items)
         if len(items) == 1:
             stream.put(items[0])
         elif items:
@@ -188,6 +190,7 @@ async def drive(
             send([Payload(*a) for a in arg])
         elif op == "put_plain_run" and packed:  # as the engine's runs may come
             stream.put_packed([b"%d" % i for i in range(sent, sent + arg)])
+            produced.extend(plain(arg, sent))
             sent += arg
         elif op == "put_plain_run":
             send(plain(arg, sent))
@@ -220,6 +223,10 @@ async def drive(
         seen.extend(batch)
         taken += len(batch)
         over = over or sum(granted) - prefetch > taken
+    if ending == "complete":  # every item, in the order sent, then the end
+        assert (seen, end) == (produced, ["end"])
+    elif ending == "error":
+        assert (seen, end) == (produced, ["error boom", "end"])
     return seen, end, over
 
 
