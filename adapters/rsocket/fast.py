@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from itertools import repeat
-from operator import attrgetter, countOf
+from operator import attrgetter
 from typing import Any, TypeVar, cast
 
 from ..drive.queues import Batcher
@@ -222,10 +222,12 @@ class PayloadPacking:
         return new_tuple(Payload, (entry, None))
 
     def unpack_all(self, entries: list[Any]) -> list[Payload]:
-        if countOf(map(type, entries), bytes) == len(entries):  # data alone: C calls
+        if set(map(type, entries)) <= _DATA_ONLY:  # data alone: C calls
             return list(map(new_tuple, repeat(Payload), zip(entries, repeat(None))))
         return list(map(self.unpack, entries))
 
+
+_DATA_ONLY = {bytes}
 
 #: The one :class:`PayloadPacking` (it keeps no state).
 PAYLOAD_PACKING = PayloadPacking()
