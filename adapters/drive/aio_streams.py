@@ -16,7 +16,7 @@ import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable
 from itertools import repeat, starmap
-from typing import Any, Generic, Protocol, Self, TypeGuard, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 from .errors import seconds
 from .queues import refill_batch
@@ -27,7 +27,6 @@ __all__ = [
     "AsyncStreamBatches",
     "FutureSink",
     "Packing",
-    "takes_packed",
 ]
 
 T = TypeVar("T")
@@ -99,9 +98,10 @@ class AsyncStream(Generic[T]):
     leaving ``async with``) cancels with ``cancel()`` if the stream is still
     running. ``timeout`` bounds each wait for an item (``TimeoutError``).
 
-    The engine feeds it as a sink (``put``, ``put_many``, ``put_packed``,
-    ``finish``, ``close``) on the event loop's thread; ``starting`` is awaited before the
-    first item (e.g. a channel's first outbound item).
+    The engine feeds it as a sink (``put``, ``put_many``, ``put_packed``
+    alias ``put_data``, ``finish``, ``close``) on the event loop's thread;
+    ``starting`` is awaited before the first item (e.g. a channel's first
+    outbound item).
 
     ``packing`` (optional) lets the producer queue items packed
     (``put_packed``, :class:`Packing`: e.g. a protocol's payloads as their
@@ -135,6 +135,11 @@ class AsyncStream(Generic[T]):
         self._packing = packing
         #: Something was put packed: entries are unpacked as they are taken.
         self._packed = False
+        #: Where an engine may hand a run of items packed (``put_packed``),
+        #: if this stream takes them so; None: it takes items only.
+        self.put_data: Callable[[list[Any]], None] | None = (
+            None if packing is None else self.put_packed
+        )
         # What the consumer has not taken: items and entries put packed
         # (the sink's side), and items made ready, older than all of those.
         self._items: deque[Any] = deque()
@@ -299,13 +304,6 @@ class AsyncStream(Generic[T]):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-def takes_packed(sink: object, packing: object) -> TypeGuard[AsyncStream[Any]]:
-    """``sink`` is an :class:`AsyncStream` itself (not a wrapper, e.g. an
-    interceptor's, that counts what it is given) unpacking with ``packing``:
-    a producer may hand it entries (``put_packed``) rather than items."""
-    return type(sink) is AsyncStream and sink._packing is packing
 
 
 class AsyncStreamBatches(Generic[T]):

@@ -1,5 +1,5 @@
 """The asyncio client's streams may hold runs of plain payloads as their
-bytes (``AsyncStream.put_packed``, ``fast.PayloadPacking``) and then hand
+bytes (``AsyncStream.put_packed`` alias ``put_data``, ``fast.PayloadPacking``) and then hand
 batches out at most ``PACKED_BATCH`` at a time, so nothing made for the
 consumer lives long enough for the garbage collector to promote it. Held to
 a stream given the same payloads as Payloads: the same items, order,
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sansrs.adapters.drive.aio_streams import PACKED_BATCH, AsyncStream, takes_packed
+from sansrs.adapters.drive.aio_streams import PACKED_BATCH, AsyncStream
 from sansrs.adapters.rsocket import aio
 from sansrs.adapters.rsocket.fast import PAYLOAD_PACKING, PayloadPacking
 from sansrs.adapters.rsocket.types import Payload
@@ -56,19 +56,19 @@ def test_rsocket_aio_stream_put_packed_queues_untracked_bytes_and_needs_a_packin
         AsyncStream(8, lambda n: None, lambda: None).put_packed([b"a"])
 
 
-def test_rsocket_aio_takes_packed_only_a_stream_itself_with_that_packing() -> None:
-    class Wrapper:  # e.g. an interceptor's: counts what it is given, so Payloads
-        def __init__(self, inner: AsyncStream[Payload]) -> None:
-            self.inner = inner
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self.inner, name)
-
+def test_rsocket_aio_stream_takes_runs_as_data_only_with_a_packing() -> None:
+    """``put_data`` is what an engine hands a run of plain payloads to as
+    their bytes: a packed stream's ``put_packed``, None on any other."""
     stream = packed_stream()
-    assert takes_packed(stream, PAYLOAD_PACKING)
-    assert not takes_packed(Wrapper(stream), PAYLOAD_PACKING)
-    assert not takes_packed(stream, PayloadPacking())
-    assert not takes_packed(AsyncStream(8, lambda n: None, lambda: None), PAYLOAD_PACKING)
+    assert stream.put_data is not None
+    stream.put_data([b"0", b"1"])
+    stream.finish()
+    assert AsyncStream(8, lambda n: None, lambda: None).put_data is None
+
+    async def main() -> None:
+        assert [p async for p in stream] == plain(2)
+
+    run(main)
 
 
 def test_rsocket_aio_client_streams_are_packed() -> None:
@@ -84,7 +84,7 @@ def test_rsocket_aio_client_streams_are_packed() -> None:
             aio.connect(server.url) as client,
         ):
             stream = client.request_stream(b"q", timeout=WAIT)
-            assert takes_packed(stream, PAYLOAD_PACKING)
+            assert stream.put_data == stream.put_packed
             assert [p async for p in stream] == [Payload(b"a"), Payload(b"b")]
 
     run(main)
