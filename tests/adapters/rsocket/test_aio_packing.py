@@ -264,3 +264,29 @@ def test_rsocket_aio_packed_stream_timeout_names_the_wait() -> None:
         assert await stream.__anext__() == Payload(b"later")
 
     run(main)
+
+
+def test_rsocket_aio_packed_stream_counts_units_of_the_items_made() -> None:
+    """``units`` sees the items as handed out (made from packed entries),
+    and the window is replenished by units, item by item and by batches."""
+    requested: list[int] = []
+    stream: AsyncStream[Payload] = AsyncStream(
+        8, requested.append, lambda: None, units=lambda p: len(p.data), packing=PAYLOAD_PACKING
+    )
+    stream.put_packed([b"aa", b"bbb"])  # 5 units
+    stream.put(Payload(b"c", b"m"))  # 1
+    stream.put_packed([b"dddd"])  # 4
+
+    async def main() -> None:
+        assert await stream.__anext__() == Payload(b"aa")
+        assert requested == []  # 2 of the batch of 4 (half the window)
+        assert await stream.__anext__() == Payload(b"bbb")
+        assert requested == [5]
+        assert await stream.next_batch() == [Payload(b"c", b"m"), Payload(b"dddd")]
+        assert requested == [5, 5]
+        stream.put_packed([b"eeee"])
+        stream.finish()
+        assert await stream.__anext__() == Payload(b"eeee")
+        assert requested == [5, 5]  # done: nothing more is asked for
+
+    run(main)
