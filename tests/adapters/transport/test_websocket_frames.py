@@ -679,3 +679,21 @@ def test_long_batches_are_re_headed_in_place_as_wsproto_reads_them(
                 collector.splitter.feed(wire[cut:])
                 assert collector.got == [(2, m) for m in messages], (n, count, cut)
                 assert collector.handed == [] and not collector.splitter.passthrough
+
+
+@pytest.mark.parametrize("n", [126, 127, 1030, 0xFFFF])
+def test_unmasked_batches_of_16_bit_lengths_are_framed_byte_for_byte(n: int) -> None:
+    """A server's stream of 1 KiB items: same-length messages of 126 bytes
+    to 64 KiB framed by joining views of their payloads (a cached getter
+    per group of 512): exactly the frames one at a time gives, for any
+    count around the groups and from any offset, and no view of the
+    caller's buffer outlives the call (a driver resizes it next)."""
+    for count in (4, 511, 512, 513, 1025) if n < 2000 else (4, 5):
+        messages = [bytes((i * 7 % 251,)) * n for i in range(count)]
+        run = run_of(messages)
+        for start in (0, 5):
+            offered = bytearray(bytes(start) + run)
+            wire, used = encode_run(offered, None, start=start)
+            assert used == len(run), (n, count, start)
+            assert wire == b"".join(encode_data_frame(2, m, None) for m in messages)
+            del offered[: start + 1]  # (a view still held would raise BufferError)
