@@ -41,6 +41,7 @@ from wsproto.connection import ConnectionType
 from wsproto.events import AcceptConnection, Request
 
 from fuzz.fuzz_websocket import FakeStream
+from tests.adapters.drive.test_latency_path import Echo
 from tests.adapters.transport.test_websocket_frames import Collector, wsproto_messages
 
 
@@ -455,37 +456,6 @@ def test_a_long_run_goes_out_as_the_plain_path_frames_it(
         assert wire == b"".join(encode_data_frame(2, m, None) for m in messages)
 
 
-class Quiet:
-    """An engine with nothing to say: the driver's writes come from the test."""
-
-    def receive_data(self, data: bytes, now: float) -> None:
-        pass
-
-    def pump(self) -> bool:
-        return False
-
-    def data_to_send(self) -> bytes:
-        return b""
-
-    def next_deadline(self) -> float | None:
-        return None
-
-    def handle_timeout(self, now: float) -> None:
-        pass
-
-    def wants_close(self) -> bool:
-        return False
-
-    def close_reason(self) -> BaseException | None:
-        return None
-
-    def begin_close(self) -> None:
-        pass
-
-    def connection_lost(self, error: BaseException) -> None:
-        pass
-
-
 def test_a_driver_hands_a_long_run_over_as_it_is_and_keeps_only_what_the_socket_left() -> None:
     """A server's stream write through the driver (stream1k of
     bench_tcp.py): the record goes to the transport as it is (no copy into
@@ -506,7 +476,8 @@ def test_a_driver_hands_a_long_run_over_as_it_is_and_keeps_only_what_the_socket_
     record = encode_record_run(run_of(messages))
     loop = Loop(name="ws-driver-write")
     try:
-        conn = LoopConnection(loop, server, Quiet())  # type: ignore[arg-type]
+        # (Echo reads nothing here, so writes nothing: the writes are the test's.)
+        conn = LoopConnection(loop, server, Echo())  # type: ignore[arg-type]
         with patch.object(ws_transport, "SEND_BATCH", 700), patch.object(server, "send", recording):
             conn.write_bytes(record)
             assert offered[0] is record
