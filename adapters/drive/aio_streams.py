@@ -3,7 +3,8 @@ loop's thread), as application coroutines take them:
 
 - :class:`AsyncStream`: an inbound stream as an async iterator with a
   prefetch window (the engine's sink on one side, ``async for`` on the other),
-  and :class:`AsyncStreamBatches`, the same a list at a time;
+  and :class:`AsyncStreamBatches`, the same a batch at a time (a list, or a
+  protocol's sequence type: ``next_batch``);
 - :class:`FutureSink`: a single answer into a future.
 
 Re-exported by :mod:`.aio` (their import path of old).
@@ -14,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from itertools import repeat, starmap
 from typing import Any, Generic, Protocol, Self, TypeVar
 
@@ -30,9 +31,10 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+B = TypeVar("B", covariant=True)
 
-#: The most packed entries made items at once (one ``unpack_all``), for
-#: ``async for`` and ``next_batch`` alike, once anything was put packed
+#: The most packed entries ``async for`` makes items at once (one
+#: ``unpack_all``), once anything was put packed
 #: (:meth:`AsyncStream.put_packed`, :class:`Packing`): what is made at once
 #: stays below the garbage collector's first threshold (700 allocations by
 #: default), so it dies young, never promoted and never the cause of a full
@@ -261,30 +263,44 @@ class AsyncStream(Generic[T]):
         why = self._explain() if self._explain is not None else ""
         return f"no item within {seconds(timeout)}" + (f": {why}" if why else "")
 
-    async def next_batch(self) -> list[T]:
+    async def next_batch(self) -> Sequence[T]:
         """Every item that has arrived and not been taken (at least one;
-        waits as ``__anext__`` does; once anything was put packed, at most
-        :data:`PACKED_BATCH` of them), in order; they count as consumed, so
-        the window is replenished as if they were taken one by one (one
-        ``request_more`` for them all). Raises what ``__anext__`` raises
-        (``StopAsyncIteration`` at the end)."""
+        waits as ``__anext__`` does) as a list, in order; they count as
+        consumed, so the window is replenished as if they were taken one by
+        one (one ``request_more`` for them all). Raises what ``__anext__``
+        raises (``StopAsyncIteration`` at the end). A protocol's stream may
+        hand out a sequence type of its own (:meth:`next_entries`)."""
+        entries = await self.next_entries()
+        if not self._packed:
+            return entries
+        packing: Packing[T] = self._packing  # type: ignore[assignment]  # put_packed checked it
+        return packing.unpack_all(entries)
+
+    async def next_entries(self) -> list[Any]:
+        """:meth:`next_batch` as the queue held them: items taken as
+        themselves, and (with a ``packing``) entries put packed, not made
+        items (no cap: a protocol's batch type makes them as it is read)."""
         ready = self._ready
-        if not ready:
-            ready = await self._refill()  # waits, ends and fails as one item does
-        elif not self._packed and self._items:
-            ready.extend(self._items)
-            self._items.clear()
-        batch = list(ready)
+        if not ready and not self._items:
+            await self._arrival()  # waits, ends and fails as one item does
+        entries = list(ready)
+        entries += self._items
         ready.clear()
+        self._items.clear()
         units = self._units
-        self._left -= len(batch) if units is None else sum(map(units, batch))
+        if units is None:
+            self._left -= len(entries)
+        else:  # units count items: entries put packed made items to count
+            packing = self._packing
+            made = entries if packing is None else packing.unpack_all(entries)
+            self._left -= sum(map(units, made))
         if self._left <= 0:
             self._consumed()
-        return batch
+        return entries
 
-    def batches(self) -> AsyncStreamBatches[T]:
+    def batches(self) -> AsyncStreamBatches[Sequence[T]]:
         """This stream as an async iterator of lists (:meth:`next_batch`)."""
-        return AsyncStreamBatches(self)
+        return AsyncStreamBatches(self, self.next_batch)
 
     async def aclose(self) -> None:
         """Cancel the stream if it is still running; idempotent."""
@@ -306,23 +322,27 @@ class AsyncStream(Generic[T]):
         await self.aclose()
 
 
-class AsyncStreamBatches(Generic[T]):
-    """An :class:`AsyncStream` as an async iterator of lists: each list is
-    what arrived since the previous one (never empty; once anything was put
-    packed, at most :data:`PACKED_BATCH` long), within the same window; the items,
-    their order and the errors are the item iterator's.
+class AsyncStreamBatches(Generic[B]):
+    """An :class:`AsyncStream` as an async iterator of batches: each is
+    what arrived since the previous one (never empty), within the same
+    window; a list of items (:meth:`AsyncStream.next_batch`) unless the
+    protocol hands out a sequence type of its own (``next_batch``). The
+    items, their order and the errors are the item iterator's.
     ``aclose()`` (or leaving ``async with``) cancels a stream still running."""
 
-    __slots__ = ("_stream",)
+    __slots__ = ("_next", "_stream")
 
-    def __init__(self, stream: AsyncStream[T]) -> None:
+    def __init__(
+        self, stream: AsyncStream[Any], next_batch: Callable[[], Awaitable[B]]
+    ) -> None:
         self._stream = stream
+        self._next = next_batch
 
     def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self) -> list[T]:
-        return await self._stream.next_batch()
+    async def __anext__(self) -> B:
+        return await self._next()
 
     async def aclose(self) -> None:
         await self._stream.aclose()

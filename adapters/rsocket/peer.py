@@ -28,7 +28,7 @@ from ..drive.errors import ConnectionClosed
 from ..drive.peer import DrivenPeer, carrying_context
 from ..drive.publishers import BatchSubscriberSink, RemoteStreamPublisher, SubscriberSink
 from ..drive.queues import CreditQueue, EndOfStream
-from ..drive.streams import StreamBatches, StreamIterator
+from ..drive.streams import StreamBatches
 from ..drive.streams import check_prefetch as _check_prefetch
 from ..transport import Transport
 from .batch import PayloadBatch
@@ -42,6 +42,7 @@ from .fast import (
     new_tuple,
     payload_batches,
 )
+from .payload_streams import PayloadStream
 from .pipeline import Answer, ResponsePipeline
 from .routed import (
     RoutedRequester,
@@ -371,12 +372,12 @@ class RSocketPeer(DrivenPeer):
         metadata: bytes | str | None = None,
         prefetch: int = DEFAULT_PREFETCH,
         timeout: float | None = None,
-    ) -> StreamIterator[Payload]:
+    ) -> PayloadStream:
         """REQUEST_STREAM as an iterator of payloads that keeps ``prefetch``
         requested ahead and replenishes as items are consumed. ``timeout``
         bounds each wait for the next item. Closing it cancels the stream."""
         payload = checked_payload(self._composite, data, metadata)
-        return self._inbound("stream", payload, check_prefetch(prefetch), timeout, None)[0]
+        return self._inbound("stream", payload, check_prefetch(prefetch), timeout, None)
 
     def request_stream_batches(
         self,
@@ -391,11 +392,7 @@ class RSocketPeer(DrivenPeer):
         order and errors as :meth:`request_stream`; one hand-over per batch
         instead of one per item. Closing it (or leaving its ``with`` block)
         cancels the stream."""
-        payload = checked_payload(self._composite, data, metadata)
-        stream, sink = self._inbound("stream", payload, check_prefetch(prefetch), timeout, None)
-        # The entries themselves, made Payloads as the batch is read
-        # (bench_tcp.py stream16b: no list of Payloads for the GC to promote).
-        return StreamBatches(stream, lambda: sink.batch(stream.next_entries()))
+        return self.request_stream(data, metadata, prefetch, timeout).batches()
 
     def request_channel(
         self,
@@ -403,7 +400,7 @@ class RSocketPeer(DrivenPeer):
         metadata: bytes | str | None = None,
         prefetch: int = DEFAULT_PREFETCH,
         timeout: float | None = None,
-    ) -> StreamIterator[Payload]:
+    ) -> PayloadStream:
         """REQUEST_CHANNEL: ``data`` (payloads, bytes, str or (data, metadata)
         pairs; the first one travels in the request frame, ``metadata`` joins
         it if given) is pulled on a worker thread only as the peer grants
@@ -413,7 +410,7 @@ class RSocketPeer(DrivenPeer):
             first = checked_payload(self._composite, next(items), metadata)
         except StopIteration:
             raise ValueError("a channel needs at least one payload") from None
-        return self._inbound("channel", first, check_prefetch(prefetch), timeout, items)[0]
+        return self._inbound("channel", first, check_prefetch(prefetch), timeout, items)
 
     def _inbound(
         self,
@@ -422,23 +419,23 @@ class RSocketPeer(DrivenPeer):
         prefetch: int,
         timeout: float | None,
         outbound: Iterable[object] | None,
-    ) -> tuple[StreamIterator[Payload], DataRuns]:
-        """Start the request; its inbound iterator and the sink feeding it.
-        Items without metadata wait as their bytes, made Payloads as they
-        are handed out (fast.DataRuns: bench_tcp.py stream16, stream16b)."""
+    ) -> PayloadStream:
+        """Start the request; its inbound iterator. Items without metadata
+        wait as their bytes, made Payloads as they are handed out, a batch
+        too (fast.DataRuns: bench_tcp.py stream16, stream16b)."""
         queue: CreditQueue[Payload | bytes] = CreditQueue(granted=prefetch)
         sink = DataRuns(queue)
         handle = RequestHandle(kind, sink)
         self._submit(lambda: self._engine.start_request(handle, payload, prefetch, outbound))
-        return StreamIterator(
+        return PayloadStream(
             queue,
-            prefetch,
-            lambda n: self._more(handle, n),
-            lambda: self._cancel(handle),
-            timeout,
+            sink,
+            prefetch=prefetch,
+            request_more=lambda n: self._more(handle, n),
+            cancel=lambda: self._cancel(handle),
+            timeout=timeout,
             explain=self._engine.unexpected_input,
-            make=sink.payloads,
-        ), sink
+        )
 
     def _more(self, handle: RequestHandle, n: int) -> None:
         # Written at once by this thread while the connection is idle: handed
