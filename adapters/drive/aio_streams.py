@@ -33,9 +33,9 @@ __all__ = [
 T = TypeVar("T")
 B = TypeVar("B", covariant=True)
 
-#: The most packed entries ``async for`` makes items at once (one
-#: ``unpack_all``), once anything was put packed
-#: (:meth:`AsyncStream.put_packed`, :class:`Packing`): what is made at once
+#: The most entries ``async for`` makes items at once (one ``unpack_all``)
+#: on a stream with a :class:`Packing` (:meth:`AsyncStream.put_packed`;
+#: :meth:`AsyncStream.next_entries` has no cap): what is made at once
 #: stays below the garbage collector's first threshold (700 allocations by
 #: default), so it dies young, never promoted and never the cause of a full
 #: collection (``bench_tcp.py`` rows ``stream16`` / ``stream16b``,
@@ -108,8 +108,9 @@ class AsyncStream(Generic[T]):
     ``packing`` (optional) lets the producer queue items packed
     (``put_packed``, :class:`Packing`: e.g. a protocol's payloads as their
     bytes, which the garbage collector does not track), made items only as
-    the consumer takes them: the items handed out, their order, the window
-    and the errors are the same as if they had been put as items."""
+    the consumer takes them (every entry goes through ``packing``; one put
+    as an item comes back as is): the items handed out, their order, the
+    window and the errors are the same as if they had been put as items."""
 
     # The keywords of its synchronous twin, drive.streams.StreamIterator, by choice.
     def __init__(
@@ -134,9 +135,9 @@ class AsyncStream(Generic[T]):
         #: Units still to consume before ``request_more`` (``batch`` less
         #: those consumed since the last one): one decrement per item.
         self._left = self._batch
+        #: With one, every entry is unpacked as it is taken (an item put as
+        #: itself comes back as is).
         self._packing = packing
-        #: Something was put packed: entries are unpacked as they are taken.
-        self._packed = False
         #: Where an engine may hand a run of items packed (``put_packed``),
         #: if this stream takes them so; None: it takes items only.
         self.put_data: Callable[[list[Any]], None] | None = (
@@ -170,7 +171,6 @@ class AsyncStream(Generic[T]):
         items): made items only as the consumer takes them."""
         if self._packing is None:
             raise TypeError("put_packed needs a stream made with packing=")
-        self._packed = True
         self._items.extend(entries)
         self._notify()
 
@@ -192,6 +192,12 @@ class AsyncStream(Generic[T]):
             waiter.set_result(None)
 
     # -- consumer side ----------------------------------------------------------
+    @property
+    def made(self) -> bool:
+        """Items made of entries (by ``async for``) wait to be taken: the
+        next :meth:`next_entries` starts with them, as items."""
+        return bool(self._ready)
+
     def __aiter__(self) -> Self:
         return self
 
@@ -210,15 +216,15 @@ class AsyncStream(Generic[T]):
 
     async def _refill(self) -> deque[T]:
         """Items ready for the consumer, waiting for them (as
-        :meth:`_arrival`): everything queued, or once anything was put
-        packed at most :data:`PACKED_BATCH`, made by one ``unpack_all``."""
+        :meth:`_arrival`): everything queued, or with a ``packing`` at most
+        :data:`PACKED_BATCH`, made by one ``unpack_all``."""
         await self._arrival()
         items = self._items
-        if not self._packed:  # the queue itself becomes the ready items
+        packing = self._packing
+        if packing is None:  # the queue itself becomes the ready items
             self._ready, self._items = items, self._ready
             return items
         ready = self._ready
-        packing: Packing[T] = self._packing  # type: ignore[assignment]  # put_packed checked it
         if len(items) <= PACKED_BATCH:
             ready.extend(packing.unpack_all(list(items)))
             items.clear()
@@ -271,15 +277,14 @@ class AsyncStream(Generic[T]):
         raises (``StopAsyncIteration`` at the end). A protocol's stream may
         hand out a sequence type of its own (:meth:`next_entries`)."""
         entries = await self.next_entries()
-        if not self._packed:
-            return entries
-        packing: Packing[T] = self._packing  # type: ignore[assignment]  # put_packed checked it
-        return packing.unpack_all(entries)
+        packing = self._packing
+        return entries if packing is None else packing.unpack_all(entries)
 
     async def next_entries(self) -> list[Any]:
         """:meth:`next_batch` as the queue held them: items taken as
-        themselves, and (with a ``packing``) entries put packed, not made
-        items (no cap: a protocol's batch type makes them as it is read)."""
+        themselves, and (with a ``packing``) entries not made items yet,
+        after what ``async for`` made (:attr:`made`); no cap: a protocol's
+        batch type makes them as it is read."""
         ready = self._ready
         if not ready and not self._items:
             await self._arrival()  # waits, ends and fails as one item does

@@ -290,7 +290,7 @@ class AsyncRSocketPeer(AsyncPeer):
             starting=starting,
             explain=engine.unexpected_input,
         )
-        box.append(RequestHandle(kind, cast(Any, stream)))
+        box.append(RequestHandle(kind, stream.sink))
         return stream, box[0]
 
     def grant_lease(self, ttl: float, requests: int) -> None:

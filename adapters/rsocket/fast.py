@@ -43,9 +43,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from itertools import repeat
 from operator import attrgetter, is_, itemgetter
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
-from ..drive.queues import Batcher, CreditQueue
+from ..drive.queues import Batcher
 from .batch import PayloadBatch, payload_of, payloads_of
 from .types import Payload, Request, RoutedRequest
 
@@ -131,9 +131,23 @@ def payload_batches(
     return consume_payloads
 
 
+class EntryQueue(Protocol):
+    """Where a :class:`DataRuns` puts entries: a blocking stream's
+    :class:`~..drive.queues.CreditQueue`, or an asyncio stream made with a packing
+    (``AsyncStream``, whose :class:`PayloadEntries` unpacks every entry)."""
+
+    def put(self, item: Any) -> None: ...
+
+    def put_many(self, items: list[Any]) -> None: ...
+
+    def finish(self, error: BaseException | None = None) -> None: ...
+
+    def close(self, error: BaseException | None = None) -> None: ...
+
+
 class DataRuns:
-    """The engine's side (a sink) of a blocking stream's :class:`CreditQueue`
-    whose items without metadata wait as their ``bytes``: :meth:`put_data`
+    """The engine's side (a sink) of a stream's queue (:class:`EntryQueue`,
+    either driver's) whose items without metadata wait as their ``bytes``: :meth:`put_data`
     takes a run of them as is, ``put``/``put_many`` take Payloads (one
     without metadata goes in as its data). On the consumer's thread,
     :class:`PayloadEntries` turns what the queue handed out into Payloads
@@ -143,7 +157,7 @@ class DataRuns:
 
     __slots__ = ("plain", "queue")
 
-    def __init__(self, queue: CreditQueue[Payload | bytes]) -> None:
+    def __init__(self, queue: EntryQueue) -> None:
         self.queue = queue
         #: Only ``bytes`` were ever put: entries become Payloads by C calls
         #: alone. Cleared (for good) *before* a Payload with metadata is put,
@@ -163,11 +177,11 @@ class DataRuns:
             self.queue.put_many(list(map(_DATA, items)))
         else:
             self.plain = False
-            self.queue.put_many(items)  # type: ignore[arg-type]
+            self.queue.put_many(items)
 
     def put_data(self, data: list[bytes]) -> None:
         """Items without metadata, by their data (a core's run)."""
-        self.queue.put_many(data)  # type: ignore[arg-type]
+        self.queue.put_many(data)
 
     def finish(self, error: BaseException | None = None) -> None:
         self.queue.finish(error)

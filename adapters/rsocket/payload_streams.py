@@ -49,18 +49,23 @@ class PayloadStream(StreamIterator[Payload]):
 
 
 class AsyncPayloadStream(AsyncStream[Payload]):
-    """An asyncio RSocket stream: an :class:`AsyncStream` of Payloads that
-    takes runs of them as their ``bytes`` (``put_packed``) and whose
+    """An asyncio RSocket stream: an :class:`AsyncStream` of Payloads fed
+    by its :attr:`sink`, a :class:`~.fast.DataRuns` (items without metadata
+    wait as their ``bytes``, as on a blocking stream), whose
     :meth:`next_batch` is a :class:`PayloadBatch` of any size (its Payloads
     made as it is read: nothing for the garbage collector to promote)."""
 
     def __init__(self, prefetch: int, *args: Any, **options: Any) -> None:
         super().__init__(prefetch, *args, packing=PAYLOAD_ENTRIES, **options)
+        #: What the engine feeds (the request's sink).
+        self.sink = DataRuns(self)
 
     async def next_batch(self) -> PayloadBatch:
         """Every payload that has arrived and not been taken, as one
         :class:`PayloadBatch` (see :meth:`AsyncStream.next_batch`)."""
-        return PAYLOAD_ENTRIES.batch(await self.next_entries())
+        made = self.made  # Payloads ahead of the entries: not all bytes
+        entries = await self.next_entries()
+        return PAYLOAD_ENTRIES.batch(entries, self.sink.plain and not made)
 
     def batches(self) -> AsyncStreamBatches[PayloadBatch]:
         """This stream as an async iterator of :class:`PayloadBatch` es."""
