@@ -34,6 +34,7 @@ from ..transport import Transport
 from .batch import PayloadBatch
 from .engine import RequestHandle, RSocketEngine
 from .fast import (
+    PAYLOAD_ENTRIES,
     DataRuns,
     FireAndForgets,
     as_payload,
@@ -66,7 +67,8 @@ __all__ = [
 #: One remote request as a Reactive Streams Publisher (subscribe once): the
 #: protocol-neutral :class:`~..drive.publishers.RemoteStreamPublisher` bound to RSocket.
 RemotePublisher = RemoteStreamPublisher[Payload, RequestHandle]
-#: One remote stream as a Publisher of lists of payloads (see :meth:`RSocketPeer.batch_publisher`).
+#: One remote stream as a Publisher of batches of payloads (:class:`~.batch.PayloadBatch`,
+#: see :meth:`RSocketPeer.batch_publisher`).
 RemoteBatchPublisher = RemoteStreamPublisher[list[Payload], RequestHandle]
 
 DEFAULT_PREFETCH = 256
@@ -470,11 +472,12 @@ class RSocketPeer(DrivenPeer):
         metadata: bytes | str | None = None,
         prefetch: int = DEFAULT_PREFETCH,
     ) -> RemoteBatchPublisher:
-        """REQUEST_STREAM as a Publisher of lists of payloads: ``request(n)``
-        asks for ``n`` lists, each carrying every item that arrived and was
-        not delivered yet. The stream's own demand is a window of
-        ``prefetch`` items, replenished as lists are delivered, so at most
-        ``prefetch`` items wait for the Subscriber. The first ``request(n)``
+        """REQUEST_STREAM as a Publisher of :class:`~.batch.PayloadBatch` es:
+        ``request(n)`` asks for ``n`` batches, each carrying every item that
+        arrived and was not delivered yet (items without metadata wait as
+        their bytes, made Payloads as the batch is read). The stream's own
+        demand is a window of ``prefetch`` items, replenished as batches are
+        delivered, so at most ``prefetch`` items wait for the Subscriber. The first ``request(n)``
         sends the request; ``cancel()`` sends CANCEL; signals arrive on the
         connection thread."""
         engine = self._engine
@@ -483,14 +486,18 @@ class RSocketPeer(DrivenPeer):
 
         def start(sink: SubscriberSink[list[Payload]], n: int) -> RequestHandle:
             assert isinstance(sink, BatchSubscriberSink)
-            handle = RequestHandle("stream", sink)
+            runs = DataRuns(sink)
+            sink.make_batch = lambda entries: PAYLOAD_ENTRIES.batch(entries, runs.plain)
+            handle = RequestHandle("stream", runs)
             sink.request_more = lambda k: engine.request_more(handle, k)
             sink.add_demand(n)
             engine.start_request(handle, payload, window)
             return handle
 
         def more(handle: RequestHandle, n: int) -> None:
-            sink = handle.sink
+            runs = handle.sink
+            assert isinstance(runs, DataRuns)
+            sink = runs.queue
             assert isinstance(sink, BatchSubscriberSink)
             sink.add_demand(n)
 

@@ -136,10 +136,11 @@ def sync_batches(client: Client, request: str, prefetch: int) -> Outcome:
 
 
 class BatchSubscriber:
-    """Collects a Publisher of lists, asking for one list at a time."""
+    """Collects a Publisher of batches, asking for one batch at a time."""
 
     def __init__(self) -> None:
         self.items: list[Payload] = []
+        self.batches: list[Any] = []
         self.lists = 0
         self.error: BaseException | None = None
         self.done = threading.Event()
@@ -149,8 +150,9 @@ class BatchSubscriber:
         self.subscription = subscription
         subscription.request(1)
 
-    def on_next(self, batch: list[Payload]) -> None:
+    def on_next(self, batch: PayloadBatch) -> None:
         assert batch, "a batch is never empty"
+        self.batches.append(batch)
         self.items.extend(batch)
         self.lists += 1
         self.subscription.request(1)
@@ -589,6 +591,10 @@ def test_rsocket_every_sync_batch_api_yields_payload_batches_of_the_item_iterato
                         return
 
             assert _joined(next_batches()) == expected
+        subscriber = BatchSubscriber()
+        client.batch_publisher(request_, prefetch=64).subscribe(subscriber)
+        assert subscriber.done.wait(WAIT) and subscriber.error is None
+        assert _joined(iter(subscriber.batches)) == expected
 
 
 @pytest.mark.parametrize("plain", [True, False], ids=("plain", "metadata"))
