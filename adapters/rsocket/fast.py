@@ -24,10 +24,11 @@ on the project machine; the end-to-end effect in ``docs/performance.md``).
   metadata wait in its queue as their ``bytes`` (not tracked by the garbage
   collector), made Payloads by C calls on the consumer's side as they are
   handed out, by :class:`PayloadEntries` for both drivers; every batch API
-  hands out a :class:`~.batch.PayloadBatch` of the entries. A blocking
+  hands out a :class:`~.batch.PayloadBatch` of the entries. Every
   stream's sink is a :class:`DataRuns` (the core's runs go in as they come,
-  one ``put_many``); an asyncio stream's ``AsyncStream.put_packed`` (its
-  ``async for`` makes at most ``PACKED_BATCH`` at a time). Payloads made on
+  one ``put_many``), in front of a blocking stream's queue, an asyncio
+  stream (whose ``async for`` makes at most ``PACKED_BATCH`` at a time) or
+  ``batch_publisher``'s Subscriber. Payloads made on
   the connection thread and held up to ``prefetch`` survived collections,
   were promoted and brought full ones (``bench_tcp.py`` rows ``stream16``,
   ``stream16b``; the client's CPU per item in ``bench_cpu_per_op.py``).
@@ -281,9 +282,9 @@ class PayloadEntries:
     """The one way both drivers turn queued entries into Payloads: an entry
     is a payload without metadata as its data (``bytes``, which the garbage
     collector does not track) or a Payload put as itself. A blocking
-    stream's queue holds them (:class:`DataRuns`), an asyncio stream's too
-    (its :class:`~..drive.aio_streams.Packing`, ``AsyncStream.put_packed``);
-    every batch API hands them out as a :class:`~.batch.PayloadBatch`.
+    stream's queue holds them (fed by a :class:`DataRuns`), an asyncio
+    stream too (this is its :class:`~..drive.aio_streams.Packing`); every
+    batch API hands them out as a :class:`~.batch.PayloadBatch`.
     Stateless: one serves all (:data:`PAYLOAD_ENTRIES`)."""
 
     __slots__ = ()
