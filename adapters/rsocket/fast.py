@@ -285,7 +285,11 @@ class PayloadEntries:
     stream's queue holds them (fed by a :class:`DataRuns`), an asyncio
     stream too (this is its :class:`~..drive.aio_streams.Packing`); every
     batch API hands them out as a :class:`~.batch.PayloadBatch`.
-    Stateless: one serves all (:data:`PAYLOAD_ENTRIES`)."""
+    Stateless: one serves all (:data:`PAYLOAD_ENTRIES`). Under asyncio,
+    batches of any size and single items kept as bytes too took
+    ``bench_opcodes.py --items stream16b-asyncio`` from 8.6 to 6.0
+    bytecodes per item (the 512-item lists and their per-item unpacking
+    gone)."""
 
     __slots__ = ()
 
