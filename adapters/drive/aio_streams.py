@@ -3,7 +3,8 @@ loop's thread), as application coroutines take them:
 
 - :class:`AsyncStream`: an inbound stream as an async iterator with a
   prefetch window (the engine's sink on one side, ``async for`` on the other),
-  and :class:`AsyncStreamBatches`, the same a list at a time;
+  and :class:`AsyncStreamBatches`, the same a batch at a time (a list, or a
+  protocol's sequence type: ``next_batch``);
 - :class:`FutureSink`: a single answer into a future.
 
 Re-exported by :mod:`.aio` (their import path of old).
@@ -14,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from itertools import repeat, starmap
 from typing import Any, Generic, Protocol, Self, TypeVar
 
@@ -30,10 +31,11 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+B = TypeVar("B", covariant=True)
 
-#: The most packed entries made items at once (one ``unpack_all``), for
-#: ``async for`` and ``next_batch`` alike, once anything was put packed
-#: (:meth:`AsyncStream.put_packed`, :class:`Packing`): what is made at once
+#: The most entries ``async for`` makes items at once (one ``unpack_all``)
+#: on a stream with a :class:`Packing` (:meth:`AsyncStream.put_packed`;
+#: :meth:`AsyncStream.next_entries` has no cap): what is made at once
 #: stays below the garbage collector's first threshold (700 allocations by
 #: default), so it dies young, never promoted and never the cause of a full
 #: collection (``bench_tcp.py`` rows ``stream16`` / ``stream16b``,
@@ -106,8 +108,9 @@ class AsyncStream(Generic[T]):
     ``packing`` (optional) lets the producer queue items packed
     (``put_packed``, :class:`Packing`: e.g. a protocol's payloads as their
     bytes, which the garbage collector does not track), made items only as
-    the consumer takes them: the items handed out, their order, the window
-    and the errors are the same as if they had been put as items."""
+    the consumer takes them (every entry goes through ``packing``; one put
+    as an item comes back as is): the items handed out, their order, the
+    window and the errors are the same as if they had been put as items."""
 
     # The keywords of its synchronous twin, drive.streams.StreamIterator, by choice.
     def __init__(
@@ -132,9 +135,9 @@ class AsyncStream(Generic[T]):
         #: Units still to consume before ``request_more`` (``batch`` less
         #: those consumed since the last one): one decrement per item.
         self._left = self._batch
+        #: With one, every entry is unpacked as it is taken (an item put as
+        #: itself comes back as is).
         self._packing = packing
-        #: Something was put packed: entries are unpacked as they are taken.
-        self._packed = False
         #: Where an engine may hand a run of items packed (``put_packed``),
         #: if this stream takes them so; None: it takes items only.
         self.put_data: Callable[[list[Any]], None] | None = (
@@ -168,7 +171,6 @@ class AsyncStream(Generic[T]):
         items): made items only as the consumer takes them."""
         if self._packing is None:
             raise TypeError("put_packed needs a stream made with packing=")
-        self._packed = True
         self._items.extend(entries)
         self._notify()
 
@@ -190,6 +192,12 @@ class AsyncStream(Generic[T]):
             waiter.set_result(None)
 
     # -- consumer side ----------------------------------------------------------
+    @property
+    def made(self) -> bool:
+        """Items made of entries (by ``async for``) wait to be taken: the
+        next :meth:`next_entries` starts with them, as items."""
+        return bool(self._ready)
+
     def __aiter__(self) -> Self:
         return self
 
@@ -208,15 +216,15 @@ class AsyncStream(Generic[T]):
 
     async def _refill(self) -> deque[T]:
         """Items ready for the consumer, waiting for them (as
-        :meth:`_arrival`): everything queued, or once anything was put
-        packed at most :data:`PACKED_BATCH`, made by one ``unpack_all``."""
+        :meth:`_arrival`): everything queued, or with a ``packing`` at most
+        :data:`PACKED_BATCH`, made by one ``unpack_all``."""
         await self._arrival()
         items = self._items
-        if not self._packed:  # the queue itself becomes the ready items
+        packing = self._packing
+        if packing is None:  # the queue itself becomes the ready items
             self._ready, self._items = items, self._ready
             return items
         ready = self._ready
-        packing: Packing[T] = self._packing  # type: ignore[assignment]  # put_packed checked it
         if len(items) <= PACKED_BATCH:
             ready.extend(packing.unpack_all(list(items)))
             items.clear()
@@ -261,30 +269,43 @@ class AsyncStream(Generic[T]):
         why = self._explain() if self._explain is not None else ""
         return f"no item within {seconds(timeout)}" + (f": {why}" if why else "")
 
-    async def next_batch(self) -> list[T]:
+    async def next_batch(self) -> Sequence[T]:
         """Every item that has arrived and not been taken (at least one;
-        waits as ``__anext__`` does; once anything was put packed, at most
-        :data:`PACKED_BATCH` of them), in order; they count as consumed, so
-        the window is replenished as if they were taken one by one (one
-        ``request_more`` for them all). Raises what ``__anext__`` raises
-        (``StopAsyncIteration`` at the end)."""
+        waits as ``__anext__`` does) as a list, in order; they count as
+        consumed, so the window is replenished as if they were taken one by
+        one (one ``request_more`` for them all). Raises what ``__anext__``
+        raises (``StopAsyncIteration`` at the end). A protocol's stream may
+        hand out a sequence type of its own (:meth:`next_entries`)."""
+        entries = await self.next_entries()
+        packing = self._packing
+        return entries if packing is None else packing.unpack_all(entries)
+
+    async def next_entries(self) -> list[Any]:
+        """:meth:`next_batch` as the queue held them: items taken as
+        themselves, and (with a ``packing``) entries not made items yet,
+        after what ``async for`` made (:attr:`made`); no cap: a protocol's
+        batch type makes them as it is read."""
         ready = self._ready
-        if not ready:
-            ready = await self._refill()  # waits, ends and fails as one item does
-        elif not self._packed and self._items:
-            ready.extend(self._items)
-            self._items.clear()
-        batch = list(ready)
+        if not ready and not self._items:
+            await self._arrival()  # waits, ends and fails as one item does
+        entries = list(ready)
+        entries += self._items
         ready.clear()
+        self._items.clear()
         units = self._units
-        self._left -= len(batch) if units is None else sum(map(units, batch))
+        if units is None:
+            self._left -= len(entries)
+        else:  # units count items: entries put packed made items to count
+            packing = self._packing
+            made = entries if packing is None else packing.unpack_all(entries)
+            self._left -= sum(map(units, made))
         if self._left <= 0:
             self._consumed()
-        return batch
+        return entries
 
-    def batches(self) -> AsyncStreamBatches[T]:
+    def batches(self) -> AsyncStreamBatches[Sequence[T]]:
         """This stream as an async iterator of lists (:meth:`next_batch`)."""
-        return AsyncStreamBatches(self)
+        return AsyncStreamBatches(self, self.next_batch)
 
     async def aclose(self) -> None:
         """Cancel the stream if it is still running; idempotent."""
@@ -306,23 +327,27 @@ class AsyncStream(Generic[T]):
         await self.aclose()
 
 
-class AsyncStreamBatches(Generic[T]):
-    """An :class:`AsyncStream` as an async iterator of lists: each list is
-    what arrived since the previous one (never empty; once anything was put
-    packed, at most :data:`PACKED_BATCH` long), within the same window; the items,
-    their order and the errors are the item iterator's.
+class AsyncStreamBatches(Generic[B]):
+    """An :class:`AsyncStream` as an async iterator of batches: each is
+    what arrived since the previous one (never empty), within the same
+    window; a list of items (:meth:`AsyncStream.next_batch`) unless the
+    protocol hands out a sequence type of its own (``next_batch``). The
+    items, their order and the errors are the item iterator's.
     ``aclose()`` (or leaving ``async with``) cancels a stream still running."""
 
-    __slots__ = ("_stream",)
+    __slots__ = ("_next", "_stream")
 
-    def __init__(self, stream: AsyncStream[T]) -> None:
+    def __init__(
+        self, stream: AsyncStream[Any], next_batch: Callable[[], Awaitable[B]]
+    ) -> None:
         self._stream = stream
+        self._next = next_batch
 
     def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self) -> list[T]:
-        return await self._stream.next_batch()
+    async def __anext__(self) -> B:
+        return await self._next()
 
     async def aclose(self) -> None:
         await self._stream.aclose()

@@ -88,10 +88,13 @@ class BatchSubscriberSink(SubscriberSink[list[T]]):
     demand is a window of ``prefetch`` items of its own, replenished through
     ``request_more(n)`` (set by the binding) as the lists are delivered: at
     most ``prefetch`` items wait here for the Subscriber's demand. The end
-    (completion or error) follows the last list. Connection thread only."""
+    (completion or error) follows the last list. Connection thread only.
+    ``make_batch`` (set by the binding, optional) turns what waited into
+    what ``on_next`` carries (e.g. a protocol's sequence type of its own
+    whose items wait as their bytes)."""
 
     __slots__ = ("_consumed", "_demand", "_ended", "_error", "_pending", "_refill",
-                 "request_more")
+                 "make_batch", "request_more")
 
     def __init__(self, subscriber: Any, prefetch: int) -> None:
         super().__init__(subscriber)
@@ -102,6 +105,7 @@ class BatchSubscriberSink(SubscriberSink[list[T]]):
         self._ended = False
         self._error: BaseException | None = None
         self.request_more: Callable[[int], None] | None = None
+        self.make_batch: Callable[[list[Any]], object] | None = None
 
     def add_demand(self, n: int) -> None:
         """The Subscriber asked for ``n`` more lists."""
@@ -132,7 +136,9 @@ class BatchSubscriberSink(SubscriberSink[list[T]]):
             batch, self._pending = self._pending, []
             self._demand -= 1
             self._consumed += len(batch)
-            SubscriberSink.put(self, batch)
+            make = self.make_batch
+            delivered: Any = batch if make is None else make(batch)
+            SubscriberSink.put(self, delivered)
             if self._consumed >= self._refill and not self._ended and not self._done:
                 n, self._consumed = self._consumed, 0
                 if self.request_more is not None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from itertools import chain
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -61,7 +61,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-B = TypeVar("B")
+B = TypeVar("B", covariant=True)
 H = TypeVar("H")
 _log = logging.getLogger("sansrs.adapters")
 
@@ -214,12 +214,14 @@ class StreamIterator(Generic[T]):
             self._queue.grant(n)
             self._request_more(n)
 
-    def next_batch(self) -> list[T]:
+    def next_batch(self) -> Sequence[T]:
         """Every item that has arrived and not been handed out (at least
-        one; waits as ``next`` does), in order; they count as consumed, so
-        the window is replenished as if they were taken one by one. Raises
-        what ``next`` raises: :class:`StopIteration` at the end, the
-        stream's error after its last items, :class:`TimeoutError`."""
+        one; waits as ``next`` does) as a list, in order; they count as
+        consumed, so the window is replenished as if they were taken one by
+        one. Raises what ``next`` raises: :class:`StopIteration` at the end,
+        the stream's error after its last items, :class:`TimeoutError`. A
+        protocol's stream may hand out a sequence type of its own
+        (:meth:`next_entries`)."""
         entries = self.next_entries()
         make = self._make
         return entries if make is None else list(make(iter(entries)))
@@ -237,7 +239,7 @@ class StreamIterator(Generic[T]):
         self._settle()
         return batch
 
-    def batches(self) -> StreamBatches[list[T]]:
+    def batches(self) -> StreamBatches[Sequence[T]]:
         """This stream as an iterator of lists of items (:meth:`next_batch`)."""
         return StreamBatches(self, self.next_batch)
 

@@ -53,9 +53,11 @@ from ..drive.endpoints import message_framed, open_connection_async, open_server
 from ..transport import Transport
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
+from .batch import PayloadBatch
 from .engine import RequestHandle, RSocketEngine
-from .fast import PAYLOAD_PACKING, as_payload, as_payloads
+from .fast import as_payload, as_payloads
 from .options import options_for
+from .payload_streams import AsyncPayloadStream
 from .peer import DEFAULT_PREFETCH, check_prefetch
 from .routed import (
     AsyncRoutedRequester,
@@ -209,7 +211,7 @@ class AsyncRSocketPeer(AsyncPeer):
         metadata: bytes | str | None = None,
         prefetch: int = DEFAULT_PREFETCH,
         timeout: float | None = None,
-    ) -> AsyncStream[Payload]:
+    ) -> AsyncPayloadStream:
         """REQUEST_STREAM as an async iterator with a prefetch window;
         ``timeout`` bounds each wait for an item."""
         self._check_open()
@@ -225,10 +227,11 @@ class AsyncRSocketPeer(AsyncPeer):
         metadata: bytes | str | None = None,
         prefetch: int = DEFAULT_PREFETCH,
         timeout: float | None = None,
-    ) -> AsyncStreamBatches[Payload]:
-        """REQUEST_STREAM as an async iterator of lists of payloads (each
-        what arrived since the previous one): the window, items, order and
-        errors of :meth:`request_stream`, one wake-up per list."""
+    ) -> AsyncStreamBatches[PayloadBatch]:
+        """REQUEST_STREAM as an async iterator of
+        :class:`~.batch.PayloadBatch` es (each what arrived since the
+        previous one, of any size): the window, items, order and errors of
+        :meth:`request_stream`, one wake-up per batch."""
         return self.request_stream(data, metadata, prefetch, timeout).batches()
 
     def request_channel(
@@ -237,7 +240,7 @@ class AsyncRSocketPeer(AsyncPeer):
         metadata: bytes | str | None = None,
         prefetch: int = DEFAULT_PREFETCH,
         timeout: float | None = None,
-    ) -> AsyncStream[Payload]:
+    ) -> AsyncPayloadStream:
         """REQUEST_CHANNEL: ``items`` (an async iterable, pulled on the loop,
         or a plain iterable, pulled on a worker thread) is taken only as the
         responder grants credit; the first item travels in the request."""
@@ -273,10 +276,10 @@ class AsyncRSocketPeer(AsyncPeer):
         prefetch: int,
         timeout: float | None,
         starting: Coroutine[Any, Any, None] | None = None,
-    ) -> tuple[AsyncStream[Payload], RequestHandle]:
+    ) -> tuple[AsyncPayloadStream, RequestHandle]:
         engine = self._engine
         box: list[RequestHandle] = []
-        stream: AsyncStream[Payload] = AsyncStream(
+        stream = AsyncPayloadStream(
             prefetch,
             # Written at once: a consumer that finds items queued does not
             # yield, and the turn that would write the REQUEST_N waited for
@@ -286,9 +289,8 @@ class AsyncRSocketPeer(AsyncPeer):
             timeout=timeout,
             starting=starting,
             explain=engine.unexpected_input,
-            packing=PAYLOAD_PACKING,
         )
-        box.append(RequestHandle(kind, cast(Any, stream)))
+        box.append(RequestHandle(kind, stream.sink))
         return stream, box[0]
 
     def grant_lease(self, ttl: float, requests: int) -> None:

@@ -20,41 +20,41 @@ on the project machine; the end-to-end effect in ``docs/performance.md``).
   queues the bytes themselves; the connection thread makes the batch's
   Payloads by C calls (``bench_tcp.py`` row ``fnf16``; ``bench_opcodes.py
   --items fnf16``: 8 bytecodes less per call on the application thread).
-- :class:`DataRuns`: a blocking stream's items without metadata wait in
-  its queue as their ``bytes`` (not tracked by the garbage collector; the
-  core's runs go in as they come, one ``put_many``), made Payloads by C
-  calls on the consumer's thread as they are handed out. Payloads made on
+- :class:`PayloadEntries` and :class:`DataRuns`: a stream's items without
+  metadata wait in its queue as their ``bytes`` (not tracked by the garbage
+  collector), made Payloads by C calls on the consumer's side as they are
+  handed out, by :class:`PayloadEntries` for both drivers; every batch API
+  hands out a :class:`~.batch.PayloadBatch` of the entries. Every
+  stream's sink is a :class:`DataRuns` (the core's runs go in as they come,
+  one ``put_many``), in front of a blocking stream's queue, an asyncio
+  stream (whose ``async for`` makes at most ``PACKED_BATCH`` at a time) or
+  ``batch_publisher``'s Subscriber. Payloads made on
   the connection thread and held up to ``prefetch`` survived collections,
   were promoted and brought full ones (``bench_tcp.py`` rows ``stream16``,
   ``stream16b``; the client's CPU per item in ``bench_cpu_per_op.py``).
 - :class:`FireAndForgets` and :func:`delegate`: ``peer.fire_and_forget(data)``
   is one Python frame, the queue's own :meth:`FireAndForgets.send`, reached
   through a C-level property (``bench_tcp.py`` row ``fnf16``).
-- :class:`PayloadPacking`: an asyncio stream may hold a run of payloads
-  without metadata as their ``bytes`` (not tracked by the garbage
-  collector; ``AsyncStream.put_packed``), made Payloads by C calls as the
-  consumer takes them, batches at most ``PACKED_BATCH`` at a time. Payloads
-  made ahead and held up to ``prefetch`` survived collections, were promoted
-  and brought full ones: 0.3 µs of the asyncio client's 0.8 µs CPU per item
-  (``bench_tcp.py`` rows ``stream16`` / ``stream16b``, ``--impl
-  sansrs-asyncio``; ``bench_cpu_per_op.py --impl sansrs-asyncio``).
+  Under asyncio the same was 0.3 µs of the client's 0.8 µs CPU per item
+  (``--impl sansrs-asyncio`` of both).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from itertools import repeat
 from operator import attrgetter, is_, itemgetter
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
-from ..drive.queues import Batcher, CreditQueue
-from .batch import PayloadBatch, payloads_of
+from ..drive.queues import Batcher
+from .batch import PayloadBatch, payload_of, payloads_of
 from .types import Payload, Request, RoutedRequest
 
 __all__ = [
+    "PAYLOAD_ENTRIES",
     "DataRuns",
     "FireAndForgets",
-    "PayloadPacking",
+    "PayloadEntries",
     "as_payload",
     "as_payloads",
     "delegate",
@@ -132,18 +132,33 @@ def payload_batches(
     return consume_payloads
 
 
+class EntryQueue(Protocol):
+    """Where a :class:`DataRuns` puts entries: a blocking stream's
+    :class:`~..drive.queues.CreditQueue`, or an asyncio stream made with a packing
+    (``AsyncStream``, whose :class:`PayloadEntries` unpacks every entry)."""
+
+    def put(self, item: Any) -> None: ...
+
+    def put_many(self, items: list[Any]) -> None: ...
+
+    def finish(self, error: BaseException | None = None) -> None: ...
+
+    def close(self, error: BaseException | None = None) -> None: ...
+
+
 class DataRuns:
-    """The engine's side (a sink) of a blocking stream's :class:`CreditQueue`
-    whose items without metadata wait as their ``bytes``: :meth:`put_data`
+    """The engine's side (a sink) of a stream's queue (:class:`EntryQueue`,
+    either driver's) whose items without metadata wait as their ``bytes``: :meth:`put_data`
     takes a run of them as is, ``put``/``put_many`` take Payloads (one
     without metadata goes in as its data). On the consumer's thread,
-    :meth:`payloads` and :meth:`batch` turn what the queue handed out into
-    Payloads as they are read: the same items in the same order; the
-    queue's accounting (one entry per item) is untouched."""
+    :class:`PayloadEntries` turns what the queue handed out into Payloads
+    as they are read (:attr:`plain` says whether all are ``bytes``): the
+    same items in the same order; the queue's accounting (one entry per
+    item) is untouched."""
 
     __slots__ = ("plain", "queue")
 
-    def __init__(self, queue: CreditQueue[Payload | bytes]) -> None:
+    def __init__(self, queue: EntryQueue) -> None:
         self.queue = queue
         #: Only ``bytes`` were ever put: entries become Payloads by C calls
         #: alone. Cleared (for good) *before* a Payload with metadata is put,
@@ -163,25 +178,17 @@ class DataRuns:
             self.queue.put_many(list(map(_DATA, items)))
         else:
             self.plain = False
-            self.queue.put_many(items)  # type: ignore[arg-type]
+            self.queue.put_many(items)
 
     def put_data(self, data: list[bytes]) -> None:
         """Items without metadata, by their data (a core's run)."""
-        self.queue.put_many(data)  # type: ignore[arg-type]
+        self.queue.put_many(data)
 
     def finish(self, error: BaseException | None = None) -> None:
         self.queue.finish(error)
 
     def close(self, error: BaseException | None = None) -> None:
         self.queue.close(error)
-
-    def payloads(self, taken: Iterator[Payload | bytes]) -> Iterator[Payload]:
-        """Entries taken from the queue, as Payloads made as they are iterated."""
-        return payloads_of(taken, self.plain)
-
-    def batch(self, taken: list[Payload | bytes]) -> PayloadBatch:
-        """Entries taken from the queue, as one batch."""
-        return PayloadBatch(taken, self.plain)
 
 
 class FireAndForgets(Batcher[Payload | bytes]):
@@ -271,27 +278,43 @@ def new_routed_request(
     return routed  # type: ignore[no-any-return]
 
 
-class PayloadPacking:
-    """An asyncio stream's :class:`~..drive.aio_streams.Packing`: a run of
-    payloads without metadata may be queued as their data
-    (``AsyncStream.put_packed``), made Payloads as the consumer takes them;
-    a Payload put as itself comes back as is. Stateless: one serves all."""
+class PayloadEntries:
+    """The one way both drivers turn queued entries into Payloads: an entry
+    is a payload without metadata as its data (``bytes``, which the garbage
+    collector does not track) or a Payload put as itself. A blocking
+    stream's queue holds them (fed by a :class:`DataRuns`), an asyncio
+    stream too (this is its :class:`~..drive.aio_streams.Packing`); every
+    batch API hands them out as a :class:`~.batch.PayloadBatch`.
+    Stateless: one serves all (:data:`PAYLOAD_ENTRIES`). Under asyncio,
+    batches of any size and single items kept as bytes too took
+    ``bench_opcodes.py --items stream16b-asyncio`` from 8.6 to 6.0
+    bytecodes per item (the 512-item lists and their per-item unpacking
+    gone)."""
 
     __slots__ = ()
 
-    def unpack(self, entry: Any) -> Payload:
-        # Data is never a tuple: a tuple entry is a Payload put as itself.
-        if isinstance(entry, tuple):
-            return cast(Payload, entry)
-        return new_tuple(Payload, (entry, None))
+    #: One entry as a Payload (the per-item check, when entries are mixed).
+    unpack = staticmethod(payload_of)
+    #: ``payloads(taken, plain)``: an iterator of entries as Payloads made
+    #: as it is iterated; ``plain``: all are ``bytes`` (C calls alone).
+    payloads = staticmethod(payloads_of)
+
+    @staticmethod
+    def plain(entries: list[Any]) -> bool:
+        """All of ``entries`` are data (``bytes``): C calls alone."""
+        return set(map(type, entries)) <= _DATA_ONLY
 
     def unpack_all(self, entries: list[Any]) -> list[Payload]:
-        if set(map(type, entries)) <= _DATA_ONLY:  # data alone: C calls
-            return list(map(new_tuple, repeat(Payload), zip(entries, repeat(None))))
-        return list(map(self.unpack, entries))
+        """``entries`` as a list of Payloads, made at once."""
+        return list(payloads_of(iter(entries), self.plain(entries)))
+
+    def batch(self, entries: list[Any], plain: bool | None = None) -> PayloadBatch:
+        """``entries`` as a batch (Payloads made as it is read); ``plain``
+        if the caller knows whether all are ``bytes``, else checked here."""
+        return PayloadBatch(entries, self.plain(entries) if plain is None else plain)
 
 
 _DATA_ONLY = {bytes}
 
-#: The one :class:`PayloadPacking` (it keeps no state).
-PAYLOAD_PACKING = PayloadPacking()
+#: The one :class:`PayloadEntries` (it keeps no state).
+PAYLOAD_ENTRIES = PayloadEntries()

@@ -28,12 +28,13 @@ from ..drive.errors import ConnectionClosed
 from ..drive.peer import DrivenPeer, carrying_context
 from ..drive.publishers import BatchSubscriberSink, RemoteStreamPublisher, SubscriberSink
 from ..drive.queues import CreditQueue, EndOfStream
-from ..drive.streams import StreamBatches, StreamIterator
+from ..drive.streams import StreamBatches
 from ..drive.streams import check_prefetch as _check_prefetch
 from ..transport import Transport
 from .batch import PayloadBatch
 from .engine import RequestHandle, RSocketEngine
 from .fast import (
+    PAYLOAD_ENTRIES,
     DataRuns,
     FireAndForgets,
     as_payload,
@@ -42,6 +43,7 @@ from .fast import (
     new_tuple,
     payload_batches,
 )
+from .payload_streams import PayloadStream
 from .pipeline import Answer, ResponsePipeline
 from .routed import (
     RoutedRequester,
@@ -65,7 +67,8 @@ __all__ = [
 #: One remote request as a Reactive Streams Publisher (subscribe once): the
 #: protocol-neutral :class:`~..drive.publishers.RemoteStreamPublisher` bound to RSocket.
 RemotePublisher = RemoteStreamPublisher[Payload, RequestHandle]
-#: One remote stream as a Publisher of lists of payloads (see :meth:`RSocketPeer.batch_publisher`).
+#: One remote stream as a Publisher of batches of payloads (:class:`~.batch.PayloadBatch`,
+#: see :meth:`RSocketPeer.batch_publisher`).
 RemoteBatchPublisher = RemoteStreamPublisher[list[Payload], RequestHandle]
 
 DEFAULT_PREFETCH = 256
@@ -371,12 +374,12 @@ class RSocketPeer(DrivenPeer):
         metadata: bytes | str | None = None,
         prefetch: int = DEFAULT_PREFETCH,
         timeout: float | None = None,
-    ) -> StreamIterator[Payload]:
+    ) -> PayloadStream:
         """REQUEST_STREAM as an iterator of payloads that keeps ``prefetch``
         requested ahead and replenishes as items are consumed. ``timeout``
         bounds each wait for the next item. Closing it cancels the stream."""
         payload = checked_payload(self._composite, data, metadata)
-        return self._inbound("stream", payload, check_prefetch(prefetch), timeout, None)[0]
+        return self._inbound("stream", payload, check_prefetch(prefetch), timeout, None)
 
     def request_stream_batches(
         self,
@@ -391,11 +394,7 @@ class RSocketPeer(DrivenPeer):
         order and errors as :meth:`request_stream`; one hand-over per batch
         instead of one per item. Closing it (or leaving its ``with`` block)
         cancels the stream."""
-        payload = checked_payload(self._composite, data, metadata)
-        stream, sink = self._inbound("stream", payload, check_prefetch(prefetch), timeout, None)
-        # The entries themselves, made Payloads as the batch is read
-        # (bench_tcp.py stream16b: no list of Payloads for the GC to promote).
-        return StreamBatches(stream, lambda: sink.batch(stream.next_entries()))
+        return self.request_stream(data, metadata, prefetch, timeout).batches()
 
     def request_channel(
         self,
@@ -403,7 +402,7 @@ class RSocketPeer(DrivenPeer):
         metadata: bytes | str | None = None,
         prefetch: int = DEFAULT_PREFETCH,
         timeout: float | None = None,
-    ) -> StreamIterator[Payload]:
+    ) -> PayloadStream:
         """REQUEST_CHANNEL: ``data`` (payloads, bytes, str or (data, metadata)
         pairs; the first one travels in the request frame, ``metadata`` joins
         it if given) is pulled on a worker thread only as the peer grants
@@ -413,7 +412,7 @@ class RSocketPeer(DrivenPeer):
             first = checked_payload(self._composite, next(items), metadata)
         except StopIteration:
             raise ValueError("a channel needs at least one payload") from None
-        return self._inbound("channel", first, check_prefetch(prefetch), timeout, items)[0]
+        return self._inbound("channel", first, check_prefetch(prefetch), timeout, items)
 
     def _inbound(
         self,
@@ -422,23 +421,23 @@ class RSocketPeer(DrivenPeer):
         prefetch: int,
         timeout: float | None,
         outbound: Iterable[object] | None,
-    ) -> tuple[StreamIterator[Payload], DataRuns]:
-        """Start the request; its inbound iterator and the sink feeding it.
-        Items without metadata wait as their bytes, made Payloads as they
-        are handed out (fast.DataRuns: bench_tcp.py stream16, stream16b)."""
+    ) -> PayloadStream:
+        """Start the request; its inbound iterator. Items without metadata
+        wait as their bytes, made Payloads as they are handed out, a batch
+        too (fast.DataRuns: bench_tcp.py stream16, stream16b)."""
         queue: CreditQueue[Payload | bytes] = CreditQueue(granted=prefetch)
         sink = DataRuns(queue)
         handle = RequestHandle(kind, sink)
         self._submit(lambda: self._engine.start_request(handle, payload, prefetch, outbound))
-        return StreamIterator(
+        return PayloadStream(
             queue,
-            prefetch,
-            lambda n: self._more(handle, n),
-            lambda: self._cancel(handle),
-            timeout,
+            sink,
+            prefetch=prefetch,
+            request_more=lambda n: self._more(handle, n),
+            cancel=lambda: self._cancel(handle),
+            timeout=timeout,
             explain=self._engine.unexpected_input,
-            make=sink.payloads,
-        ), sink
+        )
 
     def _more(self, handle: RequestHandle, n: int) -> None:
         # Written at once by this thread while the connection is idle: handed
@@ -473,11 +472,12 @@ class RSocketPeer(DrivenPeer):
         metadata: bytes | str | None = None,
         prefetch: int = DEFAULT_PREFETCH,
     ) -> RemoteBatchPublisher:
-        """REQUEST_STREAM as a Publisher of lists of payloads: ``request(n)``
-        asks for ``n`` lists, each carrying every item that arrived and was
-        not delivered yet. The stream's own demand is a window of
-        ``prefetch`` items, replenished as lists are delivered, so at most
-        ``prefetch`` items wait for the Subscriber. The first ``request(n)``
+        """REQUEST_STREAM as a Publisher of :class:`~.batch.PayloadBatch` es:
+        ``request(n)`` asks for ``n`` batches, each carrying every item that
+        arrived and was not delivered yet (items without metadata wait as
+        their bytes, made Payloads as the batch is read). The stream's own
+        demand is a window of ``prefetch`` items, replenished as batches are
+        delivered, so at most ``prefetch`` items wait for the Subscriber. The first ``request(n)``
         sends the request; ``cancel()`` sends CANCEL; signals arrive on the
         connection thread."""
         engine = self._engine
@@ -486,14 +486,18 @@ class RSocketPeer(DrivenPeer):
 
         def start(sink: SubscriberSink[list[Payload]], n: int) -> RequestHandle:
             assert isinstance(sink, BatchSubscriberSink)
-            handle = RequestHandle("stream", sink)
+            runs = DataRuns(sink)
+            sink.make_batch = lambda entries: PAYLOAD_ENTRIES.batch(entries, runs.plain)
+            handle = RequestHandle("stream", runs)
             sink.request_more = lambda k: engine.request_more(handle, k)
             sink.add_demand(n)
             engine.start_request(handle, payload, window)
             return handle
 
         def more(handle: RequestHandle, n: int) -> None:
-            sink = handle.sink
+            runs = handle.sink
+            assert isinstance(runs, DataRuns)
+            sink = runs.queue
             assert isinstance(sink, BatchSubscriberSink)
             sink.add_demand(n)
 

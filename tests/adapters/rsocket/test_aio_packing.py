@@ -1,5 +1,5 @@
 """The asyncio client's streams may hold runs of plain payloads as their
-bytes (``AsyncStream.put_packed`` alias ``put_data``, ``fast.PayloadPacking``) and then hand
+bytes (``AsyncStream.put_packed`` alias ``put_data``, ``fast.PayloadEntries``) and then hand
 batches out at most ``PACKED_BATCH`` at a time, so nothing made for the
 consumer lives long enough for the garbage collector to promote it. Held to
 a stream given the same payloads as Payloads: the same items, order,
@@ -17,8 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sansrs.adapters.drive.aio_streams import PACKED_BATCH, AsyncStream
-from sansrs.adapters.rsocket import aio
-from sansrs.adapters.rsocket.fast import PAYLOAD_PACKING, PayloadPacking
+from sansrs.adapters.rsocket import PayloadBatch, aio
+from sansrs.adapters.rsocket.fast import PAYLOAD_ENTRIES, PayloadEntries
+from sansrs.adapters.rsocket.payload_streams import AsyncPayloadStream
 from sansrs.adapters.rsocket.types import Payload
 
 WAIT = 10.0
@@ -32,12 +33,13 @@ def plain(n: int, start: int = 0) -> list[Payload]:
     return [Payload(b"%d" % i) for i in range(start, start + n)]
 
 
-def packed_stream(prefetch: int = 100_000) -> AsyncStream[Payload]:
-    return AsyncStream(prefetch, lambda n: None, lambda: None, packing=PAYLOAD_PACKING)
+def packed_stream(prefetch: int = 100_000) -> AsyncPayloadStream:
+    """What ``request_stream`` returns under asyncio."""
+    return AsyncPayloadStream(prefetch, lambda n: None, lambda: None)
 
 
 def test_rsocket_aio_packing_makes_payloads_of_data_and_keeps_payloads_as_they_are() -> None:
-    packing = PayloadPacking()
+    packing = PayloadEntries()
     assert packing.unpack_all([b"0", b"1", b"2"]) == plain(3)
     assert [packing.unpack(e) for e in [b"0", b"1"]] == plain(2)
     mixed = [b"0", Payload(b"a", b"m"), Payload(b"b"), Payload(b"c", b""), b"1"]
@@ -90,7 +92,9 @@ def test_rsocket_aio_client_streams_are_packed() -> None:
     run(main)
 
 
-def test_rsocket_aio_packed_batches_are_at_most_packed_batch_long() -> None:
+def test_rsocket_aio_packed_batches_are_payload_batches_of_everything_queued() -> None:
+    """No cap: a batch is everything queued (a PayloadBatch makes its
+    Payloads as it is read), after what ``async for`` left made."""
     stream = packed_stream()
     total = 2 * PACKED_BATCH + 10
     stream.put_packed([p.data for p in plain(total)])
@@ -99,20 +103,23 @@ def test_rsocket_aio_packed_batches_are_at_most_packed_batch_long() -> None:
     items: list[Payload] = []
 
     async def main() -> None:
+        items.append(await anext(stream))  # leaves PACKED_BATCH - 1 made
         async for batch in stream.batches():
+            assert type(batch) is PayloadBatch
             sizes.append(len(batch))
             items.extend(batch)
 
     run(main)
-    assert sizes == [PACKED_BATCH, PACKED_BATCH, 10]
+    assert sizes == [total - 1]
     assert items == plain(total)
 
 
-def test_rsocket_aio_packed_batches_bring_no_collection_past_the_youngest() -> None:
+def test_rsocket_aio_packed_batch_of_any_size_brings_no_collection_past_the_youngest() -> None:
     """A window of plain items put as their bytes (what the engine's runs
-    are) and taken in batches: each batch dies before the collector's first
-    threshold, so no collection of an older generation runs (one that did
-    promoted the batch's payloads and led to full collections)."""
+    are) and taken as one batch of 20 000, every payload read: the batch
+    holds bytes and makes each Payload as it is read, so no collection of an
+    older generation runs (a list of them promoted the payloads and led to
+    full collections)."""
     stream = packed_stream()
     stream.put_packed([b"%d" % i for i in range(20_000)])
     stream.finish()
@@ -129,12 +136,15 @@ def test_rsocket_aio_packed_batches_bring_no_collection_past_the_youngest() -> N
         gc.callbacks.append(watch)
         try:
             async for batch in stream.batches():
-                taken.append(len(batch))
+                read = 0
+                for payload in batch:
+                    read += payload.data != b""
+                taken.append(read)
         finally:
             gc.callbacks.remove(watch)
 
     run(main)
-    assert sum(taken) == 20_000
+    assert taken == [20_000]
     assert older == []
 
 
@@ -165,7 +175,7 @@ async def drive(
         prefetch,
         lambda n: granted.append(n),
         lambda: cancelled.append(True),
-        packing=PAYLOAD_PACKING if packed else None,
+        packing=PAYLOAD_ENTRIES if packed else None,
     )
     sent = taken = 0
     produced: list[Payload] = []
@@ -252,7 +262,7 @@ def test_rsocket_aio_packed_stream_differential_same_items_order_errors_and_wind
 @pytest.mark.timeout(20)
 def test_rsocket_aio_packed_stream_timeout_names_the_wait() -> None:
     stream: AsyncStream[Payload] = AsyncStream(
-        8, lambda n: None, lambda: None, timeout=0.01, packing=PAYLOAD_PACKING
+        8, lambda n: None, lambda: None, timeout=0.01, packing=PAYLOAD_ENTRIES
     )
 
     async def main() -> None:
@@ -271,7 +281,7 @@ def test_rsocket_aio_packed_stream_counts_units_of_the_items_made() -> None:
     and the window is replenished by units, item by item and by batches."""
     requested: list[int] = []
     stream: AsyncStream[Payload] = AsyncStream(
-        8, requested.append, lambda: None, units=lambda p: len(p.data), packing=PAYLOAD_PACKING
+        8, requested.append, lambda: None, units=lambda p: len(p.data), packing=PAYLOAD_ENTRIES
     )
     stream.put_packed([b"aa", b"bbb"])  # 5 units
     stream.put(Payload(b"c", b"m"))  # 1

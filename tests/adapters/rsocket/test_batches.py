@@ -136,10 +136,11 @@ def sync_batches(client: Client, request: str, prefetch: int) -> Outcome:
 
 
 class BatchSubscriber:
-    """Collects a Publisher of lists, asking for one list at a time."""
+    """Collects a Publisher of batches, asking for one batch at a time."""
 
     def __init__(self) -> None:
         self.items: list[Payload] = []
+        self.batches: list[Any] = []
         self.lists = 0
         self.error: BaseException | None = None
         self.done = threading.Event()
@@ -149,8 +150,9 @@ class BatchSubscriber:
         self.subscription = subscription
         subscription.request(1)
 
-    def on_next(self, batch: list[Payload]) -> None:
+    def on_next(self, batch: PayloadBatch) -> None:
         assert batch, "a batch is never empty"
+        self.batches.append(batch)
         self.items.extend(batch)
         self.lists += 1
         self.subscription.request(1)
@@ -548,5 +550,73 @@ def test_rsocket_fire_and_forget_many_asyncio_sends_what_one_at_a_time_sends(
         got = list(producer.fnf)
         producer.fnf.clear()
         return got
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+# -- one batch type: every batch API hands out PayloadBatch ------------------
+
+
+def _joined(batches: Iterator[Any]) -> list[Payload]:
+    """The batches' payloads in order, each batch checked a non-empty
+    PayloadBatch equal to the list of its payloads."""
+    got: list[Payload] = []
+    for batch in batches:
+        assert type(batch) is PayloadBatch
+        assert batch and batch == list(batch)
+        got.extend(batch)
+    return got
+
+
+@pytest.mark.parametrize("loop", SYNC_LOOPS)
+@pytest.mark.parametrize("plain", [True, False], ids=("plain", "metadata"))
+def test_rsocket_every_sync_batch_api_yields_payload_batches_of_the_item_iterators_payloads(
+    server: tuple[Server, Producer], producer: Producer, loop: str, plain: bool
+) -> None:
+    request_ = spec(700, plain=plain)
+    with connect(server[0].url, loop=loop) as client:
+        expected, _ = sync_items(client, request_, 64)
+        assert expected == [item(i, plain) for i in range(700)]
+        with client.request_stream_batches(request_, prefetch=64, timeout=WAIT) as batches:
+            assert _joined(batches) == expected
+        with client.request_stream(request_, prefetch=64, timeout=WAIT) as it:
+            assert _joined(it.batches()) == expected
+        with client.request_stream(request_, prefetch=64, timeout=WAIT) as it:
+
+            def next_batches() -> Iterator[Any]:
+                while True:
+                    try:
+                        yield it.next_batch()
+                    except StopIteration:
+                        return
+
+            assert _joined(next_batches()) == expected
+        subscriber = BatchSubscriber()
+        client.batch_publisher(request_, prefetch=64).subscribe(subscriber)
+        assert subscriber.done.wait(WAIT) and subscriber.error is None
+        assert _joined(iter(subscriber.batches)) == expected
+
+
+@pytest.mark.parametrize("plain", [True, False], ids=("plain", "metadata"))
+def test_rsocket_every_asyncio_batch_api_yields_payload_batches_of_the_item_iterators_payloads(
+    server: tuple[Server, Producer], producer: Producer, plain: bool
+) -> None:
+    request_ = spec(700, plain=plain)
+
+    async def main() -> None:
+        async with await aio.connect(server[0].url) as client:
+            async with client.request_stream(request_, prefetch=64, timeout=WAIT) as it:
+                expected = [p async for p in it]
+            assert expected == [item(i, plain) for i in range(700)]
+            async with client.request_stream_batches(request_, prefetch=64, timeout=WAIT) as b:
+                assert _joined(iter([x async for x in b])) == expected
+            async with client.request_stream(request_, prefetch=64, timeout=WAIT) as it:
+                assert _joined(iter([x async for x in it.batches()])) == expected
+            async with client.request_stream(request_, prefetch=64, timeout=WAIT) as it:
+                got = []
+                with pytest.raises(StopAsyncIteration):
+                    while True:
+                        got.append(await it.next_batch())
+                assert _joined(iter(got)) == expected
 
     asyncio.run(asyncio.wait_for(main(), 30))

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sansrs.adapters.drive.queues import CreditQueue
 from sansrs.adapters.rsocket import PayloadBatch
-from sansrs.adapters.rsocket.fast import DataRuns
+from sansrs.adapters.rsocket.fast import PAYLOAD_ENTRIES, DataRuns
 from sansrs.adapters.rsocket.types import Payload
 
 _BYTES = st.binary(max_size=6)
@@ -89,8 +89,9 @@ def test_rsocket_data_runs_keep_items_without_metadata_as_bytes() -> None:
     assert sink.plain
     taken = queue.get_batch(0.0)
     assert taken == [b"a", b"b", b"c", b"d", b"e"]
-    assert list(sink.payloads(iter(taken))) == [Payload(x) for x in (b"a", b"b", b"c", b"d", b"e")]
-    assert sink.batch(taken) == [Payload(x) for x in (b"a", b"b", b"c", b"d", b"e")]
+    expected = [Payload(x) for x in (b"a", b"b", b"c", b"d", b"e")]
+    assert list(PAYLOAD_ENTRIES.payloads(iter(taken), sink.plain)) == expected
+    assert PAYLOAD_ENTRIES.batch(taken, sink.plain) == expected
 
 
 def test_rsocket_data_runs_with_metadata_items_hand_out_the_same_payloads() -> None:
@@ -106,6 +107,6 @@ def test_rsocket_data_runs_with_metadata_items_hand_out_the_same_payloads() -> N
     taken = queue.get_batch(0.0)
     expected = [Payload(b"a"), Payload(b"b", b"m"), Payload(b"c"), Payload(b"d"),
                 Payload(b"e", b"")]
-    assert list(sink.payloads(iter(taken))) == expected
-    assert sink.batch(taken) == expected
-    assert sink.batch(taken).data == [b"a", b"b", b"c", b"d", b"e"]
+    assert list(PAYLOAD_ENTRIES.payloads(iter(taken), sink.plain)) == expected
+    assert PAYLOAD_ENTRIES.batch(taken, sink.plain) == expected
+    assert PAYLOAD_ENTRIES.batch(taken, sink.plain).data == [b"a", b"b", b"c", b"d", b"e"]
