@@ -34,9 +34,12 @@ import contextlib
 import logging
 import threading
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Iterable
+from itertools import accumulate
 
 from ..transport import Transport
+from ..transport.tcp import MAX_PIECES
 from . import direct
 from .config import LoopConfig
 from .engine import Call, Engine, Startable
@@ -53,6 +56,12 @@ _NO_EXTRAS = (None, None, None)  # no handshake, close or idle deadline
 #: ``timeout`` has passed: one turn of the driving thread.
 RESET_WAIT = 1.0
 _get_ident = threading.get_ident  # (a global less per is_owner: asked per fire_and_forget)
+#: Queued output from which ``write_now`` writes the engine's pieces with
+#: one ``sendmsg`` rather than joined (``Engine.pieces_to_send``): below it
+#: a join costs less than a buffer per piece (bench_tcp.py rr64), above it
+#: the copy of a join costs more, and its fresh memory (a server writes up
+#: to ``max_queued_output`` at once) page faults (stream1k, stream1kb).
+GATHER_AT = int(__import__("os").environ.get("KIB_G", str(64 * 1024)))
 
 
 class LoopConnection:
@@ -87,6 +96,13 @@ class LoopConnection:
             else None
         )
         self._out = bytearray()
+        #: The engine's output as pieces (``Engine.pieces_to_send``), when
+        #: the transport writes them at once (``send_pieces``).
+        self._gather: Callable[[int], list[bytes] | None] | None = (
+            getattr(engine, "pieces_to_send", None)
+            if hasattr(type(transport), "send_pieces")
+            else None
+        )
         self._interest = 0
         self._eof = False
         self._stopping = False
@@ -264,7 +280,38 @@ class LoopConnection:
         for the turn's service to finish the connection."""
         if self._done or self._abort or self._send_error is not None:
             return
+        gather = self._gather
+        if gather is not None and not self._out and self._held is None:
+            pieces = gather(GATHER_AT)
+            if pieces is not None:
+                self._write_pieces(pieces)
+                return
         self._write(self.engine.data_to_send())
+
+    def _write_pieces(self, pieces: list[bytes]) -> None:
+        """Owner, nothing older waiting: write the engine's output as
+        ``pieces`` (the transport's ``send_pieces``, a batch of them per
+        call) while the socket takes them whole; what it does not take
+        waits in the buffer, as in :meth:`_write`."""
+        send = self.transport.send_pieces  # type: ignore[attr-defined]
+        while pieces:
+            try:
+                sent: int = send(pieces)
+            except OSError as exc:
+                self._send_error = exc
+                return
+            if sent:
+                self._wrote = True  # the turn stamps the time (idle_timeout)
+            # Bytes at the end of each piece the call could have taken.
+            ends = list(accumulate(map(len, pieces[:MAX_PIECES])))
+            if sent == ends[-1]:
+                pieces = pieces[len(ends) :]
+                continue
+            whole = bisect_right(ends, sent)  # pieces written whole
+            out = self._out
+            out += memoryview(pieces[whole])[sent - (ends[whole - 1] if whole else 0) :]
+            out += b"".join(pieces[whole + 1 :])
+            return
 
     def write_bytes(self, data: bytes) -> None:
         """Owner: write ``data``, output the engine handed over itself (the

@@ -176,6 +176,10 @@ class TlsTransport(TcpTransport):
         self._retry = 0
         return sent
 
+    def send_pieces(self, pieces: list[bytes]) -> int:
+        """:meth:`send` of the pieces joined (an SSL socket has no ``sendmsg``)."""
+        return self.send(b"".join(pieces))
+
     def shutdown_write(self) -> None:
         """Send close_notify (best effort, without waiting for the peer's),
         then half-close the TCP connection."""

@@ -294,7 +294,8 @@ def payload_run_data(
             # The data of every frame by structs of whole frames: no slice
             # object, no call per item (bench_tcp.py stream1kb: cutting by
             # slices cost about 3x as much per 1 KiB item).
-            return last, credit - count, count * length, _span(buf, off, count, _PAYLOAD_SPAN, length - 6)
+            data = _span(buf, off, count, _PAYLOAD_SPAN, length - 6)
+            return last, credit - count, count * length, data
     # Frame by frame: lengths differ (or a foreign frame is in the span).
     # payload_run's loop, appending data instead of events (a hot loop each).
     unpack = unpack_prefix_header
@@ -352,9 +353,8 @@ def _same_shape(buf: bytes, off: int, stride: int, count: int) -> int:
 #: REQUEST_FNF's stream ID and data.
 _PAYLOAD_SPAN = "9x{}s"
 _FNF_SPAN = "3xI2x{}s"
-#: Frames one span struct covers at most; spans are unpacked by blocks of
-#: these counts (a power-of-two split of the rest: few calls, few structs).
-_SPAN_BLOCKS = (128, 64, 32, 16, 8, 4, 2, 1)
+#: Frames one span struct covers at most (a longer span: blocks of these).
+_SPAN_BLOCK = 128
 #: (layout, data size, frames) -> its struct, made on first use. Bounded:
 #: cleared when full (the shapes in use come back at once); a struct of n
 #: frames is made only to unpack n frames, so its cost follows the input.
@@ -362,27 +362,33 @@ _span_structs: dict[tuple[str, int, int], Struct] = {}
 _SPAN_CACHE = 64
 
 
+def _span_struct(layout: str, size: int, count: int) -> Struct:
+    key = (layout, size, count)
+    block = _span_structs.get(key)
+    if block is None:
+        if len(_span_structs) >= _SPAN_CACHE:
+            _span_structs.clear()
+        block = _span_structs[key] = Struct(">" + layout.format(size) * count)
+    return block
+
+
 def _span(buf: bytes, off: int, count: int, layout: str, size: int) -> list[Any]:
     """The fields of ``count`` frames of ``layout`` with ``size`` data bytes
     from ``off`` on, in order (all frames checked alike by the caller), by
-    structs of whole frames: a few C calls for the span, no slice per frame
-    (``bench_tcp.py`` rows ``stream1kb``, ``stream16b``, ``fnf16``, ``fnf16m``)."""
+    structs of whole frames: a C call per ``_SPAN_BLOCK`` frames, no slice
+    per frame (``bench_tcp.py`` rows ``stream1kb``, ``stream16b``,
+    ``fnf16``, ``fnf16m``)."""
     fields: list[Any] = []
-    structs = _span_structs
-    for n in _SPAN_BLOCKS:
-        if count < n:
-            continue
-        block = structs.get((layout, size, n))
-        if block is None:
-            if len(structs) >= _SPAN_CACHE:
-                structs.clear()
-            block = structs[layout, size, n] = Struct(">" + layout.format(size) * n)
+    if count >= _SPAN_BLOCK:
+        block = _span_struct(layout, size, _SPAN_BLOCK)
         unpack = block.unpack_from
         step = block.size
-        while count >= n:
+        while count >= _SPAN_BLOCK:
             fields += unpack(buf, off)
             off += step
-            count -= n
+            count -= _SPAN_BLOCK
+    if count:
+        fields += _span_struct(layout, size, count).unpack_from(buf, off)
     return fields
 
 
