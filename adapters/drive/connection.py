@@ -61,7 +61,7 @@ _get_ident = threading.get_ident  # (a global less per is_owner: asked per fire_
 #: a join costs less than a buffer per piece (bench_tcp.py rr64), above it
 #: the copy of a join costs more, and its fresh memory (a server writes up
 #: to ``max_queued_output`` at once) page faults (stream1k, stream1kb).
-GATHER_AT = int(__import__("os").environ.get("KIB_G", str(64 * 1024)))
+GATHER_AT = 64 * 1024
 
 
 class LoopConnection:
