@@ -46,7 +46,7 @@ __all__ = [
     "server_context",
 ]
 
-RECV_SIZE = 120 * 1024  # below glibc's mmap threshold, as tcp.RECV_SIZE
+RECV_SIZE = 120 * 1024  # a direct call's default; the loops pass LoopConfig.recv_size
 #: Largest single SSL write; a retry after WantWrite repeats exactly this much.
 WRITE_CHUNK = 256 * 1024
 
