@@ -310,7 +310,8 @@ class LoopConnection:
             whole = bisect_right(ends, sent)  # pieces written whole
             out = self._out
             out += memoryview(pieces[whole])[sent - (ends[whole - 1] if whole else 0) :]
-            out += b"".join(pieces[whole + 1 :])
+            for piece in pieces[whole + 1 :]:  # (a join would copy them twice)
+                out += piece
             return
 
     def write_bytes(self, data: bytes) -> None:
