@@ -13,7 +13,9 @@ side had a core of its own, are ``1e6 / max(client, server)`` per second.
     .venv/bin/python benchmarks/bench_cpu_per_op.py --impl sansrs --impl sansrs-ws
 
 ``--impl``: ``sansrs`` (TCP, the default), ``sansrs-ws`` (``ws://``),
-``sansrs-selector`` (both ends on the selector loop).
+``sansrs-selector`` (both ends on the selector loop), ``sansrs-asyncio`` (the
+asyncio client, ``stream16`` / ``stream16b`` / ``rr_seq``) and its reference
+``raw-asyncio`` (asyncio streams against ``raw_peer.py``).
 
 Prints a markdown table: median of ``--runs`` per scenario, microseconds of
 CPU per message (request-stream item, request-response round trip, fire-and-
@@ -33,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_tcp import SCENARIOS, WS_PATH, server  # noqa: E402
-from sansrs_client import run  # noqa: E402
+from sansrs_client import run, run_asyncio  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -45,7 +47,18 @@ def _process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-IMPLS = ("sansrs", "sansrs-ws", "sansrs-selector")
+IMPLS = ("sansrs", "sansrs-ws", "sansrs-selector", "sansrs-asyncio", "raw-asyncio")
+
+
+def _run_asyncio(impl: str, port: int, kind: str, count: int, arg: int) -> int:
+    """One run of the asyncio client ``impl`` (the rows bench_tcp.py runs)."""
+    if impl == "raw-asyncio":
+        import raw_peer
+
+        if kind in ("stream", "streamb"):
+            return raw_peer.stream_asyncio(port, count, arg)
+        return raw_peer.request_response_asyncio(port, count)
+    return run_asyncio(f"tcp://127.0.0.1:{port}", kind, count, arg)
 
 
 def measure(name: str, scale: float, impl: str = "sansrs") -> tuple[float, float, float]:
@@ -57,11 +70,17 @@ def measure(name: str, scale: float, impl: str = "sansrs") -> tuple[float, float
     loop = "selector" if impl == "sansrs-selector" else "thread"
     with server(impl) as (port, proc):
         url = f"ws://127.0.0.1:{port}{WS_PATH}" if impl == "sansrs-ws" else f"tcp://127.0.0.1:{port}"
-        run(url, "rr", 200, 1, loop=loop)  # warm both sides (imports, first connection)
+        if impl.endswith("asyncio"):
+            _run_asyncio(impl, port, "rr", 200, 1)  # warm both sides
+        else:
+            run(url, "rr", 200, 1, loop=loop)  # warm both sides (imports, first connection)
         server_before = _process_cpu(proc.pid)
         client_before = time.process_time()
         wall = time.perf_counter()
-        done = run(url, kind, count, arg, loop=loop)
+        if impl.endswith("asyncio"):
+            done = _run_asyncio(impl, port, kind, count, arg)
+        else:
+            done = run(url, kind, count, arg, loop=loop)
         wall = time.perf_counter() - wall
         client = time.process_time() - client_before
         server_cpu = _process_cpu(proc.pid) - server_before

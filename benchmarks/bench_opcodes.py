@@ -238,7 +238,8 @@ def _without_warm_up(tracer: Tracer, count: int) -> SideCounts:
 
 #: ``--items``: what the sansrs client does per item (docs/performance.md,
 #: "Items at the application's end").
-ITEM_KINDS = ("stream16", "stream16b", "fnf16", "fnf16m", "rr64")
+ITEM_KINDS = ("stream16", "stream16b", "fnf16", "fnf16m", "rr64",
+              "stream16-asyncio", "stream16b-asyncio", "stream16-raw-asyncio")
 
 
 def count_items(kind: str, count: int) -> Counts:
@@ -251,8 +252,17 @@ def count_items(kind: str, count: int) -> Counts:
 
     from sansrs.adapters.rsocket import connect
 
+    if kind.endswith("-raw-asyncio"):
+        return _count_raw_asyncio_items(count)
     proc = subprocess.Popen([sys.executable, "-m", "sansrs", "serve", "tcp://127.0.0.1:0"],
                             stdout=subprocess.PIPE, text=True)
+    if kind.endswith("-asyncio"):
+        try:
+            assert proc.stdout is not None
+            return _count_asyncio_items(proc.stdout.readline().split()[1], kind, count)
+        finally:
+            proc.terminate()
+            proc.wait(10)
     tracer = Tracer()
     tracer.install()  # before the connection's thread starts
     try:
@@ -284,6 +294,68 @@ def count_items(kind: str, count: int) -> Counts:
         tracer.remove()
         proc.terminate()
         proc.wait(10)
+    return tracer.counts
+
+
+def _count_asyncio_items(url: str, kind: str, count: int) -> Counts:
+    """The asyncio client's bytecode (its event loop included) for ``count``
+    stream items taken by ``async for`` (``stream16-asyncio``) or in lists
+    (``stream16b-asyncio``), as ``sansrs_client._stream_asyncio`` takes them."""
+    import asyncio
+    import json
+
+    from sansrs.adapters.rsocket import aio
+
+    tracer = Tracer()
+
+    async def main() -> None:
+        client = await aio.connect(url)
+        try:
+            async for _ in client.request_stream(json.dumps({"n": 1000, "size": 16})):
+                pass  # warm: imports, first calls
+            request = json.dumps({"n": count, "size": 16})
+            tracer.install()
+            tracer.on = True
+            if kind == "stream16b-asyncio":
+                async with client.request_stream_batches(
+                    request, prefetch=8192, timeout=60
+                ) as lists:
+                    async for batch in lists:
+                        for _ in batch:
+                            pass
+            else:
+                async with client.request_stream(request, prefetch=8192, timeout=60) as items:
+                    async for _ in items:
+                        pass
+            tracer.on = False
+            tracer.remove()
+        finally:
+            await client.close()
+
+    asyncio.run(main())
+    return tracer.counts
+
+
+def _count_raw_asyncio_items(count: int) -> Counts:
+    """``raw_peer.stream_asyncio``'s bytecode for ``count`` 16-byte records
+    from ``raw_peer.py serve``: the asyncio reference of the rows above."""
+    import raw_peer
+
+    proc = subprocess.Popen([sys.executable, str(HERE / "raw_peer.py"), "serve", "0"],
+                            stdout=subprocess.PIPE, text=True)
+    tracer = Tracer()
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline().split()[1])
+        raw_peer.stream_asyncio(port, 1000, 16)  # warm: imports, first calls
+        tracer.install()
+        tracer.on = True
+        raw_peer.stream_asyncio(port, count, 16)
+        tracer.on = False
+    finally:
+        tracer.remove()
+        proc.kill()
+        proc.wait()
     return tracer.counts
 
 

@@ -43,6 +43,12 @@ per item, median of ``--runs`` (``stream16`` / ``stream1k`` of
 with that checkout's code on ``PYTHONPATH``::
 
     .venv/bin/python benchmarks/bench_websocket.py --streams --runs 5
+
+``--mask``: ``frames.mask`` alone, ns of CPU per message for payloads of
+16 B to 1 MiB (integers below ``frames.TRANSLATE_FROM``, byte columns by
+translation from it on)::
+
+    .venv/bin/python benchmarks/bench_websocket.py --mask --runs 5
 """
 
 from __future__ import annotations
@@ -367,6 +373,25 @@ def main_streams(runs: int) -> None:
         print(f"| {size} B | {reads:.1f} | {small:.1f} | {large:.1f} |", flush=True)
 
 
+def main_mask(runs: int) -> None:
+    """ns of CPU per message of ``frames.mask`` (a masked frame's payload
+    one at a time: a client's messages over 125 bytes, a server's reads of
+    them), per payload size, the least of ``runs``."""
+    print(f"load average at start: {os.getloadavg()[0]:.2f}; ns of CPU per message")
+    print("| payload | mask |")
+    print("| ---: | ---: |")
+    key = os.urandom(4)
+    for size in (16, 125, 1024, 4096, 65536, 1 << 20):
+        payload = os.urandom(size)
+        repeat = max(5, 200_000 // (size // 16 + 1))
+
+        def one(payload: bytes = payload) -> bytes:
+            return mask(key, payload)
+
+        ns = min(_time(one, repeat) / repeat * 1e9 for _ in range(runs))  # (noise only adds)
+        print(f"| {size:,} B | {ns:,.0f} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -377,7 +402,12 @@ def main() -> None:
                         help="a server's CPU per pipelined round trip, TCP against ws://")
     parser.add_argument("--streams", action="store_true",
                         help="a stream's reads (client) and writes (server), ns per item")
+    parser.add_argument("--mask", action="store_true",
+                        help="frames.mask per message, 16 B to 1 MiB payloads")
     args = parser.parse_args()
+    if args.mask:
+        main_mask(args.runs)
+        return
     if args.streams:
         main_streams(args.runs)
         return

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
 from .exits import EXIT_CODES, run_client
+from .tls import add_client_options, client_options
 
 __all__ = ["add_parsers"]
 
@@ -146,10 +147,7 @@ def _run_client(args: argparse.Namespace, body: Any, *, resume: bool = False) ->
     def run() -> int:
         credentials = _credentials(args)
         _token_options(args, credentials)
-        if args.cafile is not None:
-            from ..transport.tls import client_context
-
-            credentials["ssl_context"] = client_context(cafile=args.cafile)
+        credentials.update(client_options(args))
         if resume:
             from ..ditto.resume import ReconnectPolicy
             from ..ditto.session import DittoSession
@@ -267,8 +265,7 @@ def _auth_options(parser: argparse.ArgumentParser, *, server: bool) -> None:
         parser.add_argument("--certfile", help="wss://: the server's certificate chain (PEM)")
         parser.add_argument("--keyfile", help="wss://: its private key (PEM), if not in certfile")
     else:
-        parser.add_argument("--cafile", help="wss://: CA certificates to trust (PEM) instead "
-                            "of the system's")
+        add_client_options(parser)
     who = "required from clients" if server else "sent"
     parser.add_argument("--user", help=f"HTTP Basic user name ({who})")
     parser.add_argument("--password", help="HTTP Basic password (or SANSRS_DITTO_PASSWORD)")

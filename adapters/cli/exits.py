@@ -8,11 +8,13 @@ that cannot listen), 2 the peer answered with an error, 3 connection problem
 from __future__ import annotations
 
 import os
+import ssl
 import sys
 from collections.abc import Callable
 
 from ..drive.errors import ConnectionClosed
 from ..transport import MissingExtraError
+from .tls import untrusted
 
 __all__ = ["CONNECTION", "EXIT_CODES", "INTERRUPTED", "OK", "REMOTE", "URL_HELP", "USAGE",
            "run_client"]
@@ -58,6 +60,9 @@ def run_client(
     except remote as exc:
         print(f"error: {describe(exc)}", file=sys.stderr)
         return REMOTE
+    except ssl.SSLCertVerificationError as exc:  # the cause named, not OpenSSL's code
+        print(f"error: {untrusted(exc)}", file=sys.stderr)
+        return CONNECTION
     except (ConnectionClosed, OSError, TimeoutError) as exc:
         status = getattr(exc, "status", None)  # a refused WebSocket upgrade
         prefix = f"HTTP {status}: " if status is not None else ""

@@ -9,6 +9,7 @@ import argparse
 from ..rsio import DEFAULT_PREFETCH, RsioError, connect
 from ..rsio.demo import COUNTER_SIZE
 from .exits import URL_HELP, run_client
+from .tls import add_client_options, client_options
 
 __all__ = ["add_parsers", "run_subscribe"]
 
@@ -27,7 +28,7 @@ def run_subscribe(args: argparse.Namespace) -> int:
 
     def body() -> None:
         with (
-            connect(args.url) as client,
+            connect(args.url, **client_options(args)) as client,
             client.subscribe(args.name, prefetch=args.prefetch, timeout=args.timeout) as elements,
         ):
             for i, element in enumerate(elements):
@@ -52,4 +53,5 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--prefetch", type=int, default=DEFAULT_PREFETCH, help=f"demand window ({DEFAULT_PREFETCH})"
     )
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per element (30)")
+    add_client_options(parser)
     parser.set_defaults(run=run_subscribe)

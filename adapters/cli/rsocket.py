@@ -19,6 +19,7 @@ from ..rsocket import (
 )
 from ..rsocket.routed import RoutedRequester
 from .exits import URL_HELP, run_client
+from .tls import add_client_options, client_options
 
 __all__ = ["add_parsers", "run_request"]
 
@@ -65,6 +66,7 @@ def run_request(args: argparse.Namespace) -> int:
         if routing is None and (metadata is not None or args.metadata_push is not None):
             # Raw metadata text, declared as such (connect's default is composite).
             options = {"metadata_mime_type": "application/octet-stream"}
+        options = {**options, **client_options(args)}
         with connect(args.url, **options) as plain:
             client: Any = plain
             if routing is not None:
@@ -132,4 +134,5 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     request.add_argument("--prefetch", type=int, default=256, help="stream window (256)")
     request.add_argument("--timeout", type=float, default=30.0, help="seconds (30)")
+    add_client_options(request)
     request.set_defaults(run=run_request)

@@ -9,14 +9,14 @@ same back-pressure and the same handshake, idle and close timeouts. Engines
 run on the event loop's thread; application coroutines on that thread call
 them directly and wake the connection.
 
-The rest of the module is what every protocol's asyncio API shares:
+The rest is what every protocol's asyncio API shares, importable from here:
 
 - :class:`AsyncStream`: an inbound stream as an async iterator with a
   prefetch window (the engine's sink on one side, ``async for`` on the other);
-  :class:`FutureSink`: a single answer into a future.
+  :class:`FutureSink`: a single answer into a future (both in :mod:`.aio_streams`).
 - :func:`asyncify`: what an ``async def`` handler or source returns
   (a coroutine, an async iterable) as a Reactive Streams Publisher the
-  engines pull within credit.
+  engines pull within credit (:mod:`.aio_publishers`).
 - :class:`AsyncPeer` / :class:`AsyncServer`: a connection and a listening
   server as async code sees them.
 
@@ -33,30 +33,31 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Coroutine
-from typing import Any, Generic, Self, TypeVar
-
-from sansrs.streams import RULE_3_9, IllegalArgumentError, add_demand
+from collections.abc import Callable
+from typing import Generic, Self, TypeVar
 
 from ..transport import Transport
+from .aio_publishers import AsyncIterablePublisher, AwaitablePublisher, asyncify
+from .aio_streams import AsyncStream, AsyncStreamBatches, FutureSink
 from .config import LoopConfig
 from .connection import LoopConnection, close_all
 from .engine import Call, Engine
-from .errors import ConnectionClosed, LoopClosed, seconds
+from .errors import ConnectionClosed, LoopClosed
 from .listener import LoopServer
-from .queues import refill_batch
 from .reactor import READ, WRITE, Driven, Listening
 
 __all__ = [
+    "AsyncIterablePublisher",
     "AsyncPeer",
     "AsyncServer",
     "AsyncStream",
+    "AsyncStreamBatches",
     "AsyncioReactor",
+    "AwaitablePublisher",
     "FutureSink",
     "asyncify",
 ]
 
-T = TypeVar("T")
 log = logging.getLogger("sansrs.adapters")
 
 
@@ -252,363 +253,6 @@ class AsyncioReactor:
             server.kill()
         close_all(self.connections, abort=abort)
         return not self._connections
-
-
-# -- sinks: the engine delivers inbound items to these (on the loop thread) ----
-
-
-class FutureSink(Generic[T]):
-    """At most one item (a request-response answer) into ``future``:
-    completion without an item gives ``None``, an error raises it."""
-
-    __slots__ = ("future",)
-
-    def __init__(self, future: asyncio.Future[T | None]) -> None:
-        self.future = future
-
-    @property
-    def done(self) -> bool:
-        return self.future.done()
-
-    def put(self, item: T) -> None:
-        if not self.future.done():
-            self.future.set_result(item)
-
-    def put_many(self, items: list[T]) -> None:
-        self.put(items[0])
-
-    def finish(self, error: BaseException | None = None) -> None:
-        if not self.future.done():
-            if error is None:
-                self.future.set_result(None)
-            else:
-                self.future.set_exception(error)
-
-    def close(self, error: BaseException | None = None) -> None:
-        if not self.future.done():
-            self.future.cancel()
-
-
-class AsyncStream(Generic[T]):
-    """An inbound stream as an async iterator (``async for``) that keeps a
-    prefetch window: each time ``batch`` units (default half the window)
-    have been consumed, that many more are requested with ``request_more(n)``.
-    ``units(item)`` counts what one item is worth (1 by default; a packed
-    batch of fixed-size elements counts its elements). ``aclose()`` (or
-    leaving ``async with``) cancels with ``cancel()`` if the stream is still
-    running. ``timeout`` bounds each wait for an item (``TimeoutError``).
-
-    The engine feeds it as a sink (``put``, ``put_many``, ``finish``,
-    ``close``) on the event loop's thread; ``starting`` is awaited before the
-    first item (e.g. a channel's first outbound item)."""
-
-    # The keywords of its synchronous twin, drive.streams.StreamIterator, by choice.
-    def __init__(
-        self,
-        prefetch: int,
-        request_more: Callable[[int], None],
-        cancel: Callable[[], None],
-        *,
-        timeout: float | None = None,
-        batch: int | None = None,
-        units: Callable[[T], int] | None = None,
-        starting: Awaitable[None] | None = None,
-        explain: Callable[[], str] | None = None,
-    ) -> None:
-        self._request_more = request_more
-        self._cancel = cancel
-        self._timeout = timeout
-        self._explain = explain
-        self._batch = refill_batch(prefetch, batch)
-        self._units = units
-        self._consumed = 0
-        self._items: deque[T] = deque()
-        self._waiter: asyncio.Future[None] | None = None
-        self._done = False
-        self._error: BaseException | None = None
-        self._cancelled = False
-        self._starting = starting
-
-    # -- sink side (engine, loop thread) --------------------------------------
-    @property
-    def done(self) -> bool:
-        return self._done
-
-    def put(self, item: T) -> None:
-        self._items.append(item)
-        self._notify()
-
-    def put_many(self, items: list[T]) -> None:
-        self._items.extend(items)
-        self._notify()
-
-    def finish(self, error: BaseException | None = None) -> None:
-        if not self._done:
-            self._done = True
-            self._error = error
-        self._notify()
-
-    def close(self, error: BaseException | None = None) -> None:
-        self._done = True
-        self._items.clear()
-        self._notify()
-
-    def _notify(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    # -- consumer side ----------------------------------------------------------
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> T:
-        if self._starting is not None:
-            starting, self._starting = self._starting, None
-            await starting
-        items = self._items
-        while not items:
-            if self._done:
-                error, self._error = self._error, None
-                if error is not None and not self._cancelled:
-                    self._cancelled = True  # raise once, then end
-                    raise error
-                raise StopAsyncIteration
-            self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                if self._timeout is None:
-                    await self._waiter
-                else:
-                    try:
-                        await asyncio.wait_for(self._waiter, self._timeout)
-                    except TimeoutError:
-                        raise TimeoutError(self._no_item(self._timeout)) from None
-            finally:
-                self._waiter = None
-        item = items.popleft()
-        self._consumed += 1 if self._units is None else self._units(item)
-        if self._consumed >= self._batch and not self._done:
-            n, self._consumed = self._consumed, 0
-            self._request_more(n)
-        return item
-
-    def _no_item(self, timeout: float) -> str:
-        """A timeout's message, as ``CreditQueue`` says it, with ``explain``'s reason."""
-        why = self._explain() if self._explain is not None else ""
-        return f"no item within {seconds(timeout)}" + (f": {why}" if why else "")
-
-    async def next_batch(self) -> list[T]:
-        """Every item that has arrived and not been taken (at least one;
-        waits as ``__anext__`` does), in order; they count as consumed, so
-        the window is replenished as if they were taken one by one. Raises
-        what ``__anext__`` raises (``StopAsyncIteration`` at the end)."""
-        first = await self.__anext__()  # waits, ends and fails as one item does
-        items = self._items
-        if not items:
-            return [first]
-        batch = [first, *items]
-        items.clear()
-        units = self._units
-        self._consumed += len(batch) - 1 if units is None else sum(map(units, batch[1:]))
-        if self._consumed >= self._batch and not self._done:
-            n, self._consumed = self._consumed, 0
-            self._request_more(n)
-        return batch
-
-    def batches(self) -> AsyncStreamBatches[T]:
-        """This stream as an async iterator of lists (:meth:`next_batch`)."""
-        return AsyncStreamBatches(self)
-
-    async def aclose(self) -> None:
-        """Cancel the stream if it is still running; idempotent."""
-        if self._starting is not None:
-            starting, self._starting = self._starting, None
-            with contextlib.suppress(Exception):
-                await starting
-        if not self._done:
-            self._done = True
-            self._cancelled = True
-            self._items.clear()
-            self._cancel()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-class AsyncStreamBatches(Generic[T]):
-    """An :class:`AsyncStream` as an async iterator of lists: each list is
-    what arrived since the previous one (never empty), within the same
-    window; the items, their order and the errors are the item iterator's.
-    ``aclose()`` (or leaving ``async with``) cancels a stream still running."""
-
-    __slots__ = ("_stream",)
-
-    def __init__(self, stream: AsyncStream[T]) -> None:
-        self._stream = stream
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> list[T]:
-        return await self._stream.next_batch()
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-# -- async sources as Reactive Streams Publishers (engines pull Publishers) ----
-
-
-class AwaitablePublisher:
-    """One awaitable (an ``async def`` handler's coroutine) as a Publisher of
-    at most one item: ``None`` completes empty. Awaited on the event loop at
-    the first ``request(n)``; ``cancel()`` cancels it."""
-
-    def __init__(self, awaitable: Awaitable[Any]) -> None:
-        self._awaitable = awaitable
-
-    def subscribe(self, subscriber: Any) -> None:
-        subscriber.on_subscribe(_AwaitableSubscription(self._awaitable, subscriber))
-
-
-class _AwaitableSubscription:
-    def __init__(self, awaitable: Awaitable[Any], subscriber: Any) -> None:
-        self._awaitable = awaitable
-        self._subscriber = subscriber
-        self._loop = asyncio.get_running_loop()
-        self._task: asyncio.Future[Any] | None = None
-        self._done = False
-
-    def request(self, n: int) -> None:
-        if n <= 0:
-            self._end(IllegalArgumentError(f"{RULE_3_9} (got {n})"))
-            return
-        if self._task is None and not self._done:
-            self._task = asyncio.ensure_future(self._awaitable, loop=self._loop)
-            self._task.add_done_callback(self._finished)
-
-    def _finished(self, fut: asyncio.Future[Any]) -> None:
-        if fut.cancelled() or self._done:
-            return
-        exc = fut.exception()
-        if exc is not None:
-            self._end(exc)
-            return
-        self._done = True
-        result = fut.result()
-        if result is not None:
-            self._subscriber.on_next(result)
-        self._subscriber.on_complete()
-
-    def _end(self, error: BaseException) -> None:
-        if not self._done:
-            self._done = True
-            self._subscriber.on_error(error)
-
-    def cancel(self) -> None:
-        self._done = True
-        if self._task is not None:
-            self._task.cancel()
-        elif isinstance(self._awaitable, Coroutine):
-            self._awaitable.close()
-
-
-class AsyncIterablePublisher:
-    """An async iterable as a Publisher: the next item is awaited only while
-    demand is outstanding, on the event loop; ``cancel()`` closes it."""
-
-    def __init__(self, iterable: AsyncIterable[Any]) -> None:
-        self._iterable = iterable
-
-    def subscribe(self, subscriber: Any) -> None:
-        subscriber.on_subscribe(_AsyncIterSubscription(aiter(self._iterable), subscriber))
-
-
-_NOTHING: Any = object()  # no item awaited ahead
-
-
-class _AsyncIterSubscription:
-    """Pulls ``iterator`` on a task while demand is outstanding (loop thread),
-    and one item ahead once it is used up: an iterator that has ended then
-    completes at once, not at the next request (a consumer that asks for
-    exactly the N items it expects gets its completion)."""
-
-    def __init__(self, iterator: AsyncIterator[Any], subscriber: Any) -> None:
-        self._iterator = iterator
-        self._subscriber = subscriber
-        self._loop = asyncio.get_running_loop()
-        self._demand = 0
-        self._ahead: Any = _NOTHING
-        self._task: asyncio.Task[None] | None = None
-        self._closer: asyncio.Task[None] | None = None
-        self._cancelled = False
-
-    async def _run(self) -> None:
-        subscriber = self._subscriber
-        try:
-            while not self._cancelled:
-                if self._ahead is _NOTHING:
-                    try:
-                        self._ahead = await anext(self._iterator)
-                    except StopAsyncIteration:
-                        self._cancelled = True
-                        subscriber.on_complete()
-                        return
-                if not self._demand or self._cancelled:
-                    return  # the item waits for the next request
-                item, self._ahead = self._ahead, _NOTHING
-                self._demand -= 1
-                subscriber.on_next(item)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            self._cancelled = True
-            subscriber.on_error(exc)
-        finally:
-            self._task = None
-
-    def request(self, n: int) -> None:
-        if self._cancelled:
-            return
-        if n <= 0:
-            self._cancelled = True
-            self._subscriber.on_error(IllegalArgumentError(f"{RULE_3_9} (got {n})"))
-            return
-        self._demand = add_demand(self._demand, n)
-        if self._task is None:
-            self._task = self._loop.create_task(self._run())
-
-    def cancel(self) -> None:
-        if self._cancelled:
-            return
-        self._cancelled = True
-        if self._task is not None:
-            self._task.cancel()
-        closer = getattr(self._iterator, "aclose", None)
-        if closer is not None:
-            # Runs the generator's finally blocks; kept so it is not collected.
-            self._closer = self._loop.create_task(closer())
-
-
-def asyncify(result: object) -> object:
-    """A handler's or source's result, with async forms made Publishers: a
-    coroutine or future (at most one item), an async iterable (a stream).
-    Anything else is returned as it is."""
-    # Not asyncio.iscoroutine: it also says yes to plain generators.
-    if isinstance(result, Coroutine | asyncio.Future):
-        return AwaitablePublisher(result)
-    if isinstance(result, AsyncIterable):
-        return AsyncIterablePublisher(result)
-    return result
 
 
 # -- peers and servers as async code sees them --------------------------------

@@ -325,9 +325,10 @@ class LoopConnection:
     def _write(self, data: bytes) -> None:
         out = self._out
         if data:
-            if not out and self._held is None:
+            if not out:
                 # Nothing older waits: the bytes go as they are (no copy into
-                # the buffer and out again; the common case).
+                # the buffer and out again; the common case). A transport
+                # holding bytes of its own (WebSocket) writes those first.
                 try:
                     sent = self.transport.send(data)
                 except OSError as exc:

@@ -21,6 +21,7 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable, Iterator
+from itertools import chain
 from typing import Any, Generic, Protocol, TypeVar
 
 from sansrs.streams import MAX_DEMAND, add_demand
@@ -60,6 +61,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+B = TypeVar("B")
 H = TypeVar("H")
 _log = logging.getLogger("sansrs.adapters")
 
@@ -87,27 +89,36 @@ class StreamIterator(Generic[T]):
     thread at a time.
 
     Items leave the queue a local batch at a time (at most ``batch``, one
-    queue operation each); a ``for`` loop takes them from that batch by a
-    generator delegating to it (``yield from``: no bytecode of ours per
-    item), ``next()`` one call each. Both draw on the same local batch, so
+    queue operation each); a ``for`` loop takes them from that batch by
+    ``itertools.chain`` (no bytecode of ours per item), ``next()`` one
+    call each. Both draw on the same local batch, so
     they can be mixed and a loop left by ``break`` loses nothing. A local
     batch counts as consumed once it has all been handed out: the window
     (what the queue may hold) stays ``prefetch``. :meth:`next_batch` hands
     out everything that arrived as one list (:class:`StreamBatches`).
+
+    ``make(taken)`` (optional) turns an iterator over what the queue holds
+    into the items handed out, made as they are iterated (e.g. a protocol's
+    payloads kept in the queue as their bytes: nothing made ahead of the
+    consumer lives long enough for the garbage collector to see it). The
+    queue's entries are then what ``units`` and the window count, and
+    :meth:`next_entries` hands out a batch of them as the queue held them.
     """
 
     # The keywords of its asyncio twin, drive.aio.AsyncStream, by choice.
     def __init__(
         self,
-        queue: CreditQueue[T],
+        # Any: with ``make``, the queue holds what ``make`` takes, not T.
+        queue: CreditQueue[Any],
         prefetch: int,
         request_more: Callable[[int], None],
         cancel: Callable[[], None],
         timeout: float | None = None,
         batch: int | None = None,
-        units: Callable[[T], int] | None = None,
+        units: Callable[[Any], int] | None = None,
         *,
         explain: Callable[[], str] | None = None,
+        make: Callable[[Iterator[Any]], Iterator[T]] | None = None,
     ) -> None:
         if prefetch <= 0:
             raise ValueError("prefetch must be positive")
@@ -117,23 +128,29 @@ class StreamIterator(Generic[T]):
         self._explain = explain
         self._batch = refill_batch(prefetch, batch)
         self._units = units
+        self._make = make
         self._consumed = 0
         self._request_more = request_more
         self._cancel = cancel
         self._timeout = timeout
         self._finished = False
         # The local batch taken from the queue, and what of it is still to
-        # be handed out (an iterator over it, shared by next() and loops).
-        self._local: list[T] = []
-        self._rest: Iterator[T] = iter(self._local)
+        # be handed out (an iterator over it, shared by next() and loops:
+        # ``_rest`` the items, made of ``_raw``'s entries as it goes).
+        self._local: list[Any] = []
+        self._raw: Iterator[Any] = iter(self._local)
+        self._rest: Iterator[T] = self._raw
         self._counted = 0  # items of the local batch counted already (by next())
 
     def __iter__(self) -> Iterator[T]:
-        return self._items()
+        # chain takes each item from the local batch by C calls alone (a
+        # generator's ``yield from`` ran a frame per item: bench_opcodes.py
+        # --items stream16); Python runs once per local batch, to refill.
+        return chain.from_iterable(self._local_batches())
 
-    def _items(self) -> Iterator[T]:
+    def _local_batches(self) -> Iterator[Iterator[T]]:
         while True:
-            yield from self._rest
+            yield self._rest
             if not self._refill(self._batch):
                 return
 
@@ -179,10 +196,12 @@ class StreamIterator(Generic[T]):
             self._finished = True
             raise
         self._local = batch
-        self._rest = iter(batch)
+        make = self._make
+        self._raw = raw = iter(batch)
+        self._rest = raw if make is None else make(raw)
         return True
 
-    def _count(self, items: list[T]) -> None:
+    def _count(self, items: list[Any]) -> None:
         """``items`` were handed out: grant again once ``batch`` units were."""
         units = self._units
         self._consumed += len(items) if units is None else sum(map(units, items))
@@ -201,30 +220,37 @@ class StreamIterator(Generic[T]):
         the window is replenished as if they were taken one by one. Raises
         what ``next`` raises: :class:`StopIteration` at the end, the
         stream's error after its last items, :class:`TimeoutError`."""
-        rest = list(self._rest)
+        entries = self.next_entries()
+        make = self._make
+        return entries if make is None else list(make(iter(entries)))
+
+    def next_entries(self) -> list[Any]:
+        """:meth:`next_batch` as the queue held the items (before ``make``)."""
+        rest = list(self._raw)
         if rest:  # what next() or a loop left of the local batch
             self._settle()  # (counts the part handed out before too)
             return rest
         if not self._refill(_ALL):
             raise StopIteration
         batch = self._local
-        self._rest = iter(())
+        self._raw = self._rest = iter(())
         self._settle()
         return batch
 
-    def batches(self) -> StreamBatches[T]:
+    def batches(self) -> StreamBatches[list[T]]:
         """This stream as an iterator of lists of items (:meth:`next_batch`)."""
-        return StreamBatches(self)
+        return StreamBatches(self, self.next_batch)
 
     def close(self) -> None:
         """Cancel the stream if it is still running; idempotent."""
         if self._finished:
             return
         self._finished = True
-        # Exhausted, not dropped: a loop delegating to it ends at its next item.
-        deque(self._rest, maxlen=0)
+        # Emptied, not dropped: a loop delegating to an iterator over it ends
+        # at its next item (nothing is made of what is left, with ``make``).
+        self._local.clear()
         self._local = []
-        self._rest = iter(())
+        self._raw = self._rest = iter(())
         self._counted = 0
         if not self._queue.done:
             self._queue.close()
@@ -242,30 +268,33 @@ _ALL = 1 << 62
 _NONE: Any = object()
 
 
-class StreamBatches(Generic[T]):
-    """A :class:`StreamIterator` as an iterator of lists: each list is what
-    arrived since the last one (one queue operation per list, not per
-    item), within the same prefetch window and the same replenishing. The
-    items, their order and the errors are those of the item iterator; a
-    list is never empty. ``close()`` (or leaving a ``with`` block, e.g. by
-    ``break``) cancels a stream still running, as the item iterator's does."""
+class StreamBatches(Generic[B]):
+    """A :class:`StreamIterator` as an iterator of batches: each is what
+    arrived since the last one (one queue operation per batch, not per
+    item), within the same prefetch window and the same replenishing; a
+    list of items (:meth:`StreamIterator.next_batch`) unless the protocol
+    hands out a sequence type of its own (``next_batch``). The items, their
+    order and the errors are those of the item iterator; a batch is never
+    empty. ``close()`` (or leaving a ``with`` block, e.g. by ``break``)
+    cancels a stream still running, as the item iterator's does."""
 
-    __slots__ = ("_stream",)
+    __slots__ = ("_next", "_stream")
 
-    def __init__(self, stream: StreamIterator[T]) -> None:
+    def __init__(self, stream: StreamIterator[Any], next_batch: Callable[[], B]) -> None:
         self._stream = stream
+        self._next = next_batch
 
-    def __iter__(self) -> StreamBatches[T]:
+    def __iter__(self) -> StreamBatches[B]:
         return self
 
-    def __next__(self) -> list[T]:
-        return self._stream.next_batch()
+    def __next__(self) -> B:
+        return self._next()
 
     def close(self) -> None:
         """Cancel the stream if it is still running; idempotent."""
         self._stream.close()
 
-    def __enter__(self) -> StreamBatches[T]:
+    def __enter__(self) -> StreamBatches[B]:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -24,7 +24,8 @@
   for ``serve``; :class:`RSocketMetrics` (Prometheus, the ``metrics`` extra)
   and :class:`RSocketTracing` (OpenTelemetry spans, the ``tracing`` extra)
   are imported on first use, so this module never loads their libraries.
-- Values and errors: :class:`Payload`, :class:`Request` (what a handler
+- Values and errors: :class:`Payload`, :class:`PayloadBatch` (what
+  ``request_stream_batches`` hands out), :class:`Request` (what a handler
   receives), :class:`Handler` (its optional methods), :class:`RSocketError`
   (an ERROR frame; :class:`ApplicationError` is the one to raise), and
   :class:`~sansrs.adapters.drive.ConnectionClosed` (the connection is gone).
@@ -44,6 +45,7 @@ from sansrs.rsocket.extensions import (
 from ..drive.errors import ConnectionClosed
 from .balancer import LoadBalancedClient, NoTargetAvailable
 from .balancer_strategy import BalancerConfig, RoundRobinStrategy, WeightedStrategy
+from .batch import PayloadBatch
 from .client import Client, connect
 from .errors import ApplicationError, RSocketError
 from .fast import as_payload
@@ -86,6 +88,7 @@ __all__ = [
     "NoTargetAvailable",
     "Outcome",
     "Payload",
+    "PayloadBatch",
     "RSocketError",
     "RSocketMetrics",
     "RSocketPeer",

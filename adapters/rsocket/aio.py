@@ -54,7 +54,7 @@ from ..transport import Transport
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .engine import RequestHandle, RSocketEngine
-from .fast import as_payload, as_payloads
+from .fast import PAYLOAD_PACKING, as_payload, as_payloads
 from .options import options_for
 from .peer import DEFAULT_PREFETCH, check_prefetch
 from .routed import (
@@ -286,6 +286,7 @@ class AsyncRSocketPeer(AsyncPeer):
             timeout=timeout,
             starting=starting,
             explain=engine.unexpected_input,
+            packing=PAYLOAD_PACKING,
         )
         box.append(RequestHandle(kind, cast(Any, stream)))
         return stream, box[0]

@@ -643,15 +643,22 @@ class RSocketEngine:
     def _on_payloads(self, sid: int, data: list[bytes]) -> None:
         """:meth:`on_payload` for a run of items (none completing; the
         core's ``PayloadRunReceived``): their Payloads made by C calls,
-        put in one call (docs/performance.md, "Items at the application's end")."""
-        payloads = list(map(new_tuple, repeat(Payload), zip(data, repeat(None))))
+        put in one call (docs/performance.md, "Items at the application's end");
+        a blocking stream's queue takes the data itself (``fast.DataRuns``:
+        its consumer makes the Payloads as it hands them out)."""
         handle = self._requests.get(sid)
         if handle is not None:
-            handle.sink.put_many(payloads)
+            sink = handle.sink
+            # A DataRuns, or an interceptor's observer in front of one.
+            put_data = getattr(sink, "put_data", None)
+            if put_data is not None:
+                put_data(data)
+            else:
+                sink.put_many(list(map(new_tuple, repeat(Payload), zip(data, repeat(None)))))
             return
         queue = self._inbound.get(sid)
         if queue is not None:
-            queue.put_many(payloads)
+            queue.put_many(list(map(new_tuple, repeat(Payload), zip(data, repeat(None)))))
 
     def on_request_n(self, sid: int, n: int) -> None:
         self._outbounds.credit(sid, n)

@@ -20,23 +20,41 @@ on the project machine; the end-to-end effect in ``docs/performance.md``).
   queues the bytes themselves; the connection thread makes the batch's
   Payloads by C calls (``bench_tcp.py`` row ``fnf16``; ``bench_opcodes.py
   --items fnf16``: 8 bytecodes less per call on the application thread).
+- :class:`DataRuns`: a blocking stream's items without metadata wait in
+  its queue as their ``bytes`` (not tracked by the garbage collector; the
+  core's runs go in as they come, one ``put_many``), made Payloads by C
+  calls on the consumer's thread as they are handed out. Payloads made on
+  the connection thread and held up to ``prefetch`` survived collections,
+  were promoted and brought full ones (``bench_tcp.py`` rows ``stream16``,
+  ``stream16b``; the client's CPU per item in ``bench_cpu_per_op.py``).
 - :class:`FireAndForgets` and :func:`delegate`: ``peer.fire_and_forget(data)``
   is one Python frame, the queue's own :meth:`FireAndForgets.send`, reached
   through a C-level property (``bench_tcp.py`` row ``fnf16``).
+- :class:`PayloadPacking`: an asyncio stream may hold a run of payloads
+  without metadata as their ``bytes`` (not tracked by the garbage
+  collector; ``AsyncStream.put_packed``), made Payloads by C calls as the
+  consumer takes them, batches at most ``PACKED_BATCH`` at a time. Payloads
+  made ahead and held up to ``prefetch`` survived collections, were promoted
+  and brought full ones: 0.3 µs of the asyncio client's 0.8 µs CPU per item
+  (``bench_tcp.py`` rows ``stream16`` / ``stream16b``, ``--impl
+  sansrs-asyncio``; ``bench_cpu_per_op.py --impl sansrs-asyncio``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import repeat
-from operator import attrgetter
+from operator import attrgetter, is_, itemgetter
 from typing import Any, TypeVar, cast
 
-from ..drive.queues import Batcher
+from ..drive.queues import Batcher, CreditQueue
+from .batch import PayloadBatch, payloads_of
 from .types import Payload, Request, RoutedRequest
 
 __all__ = [
+    "DataRuns",
     "FireAndForgets",
+    "PayloadPacking",
     "as_payload",
     "as_payloads",
     "delegate",
@@ -47,6 +65,9 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+_DATA = itemgetter(0)
+_METADATA = itemgetter(1)
 
 #: ``new_tuple(Payload, (data, metadata))``: a Payload without NamedTuple's
 #: ``__new__`` (bench_fast_paths: payload_new_tuple vs payload_call).
@@ -109,6 +130,58 @@ def payload_batches(
             consume(payloads)
 
     return consume_payloads
+
+
+class DataRuns:
+    """The engine's side (a sink) of a blocking stream's :class:`CreditQueue`
+    whose items without metadata wait as their ``bytes``: :meth:`put_data`
+    takes a run of them as is, ``put``/``put_many`` take Payloads (one
+    without metadata goes in as its data). On the consumer's thread,
+    :meth:`payloads` and :meth:`batch` turn what the queue handed out into
+    Payloads as they are read: the same items in the same order; the
+    queue's accounting (one entry per item) is untouched."""
+
+    __slots__ = ("plain", "queue")
+
+    def __init__(self, queue: CreditQueue[Payload | bytes]) -> None:
+        self.queue = queue
+        #: Only ``bytes`` were ever put: entries become Payloads by C calls
+        #: alone. Cleared (for good) *before* a Payload with metadata is put,
+        #: so a consumer that took it sees it cleared.
+        self.plain = True
+
+    def put(self, item: Payload) -> None:
+        if item[1] is None:
+            self.queue.put(item[0])
+        else:
+            self.plain = False
+            self.queue.put(item)
+
+    def put_many(self, items: list[Payload]) -> None:
+        # (C calls alone: e.g. every item of a stream under a lease comes here.)
+        if all(map(is_, repeat(None), map(_METADATA, items))):
+            self.queue.put_many(list(map(_DATA, items)))
+        else:
+            self.plain = False
+            self.queue.put_many(items)  # type: ignore[arg-type]
+
+    def put_data(self, data: list[bytes]) -> None:
+        """Items without metadata, by their data (a core's run)."""
+        self.queue.put_many(data)  # type: ignore[arg-type]
+
+    def finish(self, error: BaseException | None = None) -> None:
+        self.queue.finish(error)
+
+    def close(self, error: BaseException | None = None) -> None:
+        self.queue.close(error)
+
+    def payloads(self, taken: Iterator[Payload | bytes]) -> Iterator[Payload]:
+        """Entries taken from the queue, as Payloads made as they are iterated."""
+        return payloads_of(taken, self.plain)
+
+    def batch(self, taken: list[Payload | bytes]) -> PayloadBatch:
+        """Entries taken from the queue, as one batch."""
+        return PayloadBatch(taken, self.plain)
 
 
 class FireAndForgets(Batcher[Payload | bytes]):
@@ -196,3 +269,29 @@ def new_routed_request(
     routed.composite = composite
     routed.__class__ = RoutedRequest
     return routed  # type: ignore[no-any-return]
+
+
+class PayloadPacking:
+    """An asyncio stream's :class:`~..drive.aio_streams.Packing`: a run of
+    payloads without metadata may be queued as their data
+    (``AsyncStream.put_packed``), made Payloads as the consumer takes them;
+    a Payload put as itself comes back as is. Stateless: one serves all."""
+
+    __slots__ = ()
+
+    def unpack(self, entry: Any) -> Payload:
+        # Data is never a tuple: a tuple entry is a Payload put as itself.
+        if isinstance(entry, tuple):
+            return cast(Payload, entry)
+        return new_tuple(Payload, (entry, None))
+
+    def unpack_all(self, entries: list[Any]) -> list[Payload]:
+        if set(map(type, entries)) <= _DATA_ONLY:  # data alone: C calls
+            return list(map(new_tuple, repeat(Payload), zip(entries, repeat(None))))
+        return list(map(self.unpack, entries))
+
+
+_DATA_ONLY = {bytes}
+
+#: The one :class:`PayloadPacking` (it keeps no state).
+PAYLOAD_PACKING = PayloadPacking()

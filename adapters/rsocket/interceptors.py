@@ -296,6 +296,19 @@ class _Observed:
         )
         self.inner.put_many(items)
 
+    @property
+    def put_data(self) -> Callable[[list[bytes]], None] | None:
+        """Items without metadata, by their data, if the sink takes them so
+        (``fast.DataRuns``: a blocking stream's); None otherwise."""
+        inner = getattr(self.inner, "put_data", None)
+        return None if inner is None else self._put_data
+
+    def _put_data(self, data: list[bytes]) -> None:
+        info = self.info
+        info.items_in += len(data)
+        info.bytes_in += sum(map(len, data))
+        self.inner.put_data(data)
+
     def finish(self, error: BaseException | None = None) -> None:
         self._observer.end(self.info, COMPLETE if error is None else outcome_of(error))
         self.inner.finish(error)

@@ -316,7 +316,9 @@ class Responder:
 
             self._call_soon(send)
 
-        inbound = StreamIterator(queue, prefetch, more, cancel_inbound, None, batch)
+        inbound: StreamIterator[Payload] = StreamIterator(
+            queue, prefetch, more, cancel_inbound, None, batch
+        )
         if complete:
             queue.finish()
             del self._inbound[sid]

@@ -33,26 +33,21 @@ the ``fallback`` handler (any handler of the usual shape), if there is one
 Routes whose handler answers in a data MIME type the requester did not ask
 for (``produces=``) declare it in each answer's composite metadata, as the
 per-stream data MIME spec requires.
+
+This module holds the :class:`Router` (registration, the SETUP hook, route
+lookup); its concerns apart: :mod:`.router_connection` (one connection's
+requests), :mod:`.router_fnf` (fire-and-forget and METADATA_PUSH),
+:mod:`.router_auth` (credentials), :mod:`.router_answers` (answers that wait
+for an async ``authenticate``; the declared data MIME type),
+:mod:`.router_state` (routes, lookups, the router as they see it) and
+:mod:`.routes` (templates and their matching).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import inspect
-import logging
-import operator
-from collections.abc import (
-    AsyncIterable,
-    AsyncIterator,
-    Awaitable,
-    Callable,
-    Coroutine,
-    Iterable,
-    Mapping,
-)
-from dataclasses import dataclass
-from typing import Any, TypeAlias, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from sansrs.rsocket import ErrorCode
 from sansrs.rsocket.extensions import (
@@ -60,74 +55,26 @@ from sansrs.rsocket.extensions import (
     Authentication,
     CompositeMetadata,
     MetadataDecodeError,
-    compose,
     decode_metadata,
     effective_data_mime,
-    needs_response_mime,
 )
-from sansrs.streams import MapProcessor
 
+from . import router_auth
 from .errors import ApplicationError, RSocketError
-from .fast import as_payload, new_routed_request
+from .fast import new_routed_request
 from .peer import check_prefetch
 from .responder import CHANNEL_PREFETCH
+from .router_answers import declare_mime, then
+from .router_auth import is_async
+from .router_connection import RouterConnection
+from .router_state import DASHED, KINDS, Lookup, Route
 from .routes import NO_VARIABLES, RouteTable
-from .types import Payload, Request, RoutedRequest, is_single_value
+from .types import Request
 
-__all__ = ["KINDS", "Route", "Router", "RouterConnection"]
+__all__ = ["KINDS", "Route", "Router", "RouterConnection", "declare_mime"]
 
-log = logging.getLogger("sansrs.adapters.rsocket")
 F = TypeVar("F", bound=Callable[..., Any])
-
-#: The interaction models a route may have a handler for (``setup``: the
-#: SETUP's route, as Spring's ``@ConnectMapping``).
-KINDS = (
-    "request_response",
-    "request_stream",
-    "request_channel",
-    "fire_and_forget",
-    "metadata_push",
-    "setup",
-)
-_DASHED = {k: k.replace("_", "-") for k in KINDS}
 OCTET_STREAM = "application/octet-stream"
-
-
-@dataclass(frozen=True, slots=True)
-class Route:
-    """One registered handler."""
-
-    kind: str
-    route: str
-    handler: Callable[..., Any]
-    produces: str | None
-    authenticated: bool
-    #: A channel route's inbound window (None: the router's).
-    prefetch: int | None = None
-    batch: int | None = None
-    #: A fire-and-forget route whose handler takes a list of requests.
-    many: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class _Lookup:
-    """What a request's metadata resolves to for one interaction model
-    (cached by the metadata bytes): the decoded metadata, the route and
-    what matched it (None: no handler)."""
-
-    composite: CompositeMetadata
-    route: str | None
-    found: Route | None
-    variables: Mapping[str, str]
-
-
-#: A request's route and what its handler gets; None: the fallback's; a
-#: coroutine giving either: an async ``authenticate`` must run first.
-Routed: TypeAlias = (
-    "tuple[Route, RoutedRequest]"
-    " | Coroutine[Any, Any, tuple[Route, RoutedRequest] | None]"
-    " | None"
-)
 
 
 class Router:
@@ -169,7 +116,7 @@ class Router:
             raise ValueError("cache_size must be >= 0")
         self.authenticate = authenticate
         #: ``async def authenticate``: awaited (asyncio servers only).
-        self._async_auth = _is_async(authenticate)
+        self._async_auth = is_async(authenticate)
         self._async_setup = False
         self.require_auth = authenticate is not None if require_auth is None else require_auth
         self._fallback = fallback
@@ -178,7 +125,7 @@ class Router:
         self.channel_prefetch = channel_prefetch
         self.channel_batch = channel_batch
         self._tables: dict[str, RouteTable[Route]] = {k: RouteTable() for k in KINDS}
-        self._caches: dict[str, dict[bytes, _Lookup]] = {k: {} for k in KINDS}
+        self._caches: dict[str, dict[bytes, Lookup]] = {k: {} for k in KINDS}
         self._default: RouterConnection | None = None
 
     # -- registration ----------------------------------------------------------
@@ -220,7 +167,7 @@ class Router:
             raise ValueError(f"route {route!r} needs authentication: pass authenticate=")
         entry = Route(kind, route, handler, produces, needs, prefetch, batch, many)
         self._tables[kind].add(route, entry)
-        if kind == "setup" and _is_async(handler):
+        if kind == "setup" and is_async(handler):
             self._async_setup = True
         for cache in self._caches.values():
             cache.clear()
@@ -324,7 +271,7 @@ class Router:
             connection.principal = self._authenticate(meta.auth, ErrorCode.REJECTED_SETUP)
         outcome = self._setup_route(connection, setup, meta)
         if inspect.isawaitable(outcome):  # an async handler registered some other way
-            return _then(outcome, connection)
+            return then(outcome, connection)
         return connection
 
     async def _accept_setup_later(self, setup: Any, peer: object) -> object:
@@ -391,30 +338,11 @@ class Router:
             self._default = RouterConnection(self, None, OCTET_STREAM, True)
         return self._default
 
-    def _authenticate(self, auth: Authentication, code: int) -> Any:
-        """The principal for ``auth`` (a plain ``authenticate``), or the
-        refusal (``RSocketError`` with ``code``)."""
-        assert self.authenticate is not None
-        try:
-            principal = self.authenticate(auth)
-        except Exception as exc:
-            raise _refusal(exc, code) from None
-        if inspect.isawaitable(principal):  # never a principal: refuse, loudly
-            getattr(principal, "close", lambda: None)()
-            log.error("authenticate returned an awaitable; declare it async def")
-            raise RSocketError(code, "authentication failed")
-        return _principal(principal, code)
+    # -- credentials (.router_auth) ---------------------------------------------
+    _authenticate = router_auth.authenticate
+    _authenticate_later = router_auth.authenticate_later
 
-    async def _authenticate_later(self, auth: Authentication, code: int) -> Any:
-        """:meth:`_authenticate` for an ``async def authenticate``: awaited."""
-        assert self.authenticate is not None
-        try:
-            principal = await self.authenticate(auth)
-        except Exception as exc:
-            raise _refusal(exc, code) from None
-        return _principal(principal, code)
-
-    def _lookup(self, kind: str, metadata: bytes) -> _Lookup:
+    def _lookup(self, kind: str, metadata: bytes) -> Lookup:
         """Decode and resolve (cached unless the metadata carries credentials)."""
         cache = self._caches[kind]
         hit = cache.get(metadata)
@@ -426,7 +354,7 @@ class Router:
             raise RSocketError(ErrorCode.INVALID, f"malformed metadata: {exc}") from None
         route = meta.route
         found = None if route is None else self._tables[kind].match(route)
-        hit = _Lookup(meta, route, *(found or (None, NO_VARIABLES)))
+        hit = Lookup(meta, route, *(found or (None, NO_VARIABLES)))
         if meta.auth is None and self.cache_size:
             if len(cache) >= self.cache_size:
                 cache.clear()  # bounded; hot routes come back at once
@@ -434,10 +362,10 @@ class Router:
         return hit
 
     def _unknown(self, kind: str, route: str) -> RSocketError:
-        others = [_DASHED[k] for k in KINDS if k != kind and self._tables[k].match(route)]
+        others = [DASHED[k] for k in KINDS if k != kind and self._tables[k].match(route)]
         if others:
             return ApplicationError(
-                f"route {route!r} has no {_DASHED[kind]} handler (it has {', '.join(others)})"
+                f"route {route!r} has no {DASHED[kind]} handler (it has {', '.join(others)})"
             )
         return ApplicationError(f"no handler for route {route!r}")
 
@@ -463,415 +391,3 @@ class Router:
     def metadata_push(self, metadata: bytes) -> Any:
         return self._connection().metadata_push(metadata)
 
-
-class RouterConnection:
-    """The router's state for one connection, and the handler the engine
-    calls for it: the SETUP's principal and data MIME type, the fallback."""
-
-    __slots__ = (
-        "_fallback",
-        "_fire_direct",
-        "composite",
-        "peer",
-        "principal",
-        "router",
-        "setup_data_mime",
-    )
-
-    def __init__(
-        self, router: Router, peer: object, setup_data_mime: str, composite: bool
-    ) -> None:
-        self.router = router
-        self.peer = peer
-        self.setup_data_mime = setup_data_mime
-        #: The SETUP declared composite metadata: requests are routed.
-        self.composite = composite
-        self.principal: Any = None
-        self._fallback: object = None
-        #: The fallback's fire_and_forget (or a no-op), found on first use.
-        self._fire_direct: Callable[[Request], Any] | None = None
-
-    def channel_window(self, metadata: bytes | None) -> tuple[int, int | None]:
-        """The inbound window of a channel with ``metadata`` (the engine asks
-        before it grants the first REQUEST_N): its route's ``prefetch`` /
-        ``batch``, else the router's. Metadata that does not resolve gets
-        the router's; the request's own answer says why."""
-        router = self.router
-        found = None
-        if self.composite and metadata:
-            kind = "request_channel"
-            with contextlib.suppress(RSocketError):
-                found = (router._caches[kind].get(metadata) or router._lookup(kind, metadata)).found
-        if found is None or (found.prefetch is None and found.batch is None):
-            return router.channel_prefetch, router.channel_batch
-        prefetch = router.channel_prefetch if found.prefetch is None else found.prefetch
-        return prefetch, found.batch
-
-    def fallback(self) -> object:
-        if self._fallback is None:
-            router = self.router
-            factory = router._fallback_factory
-            self._fallback = factory(self.peer) if factory is not None else router._fallback
-        return self._fallback
-
-    def _routed(self, kind: str, request: Request) -> Routed:
-        """The route and the request its handler gets; None: the fallback's
-        (which, when the router requires authentication, needs a principal too)."""
-        metadata = request.metadata
-        router = self.router
-        if not self.composite or not metadata:
-            if self.principal is None and router.require_auth:
-                raise RSocketError(ErrorCode.REJECTED, "authentication required")
-            return None
-        hit = router._caches[kind].get(metadata) or router._lookup(kind, metadata)
-        meta = hit.composite
-        principal = self.principal
-        if meta.auth is not None and router.authenticate is not None:
-            if router._async_auth:  # the answer waits for the awaited check
-                return self._routed_later(kind, request, hit, meta.auth)
-            principal = router._authenticate(meta.auth, ErrorCode.REJECTED)
-        return self._resolve(kind, request, hit, principal)
-
-    async def _routed_later(
-        self, kind: str, request: Request, hit: _Lookup, auth: Authentication
-    ) -> tuple[Route, RoutedRequest] | None:
-        principal = await self.router._authenticate_later(auth, ErrorCode.REJECTED)
-        return self._resolve(kind, request, hit, principal)
-
-    def _resolve(
-        self, kind: str, request: Request, hit: _Lookup, principal: Any
-    ) -> tuple[Route, RoutedRequest] | None:
-        router = self.router
-        meta = hit.composite
-        found = hit.found
-        if principal is None and (found.authenticated if found else router.require_auth):
-            raise RSocketError(ErrorCode.REJECTED, "authentication required")
-        if hit.route is None:
-            return None
-        if found is None:
-            raise router._unknown(kind, hit.route)
-        data_mime = meta.data_mime or self.setup_data_mime
-        routed = new_routed_request(request, hit.route, hit.variables, principal, data_mime, meta)
-        return found, routed
-
-    def _no_route(self, name: str) -> object:
-        method = getattr(self.fallback(), name, None)
-        if callable(method):
-            return method
-        if not self.composite:
-            raise ApplicationError(
-                f"this responder routes requests: declare {COMPOSITE_METADATA} in SETUP"
-                " and send a routing entry"
-            )
-        raise ApplicationError("no route in the request's metadata")
-
-    def _answer(self, route: Route, request: RoutedRequest, result: Any) -> Any:
-        """``result``, declaring the route's data MIME type where the
-        requester asked for another."""
-        produces = route.produces
-        assert produces is not None
-        if not needs_response_mime(request.composite, self.setup_data_mime, produces):
-            return result
-        return declare_mime(result, compose(data_mime=produces))
-
-    def _respond(self, kind: str, request: Request, *inbound: Any) -> Any:
-        routed = self._routed(kind, request)
-        if isinstance(routed, Coroutine):  # an async authenticate, awaited first
-            later = routed
-            answer = lambda r: self._handle(kind, request, r, inbound)  # noqa: E731
-            if kind == "request_response":
-                return _single_later(later, answer)
-            return _items_later(later, answer)
-        return self._handle(kind, request, routed, inbound)
-
-    def _handle(
-        self,
-        kind: str,
-        request: Request,
-        routed: tuple[Route, RoutedRequest] | None,
-        inbound: tuple[Any, ...],
-    ) -> Any:
-        if routed is None:
-            return self._no_route(kind)(request, *inbound)  # type: ignore[operator]
-        route, req = routed
-        result = route.handler(req, *inbound)
-        return result if route.produces is None else self._answer(route, req, result)
-
-    def _unrouted(self, request: Request) -> bool:
-        """A request that cannot name a route (no metadata) and needs no
-        principal beyond the SETUP's: it goes to the fallback at once. What
-        pays for it: clients declare composite metadata by default, so every
-        request to ``sansrs serve`` passes here; through the whole routing
-        path a fire-and-forget cost 347 bytecodes on the server instead of 260
-        (``fnf16``: 3.2 -> 4.1 µs of server CPU each); 282 with this
-        (docs/performance.md, "Items at the application's end")."""
-        return not request.metadata and (
-            self.principal is not None or not self.router.require_auth
-        )
-
-    def request_response(self, request: Request) -> Any:
-        if self._unrouted(request):
-            return self._no_route("request_response")(request)  # type: ignore[operator]
-        return self._respond("request_response", request)
-
-    def request_stream(self, request: Request) -> Any:
-        if self._unrouted(request):
-            return self._no_route("request_stream")(request)  # type: ignore[operator]
-        return self._respond("request_stream", request)
-
-    def request_channel(self, request: Request, inbound: Any) -> Any:
-        if self._unrouted(request):
-            return self._no_route("request_channel")(request, inbound)  # type: ignore[operator]
-        return self._respond("request_channel", request, inbound)
-
-    def _fire(self, kind: str, request: Request, fallback_argument: object) -> Any:
-        """A request nobody answers: refusals are logged here."""
-        try:
-            routed = self._routed(kind, request)
-        except RSocketError as exc:
-            log.warning("%s dropped: %s", _DASHED[kind], exc)
-            return None
-        if isinstance(routed, Coroutine):  # an async authenticate: a task runs it
-            return self._fire_later(kind, routed, fallback_argument)
-        return self._fire_routed(kind, routed, fallback_argument)
-
-    async def _fire_later(
-        self,
-        kind: str,
-        later: Coroutine[Any, Any, tuple[Route, RoutedRequest] | None],
-        fallback_argument: object,
-    ) -> None:
-        try:
-            routed = await later
-        except RSocketError as exc:
-            log.warning("%s dropped: %s", _DASHED[kind], exc)
-            return
-        result = self._fire_routed(kind, routed, fallback_argument)
-        if inspect.isawaitable(result):
-            await result
-
-    def _fire_routed(
-        self, kind: str, routed: tuple[Route, RoutedRequest] | None, fallback_argument: object
-    ) -> Any:
-        if routed is None:
-            fallback = self.fallback()
-            method = getattr(fallback, kind, None)
-            if callable(method):
-                return method(fallback_argument)
-            many = getattr(fallback, "fire_and_forget_many", None)  # (a list of one)
-            if kind == "fire_and_forget" and callable(many):
-                return many([fallback_argument])
-            return None
-        route, req = routed
-        return route.handler([req]) if route.many else route.handler(req)
-
-    def fire_and_forget(self, request: Request) -> Any:
-        if not request.metadata and (self.principal is not None or not self.router.require_auth):
-            # self._unrouted(request), inlined: fire-and-forgets are the
-            # cheapest requests, the call would be a sixth of the cost.
-            fire = self._fire_direct
-            if fire is None:
-                method = getattr(self.fallback(), "fire_and_forget", None)
-                fire = self._fire_direct = method if callable(method) else _ignore
-            return fire(request)
-        return self._fire("fire_and_forget", request, request)
-
-    def fire_and_forget_many(self, requests: list[Request]) -> Any:
-        """A run of fire-and-forgets (the engine's; docs/extensions.md),
-        taken at once where all of it goes to one place that takes many:
-        none carries routing (the fallback's ``fire_and_forget_many``), or
-        all carry the same metadata, without credentials, resolving to a
-        route registered with ``many=True`` (its handler gets the list).
-        Anything else: ``NotImplemented``; the engine then offers each span
-        of consecutive requests with the same metadata, and hands what is
-        declined again to :meth:`fire_and_forget` one by one, in order
-        (each routed, checked, refused and logged as one)."""
-        metadata = set(map(_REQUEST_METADATA, requests))
-        if len(metadata) != 1:
-            return NotImplemented
-        md = metadata.pop()
-        router = self.router
-        if not self.composite or not md:
-            if self.principal is None and router.require_auth:
-                return NotImplemented  # each refused (and logged) as one
-            many = getattr(self.fallback(), "fire_and_forget_many", None)
-            return many(requests) if callable(many) else NotImplemented
-        kind = "fire_and_forget"
-        try:
-            hit = router._caches[kind].get(md) or router._lookup(kind, md)
-            if hit.composite.auth is not None or hit.found is None or not hit.found.many:
-                return NotImplemented
-            routed = self._resolve(kind, requests[0], hit, self.principal)
-        except RSocketError:
-            return NotImplemented
-        assert routed is not None  # (a route was found)
-        route, first = routed
-        variables, principal, data_mime, meta = (
-            first.variables, first.principal, first.data_mime, first.composite
-        )
-        batch = [first] + [
-            new_routed_request(r, first.route, variables, principal, data_mime, meta)
-            for r in requests[1:]
-        ]
-        return route.handler(batch)
-
-    def metadata_push(self, metadata: bytes) -> Any:
-        return self._fire("metadata_push", Request(b"", metadata, self.peer), metadata)
-
-
-_REQUEST_METADATA = operator.attrgetter("metadata")
-
-
-# -- refusals and answers that wait for an async authenticate -------------------------
-
-
-def _ignore(request: Request) -> None:
-    """A fire-and-forget the fallback does not take: nobody answers it."""
-
-
-def _is_async(fn: object) -> bool:
-    """An ``async def`` function, or an object whose ``__call__`` is one."""
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004 (the method itself is examined)
-    )
-
-
-def _refusal(exc: Exception, code: int) -> RSocketError:
-    """The error an ``authenticate`` that raised becomes: an ``RSocketError``'s
-    message is sent (with ``code``), anything else is logged."""
-    if isinstance(exc, RSocketError):
-        return RSocketError(code, exc.message)
-    log.warning("authentication hook failed", exc_info=exc)
-    return RSocketError(code, "authentication failed")
-
-
-def _principal(principal: Any, code: int) -> Any:
-    if principal is None:
-        raise RSocketError(code, "authentication failed")
-    return principal
-
-
-async def _then(outcome: Awaitable[Any], connection: object) -> object:
-    await outcome
-    return connection
-
-
-async def _single_later(later: Awaitable[Any], answer: Callable[[Any], Any]) -> Any:
-    """A request-response answered once ``later`` (the awaited check) says
-    who asks: the handler's value (awaited if it is a coroutine, the first
-    item if it is a Publisher)."""
-    result = answer(await later)
-    if inspect.isawaitable(result):
-        return await result
-    if result is not None and callable(getattr(result, "subscribe", None)):
-        async for item in _publisher_items(result):
-            return item
-        return None
-    return result
-
-
-async def _items_later(later: Awaitable[Any], answer: Callable[[Any], Any]) -> AsyncIterator[Any]:
-    """A stream or channel whose handler runs once ``later`` (the awaited
-    check) said who asks: its items, whatever shape they come in."""
-    result = answer(await later)
-    if inspect.isawaitable(result):  # as an async def stream handler: one item
-        value = await result
-        if value is not None:
-            yield value
-    elif is_single_value(result):
-        yield result
-    elif callable(getattr(result, "subscribe", None)):
-        async for item in _publisher_items(result):
-            yield item
-    elif isinstance(result, AsyncIterable):
-        async for item in result:
-            yield item
-    elif result is not None:
-        for item in result:
-            yield item
-
-
-async def _publisher_items(publisher: Any) -> AsyncIterator[Any]:
-    """A Reactive Streams Publisher's items, one requested at a time; its
-    signals (from any thread) cross to the event loop."""
-    loop = asyncio.get_running_loop()
-    signals: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-
-    def signal(kind: str, value: Any = None) -> None:
-        loop.call_soon_threadsafe(signals.put_nowait, (kind, value))
-
-    class Subscriber:
-        def on_subscribe(self, subscription: Any) -> None:
-            signal("subscribe", subscription)
-
-        def on_next(self, item: Any) -> None:
-            signal("next", item)
-
-        def on_error(self, error: BaseException) -> None:
-            signal("error", error)
-
-        def on_complete(self) -> None:
-            signal("complete")
-
-    publisher.subscribe(Subscriber())
-    subscription: Any = None
-    ended = False
-    try:
-        while True:
-            kind, value = await signals.get()
-            if kind == "subscribe":
-                subscription = value
-                subscription.request(1)
-            elif kind == "next":
-                yield value
-                subscription.request(1)
-            elif kind == "error":
-                ended = True
-                raise value
-            else:
-                ended = True
-                return
-    finally:
-        if not ended and subscription is not None:
-            subscription.cancel()
-
-
-# -- declaring the response data MIME type ------------------------------------------
-
-
-def declare_mime(result: Any, entry: bytes) -> Any:
-    """``result`` (a value, an iterable, a Publisher, a coroutine or an async
-    iterable) with ``entry`` (composite metadata declaring the data MIME type)
-    appended to each payload's metadata."""
-
-    def add(item: object) -> Payload:
-        p = as_payload(item)
-        return Payload(p.data, entry if p.metadata is None else p.metadata + entry)
-
-    if result is None:
-        return None
-    if isinstance(result, bytes | str | bytearray | memoryview | tuple):
-        return add(result)
-    if isinstance(result, Coroutine):
-        return _declare_awaited(result, add)
-    if callable(getattr(result, "subscribe", None)):
-        mapped: MapProcessor[object, Payload] = MapProcessor(add)
-        result.subscribe(mapped)
-        return mapped
-    if isinstance(result, AsyncIterable):
-        return _declare_async(result, add)
-    if isinstance(result, Iterable):
-        return map(add, result)
-    return result
-
-
-async def _declare_awaited(
-    result: Coroutine[Any, Any, Any], add: Callable[[object], Payload]
-) -> Any:
-    value = await result
-    return None if value is None else add(value)
-
-
-async def _declare_async(items: AsyncIterable[Any], add: Callable[[object], Payload]) -> Any:
-    async for item in items:
-        yield add(item)

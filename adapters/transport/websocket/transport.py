@@ -318,6 +318,9 @@ class WebSocketTransport:
         keys = self._keys
         write = self._stream.send
         first = body
+        # What is written: up to the batches the socket took whole (the
+        # driver then keeps only the rest of ``data``, not all of it).
+        written = start
         while True:
             stop = min(body + left, body + SEND_BATCH)
             frames, used = frame_run(data, keys, text=text, start=body, stop=stop)
@@ -331,10 +334,11 @@ class WebSocketTransport:
             if sent < len(frames):
                 # The rest waits in ``_out``; the messages count as written once it left.
                 self._out += memoryview(frames)[sent:]
-                self._framed = body - start
-                return start
+                self._framed = body - written
+                return written
             if not left:
                 return body
+            written = body
 
     def shutdown_write(self) -> None:
         """Graceful end: Close 1000 (unless a Close was sent), then FIN."""

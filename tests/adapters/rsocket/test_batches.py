@@ -9,30 +9,34 @@ window, counted on the server)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from sansrs.adapters.rsocket import aio
+from sansrs.adapters.rsocket import PayloadBatch, aio
 from sansrs.adapters.rsocket.client import Client, connect
 from sansrs.adapters.rsocket.errors import RSocketError
+from sansrs.adapters.rsocket.fast import DataRuns
 from sansrs.adapters.rsocket.server import Server, serve
 from sansrs.adapters.rsocket.types import Payload, Request
 
 from sansrs.rsocket.extensions import compose
+from tests.adapters.rsocket.test_interceptors import Recorder
 
 WAIT = 10.0
 SCHEMES = ("tcp://127.0.0.1:0", "ws://127.0.0.1:0/rs")
 SYNC_LOOPS = ("thread", "selector")
 
 
-def item(i: int) -> Payload:
+def item(i: int, plain: bool = False) -> Payload:
     """Item ``i`` of a stream: lengths vary, every third carries metadata
-    (so both the plain and the general receive paths are used)."""
+    (so both the plain and the general receive paths are used) unless
+    ``plain`` (none has: the client keeps them all as bytes until read)."""
     data = b"%d:" % i + b"x" * (i % 37)
-    return Payload(data, b"m%d" % i if i % 3 == 0 else None)
+    return Payload(data, b"m%d" % i if i % 3 == 0 and not plain else None)
 
 
 class Producer:
@@ -68,7 +72,7 @@ class Producer:
                 reached = self.reached
                 if reached is not None and self.pulled >= reached[0]:
                     reached[1].set()
-                yield item(i)
+                yield item(i, bool(spec.get("plain")))
                 i += 1
             if spec.get("fail"):
                 raise ValueError(f"failed after {i} items")
@@ -177,6 +181,9 @@ CASES = [
     pytest.param(spec(301, fail=True), 32, id="error-mid-stream"),
     pytest.param(spec(0, refuse=True), 8, id="refused"),
     pytest.param(spec(5000), 8192, id="large-window"),
+    pytest.param(spec(2000, plain=True), 64, id="plain"),
+    pytest.param(spec(301, fail=True, plain=True), 32, id="plain-error-mid-stream"),
+    pytest.param(spec(5000, plain=True), 8192, id="plain-large-window"),
 ]
 
 
@@ -190,9 +197,121 @@ def test_rsocket_batches_sync_same_items_order_and_errors_as_item_iterator(
         assert sync_batches(client, request_, prefetch) == expected
         assert publisher_batches(client, request_, prefetch) == expected
     items, error = expected
-    n = json.loads(request_)["n"]
-    assert items == [item(i) for i in range(n)]
-    assert (error is None) == (request_ in (spec(2000), spec(0), spec(5000)))
+    asked = json.loads(request_)
+    assert items == [item(i, bool(asked.get("plain"))) for i in range(asked["n"])]
+    assert all(type(p) is Payload for p in items)
+    assert (error is None) == (not asked["fail"] and not asked.get("refuse"))
+
+
+@pytest.mark.parametrize("loop", SYNC_LOOPS)
+@pytest.mark.parametrize("plain", [True, False], ids=("plain", "metadata"))
+def test_rsocket_batches_sync_are_payload_batches_made_as_they_are_read(
+    server: tuple[Server, Producer], producer: Producer, loop: str, plain: bool
+) -> None:
+    got: list[Payload] = []
+    with (
+        connect(server[0].url, loop=loop) as client,
+        client.request_stream_batches(spec(600, plain=plain), prefetch=64) as batches,
+    ):
+        for batch in batches:
+            assert type(batch) is PayloadBatch
+            # One without metadata is made when read, not held: a new,
+            # equal Payload each time (one with metadata waits as itself).
+            first = batch[0]
+            assert first == batch[0]
+            assert (first is not batch[0]) == (first.metadata is None)
+            got.extend(batch)
+    assert got == [item(i, plain) for i in range(600)]
+
+
+@pytest.mark.parametrize("loop", SYNC_LOOPS)
+@pytest.mark.parametrize("plain", [True, False], ids=("plain", "metadata"))
+def test_rsocket_stream_next_loops_and_batches_mixed_give_the_item_iterators_items(
+    server: tuple[Server, Producer], producer: Producer, loop: str, plain: bool
+) -> None:
+    request_ = spec(3000, plain=plain)
+    with connect(server[0].url, loop=loop) as client:
+        expected = sync_items(client, request_, 128)
+
+        def consume(got: list[Payload]) -> None:
+            with client.request_stream(request_, prefetch=128, timeout=WAIT) as it:
+                got.extend(next(it) for _ in range(3))
+                for p in it:
+                    got.append(p)
+                    if len(got) == 70:
+                        break
+                got.extend(it.next_batch())
+                got.append(next(it))
+                for batch in it.batches():
+                    got.extend(batch)
+                    if len(got) > 1500:
+                        break
+                got.extend(it)
+
+        assert outcome_of(consume) == expected
+    assert expected == ([item(i, plain) for i in range(3000)], None)
+
+
+@pytest.mark.parametrize("loop", SYNC_LOOPS)
+def test_rsocket_stream_runs_reach_a_blocking_stream_as_bytes(
+    server: tuple[Server, Producer], producer: Producer, loop: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The core's runs (items without metadata) go into the queue as their
+    # data, no Payload made on the connection thread: made eagerly and held
+    # up to prefetch, they were promoted by the GC (bench_tcp.py stream16).
+    calls: list[str] = []
+    put_data, put_many = DataRuns.put_data, DataRuns.put_many
+
+    def spy_data(self: DataRuns, data: list[bytes]) -> None:
+        calls.append("put_data")
+        put_data(self, data)
+
+    def spy_many(self: DataRuns, items: list[Payload]) -> None:
+        calls.append("put_many")
+        put_many(self, items)
+
+    monkeypatch.setattr(DataRuns, "put_data", spy_data)
+    monkeypatch.setattr(DataRuns, "put_many", spy_many)
+    with (
+        connect(server[0].url, loop=loop) as client,
+        client.request_stream(spec(2000, plain=True), prefetch=256, timeout=WAIT) as it,
+    ):
+        entries = it.next_entries()
+        assert all(type(e) is bytes for e in entries)
+        assert not any(map(gc.is_tracked, entries))
+        got = [Payload(e) for e in entries] + list(it)
+    assert got == [item(i, True) for i in range(2000)]
+    assert "put_data" in calls and "put_many" not in calls
+
+
+@pytest.mark.parametrize("loop", SYNC_LOOPS)
+@pytest.mark.parametrize("plain", [True, False], ids=("plain", "metadata"))
+def test_rsocket_observed_stream_counts_its_runs_and_keeps_them_as_bytes(
+    server: tuple[Server, Producer], producer: Producer, loop: str, plain: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A request interceptor's observer in front of the queue counts what
+    # arrives and passes the runs on as bytes (as without interceptors).
+    runs: list[int] = []
+    put_data = DataRuns.put_data
+
+    def spy_data(self: DataRuns, data: list[bytes]) -> None:
+        runs.append(len(data))
+        put_data(self, data)
+
+    monkeypatch.setattr(DataRuns, "put_data", spy_data)
+    recorder = Recorder()
+    with connect(server[0].url, loop=loop, interceptors=recorder.interceptors()) as client:
+        got = sync_items(client, spec(2000, plain=plain), 256)
+    recorder.wait_ended(1)
+    expected = [item(i, plain) for i in range(2000)]
+    assert got == (expected, None)
+    info = recorder.end_of("request_stream", "complete")
+    assert info.items_in == 2000
+    assert info.bytes_in == sum(len(p.data) + len(p.metadata or b"") for p in expected)
+    # The runs reached the queue as bytes: items without metadata only.
+    assert 0 < sum(runs) <= sum(p.metadata is None for p in expected)
 
 
 @pytest.mark.parametrize(("request_", "prefetch"), CASES)
@@ -221,8 +340,8 @@ def test_rsocket_batches_asyncio_same_items_order_and_errors_as_item_iterator(
         async with await aio.connect(server[0].url) as client:
             expected = await consume(client, batches=False)
             assert await consume(client, batches=True) == expected
-            n = json.loads(request_)["n"]
-            assert expected[0] == [item(i) for i in range(n)]
+            asked = json.loads(request_)
+            assert expected[0] == [item(i, bool(asked.get("plain"))) for i in range(asked["n"])]
 
     asyncio.run(asyncio.wait_for(main(), 30))
 

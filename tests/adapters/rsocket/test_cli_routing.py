@@ -3,35 +3,16 @@ demo routes (docs/extensions.md): answers, errors and exit codes."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
 
-WAIT = 30.0
-
-
-def sansrs(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sansrs", *args], capture_output=True, text=True, timeout=WAIT
-    )
+from tests.adapters.cli.commands import sansrs, served
 
 
 def _server(*extra: str) -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sansrs", "serve", "tcp://127.0.0.1:0", *extra],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        ready, address = proc.stdout.readline().split()
-        assert ready == "READY"
+    with served("tcp://127.0.0.1:0", *extra) as address:
         yield address
-    finally:
-        proc.terminate()
-        assert proc.wait(WAIT) == 0
 
 
 @pytest.fixture(scope="module")

@@ -6,12 +6,14 @@ same-length messages as one at a time; anything unusual goes to wsproto."""
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Callable
 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from sansrs.adapters.transport.websocket.frames import (
+    TRANSLATE_FROM,
     KeySource,
     encode_data_frame,
     mask,
@@ -679,3 +681,43 @@ def test_long_batches_are_re_headed_in_place_as_wsproto_reads_them(
                 collector.splitter.feed(wire[cut:])
                 assert collector.got == [(2, m) for m in messages], (n, count, cut)
                 assert collector.handed == [] and not collector.splitter.passthrough
+
+
+@pytest.mark.parametrize("n", [126, 127, 1030, 0xFFFF])
+def test_unmasked_batches_of_16_bit_lengths_are_framed_byte_for_byte(n: int) -> None:
+    """A server's stream of 1 KiB items: same-length messages of 126 bytes
+    to 64 KiB framed by joining views of their payloads (a cached getter
+    per group of 512): exactly the frames one at a time gives, for any
+    count around the groups and from any offset, and no view of the
+    caller's buffer outlives the call (a driver resizes it next)."""
+    for count in (4, 511, 512, 513, 1025) if n < 2000 else (4, 5):
+        messages = [bytes((i * 7 % 251,)) * n for i in range(count)]
+        run = run_of(messages)
+        for start in (0, 5):
+            offered = bytearray(bytes(start) + run)
+            wire, used = encode_run(offered, None, start=start)
+            assert used == len(run), (n, count, start)
+            assert wire == b"".join(encode_data_frame(2, m, None) for m in messages)
+            del offered[: start + 1]  # (a view still held would raise BufferError)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.binary(min_size=4, max_size=4),
+    st.sampled_from([1, 3, TRANSLATE_FROM - 1, TRANSLATE_FROM, TRANSLATE_FROM + 1,
+                     TRANSLATE_FROM + 2, TRANSLATE_FROM + 3, 70001]),
+    st.integers(0, 2**32),
+)
+def test_websocket_5_3_masking_xors_each_octet_with_its_key_octet_at_any_length(
+    key: bytes, size: int, seed: int
+) -> None:
+    """RFC 6455, 5.3: octet i of the masked payload is octet i XOR key
+    octet i mod 4, whichever way ``mask`` computes it (as integers, or a
+    byte column at a time by translation from ``TRANSLATE_FROM`` bytes on);
+    wsproto reads a frame masked so."""
+    payload = random.Random(seed).randbytes(size)
+    expected = bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+    assert mask(key, payload) == expected
+    assert mask(key, bytearray(payload)) == expected
+    frame = encode_data_frame(2, payload, key)
+    assert wsproto_messages(ConnectionType.SERVER, frame) == [(2, payload)]

@@ -12,6 +12,7 @@ from unittest.mock import patch
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from sansrs.adapters.drive import Loop, LoopConnection
 from sansrs.adapters.transport.websocket import WebSocketOptions
 from sansrs.adapters.transport.websocket import transport as ws_transport
 from sansrs.adapters.transport.websocket.frames import KeySource, encode_data_frame
@@ -40,6 +41,7 @@ from wsproto.connection import ConnectionType
 from wsproto.events import AcceptConnection, Request
 
 from fuzz.fuzz_websocket import FakeStream
+from tests.adapters.drive.test_latency_path import Echo
 from tests.adapters.transport.test_websocket_frames import Collector, wsproto_messages
 
 
@@ -452,3 +454,37 @@ def test_a_long_run_goes_out_as_the_plain_path_frames_it(
         assert wsproto_messages(ConnectionType.SERVER, wire) == [(2, m) for m in messages]
     else:
         assert wire == b"".join(encode_data_frame(2, m, None) for m in messages)
+
+
+def test_a_driver_hands_a_long_run_over_as_it_is_and_keeps_only_what_the_socket_left() -> None:
+    """A server's stream write through the driver (stream1k of
+    bench_tcp.py): the record goes to the transport as it is (no copy into
+    the driver's buffer first), the batches the socket took whole count as
+    written at once, so the driver keeps only the rest of the record; then
+    everything drains, on the wire exactly one frame per message."""
+    server = open_pair()[2]
+    trickle = TrickleStream([10**6, 10**6, 100])  # two batches whole, then a little
+    server._stream = trickle
+    offered: list[object] = []
+    send = server.send
+
+    def recording(data: bytes | bytearray | memoryview) -> int:
+        offered.append(data)
+        return send(data)
+
+    messages = [bytes([i % 251]) * 22 for i in range(200)]
+    record = encode_record_run(run_of(messages))
+    loop = Loop(name="ws-driver-write")
+    try:
+        # (Echo reads nothing here, so writes nothing: the writes are the test's.)
+        conn = LoopConnection(loop, server, Echo())  # type: ignore[arg-type]
+        with patch.object(ws_transport, "SEND_BATCH", 700), patch.object(server, "send", recording):
+            conn.write_bytes(record)
+            assert offered[0] is record
+            assert len(conn._out) == len(record) - 5 - 2 * 700  # (700: 28 whole messages)
+            trickle.rooms = [10**6]
+            while conn.buffered:
+                conn.write_now()
+        assert trickle.written == b"".join(encode_data_frame(2, m, None) for m in messages)
+    finally:
+        loop.stop(5)
