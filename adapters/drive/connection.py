@@ -272,19 +272,21 @@ class LoopConnection:
         self._on_exit = both
 
     # -- owner thread ----------------------------------------------------------
-    def write_now(self) -> None:
+    def write_now(self, *, pieces: bool = False) -> None:
         """Owner: take the engine's output and write what the socket accepts.
-        The turn ends with it; an engine calls it mid-turn to write the
-        output queued so far, so the peer can start on it while the rest of
-        the input is handled (see ``RSocketEngine``). A failed write is kept
-        for the turn's service to finish the connection."""
+        The turn ends with it (``pieces``: a large output, a stream's pumped
+        items, as the engine's pieces, see ``GATHER_AT``); an engine calls it
+        mid-turn to write the output queued so far (answers), so the peer
+        can start on it while the rest of the input is handled (see
+        ``RSocketEngine``). A failed write is kept for the turn's service to
+        finish the connection."""
         if self._done or self._abort or self._send_error is not None:
             return
         gather = self._gather
-        if gather is not None and not self._out and self._held is None:
-            pieces = gather(GATHER_AT)
-            if pieces is not None:
-                self._write_pieces(pieces)
+        if pieces and gather is not None and not self._out and self._held is None:
+            output = gather(GATHER_AT)
+            if output is not None:
+                self._write_pieces(output)
                 return
         self._write(self.engine.data_to_send())
 
@@ -612,7 +614,7 @@ class LoopConnection:
             engine.handle_timeout(now)
         high = config.high_water
         more = engine.pump() if len(out) < high else True
-        self.write_now()
+        self.write_now(pieces=True)
         if self._wrote:
             self._wrote = False
             self._last_io = now

@@ -78,7 +78,7 @@ def test_write_pieces_put_the_joined_bytes_on_the_wire_in_order(
     pieces: list[bytes], takes: list[int]
 ) -> None:
     conn, sock = _connection(list(pieces), list(takes))
-    conn.write_now()
+    conn.write_now(pieces=True)
     joined = b"".join(pieces)
     # Written, then waiting in the buffer: the output, once, in order.
     assert bytes(sock.wire) + bytes(conn._out) == joined
@@ -92,7 +92,7 @@ def test_write_pieces_put_the_joined_bytes_on_the_wire_in_order(
 def test_write_pieces_cut_at_and_around_piece_boundaries(take: int) -> None:
     pieces = [b"a" * 10, b"", b"b" * 10, b"c" * 10]
     conn, sock = _connection(list(pieces), [take])
-    conn.write_now()
+    conn.write_now(pieces=True)
     assert bytes(sock.wire) == b"".join(pieces)[:take]
     assert bytes(conn._out) == b"".join(pieces)[take:]
     assert sock.offered == [4]  # one call: it stopped taking
@@ -101,7 +101,7 @@ def test_write_pieces_cut_at_and_around_piece_boundaries(take: int) -> None:
 def test_write_pieces_more_than_one_sendmsg_carries_go_in_batches() -> None:
     pieces = [b"%d," % i for i in range(2 * MAX_PIECES + 5)]
     conn, sock = _connection(list(pieces), [])
-    conn.write_now()
+    conn.write_now(pieces=True)
     assert sock.offered == [MAX_PIECES, MAX_PIECES, 5]
     assert bytes(sock.wire) == b"".join(pieces) and not conn._out
 
@@ -112,7 +112,7 @@ def test_write_pieces_not_while_older_bytes_wait() -> None:
     conn, sock = _connection([b"new"], [2])
     conn._out += b"old"
     engine: _Engine = conn.engine  # type: ignore[assignment]
-    conn.write_now()
+    conn.write_now(pieces=True)
     assert engine.asked == []
     assert bytes(sock.wire) + bytes(conn._out) == b"oldnew"
 
@@ -152,3 +152,15 @@ def test_socket_transport_send_pieces_writes_them_in_order() -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_write_now_mid_turn_joins_the_output() -> None:
+    """An engine's own mid-turn write (answers: ``write_now()``) takes the
+    joined output without asking for pieces; the turn's write asks."""
+    conn, sock = _connection([b"a" * 10, b"b" * 10], [])
+    engine: _Engine = conn.engine  # type: ignore[assignment]
+    conn.write_now()
+    assert engine.asked == [] and bytes(sock.wire) == b"a" * 10 + b"b" * 10
+    engine.pieces = [b"c"]
+    conn.write_now(pieces=True)
+    assert engine.asked == [GATHER_AT] and bytes(sock.wire).endswith(b"c")
