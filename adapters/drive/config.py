@@ -18,8 +18,8 @@ class LoopConfig:
     causes without reading it (e.g. a flood of requests whose answers it
     never reads) reaches this. Both peers pausing at once needs single items
     larger than the gap, which ``fragment_size`` prevents.
-    ``recv_size``: bytes read per readable event (120 KiB: below glibc's
-    mmap threshold, see ``transport.tcp.RECV_SIZE``).
+    ``recv_size``: bytes read per readable event at most (256 KiB, see
+    ``transport.tcp.RECV_SIZE``).
     ``max_idle_wait``: longest ``select`` without a timer (1 s; only bounds
     how late a lost wake-up could be noticed).
     ``inbox_capacity``: calls pending per connection before producers wait (4096).
@@ -73,7 +73,7 @@ class LoopConfig:
 
     high_water: int = 512 * 1024
     pause_reading_at: int | None = 4 * 1024 * 1024
-    recv_size: int = 120 * 1024
+    recv_size: int = 256 * 1024
     max_idle_wait: float = 1.0
     inbox_capacity: int = 4096
     accept_batch: int = 64

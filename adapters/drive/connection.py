@@ -34,9 +34,12 @@ import contextlib
 import logging
 import threading
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Iterable
+from itertools import accumulate
 
 from ..transport import Transport
+from ..transport.tcp import MAX_PIECES
 from . import direct
 from .config import LoopConfig
 from .engine import Call, Engine, Startable
@@ -53,6 +56,12 @@ _NO_EXTRAS = (None, None, None)  # no handshake, close or idle deadline
 #: ``timeout`` has passed: one turn of the driving thread.
 RESET_WAIT = 1.0
 _get_ident = threading.get_ident  # (a global less per is_owner: asked per fire_and_forget)
+#: Queued output from which ``write_now`` writes the engine's pieces with
+#: one ``sendmsg`` rather than joined (``Engine.pieces_to_send``): below it
+#: a join costs less than a buffer per piece (bench_tcp.py rr64), above it
+#: the copy of a join costs more, and its fresh memory (a server writes up
+#: to ``max_queued_output`` at once) page faults (stream1k, stream1kb).
+GATHER_AT = 64 * 1024
 
 
 class LoopConnection:
@@ -87,6 +96,13 @@ class LoopConnection:
             else None
         )
         self._out = bytearray()
+        #: The engine's output as pieces (``Engine.pieces_to_send``), when
+        #: the transport writes them at once (``send_pieces``).
+        self._gather: Callable[[int], list[bytes] | None] | None = (
+            getattr(engine, "pieces_to_send", None)
+            if hasattr(type(transport), "send_pieces")
+            else None
+        )
         self._interest = 0
         self._eof = False
         self._stopping = False
@@ -256,15 +272,49 @@ class LoopConnection:
         self._on_exit = both
 
     # -- owner thread ----------------------------------------------------------
-    def write_now(self) -> None:
+    def write_now(self, *, pieces: bool = False) -> None:
         """Owner: take the engine's output and write what the socket accepts.
-        The turn ends with it; an engine calls it mid-turn to write the
-        output queued so far, so the peer can start on it while the rest of
-        the input is handled (see ``RSocketEngine``). A failed write is kept
-        for the turn's service to finish the connection."""
+        The turn ends with it (``pieces``: a large output, a stream's pumped
+        items, as the engine's pieces, see ``GATHER_AT``); an engine calls it
+        mid-turn to write the output queued so far (answers), so the peer
+        can start on it while the rest of the input is handled (see
+        ``RSocketEngine``). A failed write is kept for the turn's service to
+        finish the connection."""
         if self._done or self._abort or self._send_error is not None:
             return
+        gather = self._gather
+        if pieces and gather is not None and not self._out and self._held is None:
+            output = gather(GATHER_AT)
+            if output is not None:
+                self._write_pieces(output)
+                return
         self._write(self.engine.data_to_send())
+
+    def _write_pieces(self, pieces: list[bytes]) -> None:
+        """Owner, nothing older waiting: write the engine's output as
+        ``pieces`` (the transport's ``send_pieces``, a batch of them per
+        call) while the socket takes them whole; what it does not take
+        waits in the buffer, as in :meth:`_write`."""
+        send = self.transport.send_pieces  # type: ignore[attr-defined]
+        while pieces:
+            try:
+                sent: int = send(pieces)
+            except OSError as exc:
+                self._send_error = exc
+                return
+            if sent:
+                self._wrote = True  # the turn stamps the time (idle_timeout)
+            # Bytes at the end of each piece the call could have taken.
+            ends = list(accumulate(map(len, pieces[:MAX_PIECES])))
+            if sent == ends[-1]:
+                pieces = pieces[len(ends) :]
+                continue
+            whole = bisect_right(ends, sent)  # pieces written whole
+            out = self._out
+            out += memoryview(pieces[whole])[sent - (ends[whole - 1] if whole else 0) :]
+            for piece in pieces[whole + 1 :]:  # (a join would copy them twice)
+                out += piece
+            return
 
     def write_bytes(self, data: bytes) -> None:
         """Owner: write ``data``, output the engine handed over itself (the
@@ -564,7 +614,7 @@ class LoopConnection:
             engine.handle_timeout(now)
         high = config.high_water
         more = engine.pump() if len(out) < high else True
-        self.write_now()
+        self.write_now(pieces=True)
         if self._wrote:
             self._wrote = False
             self._last_io = now

@@ -29,7 +29,10 @@ class Engine(Protocol):
     by a ``receive_data`` (or a request written at once) that moved no
     deadline earlier, only the keepalive's, later (a lone request answered
     at once, a lone answer taken whole): the driver then need not ask
-    ``next_deadline`` whether a turn is owed; it clears it."""
+    ``next_deadline`` whether a turn is owed; it clears it. And a
+    ``pieces_to_send(at_least)`` method: ``data_to_send()`` as a list of
+    pieces, not joined, when at least that many bytes are queued (None
+    otherwise): a transport with ``send_pieces`` writes them at once."""
 
     def receive_data(self, data: bytes, now: float) -> None:
         """Bytes from the peer (``b""`` at end of stream): parse and dispatch."""

@@ -327,6 +327,16 @@ class RSocketEngine:
                 else:
                     fn()
 
+    def pieces_to_send(self, at_least: int) -> list[bytes] | None:
+        """``data_to_send()`` as pieces, not joined, when ``at_least`` bytes
+        are queued (the driver writes them with one ``sendmsg``: a large
+        output is not copied to be joined; bench_tcp.py stream1k,
+        stream1kb: the server's end); None otherwise, or when the output is
+        wrapped in WebSocket records: ``data_to_send`` then."""
+        if self._records is not None or self.conn.queued_output < at_least:
+            return None
+        return self.conn.pieces_to_send()
+
     def data_to_send(self) -> bytes:
         data = self.conn.data_to_send()
         if self._records is None:

@@ -12,7 +12,12 @@ __all__ = ["Listener", "Transport"]
 
 
 class Transport(Protocol):
-    """A bidirectional byte stream driven by a non-blocking loop."""
+    """A bidirectional byte stream driven by a non-blocking loop.
+
+    A transport may also have ``send_pieces(pieces)``: ``send`` of the
+    pieces' concatenation without joining them (a plain socket's
+    ``sendmsg``); it writes a leading part of them, at most ``MAX_PIECES``
+    (``adapters.transport.tcp``) pieces, and returns the bytes written."""
 
     peer: str
 

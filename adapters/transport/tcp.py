@@ -22,13 +22,19 @@ __all__ = [
     "open_tcp",
 ]
 
-#: The largest read: below glibc's initial mmap threshold (128 KiB) even
-#: grown, so that no read depends on the process's allocator history (a read
-#: of 256 KiB that came back short cost an mremap in a process that never
-#: freed a large block); as fast as 256 KiB reads for streams
-#: (docs/performance.md, "a fair baseline").
-RECV_SIZE = 120 * 1024
+#: The largest read, reached only while reads come back full (a stream):
+#: what a turn costs beyond its items is shared by twice the items of a
+#: 120 KiB read (bench_tcp.py stream1k, stream1kb: the client's bytecode per
+#: 1 KiB item 15.8 -> 8.1). Reads start at ``SMALL_RECV``, below glibc's
+#: initial mmap threshold (128 KiB), so short exchanges never allocate
+#: above it; a stream's first full reads above it raise the threshold
+#: (glibc's dynamic threshold: the first large block freed), no mmap per
+#: read after them (``strace -c`` of a 300,000-item stream1kb client:
+#: 321 mmap calls with 256 KiB reads, 316 with 120 KiB, all at start-up).
+RECV_SIZE = 256 * 1024
 SOCKET_BUFFER = 1024 * 1024
+#: Buffers per ``sendmsg`` at most (Linux's IOV_MAX).
+MAX_PIECES = 1024
 # recv(n) allocates n bytes up front and shrinks the result; at 128 KiB and
 # more glibc serves that with mmap/mremap/munmap: three system calls per read.
 # Reads start below that and grow only while they come back full.
@@ -79,6 +85,18 @@ class SocketTransport:
         """Write what the kernel accepts now; returns the count (maybe 0)."""
         try:
             return self.sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            return 0
+
+    def send_pieces(self, pieces: list[bytes]) -> int:
+        """:meth:`send` of the pieces' concatenation, without joining them
+        (one ``sendmsg`` of the first ``MAX_PIECES`` at most): the kernel
+        copies from each piece (bench_tcp.py stream1k, stream1kb: a large
+        output is not copied once more to be joined)."""
+        if len(pieces) > MAX_PIECES:
+            pieces = pieces[:MAX_PIECES]
+        try:
+            return self.sock.sendmsg(pieces)
         except (BlockingIOError, InterruptedError):
             return 0
 

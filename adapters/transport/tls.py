@@ -46,7 +46,7 @@ __all__ = [
     "server_context",
 ]
 
-RECV_SIZE = 120 * 1024  # below glibc's mmap threshold, as tcp.RECV_SIZE
+RECV_SIZE = 120 * 1024  # a direct call's default; the loops pass LoopConfig.recv_size
 #: Largest single SSL write; a retry after WantWrite repeats exactly this much.
 WRITE_CHUNK = 256 * 1024
 
@@ -175,6 +175,10 @@ class TlsTransport(TcpTransport):
             return 0
         self._retry = 0
         return sent
+
+    def send_pieces(self, pieces: list[bytes]) -> int:
+        """:meth:`send` of the pieces joined (an SSL socket has no ``sendmsg``)."""
+        return self.send(b"".join(pieces))
 
     def shutdown_write(self) -> None:
         """Send close_notify (best effort, without waiting for the peer's),

@@ -289,6 +289,18 @@ class Connection:
             self._resume.before_send()
         return out.take_bytes()
 
+    def pieces_to_send(self) -> list[bytes]:
+        """``data_to_send()`` not joined: pieces whose concatenation is those
+        bytes, for a transport that writes several buffers in one call
+        (``sendmsg``), so a large output is not copied once more to be
+        joined (empty when none)."""
+        if not self._prefixed:
+            raise LocalProtocolError("pieces_to_send: this connection uses message framing")
+        out = self._out
+        if out.retained is not None:
+            self._resume.before_send()
+        return out.take_pieces()
+
     def frames_to_send(self) -> list[bytes]:
         """Frames to send on a message transport, one message each."""
         if self._prefixed:

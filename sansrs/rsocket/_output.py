@@ -136,12 +136,16 @@ class Output:
         self.size = 0
         return data
 
-    def take_frames(self) -> list[bytes]:
-        """Everything queued, one frame per item (message framing)."""
+    def take_pieces(self) -> list[bytes]:
+        """Everything queued, as the pieces queued: one frame per item
+        (message framing), or pieces whose concatenation is what
+        :meth:`take_bytes` would return (length-prefixed framing)."""
         pieces = self.pieces
         self.pieces = []
         self.size = 0
         return pieces
+
+    take_frames = take_pieces
 
     # ------------------------------------------------------------------
     # retained frames (resumable sessions)

@@ -183,3 +183,64 @@ def test_rsocket_request_fnf_many_refused_as_request_fnf_when_closed() -> None:
     with pytest.raises(LocalProtocolError) as one:
         conn.request_fnf(b"a")
     assert str(many.value) == str(one.value)
+
+
+# -- runs cut by structs of whole frames (_fast._span) ----------------------------
+
+# Run lengths around the span block (128 frames a struct) and sizes from
+# empty to beyond 64 KiB (the 24-bit length's high byte in use).
+SPAN_COUNTS = [1, 2, 3, 127, 128, 129, 255, 256, 257, 300]
+SPAN_SIZES = [0, 1, 16, 1024, 70_000]
+
+
+@pytest.mark.parametrize(
+    ("count", "size"),
+    # A few frames of 70 KB are enough for the high length byte.
+    [(c, s) for c in SPAN_COUNTS for s in SPAN_SIZES if s < 70_000 or c <= 3],
+)
+def test_rsocket_payload_runs_cut_by_span_structs_carry_what_payload_events_carry(
+    count: int, size: int
+) -> None:
+    items: list[Item] = [((b"%08d" % i * (size // 8 + 1))[:size], None) for i in range(count)]
+    for chunker in (whole, sized(1033), sized(7)):
+        plain = _run(False, items, count + 5, "complete", chunker, 0)
+        runs = _run(True, items, count + 5, "complete", chunker, 0)
+        assert _flatten(runs[0]) == plain[0]
+        assert runs[1:] == plain[1:]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    count=st.integers(1, 400),
+    size=st.integers(0, 40),
+    initial_n=st.integers(1, 450),
+    cut=st.integers(0, 3000),
+)
+def test_rsocket_payload_runs_of_one_length_cut_anywhere_carry_what_payload_events_carry(
+    count: int, size: int, initial_n: int, cut: int
+) -> None:
+    """Runs of one length (the span structs' path), credit and reads cut
+    anywhere, the data distinct per item (order is seen)."""
+    items: list[Item] = [((b"%07d" % i * 6)[:size], None) for i in range(count)]
+    chunker = whole if cut == 0 else sized(cut)
+    plain = _run(False, items, initial_n, "complete", chunker, count)
+    runs = _run(True, items, initial_n, "complete", chunker, count)
+    assert _flatten(runs[0]) == plain[0]
+    assert runs[1:] == plain[1:]
+
+
+def test_rsocket_payload_runs_span_structs_stay_bounded() -> None:
+    """A peer varying the length and count of its runs makes a struct per
+    shape it sends, never more than ``_SPAN_CACHE`` at a time."""
+    from sansrs.rsocket import _fast
+
+    buf = b"".join(b"\x00\x00" + bytes([6 + size]) + b"\x00\x00\x00\x01\x28\x00" + b"d" * size
+                   for size in range(30) for _ in range(3))
+    off = 0
+    for size in range(30):
+        for count in (1, 2, 3):
+            stride = size + 9
+            fields = _fast._span(buf, off, count, _fast._PAYLOAD_SPAN, size)
+            assert fields == [b"d" * size] * count
+            assert len(_fast._span_structs) <= _fast._SPAN_CACHE
+        off += 3 * stride

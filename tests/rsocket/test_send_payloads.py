@@ -10,7 +10,14 @@ from collections.abc import Callable
 
 import pytest
 
-from sansrs.rsocket import Connection, ConnectionConfig, LocalProtocolError, SessionStore
+from sansrs.rsocket import (
+    Connection,
+    ConnectionConfig,
+    Framing,
+    LocalProtocolError,
+    Role,
+    SessionStore,
+)
 from tests.rsocket.pair import Pair
 from tests.rsocket.resume_pair import ResumePair
 
@@ -99,3 +106,54 @@ def test_rsocket_send_payloads_takes_nothing_while_frames_are_retained() -> None
     assert pair.server.resumable
     # Retained frames are two pieces each (their boundaries): one by one.
     assert pair.server.send_payloads(sid, [b"x" * 16] * 5) == 0
+
+
+# -- pieces_to_send: data_to_send not joined ------------------------------------
+
+
+def _queue_mixed(conn: Connection, sid: int) -> None:
+    conn.send_payloads(sid, [b"x" * 1024] * 50)
+    conn.send_payload(sid, b"md-item", b"md")
+    conn.send_payloads(sid, [b"%d" % i for i in range(40)])
+    conn.send_payload(sid, b"last", complete=True)
+
+
+def test_rsocket_pieces_to_send_are_the_bytes_data_to_send_writes() -> None:
+    pieces_pair, sid = _streaming()
+    joined_pair, sid2 = _streaming()
+    assert sid == sid2
+    _queue_mixed(pieces_pair.server, sid)
+    _queue_mixed(joined_pair.server, sid)
+    queued = pieces_pair.server.queued_output
+    pieces = pieces_pair.server.pieces_to_send()
+    assert len(pieces) > 2  # not joined
+    assert b"".join(pieces) == joined_pair.server.data_to_send()
+    assert sum(map(len, pieces)) == queued
+    assert pieces_pair.server.queued_output == 0
+    assert pieces_pair.server.pieces_to_send() == []  # taken once
+    assert pieces_pair.server.sent_position == joined_pair.server.sent_position
+
+
+def test_rsocket_pieces_to_send_refused_on_message_framing() -> None:
+    conn = Connection(Role.CLIENT, ConnectionConfig(framing=Framing.MESSAGES))
+    with pytest.raises(LocalProtocolError, match="pieces_to_send"):
+        conn.pieces_to_send()
+
+
+def test_rsocket_pieces_to_send_on_a_resumable_session_retains_what_data_to_send_retains() -> None:
+    """The resumable session's bookkeeping before a send (``before_send``)
+    runs for pieces as for joined bytes: the session resumes alike."""
+    outputs = []
+    for take in ("pieces", "bytes"):
+        store = SessionStore(keep_detached=30.0, max_retained=1 << 20)
+        pair = ResumePair(None, ConnectionConfig(resume_buffer_size=1 << 20), store)
+        sid = pair.client.request_stream(b"q", initial_n=100)
+        pair.pump()
+        sid_s = pair.take()[1][0].stream_id  # type: ignore[attr-defined]
+        for i in range(20):
+            pair.server.send_payload(sid_s, b"item%d" % i)
+        out = (b"".join(pair.server.pieces_to_send()) if take == "pieces"
+               else pair.server.data_to_send())
+        outputs.append((out, pair.server.sent_position, pair.server.queued_output))
+        assert sid
+    assert outputs[0] == outputs[1]

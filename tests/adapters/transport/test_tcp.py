@@ -61,8 +61,8 @@ def test_full_reads_grow_up_to_the_limit_and_a_short_one_shrinks_back() -> None:
     transport.sock = fake  # type: ignore[assignment]
     for _ in range(6):
         transport.recv()
-    assert fake.asked == [SMALL_RECV] + [RECV_SIZE] * 5  # RECV_SIZE < 2 * SMALL_RECV
-    assert RECV_SIZE + 64 < 128 * 1024  # every read below glibc's mmap threshold
+    assert fake.asked == [SMALL_RECV, 2 * SMALL_RECV] + [RECV_SIZE] * 4  # doubling
+    assert SMALL_RECV + 64 < 128 * 1024  # short reads below glibc's mmap threshold
     assert transport.recv(1000) == b"x" * 1000  # the caller's limit still wins
     fake.available = 10
     transport.recv()

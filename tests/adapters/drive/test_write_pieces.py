@@ -1,0 +1,166 @@
+"""``LoopConnection.write_now`` writing the engine's output as pieces
+(``Engine.pieces_to_send`` + ``Transport.send_pieces``, one ``sendmsg``)
+must put on the wire exactly the bytes ``data_to_send`` would, in order,
+whatever the socket takes per call: whole pieces, a piece cut anywhere,
+nothing, more pieces than one ``sendmsg`` carries; what it does not take
+waits in the connection's buffer as after a short ``send``."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sansrs.adapters.drive.connection import GATHER_AT, LoopConnection
+from sansrs.adapters.rsocket.engine import EngineOptions, RSocketEngine
+from sansrs.adapters.transport.tcp import MAX_PIECES, SocketTransport
+
+
+class _Engine:
+    """The output of a protocol engine, as pieces or joined."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = pieces
+        self.asked: list[int] = []
+
+    def pieces_to_send(self, at_least: int) -> list[bytes] | None:
+        self.asked.append(at_least)
+        pieces, self.pieces = self.pieces, []
+        return pieces
+
+    def data_to_send(self) -> bytes:
+        pieces, self.pieces = self.pieces, []
+        return b"".join(pieces)
+
+    def wants_close(self) -> bool:
+        return False
+
+
+class _Socket:
+    """Takes a scripted number of bytes per call (then everything)."""
+
+    def __init__(self, takes: list[int]) -> None:
+        self.takes = takes
+        self.wire = bytearray()
+        self.offered: list[int] = []
+
+    def fileno(self) -> int:
+        return -1
+
+    def send_pieces(self, pieces: list[bytes]) -> int:
+        pieces = pieces[:MAX_PIECES]  # one sendmsg's worth (IOV_MAX)
+        data = b"".join(pieces)
+        self.offered.append(len(pieces))
+        n = min(self.takes.pop(0), len(data)) if self.takes else len(data)
+        self.wire += data[:n]
+        return n
+
+    def send(self, data: Any) -> int:
+        n = min(self.takes.pop(0), len(data)) if self.takes else len(data)
+        self.wire += bytes(data[:n])
+        return n
+
+
+def _connection(pieces: list[bytes], takes: list[int]) -> tuple[LoopConnection, _Socket]:
+    sock = _Socket(takes)
+    conn = LoopConnection(object(), sock, _Engine(pieces))  # type: ignore[arg-type]
+    return conn, sock
+
+
+pieces_st = st.lists(st.binary(min_size=0, max_size=40), min_size=1, max_size=2500)
+
+
+@settings(max_examples=120, deadline=None)
+@given(pieces=pieces_st, takes=st.lists(st.integers(0, 3000), max_size=6))
+def test_write_pieces_put_the_joined_bytes_on_the_wire_in_order(
+    pieces: list[bytes], takes: list[int]
+) -> None:
+    conn, sock = _connection(list(pieces), list(takes))
+    conn.write_now(pieces=True)
+    joined = b"".join(pieces)
+    # Written, then waiting in the buffer: the output, once, in order.
+    assert bytes(sock.wire) + bytes(conn._out) == joined
+    sock.takes = []
+    conn._write(b"")  # the reactor's later turn flushes the buffer
+    assert bytes(sock.wire) == joined
+    assert not conn._out
+
+
+@pytest.mark.parametrize("take", [0, 1, 9, 10, 11, 19, 20])
+def test_write_pieces_cut_at_and_around_piece_boundaries(take: int) -> None:
+    pieces = [b"a" * 10, b"", b"b" * 10, b"c" * 10]
+    conn, sock = _connection(list(pieces), [take])
+    conn.write_now(pieces=True)
+    assert bytes(sock.wire) == b"".join(pieces)[:take]
+    assert bytes(conn._out) == b"".join(pieces)[take:]
+    assert sock.offered == [4]  # one call: it stopped taking
+
+
+def test_write_pieces_more_than_one_sendmsg_carries_go_in_batches() -> None:
+    pieces = [b"%d," % i for i in range(2 * MAX_PIECES + 5)]
+    conn, sock = _connection(list(pieces), [])
+    conn.write_now(pieces=True)
+    assert sock.offered == [MAX_PIECES, MAX_PIECES, 5]
+    assert bytes(sock.wire) == b"".join(pieces) and not conn._out
+
+
+def test_write_pieces_not_while_older_bytes_wait() -> None:
+    """Bytes left from an earlier write go first: then the output is joined
+    behind them, as before (no pieces asked for)."""
+    conn, sock = _connection([b"new"], [2])
+    conn._out += b"old"
+    engine: _Engine = conn.engine  # type: ignore[assignment]
+    conn.write_now(pieces=True)
+    assert engine.asked == []
+    assert bytes(sock.wire) + bytes(conn._out) == b"oldnew"
+
+
+def test_rsocket_engine_gives_pieces_only_for_a_large_output() -> None:
+    """Below ``GATHER_AT`` queued bytes the engine's output is joined
+    (``data_to_send``: cheaper for small frames, bench_tcp.py rr64); from
+    it on it comes as pieces whose concatenation is that output."""
+    engine = RSocketEngine.client(EngineOptions(), None)
+    engine.conn.data_to_send()  # the SETUP
+    sid = engine.conn.request_stream(b"q", initial_n=1)
+    assert engine.pieces_to_send(GATHER_AT) is None
+    assert engine.conn.queued_output  # left for data_to_send
+    engine.conn.data_to_send()
+    for _ in range(80):
+        engine.conn.request_n(sid, 1)  # small frames, 1 KiB of them and more
+    big = engine.conn.queued_output
+    engine.conn.metadata_push(b"m" * GATHER_AT)
+    pieces = engine.pieces_to_send(GATHER_AT)
+    assert pieces is not None and len(pieces) > 2
+    assert sum(map(len, pieces)) == big + GATHER_AT + 9
+    assert engine.conn.queued_output == 0
+
+
+def test_socket_transport_send_pieces_writes_them_in_order() -> None:
+    a, b = socket.socketpair()
+    try:
+        transport = SocketTransport(a)
+        pieces = [b"%d;" % i for i in range(MAX_PIECES + 10)]
+        sent = transport.send_pieces(pieces)
+        expected = b"".join(pieces[:MAX_PIECES])  # one sendmsg: the first MAX_PIECES
+        assert sent == len(expected)
+        got = b""
+        while len(got) < sent:
+            got += b.recv(65536)
+        assert got == expected
+    finally:
+        a.close()
+        b.close()
+
+
+def test_write_now_mid_turn_joins_the_output() -> None:
+    """An engine's own mid-turn write (answers: ``write_now()``) takes the
+    joined output without asking for pieces; the turn's write asks."""
+    conn, sock = _connection([b"a" * 10, b"b" * 10], [])
+    engine: _Engine = conn.engine  # type: ignore[assignment]
+    conn.write_now()
+    assert engine.asked == [] and bytes(sock.wire) == b"a" * 10 + b"b" * 10
+    engine.pieces = [b"c"]
+    conn.write_now(pieces=True)
+    assert engine.asked == [GATHER_AT] and bytes(sock.wire).endswith(b"c")
