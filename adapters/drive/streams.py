@@ -332,12 +332,6 @@ def check_prefetch(prefetch: int, maximum: int = MAX_DEMAND) -> int:
 #: 16-byte items go 1,024 at a time, 128 KiB ones one by one.
 BATCH_BYTES = 128 * 1024
 _BATCH_MAX = 1024
-#: Bytes an outbound stream sends from an iterator per pump (one loop turn)
-#: at most, about what a socket takes at once (``LoopConfig.high_water``'s
-#: default). Pumped up to the core's ``max_queued_output`` (4 MiB), 1 KiB
-#: items left a part of each turn's output for the loop's buffer, copied
-#: there once more (bench_tcp.py stream1k, stream1kb: the server's CPU).
-TURN_BYTES = 512 * 1024
 
 
 def _batch_items(item_weight: int) -> int:
@@ -523,8 +517,6 @@ class Outbound(Generic[T]):
                 if final:
                     self.finished = True
                     return False
-                if sent * self._weight >= TURN_BYTES:
-                    break  # the rest on the next turn, once this is written
         except Exception as exc:  # e.g. an item that is not a valid payload
             self._ahead = _Failed(exc)
             held.clear()

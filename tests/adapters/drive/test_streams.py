@@ -11,8 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sansrs.adapters.drive.queues import CreditQueue
 from sansrs.adapters.drive.streams import (
-    BATCH_BYTES,
-    TURN_BYTES,
     IteratorSource,
     Outbound,
     PublisherSource,
@@ -428,21 +426,6 @@ def test_outbound_batches_of_large_items_stay_small() -> None:
     out.pump(100)  # the transport takes 3, then is behind
     assert len(sink.items) == 3
     assert pulled <= 6  # a batch is about 128 KiB beyond what the transport took
-
-
-def test_outbound_batches_send_about_turn_bytes_per_pump_and_report_more() -> None:
-    """1 KiB items within a large credit and budget: one pump sends about
-    ``TURN_BYTES`` (what a socket takes at once), then says there is more;
-    the next pumps go on from there, nothing lost or sent twice."""
-    items = [b"%01024d" % i for i in range(4096)]
-    sink = BatchSink()
-    out = sink.outbound(IteratorSource(iter(items)), credit=4096)
-    assert out.pump(4096) is True
-    first = len(sink.items)
-    assert TURN_BYTES <= first * 1024 < TURN_BYTES + BATCH_BYTES + 1024
-    while out.pump(4096):
-        pass
-    assert [item for item, _ in sink.items] == items and sink.items[-1][1] is True
 
 
 def test_outbound_batches_empty_source_sends_a_bare_complete() -> None:
