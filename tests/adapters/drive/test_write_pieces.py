@@ -106,15 +106,30 @@ def test_write_pieces_more_than_one_sendmsg_carries_go_in_batches() -> None:
     assert bytes(sock.wire) == b"".join(pieces) and not conn._out
 
 
-def test_write_pieces_not_while_older_bytes_wait() -> None:
-    """Bytes left from an earlier write go first: then the output is joined
-    behind them, as before (no pieces asked for)."""
+def test_write_pieces_after_older_bytes_the_socket_takes_whole() -> None:
+    """Bytes left from an earlier write go first; once the socket has taken
+    them all, the engine's output follows as pieces (not joined and copied
+    in behind them: bench_tcp.py stream1k while the reader is behind)."""
+    conn, sock = _connection([b"new"], [3])
+    conn._out += b"old"
+    engine: _Engine = conn.engine  # type: ignore[assignment]
+    conn.write_now(pieces=True)
+    assert engine.asked == [GATHER_AT]
+    assert bytes(sock.wire) == b"oldnew" and not conn._out
+
+
+def test_write_pieces_leave_the_output_in_the_engine_while_older_bytes_wait() -> None:
+    """A socket that does not take the older bytes whole takes nothing more
+    this turn: the engine keeps its output (nothing copied into the
+    buffer), and a later turn with room writes it after them, in order."""
     conn, sock = _connection([b"new"], [2])
     conn._out += b"old"
     engine: _Engine = conn.engine  # type: ignore[assignment]
     conn.write_now(pieces=True)
-    assert engine.asked == []
-    assert bytes(sock.wire) + bytes(conn._out) == b"oldnew"
+    assert engine.asked == [] and engine.pieces == [b"new"]
+    assert bytes(sock.wire) == b"ol" and bytes(conn._out) == b"d"
+    conn.write_now(pieces=True)  # the socket has room again
+    assert bytes(sock.wire) == b"oldnew" and not conn._out and not engine.pieces
 
 
 def test_rsocket_engine_gives_pieces_only_for_a_large_output() -> None:
