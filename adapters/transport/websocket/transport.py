@@ -58,6 +58,13 @@ __all__ = ["SEND_BATCH", "WebSocketListener", "WebSocketTransport"]
 #: Records framed into WebSocket bytes per ``send`` call (at least one record),
 #: so the socket-side buffer stays bounded whatever the driver hands over.
 SEND_BATCH = 256 * 1024
+#: Most bytes read from the socket at once (a driver may ask for more): a
+#: read becomes a record, and the engine's run copied out of it, buffers as
+#: big as the read. Over ~128 KiB, C's allocator hands such buffers back to
+#: the system once freed and the next ones page-fault, every page of them
+#: (~0.2-0.3 faults per 1 KiB item on 256 KiB reads, ~0 at this size: the
+#: client of stream1k, stream1kb of bench_tcp.py).
+RECV_MAX = 120 * 1024
 #: Records an engine may queue on a server connection before its upgrade is
 #: complete (an engine normally sends nothing before the peer spoke).
 MAX_EARLY_OUTPUT = 1024 * 1024
@@ -186,7 +193,7 @@ class WebSocketTransport:
             return self._take_ready()
         if self._eof:
             return b""
-        data = self._stream.recv(max_bytes)
+        data = self._stream.recv(min(max_bytes, RECV_MAX))
         if not data:
             self._eof = True
             if self._ready:
