@@ -25,7 +25,7 @@ for them every step runs in C over the whole batch:
   the frames (an AND with a cached mask of the key fields) and tiled over
   their payloads by shifted copies (the tiles of two frames never overlap:
   no carries); one conversion to an integer and one back per batch;
-* long batches of small messages (a stream's writes and reads: stream16, fnf16m of
+* long batches (a stream's writes and reads: stream16, stream1k, fnf16m of
   ``benchmarks/bench_tcp.py``) are re-headed in place, without an object
   per message: a strided deletion (``del b[i::stride]``) takes a header
   byte out of every frame at once, a strided assignment writes one, and a
@@ -637,13 +637,12 @@ def frames_to_run(
     Frames and run messages differ only in their headers, so the long
     batches (a stream's reads: stream16, stream1k, fnf16m of bench_tcp.py)
     are re-headed in place, by C passes over the whole batch and no object
-    per message: a masked frame's header loses its extra bytes by strided
-    deletions (``del out[i::stride]``, one column of every frame at a time)
-    and gets the length's bytes by strided assignments; a shorter one
-    (unmasked, under 126 bytes) gets its room by copying the frames' byte
-    columns into place, for payloads up to ``_COLUMNS_MAX`` bytes. Unmasked
-    payloads of 126 bytes and more are cut out and joined behind their
-    lengths."""
+    per message: a header longer than the 3-byte length (16-bit lengths,
+    masked frames) loses its extra bytes by strided deletions
+    (``del out[i::stride]``, one column of every frame at a time) and gets
+    the length's bytes by strided assignments; a shorter one (unmasked,
+    under 126 bytes) gets its room by copying the frames' byte columns into
+    place, for payloads up to ``_COLUMNS_MAX`` bytes."""
     length = prefix(n)
     if n < 126 and count <= _SMALL:
         payloads = _shaped_payloads(data, off, shape_of(n, count), masked)
@@ -651,11 +650,11 @@ def frames_to_run(
     h = len(head)
     if not masked:
         if n >= 126:  # 82 7E hi lo -> 00 hi lo
-            # The payloads cut out in C and joined behind their lengths:
-            # re-heading a copy in place and making ``bytes`` of it cost 4x
-            # more on a 256 KiB read (stream1k, stream1kb of bench_tcp.py:
-            # the client): that copy's fresh memory page faults.
-            return length.join(chain((head,), _cut(data, off, f"4x{n}s", 4 + n, count)))
+            out = bytearray(head)
+            out += memoryview(data)[off : off + count * (n + 4)]
+            del out[h :: n + 4]
+            out[h :: n + 3] = bytes(count)
+            return bytes(out)
         if n <= _COLUMNS_MAX and count >= _COLUMNS_FROM:  # 82 n -> 00 00 n
             out = bytearray(h + count * (n + 3))
             out[:h] = head
