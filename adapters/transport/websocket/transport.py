@@ -58,6 +58,16 @@ __all__ = ["SEND_BATCH", "WebSocketListener", "WebSocketTransport"]
 #: Records framed into WebSocket bytes per ``send`` call (at least one record),
 #: so the socket-side buffer stays bounded whatever the driver hands over.
 SEND_BATCH = 256 * 1024
+#: Most bytes read from the socket at once (a driver may ask for more)
+#: while the messages read are of 126 bytes or more: a read becomes a
+#: record, and the engine's run copied out of it, buffers as big as the
+#: read, and with the messages' own buffers beside them, those over ~128
+#: KiB went back to the system once freed and the next ones page-faulted,
+#: every page of them (~0.2-0.3 faults per 1 KiB item on 256 KiB reads, ~0
+#: at this size: the client of stream1k, stream1kb of bench_tcp.py). Small
+#: messages take what the driver asks: fewer turns (stream16).
+RECV_MAX = 120 * 1024
+_NO_MAX = 1 << 62
 #: Records an engine may queue on a server connection before its upgrade is
 #: complete (an engine normally sends nothing before the peer spoke).
 MAX_EARLY_OUTPUT = 1024 * 1024
@@ -69,6 +79,7 @@ MAX_REQUEST_HEAD = 64 * 1024
 #: reads nothing cannot make us queue Pongs without bound.
 MAX_CONTROL_BACKLOG = 64 * 1024
 _HEADER_END = b"\r\n\r\n"
+_BINARY_RUN = MessageKind.BINARY_RUN.value
 #: The record kinds :meth:`WebSocketTransport._send_run` frames directly.
 _RUNS = tuple(bytes((kind,)) for kind in (0x12, 0x11, 0x13))  # BINARY_RUN, TEXT_RUN, TEXT_LINES
 _RAW_BAD_REQUEST = (
@@ -136,6 +147,7 @@ class WebSocketTransport:
         self._parts: list[bytes] = []
         self._size = 0
         self._dropping = False  # a too-big message is being skipped
+        self._recv_max = _NO_MAX  # RECV_MAX while the messages read are large
         # Records ready for the engine (whole records only).
         self._ready: list[bytes] = []
         # WebSocket bytes for the socket; the first ``_framed`` bytes of what
@@ -186,7 +198,7 @@ class WebSocketTransport:
             return self._take_ready()
         if self._eof:
             return b""
-        data = self._stream.recv(max_bytes)
+        data = self._stream.recv(min(max_bytes, self._recv_max))
         if not data:
             self._eof = True
             if self._ready:
@@ -392,6 +404,9 @@ class WebSocketTransport:
         """Messages from the fast path, as one record (sizes checked, text valid)."""
         if self.close_sent is None and self.close_received is None:
             self._ready.append(record)
+            if record[0] == _BINARY_RUN and len(record) > 7:  # its first message's length
+                large = record[5] or record[6] or record[7] >= 126
+                self._recv_max = RECV_MAX if large else _NO_MAX
 
     def _on_message(self, opcode: int, payload: bytes) -> None:
         """A whole data message from the fast path (size already checked)."""

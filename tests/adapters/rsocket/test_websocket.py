@@ -212,6 +212,22 @@ def test_rsocket_engine_sends_one_unprefixed_frame_per_binary_record() -> None:
     assert prefixed == len(records[0][1]).to_bytes(3, "big") + records[0][1]
 
 
+def test_rsocket_engine_message_mode_output_is_one_run_of_the_tcp_bytes() -> None:
+    """The frames queued at once (here SETUP and a batch of 1 KiB
+    fire-and-forgets: many pieces in the core) go out as one BINARY_RUN
+    record whose run is exactly what the engine writes over TCP."""
+    ws = RSocketEngine.client(EngineOptions(), None, message_framed=True)
+    tcp = RSocketEngine.client(EngineOptions(), None)
+    items = [bytes([i]) * 1024 for i in range(40)]
+    for engine in (ws, tcp):
+        engine.conn.request_fnf_many(items)
+    out = ws.data_to_send()
+    expected = tcp.data_to_send()
+    assert out[:1] == bytes((MessageKind.BINARY_RUN,))
+    assert MessageReader(keep_runs=True).feed(out) == [(MessageKind.BINARY_RUN, expected)]
+    assert ws.data_to_send() == b""
+
+
 def test_rsocket_engine_message_mode_accepts_setup_and_ends_on_close_record() -> None:
     client = RSocketEngine.client(EngineOptions(), None, message_framed=True)
     server = RSocketEngine.server(EngineOptions(), message_framed=True)

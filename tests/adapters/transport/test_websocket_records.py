@@ -5,6 +5,7 @@ reuse a random byte, and ``None`` (the general path) for anything else."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 from itertools import pairwise
 from unittest.mock import patch
@@ -488,3 +489,43 @@ def test_a_driver_hands_a_long_run_over_as_it_is_and_keeps_only_what_the_socket_
         assert trickle.written == b"".join(encode_data_frame(2, m, None) for m in messages)
     finally:
         loop.stop(5)
+
+
+class _MeteredStream(FakeStream):
+    """A stream that gives at most what each read asks for, and notes it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[int] = []
+
+    def recv(self, max_bytes: int = 0) -> bytes:
+        self.asked.append(max_bytes)
+        chunk, self.chunk = self.chunk[:max_bytes], self.chunk[max_bytes:]
+        return chunk
+
+
+@pytest.mark.parametrize("n", [16, 125, 126, 1030])
+def test_reads_of_large_messages_stay_below_the_size_whose_buffers_page_fault(n: int) -> None:
+    """A driver asking for 256 KiB reads a stream of messages of 126 bytes
+    or more (1 KiB items) at most RECV_MAX at a time once it saw them (each
+    read's record and run are buffers of its size: bigger ones page-faulted
+    on every read); one of smaller messages, what the driver asks (fewer
+    turns). Every message arrives, in order, every byte of it."""
+    client, _, server, server_stream = open_pair()
+    metered = _MeteredStream()
+    client._stream = metered
+    run = run_of(batch(n, 400 * 1024 // n, 7))  # ~400 KiB of frames
+    offered = bytearray(encode_record_run(run))
+    while offered:
+        del offered[: server.send(offered)]
+    metered.chunk = bytes(server_stream.written)
+    got = bytearray()
+    while metered.chunk:
+        with contextlib.suppress(BlockingIOError):
+            for kind, payload in MessageReader(keep_runs=True).feed(client.recv(256 * 1024)):
+                assert kind == MessageKind.BINARY_RUN
+                got += payload
+    assert bytes(got) == run
+    later = set(metered.asked[1:])
+    assert later == ({ws_transport.RECV_MAX} if n >= 126 else {256 * 1024})
+    assert ws_transport.RECV_MAX < 128 * 1024
