@@ -19,7 +19,7 @@ from ..drive.queues import CreditQueue
 from ..drive.streams import Outbound, StreamIterator, make_source
 from . import core
 from .errors import RSocketError, error_for_exception
-from .fast import as_payload, new_request
+from .fast import as_payload, new_request, new_requests
 from .interceptors import route_of
 from .types import Payload, Request, is_single_value
 
@@ -186,7 +186,7 @@ class Responder:
         exception it failed with: all of a list whose call raised), for
         interceptors."""
         many = self._handler_method("fire_and_forget_many")
-        requests = list(map(new_request, data, metadata, repeat(self.peer)))
+        requests = new_requests(data, metadata, self.peer)
         if many is None:
             return self._one_by_one(requests)
         taken, failed = self._many(many, requests)

@@ -13,9 +13,10 @@ import asyncio
 import collections
 import logging
 import random
+import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from sansrs.adapters.rsocket import Payload, RoutedRequest, Router, aio, connect, serve
@@ -309,3 +310,47 @@ def test_rsocket_resume_fire_and_forget_runs_arrive_once_in_order_through_cuts(l
             client.close()
     assert [d for d, _ in handler.got] == items
     assert max(handler.batches) > 1
+
+
+def test_rsocket_fire_and_forget_run_requests_made_without_a_python_frame_each() -> None:
+    """A run of fire-and-forgets becomes the handler's list of Requests by C
+    calls alone (the server's CPU per item of ``bench_tcp.py`` rows ``fnf16``
+    / ``fnf16m``): the same Requests as ``Request(data, metadata, peer)``,
+    still frozen, and the Python frames run do not grow with the run."""
+    from dataclasses import FrozenInstanceError
+
+    from sansrs.adapters.rsocket.responder import Responder
+
+    got: list[list[Request]] = []
+
+    class Handler:
+        def fire_and_forget_many(self, requests: list[Request]) -> None:
+            got.append(requests)
+
+    peer = object()
+    responder = Responder(
+        cast(Any, None), new_outbound=cast(Any, None), poke=cast(Any, None),
+        call_soon=cast(Any, None), inbound={},
+    )
+    responder.bind(Handler(), peer)
+    frames = 0
+
+    def count(frame: object, event: str, arg: object) -> None:
+        nonlocal frames
+        frames += event == "call"
+
+    for n in (10, 1000):
+        data = [b"%d" % i for i in range(n)]
+        metadata: list[bytes | None] = [None if i % 3 else b"m%d" % i for i in range(n)]
+        frames = 0
+        sys.setprofile(count)
+        try:
+            assert responder.on_fire_and_forget_run(data, metadata) is None
+        finally:
+            sys.setprofile(None)
+        assert frames < 20, f"{frames} Python frames for a run of {n}"
+        requests = got.pop()
+        assert requests == [Request(d, m, peer) for d, m in zip(data, metadata, strict=True)]
+        assert all(type(r) is Request and r.peer is peer for r in requests)
+    with pytest.raises(FrozenInstanceError):
+        requests[0].data = b"changed"  # type: ignore[misc]
