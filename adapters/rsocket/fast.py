@@ -117,15 +117,22 @@ def as_payloads(items: list[object], out: list[Payload]) -> None:
 
 def payload_batches(
     consume: Callable[[list[Payload]], None],
+    consume_data: Callable[[list[bytes]], None] | None = None,
 ) -> Callable[[list[Payload | bytes]], None]:
     """``consume`` of batches whose items are Payloads or plain ``bytes``
-    (data, no metadata: what ``fire_and_forget`` queues as is, bench_tcp.py
-    row ``fnf16``), each made a Payload in order; an all-``bytes`` or
-    all-Payload batch by C calls alone."""
+    (data, no metadata: what ``fire_and_forget`` and ``fire_and_forget_many``
+    queue as is, bench_tcp.py rows ``fnf16``, ``fnf16m``), each made a
+    Payload in order; an all-``bytes`` or all-Payload batch by C calls
+    alone. With ``consume_data``, an all-``bytes`` batch goes to it as is:
+    no Payload made (thousands of tracked tuples a batch brought the
+    client's garbage collections)."""
 
     def consume_payloads(batch: list[Payload | bytes]) -> None:
         kinds = set(map(type, batch))
-        if kinds == {bytes}:  # fire_and_forget one at a time
+        if kinds == {bytes}:  # fire_and_forget(_many) of plain bytes
+            if consume_data is not None:
+                consume_data(batch)  # type: ignore[arg-type]
+                return
             consume(list(map(new_tuple, repeat(Payload), zip(batch, repeat(None)))))
         elif kinds == {Payload}:  # fire_and_forget_many's parts
             consume(batch)  # type: ignore[arg-type]

@@ -354,3 +354,41 @@ def test_rsocket_fire_and_forget_run_requests_made_without_a_python_frame_each()
         assert all(type(r) is Request and r.peer is peer for r in requests)
     with pytest.raises(FrozenInstanceError):
         requests[0].data = b"changed"  # type: ignore[misc]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("loop", ["thread", "selector"])
+def test_rsocket_fire_and_forget_plain_bytes_framed_from_the_bytes_no_payload_made(
+    loop: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``fire_and_forget_many`` and ``fire_and_forget`` of plain ``bytes``
+    reach the wire from the bytes themselves: no Payload (a tracked tuple)
+    per item on the client (``bench_tcp.py`` rows ``fnf16m``, ``fnf16``);
+    the handler gets them all, in order. A batch with metadata still takes
+    the Payload path, in its place."""
+    from sansrs.adapters.rsocket.engine import RSocketEngine
+
+    payload_batches: list[int] = []
+    original = RSocketEngine.fire_and_forget_many
+
+    def recording(self: RSocketEngine, payloads: list[Payload]) -> None:
+        payload_batches.append(len(payloads))
+        original(self, payloads)
+
+    monkeypatch.setattr(RSocketEngine, "fire_and_forget_many", recording)
+    handler = Many()
+    with serve("tcp://127.0.0.1:0", handler, loop=loop) as server, connect(
+        server.url, metadata_mime_type=RAW, loop=loop
+    ) as client:
+        assert client.fire_and_forget_many(ITEMS, timeout=WAIT) == COUNT
+        for data in ITEMS[:100]:
+            client.fire_and_forget(data)
+        first = client.request_response(b"count", timeout=WAIT)  # behind every fnf
+        assert first is not None and int(first.data) == COUNT + 100
+        assert payload_batches == []
+        client.fire_and_forget_many([(b"md", b"m"), b"last"], timeout=WAIT)
+        reply = client.request_response(b"count", timeout=WAIT)  # behind every fnf
+    assert reply is not None and int(reply.data) == COUNT + 102
+    assert payload_batches == [2]
+    last = [(b"md", b"m"), (b"last", None)]
+    assert handler.got == [(x, None) for x in ITEMS + ITEMS[:100]] + last
