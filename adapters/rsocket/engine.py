@@ -565,6 +565,16 @@ class RSocketEngine:
         for payload in payloads[sent:] if sent else payloads:
             request_fnf(payload.data, payload.metadata)
 
+    def fire_and_forget_data(self, data: list[bytes]) -> None:
+        """:meth:`fire_and_forget_many` of Payloads without metadata, given
+        by their data: one piece by C calls, no Payload made unless the
+        frame-by-frame path is needed (leases, a resumable session, ...)."""
+        sent = 0 if self.leases.in_force() else self.conn.request_fnf_many(data)
+        if sent < len(data):
+            rest = data[sent:] if sent else data
+            payloads = list(map(new_tuple, repeat(Payload), zip(rest, repeat(None))))
+            self.fire_and_forget_many(payloads)
+
     def metadata_push(self, metadata: bytes) -> None:
         self.conn.metadata_push(metadata)
 

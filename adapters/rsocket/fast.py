@@ -9,7 +9,10 @@ on the project machine; the end-to-end effect in ``docs/performance.md``).
 - :func:`new_request`: a :class:`~.types.Request` filled through a
   same-layout builder class and ``__class__`` assignment, without the frozen
   dataclass ``__init__`` (as the core builds its events): one per request
-  served (178 vs 375 ns).
+  served (178 vs 375 ns). :func:`new_requests` makes a run of them by C
+  calls alone, for ``fire_and_forget_many`` (``bench_tcp.py`` rows
+  ``fnf16``, ``fnf16m``; ``bench_opcodes.py --server-items fnf16m``: 20.9
+  -> 0.9 bytecodes per item on the server).
 - :func:`new_routed_request`: the same trick for the router's
   :class:`~.types.RoutedRequest`, one per routed request (221 vs 877 ns).
 - :func:`as_payload`: tests the common case (``bytes``, no metadata) first
@@ -41,6 +44,7 @@ on the project machine; the end-to-end effect in ``docs/performance.md``).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from itertools import repeat
 from operator import attrgetter, is_, itemgetter
@@ -59,6 +63,7 @@ __all__ = [
     "as_payloads",
     "delegate",
     "new_request",
+    "new_requests",
     "new_routed_request",
     "new_tuple",
     "payload_batches",
@@ -112,15 +117,22 @@ def as_payloads(items: list[object], out: list[Payload]) -> None:
 
 def payload_batches(
     consume: Callable[[list[Payload]], None],
+    consume_data: Callable[[list[bytes]], None] | None = None,
 ) -> Callable[[list[Payload | bytes]], None]:
     """``consume`` of batches whose items are Payloads or plain ``bytes``
-    (data, no metadata: what ``fire_and_forget`` queues as is, bench_tcp.py
-    row ``fnf16``), each made a Payload in order; an all-``bytes`` or
-    all-Payload batch by C calls alone."""
+    (data, no metadata: what ``fire_and_forget`` and ``fire_and_forget_many``
+    queue as is, bench_tcp.py rows ``fnf16``, ``fnf16m``), each made a
+    Payload in order; an all-``bytes`` or all-Payload batch by C calls
+    alone. With ``consume_data``, an all-``bytes`` batch goes to it as is:
+    no Payload made (thousands of tracked tuples a batch brought the
+    client's garbage collections)."""
 
     def consume_payloads(batch: list[Payload | bytes]) -> None:
         kinds = set(map(type, batch))
-        if kinds == {bytes}:  # fire_and_forget one at a time
+        if kinds == {bytes}:  # fire_and_forget(_many) of plain bytes
+            if consume_data is not None:
+                consume_data(batch)  # type: ignore[arg-type]
+                return
             consume(list(map(new_tuple, repeat(Payload), zip(batch, repeat(None)))))
         elif kinds == {Payload}:  # fire_and_forget_many's parts
             consume(batch)  # type: ignore[arg-type]
@@ -249,6 +261,23 @@ def new_request(data: bytes, metadata: bytes | None, peer: object) -> Request:
     request.peer = peer
     request.__class__ = Request
     return request  # type: ignore[no-any-return]
+
+
+# Request's slots, stored through their descriptors (C methods: no Python
+# frame per request, and the frozen ``__setattr__`` is not involved).
+_SET_DATA = Request.__dict__["data"].__set__
+_SET_METADATA = Request.__dict__["metadata"].__set__
+_SET_PEER = Request.__dict__["peer"].__set__
+
+
+def new_requests(data: list[bytes], metadata: list[bytes | None], peer: object) -> list[Request]:
+    """``[Request(d, m, peer) for d, m in zip(data, metadata)]`` by C calls
+    alone (a run of fire-and-forgets served at once)."""
+    requests: list[Request] = list(map(object.__new__, repeat(Request, len(data))))
+    deque(map(_SET_DATA, requests, data), 0)
+    deque(map(_SET_METADATA, requests, metadata), 0)
+    deque(map(_SET_PEER, requests, repeat(peer)), 0)
+    return requests
 
 
 _RoutedBuilder: Any = type(

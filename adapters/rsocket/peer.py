@@ -78,6 +78,8 @@ MAX_REQUEST_N = 0x7FFFFFFF
 
 #: ``peer._thread.is_owner``, the driver of the moment's (a resumed session moves).
 _THREAD_IS_OWNER = attrgetter("_thread.is_owner")
+#: A chunk of these alone goes to the connection as is.
+_BYTES = {bytes}
 
 
 def check_prefetch(prefetch: int) -> int:
@@ -110,11 +112,11 @@ class RSocketPeer(DrivenPeer):
         #: Raw metadata on a client that declared composite metadata fails at the call.
         self._composite = composite_check(engine)
         # Fire-and-forgets cross to the connection thread many per hand-off,
-        # plain ``bytes`` data as is (made Payloads there: fast.payload_batches).
+        # plain ``bytes`` data as is, framed from the bytes (fast.payload_batches).
         # (``is_owner`` through C calls, no lambda frame: asked per fire_and_forget.)
         self._fnf = FireAndForgets(
             self._submit,
-            payload_batches(engine.fire_and_forget_many),
+            payload_batches(engine.fire_and_forget_many, engine.fire_and_forget_data),
             partial(_THREAD_IS_OWNER, self),
             partial(checked_payload, self._composite),
         )
@@ -353,6 +355,14 @@ class RSocketPeer(DrivenPeer):
         sent = 0
         while True:
             chunk = list(islice(source, part))
+            if chunk and set(map(type, chunk)) == _BYTES:
+                # Plain data crosses as is: no Payload (a tracked tuple) per
+                # item (bench_tcp.py row fnf16m: the client's collections).
+                fnf.put_many(chunk, timeout)  # type: ignore[arg-type]
+                sent += len(chunk)
+                if len(chunk) < part:
+                    return sent
+                continue
             batch: list[Payload] = []
             try:
                 as_payloads(chunk, batch)

@@ -32,6 +32,7 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable
+from itertools import repeat
 from typing import Any, Protocol
 
 from ...drive.endpoints import message_framed
@@ -40,6 +41,7 @@ from ...drive.errors import ConnectionClosed
 from ...transport.websocket import messages as ws
 from .. import core
 from ..engine import RSocketEngine
+from ..fast import new_tuple
 from ..options import EngineOptions
 from ..types import Payload
 from .options import ResumeOptions, SessionLoss
@@ -407,6 +409,10 @@ class SessionEngine(RSocketEngine):
             return
         if conn.sent_position != before:  # (else: waiting for a lease; counted then)
             self._sent_fnf(conn)
+
+    def fire_and_forget_data(self, data: list[bytes]) -> None:
+        # Each is counted until confirmed: the frame-by-frame path below.
+        self.fire_and_forget_many(list(map(new_tuple, repeat(Payload), zip(data, repeat(None)))))
 
     def fire_and_forget_many(self, payloads: list[Payload]) -> None:
         if self.leases.in_force() or self._closing:

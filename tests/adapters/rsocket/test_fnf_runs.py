@@ -13,9 +13,11 @@ import asyncio
 import collections
 import logging
 import random
+import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from operator import attrgetter
+from typing import Any, cast
 
 import pytest
 from sansrs.adapters.rsocket import Payload, RoutedRequest, Router, aio, connect, serve
@@ -309,3 +311,137 @@ def test_rsocket_resume_fire_and_forget_runs_arrive_once_in_order_through_cuts(l
             client.close()
     assert [d for d, _ in handler.got] == items
     assert max(handler.batches) > 1
+
+
+def test_rsocket_fire_and_forget_run_requests_made_without_a_python_frame_each() -> None:
+    """A run of fire-and-forgets becomes the handler's list of Requests by C
+    calls alone (the server's CPU per item of ``bench_tcp.py`` rows ``fnf16``
+    / ``fnf16m``): the same Requests as ``Request(data, metadata, peer)``,
+    still frozen, and the Python frames run do not grow with the run."""
+    from dataclasses import FrozenInstanceError
+
+    from sansrs.adapters.rsocket.responder import Responder
+
+    got: list[list[Request]] = []
+
+    class Handler:
+        def fire_and_forget_many(self, requests: list[Request]) -> None:
+            got.append(requests)
+
+    peer = object()
+    responder = Responder(
+        cast(Any, None), new_outbound=cast(Any, None), poke=cast(Any, None),
+        call_soon=cast(Any, None), inbound={},
+    )
+    responder.bind(Handler(), peer)
+    frames = 0
+
+    def count(frame: object, event: str, arg: object) -> None:
+        nonlocal frames
+        frames += event == "call"
+
+    for n in (10, 1000):
+        data = [b"%d" % i for i in range(n)]
+        metadata: list[bytes | None] = [None if i % 3 else b"m%d" % i for i in range(n)]
+        frames = 0
+        sys.setprofile(count)
+        try:
+            assert responder.on_fire_and_forget_run(data, metadata) is None
+        finally:
+            sys.setprofile(None)
+        assert frames < 20, f"{frames} Python frames for a run of {n}"
+        requests = [r for part in got for r in part]
+        got.clear()
+        assert requests == [Request(d, m, peer) for d, m in zip(data, metadata, strict=True)]
+        assert all(type(r) is Request and r.peer is peer for r in requests)
+    with pytest.raises(FrozenInstanceError):
+        requests[0].data = b"changed"  # type: ignore[misc]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("loop", ["thread", "selector"])
+def test_rsocket_fire_and_forget_plain_bytes_framed_from_the_bytes_no_payload_made(
+    loop: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``fire_and_forget_many`` and ``fire_and_forget`` of plain ``bytes``
+    reach the wire from the bytes themselves: no Payload (a tracked tuple)
+    per item on the client (``bench_tcp.py`` rows ``fnf16m``, ``fnf16``);
+    the handler gets them all, in order. A batch with metadata still takes
+    the Payload path, in its place."""
+    from sansrs.adapters.rsocket.engine import RSocketEngine
+
+    payload_batches: list[int] = []
+    original = RSocketEngine.fire_and_forget_many
+
+    def recording(self: RSocketEngine, payloads: list[Payload]) -> None:
+        payload_batches.append(len(payloads))
+        original(self, payloads)
+
+    monkeypatch.setattr(RSocketEngine, "fire_and_forget_many", recording)
+    handler = Many()
+    with serve("tcp://127.0.0.1:0", handler, loop=loop) as server, connect(
+        server.url, metadata_mime_type=RAW, loop=loop
+    ) as client:
+        assert client.fire_and_forget_many(ITEMS, timeout=WAIT) == COUNT
+        for data in ITEMS[:100]:
+            client.fire_and_forget(data)
+        first = client.request_response(b"count", timeout=WAIT)  # behind every fnf
+        assert first is not None and int(first.data) == COUNT + 100
+        assert payload_batches == []
+        client.fire_and_forget_many([(b"md", b"m"), b"last"], timeout=WAIT)
+        reply = client.request_response(b"count", timeout=WAIT)  # behind every fnf
+    assert reply is not None and int(reply.data) == COUNT + 102
+    assert payload_batches == [2]
+    last = [(b"md", b"m"), (b"last", None)]
+    assert handler.got == [(x, None) for x in ITEMS + ITEMS[:100]] + last
+
+
+def test_rsocket_fire_and_forget_long_run_handed_over_in_parts_no_collection() -> None:
+    """A long run (one 256 KiB read of 16-byte fire-and-forgets: ~10,000)
+    reaches ``fire_and_forget_many`` in order, in parts of at most
+    ``FNF_RUN_PART``, each list gone before the garbage collector's first
+    generation fills: no collection promotes thousands of Requests (the
+    server's CPU per item of ``bench_tcp.py`` rows ``fnf16``, ``fnf16m``);
+    a failing part is the outcome of its own requests only."""
+    import gc
+
+    from sansrs.adapters.rsocket.responder import FNF_RUN_PART, Responder
+
+    class Handler:  # keeps only untracked objects (bytes), as the demo responder counts
+        def __init__(self) -> None:
+            self.data: list[bytes] = []
+            self.batches: list[int] = []
+
+        def fire_and_forget_many(self, requests: list[Request]) -> None:
+            self.data += map(attrgetter("data"), requests)
+            self.batches.append(len(requests))
+            if b"1500" in self.data[-len(requests):]:
+                raise ValueError("refused b'1500'")
+
+    handler = Handler()
+    responder = Responder(
+        cast(Any, None), new_outbound=cast(Any, None), poke=cast(Any, None),
+        call_soon=cast(Any, None), inbound={},
+    )
+    responder.bind(handler, None)
+    n = 10_000
+    data = [b"%d" % i for i in range(n)]
+    collections: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.collect()
+    gc.callbacks.append(count)
+    try:
+        outcomes = responder.on_fire_and_forget_run(data, [None] * n)  # one part logged
+    finally:
+        gc.callbacks.remove(count)
+    assert len(collections) <= 1, collections  # (the failing part's log may make one)
+    assert handler.data == data
+    assert max(handler.batches) == FNF_RUN_PART and sum(handler.batches) == n
+    assert outcomes is not None and len(outcomes) == n
+    failed = [i for i, o in enumerate(outcomes) if o is not None]
+    part = 1500 // FNF_RUN_PART * FNF_RUN_PART
+    assert failed == list(range(part, part + FNF_RUN_PART))
