@@ -496,6 +496,11 @@ def _observe_requester(engine: Any, observer: _Observer) -> None:
         for payload in payloads:
             observed_fire_and_forget(payload)
 
+    def observed_fire_and_forget_data(data: list[bytes]) -> None:
+        # Plain data framed from the bytes bypasses the two above: seen
+        # (and maybe rewritten) one by one as Payloads like the rest.
+        observed_fire_and_forget_many([Payload(d) for d in data])
+
     def observed_metadata_push(metadata: bytes) -> None:
         info = observer.start("metadata_push", "requester", 0, b"", metadata)
         metadata_push(metadata)  # (connection-level: not rewritten)
@@ -506,6 +511,7 @@ def _observe_requester(engine: Any, observer: _Observer) -> None:
     engine.cancel = observed_cancel
     engine.fire_and_forget = observed_fire_and_forget
     engine.fire_and_forget_many = observed_fire_and_forget_many
+    engine.fire_and_forget_data = observed_fire_and_forget_data
     engine.metadata_push = observed_metadata_push
 
 
