@@ -19,7 +19,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 from collections.abc import Callable, Iterable
-from itertools import repeat
 from operator import itemgetter
 from typing import Any, ClassVar
 
@@ -40,7 +39,7 @@ from ..transport.websocket import messages as ws
 from . import core, lifecycle, opening
 from .engine_state import RequestHandle
 from .errors import RSocketError
-from .fast import new_tuple
+from .fast import new_tuple, plain_payloads
 from .interceptors import install as install_interceptors
 from .leases import Leases
 from .lifecycle import ASYNC_HOOK_REFUSED, refuse_async_hooks
@@ -572,8 +571,7 @@ class RSocketEngine:
         sent = 0 if self.leases.in_force() else self.conn.request_fnf_many(data)
         if sent < len(data):
             rest = data[sent:] if sent else data
-            payloads = list(map(new_tuple, repeat(Payload), zip(rest, repeat(None))))
-            self.fire_and_forget_many(payloads)
+            self.fire_and_forget_many(plain_payloads(rest))
 
     def metadata_push(self, metadata: bytes) -> None:
         self.conn.metadata_push(metadata)
@@ -672,11 +670,11 @@ class RSocketEngine:
             if put_data is not None:
                 put_data(data)
             else:
-                sink.put_many(list(map(new_tuple, repeat(Payload), zip(data, repeat(None)))))
+                sink.put_many(plain_payloads(data))
             return
         queue = self._inbound.get(sid)
         if queue is not None:
-            queue.put_many(list(map(new_tuple, repeat(Payload), zip(data, repeat(None)))))
+            queue.put_many(plain_payloads(data))
 
     def on_request_n(self, sid: int, n: int) -> None:
         self._outbounds.credit(sid, n)

@@ -67,6 +67,7 @@ __all__ = [
     "new_routed_request",
     "new_tuple",
     "payload_batches",
+    "plain_payloads",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -115,6 +116,12 @@ def as_payloads(items: list[object], out: list[Payload]) -> None:
         out.append(new_tuple(Payload, (x, None)) if type(x) is bytes else as_payload(x))
 
 
+def plain_payloads(data: list[bytes]) -> list[Payload]:
+    """Payloads without metadata of ``data``, by C calls alone (one call
+    per run, none per item)."""
+    return list(map(new_tuple, repeat(Payload), zip(data, repeat(None))))
+
+
 def payload_batches(
     consume: Callable[[list[Payload]], None],
     consume_data: Callable[[list[bytes]], None] | None = None,
@@ -133,7 +140,7 @@ def payload_batches(
             if consume_data is not None:
                 consume_data(batch)  # type: ignore[arg-type]
                 return
-            consume(list(map(new_tuple, repeat(Payload), zip(batch, repeat(None)))))
+            consume(plain_payloads(batch))  # type: ignore[arg-type]
         elif kinds == {Payload}:  # fire_and_forget_many's parts
             consume(batch)  # type: ignore[arg-type]
         else:

@@ -32,7 +32,6 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable
-from itertools import repeat
 from typing import Any, Protocol
 
 from ...drive.endpoints import message_framed
@@ -41,7 +40,7 @@ from ...drive.errors import ConnectionClosed
 from ...transport.websocket import messages as ws
 from .. import core
 from ..engine import RSocketEngine
-from ..fast import new_tuple
+from ..fast import plain_payloads
 from ..options import EngineOptions
 from ..types import Payload
 from .options import ResumeOptions, SessionLoss
@@ -412,7 +411,7 @@ class SessionEngine(RSocketEngine):
 
     def fire_and_forget_data(self, data: list[bytes]) -> None:
         # Each is counted until confirmed: the frame-by-frame path below.
-        self.fire_and_forget_many(list(map(new_tuple, repeat(Payload), zip(data, repeat(None)))))
+        self.fire_and_forget_many(plain_payloads(data))
 
     def fire_and_forget_many(self, payloads: list[Payload]) -> None:
         if self.leases.in_force() or self._closing:
