@@ -84,6 +84,8 @@ _END: Any = object()
 #: Fire-and-forgets :meth:`AsyncRSocketPeer.fire_and_forget_many` hands the
 #: engine per turn of the loop (the thread drivers' pending budget, halved).
 FNF_PART = 2048
+#: A chunk of these alone goes to the engine as is.
+_BYTES = {bytes}
 log = logging.getLogger("sansrs.adapters.rsocket")
 
 
@@ -187,15 +189,23 @@ class AsyncRSocketPeer(AsyncPeer):
         sent = 0
         while True:
             chunk = list(islice(source, FNF_PART))
-            batch: list[Payload] = []
-            try:
-                as_payloads(chunk, batch)
-                check_batch(self._composite, batch)
-            finally:  # what was converted and checked before a bad item still goes
-                if batch:
-                    self._check_open()
-                    self._submit(lambda batch=batch: engine.fire_and_forget_many(batch))  # type: ignore[misc]
-                    sent += len(batch)
+            if chunk and set(map(type, chunk)) == _BYTES:
+                # Plain data framed from the bytes, as on the thread drivers
+                # (engine.fire_and_forget_data): no Payload, a tracked tuple,
+                # per item (bench_cpu_per_op.py --impl sansrs-asyncio, fnf16m).
+                self._check_open()
+                self._submit(lambda chunk=chunk: engine.fire_and_forget_data(chunk))  # type: ignore[misc]
+                sent += len(chunk)
+            else:
+                batch: list[Payload] = []
+                try:
+                    as_payloads(chunk, batch)
+                    check_batch(self._composite, batch)
+                finally:  # what was converted and checked before a bad item still goes
+                    if batch:
+                        self._check_open()
+                        self._submit(lambda batch=batch: engine.fire_and_forget_many(batch))  # type: ignore[misc]
+                        sent += len(batch)
             if len(chunk) < FNF_PART:
                 return sent
             await asyncio.sleep(0)  # the loop writes this part before the next

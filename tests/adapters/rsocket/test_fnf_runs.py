@@ -445,3 +445,41 @@ def test_rsocket_fire_and_forget_long_run_handed_over_in_parts_no_collection() -
     failed = [i for i, o in enumerate(outcomes) if o is not None]
     part = 1500 // FNF_RUN_PART * FNF_RUN_PART
     assert failed == list(range(part, part + FNF_RUN_PART))
+
+
+@pytest.mark.timeout(60)
+def test_rsocket_fire_and_forget_many_asyncio_plain_bytes_framed_from_the_bytes_no_payload_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The asyncio client's ``fire_and_forget_many`` of plain ``bytes`` takes
+    the thread drivers' path (``engine.fire_and_forget_data``): no Payload
+    per item; the handler gets them all, in order. A part with metadata
+    still takes the Payload path, in its place."""
+    from sansrs.adapters.rsocket.engine import RSocketEngine
+
+    payload_batches: list[int] = []
+    original = RSocketEngine.fire_and_forget_many
+
+    def recording(self: RSocketEngine, payloads: list[Payload]) -> None:
+        payload_batches.append(len(payloads))
+        original(self, payloads)
+
+    monkeypatch.setattr(RSocketEngine, "fire_and_forget_many", recording)
+    handler = Many()
+
+    async def main() -> None:
+        async with (
+            await aio.serve("tcp://127.0.0.1:0", handler) as server,
+            await aio.connect(server.url, metadata_mime_type=RAW) as client,
+        ):
+            assert await client.fire_and_forget_many(ITEMS) == COUNT
+            first = await client.request_response(b"count", timeout=WAIT)  # behind every fnf
+            assert first is not None and int(first.data) == COUNT
+            assert payload_batches == []
+            await client.fire_and_forget_many([(b"md", b"m"), b"last"])
+            reply = await client.request_response(b"count", timeout=WAIT)
+            assert reply is not None and int(reply.data) == COUNT + 2
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+    assert payload_batches == [2]
+    assert handler.got == [(x, None) for x in ITEMS] + [(b"md", b"m"), (b"last", None)]

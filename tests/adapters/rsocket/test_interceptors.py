@@ -224,6 +224,43 @@ def test_interceptors_see_every_model_and_outcome_on_both_sides_under_asyncio() 
     asyncio.run(main())
 
 
+MANY = [b"m%d" % i for i in range(3000)]
+
+
+def _check_many(client: Recorder, server: Recorder) -> None:
+    """Each of ``MANY`` seen as a request of its own on both sides (plain
+    bytes are framed from the bytes on the requester: still observed)."""
+    client.wait_ended(len(MANY))
+    server.wait_ended(len(MANY))
+    for side in (client, server):
+        assert side.ends() == {("fire_and_forget", "complete", None): len(MANY)}
+        assert len(side.started) == len(MANY)
+
+
+@pytest.mark.parametrize("loop", ["thread", "selector"])
+def test_interceptors_see_each_fire_and_forget_of_a_many_call_of_plain_bytes(loop: str) -> None:
+    c, s = Recorder(), Recorder()
+    with (
+        serve("tcp://127.0.0.1:0", Handler(), loop=loop, interceptors=s.interceptors()) as server,
+        connect(server.url, loop=loop, interceptors=c.interceptors(), **RAW) as client,
+    ):
+        assert client.fire_and_forget_many(MANY, timeout=WAIT) == len(MANY)
+        _check_many(c, s)
+
+
+def test_interceptors_see_each_fire_and_forget_of_a_many_call_of_plain_bytes_asyncio() -> None:
+    c, s = Recorder(), Recorder()
+
+    async def main() -> None:
+        async with aio.serve(
+            "tcp://127.0.0.1:0", Handler(), interceptors=s.interceptors()
+        ) as server, aio.connect(server.url, interceptors=c.interceptors(), **RAW) as client:
+            assert await client.fire_and_forget_many(MANY) == len(MANY)
+            await asyncio.to_thread(_check_many, c, s)
+
+    asyncio.run(main())
+
+
 class OnlyResponse:
     def request_response(self, request: Request) -> bytes:
         return b"fine"
