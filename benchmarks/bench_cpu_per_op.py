@@ -14,8 +14,9 @@ side had a core of its own, are ``1e6 / max(client, server)`` per second.
 
 ``--impl``: ``sansrs`` (TCP, the default), ``sansrs-ws`` (``ws://``),
 ``sansrs-selector`` (both ends on the selector loop), ``sansrs-asyncio`` (the
-asyncio client, ``stream16`` / ``stream16b`` / ``rr_seq``) and its reference
-``raw-asyncio`` (asyncio streams against ``raw_peer.py``).
+asyncio client, ``stream16`` / ``stream16b`` / ``rr_seq`` / ``fnf16`` /
+``fnf16m``) and its reference ``raw-asyncio`` (asyncio streams against
+``raw_peer.py``; streams and ``rr_seq`` only).
 
 Prints a markdown table: median of ``--runs`` per scenario, microseconds of
 CPU per message (request-stream item, request-response round trip, fire-and-
@@ -57,6 +58,8 @@ def _run_asyncio(impl: str, port: int, kind: str, count: int, arg: int) -> int:
 
         if kind in ("stream", "streamb"):
             return raw_peer.stream_asyncio(port, count, arg)
+        if kind != "rr":
+            raise ValueError("raw-asyncio runs streams and rr_seq only")
         return raw_peer.request_response_asyncio(port, count)
     return run_asyncio(f"tcp://127.0.0.1:{port}", kind, count, arg)
 

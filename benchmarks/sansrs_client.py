@@ -157,8 +157,10 @@ def run_asyncio(url: str, kind: str, count: int, arg: int) -> int:
 
     if kind in ("stream", "streamb"):
         return asyncio.run(_stream_asyncio(url, count, arg, batches=kind == "streamb"))
+    if kind in ("fnf", "fnfm"):
+        return asyncio.run(_fire_and_forget_asyncio(url, count, arg, many=kind == "fnfm"))
     if kind != "rr" or arg != 1:
-        raise ValueError("the asyncio client runs rr_seq and streams only")
+        raise ValueError("the asyncio client runs rr_seq, streams and fire-and-forgets only")
 
     async def main() -> int:
         client = await connect_async(url)
@@ -171,6 +173,29 @@ def run_asyncio(url: str, kind: str, count: int, arg: int) -> int:
             await client.close()
 
     return asyncio.run(main())
+
+
+async def _fire_and_forget_asyncio(url: str, count: int, size: int, many: bool) -> int:
+    """:func:`_fire_and_forget` with the asyncio client."""
+    from sansrs.adapters.rsocket.aio import connect as connect_async
+
+    payload = b"x" * size
+    client = await connect_async(url)
+    try:
+        if many:  # fnf16m: one call for all of them
+            await client.fire_and_forget_many(itertools.repeat(payload, count))
+        else:
+            fnf = client.fire_and_forget
+            for _ in range(count):
+                await fnf(payload)
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:
+            reply = await client.request_response(b"fnf-count", timeout=WAIT)
+            if reply is not None and int(reply.data) >= count:
+                return int(reply.data)
+        raise TimeoutError("fire-and-forgets not all counted")
+    finally:
+        await client.close()
 
 
 async def _stream_asyncio(url: str, count: int, size: int, batches: bool) -> int:
