@@ -12,12 +12,15 @@ the bytes are cut.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sansrs import LocalProtocolError, RemoteProtocolError
 from sansrs.rsocket import Connection, ConnectionConfig, ConnectionState, Role
+from sansrs.rsocket._fast import _same_shape
 from sansrs.rsocket.events import (
     Event,
     FireAndForgetReceived,
@@ -261,3 +264,62 @@ def test_rsocket_fnf_runs_long_spans_of_many_sizes(cut: int) -> None:
     runs = run(True, stream, cut, None, "first")
     assert runs.log == plain.log
     assert runs.runs > 0
+
+
+class _CountingBytes(bytes):
+    """``bytes`` that count the elements their slices hold."""
+
+    looked = 0
+
+    def __getitem__(self, key: Any) -> Any:
+        got = super().__getitem__(key)
+        if isinstance(key, slice):
+            _CountingBytes.looked += len(got)
+        return got
+
+
+def _same_shape_reference(buf: bytes, off: int, stride: int, count: int) -> int:
+    head = buf[off : off + 3] + buf[off + 7 : off + 9]
+    n = 1
+    while n < count:
+        at = off + n * stride
+        if buf[at : at + 3] + buf[at + 7 : at + 9] != head:
+            break
+        n += 1
+    return n
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    shapes=st.lists(st.sampled_from([b"", b"a", b"bb"]), min_size=2, max_size=200),
+    skip=st.integers(0, 3),
+)
+def test_rsocket_fnf_runs_same_shape_counts_the_frames_of_the_first_ones_shape(
+    shapes: list[bytes], skip: int
+) -> None:
+    """``_same_shape``: how many frames from the first on share its length
+    and type/flags (the stream IDs differ), within ``count``: what looking
+    at each frame in turn finds."""
+    stride = 9 + len(shapes[0])
+    buf = b"\x00" * skip + b"".join(fnf(1 + 2 * i, d) for i, d in enumerate(shapes))
+    count = (len(buf) - skip) // stride
+    assert _same_shape(buf, skip, stride, count) == _same_shape_reference(
+        buf, skip, stride, count
+    )
+
+
+@pytest.mark.parametrize("other_at", [None, 1, 5000, 9999])
+def test_rsocket_fnf_runs_same_shape_looks_at_each_frame_about_twice(
+    other_at: int | None,
+) -> None:
+    """A span of m frames costs O(m) sliced bytes, not O(m log m) (``bench_tcp.py``
+    row ``fnf16m``: the server's receive); a frame of another shape right
+    after the first costs O(1)."""
+    m = 10_000
+    frames = [fnf(1 + 2 * i, b"x" * 16 if i != other_at else b"y" * 17) for i in range(m)]
+    buf = _CountingBytes(b"".join(frames))
+    stride = len(frames[0])
+    _CountingBytes.looked = 0
+    good = _same_shape(buf, 0, stride, len(buf) // stride)
+    assert good == (m if other_at is None else other_at)
+    assert _CountingBytes.looked <= 5 * 3 * good + 64  # 5 header bytes of each frame
