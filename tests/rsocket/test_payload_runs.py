@@ -154,6 +154,30 @@ def test_rsocket_request_fnf_many_writes_what_request_fnf_writes(items: list[byt
     assert batch.request_fnf(b"next") == single.request_fnf(b"next")  # IDs go on alike
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    size=st.sampled_from([0, 1, 16, 300]),
+    count=st.integers(1, 400),
+    odd=st.none() | st.integers(0, 399),
+)
+def test_rsocket_request_fnf_many_of_runs_around_the_packing_block_writes_what_request_fnf_writes(
+    size: int, count: int, odd: int | None
+) -> None:
+    """Runs of one data size (packed by blocks of 128 frames, the rest one
+    by one) or with one item of another size, of any length: the bytes,
+    IDs and position of ``request_fnf`` one by one."""
+    items = [b"d" * size] * count
+    if odd is not None and odd < count:
+        items[odd] = b"o" * (size + 1)
+    batch, single = _client(), _client()
+    assert batch.request_fnf_many(items) == count
+    for x in items:
+        single.request_fnf(x)
+    assert batch.sent_position == single.sent_position
+    assert batch.queued_output == single.queued_output
+    assert batch.data_to_send() == single.data_to_send()
+
+
 @pytest.mark.parametrize(
     "items",
     [
