@@ -361,6 +361,9 @@ _FNF_SPAN = "3xI2x{}s"
 #: A REQUEST_FNF frame without metadata as ``queue_fnf_run`` packs it: the
 #: length prefix (two fields), stream ID, type/flags, data.
 _FNF_PACK = "BHIH{}s"
+#: Frames (length field) that long at most are packed so: the cost per frame
+#: matters for small ones; a larger one would be copied twice (block, join).
+_FNF_PACK_MAX = 1030
 #: Frames one span struct covers at most (a longer span: blocks of these).
 _SPAN_BLOCK = 128
 #: (layout, data size, frames) -> its struct, made on first use. Bounded:
@@ -531,7 +534,7 @@ def queue_fnf_run(out: _Queued, stream_ids: range, items: list[bytes]) -> None:
     if len(sizes) == 1:  # the common case: no length per frame computed
         n = sizes.pop() + 6
         total = n * count
-        whole = count - count % _SPAN_BLOCK
+        whole = count - count % _SPAN_BLOCK if n <= _FNF_PACK_MAX else 0
         if whole:
             # Blocks of frames packed whole by one struct each: no header
             # bytes, zip tuple or join item per frame (``bench_tcp.py`` rows

@@ -135,7 +135,8 @@ FNF_BATCHES = [
     [b"x" * 16] * 200,
     [b"y" * 5] * 128 * 3,  # whole blocks of the packing struct, nothing after
     [b""] * 129,
-    [b"a" * 70_000] * 130,  # a length beyond 16 bits, packed by blocks
+    [b"a" * 1024] * 130,  # the largest frames packed by blocks
+    [b"a" * 70_000] * 130,  # a length beyond 16 bits (frames of that size go one by one)
     [b"%d" % i for i in range(200)],
     [b""] * 3,
     [b"a" * 70_000] * 2,
