@@ -55,18 +55,18 @@ from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .batch import PayloadBatch
 from .engine import RequestHandle, RSocketEngine
-from .fast import as_payload, as_payloads
+from .fast import as_payload
 from .options import options_for
 from .payload_streams import AsyncPayloadStream
 from .peer import DEFAULT_PREFETCH, check_prefetch
 from .routed import (
     AsyncRoutedRequester,
     RouteOptions,
-    check_batch,
     check_composite,
     checked_payload,
     composite_check,
     route_metadata,
+    send_checked,
 )
 from .types import Payload
 
@@ -197,18 +197,14 @@ class AsyncRSocketPeer(AsyncPeer):
                 self._submit(lambda chunk=chunk: engine.fire_and_forget_data(chunk))  # type: ignore[misc]
                 sent += len(chunk)
             else:
-                batch: list[Payload] = []
-                try:
-                    as_payloads(chunk, batch)
-                    check_batch(self._composite, batch)
-                finally:  # what was converted and checked before a bad item still goes
-                    if batch:
-                        self._check_open()
-                        self._submit(lambda batch=batch: engine.fire_and_forget_many(batch))  # type: ignore[misc]
-                        sent += len(batch)
+                sent += send_checked(self._composite, chunk, self._fire_and_forget_many)
             if len(chunk) < FNF_PART:
                 return sent
             await asyncio.sleep(0)  # the loop writes this part before the next
+
+    def _fire_and_forget_many(self, batch: list[Payload]) -> None:
+        self._check_open()
+        self._submit(lambda: self._engine.fire_and_forget_many(batch))
 
     async def metadata_push(self, metadata: bytes | str) -> None:
         self._check_open()

@@ -38,7 +38,6 @@ from .fast import (
     DataRuns,
     FireAndForgets,
     as_payload,
-    as_payloads,
     delegate,
     new_tuple,
     payload_batches,
@@ -48,11 +47,11 @@ from .pipeline import Answer, ResponsePipeline
 from .routed import (
     RoutedRequester,
     RouteOptions,
-    check_batch,
     check_composite,
     checked_payload,
     composite_check,
     route_metadata,
+    send_checked,
 )
 from .types import Payload
 
@@ -363,14 +362,7 @@ class RSocketPeer(DrivenPeer):
                 if len(chunk) < part:
                     return sent
                 continue
-            batch: list[Payload] = []
-            try:
-                as_payloads(chunk, batch)
-                check_batch(self._composite, batch)
-            finally:  # what was converted and checked before a bad item still goes
-                if batch:
-                    fnf.put_many(batch, timeout)
-                    sent += len(batch)
+            sent += send_checked(self._composite, chunk, partial(fnf.put_many, timeout=timeout))
             if len(chunk) < part:
                 return sent
 

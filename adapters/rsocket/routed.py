@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any, TypedDict
 
 from sansrs.rsocket import Role
@@ -33,7 +33,7 @@ from sansrs.rsocket.extensions import (
     encode_composite,
 )
 
-from .fast import as_payload, new_tuple
+from .fast import as_payload, as_payloads, new_tuple
 from .options import EngineOptions
 from .routes import expand
 from .types import Payload
@@ -176,6 +176,23 @@ def check_batch(check: CompositeCheck | None, batch: list[Payload]) -> None:
         except ValueError:
             del batch[i:]
             raise
+
+
+def send_checked(
+    check: CompositeCheck | None, items: list[object], send: Callable[[list[Payload]], None]
+) -> int:
+    """``send`` the Payloads of ``items`` (payloads, bytes, str or (data,
+    metadata) pairs; metadata checked by ``check``) as one list: how many.
+    At an item that is not a payload, or fails the check, those before it
+    are still sent, then the error raised (``fire_and_forget_many``)."""
+    batch: list[Payload] = []
+    try:
+        as_payloads(items, batch)
+        check_batch(check, batch)
+    finally:  # what was converted and checked before a bad item still goes
+        if batch:
+            send(batch)
+    return len(batch)
 
 
 def checked_payload(check: CompositeCheck | None, data: object, metadata: object = None) -> Payload:

@@ -358,6 +358,22 @@ def test_rsocket_fire_and_forget_run_requests_made_without_a_python_frame_each()
         requests[0].data = b"changed"  # type: ignore[misc]
 
 
+def _payload_batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The size of each list of Payloads the engines' ``fire_and_forget_many``
+    gets from now on (the path that makes a Payload per item)."""
+    from sansrs.adapters.rsocket.engine import RSocketEngine
+
+    sizes: list[int] = []
+    original = RSocketEngine.fire_and_forget_many
+
+    def recording(self: RSocketEngine, payloads: list[Payload]) -> None:
+        sizes.append(len(payloads))
+        original(self, payloads)
+
+    monkeypatch.setattr(RSocketEngine, "fire_and_forget_many", recording)
+    return sizes
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("loop", ["thread", "selector"])
 def test_rsocket_fire_and_forget_plain_bytes_framed_from_the_bytes_no_payload_made(
@@ -368,16 +384,7 @@ def test_rsocket_fire_and_forget_plain_bytes_framed_from_the_bytes_no_payload_ma
     per item on the client (``bench_tcp.py`` rows ``fnf16m``, ``fnf16``);
     the handler gets them all, in order. A batch with metadata still takes
     the Payload path, in its place."""
-    from sansrs.adapters.rsocket.engine import RSocketEngine
-
-    payload_batches: list[int] = []
-    original = RSocketEngine.fire_and_forget_many
-
-    def recording(self: RSocketEngine, payloads: list[Payload]) -> None:
-        payload_batches.append(len(payloads))
-        original(self, payloads)
-
-    monkeypatch.setattr(RSocketEngine, "fire_and_forget_many", recording)
+    payload_batches = _payload_batches(monkeypatch)
     handler = Many()
     with serve("tcp://127.0.0.1:0", handler, loop=loop) as server, connect(
         server.url, metadata_mime_type=RAW, loop=loop
@@ -455,16 +462,7 @@ def test_rsocket_fire_and_forget_many_asyncio_plain_bytes_framed_from_the_bytes_
     the thread drivers' path (``engine.fire_and_forget_data``): no Payload
     per item; the handler gets them all, in order. A part with metadata
     still takes the Payload path, in its place."""
-    from sansrs.adapters.rsocket.engine import RSocketEngine
-
-    payload_batches: list[int] = []
-    original = RSocketEngine.fire_and_forget_many
-
-    def recording(self: RSocketEngine, payloads: list[Payload]) -> None:
-        payload_batches.append(len(payloads))
-        original(self, payloads)
-
-    monkeypatch.setattr(RSocketEngine, "fire_and_forget_many", recording)
+    payload_batches = _payload_batches(monkeypatch)
     handler = Many()
 
     async def main() -> None:
