@@ -454,6 +454,38 @@ def test_rsocket_fire_and_forget_long_run_handed_over_in_parts_no_collection() -
     assert failed == list(range(part, part + FNF_RUN_PART))
 
 
+@pytest.mark.parametrize("refused", [None, 0, 9_999], ids=("none", "first", "last"))
+def test_rsocket_fire_and_forget_long_run_outcomes_only_of_the_failing_part(
+    refused: int | None,
+) -> None:
+    """A long run handed over in parts: no outcomes (None) when every part
+    was taken; else one per request, the failing part's its exception, the
+    others' None, the last (short) part included."""
+    from sansrs.adapters.rsocket.responder import FNF_RUN_PART, Responder
+
+    bad = None if refused is None else b"%d" % refused
+
+    class Handler:
+        def fire_and_forget_many(self, requests: list[Request]) -> None:
+            if any(r.data == bad for r in requests):
+                raise ValueError(f"refused {bad!r}")
+
+    responder = Responder(
+        cast(Any, None), new_outbound=cast(Any, None), poke=cast(Any, None),
+        call_soon=cast(Any, None), inbound={},
+    )
+    responder.bind(Handler(), None)
+    n = 10_000
+    outcomes = responder.on_fire_and_forget_run([b"%d" % i for i in range(n)], [None] * n)
+    if refused is None:
+        assert outcomes is None
+        return
+    assert outcomes is not None and len(outcomes) == n
+    start = refused // FNF_RUN_PART * FNF_RUN_PART
+    failing = range(start, min(start + FNF_RUN_PART, n))
+    assert [i for i, o in enumerate(outcomes) if o is not None] == list(failing)
+
+
 @pytest.mark.timeout(60)
 def test_rsocket_fire_and_forget_many_asyncio_plain_bytes_framed_from_the_bytes_no_payload_made(
     monkeypatch: pytest.MonkeyPatch,
