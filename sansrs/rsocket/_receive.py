@@ -148,8 +148,7 @@ class Receiver:
                 # read (most reads of a stream end inside a frame;
                 # bench_tcp.py stream1k, stream1kb).
                 start = ctx.need - have
-                buf += memoryview(data)[:start]
-                frame = bytes(buf)
+                frame = b"".join((buf, memoryview(data)[:start]))
                 buf.clear()
                 self._parse(frame, 0)
                 if ctx.state is _CLOSED:

@@ -328,3 +328,38 @@ def test_rsocket_payload_runs_of_blocks_of_one_length_carry_what_payload_events_
     runs = _run(True, items, initial_n, "complete", chunker, len(items))
     assert _flatten(runs[0]) == plain[0]
     assert runs[1:] == plain[1:]
+
+
+def test_rsocket_payload_runs_read_completing_a_frame_is_cut_in_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A read that completes a frame begun in the one before: that frame is
+    parsed alone, the items behind it are cut from the read itself (not a
+    copy of the whole read joined behind the partial frame), and the events
+    are those of the plain path."""
+    from sansrs.rsocket import _receive
+
+    bufs: list[bytes] = []
+    run_data = _receive.payload_run_data
+
+    def recorded(buf: bytes, *args: int) -> tuple[int, int, int, list[bytes]]:
+        bufs.append(buf)
+        return run_data(buf, *args)
+
+    monkeypatch.setattr(_receive, "payload_run_data", recorded)
+    pair = Pair.established(ConnectionConfig(payload_runs=True))
+    sid_c = pair.client.request_stream(b"q", initial_n=100)
+    pair.pump()
+    sid = pair.take()[1][0].stream_id  # type: ignore[attr-defined]
+    items = [b"%020d" % i for i in range(40)]
+    for data in items:
+        pair.server.send_payload(sid, data)
+    out = pair.server.data_to_send()
+    first, rest = out[:40], out[40:]  # the second frame cut after 11 bytes
+    pair.client.receive_data(first)
+    pair.client.receive_data(rest)
+    assert any(buf is rest for buf in bufs)
+    received = [d for ev in pair.client.events() if isinstance(ev, PayloadRunReceived)
+                for d in ev.data]
+    assert received == items
+    assert sid_c == sid
