@@ -37,7 +37,9 @@ say so where they do.
   becomes one list of data; frames of one length are checked and cut by C
   calls alone (nine strided slices compared with the first header, then
   structs of whole frames giving each one's data: ``_span``), no bytecode
-  per item (``bench_tcp.py`` rows
+  per item, up to a frame of another shape (found by ``_same_shape``: the
+  stream's last, another stream's; ``bench_opcodes.py --items stream16b``)
+  (``bench_tcp.py`` rows
   ``stream16``, ``stream16b``, ``stream1k``, ``stream1kb``; "Items at the
   application's end" in docs/performance.md). ``payload_run`` (one event
   per item) stays the reference the differential tests compare it with.
