@@ -37,7 +37,9 @@ say so where they do.
   becomes one list of data; frames of one length are checked and cut by C
   calls alone (nine strided slices compared with the first header, then
   structs of whole frames giving each one's data: ``_span``), no bytecode
-  per item (``bench_tcp.py`` rows
+  per item, up to a frame of another shape (found by ``_same_shape``: the
+  stream's last, another stream's; ``bench_opcodes.py --items stream16b``)
+  (``bench_tcp.py`` rows
   ``stream16``, ``stream16b``, ``stream1k``, ``stream1kb``; "Items at the
   application's end" in docs/performance.md). ``payload_run`` (one event
   per item) stays the reference the differential tests compare it with.
@@ -282,31 +284,55 @@ def payload_run_data(
     within ``credit`` (> 0) and ``limit``. Returns where the run ended, the
     credit left, the bytes of the run and the data. Frames whose 9-byte
     header is the first one's (same length, stream, flags) are checked and
-    cut by C calls alone; the rest of a run goes frame by frame."""
-    stride = length + 3
-    count = min(credit, (end - off) // stride)
-    if count > 1:
-        last = off + count * stride
-        head = buf[off : off + 9]
-        # Byte k of every header in the span equals byte k of the first.
-        same = all(buf[off + k : last : stride] == head[k : k + 1] * count for k in range(9))
-        if same:
-            # The data of every frame by structs of whole frames: no slice
-            # object, no call per item (bench_tcp.py stream1kb: cutting by
-            # slices cost about 3x as much per 1 KiB item).
-            data = _span(buf, off, count, _PAYLOAD_SPAN, length - 6)
-            return last, credit - count, count * length, data
-    # Frame by frame: lengths differ (or a foreign frame is in the span).
-    # payload_run's loop, appending data instead of events (a hot loop each).
+    cut by C calls alone, up to a frame of another shape (then from it on,
+    if a span of its shape follows); the rest of a run goes frame by frame."""
     unpack = unpack_prefix_header
-    data = []
+    data: list[bytes] = []
     append = data.append
     position = 0
+    spans = True  # at the run's start, and after each span of one shape
     while True:
-        credit -= 1
-        append(buf[off + 9 : stop])
-        position += length
-        off = stop
+        if spans:
+            stride = length + 3
+            count = min(credit, (end - off) // stride)
+            if count > 1:
+                last = off + count * stride
+                head = buf[off : off + 9]
+                # Byte k of every header in the span equals byte k of the
+                # first (at the run's start: the common case, one check).
+                if data or not all(
+                    buf[off + k : last : stride] == head[k : k + 1] * count for k in range(9)
+                ):
+                    # A frame of another shape among them (the stream's last,
+                    # one of another stream, a KEEPALIVE): the frames before
+                    # it, by C calls still (frame by frame, the items of a
+                    # read ending a stream cost about 180 bytecodes each:
+                    # bench_opcodes.py --items stream16b). Probed by growing
+                    # prefixes: linear in the run, whatever its shapes.
+                    count = _same_shape(buf, off, stride, count, _WHOLE_HEADER)
+                    last = off + count * stride
+            if count > 1:
+                # The data of every frame by structs of whole frames: no slice
+                # object, no call per item (bench_tcp.py stream1kb: cutting by
+                # slices cost about 3x as much per 1 KiB item).
+                span = _span(buf, off, count, _PAYLOAD_SPAN, length - 6)
+                if data:
+                    data += span
+                else:
+                    data = span
+                    append = data.append
+                credit -= count
+                position += count * length
+                off = last
+            else:
+                # Frame by frame from here on: lengths differ.
+                spans = False
+        if not spans:
+            # payload_run's loop, appending data instead of events (a hot loop each).
+            credit -= 1
+            append(buf[off + 9 : stop])
+            position += length
+            off = stop
         if not credit or end - off < 9:
             return off, credit, position, data
         hi, lo, next_sid, tf = unpack(buf, off)
@@ -322,15 +348,26 @@ def payload_run_data(
             return off, credit, position, data
 
 
-def _same_shape(buf: bytes, off: int, stride: int, count: int) -> int:
+#: Bytes of a prefixed header (length, stream ID, type/flags) that frames
+#: of one shape share: all but the stream ID (``fnf_run``), or all of them
+#: (a stream's items, ``payload_run_data``).
+_SHAPE_BYTES = (0, 1, 2, 7, 8)
+_WHOLE_HEADER = tuple(range(9))
+
+
+def _same_shape(
+    buf: bytes, off: int, stride: int, count: int, positions: tuple[int, ...] = _SHAPE_BYTES
+) -> int:
     """How many of the ``count`` frames of ``stride`` bytes from ``off`` on
     share the first one's length and type/flags (bytes 0-2 and 7-8 of each
-    prefixed header; 3-6 are its stream ID), by strided slices: frames 1,
-    2-3, 4-7... (each block doubling what held), then halving the block
-    after the last that held. Each frame is looked at about twice: a span
-    of m such frames costs O(m) C work and one frame of another shape after
-    them O(1), whatever follows (rechecking the whole prefix at every step
-    cost ~13 looks per frame: ``bench_tcp.py`` row ``fnf16m``, the server)."""
+    prefixed header; 3-6 are its stream ID; or the header bytes at
+    ``positions``), by strided slices: frames 1, 2-3, 4-7... (each block
+    doubling what held; then the rest up to ``count`` at once), then halving
+    the block after the last that held. Each frame is looked at about
+    twice: a span of m such frames costs O(m) C work and one frame of
+    another shape after them O(1), whatever follows (rechecking the whole
+    prefix at every step cost ~13 looks per frame: ``bench_tcp.py`` row
+    ``fnf16m``, the server)."""
     head = buf[off : off + 9]
 
     def same(first: int, stop: int) -> bool:
@@ -338,12 +375,17 @@ def _same_shape(buf: bytes, off: int, stride: int, count: int) -> int:
         n = stop - first
         start = off + first * stride
         last = off + stop * stride
-        return all(buf[start + k : last : stride] == head[k : k + 1] * n for k in (0, 1, 2, 7, 8))
+        return all(buf[start + k : last : stride] == head[k : k + 1] * n for k in positions)
 
     good, n = 1, 2  # frames [0, good) hold; try [good, n)
-    while n <= count and same(good, n):
+    while n < count and same(good, n):
         good, n = n, n * 2
-    bad = min(n, count + 1)  # frame bad - 1 is of another shape, or past count
+    if n < count:
+        bad = n  # a frame in [good, n) is of another shape
+    elif same(good, count):  # the rest of the run (a read's: the common case)
+        return count
+    else:
+        bad = count
     while bad - good > 1:
         mid = (good + bad) // 2
         if same(good, mid):

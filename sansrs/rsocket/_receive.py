@@ -132,18 +132,35 @@ class Receiver:
         ``Connection.receive_data``)."""
         ctx = self._ctx
         buf = ctx.inbuf
+        start = 0
         if buf:
-            if len(buf) + len(data) < ctx.need:
+            have = len(buf)
+            if have + len(data) < ctx.need:
                 buf += data
                 return
-            # The frame begun before and this read, in one copy (not two:
-            # appended, then copied out; bench_tcp.py stream1k).
-            data = b"".join((buf, data))
-            buf.clear()
+            if ctx.need == 3:
+                # The length prefix itself was cut (rare): this read behind it.
+                data = b"".join((buf, data))
+                buf.clear()
+            else:
+                # The frame begun before, completed from the head of this
+                # read and parsed alone: one frame copied, not the whole
+                # read (most reads of a stream end inside a frame;
+                # bench_tcp.py stream1k, stream1kb).
+                start = ctx.need - have
+                frame = b"".join((buf, memoryview(data)[:start]))
+                buf.clear()
+                self._parse(frame, 0)
+                if ctx.state is _CLOSED:
+                    handoff = self._resume.handoff
+                    if handoff is not None and start < len(data):
+                        # Bytes behind a RESUME belong to the resumed session.
+                        handoff.take_input(memoryview(data)[start:])
+                    return
         elif len(data) < ctx.need:
             self._keep(data, 0)
             return
-        self._parse(data)
+        self._parse(data, start)
 
     def _keep(self, data: bytes, offset: int) -> None:
         """Buffer an incomplete frame; fail at once on a bad length prefix."""
@@ -171,8 +188,9 @@ class Receiver:
                 f"frame length {length} exceeds the maximum frame size {self._max_frame}",
             )
 
-    def _parse(self, buf: bytes) -> None:
-        """Process every complete frame of ``buf`` (prefixed), keep the rest.
+    def _parse(self, buf: bytes, off: int) -> None:
+        """Process every complete frame of ``buf`` (prefixed) from ``off``
+        on, keep the rest.
 
         The hot path (``_fast.py``) turns a run of PAYLOADs with N on a stream
         with credit straight into their events: no frame object, no dispatch;
@@ -188,7 +206,6 @@ class Receiver:
         table = self._streams
         leases = self._leases
         end = len(buf)
-        off = 0
         position = 0
         limit = self._max_frame
         unpack = unpack_prefix_header

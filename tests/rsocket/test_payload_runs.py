@@ -272,3 +272,122 @@ def test_rsocket_payload_runs_span_structs_stay_bounded() -> None:
             assert fields == [b"d" * size] * count
             assert len(_fast._span_structs) <= _fast._SPAN_CACHE
         off += 3 * stride
+
+
+def _payload_frames(sid: int, items: list[bytes], flags: int = 0) -> bytes:
+    from sansrs.rsocket._fast import PAYLOAD_ITEM, pack_prefix_header
+
+    return b"".join(
+        pack_prefix_header(0, len(d) + 6, sid, PAYLOAD_ITEM | flags) + d for d in items
+    )
+
+
+def _cut_by_spans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The frame counts ``_fast._span`` cuts, call by call."""
+    from sansrs.rsocket import _fast
+
+    counts: list[int] = []
+    span = _fast._span
+
+    def counted(buf: bytes, off: int, count: int, layout: str, size: int) -> list[bytes]:
+        counts.append(count)
+        return span(buf, off, count, layout, size)
+
+    monkeypatch.setattr(_fast, "_span", counted)
+    return counts
+
+
+@pytest.mark.parametrize("behind", ["last", "other-stream", "keepalive"])
+def test_rsocket_payload_runs_span_before_a_frame_of_another_shape_is_cut_by_span_structs(
+    monkeypatch: pytest.MonkeyPatch, behind: str
+) -> None:
+    """The items of a read that ends with another frame (the stream's last
+    item, another stream's, a KEEPALIVE) are cut by span structs up to it,
+    not frame by frame."""
+    from sansrs.rsocket._fast import payload_run_data
+    from sansrs.rsocket._frames import FLAG_COMPLETE
+
+    counts = _cut_by_spans(monkeypatch)
+    items = [b"%016d" % i for i in range(50)]
+    run = _payload_frames(1, items)
+    # Frames as long as the items (else the span would not reach them).
+    tail = {
+        "last": _payload_frames(1, [b"%016d" % 50], FLAG_COMPLETE),
+        "other-stream": _payload_frames(3, [b"%016d" % 0]),
+        "keepalive": b"\x00\x00\x16\x00\x00\x00\x00\x0c\x00" + bytes(16),
+    }[behind]
+    buf = run + tail
+    off, credit, position, data = payload_run_data(buf, 0, 25, 22, len(buf), 1 << 24, 1, 1000)
+    assert (off, credit, position, data) == (len(run), 950, 50 * 22, items)
+    assert counts == [50]
+
+
+def test_rsocket_payload_runs_spans_of_several_lengths_make_one_list(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Spans of one length after another, on one stream: each cut by span
+    structs, all in one list (one event for the run)."""
+    from sansrs.rsocket._fast import payload_run_data
+
+    counts = _cut_by_spans(monkeypatch)
+    items = [b"%d" % i for i in range(1000)]  # 10 of 1 byte, 90 of 2, 900 of 3
+    buf = _payload_frames(1, items)
+    off, credit, position, data = payload_run_data(buf, 0, 10, 7, len(buf), 1 << 24, 1, 5000)
+    assert (off, credit, position, data) == (len(buf), 4000, len(buf) - 3000, items)
+    assert counts == [10, 90, 900]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    blocks=st.lists(st.tuples(st.integers(0, 20), st.integers(1, 60)), max_size=8),
+    initial_n=st.integers(1, 500),
+    cut=st.integers(0, 2000),
+)
+def test_rsocket_payload_runs_of_blocks_of_one_length_carry_what_payload_events_carry(
+    blocks: list[tuple[int, int]], initial_n: int, cut: int
+) -> None:
+    """Blocks of items of one length each (spans after spans), credit and
+    reads cut anywhere."""
+    items: list[Item] = []
+    for size, count in blocks:
+        items += [((b"%07d" % len(items) * 3)[:size], None)] * count
+    chunker = whole if cut == 0 else sized(cut)
+    plain = _run(False, items, initial_n, "complete", chunker, len(items))
+    runs = _run(True, items, initial_n, "complete", chunker, len(items))
+    assert _flatten(runs[0]) == plain[0]
+    assert runs[1:] == plain[1:]
+
+
+def test_rsocket_payload_runs_read_completing_a_frame_is_cut_in_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A read that completes a frame begun in the one before: that frame is
+    parsed alone, the items behind it are cut from the read itself (not a
+    copy of the whole read joined behind the partial frame), and the events
+    are those of the plain path."""
+    from sansrs.rsocket import _receive
+
+    bufs: list[bytes] = []
+    run_data = _receive.payload_run_data
+
+    def recorded(buf: bytes, *args: int) -> tuple[int, int, int, list[bytes]]:
+        bufs.append(buf)
+        return run_data(buf, *args)
+
+    monkeypatch.setattr(_receive, "payload_run_data", recorded)
+    pair = Pair.established(ConnectionConfig(payload_runs=True))
+    sid_c = pair.client.request_stream(b"q", initial_n=100)
+    pair.pump()
+    sid = pair.take()[1][0].stream_id  # type: ignore[attr-defined]
+    items = [b"%020d" % i for i in range(40)]
+    for data in items:
+        pair.server.send_payload(sid, data)
+    out = pair.server.data_to_send()
+    first, rest = out[:40], out[40:]  # the second frame cut after 11 bytes
+    pair.client.receive_data(first)
+    pair.client.receive_data(rest)
+    assert any(buf is rest for buf in bufs)
+    received = [d for ev in pair.client.events() if isinstance(ev, PayloadRunReceived)
+                for d in ev.data]
+    assert received == items
+    assert sid_c == sid

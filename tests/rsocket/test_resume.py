@@ -567,6 +567,22 @@ def test_rsocket_resume_after_previous_resume_is_connection_error() -> None:
     assert isinstance(error, ErrorFrame) and error.error_code == ErrorCode.CONNECTION_ERROR
 
 
+def test_rsocket_resume_bytes_behind_a_resume_cut_across_reads_go_to_the_session() -> None:
+    """A RESUME completed by the next read (its frame parsed alone, the rest
+    of that read behind it): the bytes behind it are still the session's."""
+    p = ResumePair(ConnectionConfig(resume_token_source=lambda: b"tk"))
+    p.cut(0, 0)
+    p.client.resume()
+    again = p.client.data_to_send() * 2  # two RESUMEs on one transport
+    fresh = Connection(Role.SERVER, sessions=p.store)
+    fresh.receive_data(again[:7])  # the first RESUME's prefix and header, cut
+    fresh.receive_data(again[7:])
+    assert isinstance(fresh.events()[0], ResumeAccepted)
+    with pytest.raises(RemoteProtocolError) as info:
+        p.server.receive_data(encode_frame_prefixed(KeepaliveFrame(False, 0)))
+    assert "previous RESUME" in info.value.message
+
+
 def test_rsocket_resume_supersedes_half_open_old_transport() -> None:
     """The server has not seen the old transport die yet: the RESUME on the
     new one detaches the old and continues."""
