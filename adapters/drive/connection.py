@@ -96,6 +96,15 @@ class LoopConnection:
             else None
         )
         self._out = bytearray()
+        #: Pieces of the engine's output that a ``sendmsg`` did not reach,
+        #: kept as they are, to go after ``_out`` (which then holds the tail
+        #: of the piece it cut: never empty while these wait, so every
+        #: "anything unsent?" test reads ``_out`` alone), and their bytes.
+        #: Copying them into ``_out`` cost a copy of most of a stream's
+        #: output whenever the reader was behind (bench_tcp.py stream1k,
+        #: stream1kb: the server's end).
+        self._rest: list[bytes] = []
+        self._rest_size = 0
         #: The engine's output as pieces (``Engine.pieces_to_send``), when
         #: the transport writes them at once (``send_pieces``).
         self._gather: Callable[[int], list[bytes] | None] | None = (
@@ -186,7 +195,7 @@ class LoopConnection:
         """Bytes waiting to be written (owner thread's view): the loop's
         buffer and what the transport holds (WebSocket frames, pongs)."""
         held = self._held
-        return len(self._out) + (held() if held is not None else 0)
+        return len(self._out) + self._rest_size + (held() if held is not None else 0)
 
     def call_soon(self, fn: Call, timeout: float | None = None) -> None:
         try:
@@ -303,8 +312,9 @@ class LoopConnection:
     def _write_pieces(self, pieces: list[bytes]) -> None:
         """Owner, nothing older waiting: write the engine's output as
         ``pieces`` (the transport's ``send_pieces``, a batch of them per
-        call) while the socket takes them whole; what it does not take
-        waits in the buffer, as in :meth:`_write`."""
+        call) while the socket takes them whole. What it does not take
+        waits: the tail of the piece it cut in ``_out`` (a copy of one
+        piece at most), the pieces after it in ``_rest`` as they are."""
         send = self.transport.send_pieces  # type: ignore[attr-defined]
         while pieces:
             try:
@@ -319,11 +329,10 @@ class LoopConnection:
             if sent == ends[-1]:
                 pieces = pieces[len(ends) :]
                 continue
-            whole = bisect_right(ends, sent)  # pieces written whole
-            out = self._out
-            out += memoryview(pieces[whole])[sent - (ends[whole - 1] if whole else 0) :]
-            for piece in pieces[whole + 1 :]:  # (a join would copy them twice)
-                out += piece
+            whole = bisect_right(ends, sent)  # pieces written whole; the next is cut
+            self._out += memoryview(pieces[whole])[sent - (ends[whole - 1] if whole else 0) :]
+            rest = self._rest = pieces[whole + 1 :]
+            self._rest_size = sum(map(len, rest))
             return
 
     def write_bytes(self, data: bytes) -> None:
@@ -351,7 +360,14 @@ class LoopConnection:
                 if sent:
                     self._wrote = True  # the turn stamps the time (idle_timeout)
                 return
-            out += data
+            if self._rest:  # after the pieces waiting: kept as they are
+                self._rest.append(data)
+                self._rest_size += len(data)
+            else:
+                out += data
+        if self._rest:
+            self._write_rest()
+            return
         if out or (self._held is not None and self._held()):
             try:
                 sent = self.transport.send(out)
@@ -361,6 +377,22 @@ class LoopConnection:
             if sent:
                 del out[:sent]
                 self._wrote = True  # the turn stamps the time (idle_timeout)
+
+    def _write_rest(self) -> None:
+        """Owner: ``_out`` (a cut piece's tail), then the pieces waiting
+        after it (``_rest``), as :meth:`_write_pieces` writes them."""
+        out = self._out
+        try:
+            sent = self.transport.send(out)
+        except OSError as exc:
+            self._send_error = exc
+            return
+        if sent:
+            del out[:sent]
+            self._wrote = True  # the turn stamps the time (idle_timeout)
+        if not out:
+            pieces, self._rest, self._rest_size = self._rest, [], 0
+            self._write_pieces(pieces)
 
     def needs_turn(self) -> bool:
         """Owner, after a read or :meth:`write_now`: whether a turn has
@@ -623,7 +655,7 @@ class LoopConnection:
         if deadline is not None and now >= deadline:
             engine.handle_timeout(now)
         high = config.high_water
-        more = engine.pump() if len(out) < high else True
+        more = engine.pump() if len(out) + self._rest_size < high else True
         self.write_now(pieces=True)
         if self._wrote:
             self._wrote = False
@@ -649,7 +681,7 @@ class LoopConnection:
                 if now >= self._close_deadline:
                     self._finish(self._lost or ConnectionClosed("connection closed locally"))
                     return
-        pending = len(out)
+        pending = len(out) + self._rest_size
         if self._held is not None:
             pending += self._held()
         pause = config.pause_reading_at
@@ -659,7 +691,7 @@ class LoopConnection:
             self._set_interest(interest)
         self._deadline = deadline = engine.next_deadline()
         self._arm_timer(deadline, config.idle_timeout)
-        if more and len(out) < high and not self.scheduled:
+        if more and len(out) + self._rest_size < high and not self.scheduled:
             self._loop.service_soon(self)
 
     def _arm_timer(self, deadline: float | None, idle: float | None) -> None:
@@ -706,6 +738,7 @@ class LoopConnection:
             # still be held (a transport's failed send, kept alive by the
             # error's traceback), and resizing it would raise BufferError.
             self._out = bytearray()
+            self._rest, self._rest_size = [], 0
         except Exception:
             # Never out of here: a caller in its own ``except`` (``_fail``)
             # would carry it to the reactor, and end every connection on it.
