@@ -316,24 +316,31 @@ class LoopConnection:
         waits: the tail of the piece it cut in ``_out`` (a copy of one
         piece at most), the pieces after it in ``_rest`` as they are."""
         send = self.transport.send_pieces  # type: ignore[attr-defined]
-        while pieces:
+        left: list[bytes] | None = pieces
+        while left:
             try:
-                sent: int = send(pieces)
+                sent: int = send(left)
             except OSError as exc:
                 self._send_error = exc
                 return
             if sent:
                 self._wrote = True  # the turn stamps the time (idle_timeout)
-            # Bytes at the end of each piece the call could have taken.
-            ends = list(accumulate(map(len, pieces[:MAX_PIECES])))
-            if sent == ends[-1]:
-                pieces = pieces[len(ends) :]
-                continue
-            whole = bisect_right(ends, sent)  # pieces written whole; the next is cut
-            self._out += memoryview(pieces[whole])[sent - (ends[whole - 1] if whole else 0) :]
-            rest = self._rest = pieces[whole + 1 :]
-            self._rest_size = sum(map(len, rest))
-            return
+            left = self._after_send(left, sent, MAX_PIECES)
+
+    def _after_send(self, pieces: list[bytes], sent: int, carried: int) -> list[bytes] | None:
+        """After a ``send_pieces`` that offered the first ``carried`` of
+        ``pieces`` and took ``sent`` bytes: the pieces after those when it
+        took them all; else None, what it did not take kept (``_out``,
+        ``_rest``)."""
+        # Bytes at the end of each piece the call could have taken.
+        ends = list(accumulate(map(len, pieces[:carried])))
+        if sent == ends[-1]:
+            return pieces[carried:]
+        whole = bisect_right(ends, sent)  # pieces written whole; the next is cut
+        self._out += memoryview(pieces[whole])[sent - (ends[whole - 1] if whole else 0) :]
+        rest = self._rest = pieces[whole + 1 :]
+        self._rest_size = sum(map(len, rest))
+        return None
 
     def write_bytes(self, data: bytes) -> None:
         """Owner: write ``data``, output the engine handed over itself (the
@@ -380,19 +387,26 @@ class LoopConnection:
 
     def _write_rest(self) -> None:
         """Owner: ``_out`` (a cut piece's tail), then the pieces waiting
-        after it (``_rest``), as :meth:`_write_pieces` writes them."""
+        after it (``_rest``): one ``send_pieces`` offering all of them (a
+        TLS write retried after WANT_WRITE is offered the same bytes again,
+        as OpenSSL requires), then on as :meth:`_write_pieces`."""
         out = self._out
+        n = len(out)
         try:
-            sent = self.transport.send(out)
+            sent: int = self.transport.send_pieces([out, *self._rest])  # type: ignore[attr-defined]
         except OSError as exc:
             self._send_error = exc
             return
         if sent:
-            del out[:sent]
             self._wrote = True  # the turn stamps the time (idle_timeout)
-        if not out:
-            pieces, self._rest, self._rest_size = self._rest, [], 0
-            self._write_pieces(pieces)
+        if sent < n:
+            del out[:sent]
+            return
+        del out[:]
+        rest, self._rest, self._rest_size = self._rest, [], 0
+        left = self._after_send(rest, sent - n, MAX_PIECES - 1)
+        if left:
+            self._write_pieces(left)
 
     def needs_turn(self) -> bool:
         """Owner, after a read or :meth:`write_now`: whether a turn has

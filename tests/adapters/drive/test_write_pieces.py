@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import operator
 import socket
+import ssl
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from sansrs.adapters.drive.connection import GATHER_AT, LoopConnection
 from sansrs.adapters.rsocket.engine import EngineOptions, RSocketEngine
 from sansrs.adapters.transport.tcp import MAX_PIECES, SocketTransport
+from sansrs.adapters.transport.tls import WRITE_CHUNK, TlsTransport
 
 
 class _Engine:
@@ -205,10 +207,16 @@ def test_write_pieces_keep_the_pieces_after_the_cut_uncopied() -> None:
     assert bytes(conn._out) == b"a" * 509
     assert all(map(operator.is_, conn._rest, pieces[2:]))
     assert conn.buffered == 509 + 9 + 1000 + 9 + 1000
-    # The next write: the buffer, then the pieces; cut again in a piece.
-    sock.takes = [509, 600]
+    # The next write: the buffer, then the pieces, in one call; cut again
+    # in a piece.
+    sock.takes = [509 + 600]
     conn._write(b"")
+    assert sock.offered == [6, 5]
     assert bytes(conn._out) == b"b" * 409 and all(map(operator.is_, conn._rest, pieces[4:]))
+    # Cut right after the buffer: the next piece becomes the buffer.
+    sock.takes = [409]
+    conn._write(b"")
+    assert bytes(conn._out) == b"h" * 9 and conn._rest == [pieces[5]]
     sock.takes = []
     conn._write(b"")
     assert bytes(sock.wire) == b"".join(pieces) and not _unsent(conn) and not conn._rest
@@ -262,3 +270,78 @@ def test_writes_of_pieces_and_bytes_in_any_order_reach_the_wire_in_order(
     sock.takes = []
     conn.write_now(pieces=True)
     assert bytes(sock.wire) == expected and not _unsent(conn) and not engine.pieces
+
+
+class _TlsLike(TlsTransport):
+    """``TlsTransport``'s own ``send_pieces`` over a ``send`` that takes
+    what an SSL socket with room takes: up to ``WRITE_CHUNK`` per call."""
+
+    def __init__(self) -> None:  # no socket: send is the fake below
+        self.wire = bytearray()
+
+    def fileno(self) -> int:
+        return -1
+
+    def send(self, data: Any) -> int:
+        n = min(len(data), WRITE_CHUNK)
+        self.wire += bytes(data[:n])
+        return n
+
+
+def test_tls_write_pieces_of_many_small_frames_put_each_byte_once() -> None:
+    """Over TLS (``send_pieces`` joins the pieces: no ``sendmsg``), a large
+    output of more pieces than one ``sendmsg`` carries (small frames sent one
+    at a time) reaches the wire once, in order. It joined every piece while
+    the connection counted the first ``MAX_PIECES``: the bytes past them went
+    out twice (a broken frame stream)."""
+    pieces = [b"%08d" % i for i in range(3 * MAX_PIECES)]
+    transport = _TlsLike()
+    conn = LoopConnection(object(), transport, _Engine(list(pieces)))  # type: ignore[arg-type]
+    conn.write_now(pieces=True)
+    assert bytes(transport.wire) + _unsent(conn) == b"".join(pieces)
+    conn._write(b"")
+    assert bytes(transport.wire) == b"".join(pieces) and not _unsent(conn)
+
+
+class _SslSocket:
+    """An SSL socket whose writes are scripted: ``want`` raises
+    SSLWantWriteError, a number takes that many bytes. Records what each
+    write was offered."""
+
+    def __init__(self, script: list[int | str]) -> None:
+        self.script = script
+        self.offered: list[bytes] = []
+        self.wire = bytearray()
+
+    def fileno(self) -> int:
+        return -1
+
+    def send(self, data: memoryview) -> int:
+        self.offered.append(bytes(data))
+        step = self.script.pop(0) if self.script else len(data)
+        if step == "want":
+            raise ssl.SSLWantWriteError
+        n = min(int(step), len(data))
+        self.wire += data[:n]
+        return n
+
+
+def test_tls_write_retried_after_want_write_is_offered_the_same_bytes() -> None:
+    """OpenSSL wants a write that failed with WANT_WRITE repeated with the
+    same bytes: the buffer and the pieces waiting behind it are offered in
+    one call, as the failed write offered them, whatever was written in
+    between (it goes after them)."""
+    pieces = [b"%05d" % i for i in range(300)]
+    transport = TlsTransport.__new__(TlsTransport)
+    transport._handshaken, transport._retry = True, 0
+    ssl_sock = transport.sock = _SslSocket([7, "want", "want"])  # type: ignore[assignment]
+    conn = LoopConnection(object(), transport, _Engine(list(pieces)))  # type: ignore[arg-type]
+    conn.write_now(pieces=True)  # 7 bytes taken: a piece cut, the rest waits
+    assert conn._rest
+    conn.write_bytes(b"later")  # queued behind them; the write: WANT_WRITE
+    conn._write(b"")  # WANT_WRITE again
+    conn._write(b"")  # room
+    failed = ssl_sock.offered[1]
+    assert ssl_sock.offered[2] == failed and ssl_sock.offered[3] == failed
+    conn._write(b"")  # what followed
+    assert bytes(ssl_sock.wire) == b"".join(pieces) + b"later" and not _unsent(conn)
