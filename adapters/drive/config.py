@@ -11,7 +11,10 @@ __all__ = ["LoopConfig"]
 class LoopConfig:
     """Limits of a driver loop (bytes, seconds).
 
-    ``high_water``: queued output above which engines are not pumped (512 KiB).
+    ``high_water``: queued output above which engines are not pumped (512 KiB);
+    also the bytes of a stream's items one turn queues at most before
+    writing them (``Outbounds``), so a large credit window is written as it
+    is made rather than made whole first.
     ``pause_reading_at``: queued output above which the loop stops reading
     from that peer until it drains (4 MiB; ``None``: never pause). Output
     pumped within credit stops at ``high_water``, so only output a peer

@@ -13,9 +13,11 @@ turn, in order: calls handed over by application threads -> timeouts
 * Non-blocking sockets; unsent bytes wait in the connection's buffer, in
   order, and go out as the socket drains (partial writes keep their place).
 * Output back-pressure: above ``high_water`` queued bytes the engine is not
-  asked to produce more; above ``pause_reading_at`` the connection stops
-  reading from that peer (it would only make more output we cannot flush)
-  until the buffer drains. Other connections go on.
+  asked to produce more, and a turn pumps about that much of a stream;
+  a socket that does not take a turn's output whole wakes the connection
+  when it has room (no turn runs in between); above ``pause_reading_at``
+  the connection stops reading from that peer (it would only make more
+  output we cannot flush) until the buffer drains. Other connections go on.
 * Timeouts, the same under every reactor (:class:`~.config.LoopConfig`):
   ``handshake_timeout`` (transport handshake and protocol setup),
   ``idle_timeout`` (no byte in either direction), ``close_timeout`` (a
@@ -705,7 +707,11 @@ class LoopConnection:
             self._set_interest(interest)
         self._deadline = deadline = engine.next_deadline()
         self._arm_timer(deadline, config.idle_timeout)
-        if more and len(out) + self._rest_size < high and not self.scheduled:
+        # Another turn at once only if the socket took everything: one
+        # still full wakes us when it has room (WRITE), and a turn before
+        # that would write nothing (one after another: a busy loop while
+        # a peer reads slowly, the engine's output held in the engine).
+        if more and not pending and not self.scheduled:
             self._loop.service_soon(self)
 
     def _arm_timer(self, deadline: float | None, idle: float | None) -> None:

@@ -12,6 +12,14 @@ Threading (docs/architecture.md, Threads): the core is driven by one thread. A P
 signals from another thread must be marshalled onto it by the adapter.
 Signals delivered synchronously inside ``Subscription.request`` are fine: the
 core updates its state before every call into the Publisher.
+
+Its concerns apart (their functions bound here as its methods):
+:mod:`._server_intents` (what the application decides: ``accept``,
+``reject``), :mod:`._server_upstream` (the application's Publisher: its
+relay, the demand, its items as ``next`` messages), :mod:`._server_output`
+(the messages it writes), :mod:`._server_state` (a subscription's state,
+and the server as they see it); this module keeps what comes in, the
+timers and the state changes.
 """
 
 from __future__ import annotations
@@ -20,17 +28,16 @@ import contextlib
 import heapq
 from collections import deque
 from collections.abc import Iterator
-from itertools import repeat
-from typing import Any, Final
 
-from .._errors import LocalProtocolError
-from ..streams import MAX_DEMAND, Publisher, Subscription, add_demand
+from ..streams import add_demand
 from . import _envelope as env
+from . import _server_intents as intents
+from . import _server_output as output
+from . import _server_upstream as upstream
 from ._config import DittoServerConfig
-from ._fast import message_text, next_prefix, plain_message, topic_base
+from ._fast import plain_message
 from ._messages import (
     CANCELLED_MESSAGE,
-    INTERNAL_ERROR,
     RULE_3_9_MESSAGE,
     Classified,
     Kind,
@@ -44,6 +51,7 @@ from ._messages import (
     subscription_id_of,
     timeout_error,
 )
+from ._server_state import ServerSubscription, ended
 from ._tables import SERVER_TRANSITIONS, ServerInput, ServerState
 from .events import (
     Event,
@@ -56,104 +64,6 @@ from .events import (
 __all__ = ["DittoServer"]
 
 
-
-
-#: States an item (UP_NEXT) leaves as they are, read from the table: the
-#: hot path skips the lookup for them (docs/performance.md).
-_NEXT_KEEPS: Final = tuple(  # a tuple: "in" compares by identity, no enum hash
-    state for (state, what), after in SERVER_TRANSITIONS.items()
-    if what is ServerInput.UP_NEXT and after is state
-)
-
-
-class _Subscription:
-    __slots__ = (
-        "base",
-        "deadline",
-        "failure",
-        "headers",
-        "id",
-        "kind",
-        "next_prefix",
-        "outstanding",
-        "pending_demand",
-        "publisher",
-        "relay",
-        "state",
-        "topic",
-    )
-
-    def __init__(self, sid: str, kind: Kind, topic: env.Topic, headers: env.Headers) -> None:
-        self.id = sid
-        self.kind = kind
-        self.topic = topic
-        self.base = topic_base(topic)  # its messages' topic text: base + action
-        self.headers = headers  # of the latest subscribe/request/cancel
-        self.state = ServerState.PENDING
-        self.publisher: Publisher[Any] | None = None
-        self.failure: env.DittoError | None = None
-        self.relay: _Relay | None = None
-        self.pending_demand = 0  # requested before the Publisher's on_subscribe
-        self.outstanding = 0  # requested and not yet delivered (rule 1.1)
-        self.next_prefix: str | None = None  # see _fast.next_prefix
-        self.deadline = float("-inf")  # no timer entry yet
-
-
-class _Relay:
-    """The core's Subscriber to one application Publisher."""
-
-    __slots__ = ("_server", "_sub", "upstream")
-
-    def __init__(self, server: DittoServer, sub: _Subscription) -> None:
-        self._server = server
-        self._sub = sub
-        self.upstream: Subscription | None = None
-
-    def _current(self) -> bool:
-        return self._sub.relay is self and self._sub.state is ServerState.ACTIVE
-
-    def on_subscribe(self, subscription: Subscription) -> None:
-        if self.upstream is not None or not self._current():
-            subscription.cancel()  # rule 2.5, or already ended
-            return
-        self.upstream = subscription
-        n, self._sub.pending_demand = self._sub.pending_demand, 0
-        if n:
-            self._server._call_upstream(self._sub, subscription, n)
-
-    def on_next(self, item: Any) -> None:
-        if self._current():
-            self._server._on_upstream_next(self._sub, item)
-
-    def on_next_many(self, items: list[Any]) -> None:
-        """``on_next`` of each item in turn, in one call: an adapter that
-        pulls its Publisher's items in batches hands them over like this
-        (the same checks per item; docs/performance.md, "Ditto history into
-        Spark")."""
-        if self._current():
-            self._server._on_upstream_next_many(self._sub, items)
-
-    def on_error(self, error: BaseException) -> None:
-        if self._current():
-            failure = error.error if isinstance(error, env.DittoException) else INTERNAL_ERROR
-            self._server._end(
-                self._sub, ServerInput.UP_ERROR, failure, "failed", upstream_done=True
-            )
-
-    def on_complete(self) -> None:
-        if self._current():
-            self._server._end(
-                self._sub, ServerInput.UP_COMPLETE, None, "completed", upstream_done=True
-            )
-
-
-#: Where Ditto answers what it cannot attribute to an entity (text that is
-#: not JSON, a message too large to read).
-_FALLBACK_TOPIC: Final = env.Topic(
-    namespace="unknown", entity_name="unknown", group="things", channel="twin", criterion="errors"
-)
-
-
 class DittoServer:
     """Ditto's side of streaming (and search) subscriptions on one connection."""
 
@@ -163,9 +73,9 @@ class DittoServer:
         # StreamingSubscriptionManager) and search subscriptions (the search
         # SubscriptionManager) with a counter each, both from "0": a
         # subscription is its kind and its ID.
-        self._streams: dict[str, _Subscription] = {}
-        self._searches: dict[str, _Subscription] = {}
-        self._by_kind: dict[str, dict[str, _Subscription]] = {
+        self._streams: dict[str, ServerSubscription] = {}
+        self._searches: dict[str, ServerSubscription] = {}
+        self._by_kind: dict[str, dict[str, ServerSubscription]] = {
             Kind.STREAMING.value: self._streams,
             Kind.SEARCH.value: self._searches,
         }
@@ -197,11 +107,11 @@ class DittoServer:
         sub = self._find(subscription_id, kind)
         return ServerState.GONE if sub is None else sub.state
 
-    def _ids(self, kind: Kind) -> dict[str, _Subscription]:
+    def _ids(self, kind: Kind) -> dict[str, ServerSubscription]:
         return self._streams if kind is Kind.STREAMING else self._searches
 
-    def _find(self, sid: str, kind: Kind | None) -> _Subscription | None:
-        return of_kind(self._streams, self._searches, sid, kind, _ended)
+    def _find(self, sid: str, kind: Kind | None) -> ServerSubscription | None:
+        return of_kind(self._streams, self._searches, sid, kind, ended)
 
     def _open_now(self) -> int:
         return len(self._streams) + len(self._searches)
@@ -305,7 +215,7 @@ class DittoServer:
         self._command(sub, action, headers, demand)
 
     def _command(
-        self, sub: _Subscription, action: str, headers: env.Headers, demand: int
+        self, sub: ServerSubscription, action: str, headers: env.Headers, demand: int
     ) -> None:
         """A ``request`` (``demand``) or ``cancel`` of a known subscription."""
         sub.headers = headers  # later events carry the latest request's headers
@@ -354,7 +264,9 @@ class DittoServer:
             # Ditto gives a command without one a generated correlation-id,
             # which its created (and the events until a request) carry.
             headers = headers.with_header("correlation-id", self._new_correlation_id())
-        sub = _Subscription(sid, msg.kind, msg.topic.with_action(msg.kind.value, None), headers)
+        sub = ServerSubscription(
+            sid, msg.kind, msg.topic.with_action(msg.kind.value, None), headers
+        )
         self._ids(msg.kind)[sid] = sub
         self._touch(sub)
         self._send(sub, "created", {"subscriptionId": sid})
@@ -368,7 +280,7 @@ class DittoServer:
             )
         )
 
-    def _on_request(self, sub: _Subscription, n: int) -> None:
+    def _on_request(self, sub: ServerSubscription, n: int) -> None:
         sub.outstanding = add_demand(sub.outstanding, n)
         state = sub.state
         if state is ServerState.ACTIVE:
@@ -387,185 +299,31 @@ class DittoServer:
         if sub.state is ServerState.ACTIVE:
             self._start(sub)
 
-    # -- application intents ------------------------------------------------------
+    # -- application intents (._server_intents) -----------------------------------
 
-    def accept(
-        self, subscription_id: str, publisher: Publisher[Any], *, kind: Kind | None = None
-    ) -> None:
-        """Serve ``subscription_id`` from ``publisher`` (subscribed at the first request).
+    accept = intents.accept
+    reject = intents.reject
+    _application_target = intents.application_target
+    _issued = intents.issued
 
-        ``kind``: the subscription's (``SubscribeReceived.kind``), needed when
-        a history and a search subscription have the same ID (Ditto numbers
-        each kind from "0"). A subscription that already ended (cancel,
-        timeout) ignores this.
-        """
-        sub = self._application_target(subscription_id, ServerInput.ACCEPT, kind)
-        if sub is None:
-            return
-        if publisher is None:
-            raise TypeError("publisher must not be None")
-        sub.publisher = publisher
-        self._transition(sub, ServerInput.ACCEPT)
-        if sub.state is ServerState.ACTIVE:
-            self._start(sub)
+    # -- the application's Publisher (._server_upstream) ----------------------------
 
-    def reject(
-        self, subscription_id: str, error: env.DittoError, *, kind: Kind | None = None
-    ) -> None:
-        """Fail ``subscription_id`` with ``error`` (sent after the first
-        request, as Ditto does); ``kind`` as for ``accept``."""
-        sub = self._application_target(subscription_id, ServerInput.REJECT, kind)
-        if sub is None:
-            return
-        if sub.state is ServerState.PENDING_REQUESTED:
-            self._end(sub, ServerInput.REJECT, error, "failed")
-        else:
-            sub.failure = error
-            self._transition(sub, ServerInput.REJECT)
-
-    def _application_target(
-        self, sid: str, what: ServerInput, kind: Kind | None
-    ) -> _Subscription | None:
-        sub = self._find(sid, kind)
-        if sub is None:
-            if not self._issued(sid, kind):
-                raise LocalProtocolError(f"no subscription {sid!r} was created")
-            return None  # ended and forgotten
-        if sub.state is ServerState.ZOMBIE:
-            return None
-        if (sub.state, what) not in SERVER_TRANSITIONS:
-            raise LocalProtocolError(f"{what.value} not allowed for {sid!r} in {sub.state.value}")
-        return sub
-
-    def _issued(self, sid: str, kind: Kind | None) -> bool:
-        if self.config.id_factory is not None:
-            return True  # cannot tell: treat as ended
-        if not (sid.isascii() and sid.isdigit() and len(sid) <= 20):
-            return False
-        kinds = (kind,) if kind is not None else tuple(self._counters)
-        return any(int(sid) < self._counters[k] for k in kinds)
+    _start = upstream.start
+    _call_upstream = upstream.call_upstream
+    _prefix_of = upstream.prefix_of
+    _on_upstream_next_many = upstream.on_upstream_next_many
+    _end_in_run = upstream.end_in_run
+    _on_upstream_next = upstream.on_upstream_next
 
     # -- state changes --------------------------------------------------------------
 
-    def _transition(self, sub: _Subscription, what: ServerInput) -> None:
+
+    def _transition(self, sub: ServerSubscription, what: ServerInput) -> None:
         sub.state = SERVER_TRANSITIONS[(sub.state, what)]
-
-    def _start(self, sub: _Subscription) -> None:
-        """ACTIVE: subscribe the relay to the Publisher (lazily, at the first request)."""
-        relay = _Relay(self, sub)
-        sub.relay = relay
-        publisher, sub.publisher = sub.publisher, None
-        assert publisher is not None
-        try:
-            publisher.subscribe(relay)
-        except Exception:  # a Publisher must not raise (1.9); fail the subscription instead
-            if sub.state is ServerState.ACTIVE and sub.relay is relay:
-                self._end(sub, ServerInput.UP_ERROR, INTERNAL_ERROR, "failed")
-
-    def _call_upstream(self, sub: _Subscription, upstream: Subscription, n: int) -> None:
-        try:
-            upstream.request(n)
-        except Exception:  # rule 3.16 says it returns normally; do not let it escape
-            if sub.state is ServerState.ACTIVE:
-                self._end(sub, ServerInput.UP_ERROR, INTERNAL_ERROR, "failed")
-
-    def _prefix_of(self, sub: _Subscription) -> str:
-        prefix = sub.next_prefix
-        if prefix is None and sub.kind is not Kind.SEARCH:
-            topic = sub.base + "next"
-            prefix = sub.next_prefix = next_prefix(topic, self._headers(sub.headers), sub.id)
-        return prefix or ""
-
-    def _on_upstream_next_many(self, sub: _Subscription, items: list[Any]) -> None:
-        """``_on_upstream_next`` for each item in turn, the lookups hoisted:
-        the same messages, state and timers (tests/ditto/test_ditto_fast_paths.py)."""
-        prefix = self._prefix_of(sub)
-        if not prefix:
-            for item in items:
-                if sub.relay is None or sub.state is not ServerState.ACTIVE:
-                    return  # ended by an item before
-                self._on_upstream_next(sub, item)
-            return
-        # ACTIVE here (the relay checked): an item keeps it (_NEXT_KEEPS).
-        out = self._out
-        outstanding = sub.outstanding
-        encode = env.encode_chunks
-        if (
-            encode is not None
-            and (outstanding == MAX_DEMAND or outstanding >= len(items))
-            and not any(map(isinstance, items, repeat(env.Envelope)))
-        ):
-            # The common batch: all within the demand, plain JSON values,
-            # ASCII: the texts the loop below writes, without its checks and
-            # calls per item. Anything else (an item that is not JSON, text
-            # that dumps must look at) is left to that loop.
-            try:
-                texts = [f"{prefix}{''.join(encode(item, 0))}}}}}" for item in items]
-            except (TypeError, ValueError, RecursionError):
-                texts = []
-            if texts and all(map(str.isascii, texts)):  # O(1) each: no join
-                out += texts
-                if outstanding != MAX_DEMAND:
-                    sub.outstanding = outstanding - len(texts)
-                self._touch(sub)
-                return
-        dumps = env.dumps
-        envelope_type = env.Envelope
-        sent = 0
-        for item in items:
-            if sub.outstanding <= 0:
-                self._end_in_run(sub, sent, ServerInput.UP_NEXT_EXCESS)
-                return
-            try:
-                text = prefix + dumps(
-                    item.to_json() if isinstance(item, envelope_type) else item
-                ) + "}}"
-            except (TypeError, ValueError, RecursionError):  # not JSON: the Publisher's fault
-                self._end_in_run(sub, sent, ServerInput.UP_ERROR)
-                return
-            if sub.outstanding != MAX_DEMAND:  # rule 3.17: MAX is unbounded
-                sub.outstanding -= 1
-            out.append(text)
-            sent += 1
-        if sent:
-            self._touch(sub)
-
-    def _end_in_run(self, sub: _Subscription, sent: int, what: ServerInput) -> None:
-        if sent:
-            self._touch(sub)  # as the items before did, one by one
-        self._end(sub, what, INTERNAL_ERROR, "failed")
-
-    def _on_upstream_next(self, sub: _Subscription, item: Any) -> None:
-        if sub.outstanding <= 0:
-            self._end(sub, ServerInput.UP_NEXT_EXCESS, INTERNAL_ERROR, "failed")
-            return
-        prefix = self._prefix_of(sub)
-        try:
-            if prefix:  # the same text as _encode's, one dumps of the item (_fast.py)
-                text = prefix + env.dumps(_item_json(item)) + "}}"
-            else:
-                value: dict[str, Any] = {"subscriptionId": sub.id}
-                if sub.kind is Kind.SEARCH:
-                    if not isinstance(item, list | tuple):
-                        self._end(sub, ServerInput.UP_ERROR, INTERNAL_ERROR, "failed")
-                        return
-                    value["items"] = [_item_json(i) for i in item]
-                else:
-                    value["item"] = _item_json(item)
-                text = self._encode(sub, "next", value)
-        except (TypeError, ValueError, RecursionError):  # not JSON: the Publisher's fault
-            self._end(sub, ServerInput.UP_ERROR, INTERNAL_ERROR, "failed")
-            return
-        if sub.outstanding != MAX_DEMAND:  # rule 3.17: MAX is unbounded
-            sub.outstanding -= 1
-        if sub.state not in _NEXT_KEEPS:  # the table lookup hashes two enums
-            self._transition(sub, ServerInput.UP_NEXT)
-        self._touch(sub)
-        self._out.append(text)
 
     def _end(
         self,
-        sub: _Subscription,
+        sub: ServerSubscription,
         what: ServerInput,
         error: env.DittoError | None,
         reason: str,
@@ -595,12 +353,12 @@ class DittoServer:
             with contextlib.suppress(Exception):
                 relay.upstream.cancel()
 
-    def _forget(self, sub: _Subscription) -> None:
+    def _forget(self, sub: ServerSubscription) -> None:
         self._transition(sub, ServerInput.EXPIRE)
         del self._ids(sub.kind)[sub.id]
         self._zombies.pop((sub.kind, sub.id), None)
 
-    def _touch(self, sub: _Subscription) -> None:
+    def _touch(self, sub: ServerSubscription) -> None:
         deadline = self._now + self.config.idle_timeout
         if deadline == sub.deadline:
             # Its entry is in the heap already. Without this check every item
@@ -637,75 +395,14 @@ class DittoServer:
         self._correlations += 1
         return f"sansrs-{self._correlations - 1}"
 
-    # -- output -----------------------------------------------------------------
+    # -- output (._server_output) ----------------------------------------------------
 
-    def _topic(self, sub: _Subscription, action: str) -> env.Topic:
-        return sub.topic.with_action(sub.kind.value, action)
-
-    def _headers(self, headers: env.Headers) -> env.Headers:
-        if self.config.content_type_header:
-            return headers.with_header("content-type", env.CONTENT_TYPE_JSON)
-        return headers
-
-    def _encode(self, sub: _Subscription, action: str, value: dict[str, Any]) -> str:
-        return message_text(sub.base + action, self._headers(sub.headers).to_json(), value)
-
-    def _send(self, sub: _Subscription, action: str, value: dict[str, Any]) -> None:
-        self._out.append(self._encode(sub, action, value))
-
-    def _send_failed(
-        self, topic: env.Topic, headers: env.Headers, sid: str, error: env.DittoError
-    ) -> None:
-        value = {"subscriptionId": sid, "error": error.to_json()}
-        self._out.append(
-            env.Envelope(
-                topic=str(topic), headers=self._headers(headers), path="/", value=value
-            ).to_text()
-        )
-
-    def _error_response(
-        self, envelope: env.Envelope | None, headers: env.Headers | None, error: env.DittoError
-    ) -> None:
-        """Ditto's answer to a malformed command: an error response on an ``errors`` topic."""
-        topic = _FALLBACK_TOPIC
-        if envelope is not None:
-            try:
-                parsed = env.parse_topic(envelope.topic)
-            except env.TopicError:
-                pass
-            else:
-                topic = parsed.with_action("errors", None)
-                if parsed.criterion == "search":
-                    topic = env.Topic(
-                        namespace="_",
-                        entity_name="_",
-                        group="things",
-                        channel=None,
-                        criterion="search",
-                        action="errors",
-                    )
-        out_headers = env.Headers()
-        correlation_id = headers.get("correlation-id") if headers is not None else None
-        if correlation_id is not None:
-            out_headers = out_headers.with_header("correlation-id", correlation_id)
-        self._out.append(
-            env.Envelope(
-                topic=str(topic),
-                headers=out_headers,
-                path="/",
-                value=error.to_json(),
-                status=error.status,
-            ).to_text()
-        )
-        self._events.append(InvalidMessage(error=error))
-
-
-def _ended(sub: _Subscription) -> bool:
-    return sub.state is ServerState.ZOMBIE
-
-
-def _item_json(item: Any) -> Any:
-    return item.to_json() if isinstance(item, env.Envelope) else item
+    _topic = output.topic_of
+    _headers = output.with_content_type
+    _encode = output.encode
+    _send = output.send
+    _send_failed = output.send_failed
+    _error_response = output.error_response
 
 
 def _unknown_command(topic: str) -> env.DittoError:

@@ -125,7 +125,7 @@ def test_ditto_topics_are_classified_alike_cached_or_not() -> None:
             msg.classify(bad)
 
 
-# -- the server's batch of items (_Relay.on_next_many) -----------------------
+# -- the server's batch of items (Relay.on_next_many, _server_upstream.py) ---------
 
 _items = st.one_of(
     st.just(ITEM),
