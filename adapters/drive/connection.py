@@ -98,6 +98,15 @@ class LoopConnection:
             else None
         )
         self._out = bytearray()
+        #: Pieces of the engine's output that a ``sendmsg`` did not reach,
+        #: kept as they are, to go after ``_out`` (which then holds the tail
+        #: of the piece it cut: never empty while these wait, so every
+        #: "anything unsent?" test reads ``_out`` alone), and their bytes.
+        #: Copying them into ``_out`` cost a copy of most of a stream's
+        #: output whenever the reader was behind (bench_tcp.py stream1k,
+        #: stream1kb: the server's end).
+        self._rest: list[bytes] = []
+        self._rest_size = 0
         #: The engine's output as pieces (``Engine.pieces_to_send``), when
         #: the transport writes them at once (``send_pieces``).
         self._gather: Callable[[int], list[bytes] | None] | None = (
@@ -188,7 +197,7 @@ class LoopConnection:
         """Bytes waiting to be written (owner thread's view): the loop's
         buffer and what the transport holds (WebSocket frames, pongs)."""
         held = self._held
-        return len(self._out) + (held() if held is not None else 0)
+        return len(self._out) + self._rest_size + (held() if held is not None else 0)
 
     def call_soon(self, fn: Call, timeout: float | None = None) -> None:
         try:
@@ -305,28 +314,35 @@ class LoopConnection:
     def _write_pieces(self, pieces: list[bytes]) -> None:
         """Owner, nothing older waiting: write the engine's output as
         ``pieces`` (the transport's ``send_pieces``, a batch of them per
-        call) while the socket takes them whole; what it does not take
-        waits in the buffer, as in :meth:`_write`."""
+        call) while the socket takes them whole. What it does not take
+        waits: the tail of the piece it cut in ``_out`` (a copy of one
+        piece at most), the pieces after it in ``_rest`` as they are."""
         send = self.transport.send_pieces  # type: ignore[attr-defined]
-        while pieces:
+        left: list[bytes] | None = pieces
+        while left:
             try:
-                sent: int = send(pieces)
+                sent: int = send(left)
             except OSError as exc:
                 self._send_error = exc
                 return
             if sent:
                 self._wrote = True  # the turn stamps the time (idle_timeout)
-            # Bytes at the end of each piece the call could have taken.
-            ends = list(accumulate(map(len, pieces[:MAX_PIECES])))
-            if sent == ends[-1]:
-                pieces = pieces[len(ends) :]
-                continue
-            whole = bisect_right(ends, sent)  # pieces written whole
-            out = self._out
-            out += memoryview(pieces[whole])[sent - (ends[whole - 1] if whole else 0) :]
-            for piece in pieces[whole + 1 :]:  # (a join would copy them twice)
-                out += piece
-            return
+            left = self._after_send(left, sent, MAX_PIECES)
+
+    def _after_send(self, pieces: list[bytes], sent: int, carried: int) -> list[bytes] | None:
+        """After a ``send_pieces`` that offered the first ``carried`` of
+        ``pieces`` and took ``sent`` bytes: the pieces after those when it
+        took them all; else None, what it did not take kept (``_out``,
+        ``_rest``)."""
+        # Bytes at the end of each piece the call could have taken.
+        ends = list(accumulate(map(len, pieces[:carried])))
+        if sent == ends[-1]:
+            return pieces[carried:]
+        whole = bisect_right(ends, sent)  # pieces written whole; the next is cut
+        self._out += memoryview(pieces[whole])[sent - (ends[whole - 1] if whole else 0) :]
+        rest = self._rest = pieces[whole + 1 :]
+        self._rest_size = sum(map(len, rest))
+        return None
 
     def write_bytes(self, data: bytes) -> None:
         """Owner: write ``data``, output the engine handed over itself (the
@@ -353,7 +369,14 @@ class LoopConnection:
                 if sent:
                     self._wrote = True  # the turn stamps the time (idle_timeout)
                 return
-            out += data
+            if self._rest:  # after the pieces waiting: kept as they are
+                self._rest.append(data)
+                self._rest_size += len(data)
+            else:
+                out += data
+        if self._rest:
+            self._write_rest()
+            return
         if out or (self._held is not None and self._held()):
             try:
                 sent = self.transport.send(out)
@@ -363,6 +386,29 @@ class LoopConnection:
             if sent:
                 del out[:sent]
                 self._wrote = True  # the turn stamps the time (idle_timeout)
+
+    def _write_rest(self) -> None:
+        """Owner: ``_out`` (a cut piece's tail), then the pieces waiting
+        after it (``_rest``): one ``send_pieces`` offering all of them (a
+        TLS write retried after WANT_WRITE is offered the same bytes again,
+        as OpenSSL requires), then on as :meth:`_write_pieces`."""
+        out = self._out
+        n = len(out)
+        try:
+            sent: int = self.transport.send_pieces([out, *self._rest])  # type: ignore[attr-defined]
+        except OSError as exc:
+            self._send_error = exc
+            return
+        if sent:
+            self._wrote = True  # the turn stamps the time (idle_timeout)
+        if sent < n:
+            del out[:sent]
+            return
+        del out[:]
+        rest, self._rest, self._rest_size = self._rest, [], 0
+        left = self._after_send(rest, sent - n, MAX_PIECES - 1)
+        if left:
+            self._write_pieces(left)
 
     def needs_turn(self) -> bool:
         """Owner, after a read or :meth:`write_now`: whether a turn has
@@ -625,7 +671,7 @@ class LoopConnection:
         if deadline is not None and now >= deadline:
             engine.handle_timeout(now)
         high = config.high_water
-        more = engine.pump() if len(out) < high else True
+        more = engine.pump() if len(out) + self._rest_size < high else True
         self.write_now(pieces=True)
         if self._wrote:
             self._wrote = False
@@ -651,7 +697,7 @@ class LoopConnection:
                 if now >= self._close_deadline:
                     self._finish(self._lost or ConnectionClosed("connection closed locally"))
                     return
-        pending = len(out)
+        pending = len(out) + self._rest_size
         if self._held is not None:
             pending += self._held()
         pause = config.pause_reading_at
@@ -712,6 +758,7 @@ class LoopConnection:
             # still be held (a transport's failed send, kept alive by the
             # error's traceback), and resizing it would raise BufferError.
             self._out = bytearray()
+            self._rest, self._rest_size = [], 0
         except Exception:
             # Never out of here: a caller in its own ``except`` (``_fail``)
             # would carry it to the reactor, and end every connection on it.

@@ -58,6 +58,7 @@ class Direct(Protocol):
     _drive: threading.Lock
     _inbox: Inbox[Call]
     _out: bytearray
+    _rest_size: int
     _held: Callable[[], int] | None
     _quiet: Callable[[], bool] | None
     _wants_close: Callable[[], bool]
@@ -260,7 +261,7 @@ def idle_for_direct(self: Direct, now: float) -> bool:
 
 def flush(self: Direct, now: float) -> None:
     """Driving thread (direct call): pump what is ready and write it."""
-    if len(self._out) < self._loop.config.high_water:
+    if len(self._out) + self._rest_size < self._loop.config.high_water:
         self.engine.pump()
     self.write_now()
     if self._wrote:

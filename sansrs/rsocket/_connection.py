@@ -19,35 +19,30 @@ each a class of its own (docs/rsocket.md, "How the connection is built"):
 - ``Resumption`` (``_resume.py``): a session that outlives its transport;
 - ``LatencyPath`` (``_latency.py``): a sequential request-response's
   request written whole and its answer (or request) taken whole.
+
+Its intents apart (their functions bound here as its methods, so the calls
+stay the calls they were): :mod:`._connection_requests` (the requests that
+open streams), :mod:`._connection_streams` (what is sent on an open stream:
+items, completion, ERROR, REQUEST_N, CANCEL), :mod:`._connection_intents`
+(the connection's own frames and its close), :mod:`._connection_state` (the
+connection as they see it). This module keeps the inspection, the bytes and
+events each way, the timers and the establishment.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from typing import NoReturn
 
 from .._errors import LocalProtocolError
+from . import _connection_intents as intents
+from . import _connection_requests as requests
+from . import _connection_streams as streams
 from . import _frames as fr
 from ._config import ConnectionConfig, Role
 from ._context import Context
 from ._establish import Establishment
-from ._fast import (
-    PAYLOAD_ITEM,
-    PAYLOAD_LAST_ITEM,
-    T_REQUEST_FNF,
-    T_REQUEST_RESPONSE,
-    pack_prefix_header,
-    queue_fnf_run,
-    queue_payload_run,
-)
 from ._fragmentation import Fragmenter
-from ._frames import (
-    FLAG_METADATA,
-    MAX_REQUEST_N,
-    STREAM_ERROR_CODES,
-    ErrorCode,
-    is_application_error_code,
-)
+from ._frames import ErrorCode
 from ._keepalive import Keepalive
 from ._latency import LatencyPath
 from ._lease import Leases
@@ -56,29 +51,14 @@ from ._receive_streams import StreamFrames
 from ._resume import Resumption
 from ._session_store import SessionStore, StoredSession
 from ._state import ConnectionInput, ConnectionState
-from ._streams import (
-    UNBOUNDED,
-    Stream,
-    StreamInput,
-    StreamKind,
-    StreamState,
-    StreamTable,
-    add_credit,
-)
+from ._streams import StreamState, StreamTable
 from .events import Event
 
 __all__ = ["Connection"]
 
 _CI = ConnectionInput
-_I = StreamInput
 _ESTABLISHED = ConnectionState.ESTABLISHED
 _CLOSED = ConnectionState.CLOSED
-_RR = StreamKind.REQUEST_RESPONSE
-
-
-def _check_n(name: str, n: int) -> None:
-    if type(n) is not int or n < 1:
-        raise LocalProtocolError(f"{name} must be an int >= 1, got {n!r}")
 
 
 class Connection:
@@ -428,341 +408,36 @@ class Connection:
         self._resume.resume()
 
     # ------------------------------------------------------------------
-    # request intents
+    # request intents (_connection_requests.py)
 
-    def _next_stream_id(self, what: str) -> int:
-        ctx = self._ctx
-        if not self._resume.detached:  # detached: requests go out after resumption
-            ctx.check_can_request(what)
-        leases = self._leases
-        if leases.enabled and leases.peer.available(ctx.now) <= 0:
-            raise LocalProtocolError(
-                f"{what}: no lease allows a request now (spec: Lease Semantics)"
-            )
-        sid = self._streams.ids.next_id(self._by_id)
-        if sid is None:
-            raise LocalProtocolError(f"{what}: no stream ID left; open a new connection")
-        if leases.enabled:
-            leases.peer.use(ctx.now)
-        return sid
-
-    def _queue_whole_request(
-        self, sid: int, type_flags: int, data: bytes, metadata: bytes | None
-    ) -> bool:
-        """Hot path of a REQUEST_RESPONSE / REQUEST_FNF that fits one frame
-        (with metadata: a routed request's composite metadata): the header
-        packed directly, no frame object. False: not such a request."""
-        if type(data) is not bytes:
-            return False
-        if metadata is None:
-            if len(data) > self._out.fast_request_max:
-                return False
-            n = 6 + len(data)
-            head = pack_prefix_header(n >> 16, n & 0xFFFF, sid, type_flags)
-        else:
-            if type(metadata) is not bytes:
-                return False
-            m = len(metadata)
-            if m + len(data) > self._out.fast_request_max:
-                return False
-            n = 9 + m + len(data)
-            # Header, metadata length and metadata in one piece: retained
-            # frames are two pieces each (_retained.py).
-            tf = type_flags | FLAG_METADATA
-            head = (
-                pack_prefix_header(n >> 16, n & 0xFFFF, sid, tf) + m.to_bytes(3, "big") + metadata
-            )
-        self._out.queue_pieces((head, data), n)
-        return True
-
-    def request_response(self, data: bytes, metadata: bytes | None = None) -> int:
-        sid = self._next_stream_id("request_response")
-        if not self._queue_whole_request(sid, T_REQUEST_RESPONSE, data, metadata):
-            self._fragments.queue_request(fr.RequestResponseFrame(sid, data, metadata))
-        self._streams.open_requester(sid, _RR, 1)
-        return sid
-
-    def request_response_frame(
-        self, data: bytes, metadata: bytes | None = None
-    ) -> tuple[int, bytes] | None:
-        """``request_response`` then ``data_to_send``, in one call, while the
-        request is the only output: ``(stream ID, the bytes to write)``; write
-        them before anything ``data_to_send`` returns later. None (nothing
-        changed) when the request would not be one whole frame alone (too
-        large, output queued, a resumable session, leases, not established,
-        data or metadata not bytes): use ``request_response``. The
-        latency path of a blocking request-response (``_latency.py``).
-        """
-        return self._latency.request_frame(data, metadata)
-
-    def request_fnf(self, data: bytes, metadata: bytes | None = None) -> int:
-        sid = self._next_stream_id("request_fnf")
-        if not self._queue_whole_request(sid, T_REQUEST_FNF, data, metadata):
-            self._fragments.queue_request(fr.RequestFnfFrame(sid, data, metadata))
-        return sid
-
-    def request_fnf_many(self, items: list[bytes]) -> int:
-        """``request_fnf`` for each of ``items`` (data, no metadata), the
-        same frames on the same stream IDs, or nothing: returns how many
-        were queued, ``len(items)`` or 0 where the one-by-one path is needed
-        (an item not ``bytes`` or too large for one frame, leases, a
-        resumable session, stream IDs about to wrap); the caller then sends
-        them with ``request_fnf``. Raises as ``request_fnf`` would for the
-        first item when no request can be made. The batch form of
-        ``request_fnf``'s first path: ``_fast.queue_fnf_run``."""
-        if not items:
-            return 0
-        out = self._out
-        if (
-            self._resume.detached
-            or self._leases.enabled
-            or out.retain is not None
-            or set(map(type, items)) != {bytes}
-            or max(map(len, items)) > out.fast_request_max
-        ):
-            return 0
-        self._ctx.check_can_request("request_fnf")
-        stream_ids = self._streams.ids.take_run(len(items))
-        if stream_ids is None:
-            return 0
-        queue_fnf_run(out, stream_ids, items)
-        return len(items)
-
-    def request_stream(self, data: bytes, metadata: bytes | None = None, *, initial_n: int) -> int:
-        _check_n("request_stream: initial_n", initial_n)
-        sid = self._next_stream_id("request_stream")
-        self._fragments.queue_request(
-            fr.RequestStreamFrame(sid, min(initial_n, MAX_REQUEST_N), data, metadata)
-        )
-        self._streams.open_requester(sid, StreamKind.REQUEST_STREAM, add_credit(0, initial_n))
-        return sid
-
-    def request_channel(
-        self,
-        data: bytes,
-        metadata: bytes | None = None,
-        *,
-        initial_n: int,
-        complete: bool = False,
-    ) -> int:
-        """Open a channel; ``data`` is our first item. Further items need the
-        responder's REQUEST_N; ``complete`` ends our side at once."""
-        _check_n("request_channel: initial_n", initial_n)
-        sid = self._next_stream_id("request_channel")
-        frame = fr.RequestChannelFrame(
-            sid, min(initial_n, MAX_REQUEST_N), data, metadata, complete=complete
-        )
-        self._fragments.queue_request(frame)
-        self._streams.open_requester(
-            sid, StreamKind.REQUEST_CHANNEL, add_credit(0, initial_n), complete=complete
-        )
-        return sid
+    _next_stream_id = requests.next_stream_id
+    _queue_whole_request = requests.queue_whole_request
+    request_response = requests.request_response
+    request_response_frame = requests.request_response_frame
+    request_fnf = requests.request_fnf
+    request_fnf_many = requests.request_fnf_many
+    request_stream = requests.request_stream
+    request_channel = requests.request_channel
 
     # ------------------------------------------------------------------
-    # stream intents
+    # stream intents (_connection_streams.py)
 
-    def send_payload(
-        self,
-        stream_id: int,
-        data: bytes,
-        metadata: bytes | None = None,
-        complete: bool = False,
-    ) -> None:
-        """Send one item (PAYLOAD with N; with C too when ``complete``).
-
-        Needs credit from the peer (Reactive Streams rule 1.1): otherwise
-        ``LocalProtocolError``. On a request-response stream the response
-        always completes it.
-        """
-        s = self._by_id.get(stream_id)
-        out = self._out
-        if (
-            s is not None
-            and metadata is None
-            and s.out_credit > 0  # credit > 0 also means the flow is open
-            and len(data) <= out.fast_payload_max
-            and out.size < out.limit
-        ):
-            if s.kind is not _RR:
-                if not complete:
-                    # Hot path: header packed directly, no frame object. The
-                    # stream table is not looked up: credit stands for it
-                    # (see _streams.py).
-                    s.out_credit -= 1
-                    n = len(data) + 6
-                    out.pieces += (
-                        pack_prefix_header(n >> 16, n & 0xFFFF, stream_id, PAYLOAD_ITEM),
-                        data,
-                    )
-                    out.size += n + 3
-                    out.sent_position += n
-                    return
-            elif self._latency.answer(s, data):
-                return
-        if s is None or s.out_credit <= 0 or out.size >= out.limit:
-            self._payload_refused(stream_id, s)
-        # (credit > 0: the table allows SEND_PAYLOAD here; see _streams.py)
-        if s.kind is _RR:
-            complete = True
-        n = 6 + len(data)
-        s.out_credit -= 1
-        if metadata is None and n + 3 <= out.fragment_size and out.prefixed:
-            # Header packed directly, no frame object; retained if resumable.
-            tf = PAYLOAD_LAST_ITEM if complete else PAYLOAD_ITEM
-            out.queue_pieces((pack_prefix_header(n >> 16, n & 0xFFFF, stream_id, tf), data), n)
-        else:
-            self._fragments.queue_payload(stream_id, data, metadata, complete, True)
-        if complete:
-            self._streams.step(s, _I.SEND_COMPLETE)
-
-    def send_payloads(self, stream_id: int, items: list[bytes]) -> int:
-        """Send a leading run of ``items`` (``bytes``, no metadata, none
-        completing) as PAYLOAD frames, exactly as ``send_payload`` would one
-        by one on its first path; stop where that path would not take the
-        next one (credit, output room, size, a resumable session) and return
-        how many went: the caller sends the rest with ``send_payload``. The
-        batch form of the first path: ``_fast.queue_payload_run``."""
-        s = self._by_id.get(stream_id)
-        if s is None or s.kind is _RR or s.out_credit <= 0:
-            return 0
-        sent = queue_payload_run(self._out, stream_id, items, s.out_credit)
-        s.out_credit -= sent
-        return sent
-
-    def _payload_refused(self, stream_id: int, s: Stream | None) -> NoReturn:
-        if s is None:
-            self._streams.for_intent("send_payload", stream_id)
-            raise AssertionError  # pragma: no cover - for_intent raised
-        if not s.out_open:
-            raise LocalProtocolError(f"send_payload: stream {stream_id} is closed for sending")
-        if s.out_credit <= 0:
-            raise LocalProtocolError(
-                f"send_payload: no credit on stream {stream_id} "
-                "(the peer has not requested more; Reactive Streams rule 1.1)"
-            )
-        raise LocalProtocolError(
-            "send_payload: output is blocked (max_queued_output); send data_to_send() first"
-        )
-
-    def send_complete(self, stream_id: int) -> None:
-        """Complete our side of the stream (PAYLOAD with C, no item)."""
-        s = self._streams.for_intent("send_complete", stream_id)
-        if not self._streams.allows(s, _I.SEND_COMPLETE):
-            raise LocalProtocolError(f"send_complete: stream {stream_id} is closed for sending")
-        self._out.queue(fr.PayloadFrame(stream_id, b"", None, False, True, False))
-        self._streams.step(s, _I.SEND_COMPLETE)
-
-    def send_error(self, stream_id: int, error_code: int, message: str = "") -> None:
-        """Terminate the stream with ERROR (both sides).
-
-        A responder may use APPLICATION_ERROR, REJECTED, CANCELED, INVALID or
-        an application code (0x301..0xFFFFFFFE); a requester only ends its
-        own channel flow with APPLICATION_ERROR (or an application code) and
-        otherwise cancels.
-        """
-        s = self._streams.for_intent("send_error", stream_id)
-        if s.requester:
-            if s.kind is not StreamKind.REQUEST_CHANNEL or not s.out_open:
-                raise LocalProtocolError(
-                    "send_error: a requester cancels; it sends ERROR only on its open channel flow"
-                )
-            if error_code != ErrorCode.APPLICATION_ERROR and not is_application_error_code(
-                error_code
-            ):
-                raise LocalProtocolError(
-                    f"send_error: a requester may not send code {error_code:#x}"
-                )
-        elif error_code not in STREAM_ERROR_CODES and not is_application_error_code(error_code):
-            raise LocalProtocolError(f"send_error: {error_code:#x} is not a stream error code")
-        self._out.queue_error(stream_id, error_code, message)
-        self._streams.step(s, _I.SEND_ERROR)
-
-    def request_n(self, stream_id: int, n: int) -> None:
-        """Grant ``n`` more items (cumulative; 2**31-1 or more is unbounded)."""
-        _check_n("request_n: n", n)
-        s = self._streams.for_intent("request_n", stream_id)
-        if s.kind is _RR or not self._streams.allows(s, _I.SEND_REQUEST_N):
-            raise LocalProtocolError(f"request_n: stream {stream_id} is not receiving items")
-        if s.in_credit >= UNBOUNDED // 2:
-            return  # already unbounded: nothing to say
-        s.in_credit = add_credit(s.in_credit, n)
-        self._out.queue(fr.RequestNFrame(stream_id, min(n, MAX_REQUEST_N)))
-
-    def cancel(self, stream_id: int) -> None:
-        """Requester: cancel the stream. Channel responder: stop the
-        requester's flow (its own flow continues)."""
-        s = self._streams.for_intent("cancel", stream_id)
-        inp = _I.SEND_CANCEL if s.requester else _I.SEND_CANCEL_INBOUND
-        if not self._streams.allows(s, inp):
-            raise LocalProtocolError(f"cancel: stream {stream_id} has nothing to cancel")
-        self._out.queue(fr.CancelFrame(stream_id))
-        self._streams.step(s, inp)
+    send_payload = streams.send_payload
+    send_payloads = streams.send_payloads
+    _payload_refused = streams.payload_refused
+    send_complete = streams.send_complete
+    send_error = streams.send_error
+    request_n = streams.request_n
+    cancel = streams.cancel
 
     # ------------------------------------------------------------------
-    # connection intents
+    # connection intents (_connection_intents.py)
 
-    def metadata_push(self, metadata: bytes) -> None:
-        self._ctx.check_can_request("metadata_push")
-        if len(metadata) + 6 > self.config.fragment_size:
-            raise LocalProtocolError(
-                "metadata_push: metadata exceeds the frame size (not fragmentable)"
-            )
-        self._out.queue(fr.MetadataPushFrame(metadata))
-
-    def send_lease(self, ttl: int, number_of_requests: int, metadata: bytes | None = None) -> None:
-        """Grant the peer's requester ``number_of_requests`` requests for ``ttl`` ms."""
-        leases = self._leases
-        if not leases.enabled:
-            raise LocalProtocolError("send_lease: leases were not negotiated in SETUP")
-        self._ctx.check_can_request("send_lease")
-        self._out.queue(fr.LeaseFrame(ttl, number_of_requests, metadata))  # validates the ranges
-        leases.ours.grant(self._ctx.now, ttl, number_of_requests)
-        leases.last_grant = (ttl, number_of_requests, metadata)  # sent again on resumption
-
-    def send_keepalive(self, data: bytes = b"") -> None:
-        """KEEPALIVE with R (the client's timer sends them; a server may too)."""
-        self._ctx.check_can_request("send_keepalive")
-        self._ctx.queue_keepalive_request(data)
-
-    def send_extension(
-        self,
-        extended_type: int,
-        data: bytes = b"",
-        metadata: bytes | None = None,
-        *,
-        stream_id: int = 0,
-        ignore: bool = True,
-    ) -> None:
-        """Send an EXT frame (by default with I, so peers that do not know it skip it)."""
-        self._ctx.check_can_request("send_extension")
-        self._out.queue(fr.ExtFrame(stream_id, extended_type, data, metadata, ignore))
-
-    def close(self, message: str = "", *, error_code: int = ErrorCode.CONNECTION_CLOSE) -> None:
-        """Close the connection.
-
-        CONNECTION_CLOSE (default): graceful; no new streams, open ones drain,
-        then ``ConnectionTerminated``. CONNECTION_ERROR: at once.
-        """
-        ctx = self._ctx
-        ctx.check_open("close")
-        if self._resume.close_detached():
-            # No transport (or not resumed yet): nothing can drain.
-            error_code = ErrorCode.CONNECTION_ERROR
-        state = ctx.state
-        if error_code == ErrorCode.CONNECTION_CLOSE and (
-            state is _ESTABLISHED or state is ConnectionState.CLOSING
-        ):
-            if state is ConnectionState.CLOSING:
-                return
-            self._out.queue_error(0, ErrorCode.CONNECTION_CLOSE, message)
-            ctx.begin_close(message, False, drained=not self._by_id)
-            return
-        if error_code not in (ErrorCode.CONNECTION_CLOSE, ErrorCode.CONNECTION_ERROR):
-            raise LocalProtocolError(f"close: {error_code:#x} is not a connection error code")
-        if not (self._client and state is ConnectionState.AWAITING_SETUP):
-            # (A client that never sent SETUP has nothing to tell the server.)
-            self._out.queue_error(0, ErrorCode.CONNECTION_ERROR, message)
-        ctx.end(_CI.FATAL, ErrorCode.CONNECTION_ERROR, message, by_peer=False)
+    metadata_push = intents.metadata_push
+    send_lease = intents.send_lease
+    send_keepalive = intents.send_keepalive
+    send_extension = intents.send_extension
+    close = intents.close
 
 
 def _resumption_of(session: StoredSession) -> Resumption | None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sansrs.rsocket import (
     Connection,
@@ -48,6 +50,11 @@ BATCHES: list[list[bytes]] = [
     [b"%d" % i for i in range(100)],  # lengths differ: one by one in a loop
     [b""] * 5,
     [b"a" * 70_000] * 3,  # above 64 KiB: a 24-bit length still
+    # None longer than the first, one shorter: not one length (the joined
+    # size tells), one by one.
+    [b"a" * 16, b"b" * 10, b"c" * 16, b"d" * 16],
+    [b"a" * 16] * 99 + [b""],
+    [b"a" * 16, b"b" * 17, b"c" * 15],  # one longer, one shorter, summing alike
 ]
 
 
@@ -75,7 +82,8 @@ def test_rsocket_send_payloads_stops_at_the_credit_rule_1_1(items: list[bytes]) 
 
 
 @pytest.mark.parametrize(
-    "make", [lambda i: b"y" * 1000, lambda i: b"y" * (1000 + i % 7)]
+    "make",
+    [lambda i: b"y" * 1000, lambda i: b"y" * (1000 + i % 7), lambda i: b"y" * (1000 - i % 7)],
 )
 def test_rsocket_send_payloads_stops_where_the_output_limit_stops_send_payload(
     make: Callable[[int], bytes],
@@ -87,6 +95,31 @@ def test_rsocket_send_payloads_stops_where_the_output_limit_stops_send_payload(
     assert 0 < sent < len(items)
     assert sent == _one_by_one(single.server, sid_s, items)
     assert batch.server.output_blocked and single.server.output_blocked
+    assert batch.server.data_to_send() == single.server.data_to_send()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lengths=st.lists(st.sampled_from([0, 1, 5, 6, 7, 16, 1000]), min_size=1, max_size=60),
+    credit=st.integers(1, 70),
+    limit=st.integers(1, 40_000),
+)
+def test_rsocket_send_payloads_differential_any_lengths_credit_and_limit(
+    lengths: list[int], credit: int, limit: int
+) -> None:
+    """Any mix of lengths (runs of one length, the first the longest or
+    not), any credit, any output limit: what ``send_payloads`` queues and
+    ``send_payload``'s one-by-one rest make the same bytes, sizes, credit
+    and position as ``send_payload`` alone."""
+    items = [bytes([65 + i % 26]) * n for i, n in enumerate(lengths)]
+    batch, sid_b = _streaming(initial_n=credit, max_queued_output=limit)
+    single, sid_s = _streaming(initial_n=credit, max_queued_output=limit)
+    sent = batch.server.send_payloads(sid_b, items)
+    rest = _one_by_one(batch.server, sid_b, items[sent:])
+    assert sent + rest == _one_by_one(single.server, sid_s, items)
+    assert batch.server.sent_position == single.server.sent_position
+    assert batch.server.queued_output == single.server.queued_output
+    assert batch.server.output_blocked == single.server.output_blocked
     assert batch.server.data_to_send() == single.server.data_to_send()
 
 

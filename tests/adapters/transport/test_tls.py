@@ -17,7 +17,7 @@ from sansrs.adapters.drive import Loop, LoopConfig
 from sansrs.adapters.rsocket.client import connect
 from sansrs.adapters.rsocket.demo import DemoHandler
 from sansrs.adapters.rsocket.server import serve
-from sansrs.adapters.rsocket.types import Payload
+from sansrs.adapters.rsocket.types import Payload, Request
 from sansrs.adapters.transport import listen, open_transport
 from sansrs.adapters.transport.tls import TlsTransport, client_context, server_context
 from sansrs.adapters.transport.urls import Endpoint, parse_url
@@ -254,3 +254,29 @@ def test_a_handshake_that_never_completes_is_dropped(silent: bool) -> None:
 def test_handshake_timeout_is_validated() -> None:
     with pytest.raises(ValueError, match="handshake_timeout"):
         LoopConfig(handshake_timeout=0)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("loop", ["thread", "selector"])
+def test_tls_stream_of_small_items_sent_one_at_a_time_arrives_whole(loop: str) -> None:
+    """A Publisher's items go one frame at a time (two pieces each): a
+    large credit makes one turn's output thousands of pieces, written by
+    ``send_pieces``. Over TLS it joined them all while the connection
+    counted the first ``MAX_PIECES``: the bytes past them went out twice
+    and the client saw a broken frame stream."""
+    from sansrs.streams import from_iterable
+
+    n = 20_000
+    expected = [b"%08d" % i for i in range(n)]
+
+    class Handler:
+        def request_stream(self, request: Request) -> object:
+            return from_iterable(expected)
+
+    with (
+        serve("tls://127.0.0.1:0", Handler(), loop=loop, ssl_context=certs().server_context())
+        as server,
+        connect(server.url, loop=loop, ssl_context=certs().client_context()) as client,
+        client.request_stream(b"", prefetch=n, timeout=WAIT) as items,
+    ):
+        assert [p.data for p in items] == expected
