@@ -77,13 +77,17 @@ ASYNCIO_SCENARIOS = ("rr_seq", "stream16", "stream16b")
 WS_PATH = "/rsocket"
 
 
+#: ``sansrs serve`` with its allocator settled, as every benchmark process.
+SANSRS_SERVER = str(HERE / "sansrs_server.py")
+
+
 def server_command(impl: str) -> list[str]:
     if impl in ("sansrs", "sansrs-asyncio"):
-        return [PY, "-m", "sansrs", "serve", "tcp://127.0.0.1:0"]
+        return [PY, SANSRS_SERVER, "serve", "tcp://127.0.0.1:0"]
     if impl == "sansrs-ws":
-        return [PY, "-m", "sansrs", "serve", f"ws://127.0.0.1:0{WS_PATH}"]
+        return [PY, SANSRS_SERVER, "serve", f"ws://127.0.0.1:0{WS_PATH}"]
     if impl == "sansrs-selector":  # server and client on the selector loop (issue 6)
-        return [PY, "-m", "sansrs", "serve", "--loop", "selector", "tcp://127.0.0.1:0"]
+        return [PY, SANSRS_SERVER, "serve", "--loop", "selector", "tcp://127.0.0.1:0"]
     if impl == "rsocketpy":
         return [PY, str(HERE / "rsocketpy_peer.py"), "serve", "0"]
     if impl == "rsocketpy-ws":
