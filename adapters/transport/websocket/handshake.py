@@ -29,7 +29,8 @@ from .options import (
     raw_headers,
     str_headers,
 )
-from .transport import _HEADER_END, WebSocketTransport
+from .transport import WebSocketTransport
+from .upgrade import HEADER_END as _HEADER_END
 
 __all__ = ["open_websocket"]
 

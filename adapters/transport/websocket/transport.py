@@ -2,28 +2,24 @@
 upgrade) over a TCP or TLS byte stream, speaking message records
 (:mod:`.messages`) to engines. :class:`WebSocketTransport` serves both roles;
 on a server it reads and answers the upgrade inside ``recv``
-(:class:`WebSocketListener` accepts without blocking). The client's upgrade
+(:class:`WebSocketListener` accepts without blocking; what the server
+answers to the upgrade is in :mod:`.upgrade`). The client's upgrade
 is in :mod:`.handshake`; the package docstring has the contract."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import ssl
 
-import h11
 from wsproto import ConnectionType, WSConnection
 from wsproto.connection import ConnectionState
 from wsproto.events import (
-    AcceptConnection,
     BytesMessage,
     CloseConnection,
     Event,
     Ping,
     Pong,
     RejectConnection,
-    RejectData,
     Request,
     TextMessage,
 )
@@ -34,6 +30,7 @@ from ..base import Transport
 from ..tcp import TcpListener
 from ..tls import TlsListener
 from ..urls import Endpoint
+from . import upgrade
 from .frames import KeySource, encode_data_frame
 from .messages import (
     CloseCode,
@@ -43,17 +40,13 @@ from .messages import (
     encode_close,
     encode_record,
 )
-from .options import (
-    HandshakeRequest,
-    WebSocketOptions,
-    raw_headers,
-    str_headers,
-)
+from .options import HandshakeRequest, WebSocketOptions
 from .runs import encode_batch, frame_lines, frame_record
 from .runs import encode_run as frame_run
 from .splitter import FrameSplitter
+from .upgrade import MAX_REQUEST_HEAD
 
-__all__ = ["SEND_BATCH", "WebSocketListener", "WebSocketTransport"]
+__all__ = ["MAX_REQUEST_HEAD", "SEND_BATCH", "WebSocketListener", "WebSocketTransport"]
 
 #: Records framed into WebSocket bytes per ``send`` call (at least one record),
 #: so the socket-side buffer stays bounded whatever the driver hands over.
@@ -71,39 +64,15 @@ _NO_MAX = 1 << 62
 #: Records an engine may queue on a server connection before its upgrade is
 #: complete (an engine normally sends nothing before the peer spoke).
 MAX_EARLY_OUTPUT = 1024 * 1024
-#: Largest upgrade request head a server reads (h11's own limit is 16 KiB).
-MAX_REQUEST_HEAD = 64 * 1024
 #: Unsent bytes above which a Ping is no longer answered at once: only the
 #: latest one is kept and answered once they drain (RFC 6455, 5.5.3 allows
 #: answering only the most recent Ping), so a peer that sends Pings and
 #: reads nothing cannot make us queue Pongs without bound.
 MAX_CONTROL_BACKLOG = 64 * 1024
-_HEADER_END = b"\r\n\r\n"
 _BINARY_RUN = MessageKind.BINARY_RUN.value
 #: The record kinds :meth:`WebSocketTransport._send_run` frames directly.
 _RUNS = tuple(bytes((kind,)) for kind in (0x12, 0x11, 0x13))  # BINARY_RUN, TEXT_RUN, TEXT_LINES
-_RAW_BAD_REQUEST = (
-    b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-)
 
-
-def _valid_key(head: bytes | bytearray) -> bool:
-    """True if the request head has one ``Sec-WebSocket-Key`` whose value is
-    16 bytes in base64 (RFC 6455, 4.2.1; wsproto checks only that there is
-    one). A head without any is left to wsproto, which refuses it."""
-    keys = [
-        line.partition(b":")[2].strip()
-        for line in bytes(head).split(b"\r\n")
-        if line[:18].lower() == b"sec-websocket-key:"
-    ]
-    if not keys:
-        return True
-    if len(keys) != 1 or len(keys[0]) != 24:
-        return False
-    try:
-        return len(base64.b64decode(keys[0], validate=True)) == 16
-    except binascii.Error:
-        return False
 
 
 class WebSocketTransport:
@@ -382,6 +351,54 @@ class WebSocketTransport:
         self._stream.abort()
 
     # -- receiving ---------------------------------------------------------
+    def _receive_head(self, data: bytes) -> None:
+        """Server: collect the upgrade request head; wsproto gets exactly the
+        head, and the bytes behind it (a client may pipeline its first
+        messages) go to the data path once the upgrade is accepted."""
+        head = self._head
+        start = max(0, len(head) - 3)  # only the new bytes can complete the end
+        head += data
+        end = head.find(upgrade.HEADER_END, start)
+        if end < 0 or end + 4 > MAX_REQUEST_HEAD:
+            # The limit holds however the head arrives: whole in one read too.
+            if len(head) > MAX_REQUEST_HEAD:
+                self._reject(431, "request head too large")
+            return
+        self._key_ok = upgrade.valid_key(head[: end + 4])
+        rest = bytes(head[end + 4 :])
+        self._receive(bytes(head[: end + 4]))
+        head.clear()
+        if self._splitter is not None and rest:
+            self._splitter.feed(rest)
+
+    def _on_request(self, event: Request) -> None:
+        """Server: the upgrade request (:func:`.upgrade.answer`), accepted
+        or refused; records queued before it are framed once accepted."""
+        self.request, status, why, chosen = upgrade.answer(
+            event, key_ok=self._key_ok, path=self.path, options=self.options, peer=self.peer
+        )
+        if status is not None:
+            self._reject(status, why)
+            return
+        self.subprotocol = chosen
+        self._out += upgrade.acceptance(self._ws, chosen, self.options)
+        self._set_open()
+        if self._early:
+            early, self._early = self._early, []
+            self._early_size = 0
+            view = memoryview(b"".join(early))
+            while view:
+                taken = self._frame(view)
+                if not taken:
+                    break
+                view = view[taken:]
+
+    def _reject(self, status: int, message: str) -> None:
+        self._out += upgrade.rejection(self._ws, status, message)
+        self._eof = True
+        self._flush_quietly()
+        self._stream.shutdown_write()
+
     def _take_ready(self) -> bytes:
         ready = self._ready
         data = ready[0] if len(ready) == 1 else b"".join(ready)
@@ -412,26 +429,6 @@ class WebSocketTransport:
         """A whole data message from the fast path (size already checked)."""
         if self.close_sent is None and self.close_received is None:
             self._ready.append(encode_record(opcode, payload))
-
-    def _receive_head(self, data: bytes) -> None:
-        """Server: collect the upgrade request head; wsproto gets exactly the
-        head, and the bytes behind it (a client may pipeline its first
-        messages) go to the data path once the upgrade is accepted."""
-        head = self._head
-        start = max(0, len(head) - 3)  # only the new bytes can complete the end
-        head += data
-        end = head.find(_HEADER_END, start)
-        if end < 0 or end + 4 > MAX_REQUEST_HEAD:
-            # The limit holds however the head arrives: whole in one read too.
-            if len(head) > MAX_REQUEST_HEAD:
-                self._reject(431, "request head too large")
-            return
-        self._key_ok = _valid_key(head[: end + 4])
-        rest = bytes(head[end + 4 :])
-        self._receive(bytes(head[: end + 4]))
-        head.clear()
-        if self._splitter is not None and rest:
-            self._splitter.feed(rest)
 
     def _receive(self, data: bytes) -> None:
         ws = self._ws
@@ -525,73 +522,6 @@ class WebSocketTransport:
         if not self._close_delivered:
             self._close_delivered = True
             self._ready.append(encode_close(code, reason))
-
-    def _on_request(self, event: Request) -> None:
-        target = event.target
-        path, _, query = target.partition("?")
-        extra = event.extra_headers
-        request = HandshakeRequest(
-            path=path,
-            query=query,
-            headers=(("Host", event.host), *str_headers(extra)),
-            subprotocols=tuple(event.subprotocols),
-            peer=self.peer,
-        )
-        self.request = request
-        if not self._key_ok:
-            # RFC 6455, 4.2.1: a key that is not 16 bytes in base64 is a bad request.
-            self._reject(400, "invalid Sec-WebSocket-Key")
-            return
-        if path != self.path:
-            self._reject(404, f"no WebSocket endpoint at {path}")
-            return
-        authorize = self.options.authorize
-        if authorize is not None:
-            try:
-                status = authorize(request)
-            except Exception as exc:
-                self._reject(500, f"authorization failed: {exc!r}")
-                return
-            if status is not None:
-                self._reject(int(status), "refused")
-                return
-        chosen = None
-        accepted = self.options.subprotocols
-        for offered in request.subprotocols:
-            if offered in accepted:
-                chosen = offered
-                break
-        self.subprotocol = chosen
-        headers = raw_headers(self.options.extra_headers)
-        self._out += self._ws.send(AcceptConnection(subprotocol=chosen, extra_headers=headers))
-        self._set_open()
-        if self._early:
-            early, self._early = self._early, []
-            self._early_size = 0
-            view = memoryview(b"".join(early))
-            while view:
-                taken = self._frame(view)
-                if not taken:
-                    break
-                view = view[taken:]
-
-    def _reject(self, status: int, message: str) -> None:
-        body = f"{status} {message}\n".encode()
-        headers = [(b"content-type", b"text/plain; charset=utf-8"),
-                   (b"content-length", str(len(body)).encode()),
-                   (b"connection", b"close")]
-        try:
-            response = self._ws.send(
-                RejectConnection(status_code=status, headers=headers, has_body=True)
-            )
-            response += self._ws.send(RejectData(data=body))
-        except (WsLocalProtocolError, h11.LocalProtocolError):
-            # h11 refuses to answer a request it could not parse: say 400 by hand.
-            response = _RAW_BAD_REQUEST
-        self._out += response
-        self._eof = True
-        self._flush_quietly()
-        self._stream.shutdown_write()
 
     # -- sending -----------------------------------------------------------
     def _frame(self, view: memoryview) -> int:
