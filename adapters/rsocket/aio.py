@@ -55,7 +55,7 @@ from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .batch import PayloadBatch
 from .engine import RequestHandle, RSocketEngine
-from .fast import as_payload
+from .fast import all_bytes, as_payload
 from .options import options_for
 from .payload_streams import AsyncPayloadStream
 from .peer import DEFAULT_PREFETCH, check_prefetch
@@ -84,8 +84,6 @@ _END: Any = object()
 #: Fire-and-forgets :meth:`AsyncRSocketPeer.fire_and_forget_many` hands the
 #: engine per turn of the loop (the thread drivers' pending budget, halved).
 FNF_PART = 2048
-#: A chunk of these alone goes to the engine as is.
-_BYTES = {bytes}
 log = logging.getLogger("sansrs.adapters.rsocket")
 
 
@@ -189,7 +187,7 @@ class AsyncRSocketPeer(AsyncPeer):
         sent = 0
         while True:
             chunk = list(islice(source, FNF_PART))
-            if chunk and set(map(type, chunk)) == _BYTES:
+            if all_bytes(chunk):
                 # Plain data framed from the bytes, as on the thread drivers
                 # (engine.fire_and_forget_data): no Payload, a tracked tuple,
                 # per item (bench_cpu_per_op.py --impl sansrs-asyncio, fnf16m).

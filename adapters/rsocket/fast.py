@@ -59,6 +59,7 @@ __all__ = [
     "DataRuns",
     "FireAndForgets",
     "PayloadEntries",
+    "all_bytes",
     "as_payload",
     "as_payloads",
     "delegate",
@@ -104,12 +105,21 @@ def as_payload(value: object, metadata: object = None) -> Payload:
     return Payload(_bytes(value, "data"), md)
 
 
+_BYTES = {bytes}
+
+
+def all_bytes(items: list[Any]) -> bool:
+    """Every one of ``items`` (at least one) is plain ``bytes``: data
+    without metadata, what goes on as is (one C pass over a batch)."""
+    return set(map(type, items)) == _BYTES
+
+
 def as_payloads(items: list[object], out: list[Payload]) -> None:
     """:func:`as_payload` of each of ``items``, appended to ``out`` in order;
     plain ``bytes`` (the common case) are made by C calls alone
     (``bench_tcp.py`` row ``fnf16m``). An item that is not a payload raises
     with ``out`` holding the ones before it."""
-    if set(map(type, items)) == {bytes}:
+    if all_bytes(items):
         out += map(new_tuple, repeat(Payload), zip(items, repeat(None)))
         return
     for x in items:

@@ -21,13 +21,11 @@ from typing import Any
 from ..drive.streams import IteratorSource, Outbound
 from . import core
 from .errors import RSocketError, error_for_exception
-from .fast import as_payload
+from .fast import all_bytes, as_payload
 
 __all__ = ["stream_outbound"]
 
 log = logging.getLogger("sansrs.adapters.rsocket")
-
-_BYTES = {bytes}  # the items Connection.send_payloads takes
 
 
 def stream_outbound(
@@ -73,7 +71,7 @@ def stream_outbound(
     def emit_many(items: list[Any]) -> int:
         # Plain bytes go as one batch (Connection.send_payloads); what it
         # leaves (a Payload, a large item, the output full) one by one.
-        sent = send_payloads(sid, items) if set(map(type, items)) == _BYTES else 0
+        sent = send_payloads(sid, items) if all_bytes(items) else 0
         for item in itertools.islice(items, sent, None):
             if conn.output_blocked:
                 break
@@ -109,7 +107,7 @@ def _watched(
         sent = emit_many(items)
         done = items[:sent]
         # Plain bytes (what the batch path sends): summed in C.
-        size = sum(map(len, done)) if set(map(type, done)) == _BYTES else sum(map(_size, done))
+        size = sum(map(len, done)) if all_bytes(done) else sum(map(_size, done))
         watch.sent(sent, size)
         return sent
 

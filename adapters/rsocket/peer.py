@@ -37,6 +37,7 @@ from .fast import (
     PAYLOAD_ENTRIES,
     DataRuns,
     FireAndForgets,
+    all_bytes,
     as_payload,
     delegate,
     new_tuple,
@@ -77,8 +78,6 @@ MAX_REQUEST_N = 0x7FFFFFFF
 
 #: ``peer._thread.is_owner``, the driver of the moment's (a resumed session moves).
 _THREAD_IS_OWNER = attrgetter("_thread.is_owner")
-#: A chunk of these alone goes to the connection as is.
-_BYTES = {bytes}
 
 
 def check_prefetch(prefetch: int) -> int:
@@ -354,15 +353,13 @@ class RSocketPeer(DrivenPeer):
         sent = 0
         while True:
             chunk = list(islice(source, part))
-            if chunk and set(map(type, chunk)) == _BYTES:
+            if all_bytes(chunk):
                 # Plain data crosses as is: no Payload (a tracked tuple) per
                 # item (bench_tcp.py row fnf16m: the client's collections).
                 fnf.put_many(chunk, timeout)  # type: ignore[arg-type]
                 sent += len(chunk)
-                if len(chunk) < part:
-                    return sent
-                continue
-            sent += send_checked(self._composite, chunk, partial(fnf.put_many, timeout=timeout))
+            else:
+                sent += send_checked(self._composite, chunk, partial(fnf.put_many, timeout=timeout))
             if len(chunk) < part:
                 return sent
 

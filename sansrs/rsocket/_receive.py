@@ -152,15 +152,19 @@ class Receiver:
                 buf.clear()
                 self._parse(frame, 0)
                 if ctx.state is _CLOSED:
-                    handoff = self._resume.handoff
-                    if handoff is not None and start < len(data):
-                        # Bytes behind a RESUME belong to the resumed session.
-                        handoff.take_input(memoryview(data)[start:])
+                    self._hand_over(data, start)
                     return
         elif len(data) < ctx.need:
             self._keep(data, 0)
             return
         self._parse(data, start)
+
+    def _hand_over(self, data: bytes, off: int) -> None:
+        """The connection closed at ``off`` of ``data``: bytes behind a
+        RESUME that handed it over belong to the resumed session."""
+        handoff = self._resume.handoff
+        if handoff is not None and off < len(data):
+            handoff.take_input(memoryview(data)[off:])
 
     def _keep(self, data: bytes, offset: int) -> None:
         """Buffer an incomplete frame; fail at once on a bad length prefix."""
@@ -315,10 +319,7 @@ class Receiver:
             state = ctx.state
             if state is not _ESTABLISHED:
                 if state is _CLOSED:
-                    handoff = self._resume.handoff
-                    if handoff is not None and off < end:
-                        # Bytes behind a RESUME belong to the resumed session.
-                        handoff.take_input(memoryview(buf)[off:])
+                    self._hand_over(buf, off)
                     return
                 fast = fast_requests = False
             else:
