@@ -139,9 +139,13 @@ def count_uniform(
         good = m
         for i in columns:
             column = data[start + i : lim : stride]
-            same = len(column) - len(column.lstrip(header[i : i + 1]))
-            if same < good:
-                good = same
+            byte = header[i : i + 1]
+            # Compared whole first (a memcmp): lstrip tests its bytes one
+            # call at a time, costlier than the rest of the count.
+            if column != byte * m:
+                same = len(column) - len(column.lstrip(byte))
+                if same < good:
+                    good = same
         count += good
         if good < m:
             break
@@ -155,7 +159,7 @@ def all_alike(data: bytes | bytearray, start: int, end: int, stride: int, width:
     header column at a time, in C)."""
     for i in range(start, start + width):
         column = data[i:end:stride]
-        if column.lstrip(column[:1]):
+        if column != column[:1] * len(column):  # (a memcmp: see count_uniform)
             return False
     return True
 
@@ -178,22 +182,24 @@ def _cut(data: bytes | bytearray, off: int, unit: str, size: int, count: int) ->
     return fields
 
 
-def _tile(keys: int, words: int) -> int:
-    """``keys`` (4-byte keys, little-endian, ``4 * words`` bytes apart) each
-    repeated ``words`` times: shifted copies doubled, then summed by the
-    bits of ``words`` (no carries: the copies never overlap)."""
-    out = 0
-    shift = 0
-    width = 32
-    while True:
-        if words & 1:
-            out |= keys << shift
-            shift += width
-        words >>= 1
-        if not words:
-            return out
-        keys |= keys << width
-        width *= 2
+def _copies(keys: int, last: int) -> int:
+    """``keys`` (4-byte keys in place in their frames, little-endian) OR
+    their copies 32, 64, ..., ``32 * last`` bits higher: the copies doubled,
+    the last step overlapping the copies already made where ``last + 1`` is
+    not a power of two (equal bits ORed: no carries), so
+    ``ceil(log2(last + 1))`` shifts, each a pass over the whole batch as
+    costly as 4-5 ANDs or XORs of it. Copy 0 is the key itself: with
+    ``last`` the words of a payload, the copies cover the key field and the
+    payload and at most 3 bytes more (the next frame's first 3 bytes; never
+    its key's last bytes or its payload), reached only by the last step, so
+    no copy is copied on across a frame."""
+    have = 1
+    want = last + 1
+    while have < want:
+        step = min(have, want - have)
+        keys |= keys << 32 * step
+        have += step
+    return keys
 
 
 class _Masked(NamedTuple):
@@ -384,6 +390,13 @@ def _column(byte: int, count: int) -> bytes:
 # -- sending: a run -> WebSocket frames ---------------------------------------
 
 
+#: Masked batches of payloads up to this long, of at least
+#: ``_MASK_COLUMNS_FROM`` frames, are built a byte column at a time
+#: (``benchmarks/bench_websocket.py --transport``, the 3000 row: fnf16m).
+_MASK_COLUMNS_MAX = 24
+_MASK_COLUMNS_FROM = 256
+
+
 #: Run messages whose payloads one cached getter picks out of a run at once.
 _VIEW_GROUP = 512
 
@@ -436,18 +449,29 @@ def _batch_to_frames(
         finally:
             del views  # (no view of the caller's buffer outlives the call)
     # Masked (n < 126): frames with their keys in place, then one XOR of the
-    # payloads (the stream cut to them: a tile must not touch a header). The
-    # keys are picked out of the frames and tiled over their payloads.
+    # payloads (the stream cut to them: a copy must not touch a header). The
+    # keys are picked out of the frames and copied over their payloads.
     plan = _masked(n, count)
-    header = plan.header
-    frames = bytearray(header)
-    frames += header.join(_cut(data, off, plan.run_unit, n + 3, count))
     stride = n + 6
+    if n <= _MASK_COLUMNS_MAX and count >= _MASK_COLUMNS_FROM:
+        # Short payloads (fnf16m's 22 bytes): moved into blank frames a
+        # byte column at a time (one strided copy per payload byte), no
+        # object per message as cutting and joining them makes.
+        frames = bytearray(count * stride)
+        end = off + count * (n + 3)
+        for i in range(3, n + 3):
+            frames[i + 3 :: stride] = data[off + i : end : n + 3]
+        frames[::stride] = _column(_BINARY_FIN, count)
+        frames[1::stride] = _column(0x80 | n, count)
+    else:
+        header = plan.header
+        frames = bytearray(header)
+        frames += header.join(_cut(data, off, plan.run_unit, n + 3, count))
     key_bytes = keys.take(count)
     for i in range(4):
         frames[2 + i :: stride] = key_bytes[i::4]
     whole = int.from_bytes(frames, "little")
-    stream = _tile((whole & plan.keys) << 32, plan.words) & plan.payloads
+    stream = _copies(whole & plan.keys, plan.words) & plan.payloads
     return (whole ^ stream).to_bytes(count * stride, "little")
 
 
@@ -668,15 +692,13 @@ def frames_to_run(
     size = count * stride
     frames = data if not off and len(data) == size else memoryview(data)[off : off + size]
     whole = int.from_bytes(frames, "little")
-    # Each key tiled over its payload; a tile reaching into the next frame
-    # only spoils header and key bytes, which go.
-    stream = _tile((whole & plan.keys) << 32, plan.words)
-    plain = (whole ^ stream).to_bytes(size + 3, "little")
+    # Each key copied over its payload and itself (copy 0: the key field
+    # becomes zeros); a copy reaching into the next frame only spoils the
+    # header bytes that go.
+    plain = (whole ^ _copies(whole & plan.keys, plan.words)).to_bytes(size + 3, "little")
     out = bytearray(head)
     out += memoryview(plain)[:size]
-    for step in range(stride, n + 3, -1):  # 82 8n k0 k1 k2 k3 -> k1 k2 k3
+    for step in range(stride, n + 3, -1):  # 82 8n k0 00 00 00 -> 00 00 00
         del out[h::step]
-    out[h :: n + 3] = bytes(count)  # -> 00 00 n
-    out[h + 1 :: n + 3] = bytes(count)
-    out[h + 2 :: n + 3] = _column(n, count)
+    out[h + 2 :: n + 3] = _column(n, count)  # -> 00 00 n
     return bytes(out)
