@@ -22,16 +22,19 @@ for them every step runs in C over the whole batch:
   the payload) cuts the payloads out, and ``header.join`` puts them behind
   their new headers;
 * masking XORs all frames at once, as integers: the keys are picked out of
-  the frames (an AND with a cached mask of the key fields) and tiled over
-  their payloads by shifted copies (the tiles of two frames never overlap:
-  no carries); one conversion to an integer and one back per batch;
+  the frames (an AND with a cached mask of the key fields) and copied over
+  their payloads by doublings (:func:`_copies`: ``ceil(log2(words + 1))``
+  shifts, the last overlapping; the copies of two frames never overlap
+  where it matters: no carries); one conversion to an integer and one
+  back per batch (a shift costs 4-5 XORs of the batch, a conversion 10-15:
+  a key's copy over itself zeroes a server's key field, no shift first);
 * long batches (a stream's writes and reads: stream16, stream1k, fnf16m of
   ``benchmarks/bench_tcp.py``) are re-headed in place, without an object
   per message: a strided deletion (``del b[i::stride]``) takes a header
   byte out of every frame at once, a strided assignment writes one, and a
-  header that grows (a short unmasked frame read into a run) gets its room
-  by copying the frames a byte column at a time (:func:`frames_to_run`,
-  :func:`_batch_to_frames`).
+  header that grows (a short unmasked frame read into a run, a client's
+  short masked frame of fnf16m) gets its room by copying the frames a byte
+  column at a time (:func:`frames_to_run`, :func:`_batch_to_frames`).
 
 *Shaped* batches (4-64 messages of one length under 126 bytes: what a
 request-response pipeline writes and reads, 16-64 a call) have one cached
@@ -184,15 +187,11 @@ def _cut(data: bytes | bytearray, off: int, unit: str, size: int, count: int) ->
 
 def _copies(keys: int, last: int) -> int:
     """``keys`` (4-byte keys in place in their frames, little-endian) OR
-    their copies 32, 64, ..., ``32 * last`` bits higher: the copies doubled,
-    the last step overlapping the copies already made where ``last + 1`` is
-    not a power of two (equal bits ORed: no carries), so
-    ``ceil(log2(last + 1))`` shifts, each a pass over the whole batch as
-    costly as 4-5 ANDs or XORs of it. Copy 0 is the key itself: with
-    ``last`` the words of a payload, the copies cover the key field and the
-    payload and at most 3 bytes more (the next frame's first 3 bytes; never
-    its key's last bytes or its payload), reached only by the last step, so
-    no copy is copied on across a frame."""
+    their copies 32, 64, ..., ``32 * last`` bits higher, in
+    ``ceil(log2(last + 1))`` doublings (the last overlapping: equal bits
+    ORed, no carries). With ``last`` a payload's words, the copies cover
+    key field and payload and at most the next frame's first 3 bytes, only
+    in the last step (no copy is copied on across a frame)."""
     have = 1
     want = last + 1
     while have < want:
@@ -390,9 +389,8 @@ def _column(byte: int, count: int) -> bytes:
 # -- sending: a run -> WebSocket frames ---------------------------------------
 
 
-#: Masked batches of payloads up to this long, of at least
-#: ``_MASK_COLUMNS_FROM`` frames, are built a byte column at a time
-#: (``benchmarks/bench_websocket.py --transport``, the 3000 row: fnf16m).
+#: Masked batches of at least ``_MASK_COLUMNS_FROM`` payloads up to this long
+#: are built a byte column at a time (bench_websocket.py --transport: fnf16m).
 _MASK_COLUMNS_MAX = 24
 _MASK_COLUMNS_FROM = 256
 
@@ -454,9 +452,8 @@ def _batch_to_frames(
     plan = _masked(n, count)
     stride = n + 6
     if n <= _MASK_COLUMNS_MAX and count >= _MASK_COLUMNS_FROM:
-        # Short payloads (fnf16m's 22 bytes): moved into blank frames a
-        # byte column at a time (one strided copy per payload byte), no
-        # object per message as cutting and joining them makes.
+        # Short payloads (fnf16m's 22 bytes) moved a byte column at a time:
+        # no object per message, as cutting and joining them makes.
         frames = bytearray(count * stride)
         end = off + count * (n + 3)
         for i in range(3, n + 3):
@@ -664,7 +661,9 @@ def frames_to_run(
     per message: a header longer than the 3-byte length (16-bit lengths,
     masked frames) loses its extra bytes by strided deletions
     (``del out[i::stride]``, one column of every frame at a time) and gets
-    the length's bytes by strided assignments; a shorter one (unmasked,
+    the length's bytes by strided assignments (a masked frame's key field
+    is zeroed by the unmasking XOR itself: one column written, the length's
+    low byte); a shorter one (unmasked,
     under 126 bytes) gets its room by copying the frames' byte columns into
     place, for payloads up to ``_COLUMNS_MAX`` bytes."""
     length = prefix(n)
