@@ -21,7 +21,7 @@ from sansrs.adapters.drive import LoopConfig
 from sansrs.adapters.rsocket.demo import DemoHandler
 from sansrs.adapters.transport.urls import parse_url
 
-from tests.adapters.drive.servers import DRIVERS, WAIT, acceptor, serving
+from tests.adapters.drive.servers import DRIVERS, WAIT, acceptor, loop_turned, serving
 
 
 def echo(client: rsocket.Client, data: bytes = b"ok") -> None:
@@ -75,6 +75,7 @@ class DescriptorBudget:
     descriptor first)."""
 
     def __init__(self, running: Any, budget: int) -> None:
+        self.running = running
         self.server = acceptor(running)
         self.budget = budget
         self.failed = 0
@@ -97,9 +98,7 @@ class DescriptorBudget:
         with self._cond:
             if not self._cond.wait_for(lambda: self.failed >= n, WAIT):
                 return False
-        turned = threading.Event()
-        self.server.loop.call_soon(turned.set)
-        return turned.wait(WAIT)
+        return loop_turned(self.running)
 
 
 def _silent(url: str, n: int) -> list[socket.socket]:
