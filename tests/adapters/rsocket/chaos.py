@@ -35,7 +35,9 @@ once the client sent SETUP on it, or anything after its RESUME: the client
 sends nothing after a RESUME until RESUME_OK (docs/resumption.md), so those
 bytes prove it resumed there. A cut of a link that never carried it (its
 RESUME unanswered, a WebSocket upgrade not done) needs no resume of its
-own: the client was already reconnecting, and one resume covers both.
+own: the client was already reconnecting, and one resume covers both. The
+count errs low, never high: a link cut right after RESUME_OK, before the
+client said more, is not counted.
 
 ``schedule(kinds, every=(lo, hi), limit=n)`` injects a fault drawn from the
 seeded ``rng`` each time ``lo..hi`` more bytes were forwarded (both ways),
