@@ -61,8 +61,10 @@ class LoopConfig:
     ``shed_batch``: under descriptor pressure a server makes room by
     aborting connections still in their handshake (transport or protocol
     opening not done), oldest first: up to this many each time ``accept``
-    fails for want of descriptors or memory (accepting resumes as soon as
-    they are gone, before ``accept_pause``), and one per new connection at
+    fails for want of descriptors or memory while a client waits (the
+    listener polled readable, not the failure that follows the accept of
+    the last descriptor; accepting resumes as soon as they are gone,
+    before ``accept_pause``), and one per new connection at
     ``max_connections`` (the new one is then served instead of refused, and
     nothing more is accepted until the shed one is gone).
     Logged at most once per ``log_interval`` (32; 0: never shed). Why: a

@@ -10,8 +10,9 @@ a driven connection (:class:`~.connection.LoopConnection` or a
   has finished its handshake, an accepted connection is reset at once
   (counted in :attr:`LoopServer.refused`), the others go on.
 * Out of descriptors or memory (``EMFILE``, ``ENFILE``, ``ENOBUFS``,
-  ``ENOMEM``): up to ``shed_batch`` of the oldest connections still in
-  their handshake are aborted (counted in :attr:`LoopServer.shed`, logged),
+  ``ENOMEM``) while a connection waits (the listener polled readable): up
+  to ``shed_batch`` of the oldest connections still in their handshake are
+  aborted (counted in :attr:`LoopServer.shed`, logged),
   and the listener is not polled until they are gone or for
   ``accept_pause`` seconds, instead of spinning on a listener that stays
   readable. Why: connections that never finish their opening would
@@ -172,6 +173,12 @@ class LoopServer:
         self._registered = True
 
     def on_acceptable(self) -> None:
+        """The listener polled readable: a connection waits."""
+        self._accept(waiting=True)
+
+    def _accept(self, *, waiting: bool) -> None:
+        """Accept up to ``accept_batch`` connections. ``waiting``: one is
+        known to wait (the listener polled readable), until one is taken."""
         config = self.loop.config
         for _ in range(config.accept_batch):
             if self._closing or self._paused is not None:
@@ -180,14 +187,22 @@ class LoopServer:
                 transport = self.listener.accept()
             except OSError as exc:
                 if exc.errno in _RESOURCE_ERRNOS:
-                    self._pause(exc)
+                    # The kernel reports EMFILE before it looks for a
+                    # connection: with none known to wait (the accept that
+                    # used the last descriptor), shedding would abort
+                    # handshakes for nobody. The level-triggered poll calls
+                    # back when one arrives, and then this sheds for it.
+                    if waiting:
+                        self._pause(exc)
                     return
                 # One connection failed (reset before accept, a refused TLS
                 # set-up): the listener goes on.
                 self._accept_warning.warning(time.monotonic(), "accept failed: %s", exc)
+                waiting = False  # that one is gone
                 continue
             if transport is None:
                 return
+            waiting = False
             full = self._full(config.max_connections)
             made_room = full and self._make_room(1, "max_connections") > 0
             if full and not made_room:
@@ -325,7 +340,7 @@ class LoopServer:
             self.loop.discard(pause)
         if self._registered and not self._closing:
             self.loop.watch_listener(self.listener.fileno(), self)
-            self.on_acceptable()  # what queued up meanwhile; a level-triggered poll follows
+            self._accept(waiting=False)  # what queued up meanwhile; a level-triggered poll follows
 
     def kill(self) -> None:
         self._finish()

@@ -86,3 +86,12 @@ def acceptor(running: Any) -> LoopServer:
     accept = running._accept
     assert isinstance(accept, LoopServer)
     return accept
+
+
+def loop_turned(running: Any) -> bool:
+    """Wait until the server's accepting loop has finished its current turn
+    (one call through it): an accept batch under way has ended, so a test
+    wrapping the listener's ``accept`` sees only the calls that follow."""
+    turned = threading.Event()
+    acceptor(running).loop.call_soon(turned.set)
+    return turned.wait(WAIT)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import select
 import socket
 import threading
 import time
@@ -28,7 +29,7 @@ from sansrs.adapters.drive.sources import (
 )
 from sansrs.adapters.transport.urls import parse_url
 
-from tests.adapters.drive.servers import DRIVERS, WAIT, acceptor, serving
+from tests.adapters.drive.servers import DRIVERS, WAIT, acceptor, loop_turned, serving
 
 
 def echo(client: rsocket.Client, data: bytes = b"ok") -> None:
@@ -72,6 +73,35 @@ def test_max_connections_refuses_beyond_the_limit_and_admits_again(driver: str) 
             pytest.fail("no connection admitted after the others closed")
 
 
+def _start_connect(url: str) -> socket.socket:
+    sock = socket.socket()
+    sock.setblocking(False)
+    assert sock.connect_ex(("127.0.0.1", parse_url(url).port)) in (0, errno.EINPROGRESS)
+    return sock
+
+
+def _finish_connect(sock: socket.socket) -> socket.socket | None:
+    """End a connect :func:`_start_connect` began, as ``socket.connect``
+    does (wait until writable, read its error): the socket, or None if the
+    server refused it with a reset that came first (ECONNRESET)."""
+    assert select.select([], [sock], [], WAIT)[1], "connect did not end"
+    err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    if err == errno.ECONNRESET:
+        sock.close()
+        return None
+    assert err == 0, errno.errorcode.get(err, err)
+    sock.settimeout(WAIT)
+    return sock
+
+
+def _idle(url: str, n: int) -> list[socket.socket]:
+    """``n`` connections that never send the protocol's opening, but those
+    the server refused before their connect ended (at ``max_connections``
+    a refusal is a reset at once: it may come first)."""
+    socks = (_finish_connect(_start_connect(url)) for _ in range(n))
+    return [s for s in socks if s is not None]
+
+
 def _server_threads(clients: list[socket.socket]) -> int:
     """Server connection threads serving ``clients`` (named after the peer)."""
     names = {f"sansrs-server 127.0.0.1:{c.getsockname()[1]}" for c in clients}
@@ -83,8 +113,7 @@ def test_max_connections_is_the_thread_drivers_thread_limit() -> None:
     # room here (that is tests/adapters/drive/test_listener.py).
     config = LoopConfig(max_connections=3, shed_batch=0)
     with serving("thread", "rsocket", config) as running:
-        idle = [socket.create_connection(("127.0.0.1", parse_url(running.url).port))
-                for _ in range(10)]
+        idle = _idle(running.url, 10)
         try:
             # The refusal is a reset: it can reach the client while its TCP
             # connect is still returning (ConnectionResetError from connect)
@@ -99,6 +128,33 @@ def test_max_connections_is_the_thread_drivers_thread_limit() -> None:
         finally:
             for sock in idle:
                 sock.close()
+
+
+def test_max_connections_refusal_may_end_the_clients_connect_with_a_reset() -> None:
+    """Forced: the server accepts and refuses (resets) a connection before
+    its client reads the end of its ``connect``, so the connect itself
+    fails with ECONNRESET (as ``socket.create_connection`` raises
+    ConnectionResetError). Under load that is what a refused client of the
+    test above may see: its helper expects it."""
+    config = LoopConfig(max_connections=1, shed_batch=0)
+    with serving("thread", "rsocket", config) as running, rsocket.connect(running.url) as a:
+        echo(a)
+        listener = acceptor(running).listener
+        accepted = threading.Event()
+        real_accept = listener.accept
+
+        def accept() -> Any:
+            transport = real_accept()
+            if transport is not None:
+                accepted.set()
+            return transport
+
+        listener.accept = accept  # type: ignore[method-assign]
+        sock = _start_connect(running.url)
+        assert accepted.wait(WAIT)
+        assert loop_turned(running) and acceptor(running).refused == 1  # refused in that turn
+        assert _finish_connect(sock) is None  # ECONNRESET ended the connect
+        echo(a)
 
 
 # -- out of descriptors ----------------------------------------------------------------
@@ -136,6 +192,9 @@ def test_emfile_pauses_accepting_without_spinning_and_serves_established(
         rsocket.connect(running.url) as established,
     ):
         echo(established)
+        # The batch that accepted it tries once more after it: that try
+        # must not be taken for the first of those the pause spaces out.
+        assert loop_turned(running)
         exhausted = Exhausted(acceptor(running).listener)
         waiting = socket.create_connection(("127.0.0.1", parse_url(running.url).port))
         try:

@@ -21,7 +21,7 @@ from sansrs.adapters.drive import LoopConfig
 from sansrs.adapters.rsocket.demo import DemoHandler
 from sansrs.adapters.transport.urls import parse_url
 
-from tests.adapters.drive.servers import DRIVERS, WAIT, acceptor, serving
+from tests.adapters.drive.servers import DRIVERS, WAIT, acceptor, loop_turned, serving
 
 
 def echo(client: rsocket.Client, data: bytes = b"ok") -> None:
@@ -70,21 +70,35 @@ def test_listener_forgets_a_connection_when_it_ends_so_its_handler_goes(driver: 
 
 class DescriptorBudget:
     """Wraps a server's listener: ``accept`` fails with EMFILE while the
-    server holds ``budget`` connections, as a process out of descriptors."""
+    server holds ``budget`` connections, as a process out of descriptors
+    (whether a connection waits or not: the kernel looks for a free
+    descriptor first)."""
 
     def __init__(self, running: Any, budget: int) -> None:
+        self.running = running
         self.server = acceptor(running)
         self.budget = budget
         self.failed = 0
+        self._cond = threading.Condition()
         listener = self.server.listener
         self.real_accept = listener.accept
         listener.accept = self.accept  # type: ignore[method-assign]
 
     def accept(self) -> Any:
         if len(self.server.connections) >= self.budget:
-            self.failed += 1
+            with self._cond:
+                self.failed += 1
+                self._cond.notify_all()
             raise OSError(errno.EMFILE, "Too many open files")
         return self.real_accept()
+
+    def wait_failed(self, n: int = 1) -> bool:
+        """Wait until ``accept`` failed ``n`` times, then until the server's
+        loop has finished the turn that saw it (one call through it)."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self.failed >= n, WAIT):
+                return False
+        return loop_turned(self.running)
 
 
 def _silent(url: str, n: int) -> list[socket.socket]:
@@ -130,6 +144,42 @@ def test_out_of_descriptors_sheds_the_oldest_handshaking_connections_and_serves_
     shedding = [r for r in caplog.records if "shedding" in r.getMessage()]
     assert len(shedding) == 1, [r.getMessage() for r in shedding]
     assert "out of resources (Too many open files)" in shedding[0].getMessage()
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+@pytest.mark.timeout(60)
+def test_out_of_descriptors_sheds_nothing_until_a_client_waits(driver: str) -> None:
+    """The accept that takes the last descriptor is followed by one more in
+    the same batch, and that one fails with EMFILE although nobody waits
+    (the kernel looks for a descriptor first). Finding: the server shed
+    every connection in its handshake then, for nobody, and a client it had
+    just accepted could see its ``connect`` fail with a reset (the flaky
+    ``ConnectionResetError`` of the test above). Now that failure sheds
+    nothing; a client that comes then is what sheds them."""
+    config = LoopConfig(accept_pause=60.0, log_interval=3600, handshake_timeout=60.0)
+    with (
+        serving(driver, "rsocket", config) as running,
+        rsocket.connect(running.url) as established,
+    ):
+        echo(established)
+        budget = DescriptorBudget(running, 5)
+        silent = _silent(running.url, 4)
+        try:
+            assert budget.wait_failed()  # the 4th took the last descriptor; nobody waits
+            assert acceptor(running).shed == 0
+            assert len(acceptor(running).connections) == 5
+            for sock in silent:  # still open: nothing to read, no reset
+                sock.setblocking(False)
+                with pytest.raises(BlockingIOError):
+                    sock.recv(1)
+                sock.settimeout(WAIT)
+            with rsocket.connect(running.url) as good:
+                echo(good)  # it waits: now the four are shed for it
+            assert acceptor(running).shed == 4
+            assert all(_closed_by_server(s) for s in silent)
+        finally:
+            for sock in silent:
+                sock.close()
 
 
 @pytest.mark.parametrize("driver", DRIVERS)

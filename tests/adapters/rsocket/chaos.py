@@ -14,7 +14,7 @@ every link; other threads control it through queued commands. Faults
   is reset, the other stays open and silent (a half-open connection);
 - ``STALL``: nothing is forwarded for a while, then everything is;
 - ``MID_FRAME``: a few more bytes go through, then both sides are reset (a
-  cut inside a frame, almost always);
+  cut inside a frame, almost always); recorded when the link is reset;
 - ``TRICKLE``: for a while, a few bytes at a time;
 - ``SILENT_ACCEPT``: the next link is accepted and never answered (a RESUME
   into the void), and the current one is reset.
@@ -28,6 +28,16 @@ every link; other threads control it through queued commands. Faults
   recorded when the link is reset, a few bytes after it was injected.
   Over TCP or TLS (``wss://``) a byte cut such as ``MID_FRAME`` falls
   inside a message almost always, but nothing says where.
+
+Which links carried the session (:meth:`ChaosProxy.session_cuts`): the
+proxy follows what the client says on each link. A link carried the session
+once the client sent SETUP on it, or anything after its RESUME: the client
+sends nothing after a RESUME until RESUME_OK (docs/resumption.md), so those
+bytes prove it resumed there. A cut of a link that never carried it (its
+RESUME unanswered, a WebSocket upgrade not done) needs no resume of its
+own: the client was already reconnecting, and one resume covers both. The
+count errs low, never high: a link cut right after RESUME_OK, before the
+client said more, is not counted.
 
 ``schedule(kinds, every=(lo, hi), limit=n)`` injects a fault drawn from the
 seeded ``rng`` each time ``lo..hi`` more bytes were forwarded (both ways),
@@ -53,6 +63,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from sansrs.adapters.tools.faults import MessageCut, _Plan, _WsScanner
+
+from sansrs.rsocket import FrameType
 
 __all__ = ["CUTTING", "WEBSOCKET_ONLY", "ChaosProxy", "Fault", "FaultRecord", "kinds_for"]
 
@@ -120,6 +132,50 @@ class _Link:
     #: The side whose buffer ends where a message cut falls: once it is
     #: written out, the link is reset (nothing more is read meanwhile).
     cut_to: str | None = None
+    #: What the client sent, kept until it shows the link carried the session.
+    said: bytearray = field(default_factory=bytearray)
+
+
+#: Bytes of what a client said kept at most (a RESUME and the next frame's
+#: head, behind a WebSocket upgrade, fit many times over).
+_SAID_CAP = 16 * 1024
+
+
+def _carried(said: bytes | bytearray, websocket: bool) -> bool:
+    """Whether ``said`` (all a client sent on a link so far) shows that the
+    link carried the session: its first frame a SETUP, or more after its
+    first frame (a RESUME). Over TCP frames are length-prefixed; over
+    WebSocket each is one data message (masked), after the HTTP upgrade."""
+    if not websocket:
+        if len(said) < 8:
+            return False
+        size = int.from_bytes(said[:3], "big")
+        return said[7] >> 2 != FrameType.RESUME or len(said) > 3 + size
+    i = said.find(b"\r\n\r\n")
+    if i < 0:
+        return False
+    i += 4
+    first_done = False
+    while len(said) >= i + 2:
+        op, size = said[i] & 0x0F, said[i + 1] & 0x7F
+        j = i + 2 + (2 if size == 126 else 8 if size == 127 else 0)
+        if len(said) < j:
+            return False
+        if size >= 126:
+            size = int.from_bytes(said[i + 2 : j], "big")
+        mask = said[j : j + 4] if said[i + 1] & 0x80 else b"\0\0\0\0"
+        j += 4 if said[i + 1] & 0x80 else 0
+        if op < 0x8:  # a data frame (control frames say nothing here)
+            if first_done:
+                return True  # a second message: the client had RESUME_OK
+            if op != 0:  # a message's first frame: its frame type
+                if size < 5 or len(said) < j + 5:
+                    return False
+                if (said[j + 4] ^ mask[0]) >> 2 != FrameType.RESUME:
+                    return True
+            first_done = bool(said[i] & 0x80)
+        i = j + size
+    return False
 
 
 def _reset(sock: socket.socket | None) -> None:
@@ -162,6 +218,8 @@ class ChaosProxy:
         self._cond = threading.Condition()
         #: Every fault injected, in order.
         self.faults: list[FaultRecord] = []
+        #: Links that carried the session (see the module notes).
+        self.carried: set[int] = set()
         self.links = 0
         self.forwarded = 0
         self._kinds: Sequence[Fault] = ()
@@ -205,15 +263,17 @@ class ChaosProxy:
         self._call(start)
 
     def stop_faults(self) -> None:
-        """No more scheduled faults (the links go on); a message cut injected
-        and not yet placed is dropped too (it would fall on whatever message
-        comes next, a goodbye included)."""
+        """No more scheduled faults (the links go on); a message cut or a
+        ``MID_FRAME`` injected and not yet placed is dropped too (it would
+        fall on whatever comes next, a goodbye included: a cut no resume
+        could follow)."""
 
         def stop() -> None:
             self._next_at = None
             self._left = 0
             for link in self._links.values():
                 link.plan = None
+                link.cut_in = None
 
         self._call(stop)
 
@@ -236,6 +296,12 @@ class ChaosProxy:
     def cuts(self) -> int:
         with self._cond:
             return sum(1 for f in self.faults if f.kind in CUTTING)
+
+    def session_cuts(self) -> int:
+        """Links cut that had carried the session: each one needs a resume
+        of its own (a cut of a link still waiting for RESUME_OK does not)."""
+        with self._cond:
+            return len({f.link for f in self.faults if f.kind in CUTTING} & self.carried)
 
     def close(self) -> None:
         self._stopped = True
@@ -366,6 +432,8 @@ class ChaosProxy:
             except OSError:  # reset: the link is gone
                 self._side_ended(link, side)
                 return
+            if data and side == "c" and link.id not in self.carried:
+                self._follow(link, data)
             if data == b"":
                 if link.silent:
                     self._side_ended(link, side)
@@ -381,6 +449,16 @@ class ChaosProxy:
                     return
         if mask & _WRITE and link.id in self._links:
             self._flush(link, side)
+
+    def _follow(self, link: _Link, data: bytes) -> None:
+        """What the client said on ``link``: did it carry the session?"""
+        if len(link.said) < _SAID_CAP:
+            link.said += data
+        if _carried(link.said, self.websocket):
+            link.said = bytearray()
+            with self._cond:
+                self.carried.add(link.id)
+                self._cond.notify_all()
 
     def _forward_fins(self, link: _Link) -> None:
         """A side that sent FIN: once its bytes went through, FIN to the
@@ -445,6 +523,7 @@ class ChaosProxy:
             link.cut_in -= sent
             if link.cut_in <= 0:
                 self._drop(link, reset=True)
+                self._record(Fault.MID_FRAME, time.monotonic(), link)
                 return
         if self._next_at is not None and self.forwarded >= self._next_at:
             self._scheduled_fault()
@@ -479,7 +558,8 @@ class ChaosProxy:
         elif kind is Fault.STALL:
             link.stalled_until = now + rng.uniform(0.05, 0.4)
         elif kind is Fault.MID_FRAME:
-            link.cut_in = rng.randint(1, 40)
+            link.cut_in = rng.randint(1, 40)  # recorded when it cuts (_flush)
+            return
         elif kind is Fault.TRICKLE:
             link.trickle_until = now + rng.uniform(0.05, 0.25)
             link.trickle_max = rng.randint(1, 16)
