@@ -73,7 +73,8 @@ PLAIN_KIND = {"rrc": "rr", "streamb": "stream", "fnfm": "fnf"}
 IMPLS = ("sansrs", "rsocketpy", "raw", "sansrs-ws", "rsocketpy-ws", "sansrs-selector")
 #: The asyncio client and its raw baseline (asyncio streams), on these scenarios.
 ASYNCIO_IMPLS = ("sansrs-asyncio", "raw-asyncio")
-ASYNCIO_SCENARIOS = ("rr_seq", "stream16", "stream16b")
+ASYNCIO_SCENARIOS = ("rr_seq", "stream16", "stream16b", "stream1k", "stream1kb", "fnf16",
+                     "fnf16m")
 WS_PATH = "/rsocket"
 
 
@@ -152,6 +153,8 @@ def client_main(impl: str, port: int, kind: str, count: int, arg: int) -> None:
         start = time.perf_counter()
         if kind in ("stream", "streamb"):
             done = raw_peer.stream_asyncio(port, count, arg)
+        elif kind in ("fnf", "fnfm"):
+            done = raw_peer.fire_and_forget_asyncio(port, count, arg)
         else:
             done = raw_peer.request_response_asyncio(port, count)
     elif impl == "sansrs-asyncio":
