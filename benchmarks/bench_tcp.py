@@ -64,12 +64,16 @@ SCENARIOS: dict[str, tuple[str, int, int, int]] = {
     "stream16b": ("streamb", 1_000_000, 16, 50_000),
     "stream1kb": ("streamb", 300_000, 1024, 30_000),
     "fnf16m": ("fnfm", 1_000_000, 16, 50_000),
+    # sansrs: the stream as a Publisher of batches (batch_publisher, a
+    # Subscriber requesting a batch at a time); the others as stream16 / stream1k.
+    "stream16p": ("streamp", 1_000_000, 16, 50_000),
+    "stream1kp": ("streamp", 300_000, 1024, 30_000),
 }
 TARGETS = {"stream16": 400_000, "stream1k": 300_000, "rr_seq": 15_000, "rr_seq_pub": 15_000,
            "rr64": 100_000, "fnf16": 400_000, "stream16b": 1_000_000, "stream1kb": 800_000,
-           "fnf16m": 1_000_000}
+           "fnf16m": 1_000_000, "stream16p": 1_000_000, "stream1kp": 800_000}
 #: What a client other than sansrs runs for a sansrs-only kind.
-PLAIN_KIND = {"rrc": "rr", "streamb": "stream", "fnfm": "fnf"}
+PLAIN_KIND = {"rrc": "rr", "streamb": "stream", "streamp": "stream", "fnfm": "fnf"}
 IMPLS = ("sansrs", "rsocketpy", "raw", "sansrs-ws", "rsocketpy-ws", "sansrs-selector")
 #: The asyncio client and its raw baseline (asyncio streams), on these scenarios.
 ASYNCIO_IMPLS = ("sansrs-asyncio", "raw-asyncio")
