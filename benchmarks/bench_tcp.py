@@ -19,12 +19,18 @@ medians.
 ``sansrs-ws`` / ``rsocketpy-ws``: the same over WebSocket (``ws://``, one
 frame per binary message), compared with TCP in the ``ws/tcp`` column.
 ``sansrs-selector``: both ends on the selector loop. ``sansrs-asyncio`` /
-``raw-asyncio`` (``rr_seq``, ``stream16``, ``stream16b``): the asyncio
-client against ``sansrs serve``, and asyncio streams against the raw server.
+``raw-asyncio`` (``ASYNCIO_SCENARIOS``: ``rr_seq`` and the item rows
+``stream16``, ``stream16b``, ``stream1k``, ``stream1kb``, ``fnf16``,
+``fnf16m``): the asyncio client against ``sansrs serve``, and asyncio
+streams against the raw server (``raw_peer.stream_asyncio``, a reader
+cutting records from 256 KiB reads; ``raw_peer.fire_and_forget_asyncio``,
+a writer of a batch of records per ``write`` + ``drain``).
 ``stream16b`` / ``stream1kb`` / ``fnf16m``: sansrs's batch APIs
-(``request_stream_batches``, ``fire_and_forget_many``) against the same raw
-and rsocket-py clients as ``stream16`` / ``stream1k`` / ``fnf16``
-(docs/performance.md, "Items at the application's end").
+(``request_stream_batches``, ``fire_and_forget_many``), and ``stream16p`` /
+``stream1kp`` the stream as a Reactive Streams Publisher of batches
+(``batch_publisher``, a Subscriber requesting one batch at a time), against
+the same raw and rsocket-py clients as ``stream16`` / ``stream1k`` /
+``fnf16`` (docs/performance.md, "Items at the application's end").
 
 Servers: ``python -m sansrs serve`` (the demo responder), ``rsocketpy_peer.py
 serve`` (the same contract on rsocket-py) and ``raw_peer.py serve``.
