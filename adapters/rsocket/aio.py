@@ -181,8 +181,8 @@ class AsyncRSocketPeer(AsyncPeer):
         """REQUEST_FNF. Plain ``bytes`` data (no metadata) waits in a list
         handed to the engine in one piece: by a loop callback scheduled with
         the first, before any later request of this peer, or once
-        :data:`FNF_PART` wait, when the call also lets the loop run (so a
-        caller that awaits nothing else still lets them be written, as
+        :data:`FNF_PART` wait, when the call also lets the loop run and
+        waits for room (:meth:`_room_for_more`, as
         :meth:`fire_and_forget_many`). Raises ``ConnectionClosed`` once
         the connection has ended."""
         if type(data) is bytes and metadata is None:
@@ -196,7 +196,7 @@ class AsyncRSocketPeer(AsyncPeer):
                 self._loop.call_soon(self._flush_fnf)
             elif len(pending) >= FNF_PART:
                 self._flush_fnf()
-                await asyncio.sleep(0)  # the loop runs: a turn writes this part
+                await self._room_for_more()
             return
         self._check_open()
         payload = checked_payload(self._composite, data, metadata)
@@ -230,8 +230,9 @@ class AsyncRSocketPeer(AsyncPeer):
     async def fire_and_forget_many(self, items: Iterable[object]) -> int:
         """REQUEST_FNF for each of ``items`` (payloads, bytes, str or (data,
         metadata) pairs), in order, handed to the engine many at a time
-        (:data:`FNF_PART`, then the loop runs a turn that writes them, as
-        far as the socket takes them, before the next part is pulled);
+        (:data:`FNF_PART`, then the loop runs a turn that writes them, and
+        the next part is pulled once the connection holds less than
+        ``high_water`` bytes it has not written: :meth:`_room_for_more`);
         returns how many were queued. An item that is not a payload raises after the ones
         before it were queued."""
         self._check_open()
@@ -251,7 +252,22 @@ class AsyncRSocketPeer(AsyncPeer):
                 sent += send_checked(self._composite, chunk, self._fire_and_forget_many)
             if len(chunk) < FNF_PART:
                 return sent
-            await asyncio.sleep(0)  # the loop writes this part before the next
+            await self._room_for_more()
+
+    async def _room_for_more(self) -> None:
+        """After a part of fire-and-forgets: the loop runs (a turn writes
+        the part), and while the connection holds ``high_water`` bytes or
+        more it has not written (a peer reading slowly, or not at all),
+        the caller waits for its turns to drain them below that: the
+        caller is held, not memory. Ends when the connection does."""
+        await asyncio.sleep(0)
+        driver = self._driver
+        if not isinstance(driver, LoopConnection):  # a session's driver: no buffer of its own
+            return
+        wait_until = getattr(driver.loop, "wait_until", None)
+        high = driver.config.high_water
+        while wait_until is not None and driver.alive and driver.buffered >= high:
+            await wait_until(driver, lambda: driver.buffered < high)
 
     def _fire_and_forget_many(self, batch: list[Payload]) -> None:
         self._check_open()

@@ -3,19 +3,25 @@ row ``fnf16 --impl sansrs-asyncio``): plain ``bytes`` data waits in a list
 handed to the engine a part at a time (``engine.fire_and_forget_data``),
 before any later request of the peer; a caller that awaits nothing else
 lets the loop run once a part waits; the peer sends the same requests in
-the same order as the frame-per-call path (anything else than plain bytes)."""
+the same order as the frame-per-call path (anything else than plain bytes);
+while the connection holds ``high_water`` unwritten bytes (a peer reading
+nothing), the caller waits at a part's end (not memory), until the
+connection drains or ends."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sansrs.adapters.drive import ConnectionClosed
+from sansrs.adapters.drive.config import LoopConfig
 from sansrs.adapters.rsocket import Payload, aio, serve
 from sansrs.adapters.rsocket.aio import FNF_PART
 from sansrs.adapters.rsocket.engine import RSocketEngine
@@ -214,3 +220,104 @@ def test_rsocket_asyncio_fire_and_forget_waiting_ones_keep_their_place_among_req
 
     expected = asyncio.run(asyncio.wait_for(main(), 30))
     assert handler.take() == expected
+
+
+class StalledPeer:
+    """A TCP listener whose one connection reads nothing until ``go`` is
+    set, then reads everything to the end (the bytes it got: ``got``).
+    Small socket buffers, so that the client's own buffer fills."""
+
+    def __init__(self) -> None:
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(1)
+        self.url = f"tcp://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.go = threading.Event()
+        self.got = 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        sock, _ = self.listener.accept()
+        with sock, contextlib.suppress(ConnectionResetError):  # reset: the second run
+            self.go.wait(WAIT)
+            while chunk := sock.recv(1 << 20):
+                self.got += len(chunk)
+
+    def close(self) -> None:
+        self.go.set()
+        self.listener.close()
+        self.thread.join(WAIT)
+
+
+def _stalled_client_run(
+    send: Callable[[aio.AsyncClient, bytes, int], Awaitable[object]], parts: int
+) -> None:
+    """``send`` of ``parts`` parts of 512-byte items to a peer that reads
+    nothing: the sending task waits for room once the connection holds
+    ``high_water`` unwritten bytes, its buffer stays within that and two
+    parts; once the peer reads, every item arrives; then the same wait ends
+    when the connection is reset."""
+    item = b"x" * 512
+    count = parts * FNF_PART
+    high = LoopConfig().high_water
+    part_bytes = FNF_PART * (len(item) + 9)
+    peer = StalledPeer()
+
+    async def main() -> None:
+        client = await aio.connect(peer.url)
+        client.transport.sock.setsockopt(  # type: ignore[attr-defined]
+            socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
+        )
+        task = asyncio.create_task(send(client, item, count))
+        most = 0
+        for _ in range(200):  # loop iterations: the task runs as far as it can
+            await asyncio.sleep(0)
+            most = max(most, client.driver.buffered)
+        assert not task.done()  # waiting for room, not queueing every part
+        assert high <= client.driver.buffered and most <= high + 2 * part_bytes
+        peer.go.set()
+        await asyncio.wait_for(task, WAIT)
+        await client.close()
+        # A wait that the connection's end ends (reset while the peer reads nothing).
+        peer2 = StalledPeer()
+        try:
+            client = await aio.connect(peer2.url)
+            client.transport.sock.setsockopt(  # type: ignore[attr-defined]
+                socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
+            )
+            task = asyncio.create_task(send(client, item, count))
+            for _ in range(200):
+                await asyncio.sleep(0)
+            assert not task.done()
+            client.abort()
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(task, WAIT)
+        finally:
+            peer2.close()
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 30))
+    finally:
+        peer.close()
+    assert peer.got > count * len(item)  # every item (and the SETUP) arrived
+
+
+async def _one_at_a_time(client: aio.AsyncClient, item: bytes, count: int) -> None:
+    for _ in range(count):
+        await client.fire_and_forget(item)
+
+
+async def _many(client: aio.AsyncClient, item: bytes, count: int) -> None:
+    await client.fire_and_forget_many([item] * count)
+
+
+@pytest.mark.timeout(60)
+def test_rsocket_asyncio_fire_and_forget_waits_for_room_while_the_peer_reads_nothing() -> None:
+    _stalled_client_run(_one_at_a_time, 8)
+
+
+@pytest.mark.timeout(60)
+def test_rsocket_asyncio_fire_and_forget_many_waits_for_room_while_the_peer_reads_nothing() -> None:
+    _stalled_client_run(_many, 8)
