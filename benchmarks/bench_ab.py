@@ -35,7 +35,7 @@ AFTER = Path(__file__).resolve().parent.parent
 # would be measured as a difference between the trees.
 os.environ.setdefault("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=4194304")
 sys.path.insert(0, str(AFTER / "benchmarks"))
-from bench_tcp import SCENARIOS, WS_PATH, cpu_split  # noqa: E402
+from bench_tcp import ASYNCIO_SCENARIOS, SCENARIOS, WS_PATH, cpu_split  # noqa: E402
 
 #: ``sansrs-asyncio``: the asyncio client against ``sansrs serve`` (``rr_seq`` only).
 IMPLS = ("sansrs", "sansrs-ws", "sansrs-selector", "sansrs-asyncio")
@@ -159,7 +159,7 @@ def main() -> None:
         if kind in ("rr", "rrc"):
             n -= n % arg
         for impl in impls:
-            if impl == "sansrs-asyncio" and name != "rr_seq":
+            if impl == "sansrs-asyncio" and name not in ASYNCIO_SCENARIOS:
                 continue
             rates: dict[Path, list[float]] = {before: [], AFTER: []}
             for i in range(args.runs):

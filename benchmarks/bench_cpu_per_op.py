@@ -14,9 +14,9 @@ side had a core of its own, are ``1e6 / max(client, server)`` per second.
 
 ``--impl``: ``sansrs`` (TCP, the default), ``sansrs-ws`` (``ws://``),
 ``sansrs-selector`` (both ends on the selector loop), ``sansrs-asyncio`` (the
-asyncio client, ``stream16`` / ``stream16b`` / ``rr_seq`` / ``fnf16`` /
-``fnf16m``) and its reference ``raw-asyncio`` (asyncio streams against
-``raw_peer.py``; streams and ``rr_seq`` only).
+asyncio client: streams, ``rr_seq``, ``fnf16``, ``fnf16m``) and its reference
+``raw-asyncio`` (asyncio streams against ``raw_peer.py``: the same reader,
+the fire-and-forgets written a batch at a time).
 
 Prints a markdown table: median of ``--runs`` per scenario, microseconds of
 CPU per message (request-stream item, request-response round trip, fire-and-
@@ -58,8 +58,10 @@ def _run_asyncio(impl: str, port: int, kind: str, count: int, arg: int) -> int:
 
         if kind in ("stream", "streamb"):
             return raw_peer.stream_asyncio(port, count, arg)
+        if kind in ("fnf", "fnfm"):
+            return raw_peer.fire_and_forget_asyncio(port, count, arg)
         if kind != "rr":
-            raise ValueError("raw-asyncio runs streams and rr_seq only")
+            raise ValueError("raw-asyncio runs streams, fire-and-forgets and rr_seq only")
         return raw_peer.request_response_asyncio(port, count)
     return run_asyncio(f"tcp://127.0.0.1:{port}", kind, count, arg)
 

@@ -239,7 +239,8 @@ def _without_warm_up(tracer: Tracer, count: int) -> SideCounts:
 #: ``--items``: what the sansrs client does per item (docs/performance.md,
 #: "Items at the application's end").
 ITEM_KINDS = ("stream16", "stream16b", "fnf16", "fnf16m", "rr64",
-              "stream16-asyncio", "stream16b-asyncio", "stream16-raw-asyncio")
+              "stream16-asyncio", "stream16b-asyncio", "stream16-raw-asyncio",
+              "fnf16-asyncio", "fnf16m-asyncio")
 
 
 def count_items(kind: str, count: int) -> Counts:
@@ -300,7 +301,9 @@ def count_items(kind: str, count: int) -> Counts:
 def _count_asyncio_items(url: str, kind: str, count: int) -> Counts:
     """The asyncio client's bytecode (its event loop included) for ``count``
     stream items taken by ``async for`` (``stream16-asyncio``) or in lists
-    (``stream16b-asyncio``), as ``sansrs_client._stream_asyncio`` takes them."""
+    (``stream16b-asyncio``), as ``sansrs_client._stream_asyncio`` takes them,
+    or fire-and-forgets one ``await`` at a time (``fnf16-asyncio``) or by
+    ``fire_and_forget_many`` (``fnf16m-asyncio``)."""
     import asyncio
     import json
 
@@ -316,7 +319,14 @@ def _count_asyncio_items(url: str, kind: str, count: int) -> Counts:
             request = json.dumps({"n": count, "size": 16})
             tracer.install()
             tracer.on = True
-            if kind == "stream16b-asyncio":
+            if kind == "fnf16-asyncio":
+                for _ in range(count):
+                    await client.fire_and_forget(b"x" * 16)
+                await client.request_response(b"fnf-count", timeout=60)  # all handed over
+            elif kind == "fnf16m-asyncio":
+                await client.fire_and_forget_many([b"x" * 16] * count)
+                await client.request_response(b"fnf-count", timeout=60)
+            elif kind == "stream16b-asyncio":
                 async with client.request_stream_batches(
                     request, prefetch=8192, timeout=60
                 ) as lists:

@@ -19,12 +19,18 @@ medians.
 ``sansrs-ws`` / ``rsocketpy-ws``: the same over WebSocket (``ws://``, one
 frame per binary message), compared with TCP in the ``ws/tcp`` column.
 ``sansrs-selector``: both ends on the selector loop. ``sansrs-asyncio`` /
-``raw-asyncio`` (``rr_seq``, ``stream16``, ``stream16b``): the asyncio
-client against ``sansrs serve``, and asyncio streams against the raw server.
+``raw-asyncio`` (``ASYNCIO_SCENARIOS``: ``rr_seq`` and the item rows
+``stream16``, ``stream16b``, ``stream1k``, ``stream1kb``, ``fnf16``,
+``fnf16m``): the asyncio client against ``sansrs serve``, and asyncio
+streams against the raw server (``raw_peer.stream_asyncio``, a reader
+cutting records from 256 KiB reads; ``raw_peer.fire_and_forget_asyncio``,
+a writer of a batch of records per ``write`` + ``drain``).
 ``stream16b`` / ``stream1kb`` / ``fnf16m``: sansrs's batch APIs
-(``request_stream_batches``, ``fire_and_forget_many``) against the same raw
-and rsocket-py clients as ``stream16`` / ``stream1k`` / ``fnf16``
-(docs/performance.md, "Items at the application's end").
+(``request_stream_batches``, ``fire_and_forget_many``), and ``stream16p`` /
+``stream1kp`` the stream as a Reactive Streams Publisher of batches
+(``batch_publisher``, a Subscriber requesting one batch at a time), against
+the same raw and rsocket-py clients as ``stream16`` / ``stream1k`` /
+``fnf16`` (docs/performance.md, "Items at the application's end").
 
 Servers: ``python -m sansrs serve`` (the demo responder), ``rsocketpy_peer.py
 serve`` (the same contract on rsocket-py) and ``raw_peer.py serve``.
@@ -64,16 +70,21 @@ SCENARIOS: dict[str, tuple[str, int, int, int]] = {
     "stream16b": ("streamb", 1_000_000, 16, 50_000),
     "stream1kb": ("streamb", 300_000, 1024, 30_000),
     "fnf16m": ("fnfm", 1_000_000, 16, 50_000),
+    # sansrs: the stream as a Publisher of batches (batch_publisher, a
+    # Subscriber requesting a batch at a time); the others as stream16 / stream1k.
+    "stream16p": ("streamp", 1_000_000, 16, 50_000),
+    "stream1kp": ("streamp", 300_000, 1024, 30_000),
 }
 TARGETS = {"stream16": 400_000, "stream1k": 300_000, "rr_seq": 15_000, "rr_seq_pub": 15_000,
            "rr64": 100_000, "fnf16": 400_000, "stream16b": 1_000_000, "stream1kb": 800_000,
-           "fnf16m": 1_000_000}
+           "fnf16m": 1_000_000, "stream16p": 1_000_000, "stream1kp": 800_000}
 #: What a client other than sansrs runs for a sansrs-only kind.
-PLAIN_KIND = {"rrc": "rr", "streamb": "stream", "fnfm": "fnf"}
+PLAIN_KIND = {"rrc": "rr", "streamb": "stream", "streamp": "stream", "fnfm": "fnf"}
 IMPLS = ("sansrs", "rsocketpy", "raw", "sansrs-ws", "rsocketpy-ws", "sansrs-selector")
 #: The asyncio client and its raw baseline (asyncio streams), on these scenarios.
 ASYNCIO_IMPLS = ("sansrs-asyncio", "raw-asyncio")
-ASYNCIO_SCENARIOS = ("rr_seq", "stream16", "stream16b")
+ASYNCIO_SCENARIOS = ("rr_seq", "stream16", "stream16b", "stream1k", "stream1kb", "fnf16",
+                     "fnf16m")
 WS_PATH = "/rsocket"
 
 
@@ -152,6 +163,8 @@ def client_main(impl: str, port: int, kind: str, count: int, arg: int) -> None:
         start = time.perf_counter()
         if kind in ("stream", "streamb"):
             done = raw_peer.stream_asyncio(port, count, arg)
+        elif kind in ("fnf", "fnfm"):
+            done = raw_peer.fire_and_forget_asyncio(port, count, arg)
         else:
             done = raw_peer.request_response_asyncio(port, count)
     elif impl == "sansrs-asyncio":

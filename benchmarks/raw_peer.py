@@ -144,6 +144,32 @@ def fire_and_forget(port: int, n: int, size: int = 16) -> int:
         return int(reply)
 
 
+def fire_and_forget_asyncio(port: int, n: int, size: int = 16) -> int:
+    """:func:`fire_and_forget` over asyncio streams: the records written in
+    batches of :data:`BATCH` (``writer.write``), ``drain()`` after each, so
+    that the writer waits for the socket as an asyncio client must; then
+    the count asked for (the asyncio writer baseline)."""
+    import asyncio
+
+    payload = record(b"F" + b"x" * size)
+
+    async def main() -> int:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            for start in range(0, n, BATCH):
+                writer.write(b"".join([payload] * min(BATCH, n - start)))
+                await writer.drain()
+            writer.write(record(b"C"))
+            (length,) = HEADER.unpack(await reader.readexactly(4))
+            return int(await reader.readexactly(length))
+        finally:
+            writer.close()
+            await writer.wait_closed()
+
+    return asyncio.run(main())
+
+
 def request_response_asyncio(port: int, n: int, size: int = 16) -> int:
     """Sequential ping-pong with asyncio streams: the asyncio baseline."""
     import asyncio

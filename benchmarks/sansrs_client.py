@@ -33,6 +33,50 @@ def _stream(client: Client, count: int, size: int, batches: bool = False) -> int
     return done
 
 
+class _Batches:
+    """A Subscriber of ``batch_publisher``: one batch requested at a time
+    (the next from ``on_next``, on the connection thread), every item of
+    each read, as the batches client reads its lists."""
+
+    def __init__(self) -> None:
+        self.done = 0
+        self.subscription: Any = None
+        self.finished = threading.Event()
+        self.error: BaseException | None = None
+
+    def on_subscribe(self, subscription: Any) -> None:
+        self.subscription = subscription
+        subscription.request(1)
+
+    def on_next(self, batch: Any) -> None:
+        done = self.done
+        for _ in batch:
+            done += 1
+        self.done = done
+        self.subscription.request(1)
+
+    def on_error(self, error: BaseException) -> None:
+        self.error = error
+        self.finished.set()
+
+    def on_complete(self) -> None:
+        self.finished.set()
+
+
+def _stream_publisher(client: Client, count: int, size: int) -> int:
+    """``batch_publisher`` (stream16p, stream1kp): the stream as a Reactive
+    Streams Publisher of batches, the prefetch window of :func:`_stream`."""
+    subscriber = _Batches()
+    request = json.dumps({"n": count, "size": size})
+    prefetch = 8192 if size < 1024 else 4096
+    client.batch_publisher(request, prefetch=prefetch).subscribe(subscriber)
+    if not subscriber.finished.wait(WAIT):
+        raise TimeoutError(f"{subscriber.done} of {count} items")
+    if subscriber.error is not None:
+        raise subscriber.error
+    return subscriber.done
+
+
 class _Chain:
     """Keeps ``in_flight`` request-responses outstanding through Publishers:
     each completion starts the next one on the connection thread."""
@@ -117,6 +161,8 @@ def run(url: str, kind: str, count: int, arg: int, loop: str = "thread") -> int:
     with connect(url, loop=loop) as client:
         if kind in ("stream", "streamb"):
             return _stream(client, count, arg, batches=kind == "streamb")
+        if kind == "streamp":
+            return _stream_publisher(client, count, arg)
         if kind == "fnfm":
             return _fire_and_forget(client, count, arg, many=True)
         if kind == "rr":

@@ -91,6 +91,9 @@ class AsyncioReactor:
         self._connections: set[Driven] = set()
         self._servers: set[Listening] = set()
         self._stopped = False
+        #: Futures waiting for a connection's state (:meth:`wait_until`),
+        #: checked after each of its turns.
+        self._waits: dict[Driven, list[tuple[Callable[[], bool], asyncio.Future[None]]]] = {}
 
     @classmethod
     def current(cls, config: LoopConfig | None = None) -> AsyncioReactor:
@@ -213,6 +216,29 @@ class AsyncioReactor:
         for conn in todo:
             conn.scheduled = False
             conn.service(now)
+        if self._waits:
+            for conn in todo:
+                if conn in self._waits:
+                    self._settle(conn, ended=False)
+
+    def wait_until(self, conn: Driven, ready: Callable[[], bool]) -> asyncio.Future[None]:
+        """A future done after a turn of ``conn`` once ``ready()`` holds, or
+        when ``conn`` ends (e.g. a writer waiting for its output to drain
+        below a mark: the turns that write it are the ones that can make
+        it true)."""
+        future: asyncio.Future[None] = self._loop.create_future()
+        self._waits.setdefault(conn, []).append((ready, future))
+        return future
+
+    def _settle(self, conn: Driven, ended: bool) -> None:
+        left = [(ready, future) for ready, future in self._waits.pop(conn, ())
+                if not future.done()]
+        for ready, future in left:
+            if ended or ready():
+                future.set_result(None)
+        left = [(ready, future) for ready, future in left if not future.done()]
+        if left:
+            self._waits[conn] = left
 
     def set_timer(self, conn: Driven, when: float) -> None:
         old = self._timers.pop(conn, None)
@@ -234,6 +260,8 @@ class AsyncioReactor:
 
     def discard(self, conn: Driven) -> None:
         self._connections.discard(conn)
+        if conn in self._waits:
+            self._settle(conn, ended=True)
         timer = self._timers.pop(conn, None)
         if timer is not None:
             timer.cancel()

@@ -1,0 +1,323 @@
+"""The asyncio client's ``fire_and_forget`` one call at a time (``bench_tcp.py``
+row ``fnf16 --impl sansrs-asyncio``): plain ``bytes`` data waits in a list
+handed to the engine a part at a time (``engine.fire_and_forget_data``),
+before any later request of the peer; a caller that awaits nothing else
+lets the loop run once a part waits; the peer sends the same requests in
+the same order as the frame-per-call path (anything else than plain bytes);
+while the connection holds ``high_water`` unwritten bytes (a peer reading
+nothing), the caller waits at a part's end (not memory), until the
+connection drains or ends."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sansrs.adapters.drive import ConnectionClosed
+from sansrs.adapters.drive.config import LoopConfig
+from sansrs.adapters.rsocket import Payload, aio, serve
+from sansrs.adapters.rsocket.aio import FNF_PART
+from sansrs.adapters.rsocket.engine import RSocketEngine
+from sansrs.adapters.rsocket.server import Server
+from sansrs.adapters.rsocket.types import Request
+
+WAIT = 10.0
+RAW = "application/octet-stream"
+
+
+class Recorder:
+    """Keeps every fire-and-forget and metadata push, in order of arrival;
+    ``request_response`` answers how many arrived."""
+
+    def __init__(self) -> None:
+        self.got: list[tuple[str, bytes, bytes | None]] = []
+        self.lock = threading.Lock()
+
+    def fire_and_forget(self, request: Request) -> None:
+        with self.lock:
+            self.got.append(("fnf", request.data, request.metadata))
+
+    def metadata_push(self, metadata: bytes) -> None:
+        with self.lock:
+            self.got.append(("push", b"", metadata))
+
+    def request_response(self, request: Request) -> Payload:
+        with self.lock:
+            return Payload(b"%d" % len(self.got))
+
+    def take(self) -> list[tuple[str, bytes, bytes | None]]:
+        with self.lock:
+            got, self.got = self.got, []
+        return got
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[Server, Recorder]]:
+    handler = Recorder()
+    with serve("tcp://127.0.0.1:0", handler) as srv:
+        yield srv, handler
+
+
+def _engine_calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[int]]:
+    """Sizes of the engine's fire-and-forget calls: ``one`` (a frame per
+    call), ``data`` (a part of plain bytes)."""
+    calls: dict[str, list[int]] = {"one": [], "data": []}
+    one, data = RSocketEngine.fire_and_forget, RSocketEngine.fire_and_forget_data
+
+    def fire_and_forget(self: RSocketEngine, payload: Payload) -> None:
+        calls["one"].append(1)
+        one(self, payload)
+
+    def fire_and_forget_data(self: RSocketEngine, items: list[bytes]) -> None:
+        calls["data"].append(len(items))
+        data(self, items)
+
+    monkeypatch.setattr(RSocketEngine, "fire_and_forget", fire_and_forget)
+    monkeypatch.setattr(RSocketEngine, "fire_and_forget_data", fire_and_forget_data)
+    return calls
+
+
+@pytest.mark.timeout(60)
+def test_rsocket_asyncio_fire_and_forget_plain_bytes_reach_the_engine_a_part_at_a_time(
+    server: tuple[Server, Recorder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server[1].take()
+    calls = _engine_calls(monkeypatch)
+    count = 2 * FNF_PART + 5
+    items = [b"%d" % i for i in range(count)]
+
+    async def main() -> None:
+        async with await aio.connect(server[0].url, metadata_mime_type=RAW) as client:
+            for x in items:
+                await client.fire_and_forget(x)
+            reply = await client.request_response(b"count", timeout=WAIT)  # behind them all
+            assert reply is not None and int(reply.data) == count
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+    assert calls == {"one": [], "data": [FNF_PART, FNF_PART, 5]}
+    assert server[1].take() == [("fnf", x, None) for x in items]
+
+
+@pytest.mark.timeout(60)
+def test_rsocket_asyncio_fire_and_forget_lets_the_loop_run_once_a_part_waits(
+    server: tuple[Server, Recorder],
+) -> None:
+    """A caller that awaits nothing but ``fire_and_forget`` does not hold
+    the loop (and every item in memory) until it is done: the loop runs,
+    and writes, at least once per part."""
+
+    async def main() -> None:
+        async with await aio.connect(server[0].url, metadata_mime_type=RAW) as client:
+            loop = asyncio.get_running_loop()
+            turns = 0
+
+            def tick() -> None:
+                nonlocal turns
+                turns += 1
+                loop.call_soon(tick)
+
+            loop.call_soon(tick)
+            seen = []
+            for i in range(3 * FNF_PART):
+                await client.fire_and_forget(b"x")
+                if (i + 1) % FNF_PART == 0:
+                    seen.append(turns)
+            assert seen[0] >= 1 and seen[1] > seen[0] and seen[2] > seen[1]
+            reply = await client.request_response(b"count", timeout=WAIT)
+            assert reply is not None and int(reply.data) == 3 * FNF_PART
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+    server[1].take()
+
+
+@pytest.mark.timeout(60)
+def test_rsocket_asyncio_fire_and_forget_after_the_connection_ended_raises(
+    server: tuple[Server, Recorder],
+) -> None:
+    server[1].take()
+
+    async def main() -> None:
+        client = await aio.connect(server[0].url, metadata_mime_type=RAW)
+        await client.fire_and_forget(b"before")
+        await client.close()
+        with pytest.raises(ConnectionClosed):
+            await client.fire_and_forget(b"after")
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+    assert server[1].take() == [("fnf", b"before", None)]  # flushed by the close
+
+
+# An operation of the differential: a plain-bytes fnf (the waiting list), an
+# fnf with metadata or of str data (the frame-per-call path), a metadata push,
+# a fire_and_forget_many, or a request-response (the express path) between them.
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("bytes"), st.binary(max_size=8)),
+        st.tuples(st.just("meta"), st.binary(max_size=4)),
+        st.tuples(st.just("str"), st.text(max_size=4)),
+        st.tuples(st.just("push"), st.binary(min_size=1, max_size=4)),
+        st.tuples(st.just("many"), st.integers(0, 3)),
+        st.tuples(st.just("count"), st.none()),
+    ),
+    max_size=40,
+)
+
+
+async def _apply(client: aio.AsyncClient, ops: list[tuple[str, Any]]) -> list[Any]:
+    """Run ``ops``: what the server should have got, in order, and the
+    count each request-response should answer."""
+    expected: list[Any] = []
+    for op, arg in ops:
+        if op == "bytes":
+            await client.fire_and_forget(arg)
+            expected.append(("fnf", arg, None))
+        elif op == "meta":
+            await client.fire_and_forget(b"d", arg)
+            expected.append(("fnf", b"d", arg))
+        elif op == "str":
+            await client.fire_and_forget(arg)
+            expected.append(("fnf", arg.encode(), None))
+        elif op == "push":
+            await client.metadata_push(arg)
+            expected.append(("push", b"", arg))
+        elif op == "many":
+            items = [b"m%d" % i for i in range(arg)]
+            await client.fire_and_forget_many(items)
+            expected += [("fnf", x, None) for x in items]
+        else:
+            reply = await client.request_response(b"count", timeout=WAIT)
+            assert reply is not None
+            assert int(reply.data) == len(expected)  # every earlier request arrived first
+    return expected
+
+
+@pytest.mark.timeout(120)
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops=OPS)
+def test_rsocket_asyncio_fire_and_forget_waiting_ones_keep_their_place_among_requests(
+    server: tuple[Server, Recorder], ops: list[tuple[str, Any]]
+) -> None:
+    """Differential: the requests the server gets, in order, are the calls
+    made, whichever path each took (the waiting list or a frame per call)."""
+    handler = server[1]
+    handler.take()
+
+    async def main() -> list[Any]:
+        async with await aio.connect(server[0].url, metadata_mime_type=RAW) as client:
+            expected = await _apply(client, ops)
+            reply = await client.request_response(b"count", timeout=WAIT)
+            assert reply is not None and int(reply.data) == len(expected)
+            return expected
+
+    expected = asyncio.run(asyncio.wait_for(main(), 30))
+    assert handler.take() == expected
+
+
+class StalledPeer:
+    """A TCP listener whose one connection reads nothing until ``go`` is
+    set, then reads everything to the end (the bytes it got: ``got``).
+    Small socket buffers, so that the client's own buffer fills."""
+
+    def __init__(self) -> None:
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(1)
+        self.url = f"tcp://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.go = threading.Event()
+        self.got = 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        sock, _ = self.listener.accept()
+        with sock, contextlib.suppress(ConnectionResetError):  # reset: the second run
+            self.go.wait(WAIT)
+            while chunk := sock.recv(1 << 20):
+                self.got += len(chunk)
+
+    def close(self) -> None:
+        self.go.set()
+        self.listener.close()
+        self.thread.join(WAIT)
+
+
+def _stalled_client_run(
+    send: Callable[[aio.AsyncClient, bytes, int], Awaitable[object]], parts: int
+) -> None:
+    """``send`` of ``parts`` parts of 512-byte items to a peer that reads
+    nothing: the sending task waits for room once the connection holds
+    ``high_water`` unwritten bytes, its buffer stays within that and two
+    parts; once the peer reads, every item arrives; then the same wait ends
+    when the connection is reset."""
+    item = b"x" * 512
+    count = parts * FNF_PART
+    high = LoopConfig().high_water
+    part_bytes = FNF_PART * (len(item) + 9)
+    peer = StalledPeer()
+
+    async def main() -> None:
+        client = await aio.connect(peer.url)
+        client.transport.sock.setsockopt(  # type: ignore[attr-defined]
+            socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
+        )
+        task = asyncio.create_task(send(client, item, count))
+        most = 0
+        for _ in range(200):  # loop iterations: the task runs as far as it can
+            await asyncio.sleep(0)
+            most = max(most, client.driver.buffered)
+        assert not task.done()  # waiting for room, not queueing every part
+        assert high <= client.driver.buffered and most <= high + 2 * part_bytes
+        peer.go.set()
+        await asyncio.wait_for(task, WAIT)
+        await client.close()
+        # A wait that the connection's end ends (reset while the peer reads nothing).
+        peer2 = StalledPeer()
+        try:
+            client = await aio.connect(peer2.url)
+            client.transport.sock.setsockopt(  # type: ignore[attr-defined]
+                socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
+            )
+            task = asyncio.create_task(send(client, item, count))
+            for _ in range(200):
+                await asyncio.sleep(0)
+            assert not task.done()
+            client.abort()
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(task, WAIT)
+        finally:
+            peer2.close()
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 30))
+    finally:
+        peer.close()
+    assert peer.got > count * len(item)  # every item (and the SETUP) arrived
+
+
+async def _one_at_a_time(client: aio.AsyncClient, item: bytes, count: int) -> None:
+    for _ in range(count):
+        await client.fire_and_forget(item)
+
+
+async def _many(client: aio.AsyncClient, item: bytes, count: int) -> None:
+    await client.fire_and_forget_many([item] * count)
+
+
+@pytest.mark.timeout(60)
+def test_rsocket_asyncio_fire_and_forget_waits_for_room_while_the_peer_reads_nothing() -> None:
+    _stalled_client_run(_one_at_a_time, 8)
+
+
+@pytest.mark.timeout(60)
+def test_rsocket_asyncio_fire_and_forget_many_waits_for_room_while_the_peer_reads_nothing() -> None:
+    _stalled_client_run(_many, 8)
