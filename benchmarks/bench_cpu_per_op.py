@@ -16,7 +16,16 @@ side had a core of its own, are ``1e6 / max(client, server)`` per second.
 ``sansrs-selector`` (both ends on the selector loop), ``sansrs-asyncio`` (the
 asyncio client: streams, ``rr_seq``, ``fnf16``, ``fnf16m``) and its reference
 ``raw-asyncio`` (asyncio streams against ``raw_peer.py``: the same reader,
-the fire-and-forgets written a batch at a time).
+the fire-and-forgets written a batch at a time), and ``raw``: the blocking
+raw-socket client and server of ``bench_tcp.py``'s ``raw`` column
+(``raw_peer.py``; the batch rows run its plain client, as there), the
+baseline each side's CPU per item compares with.
+
+The client's CPU is also split: ``calling thread`` is the thread that runs
+the client (``time.thread_time``: a stream's consumer, the caller of
+request-response or fire-and-forget); the rest is the driver's (the
+connection's thread, the selector loop). This process starts with its
+allocator settled, as every benchmark process (``raw_peer.settle_allocator``).
 
 Prints a markdown table: median of ``--runs`` per scenario, microseconds of
 CPU per message (request-stream item, request-response round trip, fire-and-
@@ -35,7 +44,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_tcp import SCENARIOS, WS_PATH, server  # noqa: E402
+from bench_tcp import PLAIN_KIND, SCENARIOS, WS_PATH, server  # noqa: E402
+from raw_peer import settle_allocator  # noqa: E402
 from sansrs_client import run, run_asyncio  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -48,7 +58,19 @@ def _process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-IMPLS = ("sansrs", "sansrs-ws", "sansrs-selector", "sansrs-asyncio", "raw-asyncio")
+IMPLS = ("sansrs", "sansrs-ws", "sansrs-selector", "sansrs-asyncio", "raw-asyncio", "raw")
+
+
+def _run_raw(port: int, kind: str, count: int, arg: int) -> int:
+    """One run of the blocking raw client (``bench_tcp.py``'s ``raw``)."""
+    import raw_peer
+
+    kind = PLAIN_KIND.get(kind, kind)
+    if kind == "stream":
+        return raw_peer.stream(port, count, arg)
+    if kind == "rr":
+        return raw_peer.request_response(port, count, arg)
+    return raw_peer.fire_and_forget(port, count, arg)
 
 
 def _run_asyncio(impl: str, port: int, kind: str, count: int, arg: int) -> int:
@@ -66,8 +88,11 @@ def _run_asyncio(impl: str, port: int, kind: str, count: int, arg: int) -> int:
     return run_asyncio(f"tcp://127.0.0.1:{port}", kind, count, arg)
 
 
-def measure(name: str, scale: float, impl: str = "sansrs") -> tuple[float, float, float]:
-    """(client µs/op, server µs/op, wall seconds) for one run of ``name``."""
+def measure(
+    name: str, scale: float, impl: str = "sansrs"
+) -> tuple[float, float, float, float]:
+    """(client µs/op, server µs/op, wall seconds, the client's calling
+    thread µs/op) for one run of ``name``."""
     kind, count, arg, _ = SCENARIOS[name]
     count = max(1, int(count * scale))
     if kind in ("rr", "rrc"):
@@ -77,21 +102,27 @@ def measure(name: str, scale: float, impl: str = "sansrs") -> tuple[float, float
         url = f"ws://127.0.0.1:{port}{WS_PATH}" if impl == "sansrs-ws" else f"tcp://127.0.0.1:{port}"
         if impl.endswith("asyncio"):
             _run_asyncio(impl, port, "rr", 200, 1)  # warm both sides
+        elif impl == "raw":
+            _run_raw(port, "rr", 200, 1)
         else:
             run(url, "rr", 200, 1, loop=loop)  # warm both sides (imports, first connection)
         server_before = _process_cpu(proc.pid)
         client_before = time.process_time()
+        caller_before = time.thread_time()
         wall = time.perf_counter()
         if impl.endswith("asyncio"):
             done = _run_asyncio(impl, port, kind, count, arg)
+        elif impl == "raw":
+            done = _run_raw(port, kind, count, arg)
         else:
             done = run(url, kind, count, arg, loop=loop)
         wall = time.perf_counter() - wall
+        caller = time.thread_time() - caller_before
         client = time.process_time() - client_before
         server_cpu = _process_cpu(proc.pid) - server_before
     if done != count:
         raise RuntimeError(f"{name}: {done} of {count}")
-    return client / count * 1e6, server_cpu / count * 1e6, wall
+    return client / count * 1e6, server_cpu / count * 1e6, wall, caller / count * 1e6
 
 
 def main() -> None:
@@ -101,13 +132,15 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=0.5, help="multiply message counts")
     parser.add_argument("--impl", action="append", choices=IMPLS)
     args = parser.parse_args()
+    settle_allocator()
     names = args.only or list(SCENARIOS)
     impls = args.impl or ["sansrs"]
     print(f"load average at start: {os.getloadavg()[0]:.2f}")
-    print("| scenario | impl | client µs/op | server µs/op | msg/s the CPU allows | wall s |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| scenario | impl | client µs/op | of which calling thread | server µs/op | "
+          "msg/s the CPU allows | wall s |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for name in names:
-        results: dict[str, list[tuple[float, float, float]]] = {i: [] for i in impls}
+        results: dict[str, list[tuple[float, float, float, float]]] = {i: [] for i in impls}
         for _ in range(args.runs):  # implementations alternate run by run
             for impl in impls:
                 results[impl].append(measure(name, args.scale, impl))
@@ -115,9 +148,10 @@ def main() -> None:
             client = statistics.median(r[0] for r in results[impl])
             server_us = statistics.median(r[1] for r in results[impl])
             wall = statistics.median(r[2] for r in results[impl])
+            caller = statistics.median(r[3] for r in results[impl])
             bound = 1e6 / max(client, server_us)
-            print(f"| {name} | {impl} | {client:.2f} | {server_us:.2f} | {bound:,.0f} | "
-                  f"{wall:.2f} |", flush=True)
+            print(f"| {name} | {impl} | {client:.2f} | {caller:.2f} | {server_us:.2f} | "
+                  f"{bound:,.0f} | {wall:.2f} |", flush=True)
 
 
 if __name__ == "__main__":
