@@ -6,10 +6,12 @@ It turns core events into request completions and, through its
 intents (handed over by the peer objects, :mod:`.peer`) into core calls.
 Its other parts: :class:`~.leases.Leases` (requests waiting for the peer's
 lease, the renewal of ours) and :func:`~.outbound.stream_outbound` (our
-side of a stream as core calls). Two of its concerns are methods kept in
+side of a stream as core calls). Four of its concerns are methods kept in
 modules of their own: :mod:`.opening` (the first bytes, WebSocket message
-records) and :mod:`.lifecycle` (SETUP acceptance, leases received, the
-close). The protocol-neutral pieces (credit-bound
+records), :mod:`.engine_intents` (the application's intents: requests,
+fire-and-forgets, REQUEST_N, CANCEL), :mod:`.engine_signals` (the peer's
+items, REQUEST_N, CANCEL and ERROR on open streams) and :mod:`.lifecycle`
+(SETUP acceptance, leases received, the close). The protocol-neutral pieces (credit-bound
 outbound streams, prefetching inbound, sources) come from
 :mod:`..drive.streams`.
 """
@@ -18,11 +20,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-from collections.abc import Callable, Iterable
-from operator import itemgetter
+from collections.abc import Callable
 from typing import Any, ClassVar
-
-from sansrs.rsocket import ErrorCode
 
 from ..drive.engine import Driver
 from ..drive.errors import ConnectionClosed
@@ -31,15 +30,13 @@ from ..drive.streams import (
     IteratorSource,
     Outbound,
     Outbounds,
-    PublisherSource,
-    ThreadedSource,
-    is_publisher,
 )
 from ..transport.websocket import messages as ws
 from . import core, lifecycle, opening
+from . import engine_intents as intents
+from . import engine_signals as signals
 from .engine_state import RequestHandle
-from .errors import RSocketError
-from .fast import new_tuple, plain_payloads
+from .fast import new_tuple
 from .interceptors import install as install_interceptors
 from .leases import Leases
 from .lifecycle import ASYNC_HOOK_REFUSED, refuse_async_hooks
@@ -459,145 +456,19 @@ class RSocketEngine:
             queue.finish(error)
         self._inbound.clear()
 
-    # -- application intents (handed over by the peers, on this thread) --------------
-    def start_request(
-        self,
-        handle: RequestHandle,
-        payload: Payload,
-        initial_n: int,
-        outbound: Iterable[object] | None = None,
-    ) -> None:
-        if handle.cancelled:
-            return
-        if self._closing is not None:  # going away: fail now, with the reason
-            handle.sink.finish(self._closing)
-            return
-        if self.leases.must_wait():
-            again = lambda: self.start_request(handle, payload, initial_n, outbound)  # noqa: E731
-            self.leases.wait(again, handle)
-            return
-        conn = self.conn
-        try:
-            if handle.kind == "rr":
-                sid = conn.request_response(payload.data, payload.metadata)
-            elif handle.kind == "stream":
-                sid = conn.request_stream(payload.data, payload.metadata, initial_n=initial_n)
-            else:
-                sid = conn.request_channel(
-                    payload.data, payload.metadata, initial_n=initial_n, complete=outbound is None
-                )
-        except core.LocalProtocolError as exc:
-            self._refused(handle, exc)
-            return
-        handle.sid = sid
-        self._requests[sid] = handle
-        if handle.kind == "channel" and outbound is not None:
-            source: ThreadedSource[Any] | PublisherSource[Any]
-            if is_publisher(outbound):  # e.g. the asyncio adapter's async iterables
-                source = PublisherSource(outbound, lambda: self._poke(sid))
-            else:
-                source = ThreadedSource(outbound, lambda: self._poke(sid), f"sansrs-channel-{sid}")
-            handle.outbound = self._new_outbound(sid, source, 0)
-
-    def start_response(self, handle: RequestHandle, payload: Payload) -> None:
-        """:meth:`start_request` for a request-response (``handle.kind == "rr"``),
-        trimmed for pipelines that start one per answer received."""
-        if self.leases.in_force() or handle.cancelled or self._closing is not None:
-            self.start_request(handle, payload, 1)  # leases (it may wait), or the end
-            return
-        try:
-            sid = self.conn.request_response(payload[0], payload[1])
-        except core.LocalProtocolError as exc:
-            self._refused(handle, exc)
-            return
-        handle.sid = sid
-        self._requests[sid] = handle
-
-    def adopt_response(self, handle: RequestHandle, sid: int) -> None:
-        """A request-response (``handle``) the core started with
-        ``request_response_frame`` (the express latency path, the frame
-        written by the caller): from here on it is a request like any other,
-        its answer (or error) for ``handle.sink``."""
-        handle.sid = sid
-        self._requests[sid] = handle
-
-    def _take_answer(self, handle: RequestHandle, data: bytes, now: float) -> Payload | None:
-        """``data`` read while ``handle`` (a request-response) is the only
-        request outstanding: when it is exactly that request's answer the
-        core takes it without an event (its state as if fed) and the answer
-        is returned, the request forgotten here; None: anything else, to be
-        fed as usual."""
-        sid = handle.sid
-        if sid is None or self._records is not None:
-            return None
-        answer = self.conn.take_answer(data, sid, now)
-        if answer is None:
-            return None
-        self._now = now
-        del self._requests[sid]
-        return new_tuple(Payload, (answer, None))
-
-    def _refused(self, handle: RequestHandle, exc: core.LocalProtocolError) -> None:
-        # (A known reason to close was checked before the core was asked.)
-        if self.conn.state is core.ConnectionState.CLOSED:
-            handle.sink.finish(ConnectionClosed(f"connection closed: {exc.message}"))
-        else:  # e.g. no stream ID left, or the peer is closing
-            handle.sink.finish(RSocketError(ErrorCode.REJECTED, exc.message))
-
-    def fire_and_forget(self, payload: Payload) -> None:
-        if self.leases.must_wait():
-            self.leases.wait(lambda: self.fire_and_forget(payload), None)
-            return
-        self.conn.request_fnf(payload.data, payload.metadata)
-
-    def fire_and_forget_many(self, payloads: list[Payload]) -> None:
-        """A batch of fire-and-forgets, in order (see ``queues.Batcher``)."""
-        if self.leases.in_force():
-            for payload in payloads:  # leases: each may have to wait its turn
-                self.fire_and_forget(payload)
-            return
-        conn = self.conn
-        sent = 0
-        if set(map(itemgetter(1), payloads)) == {None}:  # no metadata: one piece
-            sent = conn.request_fnf_many(list(map(itemgetter(0), payloads)))
-        request_fnf = conn.request_fnf
-        for payload in payloads[sent:] if sent else payloads:
-            request_fnf(payload.data, payload.metadata)
-
-    def fire_and_forget_data(self, data: list[bytes]) -> None:
-        """:meth:`fire_and_forget_many` of Payloads without metadata, given
-        by their data: one piece by C calls, no Payload made unless the
-        frame-by-frame path is needed (leases, a resumable session, ...)."""
-        sent = 0 if self.leases.in_force() else self.conn.request_fnf_many(data)
-        if sent < len(data):
-            rest = data[sent:] if sent else data
-            self.fire_and_forget_many(plain_payloads(rest))
-
-    def metadata_push(self, metadata: bytes) -> None:
-        self.conn.metadata_push(metadata)
-
-    def send_lease(self, ttl: float, requests: int) -> None:
-        self.conn.send_lease(core.milliseconds(ttl), requests)
-
-    def request_more(self, handle: RequestHandle, n: int) -> None:
-        sid = handle.sid
-        if sid is not None and self._requests.get(sid) is handle and handle.kind != "rr":
-            # The core may already have seen the stream end in a batch whose
-            # events are still being dispatched: then there is nothing to ask.
-            with contextlib.suppress(core.LocalProtocolError):
-                self.conn.request_n(sid, n)
-
-    def cancel(self, handle: RequestHandle) -> None:
-        handle.cancelled = True
-        sid = handle.sid
-        if sid is None or self._requests.get(sid) is not handle:
-            return
-        del self._requests[sid]
-        handle.sink.close()
-        if handle.outbound is not None:
-            self._outbounds.cancel(sid)
-        with contextlib.suppress(core.LocalProtocolError):  # already ended in the core
-            self.conn.cancel(sid)
+    # -- application intents (handed over by the peers, on this thread; .engine_intents)
+    start_request = intents.start_request
+    start_response = intents.start_response
+    adopt_response = intents.adopt_response
+    _take_answer = intents.take_answer
+    _refused = intents.refused
+    fire_and_forget = intents.fire_and_forget
+    fire_and_forget_many = intents.fire_and_forget_many
+    fire_and_forget_data = intents.fire_and_forget_data
+    metadata_push = intents.metadata_push
+    send_lease = intents.send_lease
+    request_more = intents.request_more
+    cancel = intents.cancel
 
     # -- outbound plumbing --------------------------------------------------
     def _call_soon(self, fn: Callable[[], None]) -> None:
@@ -634,73 +505,12 @@ class RSocketEngine:
         if handle is not None and handle.inbound_done:
             del self._requests[sid]
 
-    # -- inbound signals on existing streams ---------------------------------
-    def on_payload(
-        self, sid: int, data: bytes, metadata: bytes | None, next_: bool, complete: bool
-    ) -> None:
-        handle = self._requests.get(sid)
-        if handle is not None:
-            if next_:
-                handle.sink.put(new_tuple(Payload, (data, metadata)))
-            if complete:
-                handle.inbound_done = True
-                handle.sink.finish()
-                if handle.outbound is None or handle.outbound.finished:
-                    del self._requests[sid]
-            return
-        queue = self._inbound.get(sid)
-        if queue is not None:
-            if next_:
-                queue.put(Payload(data, metadata))
-            if complete:
-                queue.finish()
-                del self._inbound[sid]
-
-    def _on_payloads(self, sid: int, data: list[bytes]) -> None:
-        """:meth:`on_payload` for a run of items (none completing; the
-        core's ``PayloadRunReceived``): their Payloads made by C calls,
-        put in one call (docs/performance.md, "Items at the application's end");
-        a blocking stream's queue takes the data itself (``fast.DataRuns``:
-        its consumer makes the Payloads as it hands them out)."""
-        handle = self._requests.get(sid)
-        if handle is not None:
-            sink = handle.sink
-            # A DataRuns, or an interceptor's observer in front of one.
-            put_data = getattr(sink, "put_data", None)
-            if put_data is not None:
-                put_data(data)
-            else:
-                sink.put_many(plain_payloads(data))
-            return
-        queue = self._inbound.get(sid)
-        if queue is not None:
-            queue.put_many(plain_payloads(data))
-
-    def on_request_n(self, sid: int, n: int) -> None:
-        self._outbounds.credit(sid, n)
-
-    def on_cancel(self, sid: int) -> None:
-        """Requester's CANCEL (ends a responder stream both ways) or a channel
-        responder stopping our outbound flow."""
-        out = self._outbounds.get(sid)
-        if out is not None:
-            out.cancel()
-            self._outbound_done(sid)
-        queue = self._inbound.pop(sid, None)
-        if queue is not None:
-            queue.close()  # wakes a channel handler iterating its inbound
-
-    def on_error(self, sid: int, code: int, message: str) -> None:
-        error = RSocketError(code, message)
-        handle = self._requests.pop(sid, None)
-        if handle is not None:
-            handle.sink.finish(error)
-            if handle.outbound is not None:
-                handle.outbound.cancel()
-        queue = self._inbound.pop(sid, None)
-        if queue is not None:
-            queue.finish(error)
-        self._outbounds.cancel(sid)
+    # -- inbound signals on existing streams (.engine_signals) -----------------
+    on_payload = signals.on_payload
+    _on_payloads = signals.on_payloads
+    on_request_n = signals.on_request_n
+    on_cancel = signals.on_cancel
+    on_error = signals.on_error
 
     # -- connection-level signals (.lifecycle) ---------------------------------
     on_setup = lifecycle.on_setup

@@ -1,18 +1,21 @@
 """What :class:`~.engine.RSocketEngine` is made of, as its concerns kept in
 modules of their own see it: the request handle, and the engine's state
-that :mod:`.opening` (the first bytes, message records) and
-:mod:`.lifecycle` (SETUP acceptance, leases, the close) work on. Their
+that :mod:`.opening` (the first bytes, message records),
+:mod:`.lifecycle` (SETUP acceptance, leases, the close),
+:mod:`.engine_intents` (the application's intents) and
+:mod:`.engine_signals` (the peer's signals on open streams) work on. Their
 functions are the engine's methods (bound in its class, so a subclass such
 as the resume engine still overrides them); this protocol is the engine
 they are typed against, without importing it (no cycle)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from ..drive import streams
 from ..drive.engine import Driver
+from ..drive.queues import CreditQueue
 from ..drive.streams import Outbound, Outbounds
 from ..transport.websocket import messages as ws
 from . import core
@@ -63,10 +66,33 @@ class EngineState(Protocol):
     _peer_close: tuple[str, float] | None
     _requests: dict[int, RequestHandle]
     _outbounds: Outbounds[int]
+    _inbound: dict[int, CreditQueue[Payload]]
 
     def _dispatch_events(self) -> None: ...
 
     def _call_soon(self, fn: Callable[[], None]) -> None: ...
+
+    def _poke(self, sid: int) -> None: ...
+
+    def _new_outbound(
+        self, sid: int, source: Any, credit: int, watch: Any = None
+    ) -> Outbound[Any]: ...
+
+    def _outbound_done(self, sid: int) -> None: ...
+
+    def start_request(
+        self,
+        handle: RequestHandle,
+        payload: Payload,
+        initial_n: int,
+        outbound: Iterable[object] | None = None,
+    ) -> None: ...
+
+    def _refused(self, handle: RequestHandle, exc: core.LocalProtocolError) -> None: ...
+
+    def fire_and_forget(self, payload: Payload) -> None: ...
+
+    def fire_and_forget_many(self, payloads: list[Payload]) -> None: ...
 
     def _receive_stream(self, data: bytes, now: float) -> None: ...
 
