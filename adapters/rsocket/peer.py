@@ -117,7 +117,30 @@ class RSocketPeer(DrivenPeer):
             payload_batches(engine.fire_and_forget_many, engine.fire_and_forget_data),
             partial(_THREAD_IS_OWNER, self),
             partial(checked_payload, self._composite),
+            room=self._room_for_fire_and_forgets,
         )
+
+    def _room_for_fire_and_forgets(self, timeout: float | None) -> None:
+        """Before a batch of fire-and-forgets (``Batcher``'s ``room``): while
+        the connection holds ``high_water`` bytes or more it has not
+        written (its buffer and the core's output: a peer reading slowly,
+        or not at all), the caller waits for turns to drain it below that:
+        the caller is held, not memory (as the asyncio client's
+        ``_room_for_more``). Its connection thread never waits here (it
+        drains at once). Raises ``ConnectionClosed`` once the connection
+        has ended, ``TimeoutError`` after ``timeout``."""
+        driver = self._thread  # (the driver of the moment: a resumed session moves)
+        wait_until = getattr(driver, "wait_until", None)
+        if wait_until is None:  # a driver without a buffer of its own
+            return
+        core = self._engine.conn
+        high = driver.config.high_water  # type: ignore[attr-defined]
+
+        def room() -> bool:
+            return driver.buffered + core.queued_output < high  # type: ignore[attr-defined,no-any-return]
+
+        if not room():
+            wait_until(room, timeout)
 
     def move_to(self, driver: Driver) -> None:
         super().move_to(carrying_context(driver) if self._carry_context else driver)
