@@ -219,12 +219,10 @@ class LoopConnection:
                     if self._done:
                         raise ConnectionClosed(f"connection closed: {self.error}")
                     left = None if deadline is None else deadline - time.monotonic()
-                    if left is not None and left <= 0 or not turned.wait(left):
-                        if not ready():
-                            raise TimeoutError(
-                                f"no room on the connection within {seconds(timeout or 0.0)}"
-                                " (the peer reads too slowly, or not at all)"
-                            )
+                    if (left is not None and left <= 0) or not turned.wait(left):
+                        if ready():
+                            return
+                        raise TimeoutError(f"not ready within {seconds(timeout or 0.0)}")
             finally:
                 self._turn_waiters -= 1
 
