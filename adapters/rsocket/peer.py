@@ -362,8 +362,12 @@ class RSocketPeer(DrivenPeer):
     def fire_and_forget(
         self, data: bytes | str, metadata: bytes | str | None = None, timeout: float | None = None
     ) -> None:
-        """Queue REQUEST_FNF. ``timeout`` bounds the wait only if the connection
-        has a full batch of fire-and-forgets pending (the loop is behind)."""
+        """Queue REQUEST_FNF. Waits while the connection has a full batch of
+        fire-and-forgets pending (the loop is behind) and, before one that
+        starts a batch, while it holds ``high_water`` bytes or more it has
+        not written (the peer reads slowly, or not at all); ``timeout``
+        bounds each wait (:class:`TimeoutError`, nothing queued); raises
+        :class:`~..drive.errors.ConnectionClosed` once the connection ended."""
         self._fnf.send(data, metadata, timeout)
 
     # The call is FireAndForgets.send's frame alone (bench_tcp.py row fnf16).
@@ -374,8 +378,8 @@ class RSocketPeer(DrivenPeer):
         metadata) pairs), in order, handed to the connection many at a time;
         returns how many were queued. ``items`` is pulled lazily, at most
         half the connection's pending budget ahead of what was handed over
-        (an endless iterable is fine); ``timeout`` bounds each wait for room
-        (the loop is behind), as :meth:`fire_and_forget`'s. An item that is
+        (an endless iterable is fine), each part waiting for room as
+        :meth:`fire_and_forget` does; ``timeout`` bounds each wait. An item that is
         not a payload raises after the ones before it were queued."""
         source = iter(items)
         fnf = self._fnf
