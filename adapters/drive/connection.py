@@ -151,6 +151,9 @@ class LoopConnection:
         #: The engine is done (an ERROR on stream 0, a protocol error): a
         #: direct call stops waiting and hands over, so the turn finishes.
         self._wants_close = engine.wants_close
+        #: Threads in :meth:`wait_until`, told after each turn and at the end.
+        self._turned = threading.Condition(threading.Lock())
+        self._turn_waiters = 0
 
     # -- any thread (Driver) -------------------------------------------------
     def start(self) -> None:
@@ -198,6 +201,35 @@ class LoopConnection:
         buffer and what the transport holds (WebSocket frames, pongs)."""
         held = self._held
         return len(self._out) + self._rest_size + (held() if held is not None else 0)
+
+    def wait_until(self, ready: Callable[[], bool], timeout: float | None = None) -> None:
+        """Any thread but the owner: return once ``ready()`` holds, checked
+        now and after each turn (e.g. a producer waiting for the unwritten
+        output to drain below ``high_water``: the turns that write it are
+        the ones that can make it true; the asyncio reactor's
+        ``wait_until`` under the thread drivers). Raises
+        :class:`ConnectionClosed` once the connection has ended,
+        :class:`TimeoutError` after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        turned = self._turned
+        with turned:
+            self._turn_waiters += 1
+            try:
+                while not ready():
+                    if self._done:
+                        raise ConnectionClosed(f"connection closed: {self.error}")
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if (left is not None and left <= 0) or not turned.wait(left):
+                        if ready():
+                            return
+                        raise TimeoutError(f"not ready within {seconds(timeout or 0.0)}")
+            finally:
+                self._turn_waiters -= 1
+
+    def _tell_waiters(self) -> None:
+        """Owner, after a turn or at the end: :meth:`wait_until` re-checks."""
+        with self._turned:
+            self._turned.notify_all()
 
     def call_soon(self, fn: Call, timeout: float | None = None) -> None:
         try:
@@ -713,6 +745,8 @@ class LoopConnection:
         # a peer reads slowly, the engine's output held in the engine).
         if more and not pending and not self.scheduled:
             self._loop.service_soon(self)
+        if self._turn_waiters:
+            self._tell_waiters()
 
     def _arm_timer(self, deadline: float | None, idle: float | None) -> None:
         """Ask the reactor for a turn at the earliest deadline of any kind."""
@@ -765,6 +799,7 @@ class LoopConnection:
             log.exception("ending the connection failed")
         loop.discard(self)
         self._exited.set()
+        self._tell_waiters()
         if self._on_exit is not None:
             try:
                 self._on_exit(self)

@@ -447,7 +447,10 @@ class Batcher(Inbox[T]):
     thread after a put runs after the item was consumed (the scheduled drain
     is ahead of it). On the I/O thread itself (``is_owner()``) a put drains
     at once, keeping that thread's own calls in order. Producers wait (up to
-    ``timeout``) only while ``capacity`` items are pending.
+    ``timeout``) while ``capacity`` items are pending, and, given ``room``,
+    for ``room(timeout)`` before a put that starts a batch: the consumer's
+    own limit (e.g. the connection's unwritten output below ``high_water``),
+    so what a batch makes is bounded too, not only the items it holds.
     """
 
     def __init__(
@@ -456,12 +459,15 @@ class Batcher(Inbox[T]):
         consume: Callable[[list[T]], None],
         is_owner: Callable[[], bool],
         capacity: int = 4096,
+        room: Callable[[float | None], None] | None = None,
     ) -> None:
         super().__init__(self, capacity)
         self._submit = submit
         self._consume = consume
         self._is_owner = is_owner
         self._scheduled = False
+        #: Waits (up to its timeout) until the consumer can take a batch.
+        self._room = room
 
     def put(self, item: T, timeout: float | None = None) -> None:
         """Any thread; raises what ``submit`` raises (e.g. the connection is gone)."""
@@ -477,19 +483,37 @@ class Batcher(Inbox[T]):
         # fnf16; bench_tcp.py row fnf16).
         if len(items) >= self._capacity:
             self._wait_for_space(timeout)
+        if not self._scheduled and self._room is not None:
+            self._room(timeout)  # (once per batch: the put that starts one)
         items.append(item)
         if not self._scheduled:
             self.wake()
 
     def put_many(self, items: Sequence[T], timeout: float | None = None) -> None:
-        """:meth:`put` for each of ``items``, in order, many per hand-off."""
+        """:meth:`put` for each of ``items``, in order, many per hand-off:
+        parts of at most half the capacity, each waiting for its room."""
         if self._is_owner():
             if self._closed:
                 raise self._closed_exception()
             self._items.extend(items)
             self.run()
             return
-        super().put_many(items, timeout)
+        room = self._room
+        if room is None:
+            super().put_many(items, timeout)
+            return
+        part = max(1, self._capacity // 2)
+        pending = self._items
+        for start in range(0, len(items), part):
+            chunk = items[start : start + part]
+            if self._closed:
+                raise self._closed_exception()
+            if len(pending) + len(chunk) > self._capacity:
+                self._wait_for_space(timeout, len(chunk))
+            if not self._scheduled:
+                room(timeout)
+            pending.extend(chunk)
+            self.wake()
 
     def wake(self) -> None:
         """(Called by ``put``.) Schedule a drain unless one is pending."""

@@ -92,6 +92,16 @@ class ConnectionThread:
         when the connection ends (at once if it has)."""
         self._conn.add_exit_callback(lambda _: fn(self))
 
+    @property
+    def buffered(self) -> int:
+        """Bytes waiting to be written (:attr:`.LoopConnection.buffered`)."""
+        return self._conn.buffered
+
+    def wait_until(self, ready: Callable[[], bool], timeout: float | None = None) -> None:
+        """Any thread but the owner: once ``ready()`` holds after a turn
+        (:meth:`.LoopConnection.wait_until`)."""
+        self._conn.wait_until(ready, timeout)
+
     def call_soon(self, fn: Call, timeout: float | None = None) -> None:
         """Run ``fn()`` on the owning thread. Raises :class:`ConnectionClosed` once gone."""
         self._conn.call_soon(fn, timeout)

@@ -235,21 +235,28 @@ class FireAndForgets(Batcher[Payload | bytes]):
         is_owner: Callable[[], bool],
         checked: Callable[[object, object], Payload],
         capacity: int = 4096,
+        room: Callable[[float | None], None] | None = None,
     ) -> None:
-        super().__init__(submit, consume, is_owner, capacity)
+        super().__init__(submit, consume, is_owner, capacity, room)
         self._checked = checked
 
     def send(
         self, data: bytes | str, metadata: bytes | str | None = None, timeout: float | None = None
     ) -> None:
-        """Queue REQUEST_FNF. ``timeout`` bounds the wait only if the connection
-        has a full batch of fire-and-forgets pending (the loop is behind)."""
+        """Queue REQUEST_FNF. ``timeout`` bounds the wait for room (see
+        :meth:`~..drive.queues.Batcher.put`)."""
         if type(data) is not bytes or metadata is not None:
             self.put(self._checked(data, metadata), timeout)
             return
         items = self._items
-        # The common case inline: open, room, another thread than the owner.
-        if self._closed or len(items) >= self._capacity or self._is_owner():
+        # The common case inline: open, room, another thread than the owner,
+        # a batch under way (the put that starts one asks ``room`` first).
+        if (
+            self._closed
+            or len(items) >= self._capacity
+            or not self._scheduled
+            or self._is_owner()
+        ):
             self.put(data, timeout)  # raises, waits for room or drains at once
             return
         items.append(data)

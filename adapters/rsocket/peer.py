@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from functools import partial
 from itertools import islice
 from operator import attrgetter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from typing_extensions import Unpack
 
@@ -24,7 +24,7 @@ from sansrs.rsocket import Role
 
 from ..drive.connection import LoopConnection
 from ..drive.engine import Driver
-from ..drive.errors import ConnectionClosed
+from ..drive.errors import ConnectionClosed, seconds
 from ..drive.peer import DrivenPeer, carrying_context
 from ..drive.publishers import BatchSubscriberSink, RemoteStreamPublisher, SubscriberSink
 from ..drive.queues import CreditQueue, EndOfStream
@@ -117,7 +117,37 @@ class RSocketPeer(DrivenPeer):
             payload_batches(engine.fire_and_forget_many, engine.fire_and_forget_data),
             partial(_THREAD_IS_OWNER, self),
             partial(checked_payload, self._composite),
+            room=self._room_for_fire_and_forgets,
         )
+
+    def _room_for_fire_and_forgets(self, timeout: float | None) -> None:
+        """Before a batch of fire-and-forgets (``Batcher``'s ``room``): while
+        the connection holds ``high_water`` bytes or more it has not
+        written (its buffer and the core's output: a peer reading slowly,
+        or not at all), the caller waits for turns to drain it below that:
+        the caller is held, not memory (as the asyncio client's
+        ``_room_for_more``). Its connection thread never waits here (it
+        drains at once). Raises ``ConnectionClosed`` once the connection
+        has ended, ``TimeoutError`` after ``timeout``."""
+        driver: Any = self._thread  # (the driver of the moment: a resumed session moves)
+        wait_until = getattr(driver, "wait_until", None)
+        engine = self._engine
+        # (The first test without a closure: asked once per batch, fnf16.)
+        if wait_until is None or driver.buffered + engine.conn.queued_output < (
+            high := driver.config.high_water
+        ):
+            return  # room, or a driver without a buffer of its own
+
+        def room() -> bool:
+            return driver.buffered + engine.conn.queued_output < high  # type: ignore[no-any-return]
+
+        try:
+            wait_until(room, timeout)
+        except TimeoutError:
+            raise TimeoutError(
+                f"no room on the connection within {seconds(timeout or 0.0)}:"
+                f" {high} bytes or more unwritten (the peer reads too slowly, or not at all)"
+            ) from None
 
     def move_to(self, driver: Driver) -> None:
         super().move_to(carrying_context(driver) if self._carry_context else driver)
@@ -332,8 +362,12 @@ class RSocketPeer(DrivenPeer):
     def fire_and_forget(
         self, data: bytes | str, metadata: bytes | str | None = None, timeout: float | None = None
     ) -> None:
-        """Queue REQUEST_FNF. ``timeout`` bounds the wait only if the connection
-        has a full batch of fire-and-forgets pending (the loop is behind)."""
+        """Queue REQUEST_FNF. Waits while the connection has a full batch of
+        fire-and-forgets pending (the loop is behind) and, before one that
+        starts a batch, while it holds ``high_water`` bytes or more it has
+        not written (the peer reads slowly, or not at all); ``timeout``
+        bounds each wait (:class:`TimeoutError`, nothing queued); raises
+        :class:`~..drive.errors.ConnectionClosed` once the connection ended."""
         self._fnf.send(data, metadata, timeout)
 
     # The call is FireAndForgets.send's frame alone (bench_tcp.py row fnf16).
@@ -344,8 +378,8 @@ class RSocketPeer(DrivenPeer):
         metadata) pairs), in order, handed to the connection many at a time;
         returns how many were queued. ``items`` is pulled lazily, at most
         half the connection's pending budget ahead of what was handed over
-        (an endless iterable is fine); ``timeout`` bounds each wait for room
-        (the loop is behind), as :meth:`fire_and_forget`'s. An item that is
+        (an endless iterable is fine), each part waiting for room as
+        :meth:`fire_and_forget` does; ``timeout`` bounds each wait. An item that is
         not a payload raises after the ones before it were queued."""
         source = iter(items)
         fnf = self._fnf

@@ -1,0 +1,219 @@
+"""The blocking client's fire-and-forgets against a peer that reads nothing,
+on the thread and selector drivers, over TCP and WebSocket: the unwritten
+bytes the connection holds (its buffer and the core's output) stay within
+``high_water`` and one batch (the caller waits before a put that starts a
+batch while they are at ``high_water`` or more: ``Batcher``'s ``room``);
+the wait ends with ``TimeoutError`` after ``timeout``, when the peer reads
+(every item then arrives), or with ``ConnectionClosed`` when the
+connection dies."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import socket
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+from sansrs.adapters.drive import ConnectionClosed, Loop
+from sansrs.adapters.drive.config import LoopConfig
+from sansrs.adapters.rsocket.client import Client, connect
+from sansrs.adapters.transport.websocket.transport import SEND_BATCH
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import AcceptConnection
+from wsproto.events import Request as WsRequest
+
+WAIT = 10.0
+RAW = "application/octet-stream"
+HIGH = 64 * 1024
+ITEM = b"x" * 64
+#: A frame of ITEM at most (header and length), and the items of one batch
+#: (FireAndForgets' capacity): what may join the output past ``high_water``.
+FRAME = len(ITEM) + 16
+BATCH = 4096
+#: Items that overfill every buffer on the way many times over (kernel ones included).
+TOO_MANY = 8 * 1024 * 1024 // len(ITEM)
+
+
+class StalledPeer:
+    """A listener whose one connection (after a WebSocket upgrade, for
+    ``ws``) reads nothing until ``go`` is set, then reads to the end
+    (``got``: the bytes after the upgrade); ``reset`` instead ends it with
+    an RST. Small socket buffers, so that the client's own buffer fills."""
+
+    def __init__(self, ws: bool) -> None:
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(1)
+        port = self.listener.getsockname()[1]
+        self.url = f"ws://127.0.0.1:{port}/rs" if ws else f"tcp://127.0.0.1:{port}"
+        self.ws = ws
+        self.told = threading.Event()
+        self.reading = True
+        self.got = 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def go(self) -> None:
+        """Read everything from now on."""
+        self.told.set()
+
+    def reset(self) -> None:
+        """End the connection with an RST, unread."""
+        self.reading = False
+        self.told.set()
+
+    def _serve(self) -> None:
+        sock, _ = self.listener.accept()
+        with sock, contextlib.suppress(OSError):
+            if self.ws:
+                self._upgrade(sock)
+            self.told.wait(WAIT)
+            if not self.reading:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\1\0\0\0\0\0\0\0")
+                return
+            while chunk := sock.recv(1 << 20):
+                self.got += len(chunk)
+
+    @staticmethod
+    def _upgrade(sock: socket.socket) -> None:
+        ws = WSConnection(ConnectionType.SERVER)
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += sock.recv(1)  # the request's head alone: the RSocket bytes stay unread
+        ws.receive_data(head)
+        assert any(isinstance(e, WsRequest) for e in ws.events())
+        sock.sendall(ws.send(AcceptConnection()))
+
+    def close(self) -> None:
+        self.told.set()
+        self.listener.close()
+        self.thread.join(WAIT)
+
+
+def _unwritten(client: Client) -> int:
+    return client._thread.buffered + client._engine.conn.queued_output  # type: ignore[attr-defined]
+
+
+def _one_at_a_time(client: Client, count: int | None, timeout: float | None) -> None:
+    send = client.fire_and_forget
+    for _ in range(TOO_MANY) if count is None else range(count):
+        send(ITEM, timeout=timeout)
+
+
+def _many(client: Client, count: int | None, timeout: float | None) -> None:
+    items = itertools.repeat(ITEM, TOO_MANY if count is None else count)
+    client.fire_and_forget_many(items, timeout=timeout)
+
+
+@pytest.fixture(params=["thread", "selector"])
+def driver(request: pytest.FixtureRequest) -> Iterator[Loop | str]:
+    """``"thread"``, or a selector loop of its own (the test's limits)."""
+    if request.param == "thread":
+        yield "thread"
+        return
+    loop = Loop(LoopConfig(high_water=HIGH))
+    loop.start()
+    yield loop
+    loop.stop(abort=True)
+
+
+@pytest.fixture(params=["tcp", "ws"])
+def ws(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param == "ws")
+
+
+def _client(peer: StalledPeer, driver: Loop | str) -> Client:
+    config = LoopConfig(high_water=HIGH) if driver == "thread" else None
+    client = connect(peer.url, loop=driver, loop_config=config, metadata_mime_type=RAW)
+    sock = socket.socket(fileno=client.transport.fileno())
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    finally:
+        sock.detach()
+    return client
+
+
+Send = Callable[[Client, "int | None", "float | None"], None]
+
+
+@pytest.fixture(params=["one", "many"])
+def send(request: pytest.FixtureRequest) -> Iterator[Send]:
+    yield _one_at_a_time if request.param == "one" else _many
+
+
+@pytest.mark.timeout(60)
+def test_rsocket_fire_and_forget_waits_for_room_while_the_peer_reads_nothing(
+    driver: Loop | str, ws: bool, send: Send
+) -> None:
+    peer = StalledPeer(ws)
+    try:
+        client = _client(peer, driver)
+        # Until the output is at high_water: then the put that starts a
+        # batch waits, in vain (nothing drains), and says so.
+        with pytest.raises(TimeoutError, match="no room on the connection"):
+            send(client, None, 0.2)
+        # (Over WebSocket the transport also holds its framed copy of one
+        # send batch of the connection's buffer: SEND_BATCH.)
+        framed = SEND_BATCH + FRAME if ws else 0
+        assert HIGH <= _unwritten(client) <= HIGH + 2 * BATCH * FRAME + framed
+        # The peer reads: a waiting call ends, and every item arrives.
+        done: list[BaseException | None] = []
+
+        def more() -> None:
+            try:
+                send(client, 2 * BATCH, WAIT)
+                done.append(None)
+            except BaseException as exc:
+                done.append(exc)
+
+        caller = threading.Thread(target=more)
+        caller.start()
+        peer.go()
+        caller.join(WAIT)
+        assert done == [None]
+        client.close()
+        peer.thread.join(WAIT)
+        assert peer.got > 2 * BATCH * len(ITEM)
+    finally:
+        peer.close()
+
+
+@pytest.mark.timeout(60)
+def test_rsocket_fire_and_forget_waiting_for_room_ends_when_the_connection_dies(
+    driver: Loop | str, ws: bool, send: Send
+) -> None:
+    peer = StalledPeer(ws)
+    try:
+        client = _client(peer, driver)
+        with pytest.raises(TimeoutError):
+            send(client, None, 0.2)
+        waiting = threading.Event()
+        room = client._fnf._room
+        assert room is not None
+
+        def told(timeout: float | None) -> None:
+            waiting.set()
+            room(timeout)
+
+        client._fnf._room = told
+        done: list[BaseException | None] = []
+
+        def more() -> None:
+            try:
+                send(client, 2 * BATCH, None)  # no timeout: the connection's end ends it
+                done.append(None)
+            except BaseException as exc:
+                done.append(exc)
+
+        caller = threading.Thread(target=more)
+        caller.start()
+        assert waiting.wait(WAIT)
+        peer.reset()
+        caller.join(WAIT)
+        assert len(done) == 1 and isinstance(done[0], ConnectionClosed)
+        assert client._thread.join(WAIT)
+    finally:
+        peer.close()
