@@ -27,7 +27,8 @@ turn, in order: calls handed over by application threads -> timeouts
   :class:`~.queues.Inbox` and the reactor is woken, once per burst.
 * Direct calls (the latency path: a thread runs its request and reads the
   answer itself while the connection is idle) are methods kept in
-  :mod:`.direct`.
+  :mod:`.direct`; the writes (the engine's output joined or as pieces, what
+  a short send leaves) in :mod:`.writes`.
 """
 
 from __future__ import annotations
@@ -36,20 +37,18 @@ import contextlib
 import logging
 import threading
 import time
-from bisect import bisect_right
 from collections.abc import Callable, Iterable
-from itertools import accumulate
 
 from ..transport import Transport
-from ..transport.tcp import MAX_PIECES
-from . import direct
+from . import direct, writes
 from .config import LoopConfig
 from .engine import Call, Engine, Startable
 from .errors import ConnectionClosed, LoopClosed, seconds
 from .queues import Inbox, QueueClosed, Wakeup
 from .reactor import READ, WRITE, Reactor
+from .writes import GATHER_AT
 
-__all__ = ["LoopConnection", "close_all"]
+__all__ = ["GATHER_AT", "LoopConnection", "close_all"]
 
 log = logging.getLogger("sansrs.adapters")
 
@@ -58,12 +57,6 @@ _NO_EXTRAS = (None, None, None)  # no handshake, close or idle deadline
 #: ``timeout`` has passed: one turn of the driving thread.
 RESET_WAIT = 1.0
 _get_ident = threading.get_ident  # (a global less per is_owner: asked per fire_and_forget)
-#: Queued output from which ``write_now`` writes the engine's pieces with
-#: one ``sendmsg`` rather than joined (``Engine.pieces_to_send``): below it
-#: a join costs less than a buffer per piece (bench_tcp.py rr64), above it
-#: the copy of a join costs more, and its fresh memory (a server writes up
-#: to ``max_queued_output`` at once) page faults (stream1k, stream1kb).
-GATHER_AT = 64 * 1024
 
 
 class LoopConnection:
@@ -315,132 +308,13 @@ class LoopConnection:
         self._on_exit = both
 
     # -- owner thread ----------------------------------------------------------
-    def write_now(self, *, pieces: bool = False) -> None:
-        """Owner: take the engine's output and write what the socket accepts.
-        The turn ends with it (``pieces``: a large output, a stream's pumped
-        items, as the engine's pieces, see ``GATHER_AT``); an engine calls it
-        mid-turn to write the output queued so far (answers), so the peer
-        can start on it while the rest of the input is handled (see
-        ``RSocketEngine``). A failed write is kept for the turn's service to
-        finish the connection."""
-        if self._done or self._abort or self._send_error is not None:
-            return
-        gather = self._gather
-        if pieces and gather is not None and self._held is None:
-            if self._out:
-                # The older bytes first. A socket that takes them all (a turn
-                # its room woke) takes the engine's output as pieces next;
-                # one still full leaves that output in the engine (bounded
-                # there by max_queued_output, which stops the pump) until
-                # it has room, rather than joined and copied in after them
-                # (bench_tcp.py stream1k, stream1kb while the reader is behind).
-                self._write(b"")
-                if self._out or self._send_error is not None:
-                    return
-            output = gather(GATHER_AT)
-            if output is not None:
-                self._write_pieces(output)
-                return
-        self._write(self.engine.data_to_send())
-
-    def _write_pieces(self, pieces: list[bytes]) -> None:
-        """Owner, nothing older waiting: write the engine's output as
-        ``pieces`` (the transport's ``send_pieces``, a batch of them per
-        call) while the socket takes them whole. What it does not take
-        waits: the tail of the piece it cut in ``_out`` (a copy of one
-        piece at most), the pieces after it in ``_rest`` as they are."""
-        send = self.transport.send_pieces  # type: ignore[attr-defined]
-        left: list[bytes] | None = pieces
-        while left:
-            try:
-                sent: int = send(left)
-            except OSError as exc:
-                self._send_error = exc
-                return
-            if sent:
-                self._wrote = True  # the turn stamps the time (idle_timeout)
-            left = self._after_send(left, sent, MAX_PIECES)
-
-    def _after_send(self, pieces: list[bytes], sent: int, carried: int) -> list[bytes] | None:
-        """After a ``send_pieces`` that offered the first ``carried`` of
-        ``pieces`` and took ``sent`` bytes: the pieces after those when it
-        took them all; else None, what it did not take kept (``_out``,
-        ``_rest``)."""
-        # Bytes at the end of each piece the call could have taken.
-        ends = list(accumulate(map(len, pieces[:carried])))
-        if sent == ends[-1]:
-            return pieces[carried:]
-        whole = bisect_right(ends, sent)  # pieces written whole; the next is cut
-        self._out += memoryview(pieces[whole])[sent - (ends[whole - 1] if whole else 0) :]
-        rest = self._rest = pieces[whole + 1 :]
-        self._rest_size = sum(map(len, rest))
-        return None
-
-    def write_bytes(self, data: bytes) -> None:
-        """Owner: write ``data``, output the engine handed over itself (the
-        express latency path under asyncio), after anything older; what the
-        socket does not take now waits for the reactor."""
-        if self._done or self._abort or self._send_error is not None:
-            return
-        self._write(data)
-
-    def _write(self, data: bytes) -> None:
-        out = self._out
-        if data:
-            if not out:
-                # Nothing older waits: the bytes go as they are (no copy into
-                # the buffer and out again; the common case). A transport
-                # holding bytes of its own (WebSocket) writes those first.
-                try:
-                    sent = self.transport.send(data)
-                except OSError as exc:
-                    self._send_error = exc
-                    return
-                if sent < len(data):
-                    out += memoryview(data)[sent:]
-                if sent:
-                    self._wrote = True  # the turn stamps the time (idle_timeout)
-                return
-            if self._rest:  # after the pieces waiting: kept as they are
-                self._rest.append(data)
-                self._rest_size += len(data)
-            else:
-                out += data
-        if self._rest:
-            self._write_rest()
-            return
-        if out or (self._held is not None and self._held()):
-            try:
-                sent = self.transport.send(out)
-            except OSError as exc:
-                self._send_error = exc
-                return
-            if sent:
-                del out[:sent]
-                self._wrote = True  # the turn stamps the time (idle_timeout)
-
-    def _write_rest(self) -> None:
-        """Owner: ``_out`` (a cut piece's tail), then the pieces waiting
-        after it (``_rest``): one ``send_pieces`` offering all of them (a
-        TLS write retried after WANT_WRITE is offered the same bytes again,
-        as OpenSSL requires), then on as :meth:`_write_pieces`."""
-        out = self._out
-        n = len(out)
-        try:
-            sent: int = self.transport.send_pieces([out, *self._rest])  # type: ignore[attr-defined]
-        except OSError as exc:
-            self._send_error = exc
-            return
-        if sent:
-            self._wrote = True  # the turn stamps the time (idle_timeout)
-        if sent < n:
-            del out[:sent]
-            return
-        del out[:]
-        rest, self._rest, self._rest_size = self._rest, [], 0
-        left = self._after_send(rest, sent - n, MAX_PIECES - 1)
-        if left:
-            self._write_pieces(left)
+    # -- writes (.writes) -------------------------------------------------------
+    write_now = writes.write_now
+    _write_pieces = writes.write_pieces
+    _after_send = writes.after_send
+    write_bytes = writes.write_bytes
+    _write = writes.write
+    _write_rest = writes.write_rest
 
     def needs_turn(self) -> bool:
         """Owner, after a read or :meth:`write_now`: whether a turn has
