@@ -232,7 +232,8 @@ class AsyncRSocketPeer(AsyncPeer):
         metadata) pairs), in order, handed to the engine many at a time
         (:data:`FNF_PART`, then the loop runs a turn that writes them, and
         the next part is pulled once the connection holds less than
-        ``high_water`` bytes it has not written: :meth:`_room_for_more`);
+        ``high_water`` bytes it has not written, in its buffer and its
+        engine: :meth:`_room_for_more`);
         returns how many were queued. An item that is not a payload raises after the ones
         before it were queued."""
         self._check_open()
@@ -257,7 +258,9 @@ class AsyncRSocketPeer(AsyncPeer):
     async def _room_for_more(self) -> None:
         """After a part of fire-and-forgets: the loop runs (a turn writes
         the part), and while the connection holds ``high_water`` bytes or
-        more it has not written (a peer reading slowly, or not at all),
+        more it has not written (its buffer and its engine's output, as the
+        blocking peer's ``_room_for_fire_and_forgets``; a peer reading
+        slowly, or not at all),
         the caller waits for its turns to drain them below that: the
         caller is held, not memory. Ends when the connection does."""
         await asyncio.sleep(0)
@@ -266,8 +269,13 @@ class AsyncRSocketPeer(AsyncPeer):
             return
         wait_until = getattr(driver.loop, "wait_until", None)
         high = driver.config.high_water
-        while wait_until is not None and driver.alive and driver.buffered >= high:
-            await wait_until(driver, lambda: driver.buffered < high)
+        conn = self._engine.conn
+        # Both: while older bytes wait in the buffer a turn leaves the
+        # engine's new output in the engine (drive/writes.py, write_now).
+        while (
+            wait_until is not None and driver.alive and driver.buffered + conn.queued_output >= high
+        ):
+            await wait_until(driver, lambda: driver.buffered + conn.queued_output < high)
 
     def _fire_and_forget_many(self, batch: list[Payload]) -> None:
         self._check_open()

@@ -321,3 +321,44 @@ def test_rsocket_asyncio_fire_and_forget_waits_for_room_while_the_peer_reads_not
 @pytest.mark.timeout(60)
 def test_rsocket_asyncio_fire_and_forget_many_waits_for_room_while_the_peer_reads_nothing() -> None:
     _stalled_client_run(_many, 8)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("send", [_one_at_a_time, _many], ids=["one-at-a-time", "many"])
+def test_rsocket_asyncio_fire_and_forget_room_counts_the_output_the_engine_still_holds(
+    send: Callable[[aio.AsyncClient, bytes, int], Awaitable[object]],
+) -> None:
+    """While older bytes wait in the connection's buffer a turn leaves the
+    engine's new output in the engine (``writes.write_now``): the room a
+    part waits for counts both, or every part would go into the engine
+    while a buffer smaller than ``high_water`` drains. A high_water above
+    one part makes that state come at once against a peer reading nothing."""
+    item = b"x" * 512
+    part_bytes = FNF_PART * (len(item) + 9)
+    high = 4 * part_bytes
+    count = 16 * FNF_PART
+    peer = StalledPeer()
+
+    async def main() -> None:
+        config = LoopConfig(high_water=high, pause_reading_at=None)
+        client = await aio.connect(peer.url, loop_config=config)
+        client.transport.sock.setsockopt(  # type: ignore[attr-defined]
+            socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
+        )
+        conn = client._engine.conn  # type: ignore[attr-defined]
+        task = asyncio.create_task(send(client, item, count))
+        most = 0
+        for _ in range(400):  # loop iterations: the task runs as far as it can
+            await asyncio.sleep(0)
+            most = max(most, client.driver.buffered + conn.queued_output)
+        assert not task.done()  # waiting for room, not every part queued
+        assert high <= client.driver.buffered + conn.queued_output
+        assert most <= high + 2 * part_bytes
+        client.abort()
+        with pytest.raises(ConnectionClosed):
+            await asyncio.wait_for(task, WAIT)
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 30))
+    finally:
+        peer.close()
