@@ -21,12 +21,9 @@ from sansrs.adapters.transport.websocket.runs import (
     count_uniform,
     encode_run,
     frames_to_run,
-    prefix,
 )
 
-
-def run_of(messages: list[bytes]) -> bytes:
-    return b"".join(prefix(len(m)) + m for m in messages)
+from tests.adapters.transport.test_websocket_records import run_of
 
 
 def keyed_source(seed: int) -> KeySource:
