@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from itertools import repeat
-from operator import attrgetter, is_, itemgetter
+from operator import attrgetter, countOf, is_, itemgetter
 from typing import Any, Protocol, TypeVar, cast
 
 from ..drive.queues import Batcher
@@ -105,13 +105,10 @@ def as_payload(value: object, metadata: object = None) -> Payload:
     return Payload(_bytes(value, "data"), md)
 
 
-_BYTES = {bytes}
-
-
 def all_bytes(items: list[Any]) -> bool:
     """Every one of ``items`` (at least one) is plain ``bytes``: data
     without metadata, what goes on as is (one C pass over a batch)."""
-    return set(map(type, items)) == _BYTES
+    return countOf(map(type, items), bytes) == len(items) > 0
 
 
 def as_payloads(items: list[object], out: list[Payload]) -> None:
