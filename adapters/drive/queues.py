@@ -466,6 +466,13 @@ class Batcher(Inbox[T]):
         self._consume = consume
         self._is_owner = is_owner
         self._scheduled = False
+        #: The thread whose put scheduled the pending drain (None: none
+        #: pending, or not known): not the owner when it did, and it cannot
+        #: become the owner before that drain runs (a direct call runs the
+        #: calls queued before it first), so its puts until then may skip
+        #: ``is_owner`` (``FireAndForgets.send``). Written by :meth:`wake`
+        #: alone, cleared by :meth:`run` before ``_scheduled``.
+        self._producer: int | None = None
         #: Waits (up to its timeout) until the consumer can take a batch.
         self._room = room
 
@@ -519,6 +526,9 @@ class Batcher(Inbox[T]):
         """(Called by ``put``.) Schedule a drain unless one is pending."""
         if self._scheduled:
             return
+        # Before the flag: whoever sees the flag set sees who set it (or
+        # None, a drain having started since: the general path then).
+        self._producer = threading.get_ident()
         self._scheduled = True
         try:
             self._submit(self.run)
@@ -529,6 +539,7 @@ class Batcher(Inbox[T]):
     def run(self) -> None:
         """I/O thread: consume every pending item in one batch."""
         # Cleared before draining: an item put after this schedules anew.
+        self._producer = None  # (first: see __init__)
         self._scheduled = False
         batch = self.drain()
         if batch:

@@ -48,6 +48,7 @@ from collections import deque
 from collections.abc import Callable
 from itertools import repeat
 from operator import attrgetter, countOf, is_, itemgetter
+from threading import get_ident
 from typing import Any, Protocol, TypeVar, cast
 
 from ..drive.queues import Batcher
@@ -246,13 +247,17 @@ class FireAndForgets(Batcher[Payload | bytes]):
             self.put(self._checked(data, metadata), timeout)
             return
         items = self._items
-        # The common case inline: open, room, another thread than the owner,
-        # a batch under way (the put that starts one asks ``room`` first).
+        # The common case inline: open, room, a batch under way that this
+        # thread started (the put that starts one asks ``room`` first; and
+        # that thread is not the owner until its batch is drained, see
+        # Batcher._producer): ``is_owner`` (a property through attrgetter)
+        # was half the calling thread's CPU per item (bench_cpu_per_op.py
+        # --only fnf16: 0.23 -> 0.14 µs).
         if (
             self._closed
             or len(items) >= self._capacity
             or not self._scheduled
-            or self._is_owner()
+            or self._producer != get_ident()
         ):
             self.put(data, timeout)  # raises, waits for room or drains at once
             return

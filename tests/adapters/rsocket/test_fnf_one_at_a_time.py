@@ -82,16 +82,59 @@ def test_rsocket_fnf_one_at_a_time_bad_data_raises_at_the_call_and_queues_nothin
     assert len(fnf) == 0 and loop.calls == []
 
 
+def _send_on_another_thread(fnf: FireAndForgets, data: bytes) -> None:
+    thread = threading.Thread(target=fnf.send, args=(data,))
+    thread.start()
+    thread.join(WAIT)
+
+
 def test_rsocket_fnf_one_at_a_time_on_the_owner_thread_consumes_at_once() -> None:
     loop = _Loop()
     fnf, batches = _queue(loop)
-    fnf.send(b"1")  # another thread: pending
+    # Another thread starts the batch (the one that starts a batch is not
+    # the owner until it is drained: Batcher._producer).
+    _send_on_another_thread(fnf, b"1")
+    assert batches == [] and len(loop.calls) == 1  # pending
     loop.owner = True
     fnf.send(b"2")  # the owner drains everything pending, in order
     assert batches == [[Payload(b"1"), Payload(b"2")]]
     loop.owner = False
     loop.run()  # the scheduled drain finds nothing left
     assert len(batches) == 1
+
+
+def test_rsocket_fnf_one_at_a_time_the_thread_that_started_the_batch_skips_is_owner() -> None:
+    loop = _Loop()
+    asked: list[bool] = []
+    fnf = FireAndForgets(
+        loop.submit,
+        payload_batches(lambda batch: None),
+        lambda: asked.append(loop.owner) or loop.owner,
+        lambda data, md: checked_payload(None, data, md),
+    )
+    for data in (b"1", b"2", b"3"):
+        fnf.send(data)
+    assert asked == [False]  # the put that started the batch alone
+    _send_on_another_thread(fnf, b"4")  # any other thread asks
+    assert asked == [False, False]
+    loop.run()
+    fnf.send(b"5")  # a new batch: asked again
+    assert asked == [False, False, False]
+    assert list(fnf.items) == [b"5"]
+
+
+def test_rsocket_fnf_one_at_a_time_owner_after_its_batch_drained_consumes_at_once() -> None:
+    # (A thread in a direct call is the owner; the call runs the calls
+    # queued before it first: the drain of the batch that thread started.)
+    loop = _Loop()
+    fnf, batches = _queue(loop)
+    fnf.send(b"1")
+    fnf.send(b"2")
+    loop.run()
+    loop.owner = True
+    fnf.send(b"3")
+    assert batches == [[Payload(b"1"), Payload(b"2")], [Payload(b"3")]]
+    assert loop.calls == []
 
 
 def test_rsocket_fnf_one_at_a_time_full_waits_for_room_then_times_out() -> None:
