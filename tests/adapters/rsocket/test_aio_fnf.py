@@ -39,14 +39,17 @@ class Recorder:
     def __init__(self) -> None:
         self.got: list[tuple[str, bytes, bytes | None]] = []
         self.lock = threading.Lock()
+        self.arrived = threading.Condition(self.lock)
 
     def fire_and_forget(self, request: Request) -> None:
         with self.lock:
             self.got.append(("fnf", request.data, request.metadata))
+            self.arrived.notify_all()
 
     def metadata_push(self, metadata: bytes) -> None:
         with self.lock:
             self.got.append(("push", b"", metadata))
+            self.arrived.notify_all()
 
     def request_response(self, request: Request) -> Payload:
         with self.lock:
@@ -54,6 +57,14 @@ class Recorder:
 
     def take(self) -> list[tuple[str, bytes, bytes | None]]:
         with self.lock:
+            got, self.got = self.got, []
+        return got
+
+    def take_when(self, count: int) -> list[tuple[str, bytes, bytes | None]]:
+        """:meth:`take` once ``count`` have arrived (the server's thread
+        handles them after the client's call returned), or after ``WAIT``."""
+        with self.arrived:
+            self.arrived.wait_for(lambda: len(self.got) >= count, WAIT)
             got, self.got = self.got, []
         return got
 
@@ -151,7 +162,7 @@ def test_rsocket_asyncio_fire_and_forget_after_the_connection_ended_raises(
             await client.fire_and_forget(b"after")
 
     asyncio.run(asyncio.wait_for(main(), 30))
-    assert server[1].take() == [("fnf", b"before", None)]  # flushed by the close
+    assert server[1].take_when(1) == [("fnf", b"before", None)]  # flushed by the close
 
 
 # An operation of the differential: a plain-bytes fnf (the waiting list), an
