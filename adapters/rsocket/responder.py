@@ -16,7 +16,7 @@ from typing import Any
 from sansrs.rsocket import ErrorCode
 
 from ..drive.queues import CreditQueue
-from ..drive.streams import Outbound, StreamIterator, make_source
+from ..drive.streams import IteratorSource, Outbound, StreamIterator, make_source
 from . import core
 from .errors import RSocketError, error_for_exception
 from .fast import as_payload, new_request, new_requests
@@ -149,25 +149,46 @@ class Responder:
             return self._reject_missing(sid, "request_response")
         try:
             result = method(self._request(data, metadata))
-            if type(result) is Payload:  # the common answer, first
-                self.conn.send_payload(sid, result[0], result[1], complete=True)
-                return None
-            if result is not None and callable(getattr(result, "subscribe", None)):
-                source = make_source(
-                    result, is_single=is_single_value, notify=lambda: self._poke(sid)
-                )
-                self._new_outbound(sid, source, 1)
-                return None
-            if result is None:
-                self.conn.send_complete(sid)
-            else:
-                p = as_payload(result)
-                self.conn.send_payload(sid, p.data, p.metadata, complete=True)
+            if type(result) is not Payload:  # (the common answer skips all this)
+                if result is not None and callable(getattr(result, "subscribe", None)):
+                    source = make_source(
+                        result, is_single=is_single_value, notify=lambda: self._poke(sid)
+                    )
+                    self._new_outbound(sid, source, 1)
+                    return None
+                if result is None:
+                    self.conn.send_complete(sid)
+                    return None
+                result = as_payload(result)
         except Exception as exc:
             self._handler_failed("request_response", sid, metadata, exc)
             self._answer_error(sid, exc)
             return exc
+        try:
+            self.conn.send_payload(sid, result[0], result[1], complete=True)
+        except core.LocalProtocolError as exc:
+            if not self._answer_later(sid, result):  # e.g. an answer too large
+                self._handler_failed("request_response", sid, metadata, exc)
+                self._answer_error(sid, exc)
+                return exc
         return None
+
+    def _answer_later(self, sid: int, answer: Payload) -> bool:
+        """The core refused a request-response's answer: the requester
+        cancelled meanwhile (nobody wants it), or the output is full
+        (``max_queued_output``: the answers to one read of many small
+        requests can pass it while the peer reads slowly). Then it goes
+        out as a one-item stream, pumped when the output has room, as a
+        Publisher's answer is: never an error the handler did not raise.
+        False: refused for another reason (the answer itself: an error)."""
+        conn = self.conn
+        if conn.stream_state(sid) is None:
+            log.debug("request_response on stream %d: cancelled before its answer", sid)
+            return True
+        if not conn.output_blocked:
+            return False
+        self._new_outbound(sid, IteratorSource((answer,)), 1)
+        return True
 
     def on_fire_and_forget(self, data: bytes, metadata: bytes | None) -> BaseException | None:
         method = self._handler_method("fire_and_forget")

@@ -199,3 +199,31 @@ def test_trickled_setup_reaches_the_core_piece_by_piece() -> None:
     assert sum(fed) == len(wire) and max(fed) <= 4096
     requester.receive_data(server.data_to_send())
     assert [e for e in requester.events() if getattr(e, "data", None) == b"after"]
+
+
+class LargeAnswers:
+    def request_response(self, request: object) -> Payload:
+        return Payload(b"z" * 32 * 1024)
+
+
+def test_rsocket_answers_past_max_queued_output_wait_for_room_not_errors() -> None:
+    # One read of request-responses whose answers pass the core's
+    # max_queued_output (4 MiB) before any is written (a driver that holds
+    # the engine's output while older bytes wait): the core refuses the
+    # answer; it must wait for room and go out, not become an
+    # APPLICATION_ERROR the handler never raised.
+    requester = _requester()
+    sids = [requester.request_response(b"%d" % i) for i in range(200)]  # 6.4 MiB
+    server, driver = _server(LargeAnswers())
+    server.receive_data(requester.data_to_send(), 0.0)
+    driver.run_calls()
+    frames: list[object] = []
+    for _ in range(len(sids)):  # (each round frees room: bounded, not a wait)
+        server.pump()
+        out = server.data_to_send()
+        if not out:
+            break
+        frames += _frames(out)
+    assert [type(f).__name__ for f in frames if not isinstance(f, PayloadFrame)] == []
+    assert sorted(f.stream_id for f in frames) == sids  # type: ignore[attr-defined]
+    assert all(f.data == b"z" * 32 * 1024 and f.complete for f in frames)  # type: ignore[attr-defined]
