@@ -265,7 +265,10 @@ class AsyncRSocketPeer(AsyncPeer):
         caller is held, not memory. Ends when the connection does."""
         await asyncio.sleep(0)
         driver = self._driver
-        if not isinstance(driver, LoopConnection):  # a session's driver: no buffer of its own
+        session = getattr(driver, "session", None)
+        if session is not None:  # a resumable session's: its transport's of the moment
+            driver = session.driver
+        if not isinstance(driver, LoopConnection):  # (between transports: no buffer)
             return
         wait_until = getattr(driver.loop, "wait_until", None)
         high = driver.config.high_water
@@ -282,9 +285,14 @@ class AsyncRSocketPeer(AsyncPeer):
         self._submit(lambda: self._engine.fire_and_forget_many(batch))
 
     async def metadata_push(self, metadata: bytes | str) -> None:
+        """METADATA_PUSH; then the loop runs, and the caller waits while the
+        connection holds ``high_water`` bytes or more it has not written
+        (as :meth:`fire_and_forget_many`'s parts: a loop of pushes to a peer
+        reading nothing holds the caller, not memory)."""
         self._check_open()
         md = checked_payload(self._composite, b"", metadata).metadata or b""
         self._submit(lambda: self._engine.metadata_push(md))
+        await self._room_for_more()
 
     def request_stream(
         self,

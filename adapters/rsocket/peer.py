@@ -398,7 +398,14 @@ class RSocketPeer(DrivenPeer):
                 return sent
 
     def metadata_push(self, metadata: bytes | str, timeout: float | None = None) -> None:
+        """METADATA_PUSH. Waits, as :meth:`fire_and_forget` does, while the
+        connection holds ``high_water`` bytes or more it has not written
+        (a peer reading slowly, or not at all: the caller is held, not
+        memory); ``timeout`` bounds the wait (:class:`TimeoutError`, nothing
+        queued). Its connection's own thread (a handler) never waits."""
         md = checked_payload(self._composite, b"", metadata).metadata or b""
+        if not self._thread.is_owner:
+            self._room_for_fire_and_forgets(timeout)
         self._submit(lambda: self._engine.metadata_push(md), timeout)
 
     def request_stream(

@@ -31,8 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ...drive.config import LoopConfig
 from ...drive.engine import Call, Driver
-from ...drive.errors import ConnectionClosed
+from ...drive.errors import ConnectionClosed, seconds
 from ...transport import Transport
 from .. import core
 from .engine import EngineLink, SessionEngine
@@ -472,7 +473,7 @@ class Session:
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError("the session's transport ended and no other took over")
 
-    def _wait_replaced(self, driver: Driver, deadline: float | None) -> None:
+    def _wait_replaced(self, driver: Driver | None, deadline: float | None) -> None:
         with self.cond:
             self.cond.wait_for(
                 lambda: self.driver is not driver or self.life.finished,
@@ -495,10 +496,54 @@ class Session:
 class SessionDriver:
     """The driver a session's peer object holds (see the module notes)."""
 
-    __slots__ = ("session",)
+    __slots__ = ("_config", "session")
 
     def __init__(self, session: Session) -> None:
         self.session = session
+        self._config: LoopConfig | None = None
+
+    @property
+    def config(self) -> LoopConfig:
+        """The limits of the session's transports' drivers (the last one
+        attached: every transport of a session gets the same)."""
+        config = getattr(self.session.driver, "config", None)
+        if isinstance(config, LoopConfig):
+            self._config = config
+        return self._config or LoopConfig()
+
+    @property
+    def buffered(self) -> int:
+        """Bytes the attached transport's driver holds unwritten (none
+        while the session is between transports)."""
+        return getattr(self.session.driver, "buffered", 0)
+
+    def wait_until(self, ready: Callable[[], bool], timeout: float | None = None) -> None:
+        """Any thread but the driving one: return once ``ready()`` holds,
+        checked after each turn of the attached transport's driver (e.g. a
+        fire-and-forget waiting for unwritten output to drain below
+        ``high_water``, as on a plain connection); a transport that ends
+        meanwhile is waited out until another takes over (a pause, not an
+        error, as every call of a session). Raises ``ConnectionClosed``
+        once the session has ended, ``TimeoutError`` after ``timeout``."""
+        session = self.session
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not ready():
+            if session.finished:
+                raise ConnectionClosed(f"session ended: {session.error or 'finished'}")
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise TimeoutError(f"not ready within {seconds(timeout or 0.0)}")
+            driver = session.driver
+            wait = getattr(driver, "wait_until", None)
+            if driver is not None and wait is None:
+                return  # a driver without a buffer of its own: nothing to wait for
+            if wait is not None:
+                try:
+                    wait(ready, left)
+                    return
+                except ConnectionClosed:
+                    pass  # that transport ended: the session lets it go
+            session._wait_replaced(driver, deadline)
 
     @property
     def transport(self) -> Transport:

@@ -373,3 +373,82 @@ def test_rsocket_asyncio_fire_and_forget_room_counts_the_output_the_engine_still
         asyncio.run(asyncio.wait_for(main(), 30))
     finally:
         peer.close()
+
+
+@pytest.mark.timeout(60)
+def test_rsocket_asyncio_metadata_push_waits_for_room_while_the_peer_reads_nothing() -> None:
+    # A loop of pushes never suspended: every push queued a call on the loop
+    # and, run, a frame in the output however much was unwritten.
+    item = b"m" * 512
+    high = LoopConfig().high_water
+    peer = StalledPeer()
+    pushed = [0]
+
+    async def pushes(client: aio.AsyncClient, count: int) -> None:
+        for _ in range(count):
+            await client.metadata_push(item)
+            pushed[0] += 1
+
+    async def main() -> None:
+        client = await aio.connect(peer.url, metadata_mime_type="application/octet-stream")
+        client.transport.sock.setsockopt(  # type: ignore[attr-defined]
+            socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
+        )
+        count = 4 * high // len(item)
+        task = asyncio.create_task(pushes(client, count))
+        unwritten = lambda: client.driver.buffered + client._engine.conn.queued_output  # noqa: E731
+        most = 0
+        for _ in range(count):  # loop iterations, each a push at most
+            await asyncio.sleep(0)
+            most = max(most, unwritten())
+            if task.done():
+                break
+        assert not task.done()  # waiting for room, not queueing every push
+        assert high <= unwritten() and most <= high + 2 * (len(item) + 9)
+        peer.go.set()
+        await asyncio.wait_for(task, WAIT)
+        await client.close()
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 30))
+    finally:
+        peer.close()
+    assert peer.got > 4 * high  # every push arrived
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("send", [_one_at_a_time, _many], ids=["one-at-a-time", "many"])
+def test_rsocket_asyncio_resumable_fire_and_forget_waits_for_room_while_the_peer_reads_nothing(
+    send: Callable[[aio.AsyncClient, bytes, int], Awaitable[object]],
+) -> None:
+    # A session's driver is no LoopConnection: the room was never waited
+    # for, and every part joined the transport's buffer.
+    from sansrs.adapters.rsocket.resume.aio import connect_resumable
+
+    item = b"x" * 512
+    count = 8 * FNF_PART
+    high = LoopConfig().high_water
+    part_bytes = FNF_PART * (len(item) + 9)
+    peer = StalledPeer()
+
+    async def main() -> None:
+        client = await connect_resumable(peer.url)
+        client.transport.sock.setsockopt(  # type: ignore[attr-defined]
+            socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
+        )
+        task = asyncio.create_task(send(client, item, count))
+        most = 0
+        for _ in range(200):
+            await asyncio.sleep(0)
+            most = max(most, client.driver.buffered)
+        assert not task.done()  # waiting for room, not queueing every part
+        assert high <= client.driver.buffered and most <= high + 2 * part_bytes
+        peer.go.set()
+        await asyncio.wait_for(task, WAIT)
+        client.abort()
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 30))
+    finally:
+        peer.close()
+    assert peer.got > count * len(item) // 2  # (the abort drops what was still buffered)

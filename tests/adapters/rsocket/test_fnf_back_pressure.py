@@ -1,4 +1,5 @@
-"""The blocking client's fire-and-forgets against a peer that reads nothing,
+"""The blocking client's fire-and-forgets (and metadata pushes; a resumable
+session's too) against a peer that reads nothing,
 on the thread and selector drivers, over TCP and WebSocket: the unwritten
 bytes the connection holds (its buffer and the core's output) stay within
 ``high_water`` and one batch (the caller waits before a put that starts a
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from sansrs.adapters.drive import ConnectionClosed, Loop
 from sansrs.adapters.drive.config import LoopConfig
+from sansrs.adapters.rsocket import SessionLost, connect_resumable
 from sansrs.adapters.rsocket.client import Client, connect
 from sansrs.adapters.transport.websocket.transport import SEND_BATCH
 from wsproto import ConnectionType, WSConnection
@@ -215,5 +217,113 @@ def test_rsocket_fire_and_forget_waiting_for_room_ends_when_the_connection_dies(
         caller.join(WAIT)
         assert len(done) == 1 and isinstance(done[0], ConnectionClosed)
         assert client._thread.join(WAIT)
+    finally:
+        peer.close()
+
+
+def _metadata_pushes(client: Client, count: int | None, timeout: float | None) -> None:
+    push = client.metadata_push
+    for _ in range(TOO_MANY) if count is None else range(count):
+        push(ITEM, timeout=timeout)
+
+
+@pytest.mark.timeout(60)
+def test_rsocket_metadata_push_waits_for_room_while_the_peer_reads_nothing(
+    driver: Loop | str, ws: bool
+) -> None:
+    # As a fire-and-forget: each push crossed to the connection's thread
+    # alone and its frame joined the output however much was unwritten
+    # (megabytes against a peer reading nothing).
+    peer = StalledPeer(ws)
+    try:
+        client = _client(peer, driver)
+        with pytest.raises(TimeoutError, match="no room on the connection"):
+            _metadata_pushes(client, None, 0.2)
+        framed = SEND_BATCH + FRAME if ws else 0
+        # (Pushes queued before the first wait: the inbox's 4096 calls at most.)
+        assert HIGH <= _unwritten(client) <= HIGH + BATCH * FRAME + framed
+        done: list[BaseException | None] = []
+
+        def more() -> None:
+            try:
+                _metadata_pushes(client, 2 * BATCH, WAIT)
+                done.append(None)
+            except BaseException as exc:
+                done.append(exc)
+
+        caller = threading.Thread(target=more)
+        caller.start()
+        peer.go()
+        caller.join(WAIT)
+        assert done == [None]
+        client.close()
+        peer.thread.join(WAIT)
+        assert peer.got > 2 * BATCH * len(ITEM)
+    finally:
+        peer.close()
+
+
+@pytest.mark.timeout(60)
+def test_rsocket_metadata_push_waiting_for_room_ends_when_the_connection_dies(
+    driver: Loop | str,
+) -> None:
+    peer = StalledPeer(False)
+    try:
+        client = _client(peer, driver)
+        done: list[BaseException | None] = []
+
+        def pushes() -> None:
+            try:
+                _metadata_pushes(client, None, None)  # no timeout: the connection's end ends it
+                done.append(None)
+            except BaseException as exc:
+                done.append(exc)
+
+        caller = threading.Thread(target=pushes)
+        caller.start()
+        client._thread.wait_until(lambda: _unwritten(client) >= HIGH, WAIT)  # type: ignore[attr-defined]
+        peer.reset()
+        caller.join(WAIT)
+        assert len(done) == 1 and isinstance(done[0], ConnectionClosed)
+        assert client._thread.join(WAIT)
+    finally:
+        peer.close()
+
+
+@pytest.mark.timeout(60)
+def test_rsocket_resumable_fire_and_forget_waits_for_room_while_the_peer_reads_nothing(
+    driver: Loop | str, send: Send
+) -> None:
+    # A session's driver had no room to wait for: its transport's buffer
+    # grew with every fire-and-forget (megabytes against a peer reading nothing).
+    peer = StalledPeer(False)
+    try:
+        config = LoopConfig(high_water=HIGH) if driver == "thread" else None
+        client = connect_resumable(
+            peer.url, loop=driver, loop_config=config, metadata_mime_type=RAW
+        )
+        with pytest.raises(TimeoutError, match="no room on the connection"):
+            send(client, None, 0.2)
+        assert HIGH <= _unwritten(client) <= HIGH + 2 * BATCH * FRAME
+        done: list[BaseException | None] = []
+
+        def more() -> None:
+            try:
+                send(client, 2 * BATCH, WAIT)
+                done.append(None)
+            except BaseException as exc:
+                done.append(exc)
+
+        caller = threading.Thread(target=more)
+        caller.start()
+        peer.go()
+        caller.join(WAIT)
+        assert done == [None]
+        # (The raw peer never acknowledges what it read: the session ends
+        # with fire-and-forgets it cannot confirm, and says so.)
+        with contextlib.suppress(SessionLost):
+            client.close()
+        peer.thread.join(WAIT)
+        assert peer.got > 2 * BATCH * len(ITEM)
     finally:
         peer.close()
