@@ -282,6 +282,18 @@ class ChaosProxy:
         that went silent: a SETUP or RESUME into the void)."""
         self._call(lambda: setattr(self, "_silent_next", self._silent_next + links))
 
+    def stall(self, seconds: float) -> None:
+        """The newest live link forwards nothing either way for ``seconds``
+        (it still reads each side, up to its buffer: then that side's
+        sender is held), e.g. until a fault cuts it."""
+
+        def stall() -> None:
+            link = self._newest()
+            if link is not None:
+                link.stalled_until = time.monotonic() + seconds
+
+        self._call(stall)
+
     def gate(self) -> None:
         """Hold new links (accepted, nothing forwarded) until :meth:`release`."""
         self._call(lambda: setattr(self, "_gated", True))

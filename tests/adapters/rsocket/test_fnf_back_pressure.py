@@ -19,12 +19,14 @@ from collections.abc import Callable, Iterator
 import pytest
 from sansrs.adapters.drive import ConnectionClosed, Loop
 from sansrs.adapters.drive.config import LoopConfig
-from sansrs.adapters.rsocket import SessionLost, connect_resumable
+from sansrs.adapters.rsocket import SessionLost, connect_resumable, serve_resumable
 from sansrs.adapters.rsocket.client import Client, connect
 from sansrs.adapters.transport.websocket.transport import SEND_BATCH
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection
 from wsproto.events import Request as WsRequest
+
+from tests.adapters.rsocket.chaos import ChaosProxy, Fault
 
 WAIT = 10.0
 RAW = "application/octet-stream"
@@ -327,3 +329,76 @@ def test_rsocket_resumable_fire_and_forget_waits_for_room_while_the_peer_reads_n
         assert peer.got > 2 * BATCH * len(ITEM)
     finally:
         peer.close()
+
+
+class Counted:
+    """A server's fire-and-forget handler that counts, and tells waiters."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.cond = threading.Condition()
+
+    def fire_and_forget(self, request: object) -> None:
+        with self.cond:
+            self.count += 1
+            self.cond.notify_all()
+
+    def wait_for(self, n: int) -> bool:
+        with self.cond:
+            return self.cond.wait_for(lambda: self.count >= n, WAIT)
+
+
+@pytest.mark.timeout(60)
+def test_rsocket_resumable_fire_and_forget_waiting_for_room_goes_on_after_a_resume(
+    driver: Loop | str,
+) -> None:
+    # The wait spans transports: the stalled one is cut while a caller
+    # waits for room; the session resumes on the next, which drains the
+    # output, and the caller goes on. Every fire-and-forget arrives once.
+    handler = Counted()
+    config = LoopConfig(high_water=HIGH) if driver == "thread" else None
+    with serve_resumable("tcp://127.0.0.1:0", handler) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        with ChaosProxy(("127.0.0.1", port)) as proxy:
+            client = connect_resumable(
+                proxy.url, loop=driver, loop_config=config, metadata_mime_type=RAW
+            )
+            try:
+                client.fire_and_forget(ITEM)
+                assert handler.wait_for(1)  # the first link carries the session
+                proxy.stall(3 * WAIT)
+                sent = 1
+                with pytest.raises(TimeoutError, match="no room on the connection"):
+                    while True:
+                        client.fire_and_forget(ITEM, timeout=0.2)  # (raising: not queued)
+                        sent += 1
+                waiting = threading.Event()
+                room = client._fnf._room
+                assert room is not None
+
+                def told(timeout: float | None) -> None:
+                    waiting.set()
+                    room(timeout)
+
+                client._fnf._room = told
+                done: list[BaseException | None] = []
+
+                def more() -> None:
+                    try:
+                        _one_at_a_time(client, 2 * BATCH, WAIT)
+                        done.append(None)
+                    except BaseException as exc:
+                        done.append(exc)
+
+                caller = threading.Thread(target=more)
+                caller.start()
+                assert waiting.wait(WAIT)
+                proxy.inject(Fault.RESET)
+                caller.join(WAIT)
+                assert done == [None]
+                sent += 2 * BATCH
+                assert handler.wait_for(sent)
+                assert client.resumes >= 1
+            finally:
+                client.close()
+    assert handler.count == sent  # once each
