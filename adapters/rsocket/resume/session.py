@@ -537,6 +537,8 @@ class SessionDriver:
             wait = getattr(driver, "wait_until", None)
             if driver is not None and wait is None:
                 return  # a driver without a buffer of its own: nothing to wait for
+            if driver is None and session.home is not None and session.home():
+                return  # the thread that must attach the next transport: never wait here
             if wait is not None:
                 try:
                     wait(ready, left)

@@ -1,6 +1,7 @@
 """The pieces of resumption that need no socket: the session lifecycle
 table, the reconnect policy, the client's RESUME deadline (time passed in),
-and the count of unconfirmed fire-and-forgets (docs/resumption.md)."""
+the count of unconfirmed fire-and-forgets, and the wait for room of a
+session's driver (docs/resumption.md)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import threading
 from typing import Any, cast
 
 import pytest
+from sansrs.adapters.drive import ConnectionClosed
 from sansrs.adapters.rsocket import core
 from sansrs.adapters.rsocket.options import EngineOptions
 from sansrs.adapters.rsocket.resume import (
@@ -19,7 +21,7 @@ from sansrs.adapters.rsocket.resume import (
 )
 from sansrs.adapters.rsocket.resume.client import Outage
 from sansrs.adapters.rsocket.resume.lifecycle import TRANSITIONS, Lifecycle, Phase, Step
-from sansrs.adapters.rsocket.resume.session import Session
+from sansrs.adapters.rsocket.resume.session import Session, SessionDriver
 from sansrs.adapters.rsocket.types import Payload
 
 from sansrs.rsocket import (
@@ -259,3 +261,67 @@ def test_unconfirmed_fire_and_forgets_after_the_end_count_as_dropped() -> None:
     assert client.unconfirmed.dropped == 2
     loss = client.loss("test over", requests=0)
     assert loss is not None and loss.fire_and_forgets == 3
+
+
+# -- a session's driver waiting for room -------------------------------------------
+
+
+class WaitingDriver(NoDriver):
+    """A transport's driver whose ``wait_until`` says it was asked and
+    returns as if a turn had made ``ready()`` hold."""
+
+    buffered = 0
+
+    def __init__(self) -> None:
+        self.asked = threading.Event()
+
+    def call_soon(self, fn: object, timeout: float | None = None) -> None:
+        raise AssertionError("no call is queued by a wait")
+
+    def wait_until(self, ready: object, timeout: float | None = None) -> None:
+        self.asked.set()
+
+
+def detached_session() -> Session:
+    session = Session(detached_client(ResumeOptions()), threading.RLock())
+    assert session.life.take(Step.DETACH, 0.0)
+    return session
+
+
+def test_rsocket_resume_session_driver_waits_out_the_outage_then_on_the_next_transport() -> None:
+    session = detached_session()
+    driver = SessionDriver(session)
+    done: list[BaseException | None] = []
+
+    def wait() -> None:
+        try:
+            driver.wait_until(lambda: False, 10.0)
+            done.append(None)
+        except BaseException as exc:
+            done.append(exc)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    # (No transport: the waiter waits for one; attaching tells it.)
+    next_one = WaitingDriver()
+    assert session.attach(EngineLink(session.engine), cast(Any, next_one))
+    waiter.join(10.0)
+    assert next_one.asked.is_set() and done == [None]
+
+
+def test_rsocket_resume_session_driver_never_waits_on_the_thread_that_attaches() -> None:
+    # A selector or asyncio loop runs every transport of the session: waiting
+    # there for the next transport would wait for itself.
+    session = detached_session()
+    session.home = lambda: True
+    SessionDriver(session).wait_until(lambda: False, None)  # returns at once
+
+
+def test_rsocket_resume_session_driver_wait_ends_with_the_session_or_its_timeout() -> None:
+    session = detached_session()
+    driver = SessionDriver(session)
+    with pytest.raises(TimeoutError, match="not ready within"):
+        driver.wait_until(lambda: False, 0.01)
+    session.finish(ConnectionClosed("gone"), "gone")
+    with pytest.raises(ConnectionClosed, match="session ended"):
+        driver.wait_until(lambda: False, None)
