@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sansrs.adapters.drive import ConnectionClosed
 from sansrs.adapters.drive.config import LoopConfig
-from sansrs.adapters.rsocket import Payload, aio, serve
+from sansrs.adapters.rsocket import Payload, SessionLost, aio, serve
 from sansrs.adapters.rsocket.aio import FNF_PART
 from sansrs.adapters.rsocket.engine import RSocketEngine
 from sansrs.adapters.rsocket.server import Server
@@ -263,7 +263,9 @@ class StalledPeer:
 
 
 def _stalled_client_run(
-    send: Callable[[aio.AsyncClient, bytes, int], Awaitable[object]], parts: int
+    send: Callable[[aio.AsyncClient, bytes, int], Awaitable[object]],
+    parts: int,
+    connect: Callable[[str], Awaitable[aio.AsyncClient]] = aio.connect,
 ) -> None:
     """``send`` of ``parts`` parts of 512-byte items to a peer that reads
     nothing: the sending task waits for room once the connection holds
@@ -277,7 +279,7 @@ def _stalled_client_run(
     peer = StalledPeer()
 
     async def main() -> None:
-        client = await aio.connect(peer.url)
+        client = await connect(peer.url)
         client.transport.sock.setsockopt(  # type: ignore[attr-defined]
             socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
         )
@@ -290,6 +292,12 @@ def _stalled_client_run(
         assert high <= client.driver.buffered and most <= high + 2 * part_bytes
         peer.go.set()
         await asyncio.wait_for(task, WAIT)
+        if connect is not aio.connect:
+            # A resumable session: the raw peer never confirms what it read
+            # (the close says so); a reset would only make it resume.
+            with contextlib.suppress(SessionLost):
+                await client.close()
+            return
         await client.close()
         # A wait that the connection's end ends (reset while the peer reads nothing).
         peer2 = StalledPeer()
@@ -425,30 +433,4 @@ def test_rsocket_asyncio_resumable_fire_and_forget_waits_for_room_while_the_peer
     # for, and every part joined the transport's buffer.
     from sansrs.adapters.rsocket.resume.aio import connect_resumable
 
-    item = b"x" * 512
-    count = 8 * FNF_PART
-    high = LoopConfig().high_water
-    part_bytes = FNF_PART * (len(item) + 9)
-    peer = StalledPeer()
-
-    async def main() -> None:
-        client = await connect_resumable(peer.url)
-        client.transport.sock.setsockopt(  # type: ignore[attr-defined]
-            socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
-        )
-        task = asyncio.create_task(send(client, item, count))
-        most = 0
-        for _ in range(200):
-            await asyncio.sleep(0)
-            most = max(most, client.driver.buffered)
-        assert not task.done()  # waiting for room, not queueing every part
-        assert high <= client.driver.buffered and most <= high + 2 * part_bytes
-        peer.go.set()
-        await asyncio.wait_for(task, WAIT)
-        client.abort()
-
-    try:
-        asyncio.run(asyncio.wait_for(main(), 30))
-    finally:
-        peer.close()
-    assert peer.got > count * len(item) // 2  # (the abort drops what was still buffered)
+    _stalled_client_run(send, 8, connect_resumable)

@@ -112,6 +112,12 @@ def _many(client: Client, count: int | None, timeout: float | None) -> None:
     client.fire_and_forget_many(items, timeout=timeout)
 
 
+def _metadata_pushes(client: Client, count: int | None, timeout: float | None) -> None:
+    push = client.metadata_push
+    for _ in range(TOO_MANY) if count is None else range(count):
+        push(ITEM, timeout=timeout)
+
+
 @pytest.fixture(params=["thread", "selector"])
 def driver(request: pytest.FixtureRequest) -> Iterator[Loop | str]:
     """``"thread"``, or a selector loop of its own (the test's limits)."""
@@ -148,6 +154,56 @@ def send(request: pytest.FixtureRequest) -> Iterator[Send]:
     yield _one_at_a_time if request.param == "one" else _many
 
 
+def _on_a_thread(fn: Callable[[], object]) -> tuple[threading.Thread, list[BaseException | None]]:
+    """``fn`` started on a thread of its own; what it ended with (None, or
+    what it raised) lands in the list."""
+    done: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            fn()
+            done.append(None)
+        except BaseException as exc:
+            done.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, done
+
+
+def _told_when_waiting(client: Client) -> threading.Event:
+    """Set once a fire-and-forget asks for room (``Batcher``'s ``room``)."""
+    waiting = threading.Event()
+    room = client._fnf._room
+    assert room is not None
+
+    def told(timeout: float | None) -> None:
+        waiting.set()
+        room(timeout)
+
+    client._fnf._room = told
+    return waiting
+
+
+def _waits_then_goes_on(peer: StalledPeer, client: Client, send: Send, most: int) -> None:
+    """Until the output is at high_water: then the put that starts a batch
+    (a push: each one) waits, in vain (nothing drains), and says so, with
+    ``HIGH`` to ``most`` bytes unwritten. The peer reads: a waiting call
+    ends, and every item arrives."""
+    with pytest.raises(TimeoutError, match="no room on the connection"):
+        send(client, None, 0.2)
+    assert HIGH <= _unwritten(client) <= most
+    caller, done = _on_a_thread(lambda: send(client, 2 * BATCH, WAIT))
+    peer.go()
+    caller.join(WAIT)
+    assert done == [None]
+
+
+#: Over WebSocket the transport also holds its framed copy of one send
+#: batch of the connection's buffer.
+WS_FRAMED = SEND_BATCH + FRAME
+
+
 @pytest.mark.timeout(60)
 def test_rsocket_fire_and_forget_waits_for_room_while_the_peer_reads_nothing(
     driver: Loop | str, ws: bool, send: Send
@@ -155,29 +211,27 @@ def test_rsocket_fire_and_forget_waits_for_room_while_the_peer_reads_nothing(
     peer = StalledPeer(ws)
     try:
         client = _client(peer, driver)
-        # Until the output is at high_water: then the put that starts a
-        # batch waits, in vain (nothing drains), and says so.
-        with pytest.raises(TimeoutError, match="no room on the connection"):
-            send(client, None, 0.2)
-        # (Over WebSocket the transport also holds its framed copy of one
-        # send batch of the connection's buffer: SEND_BATCH.)
-        framed = SEND_BATCH + FRAME if ws else 0
-        assert HIGH <= _unwritten(client) <= HIGH + 2 * BATCH * FRAME + framed
-        # The peer reads: a waiting call ends, and every item arrives.
-        done: list[BaseException | None] = []
+        _waits_then_goes_on(peer, client, send, HIGH + 2 * BATCH * FRAME + ws * WS_FRAMED)
+        client.close()
+        peer.thread.join(WAIT)
+        assert peer.got > 2 * BATCH * len(ITEM)
+    finally:
+        peer.close()
 
-        def more() -> None:
-            try:
-                send(client, 2 * BATCH, WAIT)
-                done.append(None)
-            except BaseException as exc:
-                done.append(exc)
 
-        caller = threading.Thread(target=more)
-        caller.start()
-        peer.go()
-        caller.join(WAIT)
-        assert done == [None]
+@pytest.mark.timeout(60)
+def test_rsocket_metadata_push_waits_for_room_while_the_peer_reads_nothing(
+    driver: Loop | str, ws: bool
+) -> None:
+    # As a fire-and-forget: each push crossed to the connection's thread
+    # alone and its frame joined the output however much was unwritten
+    # (megabytes against a peer reading nothing). Pushes queued before the
+    # first wait: the inbox's 4096 calls at most.
+    peer = StalledPeer(ws)
+    try:
+        client = _client(peer, driver)
+        most = HIGH + BATCH * FRAME + ws * WS_FRAMED
+        _waits_then_goes_on(peer, client, _metadata_pushes, most)
         client.close()
         peer.thread.join(WAIT)
         assert peer.got > 2 * BATCH * len(ITEM)
@@ -194,73 +248,14 @@ def test_rsocket_fire_and_forget_waiting_for_room_ends_when_the_connection_dies(
         client = _client(peer, driver)
         with pytest.raises(TimeoutError):
             send(client, None, 0.2)
-        waiting = threading.Event()
-        room = client._fnf._room
-        assert room is not None
-
-        def told(timeout: float | None) -> None:
-            waiting.set()
-            room(timeout)
-
-        client._fnf._room = told
-        done: list[BaseException | None] = []
-
-        def more() -> None:
-            try:
-                send(client, 2 * BATCH, None)  # no timeout: the connection's end ends it
-                done.append(None)
-            except BaseException as exc:
-                done.append(exc)
-
-        caller = threading.Thread(target=more)
-        caller.start()
+        waiting = _told_when_waiting(client)
+        # No timeout: the connection's end ends it.
+        caller, done = _on_a_thread(lambda: send(client, 2 * BATCH, None))
         assert waiting.wait(WAIT)
         peer.reset()
         caller.join(WAIT)
         assert len(done) == 1 and isinstance(done[0], ConnectionClosed)
         assert client._thread.join(WAIT)
-    finally:
-        peer.close()
-
-
-def _metadata_pushes(client: Client, count: int | None, timeout: float | None) -> None:
-    push = client.metadata_push
-    for _ in range(TOO_MANY) if count is None else range(count):
-        push(ITEM, timeout=timeout)
-
-
-@pytest.mark.timeout(60)
-def test_rsocket_metadata_push_waits_for_room_while_the_peer_reads_nothing(
-    driver: Loop | str, ws: bool
-) -> None:
-    # As a fire-and-forget: each push crossed to the connection's thread
-    # alone and its frame joined the output however much was unwritten
-    # (megabytes against a peer reading nothing).
-    peer = StalledPeer(ws)
-    try:
-        client = _client(peer, driver)
-        with pytest.raises(TimeoutError, match="no room on the connection"):
-            _metadata_pushes(client, None, 0.2)
-        framed = SEND_BATCH + FRAME if ws else 0
-        # (Pushes queued before the first wait: the inbox's 4096 calls at most.)
-        assert HIGH <= _unwritten(client) <= HIGH + BATCH * FRAME + framed
-        done: list[BaseException | None] = []
-
-        def more() -> None:
-            try:
-                _metadata_pushes(client, 2 * BATCH, WAIT)
-                done.append(None)
-            except BaseException as exc:
-                done.append(exc)
-
-        caller = threading.Thread(target=more)
-        caller.start()
-        peer.go()
-        caller.join(WAIT)
-        assert done == [None]
-        client.close()
-        peer.thread.join(WAIT)
-        assert peer.got > 2 * BATCH * len(ITEM)
     finally:
         peer.close()
 
@@ -272,17 +267,7 @@ def test_rsocket_metadata_push_waiting_for_room_ends_when_the_connection_dies(
     peer = StalledPeer(False)
     try:
         client = _client(peer, driver)
-        done: list[BaseException | None] = []
-
-        def pushes() -> None:
-            try:
-                _metadata_pushes(client, None, None)  # no timeout: the connection's end ends it
-                done.append(None)
-            except BaseException as exc:
-                done.append(exc)
-
-        caller = threading.Thread(target=pushes)
-        caller.start()
+        caller, done = _on_a_thread(lambda: _metadata_pushes(client, None, None))
         client._thread.wait_until(lambda: _unwritten(client) >= HIGH, WAIT)  # type: ignore[attr-defined]
         peer.reset()
         caller.join(WAIT)
@@ -304,23 +289,7 @@ def test_rsocket_resumable_fire_and_forget_waits_for_room_while_the_peer_reads_n
         client = connect_resumable(
             peer.url, loop=driver, loop_config=config, metadata_mime_type=RAW
         )
-        with pytest.raises(TimeoutError, match="no room on the connection"):
-            send(client, None, 0.2)
-        assert HIGH <= _unwritten(client) <= HIGH + 2 * BATCH * FRAME
-        done: list[BaseException | None] = []
-
-        def more() -> None:
-            try:
-                send(client, 2 * BATCH, WAIT)
-                done.append(None)
-            except BaseException as exc:
-                done.append(exc)
-
-        caller = threading.Thread(target=more)
-        caller.start()
-        peer.go()
-        caller.join(WAIT)
-        assert done == [None]
+        _waits_then_goes_on(peer, client, send, HIGH + 2 * BATCH * FRAME)
         # (The raw peer never acknowledges what it read: the session ends
         # with fire-and-forgets it cannot confirm, and says so.)
         with contextlib.suppress(SessionLost):
@@ -372,26 +341,8 @@ def test_rsocket_resumable_fire_and_forget_waiting_for_room_goes_on_after_a_resu
                     while True:
                         client.fire_and_forget(ITEM, timeout=0.2)  # (raising: not queued)
                         sent += 1
-                waiting = threading.Event()
-                room = client._fnf._room
-                assert room is not None
-
-                def told(timeout: float | None) -> None:
-                    waiting.set()
-                    room(timeout)
-
-                client._fnf._room = told
-                done: list[BaseException | None] = []
-
-                def more() -> None:
-                    try:
-                        _one_at_a_time(client, 2 * BATCH, WAIT)
-                        done.append(None)
-                    except BaseException as exc:
-                        done.append(exc)
-
-                caller = threading.Thread(target=more)
-                caller.start()
+                waiting = _told_when_waiting(client)
+                caller, done = _on_a_thread(lambda: _one_at_a_time(client, 2 * BATCH, WAIT))
                 assert waiting.wait(WAIT)
                 proxy.inject(Fault.RESET)
                 caller.join(WAIT)
