@@ -205,33 +205,19 @@ WS_FRAMED = SEND_BATCH + FRAME
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "sends", [_one_at_a_time, _many, _metadata_pushes], ids=["one", "many", "metadata-push"]
+)
 def test_rsocket_fire_and_forget_waits_for_room_while_the_peer_reads_nothing(
-    driver: Loop | str, ws: bool, send: Send
+    driver: Loop | str, ws: bool, sends: Send
 ) -> None:
+    # (metadata_push as a fire-and-forget: each push crossed to the
+    # connection's thread alone and its frame joined the output however
+    # much was unwritten, megabytes against a peer reading nothing.)
     peer = StalledPeer(ws)
     try:
         client = _client(peer, driver)
-        _waits_then_goes_on(peer, client, send, HIGH + 2 * BATCH * FRAME + ws * WS_FRAMED)
-        client.close()
-        peer.thread.join(WAIT)
-        assert peer.got > 2 * BATCH * len(ITEM)
-    finally:
-        peer.close()
-
-
-@pytest.mark.timeout(60)
-def test_rsocket_metadata_push_waits_for_room_while_the_peer_reads_nothing(
-    driver: Loop | str, ws: bool
-) -> None:
-    # As a fire-and-forget: each push crossed to the connection's thread
-    # alone and its frame joined the output however much was unwritten
-    # (megabytes against a peer reading nothing). Pushes queued before the
-    # first wait: the inbox's 4096 calls at most.
-    peer = StalledPeer(ws)
-    try:
-        client = _client(peer, driver)
-        most = HIGH + BATCH * FRAME + ws * WS_FRAMED
-        _waits_then_goes_on(peer, client, _metadata_pushes, most)
+        _waits_then_goes_on(peer, client, sends, HIGH + 2 * BATCH * FRAME + ws * WS_FRAMED)
         client.close()
         peer.thread.join(WAIT)
         assert peer.got > 2 * BATCH * len(ITEM)
