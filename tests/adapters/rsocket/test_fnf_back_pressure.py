@@ -1,5 +1,5 @@
 """The blocking client's fire-and-forgets (and metadata pushes; a resumable
-session's too) against a peer that reads nothing,
+session's too; a channel's items) against a peer that reads nothing,
 on the thread and selector drivers, over TCP and WebSocket: the unwritten
 bytes the connection holds (its buffer and the core's output) stay within
 ``high_water`` and one batch (the caller waits before a put that starts a
@@ -15,6 +15,7 @@ import itertools
 import socket
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from sansrs.adapters.drive import ConnectionClosed, Loop
@@ -26,6 +27,7 @@ from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection
 from wsproto.events import Request as WsRequest
 
+from sansrs.rsocket import RequestNFrame, encode_frame_prefixed
 from tests.adapters.rsocket.chaos import ChaosProxy, Fault
 
 WAIT = 10.0
@@ -135,8 +137,10 @@ def ws(request: pytest.FixtureRequest) -> bool:
     return bool(request.param == "ws")
 
 
-def _client(peer: StalledPeer, driver: Loop | str) -> Client:
-    config = LoopConfig(high_water=HIGH) if driver == "thread" else None
+def _client(peer: StalledPeer, driver: Loop | str, config: LoopConfig | None = None) -> Client:
+    """A client of ``peer`` with a small socket send buffer (its own fills
+    soon); the thread driver's limits ``config`` (default: ``HIGH``)."""
+    config = (config or LoopConfig(high_water=HIGH)) if driver == "thread" else None
     client = connect(peer.url, loop=driver, loop_config=config, metadata_mime_type=RAW)
     sock = socket.socket(fileno=client.transport.fileno())
     try:
@@ -339,3 +343,69 @@ def test_rsocket_resumable_fire_and_forget_waiting_for_room_goes_on_after_a_resu
             finally:
                 client.close()
     assert handler.count == sent  # once each
+
+
+class GrantingPeer(StalledPeer):
+    """A StalledPeer that reads the client's SETUP and REQUEST_CHANNEL,
+    grants the channel all the credit it may ask for (REQUEST_N 2^31-1),
+    and then reads nothing."""
+
+    def _serve(self) -> None:
+        sock, _ = self.listener.accept()
+        with sock, contextlib.suppress(OSError):
+            got = b""
+            frames = 0
+            while frames < 2:  # SETUP, then REQUEST_CHANNEL on stream 1
+                got += sock.recv(1)
+                if len(got) >= 3 and len(got) == 3 + int.from_bytes(got[:3], "big"):
+                    frames += 1
+                    got = b""
+            sock.sendall(encode_frame_prefixed(RequestNFrame(stream_id=1, request_n=0x7FFFFFFF)))
+            self.told.wait(WAIT)
+            while chunk := sock.recv(1 << 20):
+                self.got += len(chunk)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("loop", ["thread", "selector"])
+def test_rsocket_channel_items_are_pulled_only_while_the_output_has_room(loop: str) -> None:
+    # A client's channel to a peer that grants all the credit there is and
+    # reads nothing: its items are pulled (on a worker) only as the pump
+    # asks, within the sources' budget, and the pump stops at high_water
+    # (each bound alone holds it here: a turn's bytes, the budget), so the
+    # iterable is not drained into memory however many turns run.
+    config = LoopConfig(high_water=HIGH, source_budget=HIGH)
+    driver: Loop | str = "thread" if loop == "thread" else Loop(config)
+    if isinstance(driver, Loop):
+        driver.start()
+    peer = GrantingPeer(False)
+    pulled = [0]
+
+    def items() -> Iterator[bytes]:
+        while True:
+            pulled[0] += 1
+            yield ITEM
+
+    try:
+        client = _client(peer, driver, config)
+        conn: Any = client._thread
+        inbound = client.request_channel(items())
+        conn.wait_until(lambda: _unwritten(client) >= HIGH, WAIT)
+        # What may have been pulled: the output up to high_water and a
+        # turn's worth past it, the sources' budget, what the kernels took
+        # (small buffers both ends).
+        most = (3 * HIGH + 512 * 1024) // len(ITEM)
+        for _ in range(50):  # turns, each one a chance to pump and pull more
+            turned = threading.Event()
+            conn.call_soon(turned.set)
+            assert turned.wait(WAIT)
+        assert pulled[0] <= most
+        first = pulled[0]
+        peer.go()  # it reads: the channel flows again
+        conn.wait_until(lambda: pulled[0] > first, WAIT)
+        inbound.close()
+        client.close()
+    finally:
+        peer.close()
+        if isinstance(driver, Loop):
+            driver.stop(abort=True)
