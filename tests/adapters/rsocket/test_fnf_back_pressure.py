@@ -203,6 +203,20 @@ def _waits_then_goes_on(peer: StalledPeer, client: Client, send: Send, most: int
     assert done == [None]
 
 
+def _reset_ends_the_wait(
+    peer: StalledPeer,
+    client: Client,
+    caller: threading.Thread,
+    done: list[BaseException | None],
+) -> None:
+    """The peer resets the connection: the caller's wait (no timeout) ends
+    with ``ConnectionClosed``, and the connection with it."""
+    peer.reset()
+    caller.join(WAIT)
+    assert len(done) == 1 and isinstance(done[0], ConnectionClosed)
+    assert client._thread.join(WAIT)
+
+
 #: Over WebSocket the transport also holds its framed copy of one send
 #: batch of the connection's buffer.
 WS_FRAMED = SEND_BATCH + FRAME
@@ -242,10 +256,7 @@ def test_rsocket_fire_and_forget_waiting_for_room_ends_when_the_connection_dies(
         # No timeout: the connection's end ends it.
         caller, done = _on_a_thread(lambda: send(client, 2 * BATCH, None))
         assert waiting.wait(WAIT)
-        peer.reset()
-        caller.join(WAIT)
-        assert len(done) == 1 and isinstance(done[0], ConnectionClosed)
-        assert client._thread.join(WAIT)
+        _reset_ends_the_wait(peer, client, caller, done)
     finally:
         peer.close()
 
@@ -259,10 +270,7 @@ def test_rsocket_metadata_push_waiting_for_room_ends_when_the_connection_dies(
         client = _client(peer, driver)
         caller, done = _on_a_thread(lambda: _metadata_pushes(client, None, None))
         client._thread.wait_until(lambda: _unwritten(client) >= HIGH, WAIT)  # type: ignore[attr-defined]
-        peer.reset()
-        caller.join(WAIT)
-        assert len(done) == 1 and isinstance(done[0], ConnectionClosed)
-        assert client._thread.join(WAIT)
+        _reset_ends_the_wait(peer, client, caller, done)
     finally:
         peer.close()
 
