@@ -2,7 +2,9 @@
 
 Written without sansrs.streams' building blocks, the way a hand-rolled
 implementation would be. ``BrokenPublisher(elements, Bugs())`` is correct (the
-control); each flag of ``Bugs`` breaks one rule, the way real code does.
+control) for a Subscriber that follows rule 2.7: its demand and its "signalling
+now" flag have no lock, so request() from two threads at once can lose demand.
+Each flag of ``Bugs`` breaks one rule, the way real code does.
 """
 
 from __future__ import annotations
