@@ -44,6 +44,19 @@ with that checkout's code on ``PYTHONPATH``::
 
     .venv/bin/python benchmarks/bench_websocket.py --streams --runs 5
 
+``--streams --read KIB`` (repeated): only the client's reads of 1 KiB
+items, in reads of each size, alternating: a read's own cost beside the
+bytes' (``WebSocketTransport``'s ``RECV_MAX``)::
+
+    .venv/bin/python benchmarks/bench_websocket.py --streams --read 64 --read 120 --read 256
+
+``--faults``: minor page faults per 1 KiB item of a fresh client process
+(its allocator never settled, as an application's) reading a stream over
+ws:// at most ``--read`` KiB at a time (default 120 and 256), a process per
+run against one ``python -m sansrs serve``::
+
+    .venv/bin/python benchmarks/bench_websocket.py --faults --runs 5
+
 ``--mask``: ``frames.mask`` alone, ns of CPU per message for payloads of
 16 B to 1 MiB (integers below ``frames.TRANSLATE_FROM``, byte columns by
 translation from it on)::
@@ -362,7 +375,10 @@ def measure_stream_writes(size: int, count: int, write: int) -> float:
     return (time.process_time() - start) / count * 1e9
 
 
-def main_streams(runs: int) -> None:
+def main_streams(runs: int, read_sizes: list[int]) -> None:
+    if read_sizes:
+        main_read_sizes(runs, read_sizes)
+        return
     print(f"load average at start: {os.getloadavg()[0]:.2f}; ns of CPU per stream item")
     print("| item | client reads | server writes of 100 KB | of 500 KB |")
     print("| ---: | ---: | ---: | ---: |")
@@ -371,6 +387,82 @@ def main_streams(runs: int) -> None:
                    measure_stream_writes(size, count, 500_000)) for _ in range(runs)]
         reads, small, large = (statistics.median(r[k] for r in rounds) for k in range(3))
         print(f"| {size} B | {reads:.1f} | {small:.1f} | {large:.1f} |", flush=True)
+
+
+def main_read_sizes(runs: int, read_sizes: list[int]) -> None:
+    """A client's reads of 1 KiB items, reads of each of ``read_sizes`` KiB
+    alternating in each round: what a read costs beside what a byte costs
+    (the transport's ``RECV_MAX``). The allocator is settled first, as in
+    every benchmark process."""
+    from raw_peer import settle_allocator
+
+    settle_allocator()
+    print(f"load average at start: {os.getloadavg()[0]:.2f}; ns of CPU per 1 KiB item")
+    print("| read | items per read | client reads |")
+    print("| ---: | ---: | ---: |")
+    rounds = [[measure_stream_reads(1024, 60_000, kib * 1024) for kib in read_sizes]
+              for _ in range(runs)]
+    for k, kib in enumerate(read_sizes):
+        print(f"| {kib} KiB | {kib * 1024 / 1033:.0f} | "
+              f"{statistics.median(r[k] for r in rounds):.0f} |", flush=True)
+
+
+def faults_client(url: str, kib: int, items: int) -> None:
+    """One client process that never settled its allocator, as an
+    application's: a stream of ``items`` 1 KiB items over ``url`` (a list
+    at a time), the transport reading at most ``kib`` KiB at once. Prints
+    its minor page faults and CPU per item as JSON."""
+    import json
+    import resource
+
+    from sansrs.adapters.rsocket import connect
+    from sansrs.adapters.transport.websocket import transport
+
+    transport.RECV_MAX = kib * 1024
+    request = json.dumps({"n": items, "size": 1024})
+    got = 0
+    with connect(url) as client:
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        cpu = time.process_time()
+        with client.request_stream_batches(request, prefetch=4096, timeout=60) as lists:
+            for batch in lists:
+                got += len(batch)
+        cpu = time.process_time() - cpu
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
+    assert got == items, (got, items)
+    print(json.dumps({"faults": faults / items, "cpu_us": cpu / items * 1e6}))
+
+
+def main_faults(runs: int, read_sizes: list[int], items: int = 200_000) -> None:
+    """Minor page faults per 1 KiB item of a fresh client process per run
+    (:func:`faults_client`) reading at most each of ``read_sizes`` KiB at a
+    time, against one ``python -m sansrs serve`` over ws://: what
+    ``RECV_MAX`` costs an application whose allocator nobody settled."""
+    import json
+    import subprocess
+    import sys
+
+    from bench_tcp import server_process
+
+    command = [sys.executable, "-m", "sansrs", "serve", "ws://127.0.0.1:0/rsocket"]
+    results: dict[int, list[dict[str, float]]] = {kib: [] for kib in read_sizes}
+    print(f"load average at start: {os.getloadavg()[0]:.2f}; {items:,} items of 1 KiB per run")
+    with server_process(command, "sansrs ws") as (port, _):
+        url = f"ws://127.0.0.1:{port}/rsocket"
+        for _ in range(runs):
+            for kib in read_sizes:
+                out = subprocess.run(
+                    [sys.executable, __file__, "--faults-client", url, str(kib), str(items)],
+                    check=True, capture_output=True, text=True, timeout=300,
+                ).stdout
+                results[kib].append(json.loads(out.splitlines()[-1]))
+    print("| read | faults per item (median) | range | client CPU µs per item (median) |")
+    print("| ---: | ---: | --- | ---: |")
+    for kib, rounds in results.items():
+        faults = [r["faults"] for r in rounds]
+        cpu = statistics.median(r["cpu_us"] for r in rounds)
+        print(f"| {kib} KiB | {statistics.median(faults):.3f} | "
+              f"{min(faults):.3f}-{max(faults):.3f} | {cpu:.2f} |", flush=True)
 
 
 def main_mask(runs: int) -> None:
@@ -402,14 +494,29 @@ def main() -> None:
                         help="a server's CPU per pipelined round trip, TCP against ws://")
     parser.add_argument("--streams", action="store_true",
                         help="a stream's reads (client) and writes (server), ns per item")
+    parser.add_argument("--read", type=int, action="append", metavar="KIB",
+                        help="with --streams: only the client's reads of 1 KiB items, "
+                             "reads of KIB KiB (repeat for several sizes)")
+    parser.add_argument("--faults", action="store_true",
+                        help="page faults per 1 KiB item of a fresh ws:// client process, "
+                             "reads of each --read size (default 120 and 256 KiB)")
+    parser.add_argument("--faults-client", nargs=3, metavar=("URL", "KIB", "ITEMS"),
+                        help=argparse.SUPPRESS)
     parser.add_argument("--mask", action="store_true",
                         help="frames.mask per message, 16 B to 1 MiB payloads")
     args = parser.parse_args()
+    if args.faults_client:
+        url, kib, items = args.faults_client
+        faults_client(url, int(kib), int(items))
+        return
+    if args.faults:
+        main_faults(args.runs, args.read or [120, 256])
+        return
     if args.mask:
         main_mask(args.runs)
         return
     if args.streams:
-        main_streams(args.runs)
+        main_streams(args.runs, args.read or [])
         return
     if args.engine:
         main_engine(args.runs)
