@@ -300,9 +300,19 @@ def test_rsocket_resume_session_driver_waits_out_the_outage_then_on_the_next_tra
         except BaseException as exc:
             done.append(exc)
 
+    # The next transport comes only once the waiter waits for one (forced:
+    # not a race between the thread's start and the attach).
+    waiting = threading.Event()
+    original = session._wait_replaced
+
+    def wait_replaced(old: Any, deadline: float | None) -> None:
+        waiting.set()
+        original(old, deadline)
+
+    session._wait_replaced = wait_replaced  # type: ignore[method-assign]
     waiter = threading.Thread(target=wait)
     waiter.start()
-    # (No transport: the waiter waits for one; attaching tells it.)
+    assert waiting.wait(10.0)
     next_one = WaitingDriver()
     assert session.attach(EngineLink(session.engine), cast(Any, next_one))
     waiter.join(10.0)
