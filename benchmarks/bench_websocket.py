@@ -57,6 +57,22 @@ run against one ``python -m sansrs serve``::
 
     .venv/bin/python benchmarks/bench_websocket.py --faults --runs 5
 
+``--ends``: each end of a stream whole, as the RSocket engine drives it
+over ws:// and over TCP, without sockets or threads: the server's core
+queueing the items (``send_payloads`` in batches of 128), the records the
+engine makes of its output and the transport's write; the client's
+transport reads (120 KiB, cut anywhere), the records as the engine reads
+them (``MessageReader.feed_whole``; a BINARY_SPAN to
+``Connection.receive_span``, the rest to ``receive_data``, as
+``opening.receive_records`` does) and the core's events. Over TCP the
+core's bytes are the wire; over ws:// each end both ways: runs framed and
+re-headed by the transport (BINARY_RUN records, as before the engine made
+or cut the frames itself) and FRAMED records / spans. Nanoseconds of CPU
+per item, median of ``--runs`` alternating rounds (``stream16`` /
+``stream1k`` of ``bench_tcp.py``: the ws / tcp column's own costs)::
+
+    .venv/bin/python benchmarks/bench_websocket.py --ends --runs 7
+
 ``--mask``: ``frames.mask`` alone, ns of CPU per message for payloads of
 16 B to 1 MiB (integers below ``frames.TRANSLATE_FROM``, byte columns by
 translation from it on)::
@@ -74,11 +90,21 @@ import time
 from collections.abc import Callable
 
 from sansrs.adapters.rsocket.demo_routes import demo_router_factory
-from sansrs.adapters.rsocket.engine import RSocketEngine
+from sansrs.adapters.rsocket.engine import RSocketEngine, framed_records
 from sansrs.adapters.rsocket.options import EngineOptions
 from sansrs.adapters.transport.websocket import WebSocketOptions
-from sansrs.adapters.transport.websocket.frames import KeySource, encode_data_frame, mask
-from sansrs.adapters.transport.websocket.messages import MessageReader
+from sansrs.adapters.transport.websocket.frames import (
+    KeySource,
+    binary_head,
+    encode_data_frame,
+    mask,
+)
+from sansrs.adapters.transport.websocket.messages import (
+    MessageKind,
+    MessageReader,
+    record_head,
+    span_fields,
+)
 from sansrs.adapters.transport.websocket.messages import encode_run as encode_record_run
 from sansrs.adapters.transport.websocket.runs import encode_run, prefix
 from sansrs.adapters.transport.websocket.splitter import FrameSplitter
@@ -86,6 +112,10 @@ from sansrs.adapters.transport.websocket.transport import WebSocketTransport
 from wsproto import ConnectionType, WSConnection
 from wsproto.connection import Connection
 
+from sansrs.rsocket import Connection as CoreConnection
+from sansrs.rsocket import ConnectionConfig, Role
+
+_SPAN = MessageKind.BINARY_SPAN
 MESSAGES = 200_000
 
 
@@ -327,12 +357,14 @@ def _stream_items(size: int, count: int) -> list[bytes]:
     return [b"\x00\x00\x00\x01\x28\x20" + str(i).encode().zfill(size) for i in range(count)]
 
 
-def _stream_transport(client: bool, stream: _Socket) -> WebSocketTransport:
+def _stream_transport(
+    client: bool, stream: _Socket, options: WebSocketOptions | None = None
+) -> WebSocketTransport:
     role = ConnectionType.CLIENT if client else ConnectionType.SERVER
     ws = WSConnection(role)
     ws.connection = Connection(role)  # past the upgrade
     return WebSocketTransport(stream, ws, scheme="ws", path="/",  # type: ignore[arg-type]
-                              options=WebSocketOptions(), is_open=True)
+                              options=options or WebSocketOptions(), is_open=True)
 
 
 def measure_stream_reads(size: int, count: int, read: int = 120 * 1024) -> float:
@@ -405,6 +437,117 @@ def main_read_sizes(runs: int, read_sizes: list[int]) -> None:
     for k, kib in enumerate(read_sizes):
         print(f"| {kib} KiB | {kib * 1024 / 1033:.0f} | "
               f"{statistics.median(r[k] for r in rounds):.0f} |", flush=True)
+
+
+ENDS_BATCH = 128
+
+
+def _streaming_pair() -> tuple[CoreConnection, CoreConnection, int]:
+    """A client and a server core past SETUP, a stream open with all the
+    credit it can have (the ends' own costs, no REQUEST_N round)."""
+    client = CoreConnection(Role.CLIENT, ConnectionConfig(payload_runs=True))
+    server = CoreConnection(Role.SERVER)
+    client.setup()
+    server.receive_data(client.data_to_send())
+    server.accept_setup()
+    client.request_stream(b"q", initial_n=0x7FFFFFFF)
+    server.receive_data(client.data_to_send())
+    (request,) = server.events()[-1:]
+    client.events()
+    return client, server, request.stream_id  # type: ignore[attr-defined]
+
+
+def measure_server_end(size: int, count: int, mode: str) -> float:
+    """ns of CPU per item: the server's core, records and transport write.
+    ``mode``: "tcp" (the core's pieces are the wire), "run" (BINARY_RUN
+    records framed by the transport: an engine that does not frame its
+    runs), "framed" (``frame_runs``: FRAMED records written as they are)."""
+    _, server, sid = _streaming_pair()
+    items = [str(i).encode().zfill(size) for i in range(ENDS_BATCH)]
+    transport = _stream_transport(False, _Reads([], 1 << 30))
+    if mode == "framed":
+        server.frame_runs(binary_head)
+    rounds = count // ENDS_BATCH
+    gc.collect()
+    start = time.process_time()
+    for _ in range(rounds):
+        server.send_payloads(sid, items)
+        if mode == "framed":
+            pieces, framed = server.framed_pieces_to_send()
+            transport.send(framed_records(pieces, framed))
+        elif mode == "run":
+            pieces = server.pieces_to_send()
+            pieces.insert(0, record_head(MessageKind.BINARY_RUN, sum(map(len, pieces))))
+            transport.send(b"".join(pieces))
+        else:
+            server.pieces_to_send()  # (what the driver's sendmsg takes)
+    return (time.process_time() - start) / (rounds * ENDS_BATCH) * 1e9
+
+
+def _stream_wire(size: int, count: int, websocket: bool) -> tuple[CoreConnection, bytes]:
+    client, server, sid = _streaming_pair()
+    chunks = []
+    for i in range(0, count, 1000):
+        server.send_payloads(sid, [str(k).encode().zfill(size) for k in range(i, i + 1000)])
+        chunks.append(server.data_to_send())
+    data = b"".join(chunks)
+    return client, encode_run(data, None)[0] if websocket else data
+
+
+def measure_client_end(size: int, count: int, mode: str, read: int = 120 * 1024) -> float:
+    """ns of CPU per item: the client's transport reads, records and core.
+    ``mode``: "tcp" (the reads are the core's input), "run" (BINARY_RUN
+    records re-headed by the transport), "span" (``binary_spans``: spans
+    to ``Connection.receive_span``)."""
+    client, wire = _stream_wire(size, count, mode != "tcp")
+    reads = [wire[i : i + read] for i in range(0, len(wire), read)]
+    options = WebSocketOptions(binary_spans=mode == "span")
+    transport = _stream_transport(True, _Reads(reads, 0), options)
+    reader = MessageReader(keep_runs=True)
+    got = 0
+    gc.collect()
+    start = time.process_time()
+    for data in reads:
+        if mode != "tcp":
+            try:
+                data = transport.recv(read)
+            except BlockingIOError:
+                continue
+            buf, records = reader.feed_whole(data)
+            for kind, begin, stop in records:
+                if kind == _SPAN:
+                    items, n, skip = span_fields(buf, begin, stop)
+                    client.receive_span(buf, begin + 5, items, n, skip)
+                else:
+                    client.receive_data(buf[begin:stop])
+        else:
+            client.receive_data(data)
+        for ev in client.events():
+            got += len(ev.data)  # type: ignore[attr-defined]
+    seconds = time.process_time() - start
+    assert got == count, (got, count)
+    return seconds / count * 1e9
+
+
+def main_ends(runs: int) -> None:
+    from raw_peer import settle_allocator
+
+    settle_allocator()
+    print(f"load average at start: {os.getloadavg()[0]:.2f}; ns of CPU per stream item")
+    print("| item | server TCP | ws:// runs | ws:// FRAMED | ws / TCP | "
+          "client TCP | ws:// runs | ws:// spans | ws / TCP |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for size, count in ((16, 300_000), (1024, 60_000)):
+        rounds = [
+            (*(measure_server_end(size, count, m) for m in ("tcp", "run", "framed")),
+             *(measure_client_end(size, count, m) for m in ("tcp", "run", "span")))
+            for _ in range(runs)
+        ]
+        med = [statistics.median(r[k] for r in rounds) for k in range(6)]
+        server = statistics.median(r[2] / r[0] for r in rounds)
+        client = statistics.median(r[5] / r[3] for r in rounds)
+        print(f"| {size} B | {med[0]:.0f} | {med[1]:.0f} | {med[2]:.0f} | {server:.2f}x | "
+              f"{med[3]:.0f} | {med[4]:.0f} | {med[5]:.0f} | {client:.2f}x |", flush=True)
 
 
 def faults_client(url: str, kib: int, items: int) -> None:
@@ -502,6 +645,8 @@ def main() -> None:
                              "reads of each --read size (default 120 and 256 KiB)")
     parser.add_argument("--faults-client", nargs=3, metavar=("URL", "KIB", "ITEMS"),
                         help=argparse.SUPPRESS)
+    parser.add_argument("--ends", action="store_true",
+                        help="each end of a stream (core, records, transport), ws:// and TCP")
     parser.add_argument("--mask", action="store_true",
                         help="frames.mask per message, 16 B to 1 MiB payloads")
     args = parser.parse_args()
@@ -514,6 +659,9 @@ def main() -> None:
         return
     if args.mask:
         main_mask(args.runs)
+        return
+    if args.ends:
+        main_ends(args.runs)
         return
     if args.streams:
         main_streams(args.runs, args.read or [])

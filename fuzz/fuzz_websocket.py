@@ -10,7 +10,9 @@ those wsproto alone finds in the same bytes before its first Close (a
 differential test of the fast path); everything the transport writes (pongs,
 Close) parses cleanly for the peer.
 Input: byte 0: bit 0 role (0 server, 1 client), bits 1-3 chunk size seed,
-bit 4 ``text_lines`` (text runs as TEXT_LINES records, as Ditto reads them);
+bit 4 ``text_lines`` (text runs as TEXT_LINES records, as Ditto reads them),
+bit 5 ``binary_spans`` (a client's batches as BINARY_SPAN records, as
+RSocket reads them);
 byte 1: ``max_message_size`` (0: 16 MiB, else 4·b); rest: the peer's bytes
 after the upgrade. Seeds: ``python fuzz/fuzz_websocket.py --make-corpus``.
 """
@@ -74,11 +76,11 @@ class FakeStream:
 
 
 def _open(
-    client: bool, max_size: int, lines: bool = False
+    client: bool, max_size: int, lines: bool = False, spans: bool = False
 ) -> tuple[WebSocketTransport, FakeStream]:
     """An open transport of the given role, upgraded in memory."""
     stream = FakeStream()
-    options = WebSocketOptions(max_message_size=max_size, text_lines=lines)
+    options = WebSocketOptions(max_message_size=max_size, text_lines=lines, binary_spans=spans)
     ours = WSConnection(ConnectionType.CLIENT if client else ConnectionType.SERVER)
     if client:
         peer = WSConnection(ConnectionType.SERVER)
@@ -135,8 +137,8 @@ def test_one_input(data: bytes) -> None:
     chunk = 1 + ((data[0] >> 1) & 7) * 37
     max_size = 4 * data[1] if data[1] else 16 * 1024 * 1024
     wire = data[2:]
-    transport, stream = _open(client, max_size, bool(data[0] & 0x10))
-    reader = MessageReader()  # runs and lines come out one message per record
+    transport, stream = _open(client, max_size, bool(data[0] & 0x10), bool(data[0] & 0x20))
+    reader = MessageReader()  # runs, lines and spans come out one message per record
     records: list[tuple[int, bytes]] = []
     for i in range(0, len(wire), chunk):
         stream.chunk = wire[i : i + chunk]
@@ -235,6 +237,11 @@ def make_corpus() -> None:
             + bytes(FrameProtocol(client=not client, extensions=[]).close(1000, "x"))
             + frames(n, count // 2, not client),
         ]
+    # A client's stream read as spans (bit 5): batches of 1 KiB and 22-byte
+    # items in reads that cut frames, one frame unlike the others, a ping.
+    stream = frames(1030, 12, False) + frames(22, 40, False, odd=30) + bytes(
+        FrameProtocol(client=False, extensions=[]).ping(b"p")) + frames(1030, 6, False)
+    seeds += [bytes([0x21 | 3 << 1, 0]) + stream, bytes([0x21 | 7 << 1, 0]) + stream]
     for raw in seeds:
         (folder / hashlib.sha1(raw).hexdigest()[:16]).write_bytes(raw)
 

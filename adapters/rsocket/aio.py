@@ -55,7 +55,7 @@ from ..transport import Transport
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
 from .batch import PayloadBatch
-from .engine import RequestHandle, RSocketEngine
+from .engine import RequestHandle, RSocketEngine, client_websocket
 from .fast import all_bytes, as_payload
 from .options import options_for
 from .payload_streams import AsyncPayloadStream
@@ -551,7 +551,7 @@ async def connect(
         connect_timeout=connect_timeout,
         ssl_context=ssl_context,
         server_hostname=server_hostname,
-        websocket=websocket,
+        websocket=client_websocket(url, websocket),
     )
 
 

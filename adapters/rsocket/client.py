@@ -17,7 +17,7 @@ from ..drive.engine import Driver
 from ..transport import Transport
 from ..transport.urls import Endpoint
 from ..transport.websocket.options import WebSocketOptions
-from .engine import RSocketEngine, refuse_async_hooks
+from .engine import RSocketEngine, client_websocket, refuse_async_hooks
 from .options import options_for
 from .peer import RSocketPeer
 
@@ -84,5 +84,5 @@ def connect(
         connect_timeout=connect_timeout,
         ssl_context=ssl_context,
         server_hostname=server_hostname,
-        websocket=websocket,
+        websocket=client_websocket(url, websocket),
     )

@@ -21,6 +21,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from ..drive.engine import Driver
@@ -31,7 +32,10 @@ from ..drive.streams import (
     Outbound,
     Outbounds,
 )
+from ..transport.urls import Endpoint, parse_url
 from ..transport.websocket import messages as ws
+from ..transport.websocket.frames import binary_head
+from ..transport.websocket.options import WebSocketOptions
 from . import core, lifecycle, opening
 from . import engine_intents as intents
 from . import engine_signals as signals
@@ -48,6 +52,41 @@ from .types import Payload
 __all__ = ["ASYNC_HOOK_REFUSED", "RSocketEngine", "RequestHandle", "refuse_async_hooks"]
 
 _BINARY_RUN = ws.MessageKind.BINARY_RUN.value
+_FRAMED = ws.MessageKind.FRAMED.value
+
+
+def client_websocket(
+    url: str | Endpoint, websocket: WebSocketOptions | None
+) -> WebSocketOptions | None:
+    """A client's WebSocket options for RSocket on a ``ws://`` or ``wss://``
+    ``url``: the caller's, with ``binary_spans`` on (the engine hands a
+    span's equal messages to the core as they arrived:
+    ``Connection.receive_span``); ``websocket`` as it is for other URLs."""
+    try:
+        scheme = (url if isinstance(url, Endpoint) else parse_url(url)).scheme
+    except (TypeError, ValueError):
+        return websocket  # (the connect says what is wrong with the URL)
+    if scheme not in ("ws", "wss"):
+        return websocket
+    return replace(websocket or WebSocketOptions(), binary_spans=True)
+
+
+def framed_records(pieces: list[bytes], framed: list[int]) -> bytes:
+    """The core's output with runs it framed itself (``frame_runs``: two
+    pieces at each index of ``framed``) as records, in order, joined once:
+    each framed run a FRAMED record, the pieces between them BINARY_RUNs."""
+    parts: list[bytes] = []
+    at = 0
+    for start in [*framed, len(pieces)]:
+        if start > at:
+            between = pieces[at:start]
+            parts.append(ws.record_head(_BINARY_RUN, sum(map(len, between))))
+            parts += between
+        if start < len(pieces):
+            head, run = pieces[start], pieces[start + 1]
+            parts += (ws.record_head(_FRAMED, len(head) + len(run)), head, run)
+        at = start + 2
+    return b"".join(parts)
 
 
 #: Items one outbound stream may send per loop turn, so streams share the loop.
@@ -159,6 +198,9 @@ class RSocketEngine:
         if message_framed:
             engine._records = ws.MessageReader(keep_runs=True)
             engine.takes_whole_reads = False
+            # A stream's runs leave the core as WebSocket frames (unmasked:
+            # a server's), which the transport writes as they are (FRAMED).
+            engine.conn.frame_runs(binary_head)
         return engine
 
     def attach(self, thread: Driver, peer: object, handler: object = None) -> None:
@@ -232,6 +274,7 @@ class RSocketEngine:
     _feed_setup_first = opening.feed_setup_first
     _receive_partial = opening.receive_partial
     _receive_records = opening.receive_records
+    _receive_span = opening.receive_span
     _ws_closed = opening.ws_closed
     _refuse = opening.refuse
 
@@ -342,8 +385,11 @@ class RSocketEngine:
         # message), joined once from the core's pieces behind its head: not
         # joined by the core, then copied whole to put the head in front
         # (the server's output of stream1k, stream1kb of bench_tcp.py).
-        pieces = self.conn.pieces_to_send()
         out = b""
+        pieces, framed = self.conn.framed_pieces_to_send()
+        if framed:  # (a server's stream: its runs are frames already)
+            out = framed_records(pieces, framed)
+            pieces = []
         if pieces:
             pieces.insert(0, ws.record_head(_BINARY_RUN, sum(map(len, pieces))))
             out = b"".join(pieces)

@@ -21,6 +21,7 @@ _TEXT_RUN = ws.MessageKind.TEXT_RUN.value
 _BINARY = ws.MessageKind.BINARY.value
 _TEXT = ws.MessageKind.TEXT.value
 _CLOSE = ws.MessageKind.CLOSE.value
+_SPAN = ws.MessageKind.BINARY_SPAN.value
 
 
 def protocol_error(self: EngineState, exc: core.RemoteProtocolError, data: bytes = b"") -> None:
@@ -132,7 +133,14 @@ def receive_records(self: EngineState, data: bytes, now: float) -> None:
         self._dispatch_events()
         return
     # A bad message ends the connection: what follows it is ignored.
-    for kind, payload in self._records.feed(data):
+    buf, records = self._records.feed_whole(data)
+    for kind, start, stop in records:
+        if kind == _SPAN:
+            self._receive_span(buf, start, stop, now)
+            if self._closing is not None:
+                break
+            continue
+        payload = buf[start:stop]
         if kind == _RUN:
             self._receive_stream(payload, now)
         elif kind == _BINARY:  # a message that came alone (e.g. fragmented)
@@ -152,6 +160,24 @@ def receive_records(self: EngineState, data: bytes, now: float) -> None:
             break
         if self._closing is not None:
             break
+    self._dispatch_events()
+
+
+def receive_span(self: EngineState, buf: bytes, start: int, stop: int, now: float) -> None:
+    """A BINARY_SPAN record (``buf[start:stop]``, the transport's
+    ``binary_spans``): equal messages, each behind its WebSocket header,
+    cut by the core where they lie (``Connection.receive_span``)."""
+    count, size, skip = ws.span_fields(buf, start, stop)
+    if self._opening:
+        # The first bytes are looked at as a byte stream (rare: a span first).
+        prefix = size.to_bytes(3, "big")
+        messages = [message for _, message in ws.split_span(buf, start, stop)]
+        self._receive_stream(prefix.join((b"", *messages)), now)
+        return
+    try:
+        self.conn.receive_span(buf, start + 5, count, size, skip, now)
+    except core.RemoteProtocolError as exc:
+        self._protocol_error(exc)
     self._dispatch_events()
 
 

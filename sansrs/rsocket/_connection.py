@@ -32,6 +32,7 @@ events each way, the timers and the establishment.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
 from .._errors import LocalProtocolError
 from . import _connection_intents as intents
@@ -59,6 +60,9 @@ __all__ = ["Connection"]
 _CI = ConnectionInput
 _ESTABLISHED = ConnectionState.ESTABLISHED
 _CLOSED = ConnectionState.CLOSED
+
+
+_FRAMED = "take them with framed_pieces_to_send"
 
 
 class Connection:
@@ -198,6 +202,37 @@ class Connection:
         self._keepalive.on_receive(now)
         self._receiver.receive_prefixed(data)
 
+    def receive_span(
+        self,
+        buf: bytes,
+        off: int,
+        count: int,
+        size: int,
+        skip: int,
+        now: float | None = None,
+    ) -> None:
+        """Feed ``count`` frames of ``size`` bytes each, without length
+        prefixes, each behind ``skip`` bytes that are the transport's own (a
+        message transport's header, not the core's business), from
+        ``buf[off]`` on: what ``receive_data`` would make of the same frames
+        length-prefixed, at the same point of the input (between whole
+        frames). A message transport that delivers runs of equal messages
+        (a WebSocket client's reads of a stream's items) hands them over as
+        they lie, not re-headed into a copy first: a stream's items become
+        one ``PayloadRunReceived`` by C calls alone (anything else takes the
+        byte-stream path). Raises as ``receive_data`` does."""
+        if not self._prefixed:
+            raise LocalProtocolError("receive_span: this connection uses message framing")
+        if count < 1 or size < 0 or skip < 0 or off < 0 or off + count * (skip + size) > len(buf):
+            raise LocalProtocolError(
+                f"receive_span: {count} frames of {size} bytes behind {skip} from {off} "
+                f"do not lie within the {len(buf)} bytes given"
+            )
+        if not self._input_allowed(now):
+            return
+        self._keepalive.on_receive(now)
+        self._receiver.receive_span(buf, off, count, size, skip)
+
     def take_answer(self, data: bytes, stream_id: int, now: float | None = None) -> bytes | None:
         """``receive_data(data, now)`` for a read that is exactly the answer to
         our request-response ``stream_id``: one whole PAYLOAD with NEXT,
@@ -265,6 +300,8 @@ class Connection:
         if not self._prefixed:
             raise LocalProtocolError("data_to_send: this connection uses message framing")
         out = self._out
+        if out.framed_head is not None:
+            raise LocalProtocolError(f"data_to_send: runs are framed (frame_runs): {_FRAMED}")
         if out.retained is not None:
             self._resume.before_send()
         return out.take_bytes()
@@ -277,9 +314,38 @@ class Connection:
         if not self._prefixed:
             raise LocalProtocolError("pieces_to_send: this connection uses message framing")
         out = self._out
+        if out.framed_head is not None:
+            raise LocalProtocolError(f"pieces_to_send: runs are framed (frame_runs): {_FRAMED}")
         if out.retained is not None:
             self._resume.before_send()
         return out.take_pieces()
+
+    def frame_runs(self, head: Callable[[int], bytes] | None) -> None:
+        """Queue a stream's runs of items (``send_payloads``' batches of one
+        length) already framed for a message transport that carries our
+        output as runs of length-prefixed messages (a WebSocket server's):
+        each frame behind ``head(length)``, the transport's header of a
+        message of ``length`` bytes, instead of its length prefix, so the
+        transport writes the run as it is. ``framed_pieces_to_send`` then
+        says which pieces those are; ``data_to_send`` and ``pieces_to_send``
+        are refused (they would mix the two framings). ``None``: back to
+        length prefixes only. Nothing changes while frames are retained (a
+        resumable session): its items take ``send_payload``'s second path."""
+        if not self._prefixed:
+            raise LocalProtocolError("frame_runs: this connection uses message framing")
+        self._out.framed_head = head
+
+    def framed_pieces_to_send(self) -> tuple[list[bytes], list[int]]:
+        """``pieces_to_send()`` with ``frame_runs``: the pieces, and the index
+        of each framed run among them (two pieces whose concatenation is its
+        frames, each behind the transport's header); every other piece is
+        length-prefixed output as ``pieces_to_send`` gives it."""
+        if not self._prefixed:
+            raise LocalProtocolError("framed_pieces_to_send: this connection uses message framing")
+        out = self._out
+        if out.retained is not None:
+            self._resume.before_send()
+        return out.take_framed_pieces()
 
     def frames_to_send(self) -> list[bytes]:
         """Frames to send on a message transport, one message each."""

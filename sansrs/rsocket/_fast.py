@@ -43,6 +43,17 @@ say so where they do.
   ``stream16``, ``stream16b``, ``stream1k``, ``stream1kb``; "Items at the
   application's end" in docs/performance.md). ``payload_run`` (one event
   per item) stays the reference the differential tests compare it with.
+- ``span_items``: ``payload_run_data``'s span cutter for a message
+  transport's frames as they arrived (``Connection.receive_span``: each
+  frame behind the transport's own header, e.g. a WebSocket client's
+  reads), so they are not re-headed into a prefixed copy first; and
+  ``queue_payload_run`` joins a run behind the transport's header instead of
+  the length prefix when ``Connection.frame_runs`` asks (a WebSocket
+  server's): the run is its frames, no framing pass. ``bench_websocket.py
+  --ends`` (ns per item of each end, ws:// against TCP; "WebSocket ends in
+  process" in docs/performance.md). ``receive_data`` of the same frames
+  prefixed, and ``send_payload`` one by one, stay the references the
+  differential tests compare them with.
 - ``fnf_run``: the receiving twin of ``queue_fnf_run``, with
   ``ConnectionConfig.fnf_runs``: consecutive REQUEST_FNF frames become one
   event of three lists; frames of one length without metadata are checked
@@ -113,6 +124,7 @@ __all__ = [
     "payload_run",
     "queue_payload_run",
     "rr_event",
+    "span_items",
     "unpack_frame_header",
     "unpack_prefix_header",
 ]
@@ -348,6 +360,32 @@ def payload_run_data(
             return off, credit, position, data
 
 
+def span_items(
+    buf: bytes, off: int, count: int, size: int, skip: int
+) -> tuple[int, list[bytes]] | None:
+    """A message transport's span (``Connection.receive_span``): ``count``
+    frames of ``size`` bytes (6 to the caller's limit), each behind ``skip``
+    bytes of the transport's own, from ``off`` on. When every frame is a
+    whole PAYLOAD(N) without metadata, not completing, with the first
+    frame's header (so the same stream), returns its stream ID and the data
+    of each, cut by structs of whole frames as ``payload_run_data`` cuts a
+    prefixed run: no re-heading of the frames into length-prefixed ones
+    first (bench_tcp.py stream1k, stream1kb over WebSocket: the client's
+    end). None for anything else (the caller takes the frames one by one)."""
+    at = off + skip
+    stream_id, tf = _FRAME_HEADER.unpack_from(buf, at)
+    if tf & PAYLOAD_PLAIN_ITEM_MASK != PAYLOAD_ITEM or stream_id > MAX_STREAM_ID:
+        return None
+    if count > 1:
+        stride = skip + size
+        last = at + count * stride
+        head = buf[at : at + 6]
+        # Byte k of every frame's header equals byte k of the first's.
+        if not all(buf[at + k : last : stride] == head[k : k + 1] * count for k in range(6)):
+            return None
+    return stream_id, _span(buf, off, count, f"{skip + 6}x{{}}s", size - 6)
+
+
 #: Bytes of a prefixed header (length, stream ID, type/flags) that frames
 #: of one shape share: all but the stream ID (``fnf_run``), or all of them
 #: (a stream's items, ``payload_run_data``).
@@ -559,6 +597,8 @@ class _Queued(Protocol):
     ``_output`` imports this module's neighbours)."""
 
     pieces: list[bytes]
+    framed: list[int]
+    framed_head: Callable[[int], bytes] | None
     size: int
     limit: int
     sent_position: int
@@ -624,6 +664,14 @@ def queue_payload_run(out: _Queued, stream_id: int, items: list[bytes], credit: 
             count = fit
             batch = batch[:count]
         header = pack_prefix_header(n >> 16, n & 0xFFFF, stream_id, PAYLOAD_ITEM)
+        head = out.framed_head
+        if head is not None:
+            # Joined behind the message transport's own headers, the run is
+            # its frames: the transport writes it as it is, no pass that
+            # frames each message (bench_tcp.py stream1k, stream1kb over
+            # WebSocket: the server's end).
+            header = head(n) + header[3:]
+            out.framed.append(len(out.pieces))
         out.pieces += (header, header.join(batch))
         out.size += count * (n + 3)
         out.sent_position += count * n

@@ -11,6 +11,7 @@ themselves and keep the counters (``size``, ``sent_position``) in step.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from struct import Struct
 
 from ._config import ConnectionConfig, Framing
@@ -37,6 +38,8 @@ class Output:
         "fast_payload_max",
         "fast_request_max",
         "fragment_size",
+        "framed",
+        "framed_head",
         "limit",
         "pieces",
         "prefixed",
@@ -68,6 +71,11 @@ class Output:
         # past the limit), and the sent position that calls for a check.
         self.retain: list[bytes] | None = None
         self.retain_at: float = 0.0
+        #: ``Connection.frame_runs``: the message transport's header of a
+        #: message of n bytes (None: runs go length-prefixed like the rest),
+        #: and where each run queued so (two pieces) starts in ``pieces``.
+        self.framed_head: Callable[[int], bytes] | None = None
+        self.framed: list[int] = []
 
     # ------------------------------------------------------------------
     # queueing
@@ -115,12 +123,14 @@ class Output:
     def clear(self) -> None:
         """Drop everything queued (nothing of it reaches the transport)."""
         self.pieces.clear()
+        self.framed.clear()
         self.size = 0
 
     def keep_first(self, count: int) -> None:
         """Keep only the first ``count`` pieces queued."""
         pieces = self.pieces
         del pieces[count:]
+        self.framed = [at for at in self.framed if at + 2 <= count]
         self.size = sum(map(len, pieces))
 
     # ------------------------------------------------------------------
@@ -131,6 +141,7 @@ class Output:
         pieces = self.pieces
         if not pieces:
             return b""
+        assert not self.framed, "framed runs are taken by take_framed_pieces"
         data = b"".join(pieces)
         pieces.clear()
         self.size = 0
@@ -146,6 +157,17 @@ class Output:
         return pieces
 
     take_frames = take_pieces
+
+    def take_framed_pieces(self) -> tuple[list[bytes], list[int]]:
+        """:meth:`take_pieces`, and where each run queued already framed
+        (``framed_head``) starts among them: two pieces each, whose
+        concatenation is the run's frames, each behind its transport
+        header (not length-prefixed); every other piece as in
+        :meth:`take_pieces`."""
+        framed = self.framed
+        if framed:
+            self.framed = []
+        return self.take_pieces(), framed
 
     # ------------------------------------------------------------------
     # retained frames (resumable sessions)

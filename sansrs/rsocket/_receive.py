@@ -31,6 +31,7 @@ from ._fast import (
     payload_run,
     payload_run_data,
     rr_event,
+    span_items,
     unpack_frame_header,
     unpack_prefix_header,
 )
@@ -158,6 +159,46 @@ class Receiver:
             self._keep(data, 0)
             return
         self._parse(data, start)
+
+    def receive_span(self, buf: bytes, off: int, count: int, size: int, skip: int) -> None:
+        """``count`` frames of ``size`` bytes, each behind ``skip`` bytes of
+        the transport's (see ``Connection.receive_span``)."""
+        ctx = self._ctx
+        if (
+            ctx.state is _ESTABLISHED
+            and not ctx.inbuf
+            and ctx.config.payload_runs
+            and 6 <= size <= self._max_frame
+        ):
+            # A stream's items (the common span): one event, as the
+            # byte-stream path's run (``_parse``) makes of the same frames.
+            items = span_items(buf, off, count, size, skip)
+            if items is not None:
+                sid, data = items
+                s = self._streams.by_id.get(sid)
+                if (
+                    s is not None
+                    and s.in_credit >= count
+                    and s.reassembly is None
+                    and s.kind is not _RR
+                ):
+                    s.in_credit -= count
+                    ctx.setup_confirmed = True
+                    ctx.events.append(PayloadRunReceived(stream_id=sid, data=data))
+                    ctx.received_position += count * size
+                    return
+        # Anything else: the same frames length-prefixed, by the byte-stream
+        # path (which says what is wrong with them, if anything).
+        stride = skip + size
+        at = off + skip
+        with memoryview(buf) as view:
+            frames = [view[i : i + size] for i in range(at, at + count * stride, stride)]
+            run = size.to_bytes(3, "big").join((b"", *frames)) if size < 1 << 24 else None
+            del frames
+        if run is None:
+            self._check_length(size)  # (too long: fails the connection)
+            return
+        self.receive_prefixed(run)
 
     def _hand_over(self, data: bytes, off: int) -> None:
         """The connection closed at ``off`` of ``data``: bytes behind a

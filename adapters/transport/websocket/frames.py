@@ -17,7 +17,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from struct import Struct
 
-__all__ = ["TRANSLATE_FROM", "KeySource", "encode_data_frame", "mask"]
+__all__ = ["TRANSLATE_FROM", "KeySource", "binary_head", "encode_data_frame", "mask"]
 
 _U16 = Struct(">H")
 _U64 = Struct(">Q")
@@ -125,6 +125,17 @@ class KeySource:
         self._phase = 1
         self._phases = stride // 4
         return self._window & fields
+
+
+def binary_head(n: int) -> bytes:
+    """The header of an unmasked, unfragmented binary frame of ``n`` payload
+    bytes (a server's): what an engine puts in front of each message of a
+    run it frames itself (``Connection.frame_runs`` of the RSocket core)."""
+    if n < 126:
+        return bytes((0x82, n))
+    if n < 0x10000:
+        return bytes((0x82, 126)) + _U16.pack(n)
+    return bytes((0x82, 127)) + _U64.pack(n)
 
 
 def encode_data_frame(opcode: int, payload: bytes | bytearray, key: bytes | None) -> bytes:

@@ -19,9 +19,15 @@ TEXT_LINES, text messages each followed by the byte 0xFF (which UTF-8 never
 contains), what a transport with ``WebSocketOptions(text_lines=True)``
 delivers instead of TEXT_RUN: an engine splits it with one ``split`` (a C
 loop) instead of a Python step per message (docs/performance.md, "Ditto
-history into Spark"). ``MessageReader`` hands a run's messages out one by
-one unless asked to keep runs. docs/adapters.md has the rules of the record
-stream.
+history into Spark"); BINARY_SPAN, binary messages of one length each
+behind the WebSocket header they arrived with (payload: that header's size,
+1 byte; the messages' length, 4 bytes; the frames as received), what a
+transport with ``WebSocketOptions(binary_spans=True)`` delivers for a batch
+of equal unmasked messages instead of re-heading them into a BINARY_RUN;
+and FRAMED (engine -> transport, a server's), WebSocket frames made by the
+engine, written as they are. ``MessageReader`` hands a run's or a span's
+messages out one by one unless asked to keep runs. docs/adapters.md has the
+rules of the record stream.
 """
 
 from __future__ import annotations
@@ -44,10 +50,13 @@ __all__ = [
     "encode_ping",
     "encode_record",
     "encode_run",
+    "encode_span",
     "encode_text",
     "record_head",
+    "span_fields",
     "split_lines",
     "split_run",
+    "split_span",
 ]
 
 _HEADER = Struct(">BI")
@@ -75,6 +84,14 @@ class MessageKind(enum.IntEnum):
     #: Text messages (UTF-8), each followed by the byte 0xFF (never part of
     #: UTF-8): transport -> engine, with ``WebSocketOptions(text_lines=True)``.
     TEXT_LINES = 0x13
+    #: Binary messages of one length, each behind the WebSocket header it
+    #: arrived with: header size (1 byte), message length (4 bytes), then
+    #: the frames: transport -> engine, with
+    #: ``WebSocketOptions(binary_spans=True)``.
+    BINARY_SPAN = 0x14
+    #: WebSocket frames, unmasked, written as they are: engine -> transport,
+    #: a server's only (a client masks each frame with a fresh key).
+    FRAMED = 0x15
 
 
 class CloseCode(enum.IntEnum):
@@ -133,6 +150,49 @@ def encode_run(run: bytes | bytearray, *, text: bool = False) -> bytes:
     behind its length in 3 bytes (big-endian), e.g. what an RSocket core
     writes for TCP."""
     return _HEADER.pack(0x11 if text else 0x12, len(run)) + run
+
+
+_SPAN_FIELDS = Struct(">BI")
+
+
+def encode_span(
+    frames: bytes | bytearray | memoryview,
+    skip: int,
+    size: int,
+    before: bytes = b"",
+    lead: bytes = b"",
+) -> bytes:
+    """One BINARY_SPAN record: ``lead`` then ``frames``, messages of
+    ``size`` bytes each behind ``skip`` bytes (its WebSocket header);
+    behind ``before`` (records that go first), joined in one copy."""
+    length = len(lead) + len(frames)
+    count, rest = divmod(length, skip + size) if skip + size else (0, length)
+    if rest or not count:
+        raise ValueError(f"{length} bytes are not frames of {skip} + {size} bytes")
+    head = _HEADER.pack(0x14, 5 + length) + _SPAN_FIELDS.pack(skip, size)
+    return b"".join((before, head, lead, frames))
+
+
+def span_fields(payload: bytes, off: int = 0, end: int = -1) -> tuple[int, int, int]:
+    """(count, size, skip) of the BINARY_SPAN record payload at ``off`` (up
+    to ``end``; -1: its end): its messages start at ``off + 5``."""
+    if end < 0:
+        end = len(payload)
+    if end - off < 5:
+        raise RecordError("a BINARY_SPAN record is shorter than its fields")
+    skip, size = _SPAN_FIELDS.unpack_from(payload, off)
+    count, rest = divmod(end - off - 5, skip + size) if skip + size else (0, 1)
+    if rest or not count:
+        raise RecordError("a BINARY_SPAN record's frames do not fill it")
+    return count, size, skip
+
+
+def split_span(payload: bytes, off: int = 0, end: int = -1) -> list[tuple[int, bytes]]:
+    """The messages of a BINARY_SPAN record's payload as BINARY records."""
+    count, size, skip = span_fields(payload, off, end)
+    start = off + 5 + skip
+    stride = skip + size
+    return [(2, payload[at : at + size]) for at in range(start, start + count * stride, stride)]
 
 
 def encode_lines(lines: bytes | bytearray) -> bytes:
@@ -196,6 +256,34 @@ class MessageReader:
     def pending(self) -> int:
         return len(self._buffer)
 
+    def feed_whole(self, data: bytes) -> tuple[bytes, list[tuple[int, int, int]]]:
+        """:meth:`feed` without cutting anything out: the bytes the complete
+        records lie in (``data``, or it behind what was buffered) and each
+        record's ``(kind, start, stop)`` of its payload, runs and spans
+        whole (an engine that reads them in place: a span's messages are
+        cut by its protocol core as they lie; stream1k over WebSocket)."""
+        buffer = self._buffer
+        if buffer:
+            buffer += data
+            data = bytes(buffer)
+            buffer.clear()
+        out: list[tuple[int, int, int]] = []
+        unpack = _HEADER.unpack_from
+        end = len(data)
+        off = 0
+        while end - off >= 5:
+            kind, length = unpack(data, off)
+            if kind not in _KINDS:
+                raise RecordError(f"unknown record kind {kind:#x} at offset {off}")
+            stop = off + 5 + length
+            if stop > end:
+                break
+            out.append((kind, off + 5, stop))
+            off = stop
+        if off < end:
+            buffer += memoryview(data)[off:]
+        return data, out
+
     def feed(self, data: bytes) -> list[tuple[int, bytes]]:
         buffer = self._buffer
         if (  # the common read: one whole run (or lines), kept as it is
@@ -222,9 +310,12 @@ class MessageReader:
             stop = off + 5 + length
             if stop > end:
                 break
-            if kind & 0x10 and not self._keep_runs:  # a run: its messages one by one
+            if kind & 0x10 and kind != 0x15 and not self._keep_runs:
+                # A run or a span: its messages one by one.
                 if kind == 0x13:
                     out += [(1, line) for line in split_lines(data[off + 5 : stop])]
+                elif kind == 0x14:
+                    out += split_span(data, off + 5, stop)
                 else:
                     out += split_run(data, off + 5, stop, kind & 0x0F)
             else:

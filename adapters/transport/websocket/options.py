@@ -59,6 +59,11 @@ class WebSocketOptions:
       TEXT_LINES record (each message followed by 0xFF) instead of a
       TEXT_RUN (each behind its length): for an engine that splits them
       with one C call (Ditto's). Default False.
+    - ``binary_spans``: a client's batches of equal binary messages reach
+      the engine as BINARY_SPAN records, each message behind the header it
+      arrived with, instead of BINARY_RUNs re-headed with lengths: for an
+      engine whose core cuts them where they lie (RSocket's, which turns it
+      on). Default False.
     """
 
     subprotocols: tuple[str, ...] = ()
@@ -66,6 +71,7 @@ class WebSocketOptions:
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     authorize: Authorize | None = None
     text_lines: bool = False
+    binary_spans: bool = False
 
     def __post_init__(self) -> None:
         if self.max_message_size < 1:

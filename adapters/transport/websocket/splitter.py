@@ -34,7 +34,7 @@ from itertools import chain, repeat
 from struct import Struct
 
 from .frames import mask
-from .messages import MessageKind, record_head
+from .messages import MessageKind, encode_span, record_head
 from .runs import (
     MAX_BATCH,
     MAX_MASKED_COUNT,
@@ -96,6 +96,7 @@ class FrameSplitter:
         "_pending",
         "_run",
         "_run_kind",
+        "_spans",
         "_to_wsproto",
         "passthrough",
     )
@@ -110,8 +111,12 @@ class FrameSplitter:
         to_wsproto: OnWsproto,
         on_oversized: OnOversized | None = None,
         text_lines: bool = False,
+        binary_spans: bool = False,
     ) -> None:
         self._masked = 0x80 if masked else 0
+        #: Batches of equal unmasked binary frames go out as BINARY_SPAN
+        #: records, as they arrived (``WebSocketOptions.binary_spans``).
+        self._spans = binary_spans and not masked
         #: Text runs as lines (each message followed by 0xFF) instead of
         #: each message behind its length (``WebSocketOptions.text_lines``).
         self._lines = text_lines
@@ -154,6 +159,8 @@ class FrameSplitter:
                 frame = bytes(buffer)
                 buffer.clear()
                 try:
+                    if self._spans and self._span_led_by(frame, data, start):
+                        return  # (the frame and a batch behind it: one span, the rest split)
                     self._split(frame)
                     if self.passthrough:  # that frame was unusual: the rest follows it
                         if start < len(data):
@@ -224,18 +231,61 @@ class FrameSplitter:
                 or not all_alike(data, 0, end, stride, 2)
             ):
                 return False
-            head = record_head(_BINARY_RUN, count * (n + 3))
-            record = frames_to_run(data, 0, count, n, bool(expect_mask), head)
+            if self._spans:
+                record = encode_span(data, 2, n)
+            else:
+                head = record_head(_BINARY_RUN, count * (n + 3))
+                record = frames_to_run(data, 0, count, n, bool(expect_mask), head)
         self._on_record(record)
         return True
 
-    def _batch(self, data: bytes, off: int, count: int, n: int) -> bytearray:
+    def _span_led_by(self, frame: bytes, data: bytes, start: int) -> bool:
+        """With ``binary_spans``: when ``frame`` (completed from the head of
+        ``data``) and a batch at ``data[start]`` are FIN binary frames of
+        one header, hand them over as one span and split the rest of
+        ``data``; True if so. A stream's reads: the frame cut by the last
+        read leads this read's span, not a record (and an event) of its own."""
+        if frame[0] != _BINARY_FIN:
+            return False
+        n = frame[1]
+        if n == 126:
+            n = len(frame) - 4
+            ok = 126 <= n <= MAX_BATCH and frame[2:4] == _U16.pack(n)
+        else:
+            ok = 4 <= n < 126 and len(frame) == 2 + n
+        if not ok or n > self._max:
+            return False
+        head = frame[: len(frame) - n]
+        if data[start : start + len(head)] != head:
+            return False
+        stride = len(frame)
+        count = count_uniform(data, start, len(data), stride, head)
+        if count < MIN_BATCH:
+            return False
+        self._batch(data, start, count, n, frame)
+        self._split(data, start + count * stride)
+        return True
+
+    def _batch(self, data: bytes, off: int, count: int, n: int, lead: bytes = b"") -> bytearray:
         """Take ``count`` FIN binary frames of ``n`` bytes at ``off`` (checked
         by the caller) into the record being built; returns the run to
         append what follows to. The first batch of a record is only noted
         (:meth:`_flush` cuts it straight into the record: no copy of the
         messages into the run and out again, stream16 / stream1k of
-        bench_tcp.py); any other joins the run now."""
+        bench_tcp.py); any other joins the run now. With ``binary_spans``
+        the batch is a BINARY_SPAN record of its own, the frames as they
+        lie: no re-heading at all (the engine's core cuts them as they are;
+        stream1k, stream1kb over WebSocket)."""
+        if self._spans:
+            # The messages before it go first, in the same record stream
+            # (joined once with the span: one copy of the read, and the
+            # transport hands the read over as one piece).
+            before = self._run_record() if self._run else b""
+            skip = 2 if n < 126 else 4
+            with memoryview(data) as view:
+                frames = view[off : off + count * (skip + n)]
+                self._on_record(encode_span(frames, skip, n, before, lead))
+            return self._run
         if self._pending is None:
             self._pending = (data, off, count, n)
             self._before, self._run = self._run, self._before
@@ -261,14 +311,19 @@ class FrameSplitter:
                 run.clear()
             self._on_record(record)
         elif run:
-            kind = self._run_kind
-            if kind == 1:
-                kind = MessageKind.TEXT_LINES if self._lines else MessageKind.TEXT_RUN
-            else:
-                kind = _BINARY_RUN
-            record = record_head(kind, len(run)) + run
-            run.clear()
-            self._on_record(record)
+            self._on_record(self._run_record())
+
+    def _run_record(self) -> bytes:
+        """The messages of ``_run`` (not empty) as one record; the run is emptied."""
+        run = self._run
+        kind = self._run_kind
+        if kind == 1:
+            kind = MessageKind.TEXT_LINES if self._lines else MessageKind.TEXT_RUN
+        else:
+            kind = _BINARY_RUN
+        record = record_head(kind, len(run)) + run
+        run.clear()
+        return record
 
     def _split(self, data: bytes, start: int = 0) -> None:
         """The frames of ``data[start:]`` (``start``: a frame boundary)."""

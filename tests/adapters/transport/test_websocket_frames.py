@@ -20,9 +20,11 @@ from sansrs.adapters.transport.websocket.frames import (
 )
 from sansrs.adapters.transport.websocket.messages import (
     MessageKind,
+    MessageReader,
     RecordError,
     split_lines,
     split_run,
+    split_span,
 )
 from sansrs.adapters.transport.websocket.runs import (
     MAX_MASKED_COUNT,
@@ -69,7 +71,12 @@ class Collector:
     """A splitter whose wsproto side is a real wsproto connection."""
 
     def __init__(
-        self, role: ConnectionType, max_payload: int = 1 << 20, *, lines: bool = False
+        self,
+        role: ConnectionType,
+        max_payload: int = 1 << 20,
+        *,
+        lines: bool = False,
+        spans: bool = False,
     ) -> None:
         self.conn = Connection(role)
         self.got: list[tuple[int, bytes]] = []
@@ -84,11 +91,24 @@ class Collector:
             on_message=lambda op, p: self.got.append((op, p)),
             to_wsproto=self._to_wsproto,
             text_lines=lines,
+            binary_spans=spans,
         )
+        self.spans = 0  # BINARY_SPAN records seen
 
     def _on_record(self, record: bytes) -> None:
         assert type(record) is bytes  # what an engine reads
-        kind, length = record[0], int.from_bytes(record[1:5], "big")
+        reader = MessageReader()
+        _, records = reader.feed_whole(record)
+        assert not reader.pending and records, "whole records only"
+        for kind, start, stop in records:
+            self._take_record(kind, record[start - 5 : stop])
+
+    def _take_record(self, kind: int, record: bytes) -> None:
+        if kind == MessageKind.BINARY_SPAN:  # binary_spans: equal messages as they arrived
+            self.spans += 1
+            self.got += split_span(record, 5)
+            return
+        length = int.from_bytes(record[1:5], "big")
         assert length == len(record) - 5 and length, "one whole record, no empty runs"
         self.runs += 1
         if kind == MessageKind.TEXT_LINES:  # text_lines: each message followed by 0xFF
@@ -112,10 +132,11 @@ def fed_in_chunks(
     max_cuts: int,
     *,
     lines: bool = False,
+    spans: bool = False,
 ) -> Collector:
     """A splitter fed ``wire`` cut at up to ``max_cuts`` drawn places."""
     cuts = sorted(data.draw(st.lists(st.integers(0, len(wire)), max_size=max_cuts), label="cuts"))
-    collector = Collector(receiver, lines=lines)
+    collector = Collector(receiver, lines=lines, spans=spans)
     last = 0
     for cut in [*cuts, len(wire)]:
         collector.splitter.feed(wire[last:cut])
@@ -152,15 +173,17 @@ EVENTS = st.lists(
     st.data(),
     st.sampled_from([ConnectionType.CLIENT, ConnectionType.SERVER]),
     st.booleans(),
+    st.booleans(),
 )
 def test_splitter_gives_the_messages_wsproto_gives_in_any_chunking(
-    events: list[Event], data: st.DataObject, receiver: ConnectionType, lines: bool
+    events: list[Event], data: st.DataObject, receiver: ConnectionType, lines: bool, spans: bool
 ) -> None:
-    """Also with ``text_lines`` (text runs as lines): the same messages."""
+    """Also with ``text_lines`` (text runs as lines) and ``binary_spans``
+    (a client's batches as they arrived): the same messages."""
     sender = ConnectionType.SERVER if receiver is ConnectionType.CLIENT else ConnectionType.CLIENT
     wire = frames_from(sender, events)
     expected = wsproto_messages(receiver, wire)
-    collector = fed_in_chunks(receiver, wire, data, 6, lines=lines)
+    collector = fed_in_chunks(receiver, wire, data, 6, lines=lines, spans=spans)
     assert collector.got == expected
     assert not collector.splitter.passthrough  # nothing unusual in there
     # wsproto saw only the control frames, each one whole
@@ -266,15 +289,25 @@ def messages_of(batches: list[tuple[int, int, bytes]]) -> list[bytes]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(BATCHES, st.data(), st.sampled_from([ConnectionType.CLIENT, ConnectionType.SERVER]))
+@given(
+    BATCHES,
+    st.data(),
+    st.sampled_from([ConnectionType.CLIENT, ConnectionType.SERVER]),
+    st.booleans(),
+)
 def test_batches_of_same_length_frames_split_like_wsproto(
-    batches: list[tuple[int, int, bytes]], data: st.DataObject, receiver: ConnectionType
+    batches: list[tuple[int, int, bytes]],
+    data: st.DataObject,
+    receiver: ConnectionType,
+    spans: bool,
 ) -> None:
+    """Also with ``binary_spans``: a client's batches handed over as
+    BINARY_SPAN records, the messages before each first."""
     messages = messages_of(batches)
     sender = ConnectionType.SERVER if receiver is ConnectionType.CLIENT else ConnectionType.CLIENT
     wire = frames_from(sender, [BytesMessage(data=m) for m in messages])
     assert wsproto_messages(receiver, wire) == [(2, m) for m in messages]
-    collector = fed_in_chunks(receiver, wire, data, 4)
+    collector = fed_in_chunks(receiver, wire, data, 4, spans=spans)
     assert collector.got == [(2, m) for m in messages]
     assert collector.handed == [] and not collector.splitter.passthrough
 
@@ -655,7 +688,8 @@ def test_splitter_fast_paths_give_what_wsproto_alone_gives_around_unusual_frames
     masked = sender is ConnectionType.CLIENT
     wire = frames_from(sender, before) + UNUSUAL[unusual](masked) + frames_from(sender, after)
     expected = wsproto_messages(receiver, wire)
-    collector = fed_in_chunks(receiver, wire, data, 8)
+    spans = data.draw(st.booleans(), label="binary_spans")
+    collector = fed_in_chunks(receiver, wire, data, 8, spans=spans)
     assert collector.got == expected
     assert collector.splitter.passthrough
 
@@ -676,11 +710,14 @@ def test_long_batches_are_re_headed_in_place_as_wsproto_reads_them(
             ] + [b"last one"]
             wire = frames_from(sender, [BytesMessage(data=m) for m in messages])
             for cut in (len(wire), 7 + (n + 2) // 2, len(wire) - n):
-                collector = Collector(receiver)
-                collector.splitter.feed(wire[:cut])
-                collector.splitter.feed(wire[cut:])
-                assert collector.got == [(2, m) for m in messages], (n, count, cut)
-                assert collector.handed == [] and not collector.splitter.passthrough
+                for spans in (False, True):
+                    collector = Collector(receiver, spans=spans)
+                    collector.splitter.feed(wire[:cut])
+                    collector.splitter.feed(wire[cut:])
+                    assert collector.got == [(2, m) for m in messages], (n, count, cut)
+                    assert collector.handed == [] and not collector.splitter.passthrough
+                    # A client's batches come as spans (a server's are masked: never).
+                    assert bool(collector.spans) == (spans and receiver is ConnectionType.CLIENT)
 
 
 @pytest.mark.parametrize("n", [126, 127, 1030, 0xFFFF])
