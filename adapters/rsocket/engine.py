@@ -383,11 +383,13 @@ class RSocketEngine:
             return self.conn.data_to_send()
         # One record for all the frames (the transport makes each a
         # message), joined once from the core's pieces behind its head: not
-        # joined by the core, then copied whole to put the head in front
-        # (the server's output of stream1k, stream1kb of bench_tcp.py).
+        # joined by the core, then copied whole to put the head in front.
+        # A server's stream runs are frames already (``frame_runs``): FRAMED
+        # records between the others, written as they are (the server's
+        # output of stream1k, stream1kb of bench_tcp.py).
         out = b""
         pieces, framed = self.conn.framed_pieces_to_send()
-        if framed:  # (a server's stream: its runs are frames already)
+        if framed:
             out = framed_records(pieces, framed)
             pieces = []
         if pieces:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from sansrs.adapters.drive import ConnectionClosed, Loop, LoopConfig
@@ -95,6 +96,38 @@ def test_rsocket_every_interaction_model_over_ws(demo_server: Server, loop: str)
             assert list(items) == outbound
         big = bytes(range(256)) * (5 * 1024 * 1024 // 256)
         assert c.request_response(big, b"big", timeout=WAIT) == Payload(big, b"big")
+
+
+@pytest.mark.parametrize("size", [8, 1024])
+def test_rsocket_stream_over_ws_goes_as_framed_runs_and_comes_as_spans(
+    demo_server: Server, loop: str, size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream's items leave the server's core as WebSocket frames (FRAMED
+    records, written as they are) and reach the client's core as the
+    frames that arrived (BINARY_SPAN records cut where they lie): every
+    item once, in order, and both paths taken."""
+    from sansrs.adapters.transport.websocket.transport import WebSocketTransport
+
+    taken = {"framed": 0, "spans": 0}
+    send_framed = WebSocketTransport._send_framed
+    receive_span = Connection.receive_span
+
+    def counting_send(self: WebSocketTransport, data: bytes, start: int) -> int:
+        taken["framed"] += 1
+        return send_framed(self, data, start)
+
+    def counting_receive(self: Connection, *args: Any, **kwargs: Any) -> None:
+        taken["spans"] += 1
+        receive_span(self, *args, **kwargs)
+
+    monkeypatch.setattr(WebSocketTransport, "_send_framed", counting_send)
+    monkeypatch.setattr(Connection, "receive_span", counting_receive)
+    with connect(demo_server.url, loop=loop) as c:
+        request = json.dumps({"n": 20_000, "size": size})
+        with c.request_stream(request, prefetch=2048, timeout=WAIT) as items:
+            got = [p.data for p in items]
+    assert got == [str(i).zfill(size).encode() for i in range(20_000)]
+    assert taken["framed"] > 0 and taken["spans"] > 0, taken
 
 
 def test_rsocket_fragmented_payloads_over_ws(demo_server: Server, loop: str) -> None:
