@@ -294,35 +294,20 @@ class MessageReader:
             and _HEADER.unpack_from(data)[1] == len(data) - 5
         ):
             return [(data[0], data[5:])]
-        if buffer:
-            buffer += data
-            data = bytes(buffer)
-            buffer.clear()
+        data, records = self.feed_whole(data)
         out: list[tuple[int, bytes]] = []
         append = out.append
-        unpack = _HEADER.unpack_from
-        end = len(data)
-        off = 0
-        while end - off >= 5:
-            kind, length = unpack(data, off)
-            if kind not in _KINDS:
-                raise RecordError(f"unknown record kind {kind:#x} at offset {off}")
-            stop = off + 5 + length
-            if stop > end:
-                break
+        for kind, start, stop in records:
             if kind & 0x10 and kind != 0x15 and not self._keep_runs:
                 # A run or a span: its messages one by one.
                 if kind == 0x13:
-                    out += [(1, line) for line in split_lines(data[off + 5 : stop])]
+                    out += [(1, line) for line in split_lines(data[start:stop])]
                 elif kind == 0x14:
-                    out += split_span(data, off + 5, stop)
+                    out += split_span(data, start, stop)
                 else:
-                    out += split_run(data, off + 5, stop, kind & 0x0F)
+                    out += split_run(data, start, stop, kind & 0x0F)
             else:
-                append((kind, data[off + 5 : stop]))
-            off = stop
-        if off < end:
-            buffer += memoryview(data)[off:]
+                append((kind, data[start:stop]))
         return out
 
 
