@@ -561,7 +561,7 @@ def faults_client(url: str, kib: int, items: int) -> None:
     from sansrs.adapters.rsocket import connect
     from sansrs.adapters.transport.websocket import transport
 
-    transport.RECV_MAX = kib * 1024
+    transport.RECV_MAX = transport.SPAN_RECV_MAX = kib * 1024
     request = json.dumps({"n": items, "size": 1024})
     got = 0
     with connect(url) as client:

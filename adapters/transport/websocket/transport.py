@@ -60,6 +60,14 @@ SEND_BATCH = 256 * 1024
 #: at this size: the client of stream1k, stream1kb of bench_tcp.py). Small
 #: messages take what the driver asks: fewer turns (stream16).
 RECV_MAX = 120 * 1024
+#: The same for reads that become BINARY_SPAN records
+#: (``WebSocketOptions.binary_spans``): the read and its span are the only
+#: buffers of its size (no run is copied out), and a fresh client process
+#: of 1 KiB items took 0.006 faults per item reading 256 KiB at once, 0.005
+#: at 120 KiB, for 10 % less CPU per item (``bench_websocket.py --faults``;
+#: docs/performance.md, "WebSocket ends in process"): fewer reads, each a
+#: core call, an event and a wake-up of the consumer.
+SPAN_RECV_MAX = 256 * 1024
 _NO_MAX = 1 << 62
 #: Records an engine may queue on a server connection before its upgrade is
 #: complete (an engine normally sends nothing before the peer spoke).
@@ -464,7 +472,7 @@ class WebSocketTransport:
                 large = record[5] or record[6] or record[7] >= 126
                 self._recv_max = RECV_MAX if large else _NO_MAX
             elif record[0] == _SPAN:  # (a header of 2 bytes: a length under 126)
-                self._recv_max = RECV_MAX if record[5] > 2 else _NO_MAX
+                self._recv_max = SPAN_RECV_MAX if record[5] > 2 else _NO_MAX
 
     def _on_message(self, opcode: int, payload: bytes) -> None:
         """A whole data message from the fast path (size already checked)."""

@@ -505,6 +505,29 @@ class _MeteredStream(FakeStream):
 
 
 @pytest.mark.parametrize("n", [16, 125, 126, 1030])
+def test_reads_of_large_messages_as_spans_are_of_span_recv_max(n: int) -> None:
+    """With ``binary_spans`` a read of large messages becomes a span (no
+    run copied out of it): reads of SPAN_RECV_MAX once the transport saw
+    them; small messages, what the driver asks. Every message arrives."""
+    options = WebSocketOptions(binary_spans=True)
+    client, _, server, server_stream = open_pair(options)
+    metered = _MeteredStream()
+    client._stream = metered
+    messages = batch(n, 600 * 1024 // n, 3)
+    offered = bytearray(encode_record_run(run_of(messages)))
+    while offered:
+        del offered[: server.send(offered)]
+    metered.chunk = bytes(server_stream.written)
+    got: list[tuple[int, bytes]] = []
+    while metered.chunk:
+        with contextlib.suppress(BlockingIOError):
+            got += MessageReader().feed(client.recv(512 * 1024))
+    assert got == [(2, m) for m in messages]
+    later = set(metered.asked[1:])
+    assert later == ({ws_transport.SPAN_RECV_MAX} if n >= 126 else {512 * 1024})
+
+
+@pytest.mark.parametrize("n", [16, 125, 126, 1030])
 def test_reads_of_large_messages_stay_below_the_size_whose_buffers_page_fault(n: int) -> None:
     """A driver asking for 256 KiB reads a stream of messages of 126 bytes
     or more (1 KiB items) at most RECV_MAX at a time once it saw them (each
