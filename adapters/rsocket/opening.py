@@ -168,12 +168,9 @@ def receive_span(self: EngineState, buf: bytes, start: int, stop: int, now: floa
     ``binary_spans``): equal messages, each behind its WebSocket header,
     cut by the core where they lie (``Connection.receive_span``)."""
     count, size, skip = ws.span_fields(buf, start, stop)
-    if self._opening:
-        # The first bytes are looked at as a byte stream (rare: a span first).
-        prefix = size.to_bytes(3, "big")
-        messages = [message for _, message in ws.split_span(buf, start, stop)]
-        self._receive_stream(prefix.join((b"", *messages)), now)
-        return
+    # Spans reach clients only (a server's reads are masked), whose first
+    # read is looked at for an HTTP answer: WebSocket messages are none.
+    self._opening = False
     try:
         self.conn.receive_span(buf, start + 5, count, size, skip, now)
     except core.RemoteProtocolError as exc:

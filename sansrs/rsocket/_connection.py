@@ -300,7 +300,7 @@ class Connection:
         if not self._prefixed:
             raise LocalProtocolError("data_to_send: this connection uses message framing")
         out = self._out
-        if out.framed_head is not None:
+        if out.framed_head is not None or out.framed:
             raise LocalProtocolError(f"data_to_send: runs are framed (frame_runs): {_FRAMED}")
         if out.retained is not None:
             self._resume.before_send()
@@ -314,7 +314,7 @@ class Connection:
         if not self._prefixed:
             raise LocalProtocolError("pieces_to_send: this connection uses message framing")
         out = self._out
-        if out.framed_head is not None:
+        if out.framed_head is not None or out.framed:
             raise LocalProtocolError(f"pieces_to_send: runs are framed (frame_runs): {_FRAMED}")
         if out.retained is not None:
             self._resume.before_send()
@@ -329,8 +329,10 @@ class Connection:
         transport writes the run as it is. ``framed_pieces_to_send`` then
         says which pieces those are; ``data_to_send`` and ``pieces_to_send``
         are refused (they would mix the two framings). ``None``: back to
-        length prefixes only. Nothing changes while frames are retained (a
-        resumable session): its items take ``send_payload``'s second path."""
+        length prefixes for what is queued next (runs framed before still
+        go by ``framed_pieces_to_send``). Nothing changes while frames are
+        retained (a resumable session): its items take ``send_payload``'s
+        second path."""
         if not self._prefixed:
             raise LocalProtocolError("frame_runs: this connection uses message framing")
         self._out.framed_head = head

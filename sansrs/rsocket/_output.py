@@ -141,7 +141,6 @@ class Output:
         pieces = self.pieces
         if not pieces:
             return b""
-        assert not self.framed, "framed runs are taken by take_framed_pieces"
         data = b"".join(pieces)
         pieces.clear()
         self.size = 0

@@ -152,6 +152,8 @@ def test_rsocket_frame_runs_refuses_the_byte_stream_output_calls() -> None:
     with pytest.raises(LocalProtocolError, match="framed_pieces_to_send"):
         pair.server.pieces_to_send()
     pair.server.frame_runs(None)  # back to length prefixes for what comes next
+    with pytest.raises(LocalProtocolError, match="framed_pieces_to_send"):
+        pair.server.data_to_send()  # (the runs framed before are still queued)
     assert pair.server.framed_pieces_to_send()[1] == [0]  # what was framed stays so
     pair.server.send_payloads(sid, [b"y" * 16] * 5)
     assert unprefix(pair.server.data_to_send()) == [
