@@ -107,6 +107,15 @@ class LoopConnection:
             if hasattr(type(transport), "send_pieces")
             else None
         )
+        #: What the engine holds unsent: the pieces path leaves its output
+        #: there while the socket is full, and it counts against
+        #: ``high_water`` like ours (else the pump would go on filling the
+        #: engine up to its own, larger limit).
+        self._engine_queued: Callable[[], int] | None = (
+            (lambda: engine.queued_output)  # type: ignore[attr-defined]
+            if self._gather is not None
+            else None
+        )
         self._interest = 0
         self._eof = False
         self._stopping = False
@@ -194,6 +203,15 @@ class LoopConnection:
         buffer and what the transport holds (WebSocket frames, pongs)."""
         held = self._held
         return len(self._out) + self._rest_size + (held() if held is not None else 0)
+
+    def _below_high_water(self) -> bool:
+        """Owner: the unwritten output (ours and the engine's) is below
+        ``high_water``: the engine may be pumped."""
+        unwritten = len(self._out) + self._rest_size
+        queued = self._engine_queued
+        if queued is not None:
+            unwritten += queued()
+        return unwritten < self._loop.config.high_water
 
     def wait_until(self, ready: Callable[[], bool], timeout: float | None = None) -> None:
         """Any thread but the owner: return once ``ready()`` holds, checked
@@ -576,8 +594,7 @@ class LoopConnection:
         deadline = self._deadline
         if deadline is not None and now >= deadline:
             engine.handle_timeout(now)
-        high = config.high_water
-        more = engine.pump() if len(out) + self._rest_size < high else True
+        more = engine.pump() if self._below_high_water() else True
         self.write_now(pieces=True)
         if self._wrote:
             self._wrote = False
@@ -607,6 +624,10 @@ class LoopConnection:
         if self._held is not None:
             pending += self._held()
         pause = config.pause_reading_at
+        if pause is not None and self._engine_queued is not None:
+            # Output the engine holds while the socket is full (answers
+            # included) counts too: reading more would only add to it.
+            pause -= self._engine_queued()
         reading = not self._eof and (pause is None or pending < pause)
         interest = (READ if reading else 0) | (WRITE if pending else 0)
         if interest != self._interest:

@@ -78,6 +78,8 @@ class Direct(Protocol):
 
     def wake(self) -> None: ...
 
+    def _below_high_water(self) -> bool: ...
+
     def write_now(self) -> None: ...
 
     def _write(self, data: bytes) -> None: ...
@@ -261,7 +263,7 @@ def idle_for_direct(self: Direct, now: float) -> bool:
 
 def flush(self: Direct, now: float) -> None:
     """Driving thread (direct call): pump what is ready and write it."""
-    if len(self._out) + self._rest_size < self._loop.config.high_water:
+    if self._below_high_water():
         self.engine.pump()
     self.write_now()
     if self._wrote:

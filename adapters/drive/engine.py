@@ -32,7 +32,10 @@ class Engine(Protocol):
     ``next_deadline`` whether a turn is owed; it clears it. And a
     ``pieces_to_send(at_least)`` method: ``data_to_send()`` as a list of
     pieces, not joined, when at least that many bytes are queued (None
-    otherwise): a transport with ``send_pieces`` writes them at once."""
+    otherwise): a transport with ``send_pieces`` writes them at once; such
+    an engine also has ``queued_output`` (bytes it holds unsent: a driver
+    whose socket is full leaves them there, and counts them against
+    ``LoopConfig.high_water`` with its own)."""
 
     def receive_data(self, data: bytes, now: float) -> None:
         """Bytes from the peer (``b""`` at end of stream): parse and dispatch."""

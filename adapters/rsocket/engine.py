@@ -368,6 +368,12 @@ class RSocketEngine:
                 else:
                     fn()
 
+    @property
+    def queued_output(self) -> int:
+        """Bytes queued in the core, not yet taken (``pieces_to_send``
+        leaves them here while the socket is full)."""
+        return self.conn.queued_output
+
     def pieces_to_send(self, at_least: int) -> list[bytes] | None:
         """``data_to_send()`` as pieces, not joined, when ``at_least`` bytes
         are queued (the driver writes them with one ``sendmsg``: a large

@@ -10,9 +10,13 @@ connection dies."""
 
 from __future__ import annotations
 
+import array
 import contextlib
+import fcntl
 import itertools
 import socket
+import sys
+import termios
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -298,6 +302,29 @@ def test_rsocket_resumable_fire_and_forget_waits_for_room_while_the_peer_reads_n
         peer.close()
 
 
+#: One of the channel's items as a PAYLOAD frame on the wire (the length
+#: prefix, the 6-byte header, the data: no metadata).
+CHANNEL_FRAME = 3 + 6 + len(ITEM)
+#: A turn queues a stream's items up to ``high_water`` bytes of them
+#: (``Outbounds.turn_bytes``), counted without their frames' heads.
+TURN = HIGH // len(ITEM) * CHANNEL_FRAME
+
+
+def _kernel_queued(client_fd: int, peer_fd: int) -> int:
+    """Bytes the kernels hold between the client and the peer: the
+    client's send queue (unacknowledged, SIOCOUTQ) and the peer's receive
+    queue (unread, FIONREAD). A byte passing from one to the other while
+    they are read may count twice, never not at all."""
+    if not sys.platform.startswith("linux"):
+        return 512 * 1024  # what small buffers may be taken past, assumed
+    queued = 0
+    for fd, request in ((client_fd, termios.TIOCOUTQ), (peer_fd, termios.FIONREAD)):
+        count = array.array("i", [0])
+        fcntl.ioctl(fd, request, count)
+        queued += count[0]
+    return queued
+
+
 class Counted:
     """A server's fire-and-forget handler that counts, and tells waiters."""
 
@@ -356,10 +383,17 @@ def test_rsocket_resumable_fire_and_forget_waiting_for_room_goes_on_after_a_resu
 class GrantingPeer(StalledPeer):
     """A StalledPeer that reads the client's SETUP and REQUEST_CHANNEL,
     grants the channel all the credit it may ask for (REQUEST_N 2^31-1),
-    and then reads nothing."""
+    and then reads nothing (``sock``: its end, once ``accepted``)."""
+
+    def __init__(self, ws: bool) -> None:
+        self.accepted = threading.Event()
+        self.sock: socket.socket | None = None
+        super().__init__(ws)
 
     def _serve(self) -> None:
         sock, _ = self.listener.accept()
+        self.sock = sock
+        self.accepted.set()
         with sock, contextlib.suppress(OSError):
             got = b""
             frames = 0
@@ -380,7 +414,8 @@ def test_rsocket_channel_items_are_pulled_only_while_the_output_has_room(loop: s
     # A client's channel to a peer that grants all the credit there is and
     # reads nothing: its items are pulled (on a worker) only as the pump
     # asks, within the sources' budget, and the pump stops at high_water
-    # (each bound alone holds it here: a turn's bytes, the budget), so the
+    # (the output the core holds while the socket is full counts: it grew
+    # to max_queued_output, 4 MiB, with 64 KiB of high_water), so the
     # iterable is not drained into memory however many turns run.
     config = LoopConfig(high_water=HIGH, source_budget=HIGH)
     driver: Loop | str = "thread" if loop == "thread" else Loop(config)
@@ -399,16 +434,24 @@ def test_rsocket_channel_items_are_pulled_only_while_the_output_has_room(loop: s
         conn: Any = client._thread
         inbound = client.request_channel(items())
         conn.wait_until(lambda: _unwritten(client) >= HIGH, WAIT)
-        # What may have been pulled: the output up to high_water and a
-        # turn's worth past it, the sources' budget, what the kernels took
-        # (small buffers both ends).
-        most = (3 * HIGH + 512 * 1024) // len(ITEM)
-        for _ in range(50):  # turns, each one a chance to pump and pull more
+        for _ in range(200):  # turns, each one a chance to pump and pull more
             turned = threading.Event()
             conn.call_soon(turned.set)
             assert turned.wait(WAIT)
-        assert pulled[0] <= most
-        first = pulled[0]
+        # The unwritten output (the driver's and the core's) stops within a
+        # turn's items past high_water. Every item pulled is on its way
+        # (that output, then the two kernels' queues, measured: on loopback
+        # they may take more than their small buffers say) or among what
+        # the sources' budget lets be pulled ahead (and the one item a
+        # worker holds beyond it).
+        assert peer.accepted.wait(WAIT) and peer.sock is not None
+        pulled_now = pulled[0]
+        unwritten = _unwritten(client)
+        kernels = _kernel_queued(client.transport.fileno(), peer.sock.fileno())
+        assert unwritten < HIGH + TURN, unwritten
+        on_the_way = (unwritten + kernels) // CHANNEL_FRAME + 1  # + the REQUEST_CHANNEL's item
+        assert pulled_now <= on_the_way + HIGH // len(ITEM) + 2, (pulled_now, unwritten, kernels)
+        first = pulled_now
         peer.go()  # it reads: the channel flows again
         conn.wait_until(lambda: pulled[0] > first, WAIT)
         inbound.close()
