@@ -9,7 +9,7 @@ import resource
 import select
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from sansrs.adapters.drive import ConnectionClosed, Loop, LoopConfig, LoopConnection, LoopServer
@@ -20,6 +20,7 @@ from sansrs.adapters.rsocket.types import Payload
 from sansrs.adapters.transport import Transport, listen, open_transport
 
 from tests.adapters.drive.test_threads import LineEcho, check_calls_run_on_the_owner
+from tests.adapters.kernel_queues import kernel_queued
 
 WAIT = 10.0
 
@@ -27,8 +28,11 @@ WAIT = 10.0
 class LoopServed:
     """A LineEcho server on one selector loop."""
 
-    def __init__(self, config: LoopConfig | None = None) -> None:
+    def __init__(
+        self, config: LoopConfig | None = None, engine: Callable[[], LineEcho] = LineEcho
+    ) -> None:
         self.loop = Loop(config, name="srv-loop").start()
+        self.engine = engine
         self.engines: list[LineEcho] = []
         self.conns: list[LoopConnection] = []
         self.server = LoopServer(self.loop, listen("tcp://127.0.0.1:0"), self.make).start()
@@ -36,7 +40,7 @@ class LoopServed:
         self.accepted = threading.Semaphore(0)
 
     def make(self, transport: Transport) -> LoopConnection:
-        engine = LineEcho()
+        engine = self.engine()
         conn = self.loop.add_connection(transport, engine)
         self.engines.append(engine)
         self.conns.append(conn)
@@ -203,6 +207,83 @@ def test_peer_that_does_not_read_is_not_read_from() -> None:
         reader.join(WAIT)
         assert not reader.is_alive()
         assert received[0] == sent + pad + 4
+    finally:
+        sock.close()
+        s.server.close(timeout=WAIT)
+        s.loop.stop(WAIT)
+
+
+class PiecesEcho(LineEcho):
+    """A LineEcho whose output a TCP connection takes as pieces (as the
+    RSocket engine's): what the socket does not take stays in the engine
+    (``queued_output``) until the connection's own buffer has drained."""
+
+    def pieces_to_send(self, at_least: int) -> list[bytes] | None:
+        if self.queued_output < at_least:
+            return None
+        pieces, self.out = self.out, []
+        return pieces
+
+    @property
+    def queued_output(self) -> int:
+        return sum(map(len, self.out))
+
+
+def test_output_the_engine_holds_counts_against_high_water_and_pause_reading_at() -> None:
+    """A peer asks for a large output, reads nothing and goes on sending
+    lines (each a turn, each answered): the output left in the engine while
+    the socket is full counts with the connection's buffer, so the engine
+    stops being pumped at high_water and the peer stops being read at
+    pause_reading_at (before, the pump filled the engine a pump's output
+    per turn and reading never paused: the peer's flood of lines grew the
+    engine without bound). Everything arrives once the peer reads."""
+    config = LoopConfig(high_water=64 * 1024, pause_reading_at=256 * 1024)
+    s = LoopServed(config, PiecesEcho)
+    sock = _raw_client(s.url)
+    big = 64 * 1024 * 1024
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+        sock.sendall(b"big %d\n" % big)
+        sock.setblocking(False)
+        line = b"y" * 1023 + b"\n"
+        sent = 0
+        while sent < 64 * 1024 * 1024:  # until the server stops taking bytes
+            _, writable, _ = select.select([], [sock], [], 0.5)
+            if not writable:
+                break
+            try:
+                sent += sock.send(line * 16)
+            except BlockingIOError:
+                continue
+        assert sent < 16 * 1024 * 1024, sent
+        engine = s.engines[0]
+
+        def unwritten() -> tuple[int, int]:
+            return s.conns[0].buffered, engine.queued_output
+
+        buffered, held = s.on_loop(unwritten)  # type: ignore[misc]
+        produced = big - engine.to_produce
+        kernels = kernel_queued(s.conns[0].transport.fileno(), sock.fileno())
+        # Made: what the kernels took (measured: the server's send buffer
+        # grows by itself), high_water and a pump (64 KiB) past it.
+        assert produced <= kernels + 64 * 1024 + 64 * 1024, (produced, kernels)
+        # Held: pause_reading_at and a read's answers (recv_size, 256 KiB).
+        assert buffered + held <= 256 * 1024 + 256 * 1024, (buffered, held)
+        sock.setblocking(True)
+        sock.settimeout(WAIT)
+        received = [0]
+
+        def read_all() -> None:
+            while data := sock.recv(1 << 20):
+                received[0] += len(data)
+
+        reader = threading.Thread(target=read_all)
+        reader.start()
+        pad = (-sent) % len(line)  # finish the line a partial send cut
+        sock.sendall(line[len(line) - pad :] + b"bye\n" if pad else b"bye\n")
+        reader.join(WAIT)
+        assert not reader.is_alive()
+        assert received[0] == big + sent + pad + 4
     finally:
         sock.close()
         s.server.close(timeout=WAIT)

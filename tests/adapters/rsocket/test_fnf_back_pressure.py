@@ -10,13 +10,9 @@ connection dies."""
 
 from __future__ import annotations
 
-import array
 import contextlib
-import fcntl
 import itertools
 import socket
-import sys
-import termios
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -32,6 +28,7 @@ from wsproto.events import AcceptConnection
 from wsproto.events import Request as WsRequest
 
 from sansrs.rsocket import RequestNFrame, encode_frame_prefixed
+from tests.adapters.kernel_queues import kernel_queued
 from tests.adapters.rsocket.chaos import ChaosProxy, Fault
 
 WAIT = 10.0
@@ -310,21 +307,6 @@ CHANNEL_FRAME = 3 + 6 + len(ITEM)
 TURN = HIGH // len(ITEM) * CHANNEL_FRAME
 
 
-def _kernel_queued(client_fd: int, peer_fd: int) -> int:
-    """Bytes the kernels hold between the client and the peer: the
-    client's send queue (unacknowledged, SIOCOUTQ) and the peer's receive
-    queue (unread, FIONREAD). A byte passing from one to the other while
-    they are read may count twice, never not at all."""
-    if not sys.platform.startswith("linux"):
-        return 512 * 1024  # what small buffers may be taken past, assumed
-    queued = 0
-    for fd, request in ((client_fd, termios.TIOCOUTQ), (peer_fd, termios.FIONREAD)):
-        count = array.array("i", [0])
-        fcntl.ioctl(fd, request, count)
-        queued += count[0]
-    return queued
-
-
 class Counted:
     """A server's fire-and-forget handler that counts, and tells waiters."""
 
@@ -447,7 +429,7 @@ def test_rsocket_channel_items_are_pulled_only_while_the_output_has_room(loop: s
         assert peer.accepted.wait(WAIT) and peer.sock is not None
         pulled_now = pulled[0]
         unwritten = _unwritten(client)
-        kernels = _kernel_queued(client.transport.fileno(), peer.sock.fileno())
+        kernels = kernel_queued(client.transport.fileno(), peer.sock.fileno())
         assert unwritten < HIGH + TURN, unwritten
         on_the_way = (unwritten + kernels) // CHANNEL_FRAME + 1  # + the REQUEST_CHANNEL's item
         assert pulled_now <= on_the_way + HIGH // len(ITEM) + 2, (pulled_now, unwritten, kernels)
