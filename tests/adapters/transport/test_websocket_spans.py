@@ -227,7 +227,7 @@ def test_a_framed_record_waits_behind_a_pong_and_is_dropped_once_closing() -> No
     assert stream.written == b""
 
 
-def test_a_client_refusesframed_records_it_must_mask_each_frame() -> None:
+def test_a_client_refuses_framed_records_it_must_mask_each_frame() -> None:
     client = open_pair()[0]
     with pytest.raises(ValueError, match="masks each frame"):
         client.send(framed_record([b"c" * 22]))
@@ -241,9 +241,10 @@ def test_a_client_refusesframed_records_it_must_mask_each_frame() -> None:
 def test_the_engines_records_keep_framed_runs_and_plain_pieces_in_order(
     order: list[str],
 ) -> None:
-    """``framed_records``: each framed run (two pieces) a FRAMED record,
-    the length-prefixed pieces between them BINARY_RUNs, in order; through
-    a server transport, the frames of each in that order."""
+    """``framed_records``: framed runs (two pieces each) one after another
+    one FRAMED record (the transport writes it in one call), the
+    length-prefixed pieces between them BINARY_RUNs, in order; through a
+    server transport, the frames of each in that order."""
     pieces: list[bytes] = []
     framed: list[int] = []
     messages: list[bytes] = []
@@ -257,6 +258,13 @@ def test_the_engines_records_keep_framed_runs_and_plain_pieces_in_order(
             pieces += [(10 + i).to_bytes(3, "big") + item for item in items]
         messages += items
     record = bytearray(framed_records(pieces, framed))
+    kinds = []
+    at = 0
+    while at < len(record):
+        kinds.append(record[at])
+        at += 5 + int.from_bytes(record[at + 1 : at + 5], "big")
+    runs = [part for i, part in enumerate(order) if i == 0 or order[i - 1] != part]
+    assert kinds == [MessageKind.FRAMED if r == "framed" else MessageKind.BINARY_RUN for r in runs]
     server = open_pair()[2]
     server._stream = TrickleStream([10**6])
     while record:  # (as a driver: what is acknowledged goes, the rest is offered again)
