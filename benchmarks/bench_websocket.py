@@ -73,6 +73,15 @@ per item, median of ``--runs`` alternating rounds (``stream16`` /
 
     .venv/bin/python benchmarks/bench_websocket.py --ends --runs 7
 
+``--fnf-ends``: each end of 16-byte fire-and-forgets the same way: the
+client's core queueing them (``request_fnf_many``, 512 at a time) and, over
+ws://, the record and the transport's framing and masking; the server's
+reads of 256 KiB (over ws:// unmasked and re-headed), records and core
+events (``fnf_runs``); and the floor of any masking of many frames at once
+in Python: a 28-byte frame's bytes to an integer and back::
+
+    .venv/bin/python benchmarks/bench_websocket.py --fnf-ends --runs 5
+
 ``--mask``: ``frames.mask`` alone, ns of CPU per message for payloads of
 16 B to 1 MiB (integers below ``frames.TRANSLATE_FROM``, byte columns by
 translation from it on)::
@@ -550,6 +559,118 @@ def main_ends(runs: int) -> None:
               f"{med[3]:.0f} | {med[4]:.0f} | {med[5]:.0f} | {client:.2f}x |", flush=True)
 
 
+FNF_BATCH = 512
+
+
+def _fnf_pair() -> tuple[CoreConnection, CoreConnection]:
+    """A client and a server core past SETUP, the server reporting runs of
+    REQUEST_FNF as one event (``fnf_runs``, as ``sansrs serve``)."""
+    client = CoreConnection(Role.CLIENT)
+    server = CoreConnection(Role.SERVER, ConnectionConfig(fnf_runs=True))
+    client.setup()
+    server.receive_data(client.data_to_send())
+    server.accept_setup()
+    server.events()
+    server.data_to_send()
+    return client, server
+
+
+def measure_fnf_client_end(count: int, websocket: bool) -> float:
+    """ns of CPU per 16-byte fire-and-forget: the client's core queueing
+    them (``request_fnf_many``, batches of FNF_BATCH) and, over ws://, the
+    BINARY_RUN record and the transport's framing and masking."""
+    client, _ = _fnf_pair()
+    items = [str(i).encode().zfill(16) for i in range(FNF_BATCH)]
+    transport = _stream_transport(True, _Socket())
+    rounds = count // FNF_BATCH
+    gc.collect()
+    start = time.process_time()
+    for _ in range(rounds):
+        client.request_fnf_many(items)
+        pieces = client.pieces_to_send()
+        if websocket:
+            pieces.insert(0, record_head(MessageKind.BINARY_RUN, sum(map(len, pieces))))
+            transport.send(b"".join(pieces))
+    return (time.process_time() - start) / (rounds * FNF_BATCH) * 1e9
+
+
+def _fnf_reads(count: int, websocket: bool) -> list[bytes]:
+    client, _ = _fnf_pair()
+    items = [str(i).encode().zfill(16) for i in range(FNF_BATCH)]
+    chunks = []
+    for _ in range(count // FNF_BATCH):
+        client.request_fnf_many(items)
+        chunks.append(client.data_to_send())
+    data = b"".join(chunks)
+    if websocket:
+        data = encode_run(data, KeySource())[0]
+    return [data[i : i + 256 * 1024] for i in range(0, len(data), 256 * 1024)]
+
+
+def measure_fnf_server_end(reads: list[bytes], websocket: bool) -> float:
+    """ns of CPU per fire-and-forget: the server's reads of 256 KiB (over
+    ws://: unmasked and re-headed by the transport, records as the engine
+    reads them) and its core's events."""
+    _, server = _fnf_pair()
+    transport = _stream_transport(False, _Reads(list(reads), 0))
+    reader = MessageReader(keep_runs=True)
+    got = 0
+    gc.collect()
+    start = time.process_time()
+    for data in reads:
+        if websocket:
+            try:
+                data = transport.recv(256 * 1024)
+            except BlockingIOError:
+                continue
+            buf, records = reader.feed_whole(data)
+            for _, begin, stop in records:
+                server.receive_data(buf[begin:stop])
+        else:
+            server.receive_data(data)
+        for ev in server.events():
+            got += len(ev.data)  # type: ignore[attr-defined]
+    seconds = time.process_time() - start
+    assert got == len(b"".join(reads)) // (28 if websocket else 25), got  # every one, as a run
+    return seconds / got * 1e9
+
+
+def measure_xor_floor(count: int) -> float:
+    """ns of CPU per 16-byte fire-and-forget's masked frame (28 bytes) for
+    the two conversions any XOR of many frames at once needs in Python
+    (bytes to integer and back: the stdlib has no XOR of bytes)."""
+    frames = os.urandom(28 * FNF_BATCH)
+    rounds = count // FNF_BATCH
+    gc.collect()
+    start = time.process_time()
+    for _ in range(rounds):
+        int.from_bytes(frames, "little").to_bytes(len(frames), "little")
+    return (time.process_time() - start) / (rounds * FNF_BATCH) * 1e9
+
+
+def main_fnf_ends(runs: int, count: int = 200_000) -> None:
+    from raw_peer import settle_allocator
+
+    settle_allocator()
+    print(f"load average at start: {os.getloadavg()[0]:.2f}; "
+          "ns of CPU per 16-byte fire-and-forget")
+    reads = {ws: _fnf_reads(count, ws) for ws in (False, True)}
+    rounds = [
+        (measure_fnf_client_end(count, False), measure_fnf_client_end(count, True),
+         measure_fnf_server_end(reads[False], False), measure_fnf_server_end(reads[True], True),
+         measure_xor_floor(count))
+        for _ in range(runs)
+    ]
+    med = [statistics.median(r[k] for r in rounds) for k in range(5)]
+    client = statistics.median(r[1] / r[0] for r in rounds)
+    server = statistics.median(r[3] / r[2] for r in rounds)
+    print("| client TCP | ws:// | ws / TCP | server TCP | ws:// | ws / TCP | "
+          "bytes -> int -> bytes, 28 B |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print(f"| {med[0]:.0f} | {med[1]:.0f} | {client:.2f}x | {med[2]:.0f} | {med[3]:.0f} | "
+          f"{server:.2f}x | {med[4]:.0f} |", flush=True)
+
+
 def faults_client(url: str, kib: int, items: int) -> None:
     """One client process that never settled its allocator, as an
     application's: a stream of ``items`` 1 KiB items over ``url`` (a list
@@ -647,6 +768,8 @@ def main() -> None:
                         help=argparse.SUPPRESS)
     parser.add_argument("--ends", action="store_true",
                         help="each end of a stream (core, records, transport), ws:// and TCP")
+    parser.add_argument("--fnf-ends", action="store_true",
+                        help="each end of 16-byte fire-and-forgets in process, ws:// and TCP")
     parser.add_argument("--mask", action="store_true",
                         help="frames.mask per message, 16 B to 1 MiB payloads")
     args = parser.parse_args()
@@ -662,6 +785,9 @@ def main() -> None:
         return
     if args.ends:
         main_ends(args.runs)
+        return
+    if args.fnf_ends:
+        main_fnf_ends(args.runs)
         return
     if args.streams:
         main_streams(args.runs, args.read or [])
