@@ -164,6 +164,48 @@ def test_slow_reader_never_delays_other_connections(served: LoopServed) -> None:
         assert isinstance(buffered, int) and buffered < 2 * 1024 * 1024
 
 
+LINE = b"y" * 1023 + b"\n"
+
+
+def _flood(sock: socket.socket) -> int:
+    """Send lines (non-blocking) until the server stops taking bytes: once
+    nothing drains for 0.5 s it has stopped reading (a server that reads on
+    takes all 64 MiB: the proof that it did not pause). Returns the bytes sent."""
+    sock.setblocking(False)
+    chunk = LINE * 64
+    sent = 0
+    while sent < 64 * 1024 * 1024:
+        _, writable, _ = select.select([], [sock], [], 0.5)
+        if not writable:
+            break
+        try:
+            sent += sock.send(chunk)
+        except BlockingIOError:
+            continue
+    return sent
+
+
+def _read_all_after_bye(sock: socket.socket, sent: int) -> int:
+    """Read everything (reading resumes) while finishing the line a partial
+    send cut and saying ``bye``: the bytes received, less the echo of
+    those two."""
+    sock.setblocking(True)
+    sock.settimeout(WAIT)
+    received = [0]
+
+    def read_all() -> None:
+        while data := sock.recv(1 << 20):
+            received[0] += len(data)
+
+    reader = threading.Thread(target=read_all)
+    reader.start()
+    pad = (-sent) % len(LINE)
+    sock.sendall(LINE[len(LINE) - pad :] + b"bye\n")
+    reader.join(WAIT)
+    assert not reader.is_alive()
+    return received[0] - pad - 4
+
+
 def test_peer_that_does_not_read_is_not_read_from() -> None:
     """Back-pressure on output: a peer that sends requests but never reads
     the answers stops being read once its output passes pause_reading_at;
@@ -173,40 +215,11 @@ def test_peer_that_does_not_read_is_not_read_from() -> None:
     sock = _raw_client(s.url)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
-        sock.setblocking(False)
-        line = b"y" * 1023 + b"\n"
-        chunk = line * 64
-        sent = 0
-        # Send until the server stops taking bytes: once nothing drains for
-        # 0.5 s the server has stopped reading (without the pause it reads on
-        # and its output buffer grows without bound: 64 MiB is the proof).
-        while sent < 64 * 1024 * 1024:
-            _, writable, _ = select.select([], [sock], [], 0.5)
-            if not writable:
-                break
-            try:
-                sent += sock.send(chunk)
-            except BlockingIOError:
-                continue
+        sent = _flood(sock)
         assert sent < 16 * 1024 * 1024, sent
         buffered = s.on_loop(lambda: max(c.buffered for c in s.conns))
         assert isinstance(buffered, int) and buffered < 256 * 1024 + 256 * 1024 + 64 * 1024
-        # Now read everything: reading resumes and every line comes back.
-        sock.setblocking(True)
-        sock.settimeout(WAIT)
-        received = [0]
-
-        def read_all() -> None:
-            while data := sock.recv(1 << 20):
-                received[0] += len(data)
-
-        reader = threading.Thread(target=read_all)
-        reader.start()
-        pad = (-sent) % len(line)  # finish the line a partial send cut
-        sock.sendall(line[len(line) - pad :] + b"bye\n" if pad else b"bye\n")
-        reader.join(WAIT)
-        assert not reader.is_alive()
-        assert received[0] == sent + pad + 4
+        assert _read_all_after_bye(sock, sent) == sent  # every line came back
     finally:
         sock.close()
         s.server.close(timeout=WAIT)
@@ -244,17 +257,7 @@ def test_output_the_engine_holds_counts_against_high_water_and_pause_reading_at(
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
         sock.sendall(b"big %d\n" % big)
-        sock.setblocking(False)
-        line = b"y" * 1023 + b"\n"
-        sent = 0
-        while sent < 64 * 1024 * 1024:  # until the server stops taking bytes
-            _, writable, _ = select.select([], [sock], [], 0.5)
-            if not writable:
-                break
-            try:
-                sent += sock.send(line * 16)
-            except BlockingIOError:
-                continue
+        sent = _flood(sock)
         assert sent < 16 * 1024 * 1024, sent
         engine = s.engines[0]
 
@@ -269,21 +272,7 @@ def test_output_the_engine_holds_counts_against_high_water_and_pause_reading_at(
         assert produced <= kernels + 64 * 1024 + 64 * 1024, (produced, kernels)
         # Held: pause_reading_at and a read's answers (recv_size, 256 KiB).
         assert buffered + held <= 256 * 1024 + 256 * 1024, (buffered, held)
-        sock.setblocking(True)
-        sock.settimeout(WAIT)
-        received = [0]
-
-        def read_all() -> None:
-            while data := sock.recv(1 << 20):
-                received[0] += len(data)
-
-        reader = threading.Thread(target=read_all)
-        reader.start()
-        pad = (-sent) % len(line)  # finish the line a partial send cut
-        sock.sendall(line[len(line) - pad :] + b"bye\n" if pad else b"bye\n")
-        reader.join(WAIT)
-        assert not reader.is_alive()
-        assert received[0] == big + sent + pad + 4
+        assert _read_all_after_bye(sock, sent) == big + sent  # all of it, every line
     finally:
         sock.close()
         s.server.close(timeout=WAIT)
