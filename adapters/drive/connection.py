@@ -113,7 +113,7 @@ class LoopConnection:
         #: engine up to its own, larger limit).
         self._engine_queued: Callable[[], int] | None = (
             (lambda: engine.queued_output)  # type: ignore[attr-defined]
-            if self._gather is not None
+            if self._gather is not None and hasattr(engine, "queued_output")
             else None
         )
         self._interest = 0
