@@ -112,7 +112,7 @@ class LoopConnection:
         #: ``high_water`` like ours (else the pump would go on filling the
         #: engine up to its own, larger limit).
         self._engine_queued: Callable[[], int] | None = (
-            (lambda: engine.queued_output)  # type: ignore[attr-defined]
+            (lambda: engine.queued_output)
             if self._gather is not None and hasattr(engine, "queued_output")
             else None
         )
