@@ -504,9 +504,10 @@ def _ids_in_range(buf: bytes, off: int, last: int, stride: int, parity: int) -> 
     ``parity``): two byte columns of the IDs checked in C (their ints
     looked at one by one three times cost the server a third of its CPU
     per fire-and-forget: bench_websocket.py --fnf-ends, server TCP)."""
+    # (bytes() of a bytes slice is that slice; of a view's, its bytes.)
     return not (
-        buf[off + 6 : last : stride].translate(None, _OF_PARITY[parity])
-        or buf[off + 3 : last : stride].translate(None, _LOW_HALF)
+        bytes(buf[off + 6 : last : stride]).translate(None, _OF_PARITY[parity])
+        or bytes(buf[off + 3 : last : stride]).translate(None, _LOW_HALF)
     )
 
 
