@@ -71,16 +71,18 @@ def write_now(self: Writer, *, pieces: bool = False) -> None:
     if self._done or self._abort or self._send_error is not None:
         return
     gather = self._gather
-    if pieces and gather is not None and self._held is None:
-        if self._out:
-            # The older bytes first. A socket that takes them all (a turn
-            # its room woke) takes the engine's output as pieces next;
-            # one still full leaves that output in the engine (bounded
-            # there by max_queued_output, which stops the pump) until
-            # it has room, rather than joined and copied in after them
-            # (bench_tcp.py stream1k, stream1kb while the reader is behind).
+    if pieces and gather is not None:
+        held = self._held
+        if self._out or (held is not None and held()):
+            # The older bytes first (a WebSocket transport's own too). A
+            # socket that takes them all (a turn its room woke) takes the
+            # engine's output as pieces next; one still full leaves that
+            # output in the engine (bounded there by max_queued_output,
+            # which stops the pump) until it has room, rather than joined
+            # and copied in after them (bench_tcp.py stream1k, stream1kb
+            # while the reader is behind).
             self._write(b"")
-            if self._out or self._send_error is not None:
+            if self._out or self._send_error is not None or (held is not None and held()):
                 return
         output = gather(GATHER_AT)
         if output is not None:

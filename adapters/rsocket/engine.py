@@ -32,6 +32,7 @@ from ..drive.streams import (
     Outbound,
     Outbounds,
 )
+from ..transport.tcp import MAX_PIECES
 from ..transport.urls import Endpoint, parse_url
 from ..transport.websocket import messages as ws
 from ..transport.websocket.frames import binary_head
@@ -158,6 +159,8 @@ class RSocketEngine:
         #: (code, reason) to end the WebSocket with when not a normal close.
         self._records: ws.MessageReader | None = None
         self._ws_close: tuple[int, str] | None = None
+        #: The core frames our streams' runs for WebSocket (a server's).
+        self._frames_runs = False
         #: Requests from the peer: the handler's side of the connection.
         self.responder = Responder(
             conn,
@@ -214,6 +217,7 @@ class RSocketEngine:
             # A stream's runs leave the core as WebSocket frames (unmasked:
             # a server's), which the transport writes as they are (FRAMED).
             engine.conn.frame_runs(binary_head)
+            engine._frames_runs = True
         return engine
 
     def attach(self, thread: Driver, peer: object, handler: object = None) -> None:
@@ -390,36 +394,50 @@ class RSocketEngine:
     def pieces_to_send(self, at_least: int) -> list[bytes] | None:
         """``data_to_send()`` as pieces, not joined, when ``at_least`` bytes
         are queued (the driver writes them with one ``sendmsg``: a large
-        output is not copied to be joined; bench_tcp.py stream1k,
-        stream1kb: the server's end); None otherwise, or when the output is
-        wrapped in WebSocket records: ``data_to_send`` then."""
-        if self._records is not None or self.conn.queued_output < at_least:
+        output is not copied once more to be joined; bench_tcp.py stream1k,
+        stream1kb: the server's end); None otherwise. Wrapped in WebSocket
+        records, a server's output made of its streams' runs alone (their
+        frames made by the core: ``frame_runs``) is one FRAMED record, its
+        head a piece and the runs the pieces after it (the transport's
+        ``send_pieces`` writes them as they are: stream1k, stream1kb over
+        ws://); other output is one piece, its records joined."""
+        if self.conn.queued_output < at_least:
             return None
-        return self.conn.pieces_to_send()
+        if self._records is None:
+            return self.conn.pieces_to_send()
+        if not self._frames_runs or (self._ws_close is not None and self._closing is not None):
+            return None  # (a client's output, or a Close to add: ``data_to_send``)
+        pieces, framed = self.conn.framed_pieces_to_send()
+        if 2 * len(framed) == len(pieces) < MAX_PIECES:  # (each run two pieces)
+            return [ws.record_head(_FRAMED, sum(map(len, pieces))), *pieces]
+        return [self._records_of(pieces, framed)]
 
     def data_to_send(self) -> bytes:
         if self._records is None:
             return self.conn.data_to_send()
-        # One record for all the frames (the transport makes each a
-        # message), joined once from the core's pieces behind its head: not
-        # joined by the core, then copied whole to put the head in front.
-        # A server's stream runs are frames already (``frame_runs``): FRAMED
-        # records between the others, written as they are (the server's
-        # output of stream1k, stream1kb of bench_tcp.py).
-        out = b""
-        pieces, framed = self.conn.framed_pieces_to_send()
-        if framed:
-            out = framed_records(pieces, framed)
-            pieces = []
-        if pieces:
-            pieces.insert(0, ws.record_head(_BINARY_RUN, sum(map(len, pieces))))
-            out = b"".join(pieces)
+        out = self._records_of(*self.conn.framed_pieces_to_send())
         close = self._ws_close
         if close is not None and self._closing is not None:
             # Once: the transport sends this Close instead of a normal one.
             self._ws_close = None
             out += ws.encode_close(*close)
         return out
+
+    @staticmethod
+    def _records_of(pieces: list[bytes], framed: list[int]) -> bytes:
+        """The core's output as WebSocket message records: one record for
+        all the frames (the transport makes each a message), joined once
+        from the core's pieces behind its head: not joined by the core,
+        then copied whole to put the head in front. A server's stream runs
+        are frames already (``frame_runs``): FRAMED records between the
+        others, written as they are (the server's output of stream1k,
+        stream1kb of bench_tcp.py)."""
+        if framed:
+            return framed_records(pieces, framed)
+        if pieces:
+            pieces.insert(0, ws.record_head(_BINARY_RUN, sum(map(len, pieces))))
+            return b"".join(pieces)
+        return b""
 
     def next_deadline(self) -> float | None:
         deadline = self.conn.next_deadline()

@@ -103,31 +103,40 @@ def test_rsocket_stream_over_ws_goes_as_framed_runs_and_comes_as_spans(
     demo_server: Server, loop: str, size: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A stream's items leave the server's core as WebSocket frames (FRAMED
-    records, written as they are) and reach the client's core as the
-    frames that arrived (BINARY_SPAN records cut where they lie): every
-    item once, in order, and both paths taken."""
+    records, written as they are: a large output as the core's pieces, not
+    joined) and reach the client's core as the frames that arrived
+    (BINARY_SPAN records cut where they lie): every item once, in order,
+    and the paths taken."""
     from sansrs.adapters.transport.websocket.transport import WebSocketTransport
 
-    taken = {"framed": 0, "spans": 0}
+    taken = {"framed": 0, "pieces": 0, "spans": 0}
     send_framed = WebSocketTransport._send_framed
+    send_frames = WebSocketTransport._send_frames
     receive_span = Connection.receive_span
 
     def counting_send(self: WebSocketTransport, data: bytes, start: int) -> int:
         taken["framed"] += 1
         return send_framed(self, data, start)
 
+    def counting_pieces(self: WebSocketTransport, frames: list[bytes], length: int) -> int:
+        taken["pieces"] += 1
+        return send_frames(self, frames, length)
+
     def counting_receive(self: Connection, *args: Any, **kwargs: Any) -> None:
         taken["spans"] += 1
         receive_span(self, *args, **kwargs)
 
     monkeypatch.setattr(WebSocketTransport, "_send_framed", counting_send)
+    monkeypatch.setattr(WebSocketTransport, "_send_frames", counting_pieces)
     monkeypatch.setattr(Connection, "receive_span", counting_receive)
     with connect(demo_server.url, loop=loop) as c:
         request = json.dumps({"n": 20_000, "size": size})
         with c.request_stream(request, prefetch=2048, timeout=WAIT) as items:
             got = [p.data for p in items]
     assert got == [str(i).zfill(size).encode() for i in range(20_000)]
-    assert taken["framed"] > 0 and taken["spans"] > 0, taken
+    assert taken["framed"] + taken["pieces"] > 0 and taken["spans"] > 0, taken
+    if size == 1024:  # (a turn's output above GATHER_AT: the pieces path)
+        assert taken["pieces"] > 0, taken
 
 
 def test_rsocket_fragmented_payloads_over_ws(demo_server: Server, loop: str) -> None:
@@ -259,6 +268,49 @@ def test_rsocket_engine_message_mode_output_is_one_run_of_the_tcp_bytes() -> Non
     assert out[:1] == bytes((MessageKind.BINARY_RUN,))
     assert MessageReader(keep_runs=True).feed(out) == [(MessageKind.BINARY_RUN, expected)]
     assert ws.data_to_send() == b""
+
+
+def _streaming_server() -> tuple[RSocketEngine, int]:
+    """A WebSocket server engine past SETUP with a stream open, all credit given."""
+    client = Connection(Role.CLIENT)
+    server = RSocketEngine.server(EngineOptions(), message_framed=True)
+    client.setup()
+    server.conn.receive_data(client.data_to_send())
+    server.conn.accept_setup()
+    client.request_stream(b"q", initial_n=0x7FFFFFFF)
+    server.conn.receive_data(client.data_to_send())
+    return server, server.conn.events()[-1].stream_id  # type: ignore[attr-defined]
+
+
+def test_rsocket_engine_message_mode_gives_a_servers_runs_as_pieces_of_one_framed_record() -> None:
+    """A WebSocket server's output made of its streams' runs alone leaves
+    as the core's pieces behind one FRAMED record head (the transport
+    writes them as they are: not joined); with anything else in it, as one
+    piece, its records joined. Either way the bytes ``data_to_send`` gives."""
+    items = [bytes([i % 251]) * 1024 for i in range(200)]
+    for extra in (False, True):
+        pieces_engine, sid = _streaming_server()
+        plain_engine, _ = _streaming_server()
+        for engine in (pieces_engine, plain_engine):
+            engine.conn.send_payloads(sid, items[:100])
+            if extra:
+                engine.conn.send_error(sid, ErrorCode.APPLICATION_ERROR, "stop")
+            else:
+                engine.conn.send_payloads(sid, items[100:])
+        assert pieces_engine.pieces_to_send(1 << 30) is None  # below ``at_least``
+        pieces = pieces_engine.pieces_to_send(1024)
+        expected = plain_engine.data_to_send()
+        assert pieces is not None and b"".join(pieces) == expected
+        if extra:
+            assert len(pieces) == 1
+        else:
+            head = bytes((MessageKind.FRAMED,)) + (len(expected) - 5).to_bytes(4, "big")
+            assert pieces[0] == head
+            assert len(pieces) > 2
+        assert pieces_engine.data_to_send() == b""
+    client = RSocketEngine.client(EngineOptions(), None, message_framed=True)
+    client.conn.request_fnf_many(items)
+    assert client.pieces_to_send(1024) is None  # (a client's frames are masked by the transport)
 
 
 def test_rsocket_engine_message_mode_accepts_setup_and_ends_on_close_record() -> None:

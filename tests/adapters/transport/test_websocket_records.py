@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-from itertools import pairwise
+from itertools import accumulate, pairwise
 from unittest.mock import patch
 
 import pytest
@@ -39,7 +39,7 @@ from sansrs.adapters.transport.websocket.splitter import FrameSplitter
 from sansrs.adapters.transport.websocket.transport import WebSocketTransport
 from wsproto import WSConnection
 from wsproto.connection import ConnectionType
-from wsproto.events import AcceptConnection, Request
+from wsproto.events import AcceptConnection, Ping, Request
 
 from fuzz.fuzz_websocket import FakeStream
 from tests.adapters.drive.test_latency_path import Echo
@@ -489,6 +489,117 @@ def test_a_driver_hands_a_long_run_over_as_it_is_and_keeps_only_what_the_socket_
         assert trickle.written == b"".join(encode_data_frame(2, m, None) for m in messages)
     finally:
         loop.stop(5)
+
+
+class TricklePieces(TrickleStream):
+    """:class:`TrickleStream` with ``send_pieces`` (a socket's ``sendmsg``):
+    the pieces each call was handed kept, as they were."""
+
+    def __init__(self, rooms: list[int]) -> None:
+        super().__init__(rooms)
+        self.calls: list[list[bytes]] = []
+
+    def send_pieces(self, pieces: list[bytes]) -> int:
+        self.calls.append(list(pieces))
+        return self.send(b"".join(pieces))
+
+
+def _cut(pieces: list[bytes], sent: int) -> list[bytes]:
+    """What a driver keeps of ``pieces`` once ``sent`` bytes were taken."""
+    while pieces and sent >= len(pieces[0]):
+        sent -= len(pieces[0])
+        pieces = pieces[1:]
+    if sent:
+        pieces = [bytes(pieces[0][sent:]), *pieces[1:]]
+    return pieces
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from([0, 5, 126, 1030]), st.integers(1, 40)),
+             min_size=1, max_size=4),
+    st.lists(st.integers(1, 5000), min_size=1, max_size=4),
+    st.integers(0, 2),
+    st.booleans(),
+)
+def test_a_framed_record_as_pieces_goes_out_as_they_are_whatever_the_socket_takes(
+    groups: list[tuple[int, int]], rooms: list[int], behind: int, ping: bool
+) -> None:
+    """``send_pieces`` of a FRAMED record whose frames are the pieces after
+    its head (a server engine's stream runs, not joined): the pieces reach
+    the socket's ``send_pieces`` as they are when nothing waits; through a
+    socket that takes a little at a time, offered again as a driver does
+    (what it did not take, then more records), the wire carries every
+    frame once, in order, then what followed; a Ping answered meanwhile
+    goes between frames, never inside one."""
+    messages = [bytes([(5 * i + j) % 251]) * n for i, (n, count) in enumerate(groups)
+                for j in range(count)]
+    frames = [encode_data_frame(2, m, None) for m in messages]
+    runs = [b"".join(frames[i : i + 7]) for i in range(0, len(frames), 7)]
+    length = sum(map(len, runs))
+    pieces = [bytes((MessageKind.FRAMED, *length.to_bytes(4, "big"))), *runs]
+    more = [b"after", b"and more"][:behind]
+    transports = open_pair()
+    server, server_stream = transports[2], transports[3]
+    stream = TricklePieces(rooms)
+    server._stream = stream  # (past the upgrade)
+    offered = pieces + [encode_record(MessageKind.BINARY, m) for m in more]
+    turn = 0
+    pinged = False
+    while offered:
+        if ping and turn == 1:
+            pinged = True
+            # A Ping read while what the socket left of a frame may wait:
+            # the Pong goes behind it (the read flushes through the stream
+            # it reads from, all of it taken).
+            server_stream.chunk = transports[0]._ws.send(Ping(payload=b"p"))
+            server._stream = server_stream
+            with pytest.raises(BlockingIOError):
+                server.recv()
+            server._stream = stream
+            stream.written += server_stream.written
+        sent = server.send_pieces(offered)
+        if not turn:
+            assert stream.calls and stream.calls[0] == runs
+            assert all(a is b for a, b in zip(stream.calls[0], runs, strict=True))
+        turn += 1
+        offered = _cut(offered, sent)
+        assert server.buffered <= length + 64  # (the records behind, a Pong)
+    while server.buffered:
+        assert server.send_pieces([]) == 0
+    frames += [encode_data_frame(2, m, None) for m in more]
+    wire = bytes(stream.written)
+    if pinged:
+        pong = encode_data_frame(0xA, b"p", None)
+        at = wire.find(pong)
+        assert at in {0, *accumulate(map(len, frames))}, "the Pong inside a frame"
+        wire = wire[:at] + wire[at + len(pong) :]
+    assert wire == b"".join(frames)
+
+
+def test_a_framed_record_as_pieces_takes_the_plain_path_when_it_cannot_go_as_it_is() -> None:
+    """Pieces that are not one FRAMED record made of the pieces after its
+    head, or a transport that must not write frames as they are (a Close
+    sent, a client's: every frame masked), go as ``send`` of them joined:
+    the same as ``send`` gives."""
+    frame = encode_data_frame(2, b"x" * 200, None)
+    head = bytes((MessageKind.FRAMED, *len(frame).to_bytes(4, "big")))
+    short_head = bytes((MessageKind.FRAMED, *(len(frame) + 1).to_bytes(4, "big")))
+    for pieces in ([head + frame], [short_head, frame, b"?"]):
+        server, stream = open_pair()[2:]
+        sent = server.send_pieces(pieces)
+        joined = b"".join(pieces)
+        plain, plain_stream = open_pair()[2:]
+        assert sent == plain.send(joined)
+        assert stream.written == plain_stream.written
+    server, stream = open_pair()[2:]
+    server.send(encode_close(CloseCode.NORMAL, ""))
+    stream.written.clear()
+    assert server.send_pieces([head, frame]) == len(head) + len(frame)
+    assert stream.written == b""  # closing: dropped, as ``send`` drops it
+    client = open_pair()[0]
+    with pytest.raises(ValueError, match="masks each frame"):
+        client.send_pieces([head, frame])
 
 
 class _MeteredStream(FakeStream):
