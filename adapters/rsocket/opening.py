@@ -22,6 +22,7 @@ _BINARY = ws.MessageKind.BINARY.value
 _TEXT = ws.MessageKind.TEXT.value
 _CLOSE = ws.MessageKind.CLOSE.value
 _SPAN = ws.MessageKind.BINARY_SPAN.value
+_FRAMES = ws.MessageKind.BINARY_FRAMES.value
 
 
 def protocol_error(self: EngineState, exc: core.RemoteProtocolError, data: bytes = b"") -> None:
@@ -135,8 +136,8 @@ def receive_records(self: EngineState, data: bytes, now: float) -> None:
     # A bad message ends the connection: what follows it is ignored.
     buf, records = self._records.feed_whole(data)
     for kind, start, stop in records:
-        if kind == _SPAN:
-            self._receive_span(buf, start, stop, now)
+        if kind in (_SPAN, _FRAMES):
+            self._receive_span(buf, start, stop, now, kind == _FRAMES)
             if self._closing is not None:
                 break
             continue
@@ -163,16 +164,24 @@ def receive_records(self: EngineState, data: bytes, now: float) -> None:
     self._dispatch_events()
 
 
-def receive_span(self: EngineState, buf: bytes, start: int, stop: int, now: float) -> None:
+def receive_span(
+    self: EngineState, buf: bytes, start: int, stop: int, now: float, frames: bool = False
+) -> None:
     """A BINARY_SPAN record (``buf[start:stop]``, the transport's
-    ``binary_spans``): equal messages, each behind its WebSocket header,
-    cut by the core where they lie (``Connection.receive_span``)."""
-    count, size, skip = ws.span_fields(buf, start, stop)
+    ``binary_spans``; ``frames``: a BINARY_FRAMES chunk, the read as it
+    arrived): equal messages, each behind its WebSocket header, cut by the
+    core where they lie (``Connection.receive_span``)."""
+    if frames:
+        count, size, skip = ws.frames_fields(buf, start, stop)
+        first = start
+    else:
+        count, size, skip = ws.span_fields(buf, start, stop)
+        first = start + 5  # (behind the record's fields)
     # Spans reach clients only (a server's reads are masked), whose first
     # read is looked at for an HTTP answer: WebSocket messages are none.
     self._opening = False
     try:
-        self.conn.receive_span(buf, start + 5, count, size, skip, now)
+        self.conn.receive_span(buf, first, count, size, skip, now)
     except core.RemoteProtocolError as exc:
         self._protocol_error(exc)
     self._dispatch_events()

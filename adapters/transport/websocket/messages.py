@@ -25,7 +25,10 @@ behind the WebSocket header they arrived with (payload: that header's size,
 transport with ``WebSocketOptions(binary_spans=True)`` delivers for a batch
 of equal unmasked messages instead of re-heading them into a BINARY_RUN;
 and FRAMED (engine -> transport, a server's), WebSocket frames made by the
-engine, written as they are. ``MessageReader`` hands a run's or a span's
+engine, written as they are. With ``binary_spans`` a read that is nothing
+but equal unmasked binary frames reaches the engine as it arrived: a
+BINARY_FRAMES chunk, not a record (its first byte, 0x82, is the first
+frame's, which starts no record), always a ``recv()`` result of its own. ``MessageReader`` hands a run's or a span's
 messages out one by one unless asked to keep runs. docs/adapters.md has the
 rules of the record stream.
 """
@@ -52,8 +55,10 @@ __all__ = [
     "encode_run",
     "encode_span",
     "encode_text",
+    "frames_fields",
     "record_head",
     "span_fields",
+    "split_frames",
     "split_lines",
     "split_run",
     "split_span",
@@ -92,6 +97,13 @@ class MessageKind(enum.IntEnum):
     #: WebSocket frames, unmasked, written as they are: engine -> transport,
     #: a server's only (a client masks each frame with a fresh key).
     FRAMED = 0x15
+    #: Transport -> engine, with ``WebSocketOptions(binary_spans=True)``: a
+    #: read that is nothing but equal unmasked FIN binary frames, back to
+    #: back, handed over as it arrived. Not a record: no length field; the
+    #: value is the first frame's first byte (FIN and the binary opcode),
+    #: which starts no record, and such a chunk is always a whole ``recv()``
+    #: result of its own. The read reaches the engine without a copy.
+    BINARY_FRAMES = 0x82
 
 
 class CloseCode(enum.IntEnum):
@@ -109,7 +121,9 @@ class CloseCode(enum.IntEnum):
     INTERNAL_ERROR = 1011
 
 
-_KINDS = frozenset(int(k) for k in MessageKind)
+#: Kinds that start a record (BINARY_FRAMES starts a chunk, not a record).
+_KINDS = frozenset(int(k) for k in MessageKind) - {MessageKind.BINARY_FRAMES}
+_FRAMES_BYTE = bytes((MessageKind.BINARY_FRAMES,))
 
 
 class RecordError(ValueError):
@@ -185,6 +199,35 @@ def span_fields(payload: bytes, off: int = 0, end: int = -1) -> tuple[int, int, 
     if rest or not count:
         raise RecordError("a BINARY_SPAN record's frames do not fill it")
     return count, size, skip
+
+
+def frames_fields(data: bytes, off: int = 0, end: int = -1) -> tuple[int, int, int]:
+    """(count, size, skip) of the BINARY_FRAMES chunk ``data[off:end]`` (-1:
+    its end): equal frames, each ``skip`` bytes of header (its first
+    frame's: 2 or 4) then ``size`` bytes of message."""
+    if end < 0:
+        end = len(data)
+    if end - off < 2 or data[off] != MessageKind.BINARY_FRAMES:
+        raise RecordError("a BINARY_FRAMES chunk must start with a FIN binary frame")
+    size = data[off + 1]
+    skip = 2
+    if size == 126 and end - off >= 4:
+        size = data[off + 2] << 8 | data[off + 3]
+        skip = 4
+    elif size >= 126:
+        raise RecordError("a BINARY_FRAMES chunk holds unmasked frames under 64 KiB")
+    count, rest = divmod(end - off, skip + size)
+    if rest or not count:
+        raise RecordError("a BINARY_FRAMES chunk's frames do not fill it")
+    return count, size, skip
+
+
+def split_frames(data: bytes, off: int = 0, end: int = -1) -> list[tuple[int, bytes]]:
+    """The messages of a BINARY_FRAMES chunk as BINARY records."""
+    count, size, skip = frames_fields(data, off, end)
+    stride = skip + size
+    first = off + skip
+    return [(2, data[at : at + size]) for at in range(first, first + count * stride, stride)]
 
 
 def split_span(payload: bytes, off: int = 0, end: int = -1) -> list[tuple[int, bytes]]:
@@ -267,6 +310,8 @@ class MessageReader:
             buffer += data
             data = bytes(buffer)
             buffer.clear()
+        elif data[:1] == _FRAMES_BYTE:  # a read of whole frames, as it arrived
+            return data, [(MessageKind.BINARY_FRAMES, 0, len(data))]
         out: list[tuple[int, int, int]] = []
         unpack = _HEADER.unpack_from
         end = len(data)
@@ -298,12 +343,14 @@ class MessageReader:
         out: list[tuple[int, bytes]] = []
         append = out.append
         for kind, start, stop in records:
-            if kind & 0x10 and kind != 0x15 and not self._keep_runs:
+            if kind & 0x90 and kind != 0x15 and not self._keep_runs:
                 # A run or a span: its messages one by one.
                 if kind == 0x13:
                     out += [(1, line) for line in split_lines(data[start:stop])]
                 elif kind == 0x14:
                     out += split_span(data, start, stop)
+                elif kind == 0x82:
+                    out += split_frames(data, start, stop)
                 else:
                     out += split_run(data, start, stop, kind & 0x0F)
             else:

@@ -63,7 +63,9 @@ class WebSocketOptions:
       the engine as BINARY_SPAN records, each message behind the header it
       arrived with, instead of BINARY_RUNs re-headed with lengths: for an
       engine whose core cuts them where they lie (RSocket's, which turns it
-      on). Default False.
+      on); a read that is nothing but such frames comes as it arrived, a
+      BINARY_FRAMES chunk (reads are then sized to end where a frame does).
+      Default False.
     """
 
     subprotocols: tuple[str, ...] = ()

@@ -22,6 +22,8 @@ from sansrs.adapters.transport.websocket.messages import (
     MessageKind,
     MessageReader,
     RecordError,
+    frames_fields,
+    split_frames,
     split_lines,
     split_run,
     split_span,
@@ -94,13 +96,21 @@ class Collector:
             binary_spans=spans,
         )
         self.spans = 0  # BINARY_SPAN records seen
+        self.frames = 0  # BINARY_FRAMES chunks seen
+        self.handed_records: list[bytes] = []
 
     def _on_record(self, record: bytes) -> None:
         assert type(record) is bytes  # what an engine reads
+        self.handed_records.append(record)
         reader = MessageReader()
         _, records = reader.feed_whole(record)
         assert not reader.pending and records, "whole records only"
         for kind, start, stop in records:
+            if kind == MessageKind.BINARY_FRAMES:  # a read of whole frames, as it arrived
+                assert (start, stop) == (0, len(record))
+                self.frames += 1
+                self.got += split_frames(record)
+                continue
             self._take_record(kind, record[start - 5 : stop])
 
     def _take_record(self, kind: int, record: bytes) -> None:
@@ -718,6 +728,52 @@ def test_long_batches_are_re_headed_in_place_as_wsproto_reads_them(
                     assert collector.handed == [] and not collector.splitter.passthrough
                     # A client's batches come as spans (a server's are masked: never).
                     assert bool(collector.spans) == (spans and receiver is ConnectionType.CLIENT)
+
+
+@pytest.mark.parametrize("n", [4, 125, 126, 1030, 0xFFFF])
+def test_a_client_read_of_nothing_but_equal_frames_goes_to_the_engine_as_it_arrived(n: int) -> None:
+    """With ``binary_spans``, a client's read that is nothing but equal FIN
+    binary frames (a batch at least; with 2-byte headers, more than a
+    shaped batch) is handed over as it is, the read object itself: a
+    BINARY_FRAMES chunk, whose messages are the frames'. Anything else in
+    the read (another length, a cut frame, a Ping), a server's masked
+    reads, spans off, or a non-minimal length: the other paths, as before."""
+    sender = ConnectionType.SERVER
+    count = SHAPED + 1 if n < 126 else MIN_BATCH
+    messages = [bytes(((i * 3 + n) % 251,)) * n for i in range(count)]
+    wire = frames_from(sender, [BytesMessage(data=m) for m in messages])
+    collector = Collector(ConnectionType.CLIENT, max_payload=1 << 17, spans=True)
+    collector.splitter.feed(wire)
+    assert collector.handed_records == [wire] and collector.handed_records[0] is wire
+    assert collector.frames == 1 and collector.got == [(2, m) for m in messages]
+    assert frames_fields(wire) == (count, n, 2 if n < 126 else 4)
+    others = {
+        "another length": wire + frames_from(sender, [BytesMessage(data=b"tail!")]),
+        "a cut frame": wire[:-1],
+        "a ping": wire + frames_from(sender, [Ping(payload=b"p")]),
+        "too few": frames_from(sender, [BytesMessage(data=m) for m in messages[: count - 1]])
+        if n >= 126 else wire[: (n + 2) * MIN_BATCH],
+    }
+    for name, data in others.items():
+        for spans in (True, False):
+            other = Collector(ConnectionType.CLIENT, max_payload=1 << 17, spans=spans)
+            other.splitter.feed(data)
+            assert other.frames == 0, name
+            assert other.got == wsproto_messages(ConnectionType.CLIENT, data)[: len(other.got)]
+    plain = Collector(ConnectionType.CLIENT, max_payload=1 << 17)
+    plain.splitter.feed(wire)
+    assert plain.frames == 0 and plain.got == [(2, m) for m in messages]
+    masked = frames_from(ConnectionType.CLIENT, [BytesMessage(data=m) for m in messages])
+    server = Collector(ConnectionType.SERVER, max_payload=1 << 17, spans=True)
+    server.splitter.feed(masked)
+    assert server.frames == 0 and server.got == [(2, m) for m in messages]
+    if n >= 126:
+        long_form = b"".join(
+            bytes((0x82, 127)) + len(m).to_bytes(8, "big") + m for m in messages
+        )  # (non-minimal lengths: RFC 6455, 5.2)
+        odd = Collector(ConnectionType.CLIENT, max_payload=1 << 17, spans=True)
+        odd.splitter.feed(long_form)
+        assert odd.frames == 0 and odd.splitter.passthrough
 
 
 @pytest.mark.parametrize("n", [126, 127, 1030, 0xFFFF])
