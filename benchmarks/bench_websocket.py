@@ -92,12 +92,14 @@ translation from it on)::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
 import statistics
 import time
 from collections.abc import Callable
 
+from sansrs.adapters.drive.writes import GATHER_AT
 from sansrs.adapters.rsocket.demo_routes import demo_router_factory
 from sansrs.adapters.rsocket.engine import RSocketEngine, framed_records
 from sansrs.adapters.rsocket.options import EngineOptions
@@ -111,6 +113,7 @@ from sansrs.adapters.transport.websocket.frames import (
 from sansrs.adapters.transport.websocket.messages import (
     MessageKind,
     MessageReader,
+    frames_fields,
     record_head,
     span_fields,
 )
@@ -216,6 +219,12 @@ class _Socket:
 
     def recv(self, max_bytes: int) -> bytes:
         return self.inbox
+
+    def send_pieces(self, pieces: list[bytes]) -> int:
+        """A ``sendmsg``: the pieces as they are (kept joined with ``keep``)."""
+        if self._keep:
+            self.sent.append(b"".join(pieces))
+        return sum(map(len, pieces))
 
 
 def _open_transport(client: bool, keep: bool = False) -> WebSocketTransport:
@@ -482,8 +491,16 @@ def measure_server_end(size: int, count: int, mode: str) -> float:
     for _ in range(rounds):
         server.send_payloads(sid, items)
         if mode == "framed":
+            # As the driver and RSocketEngine.pieces_to_send: from GATHER_AT
+            # queued, runs alone are one FRAMED record whose pieces go to
+            # the socket's sendmsg as they are.
+            gather = server.queued_output >= GATHER_AT
             pieces, framed = server.framed_pieces_to_send()
-            transport.send(framed_records(pieces, framed))
+            if gather and 2 * len(framed) == len(pieces):
+                head = record_head(MessageKind.FRAMED, sum(map(len, pieces)))
+                transport.send_pieces([head, *pieces])
+            else:
+                transport.send(framed_records(pieces, framed))
         elif mode == "run":
             pieces = server.pieces_to_send()
             pieces.insert(0, record_head(MessageKind.BINARY_RUN, sum(map(len, pieces))))
@@ -503,14 +520,46 @@ def _stream_wire(size: int, count: int, websocket: bool) -> tuple[CoreConnection
     return client, encode_run(data, None)[0] if websocket else data
 
 
+class _Wire(_Socket):
+    """Stand-in socket handing out ``wire`` as asked (at most ``max_bytes``
+    a read); notes each read."""
+
+    def __init__(self, wire: bytes) -> None:
+        super().__init__()
+        self.wire = wire
+        self.at = 0
+        self.reads: list[bytes] = []
+
+    def recv(self, max_bytes: int) -> bytes:
+        data = self.wire[self.at : self.at + max_bytes]
+        self.at += len(data)
+        self.reads.append(data)
+        return data
+
+
+def _asked_reads(wire: bytes, options: WebSocketOptions, read: int) -> list[bytes]:
+    """The reads a client transport makes of ``wire`` asking ``read`` bytes
+    at most (it sizes them itself: with ``binary_spans`` to end where a
+    frame does), found by a dry run."""
+    stream = _Wire(wire)
+    transport = _stream_transport(True, stream, options)
+    while stream.at < len(wire):
+        with contextlib.suppress(BlockingIOError):
+            transport.recv(read)
+    return stream.reads
+
+
 def measure_client_end(size: int, count: int, mode: str, read: int = 120 * 1024) -> float:
     """ns of CPU per item: the client's transport reads, records and core.
     ``mode``: "tcp" (the reads are the core's input), "run" (BINARY_RUN
     records re-headed by the transport), "span" (``binary_spans``: spans
     to ``Connection.receive_span``)."""
     client, wire = _stream_wire(size, count, mode != "tcp")
-    reads = [wire[i : i + read] for i in range(0, len(wire), read)]
     options = WebSocketOptions(binary_spans=mode == "span")
+    if mode == "tcp":
+        reads = [wire[i : i + read] for i in range(0, len(wire), read)]
+    else:  # the reads the transport asks for, cut before the clock starts, as TCP's
+        reads = _asked_reads(wire, options, read)
     transport = _stream_transport(True, _Reads(reads, 0), options)
     reader = MessageReader(keep_runs=True)
     got = 0
@@ -527,6 +576,9 @@ def measure_client_end(size: int, count: int, mode: str, read: int = 120 * 1024)
                 if kind == _SPAN:
                     items, n, skip = span_fields(buf, begin, stop)
                     client.receive_span(buf, begin + 5, items, n, skip)
+                elif kind == MessageKind.BINARY_FRAMES:
+                    items, n, skip = frames_fields(buf, begin, stop)
+                    client.receive_span(buf, begin, items, n, skip)
                 else:
                     client.receive_data(buf[begin:stop])
         else:

@@ -28,9 +28,9 @@ and FRAMED (engine -> transport, a server's), WebSocket frames made by the
 engine, written as they are. With ``binary_spans`` a read that is nothing
 but equal unmasked binary frames reaches the engine as it arrived: a
 BINARY_FRAMES chunk, not a record (its first byte, 0x82, is the first
-frame's, which starts no record), always a ``recv()`` result of its own. ``MessageReader`` hands a run's or a span's
-messages out one by one unless asked to keep runs. docs/adapters.md has the
-rules of the record stream.
+frame's, which starts no record), always a ``recv()`` result of its own.
+``MessageReader`` hands a run's or a span's messages out one by one unless
+asked to keep runs. docs/adapters.md has the rules of the record stream.
 """
 
 from __future__ import annotations
