@@ -314,6 +314,11 @@ class SessionEngine(RSocketEngine):
             return ConnectionClosed(f"transport lost ({self._gone}); the session resumes")
         return super().close_reason()
 
+    def pieces_to_send(self, at_least: int) -> list[bytes] | None:
+        if self._refusal:
+            return None  # (``data_to_send`` puts the refusal first)
+        return super().pieces_to_send(at_least)
+
     def data_to_send(self) -> bytes:
         if self._refusal:
             out, self._refusal = self._refusal, b""
