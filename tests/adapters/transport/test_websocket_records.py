@@ -602,6 +602,64 @@ def test_a_framed_record_as_pieces_takes_the_plain_path_when_it_cannot_go_as_it_
         client.send_pieces([head, frame])
 
 
+class FramedRuns(Echo):
+    """An engine whose output is a WebSocket server's stream runs, taken as
+    pieces (as ``RSocketEngine.pieces_to_send``: one FRAMED record head,
+    then the runs) from ``GATHER_AT`` queued, else joined."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs: list[bytes] = []
+
+    @property
+    def queued_output(self) -> int:
+        return sum(map(len, self.runs))
+
+    def pieces_to_send(self, at_least: int) -> list[bytes] | None:
+        if self.queued_output < at_least:
+            return None
+        runs, self.runs = self.runs, []
+        return [bytes((MessageKind.FRAMED,)) + sum(map(len, runs)).to_bytes(4, "big"), *runs]
+
+    def data_to_send(self) -> bytes:
+        if not self.runs:
+            return b""
+        return b"".join(self.pieces_to_send(0) or [])
+
+
+def test_a_driver_writes_a_servers_runs_as_pieces_and_leaves_the_rest_in_the_engine() -> None:
+    """A WebSocket server's stream runs through the driver: handed to the
+    socket's ``sendmsg`` as the engine's pieces (not joined); what the
+    socket leaves waits in the transport, and while it waits the engine's
+    newer output stays in the engine (counted by the driver), as over TCP;
+    then everything drains, every frame once, in order."""
+    server = open_pair()[2]
+    trickle = TricklePieces([50_000])
+    server._stream = trickle
+    frames = [encode_data_frame(2, bytes((i % 251,)) * 1024, None) for i in range(400)]
+    runs = [b"".join(frames[i : i + 100]) for i in range(0, 400, 100)]
+    engine = FramedRuns()
+    loop = Loop(name="ws-driver-pieces")
+    try:
+        conn = LoopConnection(loop, server, engine)  # type: ignore[arg-type]
+        engine.runs = runs[:2]
+        conn.write_now(pieces=True)
+        assert trickle.calls[0] == runs[:2]
+        assert all(a is b for a, b in zip(trickle.calls[0], runs[:2], strict=True))
+        assert server.buffered == len(runs[0]) + len(runs[1]) - 50_000
+        trickle.rooms = [0]  # the socket is full
+        engine.runs = runs[2:]
+        conn.write_now(pieces=True)
+        assert engine.queued_output == len(runs[2]) + len(runs[3])  # left in the engine
+        assert conn._engine_queued is not None and conn._engine_queued() == engine.queued_output
+        trickle.rooms = [10**6]
+        while conn.buffered or engine.queued_output:
+            conn.write_now(pieces=True)
+        assert trickle.written == b"".join(frames)
+    finally:
+        loop.stop(5)
+
+
 class _MeteredStream(FakeStream):
     """A stream that gives at most what each read asks for, and notes it."""
 
