@@ -211,8 +211,9 @@ class FrameSplitter:
     def _whole_batch(self, data: bytes) -> bool:
         """The common read, handled without the frame loop: nothing
         buffered, and ``data`` is nothing but short FIN binary frames of one
-        length (one, or a batch); they go out as one record. False: anything
-        else, left to :meth:`_split`."""
+        length (one, or a batch); they go out as one record (with
+        ``binary_spans``, frames of any one length as the read itself, a
+        BINARY_FRAMES chunk). False: anything else, left to :meth:`_split`."""
         record = self.record(data)
         if record is None:
             if self._spans and self._frames_alike(data):
@@ -234,11 +235,8 @@ class FrameSplitter:
                 or not all_alike(data, 0, end, stride, 2)
             ):
                 return False
-            if self._spans:
-                record = encode_span(data, 2, n)
-            else:
-                head = record_head(_BINARY_RUN, count * (n + 3))
-                record = frames_to_run(data, 0, count, n, bool(expect_mask), head)
+            head = record_head(_BINARY_RUN, count * (n + 3))
+            record = frames_to_run(data, 0, count, n, bool(expect_mask), head)
         self._on_record(record)
         return True
 

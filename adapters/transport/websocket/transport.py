@@ -12,7 +12,6 @@ import contextlib
 import ssl
 from bisect import bisect_left
 from itertools import accumulate
-from struct import Struct
 
 from wsproto import ConnectionType, WSConnection
 from wsproto.connection import ConnectionState
@@ -44,6 +43,7 @@ from .messages import (
     encode_record,
     encode_span,
     frames_fields,
+    span_fields,
 )
 from .options import HandshakeRequest, WebSocketOptions
 from .runs import encode_batch, frame_lines, frame_record
@@ -86,7 +86,6 @@ _BINARY_RUN = MessageKind.BINARY_RUN.value
 _FRAMED = bytes((MessageKind.FRAMED.value,))
 _SPAN = MessageKind.BINARY_SPAN.value
 _FRAMES = MessageKind.BINARY_FRAMES.value
-_SPAN_FIELDS = Struct(">BI")  # a BINARY_SPAN's header size and message length
 #: The record kinds :meth:`WebSocketTransport._send_run` frames directly.
 _RUNS = tuple(bytes((kind,)) for kind in (0x12, 0x11, 0x13))  # BINARY_RUN, TEXT_RUN, TEXT_LINES
 
@@ -571,7 +570,7 @@ class WebSocketTransport:
                 self._recv_max = RECV_MAX if large else _NO_MAX
                 self._stride = 0
             elif record[0] == _SPAN:  # (a header of 2 bytes: a length under 126)
-                skip, size = _SPAN_FIELDS.unpack_from(record, 5)
+                _, size, skip = span_fields(record, 5)
                 self._recv_max = SPAN_RECV_MAX if skip > 2 else _NO_MAX
                 self._stride = skip + size
             elif record[0] == _FRAMES:
