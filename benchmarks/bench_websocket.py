@@ -77,13 +77,15 @@ per item, median of ``--runs`` alternating rounds (``stream16`` /
 client's core queueing them (``request_fnf_many``, 512 at a time) and, over
 ws://, the record and the transport's framing and masking; the server's
 reads of 256 KiB (over ws:// unmasked and re-headed), records and core
-events (``fnf_runs``); and the floor of any masking of many frames at once
-in Python: a 28-byte frame's bytes to an integer and back::
+events (``fnf_runs``); ws:// with the masking in C (the optional extension,
+when built) and in pure Python; and the floor of any masking of many
+frames at once in Python: a 28-byte frame's bytes to an integer and back::
 
     .venv/bin/python benchmarks/bench_websocket.py --fnf-ends --runs 5
 
 ``--mask``: ``frames.mask`` alone, ns of CPU per message for payloads of
-16 B to 1 MiB (integers below ``frames.TRANSLATE_FROM``, byte columns by
+16 B to 1 MiB, in C (the optional extension, when built) and in pure
+Python (integers below ``frames.TRANSLATE_FROM``, byte columns by
 translation from it on)::
 
     .venv/bin/python benchmarks/bench_websocket.py --mask --runs 5
@@ -97,13 +99,13 @@ import gc
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from sansrs.adapters.drive.writes import GATHER_AT
 from sansrs.adapters.rsocket.demo_routes import demo_router_factory
 from sansrs.adapters.rsocket.engine import RSocketEngine, framed_records
 from sansrs.adapters.rsocket.options import EngineOptions
-from sansrs.adapters.transport.websocket import WebSocketOptions
+from sansrs.adapters.transport.websocket import WebSocketOptions, frames
 from sansrs.adapters.transport.websocket.frames import (
     KeySource,
     binary_head,
@@ -700,27 +702,54 @@ def measure_xor_floor(count: int) -> float:
     return (time.process_time() - start) / (rounds * FNF_BATCH) * 1e9
 
 
+@contextlib.contextmanager
+def masking(in_c: bool) -> Iterator[bool]:
+    """The masking in C (when the extension was built: yields whether it
+    runs) or in pure Python meanwhile. A checkout from before the extension
+    has no switch: its masking is pure Python."""
+    before = getattr(frames, "C_MASKING", None)
+    if hasattr(frames, "C_MASKING"):
+        frames.C_MASKING = frames.C_EXTENSION if in_c else None
+    try:
+        yield getattr(frames, "C_MASKING", None) is not None
+    finally:
+        if hasattr(frames, "C_MASKING"):
+            frames.C_MASKING = before
+
+
 def main_fnf_ends(runs: int, count: int = 200_000) -> None:
     from raw_peer import settle_allocator
 
     settle_allocator()
+    with masking(True) as in_c:
+        pass
     print(f"load average at start: {os.getloadavg()[0]:.2f}; "
-          "ns of CPU per 16-byte fire-and-forget")
+          "ns of CPU per 16-byte fire-and-forget; ws:// masking in C "
+          f"({'the extension' if in_c else 'NOT BUILT: pure Python in both'}) and in Python")
     reads = {ws: _fnf_reads(count, ws) for ws in (False, True)}
+
+    def ws_ends(in_c: bool) -> tuple[float, float]:
+        with masking(in_c):
+            return (measure_fnf_client_end(count, True),
+                    measure_fnf_server_end(reads[True], True))
+
     rounds = [
-        (measure_fnf_client_end(count, False), measure_fnf_client_end(count, True),
-         measure_fnf_server_end(reads[False], False), measure_fnf_server_end(reads[True], True),
-         measure_xor_floor(count))
+        (measure_fnf_client_end(count, False), *ws_ends(True), *ws_ends(False),
+         measure_fnf_server_end(reads[False], False), measure_xor_floor(count))
         for _ in range(runs)
     ]
-    med = [statistics.median(r[k] for r in rounds) for k in range(5)]
-    client = statistics.median(r[1] / r[0] for r in rounds)
-    server = statistics.median(r[3] / r[2] for r in rounds)
-    print("| client TCP | ws:// | ws / TCP | server TCP | ws:// | ws / TCP | "
-          "bytes -> int -> bytes, 28 B |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    print(f"| {med[0]:.0f} | {med[1]:.0f} | {client:.2f}x | {med[2]:.0f} | {med[3]:.0f} | "
-          f"{server:.2f}x | {med[4]:.0f} |", flush=True)
+    # (client TCP, client C, server C, client Python, server Python, server TCP, floor)
+    med = [statistics.median(r[k] for r in rounds) for k in range(7)]
+
+    def ratio(ws: int, tcp: int) -> str:
+        return f"{statistics.median(r[ws] / r[tcp] for r in rounds):.2f}x"
+
+    print("| client TCP | ws:// C | ws / TCP | ws:// Python | ws / TCP | server TCP | ws:// C | "
+          "ws / TCP | ws:// Python | ws / TCP | bytes -> int -> bytes, 28 B |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print(f"| {med[0]:.0f} | {med[1]:.0f} | {ratio(1, 0)} | {med[3]:.0f} | {ratio(3, 0)} | "
+          f"{med[5]:.0f} | {med[2]:.0f} | {ratio(2, 5)} | {med[4]:.0f} | {ratio(4, 5)} | "
+          f"{med[6]:.0f} |", flush=True)
 
 
 def faults_client(url: str, kib: int, items: int) -> None:
@@ -786,8 +815,8 @@ def main_mask(runs: int) -> None:
     one at a time: a client's messages over 125 bytes, a server's reads of
     them), per payload size, the least of ``runs``."""
     print(f"load average at start: {os.getloadavg()[0]:.2f}; ns of CPU per message")
-    print("| payload | mask |")
-    print("| ---: | ---: |")
+    print("| payload | C | Python |")
+    print("| ---: | ---: | ---: |")
     key = os.urandom(4)
     for size in (16, 125, 1024, 4096, 65536, 1 << 20):
         payload = os.urandom(size)
@@ -796,8 +825,12 @@ def main_mask(runs: int) -> None:
         def one(payload: bytes = payload) -> bytes:
             return mask(key, payload)
 
-        ns = min(_time(one, repeat) / repeat * 1e9 for _ in range(runs))  # (noise only adds)
-        print(f"| {size:,} B | {ns:,.0f} |", flush=True)
+        cells = []
+        for in_c in (True, False):
+            with masking(in_c) as ran_c:
+                ns = min(_time(one, repeat) / repeat * 1e9 for _ in range(runs))  # noise only adds
+            cells.append(f"{ns:,.0f}" if ran_c == in_c else "-")
+        print(f"| {size:,} B | {cells[0]} | {cells[1]} |", flush=True)
 
 
 def main() -> None:

@@ -12,7 +12,8 @@ Close) parses cleanly for the peer.
 Input: byte 0: bit 0 role (0 server, 1 client), bits 1-3 chunk size seed,
 bit 4 ``text_lines`` (text runs as TEXT_LINES records, as Ditto reads them),
 bit 5 ``binary_spans`` (a client's batches as BINARY_SPAN records, as
-RSocket reads them);
+RSocket reads them), bit 6 the pure-Python masking paths instead of the C
+extension (when it was built);
 byte 1: ``max_message_size`` (0: 16 MiB, else 4·b); rest: the peer's bytes
 after the upgrade. Seeds: ``python fuzz/fuzz_websocket.py --make-corpus``.
 """
@@ -25,7 +26,7 @@ import sys
 from fuzz._harness import instrumented, run
 
 with instrumented(__name__):
-    from sansrs.adapters.transport.websocket import WebSocketOptions
+    from sansrs.adapters.transport.websocket import WebSocketOptions, frames
     from sansrs.adapters.transport.websocket.messages import (
         CloseCode,
         MessageKind,
@@ -137,6 +138,7 @@ def test_one_input(data: bytes) -> None:
     chunk = 1 + ((data[0] >> 1) & 7) * 37
     max_size = 4 * data[1] if data[1] else 16 * 1024 * 1024
     wire = data[2:]
+    frames.C_MASKING = None if data[0] & 0x40 else frames.C_EXTENSION
     transport, stream = _open(client, max_size, bool(data[0] & 0x10), bool(data[0] & 0x20))
     reader = MessageReader()  # runs, lines and spans come out one message per record
     records: list[tuple[int, bytes]] = []
@@ -237,6 +239,10 @@ def make_corpus() -> None:
             + bytes(FrameProtocol(client=not client, extensions=[]).close(1000, "x"))
             + frames(n, count // 2, not client),
         ]
+    # A server's reads of masked batches unmasked by the pure-Python paths
+    # (bit 6), beside the C extension's above.
+    seeds += [bytes([0x40 | 3 << 1, 0]) + frames(22, 3000, True),
+              bytes([0x40 | 7 << 1, 0]) + frames(125, 70, True, odd=40)]
     # A client's stream read as spans (bit 5): batches of 1 KiB and 22-byte
     # items in reads that cut frames, one frame unlike the others, a ping.
     stream = frames(1030, 12, False) + frames(22, 40, False, odd=30) + bytes(

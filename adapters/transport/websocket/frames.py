@@ -8,6 +8,13 @@ extensions), masked with a fresh random key on the client side (RFC 6455,
 5.3: keys from a strong source, here ``os.urandom``, via
 :class:`KeySource`). Batches of messages are framed by :mod:`.runs`;
 received frames are split by :mod:`.splitter`.
+
+Masking runs in C when the optional extension ``_speedups`` was built at
+install (a C compiler and the Python headers were there): Python has no XOR
+of byte strings, and its integer conversions alone cost a 28-byte frame
+~90 ns at each end (``benchmarks/bench_websocket.py --fnf-ends``;
+docs/performance.md, "Masking in C"). :data:`C_MASKING` is what runs;
+``None`` runs the pure-Python paths, which give the same bytes.
 """
 
 from __future__ import annotations
@@ -16,8 +23,40 @@ import os
 from collections.abc import Callable
 from functools import lru_cache
 from struct import Struct
+from typing import Protocol
 
-__all__ = ["TRANSLATE_FROM", "KeySource", "binary_head", "encode_data_frame", "mask"]
+from typing_extensions import Buffer
+
+__all__ = [
+    "C_EXTENSION",
+    "C_MASKING",
+    "TRANSLATE_FROM",
+    "CMasking",
+    "KeySource",
+    "binary_head",
+    "encode_data_frame",
+    "mask",
+]
+
+
+class CMasking(Protocol):
+    """The functions of the C extension (``_speedups.c``)."""
+
+    def mask(self, key: Buffer, payload: Buffer, /) -> bytes: ...
+    def mask_run(self, data: Buffer, off: int, count: int, n: int, keys: Buffer, /) -> bytes: ...
+    def unmask_run(self, data: Buffer, off: int, count: int, n: int, head: Buffer, /) -> bytes: ...
+
+
+#: The C extension, if it was built at install (else ``None``).
+C_EXTENSION: CMasking | None
+try:
+    from . import _speedups as C_EXTENSION
+except ImportError:  # built without a C compiler: the pure-Python paths
+    C_EXTENSION = None
+
+#: The masking in use: :data:`C_EXTENSION`, or ``None`` for the pure-Python
+#: paths (set it to run those; both give the same bytes).
+C_MASKING: CMasking | None = C_EXTENSION
 
 _U16 = Struct(">H")
 _U64 = Struct(">Q")
@@ -38,6 +77,8 @@ def _xor_tables() -> tuple[bytes, ...]:
 
 def mask(key: bytes, payload: bytes | bytearray) -> bytes:
     """``payload`` XOR the 4-byte ``key`` repeated (masking and unmasking)."""
+    if C_MASKING is not None:
+        return C_MASKING.mask(key, payload)
     n = len(payload)
     if not n:
         return b""

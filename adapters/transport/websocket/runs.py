@@ -21,7 +21,10 @@ for them every step runs in C over the whole batch:
 * one cached ``struct`` (``"3x22s"`` repeated: skip the old header, keep
   the payload) cuts the payloads out, and ``header.join`` puts them behind
   their new headers;
-* masking XORs all frames at once, as integers: the keys are picked out of
+* masking runs in C when the optional extension was built (one pass over a
+  batch: ``frames.C_MASKING``, docs/adapters.md "Masking in C"); the pure-
+  Python paths below are the fallback and the reference the tests hold it
+  to. They XOR all frames at once, as integers: the keys are picked out of
   the frames (an AND with a cached mask of the key fields) and copied over
   their payloads by doublings (:func:`_copies`: ``ceil(log2(words + 1))``
   shifts, the last overlapping; the copies of two frames never overlap
@@ -62,6 +65,7 @@ from operator import itemgetter
 from struct import Struct
 from typing import NamedTuple
 
+from . import frames as _frames
 from .frames import KeySource, encode_data_frame
 from .messages import MessageKind, split_lines
 
@@ -91,7 +95,8 @@ MAX_RUN_MESSAGE = 0xFFFFFF
 #: (benchmarks/bench_websocket.py).
 MIN_BATCH = 4
 #: Largest payload framed in batches: masked ones up to 125 bytes (beyond,
-#: tiling the keys costs more than masking one by one), others below 64 KiB.
+#: tiling the keys costs more than masking one by one), others below 64 KiB;
+#: with the C extension, masked ones below 64 KiB too (and any count).
 MAX_MASKED_BATCH = 125
 MAX_BATCH = 0xFFFF
 #: Most masked frames converted at once (longer batches go in several): the
@@ -349,6 +354,8 @@ def _frame_shaped(
         or data[start + 1 :: size] != shape.zeros
     ):
         return None
+    if keys is not None and (c := _frames.C_MASKING) is not None:
+        return c.mask_run(data, start, shape.frames, shape.stride - 6, keys.take(shape.frames))
     payloads = shape.run_payloads.unpack_from(data, start)
     if keys is None:
         return shape.header.join((b"", *payloads))
@@ -361,6 +368,8 @@ def _frame_shaped(
 def record_of_frames(data: bytes, shape: _Shape, masked: bool) -> bytes:
     """The BINARY_RUN record of ``data``: nothing but the frames of a shaped
     batch (headers checked by the caller), unmasked if ``masked``."""
+    if masked and (c := _frames.C_MASKING) is not None:
+        return c.unmask_run(data, 0, shape.frames, shape.stride - 6, shape.record_head[:5])
     payloads = _shaped_payloads(data, 0, shape, masked)
     return shape.length.join((shape.record_head[:5], *payloads))  # (5: the record's own header)
 
@@ -446,6 +455,9 @@ def _batch_to_frames(
             return header.join(chain((b"",), views))
         finally:
             del views  # (no view of the caller's buffer outlives the call)
+    c = _frames.C_MASKING
+    if c is not None:
+        return c.mask_run(data, off, count, n, keys.take(count))
     # Masked (n < 126): frames with their keys in place, then one XOR of the
     # payloads (the stream cut to them: a copy must not touch a header). The
     # keys are picked out of the frames and copied over their payloads.
@@ -472,6 +484,13 @@ def _batch_to_frames(
     return (whole ^ stream).to_bytes(count * stride, "little")
 
 
+def _integer_masking(keys: KeySource | None) -> bool:
+    """Masked frames (``keys``) made by the pure-Python paths, whose masks
+    bound a batch (``MAX_MASKED_BATCH``, ``MAX_MASKED_COUNT``); the C
+    extension frames any batch of lengths up to ``MAX_BATCH`` in one call."""
+    return keys is not None and _frames.C_MASKING is None
+
+
 def encode_batch(data: bytes | bytearray, start: int, keys: KeySource | None) -> bytes | None:
     """:func:`encode_run` for the common case, without its message loop:
     the run ``data[start:]`` is nothing but a batch of messages of one
@@ -487,7 +506,8 @@ def encode_batch(data: bytes | bytearray, start: int, keys: KeySource | None) ->
     if n < 126 and count <= _SMALL:
         return _frame_shaped(data, start, shape_of(n, count), keys)
     if (
-        (n > MAX_MASKED_BATCH or count > MAX_MASKED_COUNT if keys else n > MAX_BATCH)
+        (n > MAX_MASKED_BATCH or count > MAX_MASKED_COUNT if _integer_masking(keys)
+         else n > MAX_BATCH)
         or not all_alike(data, start, end, size, 3)
     ):
         return None
@@ -513,8 +533,9 @@ def encode_run(
         return _encode_text_run(data, keys, start, end)
     parts: list[bytes] = []
     off = start
-    largest = MAX_BATCH if keys is None else MAX_MASKED_BATCH
-    most = 1 << 62 if keys is None else MAX_MASKED_COUNT
+    integers = _integer_masking(keys)
+    largest = MAX_MASKED_BATCH if integers else MAX_BATCH
+    most = MAX_MASKED_COUNT if integers else 1 << 62
     last = -1  # the previous message's length: a batch is tried when it repeats
     tried = 0  # no batch before this offset (a try found too few)
     while end - off >= 3:
@@ -648,12 +669,12 @@ def frames_to_run(
     data: bytes, off: int, count: int, n: int, masked: bool, head: bytes = b""
 ) -> bytes:
     """``head``, then ``count`` FIN binary frames of ``n`` payload bytes each
-    (``4 <= n < 0x10000``; if ``masked``, ``n`` at most 125 and ``count`` at
-    most ``MAX_MASKED_COUNT``; headers checked by the caller, e.g. with
-    :func:`count_uniform`) at ``off``, as run messages; ``masked``: the
-    frames carry keys (we are the server) and are unmasked. ``head`` (a
-    record's header and the messages before them) goes in front without a
-    copy of the whole run to put it there.
+    (``4 <= n < 0x10000``; if ``masked`` and the masking is pure Python,
+    ``n`` at most 125 and ``count`` at most ``MAX_MASKED_COUNT``; headers
+    checked by the caller, e.g. with :func:`count_uniform`) at ``off``, as
+    run messages; ``masked``: the frames carry keys (we are the server) and
+    are unmasked. ``head`` (a record's header and the messages before them)
+    goes in front without a copy of the whole run to put it there.
 
     Frames and run messages differ only in their headers, so the long
     batches (a stream's reads: stream16, stream1k, fnf16m of bench_tcp.py)
@@ -666,6 +687,8 @@ def frames_to_run(
     low byte); a shorter one (unmasked,
     under 126 bytes) gets its room by copying the frames' byte columns into
     place, for payloads up to ``_COLUMNS_MAX`` bytes."""
+    if masked and (c := _frames.C_MASKING) is not None:
+        return c.unmask_run(data, off, count, n, head)
     length = prefix(n)
     if n < 126 and count <= _SMALL:
         payloads = _shaped_payloads(data, off, shape_of(n, count), masked)

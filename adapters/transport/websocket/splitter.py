@@ -33,6 +33,7 @@ from collections.abc import Callable
 from itertools import chain, repeat
 from struct import Struct
 
+from . import frames as _frames
 from .frames import mask
 from .messages import MessageKind, encode_span, record_head
 from .runs import (
@@ -231,7 +232,7 @@ class FrameSplitter:
                 or not 4 <= n < 126
                 or n > self._max
                 or count <= SHAPED  # (record() took those it could)
-                or count > (MAX_MASKED_COUNT if expect_mask else count)
+                or count > (MAX_MASKED_COUNT if self._integer_masking() else count)
                 or not all_alike(data, 0, end, stride, 2)
             ):
                 return False
@@ -239,6 +240,11 @@ class FrameSplitter:
             record = frames_to_run(data, 0, count, n, bool(expect_mask), head)
         self._on_record(record)
         return True
+
+    def _integer_masking(self) -> bool:
+        """Masked frames unmasked by the pure-Python paths, whose masks bound
+        a batch (``MAX_MASKED_COUNT``); the C extension takes any count."""
+        return bool(self._masked) and _frames.C_MASKING is None
 
     def _frames_alike(self, data: bytes) -> bool:
         """``data`` is nothing but equal FIN binary frames, unmasked (a
@@ -367,7 +373,7 @@ class FrameSplitter:
         expect_mask = self._masked
         head = 6 if expect_mask else 2
         limit = self._max
-        most = MAX_MASKED_COUNT if expect_mask else 1 << 62  # frames unmasked at once
+        most = MAX_MASKED_COUNT if self._integer_masking() else 1 << 62  # unmasked at once
         last = -1  # the previous binary frame's length: a batch is tried when it repeats
         tried = start  # no batch before this offset (a try found too few)
         run = self._run

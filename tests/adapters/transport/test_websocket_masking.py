@@ -4,7 +4,8 @@ messages are byte for byte the frames one at a time gives with the same
 keys (RFC 6455, 5.3: each octet XOR its key octet), and a server's read of
 such frames is byte for byte the run of the messages, whatever the payload
 length (every residue mod 4: where the copies of a key end), the count
-(around the column and conversion thresholds) and the offset."""
+(around the column and conversion thresholds) and the offset; both with the
+C extension (when built) and with the pure-Python paths."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from sansrs.adapters.transport.websocket.runs import (
     frames_to_run,
 )
 
+from tests.adapters.transport.masking_paths import BOTH, masking
 from tests.adapters.transport.test_websocket_records import run_of
 
 
@@ -36,11 +38,12 @@ COUNTS = st.sampled_from([4, 5, 63, 64, 65, 255, 256, 257, 700, MAX_MASKED_COUNT
                           MAX_MASKED_COUNT + 1, 2 * MAX_MASKED_COUNT + 3])
 
 
+@BOTH
 @settings(max_examples=40, deadline=None)
 @given(st.integers(4, MAX_MASKED_BATCH), COUNTS, st.integers(0, 7), st.integers(0, 2**32),
        st.booleans())
 def test_masked_batches_are_the_frames_one_at_a_time_byte_for_byte(
-    n: int, count: int, start: int, seed: int, offered_as_bytearray: bool
+    path: str, n: int, count: int, start: int, seed: int, offered_as_bytearray: bool
 ) -> None:
     """The differential of the client's bulk masking: the keys found in the
     frames, then each frame built alone with its key (the plain path); and
@@ -51,7 +54,8 @@ def test_masked_batches_are_the_frames_one_at_a_time_byte_for_byte(
     data: bytes | bytearray = bytes(start) + run
     if offered_as_bytearray:
         data = bytearray(data)
-    wire, used = encode_run(data, keyed_source(seed), start=start)
+    with masking(path):
+        wire, used = encode_run(data, keyed_source(seed), start=start)
     assert used == len(run)
     stride = n + 6
     assert len(wire) == count * stride
@@ -60,11 +64,12 @@ def test_masked_batches_are_the_frames_one_at_a_time_byte_for_byte(
     assert len(set(keys)) > count - 3  # RFC 6455, 5.3: a fresh key per frame
 
 
+@BOTH
 @settings(max_examples=40, deadline=None)
 @given(st.integers(4, MAX_MASKED_BATCH), st.integers(4, MAX_MASKED_COUNT), st.integers(0, 7),
        st.integers(0, 2**32))
 def test_masked_frames_read_in_bulk_are_the_run_byte_for_byte(
-    n: int, count: int, off: int, seed: int
+    path: str, n: int, count: int, off: int, seed: int
 ) -> None:
     """The differential of the server's bulk unmasking: frames masked one
     at a time (the plain path) with drawn keys, at an offset in the read,
@@ -75,7 +80,8 @@ def test_masked_frames_read_in_bulk_are_the_run_byte_for_byte(
     frames = b"".join(encode_data_frame(2, m, rng.randbytes(4)) for m in messages)
     read = rng.randbytes(off) + frames + rng.randbytes(5)
     head = b"\x12" + rng.randbytes(4)
-    assert frames_to_run(read, off, count, n, True, head) == head + run_of(messages)
+    with masking(path):
+        assert frames_to_run(read, off, count, n, True, head) == head + run_of(messages)
 
 
 @pytest.mark.parametrize("n", [4, 5, 6, 7, 21, 22, 24, 25, 125])
@@ -119,7 +125,8 @@ def test_short_masked_payloads_go_into_frames_a_byte_column_at_a_time(
 
     monkeypatch.setattr(runs, "_cut", no_cutting)
     messages = [bytes((i % 251,)) * 22 for i in range(3000)]
-    wire, used = encode_run(run_of(messages), KeySource())
+    with masking("python"):
+        wire, used = encode_run(run_of(messages), KeySource())
     assert used == len(run_of(messages))
     keys = [wire[i * 28 + 2 : i * 28 + 6] for i in range(3000)]
     assert wire == b"".join(encode_data_frame(2, m, k) for m, k in zip(messages, keys, strict=True))
