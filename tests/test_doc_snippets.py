@@ -188,7 +188,10 @@ def test_readme_editable_strict_mode_reaches_pip(tmp_path: Path) -> None:
     if shutil.which("make") is None:
         pytest.skip("no make")
     shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
-    (tmp_path / "pyproject.toml").touch()
+    # (what the venv is built from: the project, and the optional C extension's build)
+    for name in ("pyproject.toml", "setup.py", "adapters/transport/websocket/_speedups.c"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).touch()
 
     # Not the variables of a make this test runs under (test-py313 passes VENV=).
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
