@@ -84,6 +84,7 @@ __all__ = [
     "frame_lines",
     "frame_record",
     "frames_to_run",
+    "most_at_once",
     "prefix",
     "record_of_frames",
     "shape_of",
@@ -484,11 +485,17 @@ def _batch_to_frames(
     return (whole ^ stream).to_bytes(count * stride, "little")
 
 
-def _integer_masking(keys: KeySource | None) -> bool:
-    """Masked frames (``keys``) made by the pure-Python paths, whose masks
+def _integer_masking(masked: bool) -> bool:
+    """Masked frames made or read by the pure-Python paths, whose masks
     bound a batch (``MAX_MASKED_BATCH``, ``MAX_MASKED_COUNT``); the C
-    extension frames any batch of lengths up to ``MAX_BATCH`` in one call."""
-    return keys is not None and _frames.C_MASKING is None
+    extension takes any batch of lengths up to ``MAX_BATCH`` in one call."""
+    return masked and _frames.C_MASKING is None
+
+
+def most_at_once(masked: bool) -> int:
+    """Most frames of a batch converted in one call: ``MAX_MASKED_COUNT``
+    masked ones with the pure-Python paths, else no bound."""
+    return MAX_MASKED_COUNT if _integer_masking(masked) else 1 << 62
 
 
 def encode_batch(data: bytes | bytearray, start: int, keys: KeySource | None) -> bytes | None:
@@ -506,7 +513,7 @@ def encode_batch(data: bytes | bytearray, start: int, keys: KeySource | None) ->
     if n < 126 and count <= _SMALL:
         return _frame_shaped(data, start, shape_of(n, count), keys)
     if (
-        (n > MAX_MASKED_BATCH or count > MAX_MASKED_COUNT if _integer_masking(keys)
+        (n > MAX_MASKED_BATCH or count > MAX_MASKED_COUNT if _integer_masking(keys is not None)
          else n > MAX_BATCH)
         or not all_alike(data, start, end, size, 3)
     ):
@@ -533,9 +540,8 @@ def encode_run(
         return _encode_text_run(data, keys, start, end)
     parts: list[bytes] = []
     off = start
-    integers = _integer_masking(keys)
-    largest = MAX_MASKED_BATCH if integers else MAX_BATCH
-    most = MAX_MASKED_COUNT if integers else 1 << 62
+    largest = MAX_MASKED_BATCH if _integer_masking(keys is not None) else MAX_BATCH
+    most = most_at_once(keys is not None)
     last = -1  # the previous message's length: a batch is tried when it repeats
     tried = 0  # no batch before this offset (a try found too few)
     while end - off >= 3:

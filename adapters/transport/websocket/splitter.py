@@ -33,12 +33,10 @@ from collections.abc import Callable
 from itertools import chain, repeat
 from struct import Struct
 
-from . import frames as _frames
 from .frames import mask
 from .messages import MessageKind, encode_span, record_head
 from .runs import (
     MAX_BATCH,
-    MAX_MASKED_COUNT,
     MAX_RUN_MESSAGE,
     MIN_BATCH,
     SHAPED,
@@ -46,6 +44,7 @@ from .runs import (
     all_alike,
     count_uniform,
     frames_to_run,
+    most_at_once,
     prefix,
     record_of_frames,
     shape_of,
@@ -232,7 +231,7 @@ class FrameSplitter:
                 or not 4 <= n < 126
                 or n > self._max
                 or count <= SHAPED  # (record() took those it could)
-                or count > (MAX_MASKED_COUNT if self._integer_masking() else count)
+                or count > most_at_once(bool(expect_mask))
                 or not all_alike(data, 0, end, stride, 2)
             ):
                 return False
@@ -240,11 +239,6 @@ class FrameSplitter:
             record = frames_to_run(data, 0, count, n, bool(expect_mask), head)
         self._on_record(record)
         return True
-
-    def _integer_masking(self) -> bool:
-        """Masked frames unmasked by the pure-Python paths, whose masks bound
-        a batch (``MAX_MASKED_COUNT``); the C extension takes any count."""
-        return bool(self._masked) and _frames.C_MASKING is None
 
     def _frames_alike(self, data: bytes) -> bool:
         """``data`` is nothing but equal FIN binary frames, unmasked (a
@@ -373,7 +367,7 @@ class FrameSplitter:
         expect_mask = self._masked
         head = 6 if expect_mask else 2
         limit = self._max
-        most = MAX_MASKED_COUNT if self._integer_masking() else 1 << 62  # unmasked at once
+        most = most_at_once(bool(expect_mask))  # frames converted at once
         last = -1  # the previous binary frame's length: a batch is tried when it repeats
         tried = start  # no batch before this offset (a try found too few)
         run = self._run
